@@ -1,0 +1,353 @@
+// Package auth verifies JWT bearer tokens for the MCP gateway and turns
+// them into a [Principal] that owns tasks.
+//
+// The package is independent of Caddy: the gateway module builds a
+// [Verifier] from its configuration with [NewVerifier], extracts the token
+// with [BearerToken], checks it with [Verifier.Verify] and, on failure,
+// answers 401 with the WWW-Authenticate value built by [Challenge].
+//
+// Security properties enforced for every token:
+//
+//   - The accepted signing algorithms are pinned to the configured key type
+//     (HMAC secret: HS256/384/512; RSA: RS*/PS*; ECDSA: the ES algorithm of
+//     the key's curve; Ed25519: EdDSA; JWKS: asymmetric algorithms only), so
+//     "alg": "none" never passes and a public key can never be used as an
+//     HMAC secret.
+//   - The key used for a token always belongs to the family of the token's
+//     algorithm (an RSA key is never offered for ES256, and so on).
+//   - "exp" is required; "exp" and "nbf" are checked with a leeway.
+//   - "iss" and "aud" are checked when configured.
+//   - Error messages describe the failure and never contain token contents.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Defaults and limits applied by [NewVerifier].
+const (
+	// DefaultPrincipalClaim is the claim naming the principal when
+	// Options.PrincipalClaim is empty.
+	DefaultPrincipalClaim = "sub"
+	// DefaultLeeway is the clock skew tolerated on "exp" and "nbf" when
+	// Options.Leeway is zero.
+	DefaultLeeway = 30 * time.Second
+	// JWKSFetchTimeout bounds every JWKS fetch (initial, periodic and
+	// unknown-kid refresh, the latter including the wait for its rate
+	// limiter) through the fetch's context, whatever Options.HTTPClient is.
+	// It is also the timeout of the default HTTP client.
+	JWKSFetchTimeout = 5 * time.Second
+	// DefaultJWKSRefreshInterval is how often the JWKS is fetched in the
+	// background when Options.JWKSRefreshInterval is zero.
+	DefaultJWKSRefreshInterval = time.Hour
+	// DefaultJWKSUnknownKIDRefreshInterval is the minimum time between two
+	// JWKS fetches triggered by tokens naming an unknown "kid" when
+	// Options.JWKSUnknownKIDRefreshInterval is zero.
+	DefaultJWKSUnknownKIDRefreshInterval = 5 * time.Minute
+	// MinHMACSecretLen is the shortest HMAC secret NewVerifier accepts.
+	MinHMACSecretLen = 32
+	// maxTokenLen caps the size of a token handed to the JWT parser.
+	maxTokenLen = 64 << 10
+)
+
+// Options configures a [Verifier]. Exactly one key source among
+// HMACSecret, PublicKeysPEM and JWKSURL must be set.
+type Options struct {
+	// HMACSecret is the shared secret of HS256/HS384/HS512 tokens. It must
+	// be at least MinHMACSecretLen bytes and must not be a PEM document
+	// (a public key used as an HMAC secret would let anyone forge tokens).
+	HMACSecret []byte
+
+	// PublicKeysPEM holds one or more PEM documents, each with one or more
+	// "PUBLIC KEY", "RSA PUBLIC KEY" or "CERTIFICATE" blocks. RSA keys
+	// (at least 2048 bits) accept RS256/384/512 and PS256/384/512, ECDSA
+	// keys the ES algorithm of their curve (P-256: ES256, P-384: ES384,
+	// P-521: ES512) and Ed25519 keys EdDSA. With several keys (rotation) a
+	// token is accepted when any key of its algorithm's family verifies it.
+	// Private keys are refused. Certificates only carry the key: their
+	// validity and chain are not checked.
+	PublicKeysPEM [][]byte
+
+	// JWKSURL is the http(s) address of a JSON Web Key Set. Keys are fetched
+	// by NewVerifier, refreshed every JWKSRefreshInterval, and refreshed on
+	// demand when a token names an unknown "kid" (at most once per
+	// JWKSUnknownKIDRefreshInterval). Only keys whose "use" is "sig" or
+	// absent are used, and only with asymmetric algorithms.
+	JWKSURL string
+
+	// Issuer, when non-empty, must equal the token's "iss" claim.
+	Issuer string
+
+	// Audience, when non-empty, must be among the token's "aud" claim.
+	Audience string
+
+	// PrincipalClaim names the claim identifying the principal; it must be a
+	// non-empty string in every token. Default: DefaultPrincipalClaim.
+	PrincipalClaim string
+
+	// TenantClaim, when non-empty, names the claim identifying the tenant.
+	// It is then required: a token without it, or with a non-string or
+	// empty value, is rejected, so that a tenant-scoped deployment never
+	// files a principal under the empty tenant.
+	TenantClaim string
+
+	// Leeway is the clock skew tolerated on "exp" and "nbf". Zero means
+	// DefaultLeeway; negative values are refused.
+	Leeway time.Duration
+
+	// HTTPClient fetches the JWKS. Default: a client with a
+	// JWKSFetchTimeout timeout. Each fetch is bounded by JWKSFetchTimeout
+	// through its context in any case.
+	HTTPClient *http.Client
+
+	// JWKSRefreshInterval is the period of the background JWKS refresh.
+	// Default: DefaultJWKSRefreshInterval.
+	JWKSRefreshInterval time.Duration
+
+	// JWKSUnknownKIDRefreshInterval is the minimum time between two JWKS
+	// fetches triggered by unknown key ids. Default:
+	// DefaultJWKSUnknownKIDRefreshInterval.
+	JWKSUnknownKIDRefreshInterval time.Duration
+
+	// Logger receives JWKS refresh failures (URL and error, never tokens).
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Principal is the authenticated caller extracted from a verified token.
+type Principal struct {
+	// Issuer is the token's "iss" claim, empty when absent.
+	Issuer string
+	// Subject is the value of the configured principal claim.
+	Subject string
+	// Tenant is the value of the configured tenant claim, empty when no
+	// tenant claim is configured.
+	Tenant string
+}
+
+// Key returns an opaque owner key for p. Every field is length-prefixed, so
+// two distinct principals never share a key whatever bytes their fields
+// hold. The format is stable and may be persisted.
+func (p Principal) Key() string {
+	var b strings.Builder
+	b.Grow(len(p.Tenant) + len(p.Issuer) + len(p.Subject) + 16)
+	b.WriteString("p1")
+	for _, s := range [...]string{p.Tenant, p.Issuer, p.Subject} {
+		b.WriteByte('|')
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// Verifier checks bearer JWTs against one configured key source. It is safe
+// for concurrent use.
+type Verifier struct {
+	parser         *jwt.Parser
+	keyfunc        jwt.Keyfunc
+	principalClaim string
+	tenantClaim    string
+}
+
+// NewVerifier validates o and builds a Verifier. Exactly one key source
+// among o.HMACSecret, o.PublicKeysPEM and o.JWKSURL must be set.
+//
+// For a JWKS, ctx bounds the background refresh: cancelling it stops the
+// refresh goroutine and on-demand refreshes, while keys already fetched keep
+// verifying tokens. NewVerifier fetches the JWKS once (for at most
+// JWKSFetchTimeout) but does not fail when the endpoint is down: the
+// failure is logged, tokens are rejected until keys are known, and the next
+// token naming a key id triggers a refresh (rate-limited by
+// JWKSUnknownKIDRefreshInterval), as does the periodic refresh.
+func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	sources := 0
+	for _, set := range []bool{len(o.HMACSecret) > 0, len(o.PublicKeysPEM) > 0, o.JWKSURL != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return nil, fmt.Errorf("auth: exactly one of HMACSecret, PublicKeysPEM and JWKSURL must be set, got %d", sources)
+	}
+	leeway := o.Leeway
+	switch {
+	case leeway < 0:
+		return nil, fmt.Errorf("auth: negative leeway %v", leeway)
+	case leeway == 0:
+		leeway = DefaultLeeway
+	}
+
+	var (
+		ks  keySource
+		err error
+	)
+	switch {
+	case len(o.HMACSecret) > 0:
+		ks, err = newHMACSource(o.HMACSecret)
+	case len(o.PublicKeysPEM) > 0:
+		ks, err = newPEMSource(o.PublicKeysPEM)
+	default:
+		ks, err = newJWKSSource(ctx, o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+
+	popts := []jwt.ParserOption{
+		jwt.WithValidMethods(ks.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(leeway),
+	}
+	if o.Issuer != "" {
+		popts = append(popts, jwt.WithIssuer(o.Issuer))
+	}
+	if o.Audience != "" {
+		popts = append(popts, jwt.WithAudience(o.Audience))
+	}
+	principalClaim := o.PrincipalClaim
+	if principalClaim == "" {
+		principalClaim = DefaultPrincipalClaim
+	}
+	return &Verifier{
+		parser:         jwt.NewParser(popts...),
+		keyfunc:        ks.keyfunc,
+		principalClaim: principalClaim,
+		tenantClaim:    o.TenantClaim,
+	}, nil
+}
+
+// Verify checks token's signature and claims and returns its principal.
+// An empty token yields an error wrapping [ErrMissingToken]; every other
+// failure wraps [ErrInvalidToken] (and, where one applies, the matching
+// jwt/v5 sentinel such as jwt.ErrTokenExpired) with a reason that never
+// quotes the token.
+func (v *Verifier) Verify(token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, ErrMissingToken
+	}
+	if len(token) > maxTokenLen {
+		return Principal{}, invalid("token is too large", nil)
+	}
+	keyfuncCalled, critical := false, false
+	kf := func(t *jwt.Token) (any, error) {
+		keyfuncCalled = true
+		// RFC 7515 section 4.1.11: no extension is understood here, so a
+		// token marking any header parameter critical must be rejected.
+		if _, critical = t.Header["crit"]; critical {
+			return nil, errors.New("critical header parameters are not supported")
+		}
+		return v.keyfunc(t)
+	}
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(token, claims, kf); err != nil {
+		if critical {
+			return Principal{}, invalid("token has unsupported critical header parameters", jwt.ErrTokenUnverifiable)
+		}
+		return Principal{}, classify(err, keyfuncCalled)
+	}
+	return v.principal(claims)
+}
+
+// principal extracts the Principal from verified claims.
+func (v *Verifier) principal(c jwt.MapClaims) (Principal, error) {
+	iss, err := c.GetIssuer()
+	if err != nil {
+		return Principal{}, invalid(`claim "iss" is not a string`, jwt.ErrInvalidType)
+	}
+	sub, ok := c[v.principalClaim].(string)
+	if !ok || sub == "" {
+		return Principal{}, invalid(fmt.Sprintf("principal claim %q is missing, empty or not a string", v.principalClaim), jwt.ErrTokenRequiredClaimMissing)
+	}
+	p := Principal{Issuer: iss, Subject: sub}
+	if v.tenantClaim != "" {
+		tenant, ok := c[v.tenantClaim].(string)
+		if !ok || tenant == "" {
+			return Principal{}, invalid(fmt.Sprintf("tenant claim %q is missing, empty or not a string", v.tenantClaim), jwt.ErrTokenRequiredClaimMissing)
+		}
+		p.Tenant = tenant
+	}
+	return p, nil
+}
+
+var (
+	// ErrMissingToken reports a request without a bearer token (no
+	// Authorization header, or one of another scheme). [Challenge] answers
+	// it without an error code, as RFC 6750 section 3.1 asks.
+	ErrMissingToken = errors.New("missing bearer token")
+	// ErrInvalidToken is wrapped by every error reporting a present but
+	// unacceptable token, with the reason in the message.
+	ErrInvalidToken = errors.New("invalid token")
+)
+
+// tokenError is an invalid-token failure. Its message is the fixed reason
+// only; it unwraps to ErrInvalidToken and, when set, a jwt/v5 sentinel
+// (never to an error that could quote token contents).
+type tokenError struct {
+	reason string
+	cause  error
+}
+
+func invalid(reason string, cause error) error {
+	return &tokenError{reason: reason, cause: cause}
+}
+
+func (e *tokenError) Error() string { return ErrInvalidToken.Error() + ": " + e.reason }
+
+func (e *tokenError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrInvalidToken}
+	}
+	return []error{ErrInvalidToken, e.cause}
+}
+
+// classify maps a jwt/v5 parse error to a tokenError. keyfuncCalled tells
+// whether the algorithm passed the allow-list (the keyfunc only runs then).
+func classify(err error, keyfuncCalled bool) error {
+	type rule struct {
+		sentinel error
+		reason   string
+	}
+	if !keyfuncCalled {
+		switch {
+		case errors.Is(err, jwt.ErrTokenMalformed):
+			return invalid("token is malformed", jwt.ErrTokenMalformed)
+		case errors.Is(err, jwt.ErrTokenUnverifiable):
+			return invalid("token signing algorithm is missing or unsupported", jwt.ErrTokenUnverifiable)
+		case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+			return invalid("token signing algorithm is not allowed", jwt.ErrTokenSignatureInvalid)
+		}
+	}
+	for _, r := range []rule{
+		{jwt.ErrTokenMalformed, "token is malformed"},
+		{jwt.ErrTokenUnverifiable, "no verification key matches the token"},
+		{jwt.ErrTokenSignatureInvalid, "token signature is invalid"},
+		{jwt.ErrTokenExpired, "token is expired"},
+		{jwt.ErrTokenNotValidYet, "token is not valid yet"},
+		{jwt.ErrTokenUsedBeforeIssued, "token is used before it was issued"},
+		{jwt.ErrTokenInvalidAudience, "token audience is not accepted"},
+		{jwt.ErrTokenInvalidIssuer, "token issuer is not accepted"},
+		{jwt.ErrTokenRequiredClaimMissing, "token is missing a required claim"},
+		{jwt.ErrInvalidType, "token has a claim of the wrong type"},
+	} {
+		if errors.Is(err, r.sentinel) {
+			return invalid(r.reason, r.sentinel)
+		}
+	}
+	return invalid("token is not acceptable", nil)
+}

@@ -1,0 +1,89 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// authRealm names the protected resource in WWW-Authenticate.
+const authRealm = "mcp"
+
+// authenticator identifies the caller of each request.
+type authenticator struct {
+	verifier            *auth.Verifier
+	resourceMetadataURL string
+}
+
+// newAuthenticator builds the verifier once per configuration. ctx is the
+// configuration's context: it stops JWKS refreshes when the config unloads.
+func newAuthenticator(ctx context.Context, j *JWTConfig) (*authenticator, error) {
+	repl := caddy.NewReplacer()
+	o := auth.Options{
+		JWKSURL:        repl.ReplaceKnown(j.JWKSURL, ""),
+		Issuer:         repl.ReplaceKnown(j.Issuer, ""),
+		Audience:       repl.ReplaceKnown(j.Audience, ""),
+		PrincipalClaim: j.PrincipalClaim,
+		TenantClaim:    j.TenantClaim,
+		Leeway:         time.Duration(j.Leeway),
+	}
+	if j.HMACSecret != "" {
+		secret := repl.ReplaceKnown(j.HMACSecret, "")
+		if secret == "" {
+			return nil, fmt.Errorf("auth jwt: hmac_secret %q expands to nothing", j.HMACSecret)
+		}
+		o.HMACSecret = []byte(secret)
+	}
+	for _, path := range j.PublicKeys {
+		path = repl.ReplaceKnown(path, "")
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("auth jwt: reading public_key %s: %w", path, err)
+		}
+		o.PublicKeysPEM = append(o.PublicKeysPEM, pem)
+	}
+	v, err := auth.NewVerifier(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("auth jwt: %w", err)
+	}
+	return &authenticator{verifier: v, resourceMetadataURL: repl.ReplaceKnown(j.ResourceMetadataURL, "")}, nil
+}
+
+// authenticate verifies the bearer token of r. On success it returns r
+// carrying the principal as its task owner, and publishes the subject as
+// {http.auth.user.id} for access logs. On failure it writes 401 and returns
+// nil. The token is read from the Authorization header only, so the body
+// stays untouched, and it is never logged or echoed.
+func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *http.Request {
+	token, present, err := auth.BearerToken(r)
+	if err == nil && !present {
+		err = auth.ErrMissingToken
+	}
+	var p auth.Principal
+	if err == nil {
+		p, err = a.verifier.Verify(token)
+	}
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", auth.Challenge(err, authRealm, a.resourceMetadataURL))
+		msg := "Unauthorized: a valid bearer token is required"
+		if !errors.Is(err, auth.ErrMissingToken) {
+			msg = "Unauthorized: invalid bearer token"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "%s", msg)))
+		return nil
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.auth.user.id", p.Subject)
+	}
+	return taskproxy.WithOwner(r, p.Key())
+}

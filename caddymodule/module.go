@@ -1,0 +1,307 @@
+// Package caddymodule is the Caddy glue of caddy-mcp-tasks: it registers the
+// http.handlers.mcp_tasks module and its Caddyfile directive, provisions the
+// task store from a usage pool so that reloads share it, and hands requests to
+// the taskproxy core.
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Defaults of the configuration.
+const (
+	DefaultTaskAfter          = time.Second
+	DefaultTTL                = 15 * time.Minute
+	DefaultMaxTTL             = 24 * time.Hour
+	DefaultPollInterval       = time.Second
+	DefaultMaxActive          = 100
+	DefaultMaxBody      int64 = 4 << 20
+)
+
+// Handler fronts MCP servers and gives them MCP tasks: slow tools/call
+// requests become durable tasks, bound to the caller, that the gateway itself
+// answers polling, input, cancellation and subscriptions for. Everything that
+// is not task business passes to the next handler (normally reverse_proxy)
+// unchanged.
+type Handler struct {
+	// StorageDir is the directory of the embedded task store (Badger).
+	// Configurations that name the same directory share one store.
+	// Default: Caddy's data directory + "/mcp_tasks".
+	StorageDir string `json:"storage_dir,omitempty"`
+
+	// TaskAfter is how long a 2026-07-28 call that may become a task runs
+	// before the gateway turns it into one. Default: 1s.
+	TaskAfter caddy.Duration `json:"task_after,omitempty"`
+
+	// DefaultTTL is how long a task is kept after creation when the client
+	// asks for no ttl. Default: 15m.
+	DefaultTTL caddy.Duration `json:"default_ttl,omitempty"`
+
+	// MaxTTL caps the ttl a client may ask for. Default: 24h.
+	MaxTTL caddy.Duration `json:"max_ttl,omitempty"`
+
+	// PollInterval is the polling interval suggested to clients.
+	// Default: 1s.
+	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
+
+	// MaxActivePerPrincipal caps the tasks of one principal that are not
+	// yet completed, failed or cancelled; a create over it gets JSON-RPC
+	// error -32000. Default: 100; a negative value removes the cap.
+	MaxActivePerPrincipal int `json:"max_active_per_principal,omitempty"`
+
+	// DefaultTaskSupport is the task mode of tools that have no entry in
+	// Tools: "forbidden", "optional" or "required". Default: "optional".
+	DefaultTaskSupport string `json:"default_task_support,omitempty"`
+
+	// MaxBody caps the size of request bodies in bytes; larger ones get
+	// HTTP 413 with a JSON-RPC error. Default: 4 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	// Tools sets the task policy of individual tools, by tool name.
+	Tools map[string]*ToolPolicy `json:"tools,omitempty"`
+
+	// Auth identifies callers; tasks are bound to the caller's principal.
+	// Without it every caller is one anonymous principal: any caller that
+	// knows a task id reaches the task, and tasks/list is not offered.
+	Auth *AuthConfig `json:"auth,omitempty"`
+
+	authn    *authenticator
+	rt       *taskproxy.Runtime
+	gw       *taskproxy.Gateway
+	poolKey  string
+	stopping chan struct{}
+	stop     func() // closes stopping, once
+	logger   *zap.Logger
+}
+
+// ToolPolicy is the task policy of one tool.
+type ToolPolicy struct {
+	// TaskSupport is the tool's task mode. For 2025-11-25 clients it is
+	// advertised as execution.taskSupport: "forbidden" refuses
+	// task-augmented calls, "optional" allows them, "required" refuses
+	// calls without params.task. For 2026-07-28 clients, "required" means
+	// the call always becomes a task.
+	TaskSupport string `json:"task_support,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.mcp_tasks",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision applies defaults, takes the shared task store for the storage
+// directory from the usage pool, and builds the gateway.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.applyDefaults()
+	dir, err := filepath.Abs(h.StorageDir)
+	if err != nil {
+		return fmt.Errorf("resolving storage_dir %q: %w", h.StorageDir, err)
+	}
+	h.StorageDir = dir
+
+	cfg, err := h.gatewayConfig()
+	if err != nil {
+		return err
+	}
+	h.stopping = make(chan struct{})
+	h.stop = sync.OnceFunc(func() { close(h.stopping) })
+	cfg.Stopping = h.stopping
+	if err := h.watchStopping(ctx); err != nil {
+		return err
+	}
+
+	if h.Auth != nil {
+		if h.Auth.JWT == nil {
+			return errors.New("mcp_tasks: auth needs a method (jwt)")
+		}
+		if h.authn, err = newAuthenticator(ctx, h.Auth.JWT); err != nil {
+			return fmt.Errorf("mcp_tasks: %w", err)
+		}
+		cfg.ListTasks = true // owners are real principals
+	}
+
+	rt, err := acquireRuntime(dir, ctx.Logger().Named("badger"))
+	if err != nil {
+		return err
+	}
+	h.rt, h.poolKey = rt, dir
+	if h.gw, err = taskproxy.New(cfg, rt); err != nil {
+		return fmt.Errorf("mcp_tasks: %w", err)
+	}
+	return nil
+}
+
+func (h *Handler) applyDefaults() {
+	if h.StorageDir == "" {
+		h.StorageDir = filepath.Join(caddy.AppDataDir(), "mcp_tasks")
+	}
+	if h.TaskAfter == 0 {
+		h.TaskAfter = caddy.Duration(DefaultTaskAfter)
+	}
+	if h.DefaultTTL == 0 {
+		h.DefaultTTL = caddy.Duration(DefaultTTL)
+	}
+	if h.MaxTTL == 0 {
+		h.MaxTTL = caddy.Duration(DefaultMaxTTL)
+	}
+	if h.PollInterval == 0 {
+		h.PollInterval = caddy.Duration(DefaultPollInterval)
+	}
+	if h.MaxActivePerPrincipal == 0 {
+		h.MaxActivePerPrincipal = DefaultMaxActive
+	}
+	if h.DefaultTaskSupport == "" {
+		h.DefaultTaskSupport = string(taskproxy.TaskOptional)
+	}
+	if h.MaxBody == 0 {
+		h.MaxBody = DefaultMaxBody
+	}
+}
+
+// gatewayConfig translates the module's fields into the core's config.
+func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
+	def, err := taskproxy.ParseTaskSupport(h.DefaultTaskSupport)
+	if err != nil {
+		return taskproxy.Config{}, fmt.Errorf("default_task_support: %w", err)
+	}
+	tools := make(map[string]taskproxy.TaskSupport, len(h.Tools))
+	for name, p := range h.Tools {
+		if p == nil || p.TaskSupport == "" {
+			tools[name] = def
+			continue
+		}
+		m, err := taskproxy.ParseTaskSupport(p.TaskSupport)
+		if err != nil {
+			return taskproxy.Config{}, fmt.Errorf("tool %s: %w", name, err)
+		}
+		tools[name] = m
+	}
+	maxActive := h.MaxActivePerPrincipal
+	if maxActive < 0 {
+		maxActive = 0
+	}
+	return taskproxy.Config{
+		TaskAfter:          time.Duration(h.TaskAfter),
+		DefaultTTL:         time.Duration(h.DefaultTTL),
+		MaxTTL:             time.Duration(h.MaxTTL),
+		PollInterval:       time.Duration(h.PollInterval),
+		MaxActivePerOwner:  maxActive,
+		DefaultTaskSupport: def,
+		Tools:              tools,
+		MaxBody:            h.MaxBody,
+		Detach:             detachRequest,
+		Logger:             h.logger,
+	}, nil
+}
+
+// watchStopping closes h.stopping on Caddy's "stopping" event, which comes
+// before the HTTP server waits for open requests: long-lived streams must
+// end then, or a reload or stop would wait for them forever.
+func (h *Handler) watchStopping(ctx caddy.Context) error {
+	appIface, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("getting events app: %w", err)
+	}
+	events, ok := appIface.(*caddyevents.App)
+	if !ok {
+		return fmt.Errorf("events app has unexpected type %T", appIface)
+	}
+	return events.On("stopping", stoppingHandler{h})
+}
+
+type stoppingHandler struct{ h *Handler }
+
+func (s stoppingHandler) Handle(ctx context.Context, _ caddy.Event) error {
+	s.h.stop()
+	return nil
+}
+
+// Validate checks the configuration after Provision.
+func (h *Handler) Validate() error {
+	if h.TaskAfter < 0 || h.PollInterval < 0 || h.DefaultTTL < 0 || h.MaxTTL < 0 {
+		return errors.New("mcp_tasks: durations must not be negative")
+	}
+	if h.DefaultTTL > h.MaxTTL {
+		return fmt.Errorf("mcp_tasks: default_ttl %s exceeds max_ttl %s", time.Duration(h.DefaultTTL), time.Duration(h.MaxTTL))
+	}
+	if h.MaxBody < 0 {
+		return errors.New("mcp_tasks: max_body must not be negative")
+	}
+	return nil
+}
+
+// Cleanup releases this configuration's hold on the task store. It runs even
+// when Provision failed, so it releases only what Provision took.
+func (h *Handler) Cleanup() error {
+	if h.stop != nil {
+		h.stop()
+	}
+	if h.poolKey == "" {
+		return nil
+	}
+	_, err := runtimes.Delete(h.poolKey)
+	h.poolKey = ""
+	return err
+}
+
+// ServeHTTP hands the request to the gateway.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.authn != nil {
+		if r = h.authn.authenticate(w, r); r == nil {
+			return nil
+		}
+	}
+	return h.gw.ServeHTTP(w, r, nextHandler{next})
+}
+
+// nextHandler presents Caddy's next handler to the core as an http.Handler
+// that can also report its error (taskproxy.ErrorHandler).
+type nextHandler struct{ next caddyhttp.Handler }
+
+// ServeHTTP writes the status of an error, for callers that cannot take it.
+func (n nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := n.next.ServeHTTP(w, r); err != nil {
+		status := http.StatusBadGateway
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != 0 {
+			status = he.StatusCode
+		}
+		http.Error(w, http.StatusText(status), status)
+	}
+}
+
+// ServeHTTPErr returns the error of Caddy's handler chain.
+func (n nextHandler) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error {
+	return n.next.ServeHTTP(w, r)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ taskproxy.ErrorHandler      = nextHandler{}
+	_ caddyevents.Handler         = stoppingHandler{}
+)

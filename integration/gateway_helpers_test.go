@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
+)
+
+// caddyBinary is the Caddy built with our module: $CADDY_BINARY (set by
+// ./xcaddy.sh test, which builds it once per run), or built here by
+// ../xcaddy.sh build when the tests run on their own.
+var caddyBinary string
+
+func TestMain(m *testing.M) {
+	caddyBinary = os.Getenv("CADDY_BINARY")
+	if caddyBinary == "" {
+		root, err := filepath.Abs("..")
+		if err == nil {
+			cmd := exec.Command(filepath.Join(root, "xcaddy.sh"), "build")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			err = cmd.Run()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building caddy with ../xcaddy.sh build: %v\n", err)
+			os.Exit(1)
+		}
+		caddyBinary = filepath.Join(root, "caddy")
+	}
+	if _, err := os.Stat(caddyBinary); err != nil {
+		fmt.Fprintf(os.Stderr, "caddy binary: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// gatewayOptions describes one Caddy under test.
+type gatewayOptions struct {
+	// Upstream is the address reverse_proxy sends to (host:port).
+	Upstream string
+	// Directives are extra lines inside the mcp_tasks block.
+	Directives string
+	// StorageDir defaults to a fresh temporary directory.
+	StorageDir string
+}
+
+// gateway is a running Caddy process with the mcp_tasks module in front of
+// an upstream.
+type gateway struct {
+	t         testing.TB
+	opts      gatewayOptions
+	addr      string
+	adminAddr string
+	home      string
+	config    string
+	proc      *startedProcess
+	// URL is the MCP endpoint.
+	URL string
+}
+
+// startGateway writes a Caddyfile and runs the real Caddy binary on it.
+func startGateway(t testing.TB, opts gatewayOptions) *gateway {
+	t.Helper()
+	if opts.StorageDir == "" {
+		opts.StorageDir = filepath.Join(t.TempDir(), "store")
+	}
+	g := &gateway{t: t, opts: opts, addr: freeAddr(t), adminAddr: freeAddr(t), home: t.TempDir()}
+	g.URL = "http://" + g.addr + "/mcp"
+	g.config = filepath.Join(g.home, "Caddyfile")
+	g.writeConfig(opts.Directives)
+	g.proc = startProcessEnv(t, g.env(), g.addr, caddyBinary, "run", "--config", g.config, "--adapter", "caddyfile")
+	return g
+}
+
+func (g *gateway) env() []string {
+	return []string{"XDG_DATA_HOME=" + filepath.Join(g.home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.home, "config"), "HOME=" + g.home}
+}
+
+func (g *gateway) writeConfig(directives string) {
+	g.t.Helper()
+	cfg := fmt.Sprintf(`{
+	admin %s
+	persist_config off
+	auto_https off
+	grace_period 10s
+}
+
+http://:%s {
+	bind 127.0.0.1
+	mcp_tasks /mcp* {
+		storage_dir %s
+%s
+	}
+	reverse_proxy /mcp* %s
+}
+`, g.adminAddr, g.port(), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
+	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// port is the port of the gateway's address. The site matches every host
+// name, as a deployment's ":8080" does, so that Host checks are the
+// upstream's and the gateway's, not Caddy's site matching.
+func (g *gateway) port() string { return g.addr[strings.LastIndexByte(g.addr, ':')+1:] }
+
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.TrimSpace(line) != "" {
+			b.WriteString(prefix + strings.TrimSpace(line) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// reload rewrites the mcp_tasks block and runs `caddy reload`.
+func (g *gateway) reload(directives string) {
+	g.t.Helper()
+	g.writeConfig(directives)
+	cmd := exec.Command(caddyBinary, "reload", "--config", g.config, "--adapter", "caddyfile", "--address", g.adminAddr)
+	cmd.Env = append(os.Environ(), g.env()...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		g.t.Fatalf("caddy reload: %v\n%s\ncaddy output:\n%s", err, out, tail(g.proc.Output(), 4000))
+	}
+}
+
+// logs returns what Caddy printed so far.
+func (g *gateway) logs() string { return g.proc.Output() }
+
+// testUpstream runs the go-sdk fixture server on a real loopback listener.
+func testUpstream(t testing.TB) (*upstream.Server, string) {
+	t.Helper()
+	up := upstream.New(upstream.Options{})
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	return up, strings.TrimPrefix(srv.URL, "http://")
+}
+
+// waitFor polls cond every 20 ms until it holds or the timeout passes. It is
+// for state that has no notification (another process's store).
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var httpClient = &http.Client{Timeout: 60 * time.Second}
+
+// TestCaddyfileExampleAdapts checks that the Caddyfile that ./xcaddy.sh run
+// serves is valid for the built binary, with mcp_tasks ordered before
+// reverse_proxy by the module itself.
+func TestCaddyfileExampleAdapts(t *testing.T) {
+	out, err := exec.Command(caddyBinary, "adapt", "--config", "../Caddyfile.example", "--adapter", "caddyfile").CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy adapt Caddyfile.example: %v\n%s", err, out)
+	}
+	s := string(out)
+	mcp, proxy := strings.Index(s, `"handler":"mcp_tasks"`), strings.Index(s, `"handler":"reverse_proxy"`)
+	if mcp < 0 || proxy < 0 || mcp > proxy {
+		t.Errorf("mcp_tasks (at %d) must come before reverse_proxy (at %d):\n%s", mcp, proxy, s)
+	}
+}

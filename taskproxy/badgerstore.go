@@ -1,0 +1,343 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// Key layout (see DESIGN.md, "Store rules"):
+//
+//	t/<taskId>                                 the record
+//	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
+//	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
+//	e/<expiresAt hex>/<taskId>                 expiry index
+//
+// Owners are hashed so that keys have a fixed shape whatever the principal
+// looks like. Every key carries the record's expiry as its Badger TTL.
+
+const maxConflictRetries = 64
+
+// BadgerOptions configures OpenBadgerStore.
+type BadgerOptions struct {
+	// Dir is the storage directory; empty with InMemory.
+	Dir string
+	// InMemory keeps everything in memory (tests only).
+	InMemory bool
+	// SyncWrites fsyncs every commit before it returns. Badger commits
+	// concurrent transactions together, so one fsync covers many.
+	SyncWrites bool
+	// Logger receives Badger's own log lines; nil discards them.
+	Logger *zap.Logger
+}
+
+// BadgerStore is the Store on an embedded Badger database.
+type BadgerStore struct {
+	db *badger.DB
+
+	mu     sync.RWMutex // guards closed against the methods in flight
+	closed bool
+}
+
+var _ Store = (*BadgerStore)(nil)
+
+// OpenBadgerStore opens (creating if needed) a store with options sized for a
+// small gateway rather than Badger's defaults, which reserve hundreds of MiB.
+func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
+	opts := badger.DefaultOptions(o.Dir).
+		WithInMemory(o.InMemory).
+		WithSyncWrites(o.SyncWrites).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBaseTableSize(2 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithValueThreshold(4 << 10).
+		WithNumCompactors(2).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(8).
+		WithCompactL0OnClose(true).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{o.Logger})
+	if o.InMemory {
+		opts.Dir, opts.ValueDir = "", ""
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
+	}
+	return &BadgerStore{db: db}, nil
+}
+
+// Close closes the database; later calls to any method return ErrClosed.
+func (s *BadgerStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing badger: %w", err)
+	}
+	return nil
+}
+
+// use runs fn unless the store is closed, keeping Close out meanwhile.
+func (s *BadgerStore) use(fn func() error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return fn()
+}
+
+func recordKey(id string) []byte { return []byte("t/" + id) }
+
+func ownerHash(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:16])
+}
+
+func ownerPrefix(owner string) []byte { return []byte("o/" + ownerHash(owner) + "/") }
+
+func ownerKey(t *Task) []byte {
+	return fmt.Appendf(ownerPrefix(t.Owner), "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
+}
+
+func activePrefix(owner string) []byte { return []byte("a/" + ownerHash(owner) + "/") }
+
+func activeKey(t *Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
+
+func expiryKey(t *Task) []byte {
+	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
+}
+
+// entry builds a Badger entry that expires with the task.
+func entry(t *Task, key, value []byte) *badger.Entry {
+	e := badger.NewEntry(key, value)
+	e.ExpiresAt = uint64(t.ExpiresAt().Unix()) + 1
+	return e
+}
+
+func setRecord(txn *badger.Txn, t *Task) error {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+	}
+	return txn.SetEntry(entry(t, recordKey(t.ID), data))
+}
+
+func getRecord(txn *badger.Txn, id string) (*Task, error) {
+	item, err := txn.Get(recordKey(id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task %s: %w", id, err)
+	}
+	var t Task
+	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
+		return nil, fmt.Errorf("decoding task %s: %w", id, err)
+	}
+	return &t, nil
+}
+
+// Create stores t with its index keys in one transaction.
+func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
+	return s.use(func() error {
+		return s.db.Update(func(txn *badger.Txn) error {
+			if _, err := txn.Get(recordKey(t.ID)); err == nil {
+				return ErrExists
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return fmt.Errorf("checking task %s: %w", t.ID, err)
+			}
+			if err := setRecord(txn, t); err != nil {
+				return err
+			}
+			if err := txn.SetEntry(entry(t, ownerKey(t), nil)); err != nil {
+				return err
+			}
+			if err := txn.SetEntry(entry(t, expiryKey(t), nil)); err != nil {
+				return err
+			}
+			if !t.Status.Terminal() {
+				return txn.SetEntry(entry(t, activeKey(t), nil))
+			}
+			return nil
+		})
+	})
+}
+
+// Get returns the owner's task.
+func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) {
+	var t *Task
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			var err error
+			t, err = getRecord(txn, id)
+			if err == nil && t.Owner != owner {
+				err = ErrNotFound
+			}
+			return err
+		})
+	})
+	return t, err
+}
+
+// Update is a compare-and-set: Badger's optimistic transactions detect a
+// concurrent write to the record and the update is retried on the new value.
+func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
+	var out *Task
+	err := s.use(func() error {
+		for range maxConflictRetries {
+			err := s.db.Update(func(txn *badger.Txn) error {
+				cur, err := getRecord(txn, id)
+				if err != nil {
+					return err
+				}
+				if cur.Owner != owner {
+					return ErrNotFound
+				}
+				if cur.Status.Terminal() {
+					return ErrTerminal
+				}
+				next := cur.Clone()
+				if err := fn(next); err != nil {
+					return err
+				}
+				if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+					return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id)
+				}
+				if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
+					return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status)
+				}
+				if err := setRecord(txn, next); err != nil {
+					return err
+				}
+				if next.Status.Terminal() {
+					if err := txn.Delete(activeKey(next)); err != nil {
+						return err
+					}
+				}
+				out = next
+				return nil
+			})
+			if !errors.Is(err, badger.ErrConflict) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		return fmt.Errorf("updating task %s: gave up after %d conflicts", id, maxConflictRetries)
+	})
+	return out, err
+}
+
+// List pages through the owner index.
+func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error) {
+	prefix := ownerPrefix(owner)
+	start := prefix
+	if cursor != "" {
+		pos, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !validCursorPosition(pos) {
+			return nil, "", ErrInvalidCursor
+		}
+		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
+	}
+	var tasks []*Task
+	var next string
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+				key := it.Item().Key()
+				if len(tasks) == limit {
+					next = base64.RawURLEncoding.EncodeToString(lastKeyPosition(tasks[len(tasks)-1]))
+					return nil
+				}
+				id := string(key[bytes.LastIndexByte(key, '/')+1:])
+				t, err := getRecord(txn, id)
+				if errors.Is(err, ErrNotFound) {
+					continue // expired between the index and the record
+				}
+				if err != nil {
+					return err
+				}
+				tasks = append(tasks, t)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return tasks, next, nil
+}
+
+func lastKeyPosition(t *Task) []byte {
+	return fmt.Appendf(nil, "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
+}
+
+// validCursorPosition checks the shape "<16 hex digits>/<task id>".
+func validCursorPosition(pos []byte) bool {
+	if len(pos) < 18 || pos[16] != '/' {
+		return false
+	}
+	if _, err := hex.DecodeString(string(pos[:16])); err != nil {
+		return false
+	}
+	for _, c := range pos[17:] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// CountActive counts the owner's non-terminal tasks from the active index,
+// reading keys only.
+func (s *BadgerStore) CountActive(ctx context.Context, owner string) (int, error) {
+	n := 0
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			prefix := activePrefix(owner)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+				n++
+			}
+			return nil
+		})
+	})
+	return n, err
+}
+
+// badgerLogger sends Badger's printf-style logging to zap; Badger's info
+// lines are chatty, so they go to debug.
+type badgerLogger struct{ l *zap.Logger }
+
+func (b badgerLogger) logf(level func(string, ...zap.Field), format string, args ...any) {
+	if b.l != nil {
+		level(string(bytes.TrimSpace(fmt.Appendf(nil, format, args...))))
+	}
+}
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.logf(b.l.Error, f, a...) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.logf(b.l.Warn, f, a...) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.logf(b.l.Debug, f, a...) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.logf(b.l.Debug, f, a...) }

@@ -1,0 +1,245 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newMemStore(t *testing.T) *BadgerStore {
+	t.Helper()
+	s, err := OpenBadgerStore(BadgerOptions{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testTask(owner string, created time.Time) *Task {
+	return &Task{ID: NewTaskID(), Owner: owner, Status: StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
+}
+
+func TestStoreCreateGet(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	task := testTask("alice", time.Now())
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, task); !errors.Is(err, ErrExists) {
+		t.Errorf("second Create: err = %v, want ErrExists", err)
+	}
+	got, err := s.Get(ctx, "alice", task.ID)
+	if err != nil || got.ID != task.ID || got.Status != StatusWorking {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	tests := []struct{ name, owner, id string }{
+		{"foreign owner", "bob", task.ID},
+		{"unknown id", "alice", NewTaskID()},
+	}
+	for _, tt := range tests {
+		if _, err := s.Get(ctx, tt.owner, tt.id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: err = %v, want ErrNotFound", tt.name, err)
+		}
+		if _, err := s.Update(ctx, tt.owner, tt.id, func(*Task) error { return nil }); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: Update err = %v, want ErrNotFound", tt.name, err)
+		}
+	}
+}
+
+func TestStoreUpdateRules(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	task := testTask("alice", time.Now())
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		fn   func(*Task) error
+		want error
+	}{
+		{"to input_required", func(t *Task) error { t.Status = StatusInputRequired; return nil }, nil},
+		{"fn error aborts", func(t *Task) error { t.Status = StatusFailed; return errNoChange }, errNoChange},
+		{"owner is immutable", func(t *Task) error { t.Owner = "bob"; return nil }, nil /* checked below */},
+		{"to completed", func(t *Task) error { t.Status = StatusCompleted; return nil }, nil},
+		{"terminal never changes", func(t *Task) error { t.Status = StatusWorking; return nil }, ErrTerminal},
+		{"terminal never changes, same status", func(t *Task) error { return nil }, ErrTerminal},
+	}
+	for _, st := range steps {
+		_, err := s.Update(ctx, "alice", task.ID, st.fn)
+		if st.name == "owner is immutable" {
+			if err == nil {
+				t.Errorf("%s: update changing the owner succeeded", st.name)
+			}
+			continue
+		}
+		if !errors.Is(err, st.want) {
+			t.Errorf("%s: err = %v, want %v", st.name, err, st.want)
+		}
+	}
+	got, _ := s.Get(ctx, "alice", task.ID)
+	if got.Status != StatusCompleted {
+		t.Errorf("final status %s, want completed", got.Status)
+	}
+	// A forbidden transition is refused even when fn forces it.
+	other := testTask("alice", time.Now())
+	other.Status = StatusCancelled
+	if err := s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "alice", other.ID, func(t *Task) error { t.Status = StatusWorking; return nil }); !errors.Is(err, ErrTerminal) {
+		t.Errorf("cancelled task changed: %v", err)
+	}
+}
+
+// Concurrent compare-and-set: every increment lands exactly once, and of two
+// racing terminal transitions exactly one wins.
+func TestStoreUpdateConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	task := testTask("alice", time.Now())
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.NextInputKey++; return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := s.Get(ctx, "alice", task.ID)
+	if got.NextInputKey != n {
+		t.Fatalf("NextInputKey = %d, want %d (lost updates)", got.NextInputKey, n)
+	}
+	var wins, terminal int
+	var mu sync.Mutex
+	for _, to := range []Status{StatusCompleted, StatusCancelled, StatusFailed, StatusCancelled} {
+		wg.Go(func() {
+			_, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { return t.SetStatus(to, "", time.Now()) })
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, ErrTerminal):
+				terminal++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 || terminal != 3 {
+		t.Errorf("terminal race: %d wins, %d refused; want 1 and 3", wins, terminal)
+	}
+}
+
+func TestStoreListAndCount(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	base := time.Now()
+	var ids []string
+	for i := range 7 {
+		task := testTask("alice", base.Add(time.Duration(i)*time.Millisecond))
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	if err := s.Create(ctx, testTask("bob", base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "alice", ids[0], func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	cursor, pages := "", 0
+	for {
+		page, next, err := s.List(ctx, "alice", cursor, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, task := range page {
+			if task.Owner != "alice" {
+				t.Fatalf("listed a task of %s", task.Owner)
+			}
+			got = append(got, task.ID)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) || pages != 3 {
+		t.Errorf("listing = %v in %d pages, want %v in 3", got, pages, ids)
+	}
+	for _, bad := range []string{"!!", "AAAA", "MDAwMDAwMDAwMDAwMDAwMC8="} {
+		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, ErrInvalidCursor) {
+			t.Errorf("List(cursor %q) err = %v, want ErrInvalidCursor", bad, err)
+		}
+	}
+	if n, err := s.CountActive(ctx, "alice"); err != nil || n != 6 {
+		t.Errorf("CountActive(alice) = %d, %v; want 6", n, err)
+	}
+	if n, _ := s.CountActive(ctx, "bob"); n != 1 {
+		t.Errorf("CountActive(bob) = %d, want 1", n)
+	}
+}
+
+func TestStoreClosed(t *testing.T) {
+	s, err := OpenBadgerStore(BadgerOptions{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Create(ctx, testTask("a", time.Now())); !errors.Is(err, ErrClosed) {
+		t.Errorf("Create on closed store: %v", err)
+	}
+	if _, err := s.Get(ctx, "a", "x"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get on closed store: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestStoreOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := OpenBadgerStore(BadgerOptions{Dir: dir, SyncWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := testTask("alice", time.Now())
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenBadgerStore(BadgerOptions{Dir: dir}); err == nil {
+		t.Error("a second open of a locked directory succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Get(ctx, "alice", task.ID); err != nil {
+		t.Errorf("task lost across reopen: %v", err)
+	}
+}

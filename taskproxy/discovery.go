@@ -1,0 +1,258 @@
+package taskproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+// Discovery rewriting: the upstream knows nothing of tasks, so the gateway
+// adds what it serves to the upstream's own discovery answers, JSON or SSE,
+// and leaves every other byte as the upstream sent it.
+
+// rewriteFunc edits the result object of the response to the request being
+// passed through; it returns the result unchanged when there is nothing to do.
+type rewriteFunc func(result []byte) ([]byte, error)
+
+// passRewriting passes the request through, rewriting the result of the
+// response to it. The client's Accept-Encoding is dropped so that the
+// upstream's answer arrives readable.
+func (c *call) passRewriting(fn rewriteFunc) error {
+	c.r.Header.Del("Accept-Encoding")
+	rw := &rewriteWriter{ResponseWriter: c.w, id: c.msg.ID, fn: fn}
+	err := serveNext(c.next, rw, c.r)
+	rw.finish()
+	return err
+}
+
+// rewriteInitialize adds capabilities.tasks to a 2025-11-25 initialize
+// result. Older protocol versions know no tasks and are left alone.
+func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
+	var head struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(EraLegacy) {
+		return result, nil
+	}
+	return setPath(result, []string{"capabilities", "tasks"}, g.legacyTasksCapability())
+}
+
+// legacyTasksCapability is the server capability the gateway declares.
+func (g *Gateway) legacyTasksCapability() []byte {
+	if g.cfg.ListTasks {
+		return []byte(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+	}
+	return []byte(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
+}
+
+// rewriteToolsList sets execution.taskSupport on every tool from the
+// configured modes.
+func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
+	tools, ok := getMember(result, "tools")
+	if !ok {
+		return result, nil
+	}
+	elems, err := arrayElements(tools)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.Grow(len(tools) + len(elems)*48)
+	last := 0
+	for _, span := range elems {
+		tool := tools[span[0]:span[1]]
+		var named struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(tool, &named); err != nil {
+			return nil, err
+		}
+		mode, _ := json.Marshal(string(g.toolMode(named.Name)))
+		edited, err := setPath(tool, []string{"execution", "taskSupport"}, mode)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(tools[last:span[0]])
+		out.Write(edited)
+		last = span[1]
+	}
+	out.Write(tools[last:])
+	return setMember(result, "tools", out.Bytes())
+}
+
+// rewriteMessage applies fn to the result of data when data is the
+// response with id; anything else comes back unchanged.
+func rewriteMessage(data []byte, id json.RawMessage, fn rewriteFunc) []byte {
+	msg, err := ParseMessage(data)
+	if err != nil || !msg.IsResponse() || msg.Result == nil || !sameID(msg.ID, id) {
+		return data
+	}
+	result, ok := getMember(data, "result")
+	if !ok {
+		return data
+	}
+	edited, err := fn(result)
+	if err != nil || bytes.Equal(edited, result) {
+		return data
+	}
+	out, err := setMember(data, "result", edited)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// maxRewriteBuffer bounds a JSON answer held for rewriting; a larger one
+// passes through unedited.
+const maxRewriteBuffer = 16 << 20
+
+// rewriteWriter edits the response to one request on its way to the client.
+// A JSON answer is held until complete; an SSE answer streams, each event
+// passed on as soon as it is whole, and only the event carrying the response
+// is re-encoded.
+type rewriteWriter struct {
+	http.ResponseWriter
+	id json.RawMessage
+	fn rewriteFunc
+
+	mode        int // 0 until the head is written
+	buf         []byte
+	wroteHeader bool
+}
+
+const (
+	modePass = iota + 1
+	modeJSON
+	modeSSE
+)
+
+func (rw *rewriteWriter) WriteHeader(code int) {
+	if rw.wroteHeader || code < 200 {
+		if code < 200 {
+			rw.ResponseWriter.WriteHeader(code)
+		}
+		return
+	}
+	rw.wroteHeader = true
+	rw.mode = modePass
+	if code == http.StatusOK && rw.Header().Get("Content-Encoding") == "" {
+		switch mediaType(rw.Header().Get("Content-Type")) {
+		case "application/json":
+			rw.mode = modeJSON
+		case "text/event-stream":
+			rw.mode = modeSSE
+		}
+	}
+	if rw.mode == modeJSON {
+		return // the head goes out with the edited body, which changes its length
+	}
+	if rw.mode == modeSSE {
+		rw.Header().Del("Content-Length")
+	}
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *rewriteWriter) Write(p []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	switch rw.mode {
+	case modeJSON:
+		if len(rw.buf)+len(p) > maxRewriteBuffer {
+			rw.mode = modePass
+			rw.ResponseWriter.WriteHeader(http.StatusOK)
+			if _, err := rw.ResponseWriter.Write(rw.buf); err != nil {
+				return 0, err
+			}
+			rw.buf = nil
+			return rw.ResponseWriter.Write(p)
+		}
+		rw.buf = append(rw.buf, p...)
+		return len(p), nil
+	case modeSSE:
+		rw.buf = append(rw.buf, p...)
+		n := completeEventsLen(rw.buf)
+		if n == 0 {
+			return len(p), nil
+		}
+		if err := rw.writeEvents(rw.buf[:n]); err != nil {
+			return 0, err
+		}
+		rw.buf = append(rw.buf[:0], rw.buf[n:]...)
+		return len(p), nil
+	}
+	return rw.ResponseWriter.Write(p)
+}
+
+// writeEvents passes whole events on, rewriting the one with the response.
+func (rw *rewriteWriter) writeEvents(chunk []byte) error {
+	events := NewSSEReader(bytes.NewReader(chunk))
+	var out bytes.Buffer
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			break // chunk holds whole events only, so this is its end
+		}
+		if ev.HasData && bytes.Contains([]byte(ev.Data), []byte(`"result"`)) {
+			if edited := rewriteMessage([]byte(ev.Data), rw.id, rw.fn); !bytes.Equal(edited, []byte(ev.Data)) {
+				appendSSEEvent(&out, ev.ID, ev.Type, edited)
+				continue
+			}
+		}
+		out.Write(ev.Raw)
+	}
+	_, err := rw.ResponseWriter.Write(out.Bytes())
+	return err
+}
+
+// Flush passes whole events on; a partial event waits for its end.
+func (rw *rewriteWriter) Flush() {
+	if rw.mode == modeJSON {
+		return
+	}
+	_ = http.NewResponseController(rw.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rw *rewriteWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// finish writes what is held back once the next handler has returned.
+func (rw *rewriteWriter) finish() {
+	switch rw.mode {
+	case modeJSON:
+		out := rewriteMessage(rw.buf, rw.id, rw.fn)
+		rw.Header().Del("Content-Length")
+		rw.ResponseWriter.WriteHeader(http.StatusOK)
+		_, _ = rw.ResponseWriter.Write(out)
+	case modeSSE:
+		if len(rw.buf) > 0 {
+			_, _ = rw.ResponseWriter.Write(rw.buf)
+		}
+	}
+	rw.buf = nil
+}
+
+// completeEventsLen returns the length of the prefix of b that holds whole
+// events: everything up to and including the last blank line.
+func completeEventsLen(b []byte) int {
+	end, lineStart := 0, 0
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\n' && b[i] != '\r' {
+			continue
+		}
+		lineLen := i - lineStart
+		if b[i] == '\r' {
+			if i+1 >= len(b) {
+				break // cannot tell "\r" from "\r\n" yet
+			}
+			if b[i+1] == '\n' {
+				i++
+			}
+		}
+		if lineLen == 0 {
+			end = i + 1
+		}
+		lineStart = i + 1
+	}
+	return end
+}

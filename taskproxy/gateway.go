@@ -1,0 +1,369 @@
+// Package taskproxy is the core of caddy-mcp-tasks: an HTTP middleware that
+// sits in front of MCP servers and gives them MCP tasks. It reads JSON-RPC
+// posts, answers the task methods itself from a durable Store, turns
+// task-augmented tools/call requests into tasks run by workers through the
+// next handler, and passes everything else through untouched.
+//
+// The package imports no Caddy code; callers identify each request's owner
+// with WithOwner and hand the gateway the next handler as an http.Handler.
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// TaskSupport is a tool's task mode, as 2025-11-25 execution.taskSupport.
+type TaskSupport string
+
+// The task modes.
+const (
+	TaskForbidden TaskSupport = "forbidden"
+	TaskOptional  TaskSupport = "optional"
+	TaskRequired  TaskSupport = "required"
+)
+
+// ParseTaskSupport validates a mode name.
+func ParseTaskSupport(s string) (TaskSupport, error) {
+	switch m := TaskSupport(s); m {
+	case TaskForbidden, TaskOptional, TaskRequired:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown task support %q (want forbidden, optional or required)", s)
+}
+
+// Config is what one loaded configuration asks of the gateway.
+type Config struct {
+	// TaskAfter is how long a modern call may run before it becomes a task.
+	TaskAfter time.Duration
+	// DefaultTTL applies when a request asks for none; MaxTTL caps them.
+	DefaultTTL, MaxTTL time.Duration
+	// PollInterval is suggested to clients.
+	PollInterval time.Duration
+	// MaxActivePerOwner caps the non-terminal tasks of one owner; 0 means
+	// no cap.
+	MaxActivePerOwner int
+	// DefaultTaskSupport applies to tools not in Tools.
+	DefaultTaskSupport TaskSupport
+	// Tools holds per-tool task modes.
+	Tools map[string]TaskSupport
+	// MaxBody caps request bodies; larger ones get 413.
+	MaxBody int64
+	// ListTasks enables tasks/list. Only set it when owners are real
+	// authenticated principals: anonymous callers would see each other's
+	// tasks.
+	ListTasks bool
+	// Detach returns a copy of r that outlives the client's request, for
+	// workers. Nil uses context.WithoutCancel.
+	Detach func(r *http.Request) *http.Request
+	// Stopping is closed when the server stops; long-lived streams end.
+	Stopping <-chan struct{}
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *zap.Logger
+}
+
+// Runtime is the state that outlives one configuration: the store, the hub,
+// the running workers and the in-flight call table. Configurations that
+// share a storage directory share one Runtime.
+type Runtime struct {
+	Store   Store
+	Hub     *Hub
+	calls   *callTable
+	workers *workerTable
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// lastNext is the next handler of the latest request served, for work
+	// that starts without a client request.
+	lastNext atomic.Value
+}
+
+// NewRuntime wraps an open store.
+func NewRuntime(store Store) *Runtime {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(), ctx: ctx, cancel: cancel}
+}
+
+// errShutdown is the cause workers see when the runtime closes.
+var errShutdown = errors.New("gateway shutting down")
+
+// Close stops the workers, waits up to grace for them to return, and closes
+// the store. Tasks still running are left as they are in the store.
+func (rt *Runtime) Close(grace time.Duration) error {
+	rt.cancel(errShutdown)
+	done := make(chan struct{})
+	go func() { rt.workers.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+	}
+	return rt.Store.Close()
+}
+
+// RunningWorkers returns how many task workers run in this process.
+func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
+
+// Gateway serves one configuration.
+type Gateway struct {
+	cfg    Config
+	rt     *Runtime
+	log    *zap.Logger
+	closed sync.Once
+}
+
+// New returns a gateway for cfg on rt.
+func New(cfg Config, rt *Runtime) (*Gateway, error) {
+	if rt == nil || rt.Store == nil {
+		return nil, errors.New("taskproxy: a runtime with a store is required")
+	}
+	if cfg.DefaultTaskSupport == "" {
+		cfg.DefaultTaskSupport = TaskOptional
+	}
+	if cfg.DefaultTTL <= 0 || cfg.MaxTTL <= 0 || cfg.DefaultTTL > cfg.MaxTTL {
+		return nil, fmt.Errorf("taskproxy: need 0 < default ttl (%s) <= max ttl (%s)", cfg.DefaultTTL, cfg.MaxTTL)
+	}
+	if cfg.MaxBody <= 0 {
+		return nil, errors.New("taskproxy: max body must be positive")
+	}
+	if cfg.Detach == nil {
+		cfg.Detach = func(r *http.Request) *http.Request { return r.WithContext(context.WithoutCancel(r.Context())) }
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Gateway{cfg: cfg, rt: rt, log: log}, nil
+}
+
+type ownerCtxKey struct{}
+
+// Anonymous is the owner of every request that carries none.
+const Anonymous = "anonymous"
+
+// WithOwner returns r carrying the owner key of its caller: an opaque string
+// naming tenant and principal. Tasks are bound to it.
+func WithOwner(r *http.Request, owner string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
+}
+
+// OwnerOf returns the owner key of ctx, Anonymous when none was set.
+func OwnerOf(ctx context.Context) string {
+	if o, ok := ctx.Value(ownerCtxKey{}).(string); ok && o != "" {
+		return o
+	}
+	return Anonymous
+}
+
+var clock = func() time.Time { return time.Now().UTC() }
+
+// ServeHTTP handles one request to the MCP endpoint. What is not task
+// business goes to next unchanged; the error of next is returned so that the
+// caller's error handling applies.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	g.rt.lastNext.Store(nextHolder{next})
+	if r.Method != http.MethodPost {
+		return serveNext(next, w, r)
+	}
+	body, err := readBody(r, g.cfg.MaxBody)
+	if errors.Is(err, errBodyTooLarge) {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
+			Errorf(CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
+		return nil
+	}
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeParseError, "reading request body: %v", err))
+		return nil
+	}
+	msg, err := ParseMessage(body)
+	if err != nil || detectEra(r, msg) == EraModern {
+		return serveNext(next, w, r)
+	}
+	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: OwnerOf(r.Context())}
+	switch {
+	case msg.IsRequest():
+		return c.serveLegacyRequest()
+	case msg.IsNotification() && msg.Method == "notifications/cancelled":
+		return c.serveCancelled()
+	case msg.IsResponse():
+		if taskID, key, ok := parseInputID(msg.ID); ok {
+			if !c.guardOrigin() {
+				return nil
+			}
+			return c.serveInputAnswer(taskID, key)
+		}
+	}
+	return serveNext(next, w, r)
+}
+
+type nextHolder struct{ h http.Handler }
+
+// call is one client request the gateway looks at.
+type call struct {
+	g     *Gateway
+	w     http.ResponseWriter
+	r     *http.Request
+	next  http.Handler
+	msg   *Message
+	owner string
+}
+
+func (c *call) pass() error { return serveNext(c.next, c.w, c.r) }
+
+func (c *call) serveLegacyRequest() error {
+	if strings.HasPrefix(c.msg.Method, "tasks/") && !c.guardOrigin() {
+		return nil
+	}
+	switch c.msg.Method {
+	case "initialize":
+		return c.passRewriting(c.g.rewriteInitialize)
+	case "tools/list":
+		return c.passRewriting(c.g.rewriteToolsList)
+	case "tools/call":
+		return c.serveLegacyToolsCall()
+	case "tasks/get":
+		return c.serveLegacyGet()
+	case "tasks/result":
+		return c.serveLegacyResult()
+	case "tasks/list":
+		return c.serveLegacyList()
+	case "tasks/cancel":
+		return c.serveLegacyCancel()
+	}
+	return c.pass()
+}
+
+// reply writes a JSON-RPC success response.
+func (c *call) reply(result any) error {
+	data, err := ResponseBytes(c.msg.ID, result)
+	if err != nil {
+		c.fail(Errorf(CodeInternalError, "encoding result: %v", err))
+		return nil
+	}
+	writeJSON(c.w, http.StatusOK, data)
+	return nil
+}
+
+// fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
+// transport does for errors of a request it accepted.
+func (c *call) fail(e *Error) { writeJSONError(c.w, http.StatusOK, c.msg.ID, e) }
+
+func writeJSON(w http.ResponseWriter, status int, data []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *Error) {
+	writeJSON(w, status, ErrorBytes(id, e))
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads the whole body, up to max bytes, and puts it back so that
+// the next handler can read it again.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, errBodyTooLarge
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	r.ContentLength = int64(len(data))
+	return data, nil
+}
+
+// Header names of the MCP Streamable HTTP transport.
+const (
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerSessionID       = "Mcp-Session-Id"
+)
+
+// detectEra tells the protocol generation of a request: 2026-07-28 carries
+// its version in the header and in params._meta on every request.
+func detectEra(r *http.Request, msg *Message) Era {
+	if v := r.Header.Get(headerProtocolVersion); v >= string(EraModern) {
+		return EraModern
+	}
+	if len(msg.Params) > 0 && bytes.Contains(msg.Params, []byte(metaProtocolVersion)) {
+		if meta, ok := getMember(msg.Params, "_meta"); ok {
+			if _, ok := getMember(meta, metaProtocolVersion); ok {
+				return EraModern
+			}
+		}
+	}
+	return EraLegacy
+}
+
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// scope names the context of a client's request ids: its session, or its
+// owner when it has no session.
+func (c *call) scope() string {
+	if s := c.r.Header.Get(headerSessionID); s != "" {
+		return "s:" + s
+	}
+	return "o:" + c.owner
+}
+
+// toolMode returns the configured task mode of a tool.
+func (g *Gateway) toolMode(name string) TaskSupport {
+	if m, ok := g.cfg.Tools[name]; ok {
+		return m
+	}
+	return g.cfg.DefaultTaskSupport
+}
+
+// gatewayIDPrefix marks the JSON-RPC ids the gateway makes up: its own calls
+// to the upstream and the input requests it relays to clients.
+const gatewayIDPrefix = "mcp-tasks:"
+
+func upstreamCallID(taskID string, attempt int) json.RawMessage {
+	id, _ := json.Marshal(fmt.Sprintf("%s%s:call:%d", gatewayIDPrefix, taskID, attempt))
+	return id
+}
+
+func inputID(taskID, key string) json.RawMessage {
+	id, _ := json.Marshal(gatewayIDPrefix + taskID + ":input:" + key)
+	return id
+}
+
+// parseInputID recognises an id made by inputID.
+func parseInputID(raw json.RawMessage) (taskID, key string, ok bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil || !strings.HasPrefix(s, gatewayIDPrefix) {
+		return "", "", false
+	}
+	parts := strings.Split(strings.TrimPrefix(s, gatewayIDPrefix), ":")
+	if len(parts) != 3 || parts[1] != "input" || parts[0] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[2], true
+}
+
+// isGatewayID reports whether a raw id is one the gateway made up.
+func isGatewayID(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && strings.HasPrefix(s, gatewayIDPrefix)
+}

@@ -1,0 +1,91 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"sync"
+)
+
+// Hub wakes the gateway's own waiters (tasks/result streams, subscriptions)
+// when a task changes. It lives beside the store and survives config
+// reloads, so a waiter under a new config hears a worker under the old one.
+// It carries no task data except progress: waiters re-read the store.
+type Hub struct {
+	mu   sync.Mutex
+	subs map[string]map[*Subscription]struct{}
+}
+
+// Subscription receives the events of one task.
+type Subscription struct {
+	// Changed receives a value when the task record changed; changes that
+	// arrive before the last was taken coalesce into one.
+	Changed chan struct{}
+	// Progress receives the params of upstream notifications/progress for
+	// the task; when the receiver lags, newer ones are dropped.
+	Progress chan json.RawMessage
+
+	hub    *Hub
+	taskID string
+}
+
+// NewHub returns an empty hub.
+func NewHub() *Hub { return &Hub{subs: map[string]map[*Subscription]struct{}{}} }
+
+// Subscribe starts receiving taskID's events; call Close when done.
+func (h *Hub) Subscribe(taskID string) *Subscription {
+	s := &Subscription{
+		Changed:  make(chan struct{}, 1),
+		Progress: make(chan json.RawMessage, 32),
+		hub:      h,
+		taskID:   taskID,
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs[taskID] == nil {
+		h.subs[taskID] = map[*Subscription]struct{}{}
+	}
+	h.subs[taskID][s] = struct{}{}
+	return s
+}
+
+// Close stops the subscription.
+func (s *Subscription) Close() {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs[s.taskID], s)
+	if len(h.subs[s.taskID]) == 0 {
+		delete(h.subs, s.taskID)
+	}
+}
+
+// Changed tells taskID's subscribers that its record changed.
+func (h *Hub) Changed(taskID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[taskID] {
+		select {
+		case s.Changed <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// Progress hands taskID's subscribers an upstream progress notification.
+func (h *Hub) Progress(taskID string, params json.RawMessage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[taskID] {
+		select {
+		case s.Progress <- params:
+		default:
+		}
+	}
+}
+
+// Subscribers returns how many subscriptions taskID has (for tests and
+// metrics).
+func (h *Hub) Subscribers(taskID string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[taskID])
+}

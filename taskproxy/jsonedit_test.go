@@ -1,0 +1,97 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestSetMember(t *testing.T) {
+	tests := []struct {
+		name, obj, key, value, want string
+	}{
+		{"append", `{"a":1}`, "b", `2`, `{"a":1,"b":2}`},
+		{"empty object", `{ }`, "b", `true`, `{ "b":true}`},
+		{"replace keeps layout", `{ "a" : [1, 2],  "b": "x\"}" }`, "a", `null`, `{ "a" : null,  "b": "x\"}" }`},
+		{"escaped key", `{"a\u0062":1}`, "ab", `2`, `{"a\u0062":2}`},
+		{"nested braces in strings", `{"s":"{[","n":{"m":[{}]}}`, "z", `0`, `{"s":"{[","n":{"m":[{}]},"z":0}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := setMember([]byte(tt.obj), tt.key, []byte(tt.value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if !json.Valid(got) {
+				t.Errorf("result is not valid JSON: %s", got)
+			}
+		})
+	}
+}
+
+func TestDeleteMember(t *testing.T) {
+	tests := []struct{ obj, key, want string }{
+		{`{"a":1,"task":{"ttl":5},"b":2}`, "task", `{"a":1,"b":2}`},
+		{`{"a":1,"task":{}}`, "task", `{"a":1}`},
+		{`{"task":{}, "a":1}`, "task", `{"a":1}`},
+		{`{"task":{}}`, "task", `{}`},
+		{`{"a":1}`, "task", `{"a":1}`},
+	}
+	for _, tt := range tests {
+		got, err := deleteMember([]byte(tt.obj), tt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("deleteMember(%s, %s) = %s, want %s", tt.obj, tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestSetPath(t *testing.T) {
+	tests := []struct{ obj, want string }{
+		{`{}`, `{"_meta":{"k":{"taskId":"t"}}}`},
+		{`{"_meta":{"x":1}}`, `{"_meta":{"x":1,"k":{"taskId":"t"}}}`},
+		{`{"_meta":null,"c":[]}`, `{"_meta":{"k":{"taskId":"t"}},"c":[]}`},
+	}
+	for _, tt := range tests {
+		got, err := setPath([]byte(tt.obj), []string{"_meta", "k"}, []byte(`{"taskId":"t"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("setPath(%s) = %s, want %s", tt.obj, got, tt.want)
+		}
+	}
+}
+
+func TestMalformedJSON(t *testing.T) {
+	for _, bad := range []string{``, `[]`, `{"a"}`, `{"a":}`, `{"a":1`, `{"a":"x}`, `{1:2}`} {
+		if _, err := setMember([]byte(bad), "k", []byte(`1`)); err == nil {
+			t.Errorf("setMember(%q) accepted malformed JSON", bad)
+		}
+	}
+}
+
+func TestArrayElements(t *testing.T) {
+	in := []byte(`[ {"name":"a"}, "s,]", 3 ,[1,[2]] ]`)
+	spans, err := arrayElements(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range spans {
+		got = append(got, string(in[s[0]:s[1]]))
+	}
+	want := []string{`{"name":"a"}`, `"s,]"`, `3`, `[1,[2]]`}
+	if len(got) != len(want) {
+		t.Fatalf("elements = %q, want %q", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("element %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+}

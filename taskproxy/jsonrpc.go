@@ -1,0 +1,155 @@
+package taskproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// JSON-RPC and MCP error codes the gateway answers with.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+
+	// CodeTooManyTasks is ours, from the implementation-defined range
+	// -32000..-32019 that both protocol eras leave open.
+	CodeTooManyTasks = -32000
+
+	CodeHeaderMismatch                  = -32020
+	CodeMissingRequiredClientCapability = -32021
+	CodeUnsupportedProtocolVersion      = -32022
+)
+
+// Message is one JSON-RPC 2.0 message: a request (Method and ID), a
+// notification (Method only) or a response (ID with Result or Error). Raw
+// parts stay raw so that whatever the gateway passes on keeps its bytes.
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// Errorf returns a JSON-RPC error with a formatted message.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// HasID reports whether the message carries a non-null id.
+func (m *Message) HasID() bool { return len(m.ID) > 0 && !bytes.Equal(m.ID, []byte("null")) }
+
+// IsRequest reports whether the message is a request (method and id).
+func (m *Message) IsRequest() bool { return m.Method != "" && m.HasID() }
+
+// IsNotification reports whether the message is a notification (method, no id).
+func (m *Message) IsNotification() bool { return m.Method != "" && !m.HasID() }
+
+// IsResponse reports whether the message is a response (id, no method).
+func (m *Message) IsResponse() bool {
+	return m.Method == "" && m.HasID() && (m.Result != nil || m.Error != nil)
+}
+
+var errNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
+
+// ParseMessage decodes one JSON-RPC 2.0 message. Batches and anything that is
+// not a single JSON-RPC object are rejected with errNotJSONRPC, so callers can
+// pass them through untouched.
+func ParseMessage(data []byte) (*Message, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, errNotJSONRPC
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNotJSONRPC, err)
+	}
+	if m.JSONRPC != "2.0" {
+		return nil, errNotJSONRPC
+	}
+	return &m, nil
+}
+
+// ResponseBytes encodes a success response to id.
+func ResponseBytes(id json.RawMessage, result any) ([]byte, error) {
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(result); err != nil {
+			return nil, fmt.Errorf("encoding result: %w", err)
+		}
+	}
+	return json.Marshal(Message{JSONRPC: "2.0", ID: orNull(id), Result: raw})
+}
+
+// ErrorBytes encodes an error response to id (null when id is empty).
+func ErrorBytes(id json.RawMessage, e *Error) []byte {
+	b, err := json.Marshal(Message{JSONRPC: "2.0", ID: orNull(id), Error: e})
+	if err != nil { // only reachable with invalid e.Data
+		b, _ = json.Marshal(Message{JSONRPC: "2.0", ID: orNull(id), Error: &Error{Code: e.Code, Message: e.Message}})
+	}
+	return b
+}
+
+// RequestBytes encodes a request or, with a nil id, a notification.
+func RequestBytes(id json.RawMessage, method string, params any) ([]byte, error) {
+	raw, ok := params.(json.RawMessage)
+	if !ok && params != nil {
+		var err error
+		if raw, err = json.Marshal(params); err != nil {
+			return nil, fmt.Errorf("encoding %s params: %w", method, err)
+		}
+	}
+	return json.Marshal(Message{JSONRPC: "2.0", ID: id, Method: method, Params: raw})
+}
+
+func orNull(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+// paramsObject decodes params into a map of raw members; absent params give
+// an empty map.
+func paramsObject(params json.RawMessage) (map[string]json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	if len(params) == 0 || bytes.Equal(params, []byte("null")) {
+		return obj, nil
+	}
+	if err := json.Unmarshal(params, &obj); err != nil {
+		return nil, fmt.Errorf("params must be an object: %w", err)
+	}
+	return obj, nil
+}
+
+// stringParam returns the string member name of params.
+func stringParam(params json.RawMessage, name string) (string, error) {
+	obj, err := paramsObject(params)
+	if err != nil {
+		return "", err
+	}
+	raw, ok := obj[name]
+	if !ok {
+		return "", fmt.Errorf("params.%s is required", name)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil || s == "" {
+		return "", fmt.Errorf("params.%s must be a non-empty string", name)
+	}
+	return s, nil
+}

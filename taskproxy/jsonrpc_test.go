@@ -1,0 +1,100 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestParseMessage(t *testing.T) {
+	tests := []struct {
+		name                          string
+		in                            string
+		wantErr                       bool
+		request, notification, answer bool
+		method                        string
+	}{
+		{name: "request", in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, request: true, method: "tools/call"},
+		{name: "string id", in: ` {"jsonrpc":"2.0","id":"a","method":"ping"}`, request: true, method: "ping"},
+		{name: "notification", in: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, notification: true, method: "notifications/cancelled"},
+		{name: "null id is a notification", in: `{"jsonrpc":"2.0","id":null,"method":"x"}`, notification: true, method: "x"},
+		{name: "result", in: `{"jsonrpc":"2.0","id":7,"result":{}}`, answer: true},
+		{name: "error", in: `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}`, answer: true},
+		{name: "batch", in: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, wantErr: true},
+		{name: "wrong version", in: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, wantErr: true},
+		{name: "not json", in: `hello`, wantErr: true},
+		{name: "truncated", in: `{"jsonrpc":"2.0","id":1,`, wantErr: true},
+		{name: "empty", in: ``, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseMessage([]byte(tt.in))
+			if tt.wantErr {
+				if err == nil || !errors.Is(err, errNotJSONRPC) {
+					t.Fatalf("ParseMessage(%q) err = %v, want errNotJSONRPC", tt.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseMessage(%q): %v", tt.in, err)
+			}
+			if m.IsRequest() != tt.request || m.IsNotification() != tt.notification || m.IsResponse() != tt.answer {
+				t.Errorf("kinds = request %v notification %v response %v, want %v %v %v",
+					m.IsRequest(), m.IsNotification(), m.IsResponse(), tt.request, tt.notification, tt.answer)
+			}
+			if m.Method != tt.method {
+				t.Errorf("method = %q, want %q", m.Method, tt.method)
+			}
+		})
+	}
+}
+
+func TestEncoders(t *testing.T) {
+	tests := []struct {
+		name string
+		got  func() ([]byte, error)
+		want string
+	}{
+		{"result", func() ([]byte, error) { return ResponseBytes(json.RawMessage(`3`), map[string]int{"a": 1}) },
+			`{"jsonrpc":"2.0","id":3,"result":{"a":1}}`},
+		{"raw result kept", func() ([]byte, error) { return ResponseBytes(json.RawMessage(`"x"`), json.RawMessage(`{"b":2,"a":1}`)) },
+			`{"jsonrpc":"2.0","id":"x","result":{"b":2,"a":1}}`},
+		{"error with null id", func() ([]byte, error) { return ErrorBytes(nil, Errorf(CodeInvalidParams, "bad %s", "cursor")), nil },
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"bad cursor"}}`},
+		{"notification", func() ([]byte, error) {
+			return RequestBytes(nil, "notifications/cancelled", map[string]int{"requestId": 4})
+		},
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`},
+		{"request", func() ([]byte, error) {
+			return RequestBytes(json.RawMessage(`"g:1"`), "tools/call", json.RawMessage(`{"name":"x"}`))
+		},
+			`{"jsonrpc":"2.0","id":"g:1","method":"tools/call","params":{"name":"x"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.got()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInputIDs(t *testing.T) {
+	id := inputID("abc_-12", "7")
+	task, key, ok := parseInputID(id)
+	if !ok || task != "abc_-12" || key != "7" {
+		t.Fatalf("parseInputID(%s) = %q %q %v", id, task, key, ok)
+	}
+	for _, bad := range []string{`7`, `"x"`, `"mcp-tasks:t:call:1"`, `"mcp-tasks::input:1"`, `"mcp-tasks:t:input:"`} {
+		if _, _, ok := parseInputID(json.RawMessage(bad)); ok {
+			t.Errorf("parseInputID(%s) accepted", bad)
+		}
+	}
+	if !isGatewayID(upstreamCallID("t", 1)) || isGatewayID(json.RawMessage(`"other"`)) {
+		t.Error("isGatewayID misjudges ids")
+	}
+}

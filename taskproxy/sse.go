@@ -1,0 +1,202 @@
+package taskproxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// maxSSEEvent bounds one SSE event, so a broken upstream cannot make the
+// gateway buffer without limit.
+const maxSSEEvent = 64 << 20
+
+// Event is one Server-Sent Event as dispatched by the WHATWG algorithm: data
+// lines joined with "\n", plus the raw bytes it came in, so that a pass-through
+// can re-emit it unchanged.
+type Event struct {
+	ID      string
+	Type    string // the "event" field; empty means "message"
+	Data    string
+	Retry   string
+	HasData bool
+	Raw     []byte // every line of the event, including its blank terminator
+}
+
+// SSEReader reads events from a text/event-stream body.
+type SSEReader struct {
+	sc  *bufio.Scanner
+	raw bytes.Buffer
+}
+
+// NewSSEReader returns a reader of the events in r.
+func NewSSEReader(r io.Reader) *SSEReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxSSEEvent)
+	sc.Split(scanSSELines)
+	return &SSEReader{sc: sc}
+}
+
+// Next returns the next event, or io.EOF at a clean end of stream. Comment-only
+// blocks come back as events without data, so that they can be relayed.
+// A stream that ends in the middle of an event yields io.ErrUnexpectedEOF.
+func (s *SSEReader) Next() (*Event, error) {
+	s.raw.Reset()
+	var ev Event
+	var data strings.Builder
+	pending := false
+	for s.sc.Scan() {
+		line := s.sc.Bytes()
+		s.raw.Write(line)
+		s.raw.WriteByte('\n')
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			if !pending {
+				s.raw.Reset()
+				continue
+			}
+			ev.Data = data.String()
+			ev.Raw = bytes.Clone(s.raw.Bytes())
+			return &ev, nil
+		}
+		pending = true
+		field, value := parseSSELine(bytes.TrimRight(line, "\r\n"))
+		switch field {
+		case "data":
+			if ev.HasData {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+			ev.HasData = true
+		case "event":
+			ev.Type = value
+		case "id":
+			if !strings.ContainsRune(value, 0) {
+				ev.ID = value
+			}
+		case "retry":
+			ev.Retry = value
+		}
+	}
+	if err := s.sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading event stream: %w", err)
+	}
+	if pending {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return nil, io.EOF
+}
+
+// parseSSELine splits "field: value"; a line starting with ':' is a comment.
+func parseSSELine(line []byte) (field, value string) {
+	if line[0] == ':' {
+		return "", ""
+	}
+	name, val, found := bytes.Cut(line, []byte{':'})
+	if !found {
+		return string(line), ""
+	}
+	val = bytes.TrimPrefix(val, []byte{' '})
+	return string(name), string(val)
+}
+
+// scanSSELines splits on "\r\n", "\n" or a lone "\r", as event streams allow,
+// keeping the terminator out of the token.
+func scanSSELines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	for i, b := range data {
+		switch b {
+		case '\n':
+			return i + 1, data[:i], nil
+		case '\r':
+			if i+1 < len(data) {
+				if data[i+1] == '\n' {
+					return i + 2, data[:i], nil
+				}
+				return i + 1, data[:i], nil
+			}
+			if atEOF {
+				return i + 1, data[:i], nil
+			}
+			return 0, nil, nil // need one more byte to tell "\r" from "\r\n"
+		}
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// SSEWriter writes events to an HTTP response and flushes each one.
+type SSEWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+// StartSSE sets the event-stream headers, writes status 200 and returns the
+// writer. X-Accel-Buffering stops intermediaries (nginx and the like) from
+// holding events back.
+func StartSSE(w http.ResponseWriter) *SSEWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	s := &SSEWriter{w: w, rc: http.NewResponseController(w)}
+	_ = s.flush()
+	return s
+}
+
+// WriteEvent writes one "message" event whose data is the given bytes.
+func (s *SSEWriter) WriteEvent(id string, data []byte) error {
+	var b bytes.Buffer
+	b.Grow(len(data) + 32)
+	appendSSEEvent(&b, id, "", data)
+	if _, err := s.w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("writing event: %w", err)
+	}
+	return s.flush()
+}
+
+// WriteComment writes a comment line, used as a keep-alive.
+func (s *SSEWriter) WriteComment(text string) error {
+	if _, err := io.WriteString(s.w, ": "+text+"\n\n"); err != nil {
+		return fmt.Errorf("writing keep-alive: %w", err)
+	}
+	return s.flush()
+}
+
+func (s *SSEWriter) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// appendSSEEvent encodes one event; data containing newlines becomes several
+// data lines, which the reader joins back.
+func appendSSEEvent(b *bytes.Buffer, id, typ string, data []byte) {
+	if id != "" {
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	if typ != "" {
+		b.WriteString("event: ")
+		b.WriteString(typ)
+		b.WriteByte('\n')
+	}
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
+		b.WriteString("data: ")
+		b.Write(bytes.TrimSuffix(line, []byte{'\r'}))
+		b.WriteByte('\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	b.WriteByte('\n')
+}

@@ -1,0 +1,116 @@
+package taskproxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestSSEReader(t *testing.T) {
+	type ev struct{ id, typ, data string }
+	tests := []struct {
+		name    string
+		in      string
+		want    []ev
+		wantErr error
+	}{
+		{name: "one event", in: "data: {\"a\":1}\n\n", want: []ev{{data: `{"a":1}`}}},
+		{name: "crlf and fields", in: "id: 5\r\nevent: message\r\ndata: x\r\n\r\n", want: []ev{{id: "5", typ: "message", data: "x"}}},
+		{name: "lone cr", in: "data: a\rdata: b\r\r", want: []ev{{data: "a\nb"}}},
+		{name: "multi-line data", in: "data: one\ndata: two\n\n", want: []ev{{data: "one\ntwo"}}},
+		{name: "no space after colon", in: "data:x\n\n", want: []ev{{data: "x"}}},
+		{name: "comment and priming", in: ": keep-alive\n\nid: 1\ndata:\n\ndata: y\n\n", want: []ev{{}, {id: "1"}, {data: "y"}}},
+		{name: "leading blank lines", in: "\n\ndata: z\n\n", want: []ev{{data: "z"}}},
+		{name: "cut mid-event", in: "data: a\n\ndata: part", want: []ev{{data: "a"}}, wantErr: io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewSSEReader(strings.NewReader(tt.in))
+			var got []ev
+			var err error
+			for {
+				var e *Event
+				if e, err = r.Next(); err != nil {
+					break
+				}
+				got = append(got, ev{e.ID, e.Type, e.Data})
+			}
+			want := tt.wantErr
+			if want == nil {
+				want = io.EOF
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("end error = %v, want %v", err, want)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("events = %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("event %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSSERawRoundTrip(t *testing.T) {
+	in := "id: 9\nevent: message\ndata: {\"x\":1}\n\n: c\n\n"
+	r := NewSSEReader(strings.NewReader(in))
+	var raw bytes.Buffer
+	for {
+		e, err := r.Next()
+		if err != nil {
+			break
+		}
+		raw.Write(e.Raw)
+	}
+	if raw.String() != in {
+		t.Errorf("raw = %q, want %q", raw.String(), in)
+	}
+}
+
+func TestSSEWriter(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := StartSSE(rec)
+	if err := w.WriteEvent("", []byte("line1\nline2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteComment("keep-alive"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Header().Get("Content-Type"); got != "text/event-stream" {
+		t.Errorf("Content-Type = %q", got)
+	}
+	if got := rec.Header().Get("X-Accel-Buffering"); got != "no" {
+		t.Errorf("X-Accel-Buffering = %q", got)
+	}
+	r := NewSSEReader(rec.Body)
+	e, err := r.Next()
+	if err != nil || e.Data != "line1\nline2" {
+		t.Fatalf("read back %+v, %v", e, err)
+	}
+}
+
+func TestCompleteEventsLen(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+	}{
+		{"", 0},
+		{"data: a\n", 0},
+		{"data: a\n\n", 9},
+		{"data: a\n\ndata: b", 9},
+		{"data: a\r\n\r\ndata: b\r\n", 11},
+		{"data: a\r\r", 0}, // a trailing "\r" may still become "\r\n"
+		{"data: a\r\rx", 9},
+	}
+	for _, tt := range tests {
+		if got := completeEventsLen([]byte(tt.in)); got != tt.want {
+			t.Errorf("completeEventsLen(%q) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}

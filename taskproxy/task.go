@@ -1,0 +1,167 @@
+package taskproxy
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Status is a task's lifecycle state; the names are the wire names of both
+// protocol eras.
+type Status string
+
+// The task states.
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s is final: completed, failed or cancelled.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// CanTransition reports whether a task may move from one status to another.
+// A task is created working; working and input_required may go to each other
+// or to any terminal state; terminal states never change. Staying in a
+// non-terminal state is allowed, so that a record can be updated without a
+// status change.
+func CanTransition(from, to Status) bool {
+	switch from {
+	case StatusWorking, StatusInputRequired:
+		switch to {
+		case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
+			return true
+		}
+	}
+	return false
+}
+
+// Era names the protocol generation a task was created under.
+type Era string
+
+// The protocol eras.
+const (
+	EraLegacy Era = "2025-11-25"
+	EraModern Era = "2026-07-28"
+)
+
+// Task is the durable record of one task. Both wire adapters render it.
+type Task struct {
+	ID            string        `json:"id"`
+	Owner         string        `json:"owner"`
+	Status        Status        `json:"status"`
+	StatusMessage string        `json:"statusMessage,omitempty"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	UpdatedAt     time.Time     `json:"updatedAt"`
+	TTL           time.Duration `json:"ttl"`
+	PollInterval  time.Duration `json:"pollInterval"`
+	Era           Era           `json:"era"`
+
+	// Tool is the name of the tool called; Params the original tools/call
+	// params as the upstream receives them (params.task removed).
+	Tool   string          `json:"tool"`
+	Params json.RawMessage `json:"params"`
+	// Session is the client's Mcp-Session-Id the call runs on (legacy).
+	Session string `json:"session,omitempty"`
+	// UpstreamID is the JSON-RPC id of the call as the upstream knows it.
+	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
+
+	// Inputs are the input requests met during the task, in order; their
+	// keys are never reused.
+	Inputs       []InputRequest `json:"inputs,omitempty"`
+	NextInputKey int            `json:"nextInputKey,omitempty"`
+
+	// Result is the upstream's result object; Error its JSON-RPC error, or
+	// the gateway's account of a failure that had none.
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+	// IsError records a tool result with isError:true (failed in the legacy
+	// era, completed in the modern one).
+	IsError bool `json:"isError,omitempty"`
+
+	// Progress is the params of the last notifications/progress the
+	// upstream sent for the call.
+	Progress json.RawMessage `json:"progress,omitempty"`
+}
+
+// InputRequest is a request for input the upstream made during a task.
+type InputRequest struct {
+	// Key identifies the request for the task's whole life.
+	Key    string          `json:"key"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+	// UpstreamID is the id of the upstream's JSON-RPC request (legacy
+	// server-to-client requests), answered with that id.
+	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
+	Answered   bool            `json:"answered,omitempty"`
+}
+
+// ExpiresAt is when the task may be deleted: ttl after creation.
+func (t *Task) ExpiresAt() time.Time { return t.CreatedAt.Add(t.TTL) }
+
+// Outstanding returns the input requests not yet answered.
+func (t *Task) Outstanding() []InputRequest {
+	var out []InputRequest
+	for _, in := range t.Inputs {
+		if !in.Answered {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// AddInput records an input request under a fresh key and returns the key.
+func (t *Task) AddInput(in InputRequest) string {
+	t.NextInputKey++
+	in.Key = fmt.Sprint(t.NextInputKey)
+	t.Inputs = append(t.Inputs, in)
+	return in.Key
+}
+
+// Input returns the input request with key.
+func (t *Task) Input(key string) (*InputRequest, bool) {
+	for i := range t.Inputs {
+		if t.Inputs[i].Key == key {
+			return &t.Inputs[i], true
+		}
+	}
+	return nil, false
+}
+
+// SetStatus moves the task to status, checking the state machine.
+func (t *Task) SetStatus(to Status, message string, now time.Time) error {
+	if !CanTransition(t.Status, to) {
+		return fmt.Errorf("%w: %s to %s", ErrBadTransition, t.Status, to)
+	}
+	t.Status = to
+	t.StatusMessage = message
+	t.UpdatedAt = now
+	return nil
+}
+
+// NewTaskID returns a random, URL-safe task id carrying 128 bits.
+func NewTaskID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("reading random bytes for a task id: %v", err)) // crypto/rand never fails on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Clone returns a deep enough copy for a compare-and-set: slices that an
+// update may change are copied.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Inputs = append([]InputRequest(nil), t.Inputs...)
+	if t.Error != nil {
+		e := *t.Error
+		c.Error = &e
+	}
+	return &c
+}

@@ -1,0 +1,83 @@
+package taskproxy
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestCanTransition(t *testing.T) {
+	all := []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+	allowed := map[[2]Status]bool{}
+	for _, from := range []Status{StatusWorking, StatusInputRequired} {
+		for _, to := range all {
+			allowed[[2]Status{from, to}] = true
+		}
+	}
+	for _, from := range all {
+		for _, to := range all {
+			want := allowed[[2]Status{from, to}]
+			if got := CanTransition(from, to); got != want {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	for _, s := range all {
+		if got, want := s.Terminal(), s == StatusCompleted || s == StatusFailed || s == StatusCancelled; got != want {
+			t.Errorf("%s.Terminal() = %v", s, got)
+		}
+	}
+}
+
+func TestSetStatus(t *testing.T) {
+	now := time.Unix(1000, 0)
+	task := &Task{Status: StatusWorking}
+	if err := task.SetStatus(StatusInputRequired, "need input", now); err != nil {
+		t.Fatal(err)
+	}
+	if task.StatusMessage != "need input" || !task.UpdatedAt.Equal(now) {
+		t.Errorf("SetStatus did not record message and time: %+v", task)
+	}
+	if err := task.SetStatus(StatusCancelled, "", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.SetStatus(StatusWorking, "", now); !errors.Is(err, ErrBadTransition) {
+		t.Errorf("cancelled -> working: err = %v, want ErrBadTransition", err)
+	}
+}
+
+func TestInputs(t *testing.T) {
+	task := &Task{}
+	k1 := task.AddInput(InputRequest{Method: "elicitation/create"})
+	k2 := task.AddInput(InputRequest{Method: "sampling/createMessage"})
+	if k1 == k2 {
+		t.Fatalf("keys reused: %q", k1)
+	}
+	in, _ := task.Input(k1)
+	in.Answered = true
+	if out := task.Outstanding(); len(out) != 1 || out[0].Key != k2 {
+		t.Errorf("Outstanding = %+v, want only %s", out, k2)
+	}
+	c := task.Clone()
+	c.Inputs[1].Answered = true
+	if task.Inputs[1].Answered {
+		t.Error("Clone shares the inputs slice")
+	}
+}
+
+func TestNewTaskID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewTaskID()
+		if len(id) != 22 {
+			t.Fatalf("id %q has %d characters, want 22 (128 bits)", id, len(id))
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %q", id)
+		}
+		seen[id] = true
+		if !validCursorPosition([]byte("0000000000000000/" + id)) {
+			t.Fatalf("id %q is not URL-safe", id)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrorHandler is an http.Handler that can also report the error its chain
+// ended with, as Caddy's handlers do. The gateway uses it when the next
+// handler offers it, so that a pass-through keeps Caddy's error handling and
+// a worker learns why its upstream call failed.
+type ErrorHandler interface {
+	http.Handler
+	ServeHTTPErr(w http.ResponseWriter, r *http.Request) error
+}
+
+// serveNext calls next, returning its error when it can report one.
+func serveNext(next http.Handler, w http.ResponseWriter, r *http.Request) error {
+	if eh, ok := next.(ErrorHandler); ok {
+		return eh.ServeHTTPErr(w, r)
+	}
+	next.ServeHTTP(w, r)
+	return nil
+}
+
+// serveNextRecovering is serveNext on a goroutine of the gateway's own: a
+// handler that aborts, as reverse_proxy does with http.ErrAbortHandler when
+// its reader goes away mid-stream, must end this call, not the process.
+func serveNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
+				err = errors.New("the upstream answer was aborted")
+				return
+			}
+			err = fmt.Errorf("panic in the next handler: %v", v)
+		}
+	}()
+	return serveNext(next, w, r)
+}
+
+// upstreamResponse is the head of an answer from the next handler, with a
+// body that streams while the handler is still writing it.
+type upstreamResponse struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+}
+
+// newUpstreamRequest builds a POST of body to the same endpoint as base,
+// with base's headers (session, authorization and the like) and ctx. The
+// client's Accept-Encoding is dropped: the gateway must read the answer.
+func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
+	req := base.Clone(ctx)
+	req.Method = http.MethodPost
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Del("Content-Length")
+	req.Header.Del("Accept-Encoding")
+	req.Header.Del("Last-Event-ID")
+	req.TransferEncoding = nil
+	return req
+}
+
+// callUpstream sends req through next on its own goroutine and returns as
+// soon as the answer's head is written. Cancelling req's context ends the
+// call; closing the body stops reading it.
+func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, error) {
+	pr, pw := io.Pipe()
+	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
+	go func() {
+		err := serveNextRecovering(next, w, req)
+		if err == nil && !w.wroteHeader() {
+			err = errors.New("the next handler wrote no response")
+		}
+		w.finish(err)
+	}()
+	select {
+	case <-w.head:
+	case <-req.Context().Done():
+		_ = pr.CloseWithError(req.Context().Err())
+		return nil, fmt.Errorf("calling upstream: %w", context.Cause(req.Context()))
+	}
+	if w.err != nil && w.status == 0 {
+		_ = pr.Close()
+		return nil, fmt.Errorf("calling upstream: %w", w.err)
+	}
+	return &upstreamResponse{Status: w.status, Header: w.sent, Body: pr}, nil
+}
+
+// pipeWriter is the http.ResponseWriter a worker hands to the next handler:
+// the head is published once, the body streams through a pipe.
+type pipeWriter struct {
+	header http.Header
+	pipe   *io.PipeWriter
+
+	once   sync.Once
+	head   chan struct{} // closed when status and sent (or err) are set
+	status int
+	sent   http.Header
+	err    error
+}
+
+func (w *pipeWriter) Header() http.Header { return w.header }
+
+func (w *pipeWriter) WriteHeader(code int) {
+	if code < 200 { // informational answers such as 103 Early Hints
+		return
+	}
+	w.once.Do(func() {
+		w.status = code
+		w.sent = w.header.Clone()
+		close(w.head)
+	})
+}
+
+func (w *pipeWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.pipe.Write(p)
+}
+
+// Flush is a no-op: the pipe hands each write over as it happens.
+func (w *pipeWriter) Flush() {}
+
+func (w *pipeWriter) wroteHeader() bool {
+	select {
+	case <-w.head:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *pipeWriter) finish(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.head)
+	})
+	if err != nil {
+		_ = w.pipe.CloseWithError(err)
+		return
+	}
+	_ = w.pipe.Close()
+}
+
+// finishBody reads briefly what is left of an answer, so that the handler
+// writing it ends cleanly instead of aborting mid-stream, then closes it.
+func finishBody(body io.ReadCloser, wait time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<20))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
+	_ = body.Close()
+}
+
+// mediaType returns the lower-cased media type of a Content-Type value.
+func mediaType(contentType string) string {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(strings.Split(contentType, ";")[0]))
+	}
+	return mt
+}
+
+const maxJSONAnswer = 64 << 20
+
+// readMessages decodes the JSON-RPC messages of an upstream answer, JSON or
+// SSE, handing each to fn until fn returns done or an error. It returns
+// io.EOF if the answer ended before fn was done.
+func readMessages(resp *upstreamResponse, fn func(*Message) (done bool, err error)) error {
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "application/json":
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer))
+		if err != nil {
+			return fmt.Errorf("reading upstream answer: %w", err)
+		}
+		msg, err := ParseMessage(data)
+		if err != nil {
+			return fmt.Errorf("upstream answer is not JSON-RPC: %w", err)
+		}
+		done, err := fn(msg)
+		if err != nil || done {
+			return err
+		}
+		return io.EOF
+	case "text/event-stream":
+		events := NewSSEReader(resp.Body)
+		for {
+			ev, err := events.Next()
+			if err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					return errors.New("upstream event stream broke off in the middle of an event")
+				}
+				return err
+			}
+			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
+				continue // keep-alives and priming events
+			}
+			msg, err := ParseMessage([]byte(ev.Data))
+			if err != nil {
+				return fmt.Errorf("upstream event is not JSON-RPC: %w", err)
+			}
+			if done, err := fn(msg); err != nil || done {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("upstream answered with unexpected content type %q", resp.Header.Get("Content-Type"))
+	}
+}
+
+// describeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
+// the upstream's own error when its body carries one, else a summary.
+func describeHTTPFailure(resp *upstreamResponse) *Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	if msg, err := ParseMessage(data); err == nil && msg.Error != nil {
+		return msg.Error
+	}
+	text := strings.TrimSpace(string(data))
+	if len(text) > 200 {
+		text = text[:200] + "…"
+	}
+	e := Errorf(CodeInternalError, "upstream answered HTTP %d", resp.Status)
+	if text != "" {
+		e.Message += ": " + text
+	}
+	return e
+}
+
+// sameID reports whether two raw JSON-RPC ids are the same value.
+func sameID(a, b json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds and runs Caddy with the mcp_tasks module.
+#
+#   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
+#   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
+#                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
+#   ./xcaddy.sh test    build, then run every test (unit and end-to-end)
+#
+# Needs Go only; the tests install what else they need (Node 22 and the MCP
+# conformance suite from npm) into a cache directory outside the repository.
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "$0")")"
+
+CADDY_VERSION=v2.11.9
+MODULE=$(go list -m)
+CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/caddy-mcp-tasks
+DEMO_BIN=$CACHE_DIR/demo-upstream
+
+# The module proxy here answers 403 (not 404) for module paths it does not
+# serve, such as ours; with "|off" the go command stops asking after the first
+# proxy fails instead of treating 403 as fatal, and the replace to "." wins.
+export GOPROXY="$(go env GOPROXY | cut -d, -f1)|off"
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+build() {
+	mkdir -p "$CACHE_DIR"
+	echo "building ./caddy ($CADDY_VERSION with $MODULE)" >&2
+	# The plugin package is caddymodule; the module root holds no Go package,
+	# so the module is replaced by this directory and the package imported.
+	go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy
+	go build -o "$DEMO_BIN" ./integration/cmd/demo-upstream
+}
+
+run() {
+	build
+	"$DEMO_BIN" -addr 127.0.0.1:9100 -path /mcp &
+	local demo=$!
+	trap 'kill "$demo" 2>/dev/null || true; wait "$demo" 2>/dev/null || true' EXIT INT TERM
+	cat >&2 <<'MSG'
+
+The gateway serves MCP on http://localhost:8080/mcp (demo upstream on 127.0.0.1:9100).
+Try a 2025-11-25 session:
+
+  curl -si http://localhost:8080/mcp -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}'
+
+Stop with Ctrl-C.
+MSG
+	./caddy run --config Caddyfile.example --adapter caddyfile
+}
+
+run_tests() {
+	build
+	CADDY_BINARY="$PWD/caddy" DEMO_UPSTREAM_BINARY="$DEMO_BIN" \
+		go test -race -count=1 -timeout 20m ./... "$@"
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+test) shift; run_tests "$@" ;;
+*)
+	echo "usage: $0 build|run|test [go test flags]" >&2
+	exit 2
+	;;
+esac
