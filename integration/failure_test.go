@@ -1,0 +1,157 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// brokenUpstream answers initialize like an MCP server and tools/call with the
+// given failure.
+func brokenUpstream(t *testing.T, fail http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"tools/call"`) {
+			fail(w, r)
+			return
+		}
+		var m taskproxy.Message
+		_ = json.Unmarshal(body, &m)
+		if !m.IsRequest() {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		out, _ := taskproxy.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"broken","version":"0"}}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// Transport failures end the task failed with a reason; nothing hangs.
+func TestUpstreamFailures(t *testing.T) {
+	deadAddr := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	tests := []struct {
+		name     string
+		upstream func() string
+		wantMsg  string
+	}{
+		{"unreachable", deadAddr, ""},
+		{"HTTP 500", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "boom", http.StatusInternalServerError)
+			})
+		}, "HTTP 500"},
+		{"stream cut mid-event", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":")
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			})
+		}, ""},
+		{"stream ends without an answer", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n")
+			})
+		}, "without a response"},
+		{"not JSON-RPC", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `<html>`)
+			})
+		}, "not JSON-RPC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := tt.upstream()
+			gw := startGateway(t, gatewayOptions{Upstream: addr})
+			c := newRPCClient(t, gw.URL)
+			c.version = "2025-11-25"
+			task := c.createTask("anything", map[string]any{}, 60000)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			body, _ := taskproxy.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+			s := c.open(ctx, body)
+			defer s.close()
+			var final *taskproxy.Message
+			for final == nil {
+				m := s.next()
+				if m == nil {
+					t.Fatal("tasks/result ended without an answer")
+				}
+				if m.IsResponse() {
+					final = m
+				}
+			}
+			if final.Error == nil || final.Error.Code != -32603 || !strings.Contains(final.Error.Message, tt.wantMsg) {
+				t.Errorf("tasks/result = %s / %+v, want -32603 containing %q", final.Result, final.Error, tt.wantMsg)
+			}
+			if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage == "" {
+				t.Errorf("task = %+v, want failed with a reason", got)
+			}
+		})
+	}
+}
+
+// Upstream progress for the call's token reaches the tasks/result stream.
+func TestLegacyProgressRelay(t *testing.T) {
+	c, _, _ := legacySetup(t, "")
+	m := c.call("tools/call", map[string]any{
+		"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "p"},
+		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "tok-1"},
+	})
+	var created struct {
+		Task legacyTask `json:"task"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil {
+		t.Fatalf("create: %s / %v", m.Result, m.Error)
+	}
+	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	s := c.open(context.Background(), body)
+	defer s.close()
+	progress := 0
+	for {
+		m := s.next()
+		if m == nil {
+			t.Fatal("stream ended without the result")
+		}
+		if m.Method == "notifications/progress" {
+			var p struct {
+				Token    string  `json:"progressToken"`
+				Progress float64 `json:"progress"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if p.Token != "tok-1" {
+				t.Errorf("progress for token %q", p.Token)
+			}
+			progress++
+		}
+		if m.IsResponse() {
+			break
+		}
+	}
+	if progress == 0 {
+		t.Error("no progress notification relayed")
+	}
+}
