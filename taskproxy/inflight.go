@@ -62,7 +62,11 @@ func (c *callTable) get(k callKey) (*plainCall, bool) {
 
 // runningTask is a task whose upstream call runs in this process.
 type runningTask struct {
+	// ctx is what the task's upstream calls run on; cancel ends them.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// release frees the context's resources once the worker is done.
+	release func()
 	// base is the detached request the call was made from: its headers
 	// (session, authorization) address the same upstream session when the
 	// gateway must send the upstream a follow-up such as a cancellation.

@@ -165,7 +165,14 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(Errorf(CodeInternalError, "could not store the task: %v", err))
 		return nil
 	}
-	g.startWorker(t, g.cfg.Detach(c.r), c.next)
+	run := g.newRun(g.cfg.Detach(c.r), c.next, t.ExpiresAt())
+	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
+	if err != nil {
+		run.release()
+		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+	} else {
+		g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	}
 	return c.reply(struct {
 		Task legacyTask `json:"task"`
 	}{toLegacyTask(t)})
@@ -289,17 +296,17 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 		return nil, err
 	}
 	g.rt.Hub.Changed(id)
-	if rt, ok := g.rt.workers.get(id); ok {
-		g.notifyUpstreamCancelled(ctx, rt, t)
-		rt.cancel(errTaskCancelled)
+	if run, ok := g.rt.workers.get(id); ok {
+		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
+			g.notifyUpstreamCancelled(ctx, run, t)
+		}
+		run.cancel(errTaskCancelled)
 	}
 	return t, nil
 }
 
-var errTaskCancelled = errors.New("task cancelled")
-
 // notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
-func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, rt *runningTask, t *Task) {
+func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task) {
 	body, err := RequestBytes(nil, "notifications/cancelled", map[string]any{
 		"requestId": t.UpstreamID,
 		"reason":    "task cancelled by the client",
@@ -309,7 +316,11 @@ func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, rt *runningTask, 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	resp, err := callUpstream(rt.next, newUpstreamRequest(ctx, rt.base, body))
+	req := newUpstreamRequest(ctx, run.base, body)
+	if t.Session != "" {
+		req.Header.Set(headerSessionID, t.Session)
+	}
+	resp, err := callUpstream(run.next, req)
 	if err != nil {
 		g.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
 		return
@@ -346,8 +357,8 @@ func (c *call) serveLegacyResult() error {
 		sse = StartSSE(c.w)
 	}
 	s := &resultStream{c: c, sse: sse, sent: map[string]bool{}}
-	if rt, ok := g.rt.workers.get(id); ok && sse != nil {
-		if p := rt.progress(); p != nil {
+	if run, ok := g.rt.workers.get(id); ok && sse != nil {
+		if p := run.progress(); p != nil {
 			s.progress(p)
 		}
 	}
@@ -481,57 +492,19 @@ func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 // a tasks/result stream and forwards it to the upstream under the id the
 // upstream asked with.
 func (c *call) serveInputAnswer(taskID, key string) error {
-	g := c.g
-	ctx := c.r.Context()
-	t, err := g.rt.Store.Get(ctx, c.owner, taskID)
+	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, taskID)
 	if err != nil {
 		writeJSONError(c.w, http.StatusNotFound, nil, storeFailure(err))
 		return nil
 	}
-	in, ok := t.Input(key)
-	if !ok {
+	if _, ok := t.Input(key); !ok {
 		writeJSONError(c.w, http.StatusBadRequest, nil, Errorf(CodeInvalidParams, "no input request %q for this task", key))
 		return nil
 	}
-	if in.Answered || t.Status.Terminal() {
-		c.w.WriteHeader(http.StatusAccepted) // duplicate or late: already handled
+	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
+	if _, err := c.g.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
+		writeJSONError(c.w, http.StatusBadGateway, nil, Errorf(CodeInternalError, "%v", err))
 		return nil
-	}
-	var answer Message
-	answer.JSONRPC, answer.ID, answer.Result, answer.Error = "2.0", in.UpstreamID, c.msg.Result, c.msg.Error
-	body, err := json.Marshal(answer)
-	if err != nil {
-		writeJSONError(c.w, http.StatusBadRequest, nil, Errorf(CodeInvalidParams, "answer: %v", err))
-		return nil
-	}
-	req := newUpstreamRequest(ctx, c.r, body)
-	if t.Session != "" {
-		req.Header.Set(headerSessionID, t.Session)
-	}
-	resp, err := callUpstream(c.next, req)
-	if err != nil {
-		writeJSONError(c.w, http.StatusBadGateway, nil, Errorf(CodeInternalError, "forwarding the answer upstream: %v", err))
-		return nil
-	}
-	_ = resp.Body.Close()
-	if resp.Status >= 300 {
-		writeJSONError(c.w, http.StatusBadGateway, nil, Errorf(CodeInternalError, "upstream refused the answer with HTTP %d", resp.Status))
-		return nil
-	}
-	_, err = g.rt.Store.Update(ctx, c.owner, taskID, func(t *Task) error {
-		in, ok := t.Input(key)
-		if !ok || in.Answered {
-			return errNoChange
-		}
-		in.Answered = true
-		t.UpdatedAt = clock()
-		if len(t.Outstanding()) == 0 && t.Status == StatusInputRequired {
-			return t.SetStatus(StatusWorking, "", clock())
-		}
-		return nil
-	})
-	if err == nil {
-		g.rt.Hub.Changed(taskID)
 	}
 	c.w.WriteHeader(http.StatusAccepted)
 	return nil

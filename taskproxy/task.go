@@ -85,9 +85,12 @@ type Task struct {
 	// era, completed in the modern one).
 	IsError bool `json:"isError,omitempty"`
 
-	// Progress is the params of the last notifications/progress the
-	// upstream sent for the call.
-	Progress json.RawMessage `json:"progress,omitempty"`
+	// RequestState is the upstream's opaque state from its last
+	// input_required answer (2026-07-28), echoed on the retry; it never
+	// reaches the client.
+	RequestState string `json:"requestState,omitempty"`
+	// LoadShed counts input_required answers without input requests.
+	LoadShed int `json:"loadShed,omitempty"`
 }
 
 // InputRequest is a request for input the upstream made during a task.
@@ -99,7 +102,12 @@ type InputRequest struct {
 	// UpstreamID is the id of the upstream's JSON-RPC request (legacy
 	// server-to-client requests), answered with that id.
 	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
-	Answered   bool            `json:"answered,omitempty"`
+	// UpstreamKey is the upstream's own key of a 2026-07-28 input request;
+	// the answer goes back under it on the retry.
+	UpstreamKey string `json:"upstreamKey,omitempty"`
+	Answered    bool   `json:"answered,omitempty"`
+	// Response is the client's answer to an UpstreamKey request.
+	Response json.RawMessage `json:"response,omitempty"`
 }
 
 // ExpiresAt is when the task may be deleted: ttl after creation.
@@ -132,6 +140,20 @@ func (t *Task) Input(key string) (*InputRequest, bool) {
 		}
 	}
 	return nil, false
+}
+
+// answersFor returns the answers to the input requests with keys, by the
+// upstream's keys, once every one of them is answered.
+func (t *Task) answersFor(keys []string) (map[string]json.RawMessage, bool) {
+	answers := make(map[string]json.RawMessage, len(keys))
+	for _, k := range keys {
+		in, ok := t.Input(k)
+		if !ok || !in.Answered {
+			return nil, false
+		}
+		answers[in.UpstreamKey] = in.Response
+	}
+	return answers, true
 }
 
 // SetStatus moves the task to status, checking the state machine.

@@ -5,87 +5,121 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// A worker makes a task's upstream call through the next handler, on a
-// context detached from the client's request, and records what comes back:
-// input requests, progress, and the final result or error.
+// A worker follows a task's upstream call, on a context detached from the
+// client's request, and records what comes back: input requests, progress,
+// and the final result or error. On 2026-07-28 an input_required answer ends
+// one attempt; once the client has answered every request, the worker makes
+// the next attempt with the answers.
 
-// startWorker runs t's upstream call in the background. base is a detached
-// copy of the request that created the task.
-func (g *Gateway) startWorker(t *Task, base *http.Request, next http.Handler) {
+var (
+	errTaskExpired   = errors.New("task expired before completion")
+	errTaskCancelled = errors.New("task cancelled")
+)
+
+// newRun prepares the context a task's upstream calls run on: detached from
+// the client (base is a detached copy of its request), ended by the task's
+// expiry, by cancellation, or by the runtime's shutdown.
+func (g *Gateway) newRun(base *http.Request, next http.Handler, expires time.Time) *runningTask {
 	ctx, cancel := context.WithCancelCause(base.Context())
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.ExpiresAt(), errTaskExpired)
+	ctx, cancelDeadline := context.WithDeadlineCause(ctx, expires, errTaskExpired)
 	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
-	rt := &runningTask{cancel: cancel, base: base, next: next}
-	g.rt.workers.add(t.ID, rt)
+	return &runningTask{
+		ctx:    ctx,
+		cancel: cancel,
+		base:   base,
+		next:   next,
+		release: func() {
+			stopOnShutdown()
+			cancelDeadline()
+			cancel(nil)
+		},
+	}
+}
+
+// startWorker follows t's call in the background: the attempt in flight,
+// or, when pending is set, an answer already taken from it.
+func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
 	go func() {
 		defer g.rt.workers.wg.Done()
-		defer g.rt.workers.remove(t.ID, rt)
-		defer stopOnShutdown()
-		defer cancelDeadline()
-		defer cancel(nil)
-		g.runCall(ctx, t, rt)
+		defer g.rt.workers.remove(t.ID, run)
+		defer run.release()
+		g.work(t, run, a, pending)
 	}()
 }
 
-var errTaskExpired = errors.New("task expired before completion")
-
-// runCall makes the upstream call and records its outcome.
-func (g *Gateway) runCall(ctx context.Context, t *Task, rt *runningTask) {
-	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
-	if err != nil {
-		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
-		return
-	}
-	resp, err := callUpstream(rt.next, newUpstreamRequest(ctx, rt.base, body))
-	if err != nil {
-		g.finishInterrupted(ctx, t, fmt.Errorf("calling the upstream: %w", err))
-		return
-	}
-	defer finishBody(resp.Body, 2*time.Second)
-	if resp.Status < 200 || resp.Status > 299 {
-		g.finish(t, nil, describeHTTPFailure(resp))
-		return
-	}
-	token := progressToken(t.Params)
-	answered := false
-	err = readMessages(resp, func(m *Message) (bool, error) {
+func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+	for round := 1; ; round++ {
+		ev := pending
+		if ev == nil {
+			ev = g.follow(t, run, a)
+		}
+		pending = nil
 		switch {
-		case m.IsResponse() && sameID(m.ID, t.UpstreamID):
-			g.finish(t, m.Result, m.Error)
-			answered = true
-			return true, nil
-		case m.IsRequest():
-			g.upstreamRequest(ctx, t, rt, m)
-		case m.IsNotification() && m.Method == "notifications/progress":
-			if token != nil && sameID(progressTokenOf(m.Params), token) {
-				rt.setProgress(m.Params)
-				g.rt.Hub.Progress(t.ID, m.Params)
+		case ev.err != nil:
+			g.finishInterrupted(run.ctx, t, ev.err)
+			return
+		case ev.final.Error != nil:
+			g.finish(t, nil, ev.final.Error)
+			return
+		case t.Era == EraModern && isInputRequired(ev.final.Result):
+			params, err := g.awaitInput(t, run, ev.final.Result)
+			if err != nil {
+				g.finishInterrupted(run.ctx, t, err)
+				return
+			}
+			id := upstreamCallID(t.ID, round+1)
+			body, err := RequestBytes(id, "tools/call", params)
+			if err != nil {
+				g.finish(t, nil, Errorf(CodeInternalError, "encoding the retry: %v", err))
+				return
+			}
+			if _, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error { rec.UpstreamID = id; return nil }); err != nil {
+				g.finishInterrupted(run.ctx, t, err)
+				return
+			}
+			t.UpstreamID = id
+			a = startAttempt(run.ctx, run.base, run.next, id, body)
+		default:
+			g.finish(t, ev.final.Result, nil)
+			return
+		}
+	}
+}
+
+// follow consumes an attempt's events up to its last one, relaying progress
+// to waiters and turning 2025-11-25 upstream requests into input requests.
+func (g *Gateway) follow(t *Task, run *runningTask, a *attempt) *attemptEvent {
+	token := progressToken(t.Params)
+	for ev := range a.events {
+		switch {
+		case ev.last():
+			return &ev
+		case ev.request != nil:
+			g.upstreamRequest(run.ctx, t, run, ev.request)
+		case ev.notification.Method == "notifications/progress" && t.Era == EraLegacy:
+			if token != nil && sameID(progressTokenOf(ev.notification.Params), token) {
+				run.setProgress(ev.notification.Params)
+				g.rt.Hub.Progress(t.ID, ev.notification.Params)
 			}
 		}
-		return false, nil
-	})
-	if answered {
-		return
 	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = errors.New("the upstream ended its answer without a response to the call")
-	}
-	g.finishInterrupted(ctx, t, err)
+	// The pump stops without a last event only when the context ended.
+	return &attemptEvent{err: context.Cause(run.ctx)}
 }
 
 // finishInterrupted records a call that ended without an answer. A cancelled
 // task is already recorded; on shutdown the task is left for recovery.
 func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errTaskCancelled):
+	case errors.Is(cause, errTaskCancelled), errors.Is(err, ErrTerminal):
 		return
 	case errors.Is(cause, errShutdown):
 		g.log.Info("task left running at shutdown", zap.String("task", t.ID))
@@ -104,21 +138,8 @@ func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
-		now := clock()
-		if rpcErr != nil {
-			rec.Error = rpcErr
-			return rec.SetStatus(StatusFailed, rpcErr.Message, now)
-		}
-		rec.Result = result
-		var r struct {
-			IsError bool `json:"isError"`
-		}
-		_ = json.Unmarshal(result, &r)
-		rec.IsError = r.IsError
-		if r.IsError && rec.Era == EraLegacy {
-			return rec.SetStatus(StatusFailed, toolErrorMessage(result), now)
-		}
-		return rec.SetStatus(StatusCompleted, "", now)
+		applyOutcome(rec, result, rpcErr, clock())
+		return nil
 	})
 	switch {
 	case errors.Is(err, ErrTerminal), errors.Is(err, ErrNotFound):
@@ -129,6 +150,24 @@ func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
 		g.log.Error("recording task outcome", zap.String("task", t.ID), zap.Error(err))
 	}
 	g.rt.Hub.Changed(t.ID)
+}
+
+// applyOutcome sets a task's final state from the upstream's answer.
+func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Time) {
+	rec.Status, rec.UpdatedAt = StatusCompleted, now
+	if rpcErr != nil {
+		rec.Error, rec.Status, rec.StatusMessage = rpcErr, StatusFailed, rpcErr.Message
+		return
+	}
+	rec.Result = result
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	_ = json.Unmarshal(result, &r)
+	rec.IsError = r.IsError
+	if r.IsError && rec.Era == EraLegacy {
+		rec.Status, rec.StatusMessage = StatusFailed, toolErrorMessage(result)
+	}
 }
 
 // toolErrorMessage is the status message of a tool result with isError: the
@@ -155,9 +194,13 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, rt *runningTask, m *Message) {
+func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask, m *Message) {
 	if m.Method == "ping" {
-		go g.answerUpstream(ctx, t, rt, m.ID, json.RawMessage("{}"))
+		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
+		return
+	}
+	if t.Era != EraLegacy {
+		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
 	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
@@ -171,18 +214,86 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, rt *runningTask,
 	g.rt.Hub.Changed(t.ID)
 }
 
-// answerUpstream sends the upstream a response to one of its requests.
-func (g *Gateway) answerUpstream(ctx context.Context, t *Task, rt *runningTask, id, result json.RawMessage) {
-	body, err := ResponseBytes(id, result)
+// maxLoadShedRetries bounds how often an input_required answer without
+// input requests (the upstream shedding load) is retried.
+const maxLoadShedRetries = 3
+
+// awaitInput records a 2026-07-28 input_required answer as the task's input
+// requests, waits until the client has answered all of them (tasks/update),
+// and returns the params of the retry: the original ones with the answers
+// under the upstream's own keys and the upstream's requestState echoed.
+func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) (json.RawMessage, error) {
+	var answer struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal(result, &answer); err != nil {
+		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
+	}
+	sub := g.rt.Hub.Subscribe(t.ID)
+	defer sub.Close()
+	var keys []string
+	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
+		keys = keys[:0]
+		rec.RequestState = answer.RequestState
+		for upKey, raw := range answer.InputRequests {
+			var req struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
+				return fmt.Errorf("upstream input request %q is malformed", upKey)
+			}
+			keys = append(keys, rec.AddInput(InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey}))
+		}
+		if len(keys) == 0 {
+			rec.LoadShed++
+			if rec.LoadShed > maxLoadShedRetries {
+				return errors.New("the upstream kept answering input_required without input requests")
+			}
+			return nil
+		}
+		return rec.SetStatus(StatusInputRequired, "The task needs input: answer its inputRequests with tasks/update.", clock())
+	})
 	if err != nil {
-		return
+		return nil, err
 	}
-	req := newUpstreamRequest(ctx, rt.base, body)
-	if t.Session != "" {
-		req.Header.Set(headerSessionID, t.Session)
+	g.rt.Hub.Changed(t.ID)
+	if len(keys) == 0 { // load shedding: try again after the poll interval
+		select {
+		case <-time.After(max(rec.PollInterval, 100*time.Millisecond)):
+		case <-run.ctx.Done():
+			return nil, context.Cause(run.ctx)
+		}
 	}
-	if resp, err := callUpstream(rt.next, req); err == nil {
-		_ = resp.Body.Close()
+	for {
+		if rec.Status.Terminal() {
+			return nil, ErrTerminal
+		}
+		if answers, ok := rec.answersFor(keys); ok {
+			params := t.Params
+			if len(answers) > 0 {
+				responses, _ := json.Marshal(answers)
+				if params, err = setMember(params, "inputResponses", responses); err != nil {
+					return nil, err
+				}
+			}
+			if rec.RequestState != "" {
+				state, _ := json.Marshal(rec.RequestState)
+				if params, err = setMember(params, "requestState", state); err != nil {
+					return nil, err
+				}
+			}
+			return params, nil
+		}
+		select {
+		case <-sub.Changed:
+		case <-run.ctx.Done():
+			return nil, context.Cause(run.ctx)
+		}
+		if rec, err = g.rt.Store.Get(run.ctx, t.Owner, t.ID); err != nil {
+			return nil, err
+		}
 	}
 }
 

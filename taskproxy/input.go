@@ -1,0 +1,100 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// One input path serves both eras. A 2025-11-25 upstream asks for input with
+// server-to-client requests (elicitation/create, sampling/createMessage) on
+// the call's stream; a 2026-07-28 upstream answers input_required with
+// inputRequests and expects a retry. Either way the task record holds the
+// requests under keys of the gateway's own, never reused, and a client's
+// answer, whichever wire it comes on (a POSTed JSON-RPC response on
+// 2025-11-25, tasks/update on 2026-07-28), goes through answerInputs.
+
+// inputAnswer is a client's answer to one input request: a result or, on
+// 2025-11-25, a JSON-RPC error (the client declined).
+type inputAnswer struct {
+	Result json.RawMessage
+	Error  *Error
+}
+
+// answerInputs applies answers, by input key, to the owner's task. Answers to
+// upstream requests are sent to the upstream under the id it asked with;
+// answers to input_required requests are kept for the worker's retry. Keys
+// that are not outstanding (never issued, already answered) are ignored, as
+// is a task that has ended. Once nothing is outstanding the task is working
+// again. caller supplies the headers and next handler for the upstream.
+func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*Task, error) {
+	t, err := g.rt.Store.Get(ctx, owner, taskID)
+	if err != nil || t.Status.Terminal() {
+		return t, err
+	}
+	for key, answer := range answers {
+		in, ok := t.Input(key)
+		if !ok || in.Answered || in.UpstreamID == nil {
+			continue
+		}
+		base, via := caller, next
+		if run, ok := g.rt.workers.get(taskID); ok {
+			base, via = run.base, run.next
+		}
+		if err := g.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
+			return nil, err
+		}
+	}
+	t, err = g.rt.Store.Update(ctx, owner, taskID, func(rec *Task) error {
+		changed := false
+		for key, answer := range answers {
+			in, ok := rec.Input(key)
+			if !ok || in.Answered {
+				continue
+			}
+			in.Answered, changed = true, true
+			if in.UpstreamKey != "" {
+				in.Response = answer.Result
+			}
+		}
+		if !changed {
+			return errNoChange
+		}
+		rec.UpdatedAt = clock()
+		if len(rec.Outstanding()) == 0 && rec.Status == StatusInputRequired {
+			return rec.SetStatus(StatusWorking, "", clock())
+		}
+		return nil
+	})
+	switch err {
+	case nil:
+		g.rt.Hub.Changed(taskID)
+		return t, nil
+	case errNoChange, ErrTerminal:
+		return g.rt.Store.Get(ctx, owner, taskID)
+	}
+	return nil, err
+}
+
+// answerUpstream sends the upstream a JSON-RPC response to one of its
+// requests, on the task's session.
+func (g *Gateway) answerUpstream(ctx context.Context, t *Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
+	body, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
+	if err != nil {
+		return fmt.Errorf("encoding the answer: %w", err)
+	}
+	req := newUpstreamRequest(ctx, base, body)
+	if t.Session != "" {
+		req.Header.Set(headerSessionID, t.Session)
+	}
+	resp, err := callUpstream(next, req)
+	if err != nil {
+		return fmt.Errorf("forwarding the answer upstream: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.Status >= 300 {
+		return fmt.Errorf("the upstream refused the answer with HTTP %d", resp.Status)
+	}
+	return nil
+}
