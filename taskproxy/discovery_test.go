@@ -165,7 +165,9 @@ func TestPassThroughUnchanged(t *testing.T) {
 		{"other method", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`},
 		{"notification", http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
 		{"client response", http.MethodPost, `{"jsonrpc":"2.0","id":5,"result":{}}`},
-		{"modern request", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`},
+		{"modern request", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`},
+		{"modern malformed tools/call", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`},
+		{"modern listen without taskIds", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

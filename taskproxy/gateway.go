@@ -186,10 +186,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return nil
 	}
 	msg, err := ParseMessage(body)
-	if err != nil || detectEra(r, msg) == EraModern {
+	if err != nil {
 		return serveNext(next, w, r)
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: OwnerOf(r.Context())}
+	if detectEra(r, msg) == EraModern {
+		return c.serveModern()
+	}
 	switch {
 	case msg.IsRequest():
 		return c.serveLegacyRequest()

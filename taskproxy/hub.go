@@ -23,27 +23,30 @@ type Subscription struct {
 	// the task; when the receiver lags, newer ones are dropped.
 	Progress chan json.RawMessage
 
-	hub    *Hub
-	taskID string
+	hub     *Hub
+	taskIDs []string
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub { return &Hub{subs: map[string]map[*Subscription]struct{}{}} }
 
-// Subscribe starts receiving taskID's events; call Close when done.
-func (h *Hub) Subscribe(taskID string) *Subscription {
+// Subscribe starts receiving the events of the given tasks; call Close when
+// done.
+func (h *Hub) Subscribe(taskIDs ...string) *Subscription {
 	s := &Subscription{
 		Changed:  make(chan struct{}, 1),
 		Progress: make(chan json.RawMessage, 32),
 		hub:      h,
-		taskID:   taskID,
+		taskIDs:  taskIDs,
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.subs[taskID] == nil {
-		h.subs[taskID] = map[*Subscription]struct{}{}
+	for _, id := range taskIDs {
+		if h.subs[id] == nil {
+			h.subs[id] = map[*Subscription]struct{}{}
+		}
+		h.subs[id][s] = struct{}{}
 	}
-	h.subs[taskID][s] = struct{}{}
 	return s
 }
 
@@ -52,9 +55,11 @@ func (s *Subscription) Close() {
 	h := s.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.subs[s.taskID], s)
-	if len(h.subs[s.taskID]) == 0 {
-		delete(h.subs, s.taskID)
+	for _, id := range s.taskIDs {
+		delete(h.subs[id], s)
+		if len(h.subs[id]) == 0 {
+			delete(h.subs, id)
+		}
 	}
 }
 

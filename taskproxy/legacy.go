@@ -30,9 +30,13 @@ type legacyTask struct {
 const isoMillis = "2006-01-02T15:04:05.000Z07:00"
 
 func toLegacyTask(t *Task) legacyTask {
+	status := t.Status
+	if status == StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
+		status = StatusFailed
+	}
 	return legacyTask{
 		TaskID:        t.ID,
-		Status:        t.Status,
+		Status:        status,
 		StatusMessage: t.StatusMessage,
 		CreatedAt:     t.CreatedAt.UTC().Format(isoMillis),
 		LastUpdatedAt: t.UpdatedAt.UTC().Format(isoMillis),

@@ -1,0 +1,335 @@
+package taskproxy
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// The 2026-07-28 wire adapter: the io.modelcontextprotocol/tasks extension.
+// Tasks are server-directed: a tools/call from a client that declares the
+// extension in its per-request capabilities becomes a task when it outlives
+// task_after (always, for tools marked required). The gateway validates only
+// what it answers itself or may turn into a task; the rest is the upstream's.
+
+const (
+	extensionTasks         = "io.modelcontextprotocol/tasks"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	headerMethod           = "Mcp-Method"
+	headerName             = "Mcp-Name"
+)
+
+// supportedVersions are the protocol versions the gateway serves.
+var supportedVersions = []string{string(EraModern), string(EraLegacy)}
+
+// modernStatus is the HTTP status of a JSON-RPC error on the 2026-07-28
+// wire: 404 for an unknown method, 400 for malformed requests.
+func modernStatus(code int) int {
+	switch code {
+	case CodeMethodNotFound:
+		return http.StatusNotFound
+	case CodeInvalidParams, CodeInvalidRequest, CodeParseError, CodeHeaderMismatch,
+		CodeMissingRequiredClientCapability, CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// failModern writes a JSON-RPC error with its 2026-07-28 HTTP status.
+func (c *call) failModern(e *Error) {
+	writeJSONError(c.w, modernStatus(e.Code), c.msg.ID, e)
+}
+
+var ackComplete = json.RawMessage(`{"resultType":"complete"}`)
+
+func (c *call) serveModern() error {
+	if !c.msg.IsRequest() {
+		return c.pass()
+	}
+	switch c.msg.Method {
+	case "server/discover":
+		return c.passRewriting(rewriteDiscover)
+	case "tools/call":
+		return c.serveModernToolsCall()
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		if !c.validModern(true) || !c.guardOrigin() {
+			return nil
+		}
+		switch c.msg.Method {
+		case "tasks/get":
+			return c.serveModernGet()
+		case "tasks/update":
+			return c.serveModernUpdate()
+		}
+		return c.serveModernCancel()
+	case "tasks/result", "tasks/list":
+		if !c.validModern(false) {
+			return nil
+		}
+		c.failModern(Errorf(CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
+		return nil
+	case "subscriptions/listen":
+		if taskIDs, ok := listenTaskIDs(c.msg.Params); ok {
+			if !c.validModern(true) || !c.guardOrigin() {
+				return nil
+			}
+			return c.serveListen(taskIDs)
+		}
+	}
+	return c.pass()
+}
+
+// requestMeta is what the gateway reads of a request's params._meta.
+type requestMeta struct {
+	version      string
+	capabilities json.RawMessage
+}
+
+// declaresTasks reports whether the request's client capabilities list the
+// tasks extension.
+func (m requestMeta) declaresTasks() bool {
+	ext, ok := getMember(m.capabilities, "extensions")
+	if !ok {
+		return false
+	}
+	v, ok := getMember(ext, extensionTasks)
+	return ok && len(v) > 0 && v[0] == '{'
+}
+
+func readRequestMeta(params json.RawMessage) (requestMeta, *Error) {
+	var m struct {
+		Meta *struct {
+			Version      *string         `json:"io.modelcontextprotocol/protocolVersion"`
+			Capabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(orEmptyObject(params), &m); err != nil {
+		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: %v", err)
+	}
+	switch {
+	case m.Meta == nil:
+		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required params._meta")
+	case m.Meta.Version == nil:
+		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required _meta field %s", metaProtocolVersion)
+	case len(m.Meta.Capabilities) == 0 || m.Meta.Capabilities[0] != '{':
+		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required _meta field %s", metaClientCapabilities)
+	}
+	return requestMeta{version: *m.Meta.Version, capabilities: m.Meta.Capabilities}, nil
+}
+
+// validModern checks a request the gateway handles against the 2026-07-28
+// rules: required _meta, a supported version equal to the header's, the
+// routing headers, and (when needsTasks) the tasks extension declared. It
+// writes the error and returns false when the request fails.
+func (c *call) validModern(needsTasks bool) bool {
+	meta, e := readRequestMeta(c.msg.Params)
+	if e == nil {
+		e = checkModernHeaders(c.r, c.msg, meta)
+	}
+	if e == nil && needsTasks && !meta.declaresTasks() {
+		e = errMissingTasksCapability(c.msg.Method + " needs the " + extensionTasks + " extension declared in this request's client capabilities")
+	}
+	if e != nil {
+		c.failModern(e)
+		return false
+	}
+	return true
+}
+
+func errMissingTasksCapability(why string) *Error {
+	e := Errorf(CodeMissingRequiredClientCapability, "Missing required client capability: %s", why)
+	e.Data = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + extensionTasks + `":{}}}}`)
+	return e
+}
+
+// checkModernHeaders validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
+// against the body.
+func checkModernHeaders(r *http.Request, msg *Message, meta requestMeta) *Error {
+	if !isSupportedModern(meta.version) {
+		e := Errorf(CodeUnsupportedProtocolVersion, "Unsupported protocol version")
+		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": meta.version})
+		return e
+	}
+	if e := headerMatches(r, headerProtocolVersion, "MCP-Protocol-Version", meta.version); e != nil {
+		return e
+	}
+	if e := headerMatches(r, headerMethod, headerMethod, msg.Method); e != nil {
+		return e
+	}
+	var nameParam string
+	switch msg.Method {
+	case "tools/call", "prompts/get":
+		nameParam = "name"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		nameParam = "taskId"
+	default:
+		return nil
+	}
+	name, err := stringParam(msg.Params, nameParam)
+	if err != nil {
+		return Errorf(CodeInvalidParams, "Invalid params: %v", err)
+	}
+	return headerMatches(r, headerName, headerName, name)
+}
+
+func isSupportedModern(v string) bool { return v == string(EraModern) }
+
+// headerMatches checks that header is present and, decoded, equals want.
+func headerMatches(r *http.Request, header, display, want string) *Error {
+	values := r.Header.Values(header)
+	if len(values) == 0 {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: required header %s is missing", display)
+	}
+	got, ok := decodeHeaderValue(values[0])
+	if !ok || len(values) > 1 || got != want {
+		return Errorf(CodeHeaderMismatch, "Header mismatch: %s header value '%s' does not match body value '%s'", display, printable(values[0]), printable(want))
+	}
+	return nil
+}
+
+// decodeHeaderValue undoes the =?base64?…?= form MCP uses for values that
+// are not plain ASCII.
+func decodeHeaderValue(v string) (string, bool) {
+	const prefix, suffix = "=?base64?", "?="
+	if !strings.HasPrefix(v, prefix) || !strings.HasSuffix(v, suffix) || len(v) < len(prefix)+len(suffix) {
+		return v, true
+	}
+	raw, err := base64.StdEncoding.DecodeString(v[len(prefix) : len(v)-len(suffix)])
+	if err != nil {
+		return "", false
+	}
+	return string(raw), true
+}
+
+// printable keeps error messages free of control characters and short.
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return s
+}
+
+// rewriteDiscover adds the tasks extension to the upstream's capabilities
+// and leaves everything else (ttlMs, cacheScope, supportedVersions) alone.
+func rewriteDiscover(result []byte) ([]byte, error) {
+	return setPath(result, []string{"capabilities", "extensions", extensionTasks}, []byte("{}"))
+}
+
+// modernTask renders a task on the 2026-07-28 wire: a CreateTaskResult
+// (resultType "task"), a tasks/get result (resultType "complete", with the
+// status's detail), or the params of notifications/tasks (no resultType).
+type modernTask struct {
+	ResultType     string                     `json:"resultType,omitempty"`
+	TaskID         string                     `json:"taskId"`
+	Status         Status                     `json:"status"`
+	StatusMessage  string                     `json:"statusMessage,omitempty"`
+	CreatedAt      string                     `json:"createdAt"`
+	LastUpdatedAt  string                     `json:"lastUpdatedAt"`
+	TTLMs          int64                      `json:"ttlMs"`
+	PollIntervalMs int64                      `json:"pollIntervalMs,omitempty"`
+	InputRequests  map[string]json.RawMessage `json:"inputRequests,omitempty"`
+	Result         json.RawMessage            `json:"result,omitempty"`
+	Error          *Error                     `json:"error,omitempty"`
+	Meta           map[string]json.RawMessage `json:"_meta,omitempty"`
+}
+
+// modernStatusOf maps the record to this wire: a tool result with isError
+// is completed here, whatever era created the task.
+func modernStatusOf(t *Task) Status {
+	if t.Status == StatusFailed && t.Error == nil && t.Result != nil {
+		return StatusCompleted
+	}
+	return t.Status
+}
+
+func toModernCreate(t *Task) modernTask {
+	return modernTask{
+		ResultType: "task", TaskID: t.ID, Status: modernStatusOf(t), StatusMessage: t.StatusMessage,
+		CreatedAt: t.CreatedAt.UTC().Format(isoMillis), LastUpdatedAt: t.UpdatedAt.UTC().Format(isoMillis),
+		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollInterval.Milliseconds(),
+	}
+}
+
+// toModernDetail is the DetailedTask: inputRequests while input is
+// required, the result when completed, the error when failed.
+func toModernDetail(t *Task, resultType string) modernTask {
+	v := toModernCreate(t)
+	v.ResultType = resultType
+	switch v.Status {
+	case StatusInputRequired:
+		v.InputRequests = map[string]json.RawMessage{}
+		for _, in := range t.Outstanding() {
+			req, _ := json.Marshal(struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params,omitempty"`
+			}{in.Method, in.Params})
+			v.InputRequests[in.Key] = req
+		}
+	case StatusCompleted:
+		v.Result = t.Result
+		if v.Result == nil {
+			v.Result = json.RawMessage("{}")
+		}
+	case StatusFailed:
+		v.Error = t.Error
+		if v.Error == nil {
+			v.Error = Errorf(CodeInternalError, "%s", t.StatusMessage)
+		}
+	}
+	return v
+}
+
+func (c *call) serveModernGet() error {
+	id, _ := c.taskIDParam()
+	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
+	if err != nil {
+		c.failModern(storeFailure(err))
+		return nil
+	}
+	return c.reply(toModernDetail(t, "complete"))
+}
+
+func (c *call) serveModernUpdate() error {
+	id, _ := c.taskIDParam()
+	var p struct {
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	if err := json.Unmarshal(c.msg.Params, &p); err != nil || p.InputResponses == nil {
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: inputResponses must be an object"))
+		return nil
+	}
+	answers := make(map[string]inputAnswer, len(p.InputResponses))
+	for k, v := range p.InputResponses {
+		answers[k] = inputAnswer{Result: v}
+	}
+	if _, err := c.g.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			c.failModern(errTaskNotFound())
+		} else {
+			c.failModern(Errorf(CodeInternalError, "%v", err))
+		}
+		return nil
+	}
+	return c.reply(ackComplete)
+}
+
+// serveModernCancel acknowledges at once; a task already ended keeps its
+// state (cancellation is cooperative on this wire).
+func (c *call) serveModernCancel() error {
+	id, _ := c.taskIDParam()
+	_, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
+	if err != nil && !errors.Is(err, ErrTerminal) {
+		c.failModern(storeFailure(err))
+		return nil
+	}
+	return c.reply(ackComplete)
+}

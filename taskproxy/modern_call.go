@@ -1,0 +1,224 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Server-directed task creation (2026-07-28). The gateway starts the
+// upstream call itself and waits up to task_after:
+//
+//   - the upstream answers first: the answer passes through to the client,
+//     as a plain proxy would give it; for a tool marked required the answer
+//     becomes a task created already ended;
+//   - the upstream answers input_required first: for a required tool it
+//     passes through (multi-round-trip before task creation, as the spec
+//     advises, and the client's retry is a new call); for other tools the
+//     call becomes a task in input_required, answered with tasks/update;
+//   - task_after passes: the task is stored, then the CreateTaskResult is
+//     answered, and a worker keeps the upstream stream open, since closing
+//     it would cancel the call;
+//   - the client goes away first: the upstream call is cancelled.
+
+var errClientGone = errors.New("the client closed its request before the call became a task")
+
+func (c *call) serveModernToolsCall() error {
+	meta, e := readRequestMeta(c.msg.Params)
+	if e != nil {
+		return c.pass() // malformed for this wire: the upstream's to judge
+	}
+	var name string
+	if n, err := stringParam(c.msg.Params, "name"); err == nil {
+		name = n
+	}
+	mode := c.g.toolMode(name)
+	declared := meta.declaresTasks()
+	switch {
+	case !declared && mode == TaskRequired:
+		if c.validModern(false) {
+			c.failModern(errMissingTasksCapability("tool " + name + " runs only as a task"))
+		}
+		return nil
+	case !declared || mode == TaskForbidden:
+		return c.pass()
+	}
+	if !c.validModern(true) || !c.guardOrigin() {
+		return nil
+	}
+	if e := c.g.checkQuota(c.r.Context(), c.owner); e != nil {
+		if mode == TaskRequired {
+			c.failModern(e)
+			return nil
+		}
+		return c.pass() // no room for a task: the call runs as a plain one
+	}
+	return c.runModernCall(name, mode)
+}
+
+func (c *call) runModernCall(name string, mode TaskSupport) error {
+	g := c.g
+	id := NewTaskID()
+	upstreamID := upstreamCallID(id, 1)
+	params, err := withoutTasksExtension(c.msg.Params)
+	if err != nil {
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: %v", err))
+		return nil
+	}
+	body, err := RequestBytes(upstreamID, "tools/call", params)
+	if err != nil {
+		c.failModern(Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		return nil
+	}
+	run := g.newRun(g.cfg.Detach(c.r), c.next, clock().Add(g.cfg.DefaultTTL))
+	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
+	a := startAttempt(run.ctx, run.base, run.next, upstreamID, body)
+	reply := &modernReply{c: c}
+	timer := time.NewTimer(g.cfg.TaskAfter)
+	defer timer.Stop()
+
+	t := g.newTask(c.owner, EraModern, name, params, g.cfg.DefaultTTL)
+	t.ID, t.UpstreamID = id, upstreamID
+	passThrough := func(ev attemptEvent) error {
+		stopFollowingClient()
+		defer run.release()
+		if ev.err != nil {
+			reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "%v", ev.err)), http.StatusBadGateway)
+			return nil
+		}
+		status := http.StatusOK
+		if ev.final.Error != nil {
+			status = modernStatus(ev.final.Error.Code)
+		}
+		data, _ := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
+		reply.send(data, status)
+		return nil
+	}
+	for {
+		select {
+		case ev, ok := <-a.events:
+			if !ok {
+				ev = attemptEvent{err: context.Cause(run.ctx)}
+			}
+			switch {
+			case ev.notification != nil:
+				reply.relay(ev.notification)
+				continue
+			case ev.request != nil:
+				continue // no server-to-client requests on this wire
+			case errors.Is(ev.err, errClientGone):
+				run.release()
+				return nil
+			case ev.final != nil && isInputRequired(ev.final.Result):
+				if mode == TaskRequired {
+					return passThrough(ev)
+				}
+				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			case mode == TaskRequired:
+				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			}
+			return passThrough(ev)
+		case <-timer.C:
+			return c.convert(t, run, stopFollowingClient, reply, a, nil)
+		}
+	}
+}
+
+// convert stores the task and answers the CreateTaskResult; a worker takes
+// over the attempt (or its answer, pending). A pending final answer is
+// recorded before the task is stored, so the task is created already ended.
+func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *attempt, pending *attemptEvent) error {
+	g := c.g
+	if !stopFollowingClient() {
+		run.release() // the client left just now: the call was cancelled with it
+		return nil
+	}
+	ended := pending != nil && !(pending.final != nil && isInputRequired(pending.final.Result))
+	if ended {
+		if pending.err != nil {
+			applyOutcome(t, nil, Errorf(CodeInternalError, "%v", pending.err), clock())
+		} else {
+			applyOutcome(t, pending.final.Result, pending.final.Error, clock())
+		}
+	}
+	if err := g.rt.Store.Create(c.r.Context(), t); err != nil {
+		run.cancel(err)
+		run.release()
+		reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "could not store the task: %v", err)), http.StatusInternalServerError)
+		return nil
+	}
+	if ended {
+		run.release()
+	} else {
+		g.startWorker(t, run, a, pending)
+	}
+	data, err := ResponseBytes(c.msg.ID, toModernCreate(t))
+	if err != nil {
+		data = ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "encoding the task: %v", err))
+	}
+	reply.send(data, http.StatusOK)
+	return nil
+}
+
+// withoutTasksExtension removes the tasks extension from the client
+// capabilities the upstream sees: the gateway owns tasks, so an upstream
+// that knows the extension must not make tasks of its own under it.
+func withoutTasksExtension(params json.RawMessage) (json.RawMessage, error) {
+	meta, ok := getMember(params, "_meta")
+	if !ok {
+		return params, nil
+	}
+	caps, ok := getMember(meta, metaClientCapabilities)
+	if !ok {
+		return params, nil
+	}
+	ext, ok := getMember(caps, "extensions")
+	if !ok {
+		return params, nil
+	}
+	ext, err := deleteMember(ext, extensionTasks)
+	if err != nil {
+		return nil, err
+	}
+	if caps, err = setMember(caps, "extensions", ext); err != nil {
+		return nil, err
+	}
+	if meta, err = setMember(meta, metaClientCapabilities, caps); err != nil {
+		return nil, err
+	}
+	return setMember(params, "_meta", meta)
+}
+
+// modernReply is the answer to a call that may become a task. It starts as
+// nothing; the first notification worth relaying (the call's progress and
+// log messages, which belong on its own stream) turns it into an event
+// stream, and the final message goes out as JSON or as the last event.
+type modernReply struct {
+	c   *call
+	sse *SSEWriter
+}
+
+func (r *modernReply) relay(m *Message) {
+	if m.Method != "notifications/progress" && m.Method != "notifications/message" {
+		return
+	}
+	if r.sse == nil {
+		if !acceptsSSE(r.c.r) {
+			return
+		}
+		r.sse = StartSSE(r.c.w)
+	}
+	if data, err := json.Marshal(m); err == nil {
+		_ = r.sse.WriteEvent("", data)
+	}
+}
+
+func (r *modernReply) send(data []byte, status int) {
+	if r.sse != nil {
+		_ = r.sse.WriteEvent("", data)
+		return
+	}
+	writeJSON(r.c.w, status, data)
+}

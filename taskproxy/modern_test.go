@@ -1,0 +1,181 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+const declaring = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+const plainCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+func TestDetectEra(t *testing.T) {
+	tests := []struct {
+		name, header, body string
+		want               Era
+	}{
+		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, EraLegacy},
+		{"legacy header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraLegacy},
+		{"modern header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
+		{"future header", "2027-01-01", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
+		{"modern meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, EraModern},
+		{"meta key elsewhere", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, EraLegacy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseMessage([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := post(tt.body)
+			if tt.header != "" {
+				r.Header.Set("MCP-Protocol-Version", tt.header)
+			}
+			if got := detectEra(r, m); got != tt.want {
+				t.Errorf("detectEra = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// Every error code the gateway answers on the 2026-07-28 wire, with its HTTP
+// status, for requests it handles itself.
+func TestModernValidation(t *testing.T) {
+	g := testGateway(t, Config{Tools: map[string]TaskSupport{"job": TaskRequired}})
+	hdr := func(method, name string) []string {
+		h := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method}
+		if name != "" {
+			h = append(h, "Mcp-Name", name)
+		}
+		return h
+	}
+	tests := []struct {
+		name    string
+		body    string
+		headers []string
+		status  int
+		code    int
+		inMsg   string
+	}{
+		{"tasks/get unknown id", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope",` + declaring + `}}`,
+			hdr("tasks/get", "nope"), 400, CodeInvalidParams, "not found"},
+		{"tasks/get without the extension", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope",` + plainCaps + `}}`,
+			hdr("tasks/get", "nope"), 400, CodeMissingRequiredClientCapability, "Missing required client capability"},
+		{"Mcp-Name mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tasks/get", "b"), 400, CodeHeaderMismatch, "Mcp-Name"},
+		{"Mcp-Name base64", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tasks/cancel", "=?base64?YQ==?="), 400, CodeInvalidParams, "not found"},
+		{"Mcp-Name missing", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tasks/get", ""), 400, CodeHeaderMismatch, "missing"},
+		{"Mcp-Method mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tools/call", "a"), 400, CodeHeaderMismatch, "Mcp-Method"},
+		{"version header mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
+			[]string{"MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, CodeHeaderMismatch, "MCP-Protocol-Version"},
+		{"unsupported version", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			[]string{"MCP-Protocol-Version", "2099-01-01", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, CodeUnsupportedProtocolVersion, "Unsupported"},
+		{"missing _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}`,
+			hdr("tasks/get", "a"), 400, CodeInvalidParams, "_meta"},
+		{"missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("tasks/get", "a"), 400, CodeInvalidParams, "clientCapabilities"},
+		{"tasks/result removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tasks/result", ""), 404, CodeMethodNotFound, "not part"},
+		{"tasks/list removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{` + declaring + `}}`,
+			hdr("tasks/list", ""), 404, CodeMethodNotFound, "not part"},
+		{"required tool without the extension", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job",` + plainCaps + `}}`,
+			hdr("tools/call", "job"), 400, CodeMissingRequiredClientCapability, "job"},
+		{"tools/call with wrong Mcp-Method", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow",` + declaring + `}}`,
+			hdr("tasks/get", "slow"), 400, CodeHeaderMismatch, "Mcp-Method"},
+		{"listen taskIds without the extension", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"]},` + plainCaps + `}}`,
+			hdr("subscriptions/listen", ""), 400, CodeMissingRequiredClientCapability, "subscriptions/listen"},
+		{"tasks/update without inputResponses", `{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"a",` + declaring + `}}`,
+			hdr("tasks/update", "a"), 400, CodeInvalidParams, "inputResponses"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			called := false
+			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, post(tt.body, tt.headers...), next); err != nil {
+				t.Fatal(err)
+			}
+			if called {
+				t.Fatal("the upstream was called")
+			}
+			var m Message
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
+				t.Fatalf("body %s is not a JSON-RPC error", rec.Body)
+			}
+			if rec.Code != tt.status || m.Error.Code != tt.code || !strings.Contains(m.Error.Message, tt.inMsg) {
+				t.Errorf("HTTP %d %d %q, want %d %d containing %q", rec.Code, m.Error.Code, m.Error.Message, tt.status, tt.code, tt.inMsg)
+			}
+			if tt.code == CodeMissingRequiredClientCapability && !strings.Contains(string(m.Error.Data), `"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`) {
+				t.Errorf("-32021 without data.requiredCapabilities: %s", m.Error.Data)
+			}
+			if tt.code == CodeUnsupportedProtocolVersion && !strings.Contains(string(m.Error.Data), `"requested":"2099-01-01"`) {
+				t.Errorf("-32022 data = %s", m.Error.Data)
+			}
+		})
+	}
+}
+
+func TestWithoutTasksExtension(t *testing.T) {
+	in := `{"name":"x","_meta":{"progressToken":1,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"other/ext":{}}}}}`
+	out, err := withoutTasksExtension(json.RawMessage(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"x","_meta":{"progressToken":1,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"other/ext":{}}}}}`
+	if string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+}
+
+func TestModernRender(t *testing.T) {
+	base := &Task{ID: "t1", TTL: 60000 * 1e6, PollInterval: 1e9}
+	tests := []struct {
+		name   string
+		task   func() *Task
+		status Status
+		has    []string
+		lacks  []string
+	}{
+		{"working", func() *Task { t := *base; t.Status = StatusWorking; return &t }, StatusWorking, nil, []string{`"result":`, `"error"`, "inputRequests"}},
+		{"input", func() *Task {
+			t := *base
+			t.Status = StatusInputRequired
+			t.Inputs = []InputRequest{{Key: "1", Method: "elicitation/create", Answered: true}, {Key: "2", Method: "elicitation/create", Params: json.RawMessage(`{"message":"?"}`)}}
+			return &t
+		}, StatusInputRequired, []string{`"inputRequests":{"2":{"method":"elicitation/create","params":{"message":"?"}}}`}, []string{`"1":`, "requestState"}},
+		{"tool error is completed", func() *Task {
+			t := *base
+			t.Status, t.Result, t.IsError = StatusFailed, json.RawMessage(`{"isError":true}`), true
+			return &t
+		}, StatusCompleted, []string{`"result":{"isError":true}`}, []string{`"error"`}},
+		{"rpc error is failed", func() *Task {
+			t := *base
+			t.Status, t.Error = StatusFailed, Errorf(-32603, "boom")
+			return &t
+		}, StatusFailed, []string{`"error":{"code":-32603,"message":"boom"}`}, []string{`"result"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := toModernDetail(tt.task(), "complete")
+			data, _ := json.Marshal(v)
+			if v.Status != tt.status || !strings.Contains(string(data), `"resultType":"complete"`) || !strings.Contains(string(data), `"ttlMs":60000`) {
+				t.Errorf("render = %s", data)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(string(data), s) {
+					t.Errorf("%s lacks %s", data, s)
+				}
+			}
+			for _, s := range tt.lacks {
+				if strings.Contains(string(data), s) {
+					t.Errorf("%s has %s", data, s)
+				}
+			}
+		})
+	}
+}
