@@ -85,5 +85,26 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.auth.user.id", p.Subject)
 	}
-	return taskproxy.WithOwner(r, p.Key())
+	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: p.Key(), Principal: p.Subject, Tenant: p.Tenant})
+}
+
+// placeholderPrincipal trusts an earlier Caddy handler (forward_auth,
+// caddy-security, basic_auth) to have authenticated the request and names
+// the principal with a placeholder such as {http.auth.user.id}. A request for
+// which it expands to nothing is refused.
+type placeholderPrincipal string
+
+func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Request) *http.Request {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var who string
+	if repl != nil {
+		who = repl.ReplaceKnown(string(p), "")
+	}
+	if who == "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "Unauthorized: no authenticated principal")))
+		return nil
+	}
+	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: "placeholder|" + who, Principal: who})
 }

@@ -35,6 +35,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
 //		tool <name> forbidden|optional|required
+//		rate_limit               <operations per second>
+//		principal                <placeholder>
 //		auth jwt {
 //			hmac_secret     <secret>
 //			public_key      <pem file>
@@ -43,6 +45,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			audience        <audience>
 //			principal_claim <claim>
 //			tenant_claim    <claim>
+//			leeway          <duration>
+//			resource_metadata_url <url>
 //		}
 //	}
 //
@@ -110,6 +114,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.parseAuth(d); err != nil {
 				return err
 			}
+		case "principal":
+			if !d.AllArgs(&h.Principal) {
+				return d.ArgErr()
+			}
+		case "rate_limit":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return d.Errf("rate_limit: %v", err)
+			}
+			h.RateLimit = n
 		default:
 			return d.Errf("unrecognized mcp_tasks subdirective %q", d.Val())
 		}

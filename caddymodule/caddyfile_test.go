@@ -21,6 +21,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_body      512KiB
 		tool slow_compute optional
 		tool failing_job  required
+		rate_limit 12.5
 		auth jwt {
 			hmac_secret     {env.MCP_JWT_SECRET}
 			issuer          https://idp.example.com
@@ -49,6 +50,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
 		{"tool failing_job", h.Tools["failing_job"].TaskSupport, "required"},
+		{"rate_limit", h.RateLimit, 12.5},
 		{"hmac_secret", h.Auth.JWT.HMACSecret, "{env.MCP_JWT_SECRET}"},
 		{"issuer", h.Auth.JWT.Issuer, "https://idp.example.com"},
 		{"audience", h.Auth.JWT.Audience, "mcp-gateway"},
@@ -77,6 +79,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"unknown auth method", "mcp_tasks {\n auth basic\n}", "unknown method"},
 		{"unknown auth option", "mcp_tasks {\n auth jwt {\n  algorithm none\n }\n}", "unrecognized"},
 		{"missing argument", "mcp_tasks {\n storage_dir\n}", "wrong argument count"},
+		{"bad rate", "mcp_tasks {\n rate_limit fast\n}", "rate_limit"},
+		{"auth twice", "mcp_tasks {\n auth jwt {\n }\n auth jwt {\n }\n}", "twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,5 +108,15 @@ func TestValidate(t *testing.T) {
 		if err := tt.h.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%s: Validate() = %v", tt.name, err)
 		}
+	}
+}
+
+func TestUnmarshalPrincipal(t *testing.T) {
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("mcp_tasks {\n principal {http.auth.user.id}\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if h.Principal != "{http.auth.user.id}" {
+		t.Errorf("principal = %q", h.Principal)
 	}
 }

@@ -33,6 +33,7 @@ const (
 	DefaultPollInterval       = time.Second
 	DefaultMaxActive          = 100
 	DefaultMaxBody      int64 = 4 << 20
+	DefaultRateLimit          = 50.0
 )
 
 // Handler fronts MCP servers and gives them MCP tasks: slow tools/call
@@ -82,7 +83,24 @@ type Handler struct {
 	// knows a task id reaches the task, and tasks/list is not offered.
 	Auth *AuthConfig `json:"auth,omitempty"`
 
-	authn    *authenticator
+	// Principal, instead of Auth, names the caller with a placeholder set
+	// by an authentication handler that runs before this one, such as
+	// {http.auth.user.id} after forward_auth or basic_auth. It is only safe
+	// when that handler runs first on every request to this route: the
+	// gateway trusts whatever the placeholder says. A request for which it
+	// is empty gets 401.
+	Principal string `json:"principal,omitempty"`
+
+	// RateLimit caps task operations (tasks/get, tasks/result, tasks/list,
+	// tasks/update, tasks/cancel, task subscriptions and input answers) per
+	// principal per second, with bursts of twice that; over it a request
+	// gets HTTP 429 with Retry-After. Default: 50; a negative value removes
+	// the limit.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+
+	authn interface {
+		authenticate(http.ResponseWriter, *http.Request) *http.Request
+	}
 	rt       *taskproxy.Runtime
 	gw       *taskproxy.Gateway
 	poolKey  string
@@ -131,14 +149,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	if h.Auth != nil {
+	switch {
+	case h.Auth != nil && h.Principal != "":
+		return errors.New("mcp_tasks: auth and principal exclude each other")
+	case h.Auth != nil:
 		if h.Auth.JWT == nil {
 			return errors.New("mcp_tasks: auth needs a method (jwt)")
 		}
-		if h.authn, err = newAuthenticator(ctx, h.Auth.JWT); err != nil {
+		a, err := newAuthenticator(ctx, h.Auth.JWT)
+		if err != nil {
 			return fmt.Errorf("mcp_tasks: %w", err)
 		}
+		h.authn = a
 		cfg.ListTasks = true // owners are real principals
+	case h.Principal != "":
+		h.authn = placeholderPrincipal(h.Principal)
+		cfg.ListTasks = true
 	}
 
 	rt, err := acquireRuntime(dir, ctx.Logger().Named("badger"))
@@ -177,6 +203,9 @@ func (h *Handler) applyDefaults() {
 	if h.MaxBody == 0 {
 		h.MaxBody = DefaultMaxBody
 	}
+	if h.RateLimit == 0 {
+		h.RateLimit = DefaultRateLimit
+	}
 }
 
 // gatewayConfig translates the module's fields into the core's config.
@@ -210,8 +239,10 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		DefaultTaskSupport: def,
 		Tools:              tools,
 		MaxBody:            h.MaxBody,
+		RateLimit:          max(h.RateLimit, 0),
 		Detach:             detachRequest,
 		Logger:             h.logger,
+		AuditLogger:        caddy.Log().Named("mcp_tasks.audit"),
 	}, nil
 }
 

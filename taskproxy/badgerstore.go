@@ -189,7 +189,7 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 			var err error
 			t, err = getRecord(txn, id)
 			if err == nil && t.Owner != owner {
-				err = ErrNotFound
+				t, err = nil, ErrForeign
 			}
 			return err
 		})
@@ -209,7 +209,7 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 					return err
 				}
 				if cur.Owner != owner {
-					return ErrNotFound
+					return ErrForeign
 				}
 				if cur.Status.Terminal() {
 					return ErrTerminal

@@ -17,7 +17,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,20 +66,26 @@ type Config struct {
 	// Detach returns a copy of r that outlives the client's request, for
 	// workers. Nil uses context.WithoutCancel.
 	Detach func(r *http.Request) *http.Request
+	// RateLimit caps task operations (get, result, list, update, cancel,
+	// listen, input answers) per owner per second; 0 means no limit.
+	RateLimit float64
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}
 	// Logger receives the gateway's logs; nil discards them.
 	Logger *zap.Logger
+	// AuditLogger receives the task lifecycle audit log; nil discards it.
+	AuditLogger *zap.Logger
 }
 
 // Runtime is the state that outlives one configuration: the store, the hub,
 // the running workers and the in-flight call table. Configurations that
 // share a storage directory share one Runtime.
 type Runtime struct {
-	Store   Store
-	Hub     *Hub
-	calls   *callTable
-	workers *workerTable
+	Store    Store
+	Hub      *Hub
+	calls    *callTable
+	workers  *workerTable
+	sessions *sessionTable
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -92,7 +97,8 @@ type Runtime struct {
 // NewRuntime wraps an open store.
 func NewRuntime(store Store) *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(), ctx: ctx, cancel: cancel}
+	return &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
+		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel}
 }
 
 // errShutdown is the cause workers see when the runtime closes.
@@ -116,10 +122,11 @@ func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
 
 // Gateway serves one configuration.
 type Gateway struct {
-	cfg    Config
-	rt     *Runtime
-	log    *zap.Logger
-	closed sync.Once
+	cfg      Config
+	rt       *Runtime
+	log      *zap.Logger
+	auditLog *zap.Logger
+	limiter  *rateLimiter
 }
 
 // New returns a gateway for cfg on rt.
@@ -139,30 +146,14 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.Detach == nil {
 		cfg.Detach = func(r *http.Request) *http.Request { return r.WithContext(context.WithoutCancel(r.Context())) }
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
+	if g.log == nil {
+		g.log = zap.NewNop()
 	}
-	return &Gateway{cfg: cfg, rt: rt, log: log}, nil
-}
-
-type ownerCtxKey struct{}
-
-// Anonymous is the owner of every request that carries none.
-const Anonymous = "anonymous"
-
-// WithOwner returns r carrying the owner key of its caller: an opaque string
-// naming tenant and principal. Tasks are bound to it.
-func WithOwner(r *http.Request, owner string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), ownerCtxKey{}, owner))
-}
-
-// OwnerOf returns the owner key of ctx, Anonymous when none was set.
-func OwnerOf(ctx context.Context) string {
-	if o, ok := ctx.Value(ownerCtxKey{}).(string); ok && o != "" {
-		return o
+	if g.auditLog == nil {
+		g.auditLog = zap.NewNop()
 	}
-	return Anonymous
+	return g, nil
 }
 
 var clock = func() time.Time { return time.Now().UTC() }
@@ -172,7 +163,14 @@ var clock = func() time.Time { return time.Now().UTC() }
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	g.rt.lastNext.Store(nextHolder{next})
+	who := CallerOf(r.Context())
+	if !g.guardSession(w, r, who.Owner) {
+		return nil
+	}
 	if r.Method != http.MethodPost {
+		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
+			defer g.rt.sessions.forget(r.Header.Get(headerSessionID))
+		}
 		return serveNext(next, w, r)
 	}
 	body, err := readBody(r, g.cfg.MaxBody)
@@ -189,7 +187,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err != nil {
 		return serveNext(next, w, r)
 	}
-	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: OwnerOf(r.Context())}
+	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}
 	if detectEra(r, msg) == EraModern {
 		return c.serveModern()
 	}
@@ -200,7 +198,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return c.serveCancelled()
 	case msg.IsResponse():
 		if taskID, key, ok := parseInputID(msg.ID); ok {
-			if !c.guardOrigin() {
+			if !c.guardOrigin() || c.limited() {
 				return nil
 			}
 			return c.serveInputAnswer(taskID, key)
@@ -213,18 +211,19 @@ type nextHolder struct{ h http.Handler }
 
 // call is one client request the gateway looks at.
 type call struct {
-	g     *Gateway
-	w     http.ResponseWriter
-	r     *http.Request
-	next  http.Handler
-	msg   *Message
-	owner string
+	g      *Gateway
+	w      http.ResponseWriter
+	r      *http.Request
+	next   http.Handler
+	msg    *Message
+	owner  string
+	caller Caller
 }
 
 func (c *call) pass() error { return serveNext(c.next, c.w, c.r) }
 
 func (c *call) serveLegacyRequest() error {
-	if strings.HasPrefix(c.msg.Method, "tasks/") && !c.guardOrigin() {
+	if strings.HasPrefix(c.msg.Method, "tasks/") && (!c.guardOrigin() || c.limited()) {
 		return nil
 	}
 	switch c.msg.Method {

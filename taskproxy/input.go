@@ -69,6 +69,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 	})
 	switch err {
 	case nil:
+		g.auditTask(auditInputAnswered, t)
 		g.rt.Hub.Changed(taskID)
 		return t, nil
 	case errNoChange, ErrTerminal:

@@ -18,6 +18,11 @@ const (
 	// CodeTooManyTasks is ours, from the implementation-defined range
 	// -32000..-32019 that both protocol eras leave open.
 	CodeTooManyTasks = -32000
+	// CodeSessionNotFound answers a 2025-11-25 session id the caller may
+	// not use, as the TypeScript SDK answers an unknown one.
+	CodeSessionNotFound = -32001
+	// CodeRateLimited answers task operations over the rate limit (HTTP 429).
+	CodeRateLimited = -32005
 
 	CodeHeaderMismatch                  = -32020
 	CodeMissingRequiredClientCapability = -32021

@@ -50,6 +50,16 @@ func errTaskNotFound() *Error {
 	return Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
 }
 
+// lookupFailure maps a store error to the client's error. A task of another
+// owner answers exactly as an unknown one; only the audit log records the
+// denial.
+func (c *call) lookupFailure(id string, err error) *Error {
+	if errors.Is(err, ErrForeign) {
+		c.g.audit(auditDenied, id, nil, c.caller)
+	}
+	return storeFailure(err)
+}
+
 // storeFailure maps a store error to the JSON-RPC error a client sees.
 func storeFailure(err error) *Error {
 	if errors.Is(err, ErrNotFound) {
@@ -163,12 +173,13 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
 		return nil
 	}
-	t := g.newTask(c.owner, EraLegacy, tool, params, ttl)
+	t := g.newTask(c.caller, EraLegacy, tool, params, ttl)
 	t.Session = c.r.Header.Get(headerSessionID)
 	if err := g.rt.Store.Create(c.r.Context(), t); err != nil {
 		c.fail(Errorf(CodeInternalError, "could not store the task: %v", err))
 		return nil
 	}
+	g.auditTask(auditCreated, t)
 	run := g.newRun(g.cfg.Detach(c.r), c.next, t.ExpiresAt())
 	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
 	if err != nil {
@@ -182,12 +193,12 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 	}{toLegacyTask(t)})
 }
 
-// newTask returns a working task record.
-func (g *Gateway) newTask(owner string, era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
+// newTask returns a working task record of who.
+func (g *Gateway) newTask(who Caller, era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
 	now := clock()
 	id := NewTaskID()
 	return &Task{
-		ID: id, Owner: owner, Status: StatusWorking,
+		ID: id, Owner: who.Owner, Principal: who.Principal, Tenant: who.Tenant, Status: StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: g.cfg.PollInterval,
 		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1),
 	}
@@ -216,9 +227,10 @@ func (c *call) serveLegacyGet() error {
 	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
-		c.fail(storeFailure(err))
+		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
+	c.g.audit(auditRetrieved, id, t, c.caller)
 	return c.reply(toLegacyTask(t))
 }
 
@@ -276,14 +288,14 @@ func (c *call) serveLegacyCancel() error {
 	if errors.Is(err, ErrTerminal) {
 		cur, gerr := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 		if gerr != nil {
-			c.fail(storeFailure(gerr))
+			c.fail(c.lookupFailure(id, gerr))
 			return nil
 		}
 		c.fail(Errorf(CodeInvalidParams, "Cannot cancel task: already in terminal status '%s'", cur.Status))
 		return nil
 	}
 	if err != nil {
-		c.fail(storeFailure(err))
+		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
 	return c.reply(toLegacyTask(t))
@@ -300,6 +312,7 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 		return nil, err
 	}
 	g.rt.Hub.Changed(id)
+	g.auditTask(auditCancelled, t)
 	if run, ok := g.rt.workers.get(id); ok {
 		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
 			g.notifyUpstreamCancelled(ctx, run, t)
@@ -349,9 +362,10 @@ func (c *call) serveLegacyResult() error {
 	defer sub.Close()
 	t, err := g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
-		c.fail(storeFailure(err))
+		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
+	g.audit(auditRetrieved, id, t, c.caller)
 	if t.Status.Terminal() {
 		writeJSON(c.w, http.StatusOK, legacyFinalAnswer(c.msg.ID, t))
 		return nil
@@ -390,7 +404,7 @@ func (c *call) serveLegacyResult() error {
 			return nil
 		}
 		if t, err = g.rt.Store.Get(c.r.Context(), c.owner, id); err != nil {
-			s.fail(storeFailure(err))
+			s.fail(c.lookupFailure(id, err))
 			return nil
 		}
 	}
@@ -498,7 +512,7 @@ func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 func (c *call) serveInputAnswer(taskID, key string) error {
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, taskID)
 	if err != nil {
-		writeJSONError(c.w, http.StatusNotFound, nil, storeFailure(err))
+		writeJSONError(c.w, http.StatusNotFound, nil, c.lookupFailure(taskID, err))
 		return nil
 	}
 	if _, ok := t.Input(key); !ok {

@@ -55,7 +55,7 @@ func (c *call) serveModern() error {
 	case "tools/call":
 		return c.serveModernToolsCall()
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		if !c.validModern(true) || !c.guardOrigin() {
+		if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 			return nil
 		}
 		switch c.msg.Method {
@@ -73,7 +73,7 @@ func (c *call) serveModern() error {
 		return nil
 	case "subscriptions/listen":
 		if taskIDs, ok := listenTaskIDs(c.msg.Params); ok {
-			if !c.validModern(true) || !c.guardOrigin() {
+			if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 				return nil
 			}
 			return c.serveListen(taskIDs)
@@ -292,9 +292,10 @@ func (c *call) serveModernGet() error {
 	id, _ := c.taskIDParam()
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
-		c.failModern(storeFailure(err))
+		c.failModern(c.lookupFailure(id, err))
 		return nil
 	}
+	c.g.audit(auditRetrieved, id, t, c.caller)
 	return c.reply(toModernDetail(t, "complete"))
 }
 
@@ -313,7 +314,7 @@ func (c *call) serveModernUpdate() error {
 	}
 	if _, err := c.g.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
 		if errors.Is(err, ErrNotFound) {
-			c.failModern(errTaskNotFound())
+			c.failModern(c.lookupFailure(id, err))
 		} else {
 			c.failModern(Errorf(CodeInternalError, "%v", err))
 		}
@@ -328,7 +329,7 @@ func (c *call) serveModernCancel() error {
 	id, _ := c.taskIDParam()
 	_, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
 	if err != nil && !errors.Is(err, ErrTerminal) {
-		c.failModern(storeFailure(err))
+		c.failModern(c.lookupFailure(id, err))
 		return nil
 	}
 	return c.reply(ackComplete)

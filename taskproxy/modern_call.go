@@ -79,7 +79,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
 
-	t := g.newTask(c.owner, EraModern, name, params, g.cfg.DefaultTTL)
+	t := g.newTask(c.caller, EraModern, name, params, g.cfg.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev attemptEvent) error {
 		stopFollowingClient()
@@ -149,8 +149,10 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 		reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "could not store the task: %v", err)), http.StatusInternalServerError)
 		return nil
 	}
+	g.auditTask(auditCreated, t)
 	if ended {
 		run.release()
+		g.auditOutcome(t)
 	} else {
 		g.startWorker(t, run, a, pending)
 	}

@@ -3,6 +3,7 @@ package taskproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Store errors. Callers test them with errors.Is.
@@ -10,6 +11,10 @@ var (
 	// ErrNotFound means no task with that id exists for that owner. A task
 	// of another owner gives the same error, so existence never leaks.
 	ErrNotFound = errors.New("task not found")
+	// ErrForeign is the ErrNotFound of a task that exists under another
+	// owner. Callers answer it exactly as ErrNotFound; only the audit log
+	// tells the two apart.
+	ErrForeign = fmt.Errorf("%w (owned by another principal)", ErrNotFound)
 	// ErrExists means a task with that id already exists.
 	ErrExists = errors.New("task already exists")
 	// ErrTerminal means the task is completed, failed or cancelled, and

@@ -53,8 +53,11 @@ const (
 
 // Task is the durable record of one task. Both wire adapters render it.
 type Task struct {
-	ID            string        `json:"id"`
-	Owner         string        `json:"owner"`
+	ID    string `json:"id"`
+	Owner string `json:"owner"`
+	// Principal and Tenant name the owner in the audit log.
+	Principal     string        `json:"principal,omitempty"`
+	Tenant        string        `json:"tenant,omitempty"`
 	Status        Status        `json:"status"`
 	StatusMessage string        `json:"statusMessage,omitempty"`
 	CreatedAt     time.Time     `json:"createdAt"`

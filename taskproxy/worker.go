@@ -137,10 +137,13 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
 		applyOutcome(rec, result, rpcErr, clock())
 		return nil
 	})
+	if err == nil {
+		g.auditOutcome(rec)
+	}
 	switch {
 	case errors.Is(err, ErrTerminal), errors.Is(err, ErrNotFound):
 		if ce := g.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
@@ -203,7 +206,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
-	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
 		rec.AddInput(InputRequest{Method: m.Method, Params: m.Params, UpstreamID: m.ID})
 		return rec.SetStatus(StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
@@ -211,6 +214,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		g.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
 		return
 	}
+	g.auditTask(auditInputRequired, rec)
 	g.rt.Hub.Changed(t.ID)
 }
 
@@ -257,6 +261,9 @@ func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) 
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(keys) > 0 {
+		g.auditTask(auditInputRequired, rec)
 	}
 	g.rt.Hub.Changed(t.ID)
 	if len(keys) == 0 { // load shedding: try again after the poll interval

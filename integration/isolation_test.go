@@ -1,0 +1,289 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Principal binding end to end: principals A and B share tenant t1, C is in
+// tenant t2. A creates tasks in both eras; B and C must see them exactly as
+// ids that never existed, on every method of both eras.
+
+// rawAnswer is an HTTP answer reduced to what a client can observe.
+type rawAnswer struct {
+	status int
+	body   string
+}
+
+// postRaw sends body with the headers and returns status and body; for an
+// event stream only the first event is read (subscriptions never end).
+func postRaw(t *testing.T, url, token, session string, headers map[string]string, body string) rawAnswer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var event bytes.Buffer
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() == "" && event.Len() > 0 {
+				break
+			}
+			event.WriteString(sc.Text() + "\n")
+		}
+		return rawAnswer{resp.StatusCode, event.String()}
+	}
+	data, _ := io.ReadAll(resp.Body)
+	return rawAnswer{resp.StatusCode, string(data)}
+}
+
+func modernBody(id int, method string, params map[string]any) string {
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	b, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
+	return string(b)
+}
+
+func modernHeaders(method, name string) map[string]string {
+	h := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+	if name != "" {
+		h["Mcp-Name"] = name
+	}
+	return h
+}
+
+func TestPrincipalIsolation(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "task_after 200ms\n" + hmacAuth})
+	tokens := map[string]string{"A": hmacToken(t, "alice", "t1"), "B": hmacToken(t, "bob", "t1"), "C": hmacToken(t, "carol", "t2")}
+
+	// A's tasks: a legacy one waiting for input, and a modern one.
+	a := newRPCClient(t, gw.URL)
+	a.header.Set("Authorization", "Bearer "+tokens["A"])
+	a.initialize("")
+	legacyTask := a.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 60000)
+	waitFor(t, 10*time.Second, "input_required", func() bool { return a.getTask(legacyTask.TaskID).Status == "input_required" })
+	am := newModernClient(t, gw.URL, true)
+	am.header.Set("Authorization", "Bearer "+tokens["A"])
+	modernTask := str(am.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 30}})["taskId"])
+
+	sessions := map[string]string{}
+	for _, who := range []string{"B", "C"} {
+		c := newRPCClient(t, gw.URL)
+		c.header.Set("Authorization", "Bearer "+tokens[who])
+		c.initialize("")
+		sessions[who] = c.session
+	}
+	sessions["A"] = a.session
+
+	type probe struct {
+		name string
+		send func(who, taskID string) rawAnswer
+	}
+	legacy := func(method string, params func(id string) map[string]any) func(who, id string) rawAnswer {
+		return func(who, id string) rawAnswer {
+			body, _ := taskproxy.RequestBytes(json.RawMessage(`77`), method, params(id))
+			return postRaw(t, gw.URL, tokens[who], sessions[who], nil, string(body))
+		}
+	}
+	byID := func(id string) map[string]any { return map[string]any{"taskId": id} }
+	probes := []probe{
+		{"legacy tasks/get", legacy("tasks/get", byID)},
+		{"legacy tasks/result", legacy("tasks/result", byID)},
+		{"legacy tasks/cancel", legacy("tasks/cancel", byID)},
+		{"legacy input answer", func(who, id string) rawAnswer {
+			body := `{"jsonrpc":"2.0","id":"mcp-tasks:` + id + `:input:1","result":{"action":"accept","content":{"confirm":true}}}`
+			return postRaw(t, gw.URL, tokens[who], sessions[who], nil, body)
+		}},
+		{"modern tasks/get", func(who, id string) rawAnswer {
+			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/get", id), modernBody(78, "tasks/get", byID(id)))
+		}},
+		{"modern tasks/update", func(who, id string) rawAnswer {
+			p := map[string]any{"taskId": id, "inputResponses": map[string]any{"1": map[string]any{"action": "accept"}}}
+			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/update", id), modernBody(79, "tasks/update", p))
+		}},
+		{"modern tasks/cancel", func(who, id string) rawAnswer {
+			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/cancel", id), modernBody(80, "tasks/cancel", byID(id)))
+		}},
+		{"modern subscriptions/listen", func(who, id string) rawAnswer {
+			p := map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}
+			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("subscriptions/listen", ""), modernBody(81, "subscriptions/listen", p))
+		}},
+	}
+	attempts, accepted := 0, 0
+	for _, task := range []string{legacyTask.TaskID, modernTask} {
+		unknown := taskproxy.NewTaskID()
+		for _, p := range probes {
+			for _, who := range []string{"B", "C"} {
+				t.Run(fmt.Sprintf("%s by %s on %s", p.name, who, task[:6]), func(t *testing.T) {
+					attempts++
+					foreign, never := p.send(who, task), p.send(who, unknown)
+					if foreign.status != never.status || strings.ReplaceAll(foreign.body, task, unknown) != never.body {
+						accepted++
+						t.Errorf("A's task answers differently from an unknown id:\nforeign %d %s\nunknown %d %s", foreign.status, foreign.body, never.status, never.body)
+					}
+					if strings.Contains(foreign.body, `"status"`) || strings.Contains(foreign.body, "secret.txt") {
+						accepted++
+						t.Errorf("the answer reveals the task: %s", foreign.body)
+					}
+				})
+			}
+		}
+	}
+	t.Logf("forged accesses tried: %d, accepted: %d", attempts, accepted)
+
+	t.Run("lists", func(t *testing.T) {
+		for _, who := range []string{"B", "C"} {
+			ans := postRaw(t, gw.URL, tokens[who], sessions[who], nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`)
+			if ans.status != 200 || !strings.Contains(ans.body, `"tasks":[]`) {
+				t.Errorf("%s lists %s", who, ans.body)
+			}
+		}
+		ans := postRaw(t, gw.URL, tokens["A"], sessions["A"], nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`)
+		if !strings.Contains(ans.body, legacyTask.TaskID) || !strings.Contains(ans.body, modernTask) {
+			t.Errorf("A's list lacks A's tasks: %s", ans.body)
+		}
+	})
+	t.Run("another principal's session is unknown", func(t *testing.T) {
+		ans := postRaw(t, gw.URL, tokens["B"], sessions["A"], nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if ans.status != http.StatusNotFound {
+			t.Errorf("B on A's session: HTTP %d %s, want 404", ans.status, ans.body)
+		}
+	})
+	t.Run("the owner still succeeds", func(t *testing.T) {
+		if got := a.getTask(legacyTask.TaskID); got.Status != "input_required" {
+			t.Errorf("A's legacy task disturbed: %+v", got)
+		}
+		if got := am.get(modernTask); str(got["status"]) != "working" {
+			t.Errorf("A's modern task disturbed: %v", got)
+		}
+		cross := am.get(legacyTask.TaskID) // a legacy task read over the modern wire
+		if str(cross["status"]) != "input_required" || cross["inputRequests"] == nil {
+			t.Errorf("A reading the legacy task over 2026-07-28: %v", cross)
+		}
+		am.ok("tasks/cancel", map[string]any{"taskId": modernTask})
+		if got := a.getTask(modernTask); got.Status != "cancelled" { // and the modern one over 2025-11-25
+			t.Errorf("A's modern task over 2025-11-25 after cancel: %+v", got)
+		}
+	})
+	if strings.Contains(gw.logs(), tokens["A"]) || strings.Contains(gw.logs(), tokens["B"]) {
+		t.Error("a token appears in Caddy's log")
+	}
+}
+
+func TestQuotaAndRateLimit(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "max_active_per_principal 3\nrate_limit 2"})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+	for range 3 {
+		c.createTask("slow_compute", map[string]any{"seconds": 30}, 60000)
+	}
+	m := c.callTool("slow_compute", map[string]any{"seconds": 30}, map[string]any{"ttl": 60000})
+	if m.Error == nil || m.Error.Code != -32000 || !strings.Contains(m.Error.Message, "too many active tasks (limit 3)") {
+		t.Errorf("4th task = %s / %+v, want -32000", m.Result, m.Error)
+	}
+
+	limited := 0
+	for i := range 20 {
+		body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(100+i)), "tasks/get", map[string]string{"taskId": "x"})
+		resp := c.post(context.Background(), body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		}
+	}
+	if limited == 0 {
+		t.Error("a burst of 20 task operations at rate_limit 2 was never limited")
+	}
+	// Plain traffic is not a task operation.
+	if m := c.callTool("greet", map[string]any{"name": "x"}, nil); m.Error != nil {
+		t.Errorf("plain call limited: %+v", m.Error)
+	}
+}
+
+// The audit log tells one task's lifecycle with the principal and never
+// carries a token, an argument or a result.
+func TestAuditLog(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	token := hmacToken(t, "alice", "t1")
+	c := newRPCClient(t, gw.URL)
+	c.header.Set("Authorization", "Bearer "+token)
+	c.initialize("")
+	task := c.createTask("slow_compute", map[string]any{"seconds": 0.2, "label": "confidential-arg"}, 60000)
+	c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+
+	other := newRPCClient(t, gw.URL)
+	other.header.Set("Authorization", "Bearer "+hmacToken(t, "mallory", "t1"))
+	other.initialize("")
+	other.call("tasks/get", map[string]string{"taskId": task.TaskID})
+
+	want := map[string]bool{"task created": false, "task retrieved": false, "task completed": false, "access denied": false}
+	waitFor(t, 5*time.Second, "audit lines", func() bool { return strings.Count(gw.logs(), `"mcp_tasks.audit"`) >= 4 })
+	for _, line := range strings.Split(gw.logs(), "\n") {
+		if !strings.Contains(line, `"logger":"mcp_tasks.audit"`) {
+			continue
+		}
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		msg, _ := entry["msg"].(string)
+		if _, ok := want[msg]; ok {
+			want[msg] = true
+		}
+		if entry["task"] != task.TaskID || entry["tenant"] != "t1" {
+			t.Errorf("audit line lacks task or tenant: %s", line)
+		}
+		if msg != "access denied" && (entry["principal"] != "alice" || entry["tool"] != "slow_compute" || entry["duration"] == nil) {
+			t.Errorf("audit line lacks principal, tool or duration: %s", line)
+		}
+		if msg == "access denied" && entry["principal"] != "mallory" {
+			t.Errorf("denial names %v, want mallory", entry["principal"])
+		}
+		for _, secret := range []string{token, "confidential-arg", "Computed"} {
+			if strings.Contains(line, secret) {
+				t.Errorf("audit line carries %q: %s", secret, line)
+			}
+		}
+	}
+	for msg, seen := range want {
+		if !seen {
+			t.Errorf("no %q audit line in:\n%s", msg, gw.logs())
+		}
+	}
+	if strings.Contains(gw.logs(), token) {
+		t.Error("the token appears in Caddy's log")
+	}
+}

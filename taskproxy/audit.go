@@ -1,0 +1,48 @@
+package taskproxy
+
+import "go.uber.org/zap"
+
+// The audit log records each task's lifecycle with who did what, for
+// operators: never the arguments or results of a call.
+
+// Audit events.
+const (
+	auditCreated       = "task created"
+	auditInputRequired = "input requested"
+	auditInputAnswered = "input answered"
+	auditCompleted     = "task completed"
+	auditFailed        = "task failed"
+	auditCancelled     = "task cancelled"
+	auditRetrieved     = "task retrieved"
+	auditDenied        = "access denied"
+)
+
+// audit logs one event of task t (nil when the caller may not see it).
+func (g *Gateway) audit(event string, taskID string, t *Task, who Caller) {
+	ce := g.auditLog.Check(zap.InfoLevel, event)
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant)}
+	if t != nil {
+		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", clock().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
+	}
+	ce.Write(fields...)
+}
+
+// auditTask logs an event of t on behalf of the principal that owns it.
+func (g *Gateway) auditTask(event string, t *Task) {
+	g.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+}
+
+// auditOutcome logs how a task ended.
+func (g *Gateway) auditOutcome(t *Task) {
+	switch t.Status {
+	case StatusCompleted:
+		g.auditTask(auditCompleted, t)
+	case StatusFailed:
+		g.auditTask(auditFailed, t)
+	case StatusCancelled:
+		g.auditTask(auditCancelled, t)
+	}
+}

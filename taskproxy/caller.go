@@ -1,0 +1,34 @@
+package taskproxy
+
+import (
+	"context"
+	"net/http"
+)
+
+// Caller identifies who sent a request. Owner is the opaque key tasks are
+// bound to (tenant and principal, as the glue derives them); Principal and
+// Tenant are for the audit log only.
+type Caller struct {
+	Owner     string
+	Principal string
+	Tenant    string
+}
+
+type callerCtxKey struct{}
+
+// Anonymous is the owner of every request that carries no caller.
+const Anonymous = "anonymous"
+
+// WithCaller returns r carrying its caller. Tasks are bound to c.Owner.
+func WithCaller(r *http.Request, c Caller) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c))
+}
+
+// CallerOf returns the caller of ctx: the anonymous principal when none was
+// set.
+func CallerOf(ctx context.Context) Caller {
+	if c, ok := ctx.Value(callerCtxKey{}).(Caller); ok && c.Owner != "" {
+		return c
+	}
+	return Caller{Owner: Anonymous, Principal: Anonymous}
+}
