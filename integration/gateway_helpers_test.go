@@ -49,6 +49,8 @@ type gatewayOptions struct {
 	Directives string
 	// StorageDir defaults to a fresh temporary directory.
 	StorageDir string
+	// SiteDirectives are extra lines in the site block, before mcp_tasks.
+	SiteDirectives string
 }
 
 // gateway is a running Caddy process with the mcp_tasks module in front of
@@ -94,13 +96,13 @@ func (g *gateway) writeConfig(directives string) {
 
 http://:%s {
 	bind 127.0.0.1
-	mcp_tasks /mcp* {
+%s	mcp_tasks /mcp* {
 		storage_dir %s
 %s
 	}
 	reverse_proxy /mcp* %s
 }
-`, g.adminAddr, g.port(), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
+`, g.adminAddr, g.port(), indent(g.opts.SiteDirectives, "\t"), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}

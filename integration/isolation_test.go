@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +287,47 @@ func TestAuditLog(t *testing.T) {
 	}
 	if strings.Contains(gw.logs(), token) {
 		t.Error("the token appears in Caddy's log")
+	}
+}
+
+// principal {http.auth.user.id} takes the caller from an earlier Caddy auth
+// handler, here basic_auth.
+func TestPrincipalPlaceholder(t *testing.T) {
+	hash, err := exec.Command(caddyBinary, "hash-password", "--plaintext", "pw").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := strings.TrimSpace(string(hash))
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{
+		Upstream:       addr,
+		SiteDirectives: "basic_auth /mcp* {\nalice " + h + "\nbob " + h + "\n}",
+		Directives:     legacyTools + "principal {http.auth.user.id}",
+	})
+	clientFor := func(user string) *rpcClient {
+		c := newRPCClient(t, gw.URL)
+		c.header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":pw")))
+		c.initialize("")
+		return c
+	}
+	alice, bob := clientFor("alice"), clientFor("bob")
+	task := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	if m := bob.call("tasks/get", map[string]string{"taskId": task.TaskID}); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("bob reads alice's task: %s", m.Result)
+	}
+	var list struct {
+		Tasks []legacyTask `json:"tasks"`
+	}
+	alice.result("tasks/list", nil, &list)
+	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != task.TaskID {
+		t.Errorf("alice lists %+v", list.Tasks)
+	}
+	resp, err := http.Post(gw.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no credentials: HTTP %d, want basic_auth's 401", resp.StatusCode)
 	}
 }
