@@ -34,7 +34,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_active_per_principal <n>
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
-//		tool <name> forbidden|optional|required
+//		tool <name> forbidden|optional|required [retry_on_restart]
+//		sync_writes              on|off
+//		sweep_interval           <duration>
 //		rate_limit               <operations per second>
 //		principal                <placeholder>
 //		auth jwt {
@@ -114,6 +116,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.parseAuth(d); err != nil {
 				return err
 			}
+		case "sync_writes":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			on, err := parseOnOff(v)
+			if err != nil {
+				return d.Errf("sync_writes: want on/true or off/false: %v", err)
+			}
+			h.SyncWrites = &on
+		case "sweep_interval":
+			if err := parseDuration(d, &h.SweepInterval); err != nil {
+				return err
+			}
 		case "principal":
 			if !d.AllArgs(&h.Principal) {
 				return d.ArgErr()
@@ -149,11 +165,12 @@ func parseDuration(d *caddyfile.Dispenser, into *caddy.Duration) error {
 	return nil
 }
 
-// parseTool reads "tool <name> <mode>".
+// parseTool reads "tool <name> <mode> [retry_on_restart]".
 func (h *Handler) parseTool(d *caddyfile.Dispenser) error {
 	args := d.RemainingArgs()
-	if len(args) != 2 {
-		return d.Errf("tool: want 'tool <name> forbidden|optional|required', got %d arguments", len(args))
+	retry := len(args) == 3 && args[2] == "retry_on_restart"
+	if len(args) != 2 && !retry {
+		return d.Errf("tool: want 'tool <name> forbidden|optional|required [retry_on_restart]', got %q", args)
 	}
 	if _, err := taskproxy.ParseTaskSupport(args[1]); err != nil {
 		return d.Errf("tool %s: %v", args[0], err)
@@ -164,9 +181,20 @@ func (h *Handler) parseTool(d *caddyfile.Dispenser) error {
 	if _, dup := h.Tools[args[0]]; dup {
 		return d.Errf("tool %s is configured twice", args[0])
 	}
-	h.Tools[args[0]] = &ToolPolicy{TaskSupport: args[1]}
+	h.Tools[args[0]] = &ToolPolicy{TaskSupport: args[1], RetryOnRestart: retry}
 	return nil
 }
 
 // Interface guard
 var _ caddyfile.Unmarshaler = (*Handler)(nil)
+
+// parseOnOff reads on/off as well as Go's boolean spellings.
+func parseOnOff(v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}

@@ -34,6 +34,7 @@ const (
 	DefaultMaxActive          = 100
 	DefaultMaxBody      int64 = 4 << 20
 	DefaultRateLimit          = 50.0
+	DefaultSweepInterval      = time.Minute
 )
 
 // Handler fronts MCP servers and gives them MCP tasks: slow tools/call
@@ -78,6 +79,19 @@ type Handler struct {
 	// Tools sets the task policy of individual tools, by tool name.
 	Tools map[string]*ToolPolicy `json:"tools,omitempty"`
 
+	// SyncWrites makes every task write wait for the disk (fsync), so an
+	// accepted task survives a power loss, not only a crash of the
+	// process. Concurrent writes share one fsync. Turning it off trades
+	// that for speed: the last moments of writes before a power loss may
+	// be lost. It applies when the storage directory is first opened.
+	// Default: true.
+	SyncWrites *bool `json:"sync_writes,omitempty"`
+
+	// SweepInterval is how often expired tasks are deleted (and the
+	// store's space reclaimed). A task lives until the first sweep after
+	// its ttl. Default: 1m.
+	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
+
 	// Auth identifies callers; tasks are bound to the caller's principal.
 	// Without it every caller is one anonymous principal: any caller that
 	// knows a task id reaches the task, and tasks/list is not offered.
@@ -117,6 +131,11 @@ type ToolPolicy struct {
 	// calls without params.task. For 2026-07-28 clients, "required" means
 	// the call always becomes a task.
 	TaskSupport string `json:"task_support,omitempty"`
+
+	// RetryOnRestart declares the tool idempotent: a task of it whose call
+	// was running when the gateway stopped or crashed is run again from
+	// the stored request on restart, instead of failing.
+	RetryOnRestart bool `json:"retry_on_restart,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -167,7 +186,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		cfg.ListTasks = true
 	}
 
-	rt, err := acquireRuntime(dir, ctx.Logger().Named("badger"))
+	rt, err := acquireRuntime(dir, h.SyncWrites == nil || *h.SyncWrites, ctx.Logger().Named("badger"))
 	if err != nil {
 		return err
 	}
@@ -206,6 +225,9 @@ func (h *Handler) applyDefaults() {
 	if h.RateLimit == 0 {
 		h.RateLimit = DefaultRateLimit
 	}
+	if h.SweepInterval == 0 {
+		h.SweepInterval = caddy.Duration(DefaultSweepInterval)
+	}
 }
 
 // gatewayConfig translates the module's fields into the core's config.
@@ -215,7 +237,11 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		return taskproxy.Config{}, fmt.Errorf("default_task_support: %w", err)
 	}
 	tools := make(map[string]taskproxy.TaskSupport, len(h.Tools))
+	retry := map[string]bool{}
 	for name, p := range h.Tools {
+		if p != nil && p.RetryOnRestart {
+			retry[name] = true
+		}
 		if p == nil || p.TaskSupport == "" {
 			tools[name] = def
 			continue
@@ -238,6 +264,8 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		MaxActivePerOwner:  maxActive,
 		DefaultTaskSupport: def,
 		Tools:              tools,
+		RetryOnRestart:     retry,
+		SweepInterval:      time.Duration(h.SweepInterval),
 		MaxBody:            h.MaxBody,
 		RateLimit:          max(h.RateLimit, 0),
 		Detach:             detachRequest,

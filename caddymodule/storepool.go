@@ -33,12 +33,12 @@ func (p pooledRuntime) Destruct() error { return p.rt.Close(shutdownGrace) }
 
 // acquireRuntime returns the runtime of dir, opening its store on first use.
 // Every successful call must be matched by runtimes.Delete(dir).
-func acquireRuntime(dir string, logger *zap.Logger) (*taskproxy.Runtime, error) {
+func acquireRuntime(dir string, syncWrites bool, logger *zap.Logger) (*taskproxy.Runtime, error) {
 	val, _, err := runtimes.LoadOrNew(dir, func() (caddy.Destructor, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("creating task store directory %s: %w", dir, err)
 		}
-		store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir, SyncWrites: true, Logger: logger})
+		store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir, SyncWrites: syncWrites, Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("opening task store %s: %w", dir, err)
 		}

@@ -20,10 +20,14 @@ import (
 //	t/<taskId>                                 the record
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
-//	e/<expiresAt hex>/<taskId>                 expiry index
+//	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
+//	i/<owner hash>/<key hash>                  idempotency keys: the task id
+//	x/<taskId>                                 tombstone of a swept task: its owner hash
+//	m/epoch                                    how many times the store was opened
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
-// looks like. Every key carries the record's expiry as its Badger TTL.
+// looks like. The sweeper deletes a task and its index keys together; only
+// the tombstone carries a Badger TTL (one more ttl).
 
 const maxConflictRetries = 64
 
@@ -43,6 +47,11 @@ type BadgerOptions struct {
 // BadgerStore is the Store on an embedded Badger database.
 type BadgerStore struct {
 	db *badger.DB
+	// epoch counts the opens of this store. Badger holds a directory lock,
+	// so a lease held under an older epoch belongs to a process that is
+	// gone and can be taken over at once.
+	epoch  uint64
+	holder string
 
 	mu     sync.RWMutex // guards closed against the methods in flight
 	closed bool
@@ -77,7 +86,12 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	return &BadgerStore{db: db}, nil
+	s := &BadgerStore{db: db}
+	if err := s.nextEpoch(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the database; later calls to any method return ErrClosed.
@@ -125,19 +139,12 @@ func expiryKey(t *Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
-// entry builds a Badger entry that expires with the task.
-func entry(t *Task, key, value []byte) *badger.Entry {
-	e := badger.NewEntry(key, value)
-	e.ExpiresAt = uint64(t.ExpiresAt().Unix()) + 1
-	return e
-}
-
 func setRecord(txn *badger.Txn, t *Task) error {
 	data, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
-	return txn.SetEntry(entry(t, recordKey(t.ID), data))
+	return txn.Set(recordKey(t.ID), data)
 }
 
 func getRecord(txn *badger.Txn, id string) (*Task, error) {
@@ -155,30 +162,84 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 	return &t, nil
 }
 
-// Create stores t with its index keys in one transaction.
+// Create stores t with its index keys in one transaction, retried when a
+// concurrent create of the same idempotency key conflicts with it.
 func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
 	return s.use(func() error {
-		return s.db.Update(func(txn *badger.Txn) error {
+		return s.retryConflicts(ctx, "creating task "+t.ID, func(txn *badger.Txn) error {
 			if _, err := txn.Get(recordKey(t.ID)); err == nil {
 				return ErrExists
 			} else if !errors.Is(err, badger.ErrKeyNotFound) {
 				return fmt.Errorf("checking task %s: %w", t.ID, err)
 			}
+			if t.IdempotencyKey != "" {
+				if err := checkIdempotency(txn, t); err != nil {
+					return err
+				}
+				if err := txn.Set(idempotencyKey(t), []byte(t.ID)); err != nil {
+					return err
+				}
+			}
 			if err := setRecord(txn, t); err != nil {
 				return err
 			}
-			if err := txn.SetEntry(entry(t, ownerKey(t), nil)); err != nil {
+			if err := txn.Set(ownerKey(t), nil); err != nil {
 				return err
 			}
-			if err := txn.SetEntry(entry(t, expiryKey(t), nil)); err != nil {
+			if err := txn.Set(expiryKey(t), nil); err != nil {
 				return err
 			}
 			if !t.Status.Terminal() {
-				return txn.SetEntry(entry(t, activeKey(t), nil))
+				return txn.Set(activeKey(t), nil)
 			}
 			return nil
 		})
 	})
+}
+
+func idempotencyKey(t *Task) []byte {
+	return []byte("i/" + ownerHash(t.Owner) + "/" + t.IdempotencyKey)
+}
+
+// checkIdempotency refuses t when a live task of its owner has its key.
+func checkIdempotency(txn *badger.Txn, t *Task) error {
+	item, err := txn.Get(idempotencyKey(t))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading idempotency key: %w", err)
+	}
+	id, err := item.ValueCopy(nil)
+	if err != nil {
+		return fmt.Errorf("reading idempotency key: %w", err)
+	}
+	prev, err := getRecord(txn, string(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil // swept: the key is free again
+	}
+	if err != nil {
+		return err
+	}
+	if prev.Fingerprint != t.Fingerprint {
+		return ErrIdempotencyMismatch
+	}
+	return &DuplicateError{TaskID: prev.ID}
+}
+
+// retryConflicts runs fn in a read-write transaction, again on the current
+// data when a concurrent transaction conflicted with it: a compare-and-set.
+func (s *BadgerStore) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
+	for range maxConflictRetries {
+		err := s.db.Update(fn)
+		if !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s: gave up after %d conflicts", what, maxConflictRetries)
 }
 
 // Get returns the owner's task.
@@ -188,7 +249,10 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
 			t, err = getRecord(txn, id)
-			if err == nil && t.Owner != owner {
+			switch {
+			case errors.Is(err, ErrNotFound):
+				err = tombstone(txn, owner, id)
+			case err == nil && t.Owner != owner:
 				t, err = nil, ErrForeign
 			}
 			return err
@@ -199,50 +263,43 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 
 // Update is a compare-and-set: Badger's optimistic transactions detect a
 // concurrent write to the record and the update is retried on the new value.
+// A task becoming terminal leaves the active index and drops its lease.
 func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
 	var out *Task
 	err := s.use(func() error {
-		for range maxConflictRetries {
-			err := s.db.Update(func(txn *badger.Txn) error {
-				cur, err := getRecord(txn, id)
-				if err != nil {
-					return err
-				}
-				if cur.Owner != owner {
-					return ErrForeign
-				}
-				if cur.Status.Terminal() {
-					return ErrTerminal
-				}
-				next := cur.Clone()
-				if err := fn(next); err != nil {
-					return err
-				}
-				if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
-					return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id)
-				}
-				if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
-					return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status)
-				}
-				if err := setRecord(txn, next); err != nil {
-					return err
-				}
-				if next.Status.Terminal() {
-					if err := txn.Delete(activeKey(next)); err != nil {
-						return err
-					}
-				}
-				out = next
-				return nil
-			})
-			if !errors.Is(err, badger.ErrConflict) {
+		return s.retryConflicts(ctx, "updating task "+id, func(txn *badger.Txn) error {
+			cur, err := getRecord(txn, id)
+			if err != nil {
 				return err
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if cur.Owner != owner {
+				return ErrForeign
 			}
-		}
-		return fmt.Errorf("updating task %s: gave up after %d conflicts", id, maxConflictRetries)
+			if cur.Status.Terminal() {
+				return ErrTerminal
+			}
+			next := cur.Clone()
+			if err := fn(next); err != nil {
+				return err
+			}
+			if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+				return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id)
+			}
+			if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
+				return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status)
+			}
+			if next.Status.Terminal() {
+				next.Lease = Lease{}
+				if err := txn.Delete(activeKey(next)); err != nil {
+					return err
+				}
+			}
+			if err := setRecord(txn, next); err != nil {
+				return err
+			}
+			out = next
+			return nil
+		})
 	})
 	return out, err
 }
@@ -273,7 +330,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
 				t, err := getRecord(txn, id)
 				if errors.Is(err, ErrNotFound) {
-					continue // expired between the index and the record
+					continue // swept between the index and the record
 				}
 				if err != nil {
 					return err

@@ -17,7 +17,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -66,6 +65,12 @@ type Config struct {
 	// Detach returns a copy of r that outlives the client's request, for
 	// workers. Nil uses context.WithoutCancel.
 	Detach func(r *http.Request) *http.Request
+	// RetryOnRestart names the tools whose calls are idempotent: a task of
+	// theirs that was running when the gateway died is re-run on restart
+	// instead of failed.
+	RetryOnRestart map[string]bool
+	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.
+	SweepInterval time.Duration
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) per owner per second; 0 means no limit.
 	RateLimit float64
@@ -76,49 +81,6 @@ type Config struct {
 	// AuditLogger receives the task lifecycle audit log; nil discards it.
 	AuditLogger *zap.Logger
 }
-
-// Runtime is the state that outlives one configuration: the store, the hub,
-// the running workers and the in-flight call table. Configurations that
-// share a storage directory share one Runtime.
-type Runtime struct {
-	Store    Store
-	Hub      *Hub
-	calls    *callTable
-	workers  *workerTable
-	sessions *sessionTable
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// lastNext is the next handler of the latest request served, for work
-	// that starts without a client request.
-	lastNext atomic.Value
-}
-
-// NewRuntime wraps an open store.
-func NewRuntime(store Store) *Runtime {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
-		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel}
-}
-
-// errShutdown is the cause workers see when the runtime closes.
-var errShutdown = errors.New("gateway shutting down")
-
-// Close stops the workers, waits up to grace for them to return, and closes
-// the store. Tasks still running are left as they are in the store.
-func (rt *Runtime) Close(grace time.Duration) error {
-	rt.cancel(errShutdown)
-	done := make(chan struct{})
-	go func() { rt.workers.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-	}
-	return rt.Store.Close()
-}
-
-// RunningWorkers returns how many task workers run in this process.
-func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
 
 // Gateway serves one configuration.
 type Gateway struct {
@@ -146,6 +108,9 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.Detach == nil {
 		cfg.Detach = func(r *http.Request) *http.Request { return r.WithContext(context.WithoutCancel(r.Context())) }
 	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = time.Minute
+	}
 	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
 	if g.log == nil {
 		g.log = zap.NewNop()
@@ -153,6 +118,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if g.auditLog == nil {
 		g.auditLog = zap.NewNop()
 	}
+	rt.adopt(g)
 	return g, nil
 }
 
@@ -162,7 +128,7 @@ var clock = func() time.Time { return time.Now().UTC() }
 // business goes to next unchanged; the error of next is returned so that the
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	g.rt.lastNext.Store(nextHolder{next})
+	g.rt.served(r, next)
 	who := CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil
@@ -206,8 +172,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	return serveNext(next, w, r)
 }
-
-type nextHolder struct{ h http.Handler }
 
 // call is one client request the gateway looks at.
 type call struct {

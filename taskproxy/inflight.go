@@ -62,6 +62,7 @@ func (c *callTable) get(k callKey) (*plainCall, bool) {
 
 // runningTask is a task whose upstream call runs in this process.
 type runningTask struct {
+	owner string
 	// ctx is what the task's upstream calls run on; cancel ends them.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -117,6 +118,17 @@ func (wt *workerTable) get(id string) (*runningTask, bool) {
 	defer wt.mu.Unlock()
 	rt, ok := wt.running[id]
 	return rt, ok
+}
+
+// snapshot copies the table.
+func (wt *workerTable) snapshot() map[string]*runningTask {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	out := make(map[string]*runningTask, len(wt.running))
+	for id, rt := range wt.running {
+		out[id] = rt
+	}
+	return out
 }
 
 // count returns how many workers run now.

@@ -62,6 +62,9 @@ func (c *call) lookupFailure(id string, err error) *Error {
 
 // storeFailure maps a store error to the JSON-RPC error a client sees.
 func storeFailure(err error) *Error {
+	if errors.Is(err, ErrExpired) {
+		return Errorf(CodeInvalidParams, "Failed to retrieve task: Task has expired")
+	}
 	if errors.Is(err, ErrNotFound) {
 		return errTaskNotFound()
 	}
@@ -173,35 +176,76 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
 		return nil
 	}
-	t := g.newTask(c.caller, EraLegacy, tool, params, ttl)
-	t.Session = c.r.Header.Get(headerSessionID)
-	if err := g.rt.Store.Create(c.r.Context(), t); err != nil {
-		c.fail(Errorf(CodeInternalError, "could not store the task: %v", err))
+	t := c.newTask(EraLegacy, tool, params, ttl)
+	if !c.storeTask(t, legacyCreated, c.fail) {
 		return nil
 	}
-	g.auditTask(auditCreated, t)
+	c.startTask(t)
+	return c.reply(legacyCreated(t))
+}
+
+// legacyCreated is the 2025-11-25 CreateTaskResult.
+func legacyCreated(t *Task) any {
+	return struct {
+		Task legacyTask `json:"task"`
+	}{toLegacyTask(t)}
+}
+
+// newTask returns a working task record of the caller, leased to this
+// process, with what a re-run would need of the request.
+func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
+	now := clock()
+	id := NewTaskID()
+	t := &Task{
+		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: StatusWorking,
+		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
+		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1), Round: 1,
+		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
+		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
+	}
+	if era == EraLegacy {
+		t.Session = c.r.Header.Get(headerSessionID)
+	}
+	t.IdempotencyKey, t.Fingerprint = idempotencyOf(c.r, c.msg.Params)
+	return t
+}
+
+// storeTask stores a new task. It answers for itself, and returns false,
+// when the store refuses: for an idempotent duplicate with the existing
+// task, rendered by render.
+func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) bool {
+	err := c.g.rt.Store.Create(c.r.Context(), t)
+	var dup *DuplicateError
+	switch {
+	case err == nil:
+		c.g.auditTask(auditCreated, t)
+		return true
+	case errors.As(err, &dup):
+		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
+		if err != nil {
+			fail(storeFailure(err))
+			return false
+		}
+		_ = c.reply(render(prev))
+	case errors.Is(err, ErrIdempotencyMismatch):
+		fail(errIdempotencyMismatch())
+	default:
+		fail(Errorf(CodeInternalError, "could not store the task: %v", err))
+	}
+	return false
+}
+
+// startTask starts the worker of a stored task, making its first call.
+func (c *call) startTask(t *Task) {
+	g := c.g
 	run := g.newRun(g.cfg.Detach(c.r), c.next, t.ExpiresAt())
 	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
 	if err != nil {
 		run.release()
 		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
-	} else {
-		g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+		return
 	}
-	return c.reply(struct {
-		Task legacyTask `json:"task"`
-	}{toLegacyTask(t)})
-}
-
-// newTask returns a working task record of who.
-func (g *Gateway) newTask(who Caller, era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
-	now := clock()
-	id := NewTaskID()
-	return &Task{
-		ID: id, Owner: who.Owner, Principal: who.Principal, Tenant: who.Tenant, Status: StatusWorking,
-		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: g.cfg.PollInterval,
-		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1),
-	}
+	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 }
 
 // checkQuota refuses a new task when the owner has too many active ones.

@@ -55,7 +55,27 @@ func (c *call) serveModernToolsCall() error {
 		}
 		return c.pass() // no room for a task: the call runs as a plain one
 	}
+	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" {
+		return c.runIdempotentCall(name)
+	}
 	return c.runModernCall(name, mode)
+}
+
+// runIdempotentCall serves a call with an idempotency key: it becomes a task
+// at once, before the upstream is called, so that a repeat of it finds the
+// task and no second call is made.
+func (c *call) runIdempotentCall(name string) error {
+	params, err := withoutTasksExtension(c.msg.Params)
+	if err != nil {
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: %v", err))
+		return nil
+	}
+	t := c.newTask(EraModern, name, params, c.g.cfg.DefaultTTL)
+	if !c.storeTask(t, func(t *Task) any { return toModernCreate(t) }, c.failModern) {
+		return nil
+	}
+	c.startTask(t)
+	return c.reply(toModernCreate(t))
 }
 
 func (c *call) runModernCall(name string, mode TaskSupport) error {
@@ -79,7 +99,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
 
-	t := g.newTask(c.caller, EraModern, name, params, g.cfg.DefaultTTL)
+	t := c.newTask(EraModern, name, params, g.cfg.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev attemptEvent) error {
 		stopFollowingClient()
@@ -137,6 +157,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	ended := pending != nil && !(pending.final != nil && isInputRequired(pending.final.Result))
 	if ended {
+		t.Lease = Lease{}
 		if pending.err != nil {
 			applyOutcome(t, nil, Errorf(CodeInternalError, "%v", pending.err), clock())
 		} else {

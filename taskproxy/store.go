@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Store errors. Callers test them with errors.Is.
@@ -26,14 +27,40 @@ var (
 	ErrInvalidCursor = errors.New("invalid cursor")
 	// ErrClosed means the store has been closed.
 	ErrClosed = errors.New("task store is closed")
+	// ErrExpired is the ErrNotFound of the owner's own task that was
+	// deleted at the end of its ttl; it is reported for one ttl more.
+	ErrExpired = fmt.Errorf("%w (expired)", ErrNotFound)
+	// ErrLeaseHeld means another live worker holds the task's lease.
+	ErrLeaseHeld = errors.New("task lease held by another worker")
+	// ErrIdempotencyMismatch means an idempotency key was reused with
+	// different arguments.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with different arguments")
 )
+
+// DuplicateError reports that a create carried the idempotency key of a
+// live task of the same owner, with the same arguments: TaskID is that task.
+type DuplicateError struct{ TaskID string }
+
+func (e *DuplicateError) Error() string { return "duplicate of task " + e.TaskID }
+
+// Lease says which worker runs a task and until when, unless renewed. A
+// worker takes over a task only when its lease has expired or its holder is
+// known to be gone, with a compare-and-set, so two workers never run one
+// task.
+type Lease struct {
+	Holder  string    `json:"holder,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+}
 
 // Store holds task records durably. Every lookup takes the owner key, and a
 // record of another owner is reported as ErrNotFound. Implementations must be
 // safe for concurrent use.
 type Store interface {
 	// Create stores a new task. When it returns nil the task is durable
-	// and visible to Get.
+	// and visible to Get. A task with an IdempotencyKey that a live task of
+	// the same owner already has is not stored: the error is a
+	// *DuplicateError naming that task when the Fingerprints match, and
+	// ErrIdempotencyMismatch when they do not.
 	Create(ctx context.Context, t *Task) error
 	// Get returns the owner's task with id.
 	Get(ctx context.Context, owner, id string) (*Task, error)
@@ -50,6 +77,22 @@ type Store interface {
 	List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error)
 	// CountActive returns how many of the owner's tasks are not terminal.
 	CountActive(ctx context.Context, owner string) (int, error)
+	// ListActive pages through the non-terminal tasks of every owner, for
+	// recovery: it returns up to limit after cursor ("" for the start) and
+	// the cursor of the next page ("" when there is none).
+	ListActive(ctx context.Context, cursor string, limit int) ([]*Task, string, error)
+	// Holder names this process as a lease holder of this store.
+	Holder() string
+	// Acquire takes or renews the lease of the owner's task for holder,
+	// until now+ttl: it succeeds when the lease is free, expired, held by
+	// holder, or held by a holder the store knows to be gone. Otherwise it
+	// fails with ErrLeaseHeld. Terminal tasks give ErrTerminal.
+	Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error)
+	// Sweep deletes tasks whose ttl ended before now, with their index
+	// keys, at most batch per transaction, and returns how many it deleted.
+	// The owner's lookups of a deleted task give ErrExpired for one ttl
+	// more.
+	Sweep(ctx context.Context, now time.Time, batch int) (int, error)
 	// Close releases the store.
 	Close() error
 }

@@ -72,8 +72,11 @@ type Task struct {
 	Params json.RawMessage `json:"params"`
 	// Session is the client's Mcp-Session-Id the call runs on (legacy).
 	Session string `json:"session,omitempty"`
-	// UpstreamID is the JSON-RPC id of the call as the upstream knows it.
+	// UpstreamID is the JSON-RPC id of the call as the upstream knows it,
+	// and Round the number of the upstream attempt it belongs to: a
+	// 2026-07-28 task makes one attempt per round of input.
 	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
+	Round      int             `json:"round,omitempty"`
 
 	// Inputs are the input requests met during the task, in order; their
 	// keys are never reused.
@@ -87,6 +90,19 @@ type Task struct {
 	// IsError records a tool result with isError:true (failed in the legacy
 	// era, completed in the modern one).
 	IsError bool `json:"isError,omitempty"`
+
+	// Lease names the worker running the task.
+	Lease Lease `json:"lease,omitzero"`
+	// IdempotencyKey is the hash of the client's idempotency key, and
+	// Fingerprint the hash of the tool name and arguments it was used with.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Fingerprint    string `json:"fingerprint,omitempty"`
+	// Endpoint, Host and Headers are what a re-run after a restart needs of
+	// the original request: its path, host, and MCP routing headers (never
+	// credentials).
+	Endpoint string            `json:"endpoint,omitempty"`
+	Host     string            `json:"host,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
 
 	// RequestState is the upstream's opaque state from its last
 	// input_required answer (2026-07-28), echoed on the retry; it never
@@ -108,7 +124,9 @@ type InputRequest struct {
 	// UpstreamKey is the upstream's own key of a 2026-07-28 input request;
 	// the answer goes back under it on the retry.
 	UpstreamKey string `json:"upstreamKey,omitempty"`
-	Answered    bool   `json:"answered,omitempty"`
+	// Round is the upstream attempt whose answer asked for it.
+	Round    int  `json:"round,omitempty"`
+	Answered bool `json:"answered,omitempty"`
 	// Response is the client's answer to an UpstreamKey request.
 	Response json.RawMessage `json:"response,omitempty"`
 }
@@ -143,6 +161,18 @@ func (t *Task) Input(key string) (*InputRequest, bool) {
 		}
 	}
 	return nil, false
+}
+
+// roundInputs returns the keys of the 2026-07-28 input requests of the
+// current round.
+func (t *Task) roundInputs() []string {
+	var keys []string
+	for _, in := range t.Inputs {
+		if in.UpstreamKey != "" && in.Round == t.Round {
+			keys = append(keys, in.Key)
+		}
+	}
+	return keys
 }
 
 // answersFor returns the answers to the input requests with keys, by the

@@ -45,6 +45,7 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler, expires time.Tim
 // startWorker follows t's call in the background: the attempt in flight,
 // or, when pending is set, an answer already taken from it.
 func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
 	go func() {
@@ -56,42 +57,65 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 }
 
 func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
-	for round := 1; ; round++ {
-		ev := pending
-		if ev == nil {
-			ev = g.follow(t, run, a)
+	for {
+		var keys []string
+		if a == nil && pending == nil { // resumed while the task waits for input
+			keys = t.roundInputs()
+		} else {
+			ev := pending
+			if ev == nil {
+				ev = g.follow(t, run, a)
+			}
+			pending = nil
+			switch {
+			case ev.err != nil:
+				g.finishInterrupted(run.ctx, t, ev.err)
+				return
+			case ev.final.Error != nil:
+				g.finish(t, nil, ev.final.Error)
+				return
+			case t.Era != EraModern || !isInputRequired(ev.final.Result):
+				g.finish(t, ev.final.Result, nil)
+				return
+			}
+			var err error
+			if keys, err = g.recordInput(t, run, ev.final.Result); err != nil {
+				g.finishInterrupted(run.ctx, t, err)
+				return
+			}
 		}
-		pending = nil
-		switch {
-		case ev.err != nil:
-			g.finishInterrupted(run.ctx, t, ev.err)
+		params, err := g.awaitAnswers(t, run, keys)
+		if err != nil {
+			g.finishInterrupted(run.ctx, t, err)
 			return
-		case ev.final.Error != nil:
-			g.finish(t, nil, ev.final.Error)
-			return
-		case t.Era == EraModern && isInputRequired(ev.final.Result):
-			params, err := g.awaitInput(t, run, ev.final.Result)
-			if err != nil {
-				g.finishInterrupted(run.ctx, t, err)
-				return
-			}
-			id := upstreamCallID(t.ID, round+1)
-			body, err := RequestBytes(id, "tools/call", params)
-			if err != nil {
-				g.finish(t, nil, Errorf(CodeInternalError, "encoding the retry: %v", err))
-				return
-			}
-			if _, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error { rec.UpstreamID = id; return nil }); err != nil {
-				g.finishInterrupted(run.ctx, t, err)
-				return
-			}
-			t.UpstreamID = id
-			a = startAttempt(run.ctx, run.base, run.next, id, body)
-		default:
-			g.finish(t, ev.final.Result, nil)
+		}
+		if a, err = g.nextAttempt(t, run, params, ""); err != nil {
+			g.finishInterrupted(run.ctx, t, err)
 			return
 		}
 	}
+}
+
+// nextAttempt starts the task's next upstream call with params, under a
+// new JSON-RPC id, recording the id (and message, when not empty) first.
+func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage, message string) (*attempt, error) {
+	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
+		rec.Round++
+		rec.UpstreamID = upstreamCallID(rec.ID, rec.Round)
+		if message != "" {
+			return rec.SetStatus(StatusWorking, message, clock())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.Round, t.UpstreamID = rec.Round, rec.UpstreamID
+	body, err := RequestBytes(rec.UpstreamID, "tools/call", params)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the upstream call: %w", err)
+	}
+	return startAttempt(run.ctx, run.base, run.next, rec.UpstreamID, body), nil
 }
 
 // follow consumes an attempt's events up to its last one, relaying progress
@@ -121,8 +145,8 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTaskCancelled), errors.Is(err, ErrTerminal):
 		return
-	case errors.Is(cause, errShutdown):
-		g.log.Info("task left running at shutdown", zap.String("task", t.ID))
+	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
+		g.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
 	case errors.Is(cause, errTaskExpired):
 		g.finish(t, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
@@ -222,11 +246,10 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 // input requests (the upstream shedding load) is retried.
 const maxLoadShedRetries = 3
 
-// awaitInput records a 2026-07-28 input_required answer as the task's input
-// requests, waits until the client has answered all of them (tasks/update),
-// and returns the params of the retry: the original ones with the answers
-// under the upstream's own keys and the upstream's requestState echoed.
-func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) (json.RawMessage, error) {
+// recordInput records a 2026-07-28 input_required answer as the task's
+// input requests of this round, keeping the upstream's requestState, and
+// returns their keys.
+func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage) ([]string, error) {
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -234,8 +257,6 @@ func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) 
 	if err := json.Unmarshal(result, &answer); err != nil {
 		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
 	}
-	sub := g.rt.Hub.Subscribe(t.ID)
-	defer sub.Close()
 	var keys []string
 	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
 		keys = keys[:0]
@@ -248,7 +269,7 @@ func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) 
 			if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
 				return fmt.Errorf("upstream input request %q is malformed", upKey)
 			}
-			keys = append(keys, rec.AddInput(InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey}))
+			keys = append(keys, rec.AddInput(InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey, Round: rec.Round}))
 		}
 		if len(keys) == 0 {
 			rec.LoadShed++
@@ -262,18 +283,30 @@ func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
+	g.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
 		g.auditTask(auditInputRequired, rec)
+		return keys, nil
 	}
-	g.rt.Hub.Changed(t.ID)
-	if len(keys) == 0 { // load shedding: try again after the poll interval
-		select {
-		case <-time.After(max(rec.PollInterval, 100*time.Millisecond)):
-		case <-run.ctx.Done():
-			return nil, context.Cause(run.ctx)
-		}
+	select { // load shedding: try again after the poll interval
+	case <-time.After(max(rec.PollInterval, 100*time.Millisecond)):
+		return nil, nil
+	case <-run.ctx.Done():
+		return nil, context.Cause(run.ctx)
 	}
+}
+
+// awaitAnswers waits until the client has answered the input requests with
+// keys (tasks/update) and returns the params of the retry: the original ones
+// with the answers under the upstream's own keys and its requestState.
+func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.RawMessage, error) {
+	sub := g.rt.Hub.Subscribe(t.ID)
+	defer sub.Close()
 	for {
+		rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID)
+		if err != nil {
+			return nil, err
+		}
 		if rec.Status.Terminal() {
 			return nil, ErrTerminal
 		}
@@ -297,9 +330,6 @@ func (g *Gateway) awaitInput(t *Task, run *runningTask, result json.RawMessage) 
 		case <-sub.Changed:
 		case <-run.ctx.Done():
 			return nil, context.Cause(run.ctx)
-		}
-		if rec, err = g.rt.Store.Get(run.ctx, t.Owner, t.ID); err != nil {
-			return nil, err
 		}
 	}
 }

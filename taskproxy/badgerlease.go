@@ -1,0 +1,134 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Leases on Badger. The directory lock means one process at a time has the
+// store open; each open increments an epoch kept in the store, and lease
+// holders are named "e<epoch>/p<pid>". A lease of an older epoch is
+// therefore held by a process that has ended (crashed or stopped) and can be
+// taken over at once; a lease of the current epoch only once it expires,
+// which is what a store shared by several processes will rely on.
+
+var epochKey = []byte("m/epoch")
+
+// nextEpoch records that the store was opened once more.
+func (s *BadgerStore) nextEpoch() error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		var epoch uint64
+		item, err := txn.Get(epochKey)
+		switch {
+		case err == nil:
+			if err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return errors.New("malformed epoch")
+				}
+				epoch = binary.BigEndian.Uint64(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		case !errors.Is(err, badger.ErrKeyNotFound):
+			return err
+		}
+		s.epoch = epoch + 1
+		return txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, s.epoch))
+	})
+	if err != nil {
+		return fmt.Errorf("recording the store's epoch: %w", err)
+	}
+	s.holder = fmt.Sprintf("e%d/p%d", s.epoch, os.Getpid())
+	return nil
+}
+
+// Holder names this process as a lease holder.
+func (s *BadgerStore) Holder() string { return s.holder }
+
+// holderGone reports whether holder belongs to an earlier opening of the
+// store, whose process cannot still be running.
+func (s *BadgerStore) holderGone(holder string) bool {
+	epoch, _, ok := strings.Cut(strings.TrimPrefix(holder, "e"), "/")
+	if !ok || !strings.HasPrefix(holder, "e") {
+		return false
+	}
+	n, err := strconv.ParseUint(epoch, 10, 64)
+	return err == nil && n < s.epoch
+}
+
+// leaseFree reports whether holder may take lease at now.
+func (s *BadgerStore) leaseFree(lease Lease, holder string, now time.Time) bool {
+	return lease.Holder == "" || lease.Holder == holder || !lease.Expires.After(now) || s.holderGone(lease.Holder)
+}
+
+// Acquire takes or renews the lease, as one compare-and-set.
+func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error) {
+	var out *Task
+	err := s.use(func() error {
+		return s.retryConflicts(ctx, "leasing task "+id, func(txn *badger.Txn) error {
+			t, err := getRecord(txn, id)
+			if err != nil {
+				return err
+			}
+			if t.Owner != owner {
+				return ErrForeign
+			}
+			if t.Status.Terminal() {
+				return ErrTerminal
+			}
+			if !s.leaseFree(t.Lease, holder, now) {
+				return ErrLeaseHeld
+			}
+			t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
+			out = t
+			return setRecord(txn, t)
+		})
+	})
+	return out, err
+}
+
+// ListActive pages through the active index of every owner. The cursor is
+// the position of the last key returned.
+func (s *BadgerStore) ListActive(ctx context.Context, cursor string, limit int) ([]*Task, string, error) {
+	var tasks []*Task
+	next := ""
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			prefix := []byte("a/")
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			start := prefix
+			if cursor != "" {
+				start = append([]byte("a/"+cursor), 0)
+			}
+			for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
+				key := it.Item().KeyCopy(nil)
+				if len(tasks) == limit {
+					return nil
+				}
+				next = string(key[len(prefix):])
+				t, err := getRecord(txn, string(key[bytes.LastIndexByte(key, '/')+1:]))
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				tasks = append(tasks, t)
+			}
+			next = ""
+			return nil
+		})
+	})
+	return tasks, next, err
+}

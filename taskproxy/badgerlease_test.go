@@ -1,0 +1,258 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Leases with an injected clock: renewal, takeover only after expiry, a
+// holder of an earlier opening of the store taken over at once, and exactly
+// one winner among concurrent claims.
+func TestLeases(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	t0 := time.Unix(1_800_000_000, 0)
+	task := testTask("alice", t0)
+	task.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	other := "e999999/p1" // a holder of a later epoch: never taken for gone
+	steps := []struct {
+		name   string
+		holder string
+		at     time.Duration
+		want   error
+	}{
+		{"owner renews", s.Holder(), 10 * time.Second, nil},
+		{"another holder before expiry", other, 35 * time.Second, ErrLeaseHeld},
+		{"owner renews again", s.Holder(), 20 * time.Second, nil},
+		{"another holder right at the renewed expiry", other, 50 * time.Second, nil},
+		{"the first holder has lost it", s.Holder(), 55 * time.Second, ErrLeaseHeld},
+		{"the new holder renews", other, 60 * time.Second, nil},
+	}
+	for _, st := range steps {
+		got, err := s.Acquire(ctx, "alice", task.ID, st.holder, t0.Add(st.at), 30*time.Second)
+		if !errors.Is(err, st.want) {
+			t.Fatalf("%s: err = %v, want %v", st.name, err, st.want)
+		}
+		if err == nil && (got.Lease.Holder != st.holder || !got.Lease.Expires.Equal(t0.Add(st.at+30*time.Second))) {
+			t.Errorf("%s: lease = %+v", st.name, got.Lease)
+		}
+	}
+	if _, err := s.Acquire(ctx, "bob", task.ID, other, t0, time.Second); !errors.Is(err, ErrNotFound) {
+		t.Errorf("foreign acquire: %v", err)
+	}
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get(ctx, "alice", task.ID)
+	if got.Lease != (Lease{}) {
+		t.Errorf("terminal task keeps its lease %+v", got.Lease)
+	}
+	if _, err := s.Acquire(ctx, "alice", task.ID, other, t0.Add(time.Hour), time.Second); !errors.Is(err, ErrTerminal) {
+		t.Errorf("acquire of a terminal task: %v", err)
+	}
+}
+
+func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	first, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	task := testTask("alice", now)
+	task.Lease = Lease{Holder: first.Holder(), Expires: now.Add(time.Hour)}
+	if err := first.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Close() // as a crash would leave it: a live-looking lease
+	second, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if second.Holder() == first.Holder() {
+		t.Fatalf("both openings are %s", first.Holder())
+	}
+	if _, err := second.Acquire(ctx, "alice", task.ID, second.Holder(), now, time.Minute); err != nil {
+		t.Errorf("the lease of a previous opening was not free: %v", err)
+	}
+}
+
+func TestConcurrentClaims(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	now := time.Now()
+	task := testTask("alice", now)
+	task.Lease = Lease{Holder: "e999999/p0", Expires: now.Add(-time.Second)} // expired
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			holder := "e999999/p" + string(rune('a'+i))
+			_, err := s.Acquire(ctx, "alice", task.ID, holder, now, time.Minute)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, ErrLeaseHeld):
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Errorf("%d claims won, want exactly 1", wins.Load())
+	}
+}
+
+func TestListActive(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	want := map[string]bool{}
+	for i := range 7 {
+		owner := []string{"a", "b", "c"}[i%3]
+		task := testTask(owner, time.Now())
+		if i == 3 {
+			task.Status = StatusCompleted
+		} else {
+			want[task.ID] = true
+		}
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	cursor := ""
+	for {
+		page, next, err := s.ListActive(ctx, cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range page {
+			if got[task.ID] {
+				t.Fatalf("%s listed twice", task.ID)
+			}
+			got[task.ID] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(got) != len(want) {
+		t.Errorf("listed %d active tasks, want %d", len(got), len(want))
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("%s not listed", id)
+		}
+	}
+}
+
+func TestSweep(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	now := time.Now()
+	old := testTask("alice", now.Add(-2*time.Hour)) // ttl 1h: expired
+	old.IdempotencyKey, old.Fingerprint = "k", "f"
+	fresh := testTask("alice", now)
+	for _, task := range []*Task{old, fresh} {
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Sweep(ctx, now, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1 deleted", n, err)
+	}
+	if _, err := s.Get(ctx, "alice", old.ID); !errors.Is(err, ErrExpired) {
+		t.Errorf("owner's lookup of a swept task: %v, want ErrExpired", err)
+	}
+	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) {
+		t.Errorf("non-owner's lookup of a swept task: %v, want plain ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx, "alice", fresh.ID); err != nil {
+		t.Errorf("fresh task swept: %v", err)
+	}
+	if n, _ := s.CountActive(ctx, "alice"); n != 1 {
+		t.Errorf("active index not swept: %d", n)
+	}
+	page, _, _ := s.List(ctx, "alice", "", 10)
+	if len(page) != 1 {
+		t.Errorf("owner index not swept: %d listed", len(page))
+	}
+	again := testTask("alice", now)
+	again.IdempotencyKey, again.Fingerprint = "k", "other"
+	if err := s.Create(ctx, again); err != nil {
+		t.Errorf("the idempotency key of a swept task is not free: %v", err)
+	}
+	if n, err := s.Sweep(ctx, now, 10); err != nil || n != 0 {
+		t.Errorf("second sweep = %d, %v", n, err)
+	}
+}
+
+func TestIdempotentCreate(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	first := testTask("alice", time.Now())
+	first.IdempotencyKey, first.Fingerprint = "key", "args-1"
+	if err := s.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		owner       string
+		fingerprint string
+		dupOf       string
+		wantErr     error
+	}{
+		{"same key, same arguments", "alice", "args-1", first.ID, nil},
+		{"same key, other arguments", "alice", "args-2", "", ErrIdempotencyMismatch},
+		{"same key, other principal", "bob", "args-1", "", nil},
+	}
+	for _, tt := range tests {
+		task := testTask(tt.owner, time.Now())
+		task.IdempotencyKey, task.Fingerprint = "key", tt.fingerprint
+		err := s.Create(ctx, task)
+		var dup *DuplicateError
+		switch {
+		case tt.dupOf != "":
+			if !errors.As(err, &dup) || dup.TaskID != tt.dupOf {
+				t.Errorf("%s: err = %v, want a duplicate of %s", tt.name, err, tt.dupOf)
+			}
+		case !errors.Is(err, tt.wantErr):
+			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.wantErr)
+		}
+	}
+
+	var created atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			task := testTask("carol", time.Now())
+			task.IdempotencyKey, task.Fingerprint = "burst", "same"
+			err := s.Create(ctx, task)
+			var dup *DuplicateError
+			switch {
+			case err == nil:
+				created.Add(1)
+			case !errors.As(err, &dup):
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Errorf("%d of 10 concurrent creates with one key stored a task, want 1", created.Load())
+	}
+}

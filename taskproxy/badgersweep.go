@@ -1,0 +1,130 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Expiry on Badger: the sweeper walks the expiry index, which sorts by
+// expiry time, and deletes each expired task with all its keys, leaving a
+// tombstone so that its owner learns "expired" rather than "not found" for
+// one ttl more.
+
+func tombstoneKey(id string) []byte { return []byte("x/" + id) }
+
+// tombstone gives ErrExpired when owner's task id was swept, ErrNotFound
+// otherwise (for other owners too, so existence never leaks).
+func tombstone(txn *badger.Txn, owner, id string) error {
+	item, err := txn.Get(tombstoneKey(id))
+	if err != nil {
+		return ErrNotFound
+	}
+	var mine bool
+	_ = item.Value(func(v []byte) error { mine = string(v) == ownerHash(owner); return nil })
+	if mine {
+		return ErrExpired
+	}
+	return ErrNotFound
+}
+
+// Sweep deletes the tasks that expired before now, batch by batch.
+func (s *BadgerStore) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		ids, err := s.expired(now, batch)
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		err = s.use(func() error {
+			return s.retryConflicts(ctx, "sweeping", func(txn *badger.Txn) error {
+				for _, k := range ids {
+					if err := deleteTask(txn, k); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return total, err
+		}
+		total += len(ids)
+		if len(ids) < batch || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// expired returns up to limit expiry-index keys due before now.
+func (s *BadgerStore) expired(now time.Time, limit int) ([][]byte, error) {
+	var keys [][]byte
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			prefix := []byte("e/")
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			defer it.Close()
+			for it.Rewind(); it.ValidForPrefix(prefix) && len(keys) < limit; it.Next() {
+				key := it.Item().KeyCopy(nil)
+				due, err := strconv.ParseInt(string(key[2:18]), 16, 64)
+				if err != nil {
+					return fmt.Errorf("malformed expiry key %q", key)
+				}
+				if due > now.UnixNano() {
+					return nil
+				}
+				keys = append(keys, key)
+			}
+			return nil
+		})
+	})
+	return keys, err
+}
+
+// deleteTask removes the task of an expiry key and every key of it, and
+// leaves its tombstone for one more ttl.
+func deleteTask(txn *badger.Txn, expiry []byte) error {
+	id := string(expiry[bytes.LastIndexByte(expiry, '/')+1:])
+	if err := txn.Delete(expiry); err != nil {
+		return err
+	}
+	t, err := getRecord(txn, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	keys := [][]byte{recordKey(id), ownerKey(t), activeKey(t)}
+	if t.IdempotencyKey != "" {
+		keys = append(keys, idempotencyKey(t))
+	}
+	for _, k := range keys {
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	stone := badger.NewEntry(tombstoneKey(id), []byte(ownerHash(t.Owner))).WithTTL(max(t.TTL, time.Second))
+	return txn.SetEntry(stone)
+}
+
+// CollectGarbage rewrites value-log files that are mostly garbage, until
+// Badger finds none worth it.
+func (s *BadgerStore) CollectGarbage() error {
+	return s.use(func() error {
+		for range 16 {
+			if err := s.db.RunValueLogGC(0.5); err != nil {
+				if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+					return nil
+				}
+				return fmt.Errorf("value log GC: %w", err)
+			}
+		}
+		return nil
+	})
+}

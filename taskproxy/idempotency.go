@@ -1,0 +1,64 @@
+package taskproxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+)
+
+// Idempotent task creation. A task-creating tools/call may carry an
+// idempotency key, in the Idempotency-Key HTTP header or, as this gateway's
+// own convention (not part of the MCP specification), in
+// params._meta["io.modelcontextprotocol/idempotency-key"]. Within one
+// principal, a second create with the key of a live task returns that task
+// instead of starting another call; the same key with other arguments is
+// refused.
+
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	metaIdempotencyKey   = "io.modelcontextprotocol/idempotency-key"
+)
+
+// idempotencyOf returns the hashed idempotency key of a request ("" when it
+// has none) and the fingerprint of its tool and arguments.
+func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint string) {
+	raw := r.Header.Get(headerIdempotencyKey)
+	if raw == "" {
+		if meta, ok := getMember(params, "_meta"); ok {
+			if v, ok := getMember(meta, metaIdempotencyKey); ok {
+				_ = json.Unmarshal(v, &raw)
+			}
+		}
+	}
+	if raw == "" {
+		return "", ""
+	}
+	var call struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	_ = json.Unmarshal(params, &call)
+	return hashHex(raw), hashHex(call.Name + "\x00" + canonicalJSON(call.Arguments))
+}
+
+// canonicalJSON re-encodes a value with sorted keys and no spacing, so that
+// equal arguments fingerprint equally however they were written.
+func canonicalJSON(raw json.RawMessage) string {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// errIdempotencyMismatch is the JSON-RPC answer to a reused key.
+func errIdempotencyMismatch() *Error {
+	return Errorf(CodeInvalidParams, "idempotency key reused with different arguments")
+}

@@ -1,0 +1,45 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestIdempotencyOf(t *testing.T) {
+	tests := []struct {
+		name, header, params string
+		wantKey              bool
+	}{
+		{"header", "abc", `{"name":"t","arguments":{"a":1}}`, true},
+		{"meta", "", `{"name":"t","arguments":{"a":1},"_meta":{"io.modelcontextprotocol/idempotency-key":"abc"}}`, true},
+		{"none", "", `{"name":"t","arguments":{"a":1}}`, false},
+	}
+	var keys, prints []string
+	for _, tt := range tests {
+		r := post(`{}`)
+		if tt.header != "" {
+			r.Header.Set("Idempotency-Key", tt.header)
+		}
+		key, fp := idempotencyOf(r, json.RawMessage(tt.params))
+		if (key != "") != tt.wantKey {
+			t.Errorf("%s: key %q", tt.name, key)
+		}
+		if key != "" {
+			keys, prints = append(keys, key), append(prints, fp)
+		}
+	}
+	if keys[0] != keys[1] || prints[0] != prints[1] {
+		t.Error("header and meta keys for the same call differ")
+	}
+	a, _ := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fa := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fb := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"arguments":{ "b":[1, 2], "a":1 },"name":"t"}`))
+	_, fc := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":2,"b":[1,2]}}`))
+	_, fd := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"u","arguments":{"a":1,"b":[1,2]}}`))
+	if a == "" || fa != fb {
+		t.Error("the same arguments written differently fingerprint differently")
+	}
+	if fa == fc || fa == fd {
+		t.Error("other arguments or another tool fingerprint the same")
+	}
+}

@@ -1,0 +1,142 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Recovery after a restart. A task that is not terminal and whose lease no
+// live worker holds is an orphan: the upstream call it was making died with
+// the process that made it. By default the orphan fails, since the call's
+// outcome is unknown; a tool declared retry_on_restart (idempotent) is run
+// again from the stored request. A 2026-07-28 task waiting for tasks/update
+// had no call in flight and simply waits on.
+
+// msgRestarted is the status message (and error) of a task whose call was
+// lost in a restart.
+const msgRestarted = "gateway restarted while the call was running; the upstream result is unknown"
+
+// msgRerun is the status message of a task re-run after a restart.
+const msgRerun = "re-running the call after a gateway restart (the tool is declared retry_on_restart)"
+
+// recover takes over the orphans of the store, once per runtime.
+func (g *Gateway) recover() {
+	ctx, holder := g.rt.ctx, g.rt.Store.Holder()
+	cursor := ""
+	for {
+		tasks, next, err := g.rt.Store.ListActive(ctx, cursor, 200)
+		if err != nil {
+			if ctx.Err() == nil {
+				g.log.Error("listing tasks to recover", zap.Error(err))
+			}
+			return
+		}
+		for _, t := range tasks {
+			if _, running := g.rt.workers.get(t.ID); running || t.Lease.Holder == holder {
+				continue // started by this process
+			}
+			claimed, err := g.rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
+			if err != nil {
+				continue // a live worker elsewhere holds it, or it ended meanwhile
+			}
+			g.recoverTask(ctx, claimed)
+		}
+		if next == "" {
+			return
+		}
+		cursor = next
+	}
+}
+
+func (g *Gateway) recoverTask(ctx context.Context, t *Task) {
+	current := g.rt.gateway.Load()
+	switch {
+	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
+		g.resume(t, nil, "")
+	case current.cfg.RetryOnRestart[t.Tool]:
+		g.resume(t, t.Params, msgRerun)
+	default:
+		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+			rec.Error = Errorf(CodeInternalError, msgRestarted)
+			return rec.SetStatus(StatusFailed, msgRestarted, clock())
+		})
+		if err == nil {
+			g.auditOutcome(rec)
+			g.rt.Hub.Changed(t.ID)
+		}
+	}
+}
+
+// resume restarts a worker for t once the route has served a request, whose
+// next handler the work goes through: with params, a new attempt of the
+// call; without, a wait for the client's input.
+func (g *Gateway) resume(t *Task, params []byte, message string) {
+	g.rt.loops.Add(1)
+	go func() {
+		defer g.rt.loops.Done()
+		select {
+		case <-g.rt.firstServed:
+		case <-g.rt.ctx.Done():
+			return
+		}
+		last := g.rt.last.Load()
+		current := g.rt.gateway.Load()
+		run := current.newRun(current.rerunBase(last.r, t), last.next, t.ExpiresAt())
+		if params == nil {
+			current.startWorker(t, run, nil, nil)
+			return
+		}
+		a, err := current.nextAttempt(t, run, params, message)
+		if err != nil {
+			run.release()
+			if !errors.Is(err, ErrTerminal) {
+				current.finish(t, nil, Errorf(CodeInternalError, "re-running after a restart: %v", err))
+			}
+			return
+		}
+		current.startWorker(t, run, a, nil)
+	}()
+}
+
+// rerunBase builds the request a re-run is made from: the context of the
+// latest request the route served (Caddy's values, detached), with the
+// task's own endpoint, host and routing headers. None of the latest
+// caller's headers are kept: they are another client's.
+func (g *Gateway) rerunBase(latest *http.Request, t *Task) *http.Request {
+	base := g.cfg.Detach(latest)
+	base.Header = http.Header{}
+	for k, v := range t.Headers {
+		base.Header.Set(k, v)
+	}
+	if t.Session != "" {
+		base.Header.Set(headerSessionID, t.Session)
+	}
+	if t.Host != "" {
+		base.Host = t.Host
+	}
+	if u, err := url.ParseRequestURI(t.Endpoint); err == nil {
+		base.URL.Path, base.URL.RawPath, base.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
+	}
+	return base
+}
+
+// routingHeaders keeps the headers of a request that a re-run must repeat:
+// the MCP protocol and routing headers, never credentials.
+func routingHeaders(r *http.Request) map[string]string {
+	out := map[string]string{}
+	for k, v := range r.Header {
+		if len(v) == 0 {
+			continue
+		}
+		switch k := http.CanonicalHeaderKey(k); {
+		case k == headerProtocolVersion, k == headerMethod, k == headerName, strings.HasPrefix(k, "Mcp-Param-"):
+			out[k] = v[0]
+		}
+	}
+	return out
+}
