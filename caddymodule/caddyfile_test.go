@@ -21,6 +21,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_body      512KiB
 		tool slow_compute optional
 		tool failing_job  required
+		tool slow_echo    optional retry_on_restart
+		sync_writes off
+		sweep_interval 30s
 		rate_limit 12.5
 		auth jwt {
 			hmac_secret     {env.MCP_JWT_SECRET}
@@ -51,6 +54,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
 		{"tool failing_job", h.Tools["failing_job"].TaskSupport, "required"},
 		{"rate_limit", h.RateLimit, 12.5},
+		{"retry_on_restart", h.Tools["slow_echo"].RetryOnRestart, true},
+		{"no retry_on_restart", h.Tools["failing_job"].RetryOnRestart, false},
+		{"sync_writes", *h.SyncWrites, false},
+		{"sweep_interval", time.Duration(h.SweepInterval), 30 * time.Second},
 		{"hmac_secret", h.Auth.JWT.HMACSecret, "{env.MCP_JWT_SECRET}"},
 		{"issuer", h.Auth.JWT.Issuer, "https://idp.example.com"},
 		{"audience", h.Auth.JWT.Audience, "mcp-gateway"},
@@ -80,6 +87,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"unknown auth option", "mcp_tasks {\n auth jwt {\n  algorithm none\n }\n}", "unrecognized"},
 		{"missing argument", "mcp_tasks {\n storage_dir\n}", "wrong argument count"},
 		{"bad rate", "mcp_tasks {\n rate_limit fast\n}", "rate_limit"},
+		{"bad tool flag", "mcp_tasks {\n tool x optional retry\n}", "retry_on_restart"},
+		{"bad sync_writes", "mcp_tasks {\n sync_writes maybe\n}", "sync_writes"},
 		{"auth twice", "mcp_tasks {\n auth jwt {\n }\n auth jwt {\n }\n}", "twice"},
 	}
 	for _, tt := range tests {

@@ -27,14 +27,14 @@ func init() {
 
 // Defaults of the configuration.
 const (
-	DefaultTaskAfter          = time.Second
-	DefaultTTL                = 15 * time.Minute
-	DefaultMaxTTL             = 24 * time.Hour
-	DefaultPollInterval       = time.Second
-	DefaultMaxActive          = 100
-	DefaultMaxBody      int64 = 4 << 20
-	DefaultRateLimit          = 50.0
-	DefaultSweepInterval      = time.Minute
+	DefaultTaskAfter           = time.Second
+	DefaultTTL                 = 15 * time.Minute
+	DefaultMaxTTL              = 24 * time.Hour
+	DefaultPollInterval        = time.Second
+	DefaultMaxActive           = 100
+	DefaultMaxBody       int64 = 4 << 20
+	DefaultRateLimit           = 50.0
+	DefaultSweepInterval       = time.Minute
 )
 
 // Handler fronts MCP servers and gives them MCP tasks: slow tools/call

@@ -238,7 +238,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 // startTask starts the worker of a stored task, making its first call.
 func (c *call) startTask(t *Task) {
 	g := c.g
-	run := g.newRun(g.cfg.Detach(c.r), c.next, t.ExpiresAt())
+	run := g.newRun(g.cfg.Detach(c.r), c.next)
 	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
 	if err != nil {
 		run.release()
@@ -359,7 +359,7 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 	g.auditTask(auditCancelled, t)
 	if run, ok := g.rt.workers.get(id); ok {
 		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
-			g.notifyUpstreamCancelled(ctx, run, t)
+			g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")
 		}
 		run.cancel(errTaskCancelled)
 	}
@@ -367,10 +367,10 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 }
 
 // notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
-func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task) {
+func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task, reason string) {
 	body, err := RequestBytes(nil, "notifications/cancelled", map[string]any{
 		"requestId": t.UpstreamID,
-		"reason":    "task cancelled by the client",
+		"reason":    reason,
 	})
 	if err != nil {
 		return

@@ -92,7 +92,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 		c.failModern(Errorf(CodeInternalError, "encoding the upstream call: %v", err))
 		return nil
 	}
-	run := g.newRun(g.cfg.Detach(c.r), c.next, clock().Add(g.cfg.DefaultTTL))
+	run := g.newRun(g.cfg.Detach(c.r), c.next)
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
 	a := startAttempt(run.ctx, run.base, run.next, upstreamID, body)
 	reply := &modernReply{c: c}

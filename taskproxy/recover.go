@@ -86,7 +86,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 		}
 		last := g.rt.last.Load()
 		current := g.rt.gateway.Load()
-		run := current.newRun(current.rerunBase(last.r, t), last.next, t.ExpiresAt())
+		run := current.newRun(current.rerunBase(last.r, t), last.next)
 		if params == nil {
 			current.startWorker(t, run, nil, nil)
 			return

@@ -23,11 +23,11 @@ var (
 )
 
 // newRun prepares the context a task's upstream calls run on: detached from
-// the client (base is a detached copy of its request), ended by the task's
-// expiry, by cancellation, or by the runtime's shutdown.
-func (g *Gateway) newRun(base *http.Request, next http.Handler, expires time.Time) *runningTask {
+// the client (base is a detached copy of its request), ended by cancellation
+// or by the runtime's shutdown, and by the task's expiry once startWorker
+// arms it.
+func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
 	ctx, cancel := context.WithCancelCause(base.Context())
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, expires, errTaskExpired)
 	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
 	return &runningTask{
 		ctx:    ctx,
@@ -36,7 +36,6 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler, expires time.Tim
 		next:   next,
 		release: func() {
 			stopOnShutdown()
-			cancelDeadline()
 			cancel(nil)
 		},
 	}
@@ -44,14 +43,24 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler, expires time.Tim
 
 // startWorker follows t's call in the background: the attempt in flight,
 // or, when pending is set, an answer already taken from it.
+// At the task's expiry its call is stopped: on 2025-11-25 the upstream is
+// told first, since there closing the stream is not a cancellation.
 func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
 	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
+	call := &Task{ID: t.ID, UpstreamID: t.UpstreamID, Session: t.Session} // legacy calls keep their id
+	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
+		if t.Era == EraLegacy {
+			g.notifyUpstreamCancelled(run.ctx, run, call, "task expired")
+		}
+		run.cancel(errTaskExpired)
+	})
 	go func() {
 		defer g.rt.workers.wg.Done()
 		defer g.rt.workers.remove(t.ID, run)
 		defer run.release()
+		defer expire.Stop()
 		g.work(t, run, a, pending)
 	}()
 }

@@ -1,0 +1,272 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// killGateway ends the Caddy process with SIGKILL: no cleanup, no stopping
+// event, as in a crash.
+func killGateway(t *testing.T, gw *gateway) {
+	t.Helper()
+	if err := gw.proc.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gw.proc.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("caddy did not die")
+	}
+}
+
+// 100 tasks in both eras run when the gateway is killed; on restart every one
+// is there: slow_compute ones failed with the restart reason, slow_echo ones
+// (declared retry_on_restart) run again once and completed.
+func TestSIGKILLRecovery(t *testing.T) {
+	up, addr := testUpstream(t)
+	store := filepath.Join(t.TempDir(), "store")
+	directives := legacyTools + "task_after 200ms\ntool slow_echo optional retry_on_restart"
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
+
+	legacy := newRPCClient(t, gw.URL)
+	legacy.initialize("")
+	type created struct {
+		id, era, tool string
+	}
+	var tasks []created
+	var mu sync.Mutex
+	for i := range 50 {
+		tool, secs := "slow_compute", 120.0
+		if i%2 == 1 {
+			tool, secs = "slow_echo", 8.0
+		}
+		task := legacy.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("l", i)}, 600000)
+		tasks = append(tasks, created{task.TaskID, "legacy", tool})
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 10)
+	for i := range 50 {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			tool, secs := "slow_compute", 120.0
+			if i%2 == 1 {
+				tool, secs = "slow_echo", 8.0
+			}
+			mc := newModernClient(t, gw.URL, true)
+			res := mc.ok("tools/call", map[string]any{"name": tool, "arguments": map[string]any{"seconds": secs, "label": fmt.Sprint("m", i)}})
+			if str(res["resultType"]) != "task" {
+				t.Errorf("modern call %d answered %v", i, res)
+				return
+			}
+			mu.Lock()
+			tasks = append(tasks, created{str(res["taskId"]), "modern", tool})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(tasks) != 100 {
+		t.Fatalf("created %d tasks, want 100", len(tasks))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCalls(ctx, "slow_compute", 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.WaitCalls(ctx, "slow_echo", 50); err != nil {
+		t.Fatal(err)
+	}
+	killGateway(t, gw)
+
+	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
+	lc := newRPCClient(t, gw2.URL)
+	lc.initialize("")
+	mc := newModernClient(t, gw2.URL, true)
+	counts := map[string]int{}
+	for _, task := range tasks {
+		var status, message string
+		waitFor(t, 60*time.Second, "task "+task.id+" to end", func() bool {
+			if task.era == "legacy" {
+				got := lc.getTask(task.id)
+				status, message = got.Status, got.StatusMessage
+			} else {
+				got := mc.get(task.id)
+				status, message = str(got["status"]), str(got["statusMessage"])
+				if status == "failed" {
+					var e taskproxy.Error
+					if json.Unmarshal(got["error"], &e) != nil || e.Code != -32603 || !strings.Contains(e.Message, "gateway restarted") {
+						t.Errorf("modern failed task lacks the -32603 restart error: %v", got)
+					}
+				}
+			}
+			return status != "working" && status != "input_required"
+		})
+		switch {
+		case task.tool == "slow_compute" && status == "failed" && message == "gateway restarted while the call was running; the upstream result is unknown":
+			counts["failed with the restart reason"]++
+		case task.tool == "slow_echo" && status == "completed" && strings.Contains(message, "re-running"):
+			counts["re-run and completed"]++
+		default:
+			t.Errorf("%s %s task %s ended %s %q", task.era, task.tool, task.id, status, message)
+		}
+	}
+	t.Logf("after SIGKILL: %d tasks, %v", len(tasks), counts)
+	if counts["failed with the restart reason"] != 50 || counts["re-run and completed"] != 50 {
+		t.Errorf("outcomes %v, want 50 and 50", counts)
+	}
+	if n := up.Calls("slow_echo"); n != 100 {
+		t.Errorf("slow_echo ran %d times upstream, want 100 (50 before the kill, one re-run each)", n)
+	}
+}
+
+// caddy reload while 20 tasks run: all 20 complete normally.
+func TestReloadTwentyTasks(t *testing.T) {
+	c, gw, _ := legacySetup(t, "")
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, c.createTask("slow_compute", map[string]any{"seconds": 2, "label": fmt.Sprint("r", i)}, 60000).TaskID)
+	}
+	gw.reload(legacyTools + "default_ttl 20m")
+	for _, id := range ids {
+		m := c.call("tasks/result", map[string]string{"taskId": id})
+		if m.Error != nil || c.getTask(id).Status != "completed" {
+			t.Errorf("task %s after reload: %s / %v", id, m.Result, m.Error)
+		}
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	_, addr := testUpstream(t)
+	t.Run("completed task is swept; its owner hears expired, others not found", func(t *testing.T) {
+		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth + "sweep_interval 200ms"})
+		alice := newRPCClient(t, gw.URL)
+		alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+		alice.initialize("")
+		task := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 2000)
+		alice.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		waitFor(t, 10*time.Second, "the sweep", func() bool {
+			m := alice.call("tasks/get", map[string]string{"taskId": task.TaskID})
+			return m.Error != nil
+		})
+		m := alice.call("tasks/get", map[string]string{"taskId": task.TaskID})
+		if m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "expired") {
+			t.Errorf("owner after the sweep: %+v", m.Error)
+		}
+		bob := newRPCClient(t, gw.URL)
+		bob.header.Set("Authorization", "Bearer "+hmacToken(t, "bob", "t1"))
+		bob.initialize("")
+		foreign := bob.call("tasks/get", map[string]string{"taskId": task.TaskID})
+		unknown := bob.call("tasks/get", map[string]string{"taskId": taskproxy.NewTaskID()})
+		if foreign.Error == nil || unknown.Error == nil || foreign.Error.Code != unknown.Error.Code || foreign.Error.Message != unknown.Error.Message {
+			t.Errorf("non-owner: %+v, unknown id: %+v; want the same", foreign.Error, unknown.Error)
+		}
+	})
+	t.Run("working task past its ttl fails and its call is cancelled", func(t *testing.T) {
+		up, addr := testUpstream(t)
+		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+		c := newRPCClient(t, gw.URL)
+		c.initialize("")
+		task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 1500)
+		m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		if m.Error == nil || !strings.Contains(m.Error.Message, "expired") {
+			t.Errorf("tasks/result = %s / %+v, want the expiry failure", m.Result, m.Error)
+		}
+		if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage != "task expired before completion" {
+			t.Errorf("task = %+v", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := up.WaitCancellations(ctx, "slow_compute", 1); err != nil {
+			t.Errorf("the upstream call was not cancelled at expiry: %v", err)
+		}
+	})
+}
+
+// Ten concurrent identical creates with one idempotency key: one task, one
+// upstream call, in both eras; the key with other arguments is refused.
+func TestIdempotency(t *testing.T) {
+	up, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	legacy := newRPCClient(t, gw.URL)
+	legacy.initialize("")
+
+	burst := func(send func(i int) string) map[string]bool {
+		ids := map[string]bool{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				id := send(i)
+				mu.Lock()
+				ids[id] = true
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return ids
+	}
+	ids := burst(func(i int) string {
+		body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(500+i)), "tools/call", map[string]any{
+			"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "once"}, "task": map[string]any{"ttl": 60000}})
+		req := legacy.newRequest(context.Background(), body)
+		req.Header.Set("Idempotency-Key", "order-42")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		defer resp.Body.Close()
+		var m taskproxy.Message
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		var created struct{ Task legacyTask }
+		_ = json.Unmarshal(m.Result, &created)
+		return created.Task.TaskID
+	})
+	if len(ids) != 1 || ids[""] {
+		t.Errorf("legacy burst gave tasks %v, want one", ids)
+	}
+
+	mids := burst(func(i int) string {
+		modern := newModernClient(t, gw.URL, true) // one each: clients count their ids
+		modern.header.Set("Idempotency-Key", "order-43")
+		return str(modern.ok("tools/call", map[string]any{"name": "slow_echo", "arguments": map[string]any{"seconds": 1, "label": "once"}})["taskId"])
+	})
+	if len(mids) != 1 || mids[""] {
+		t.Errorf("modern burst gave tasks %v, want one", mids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = up.WaitCalls(ctx, "slow_compute", 1)
+	_ = up.WaitCalls(ctx, "slow_echo", 1)
+	if n := up.Calls("slow_compute"); n != 1 {
+		t.Errorf("the legacy burst made %d upstream calls, want 1", n)
+	}
+	if n := up.Calls("slow_echo"); n != 1 {
+		t.Errorf("the modern burst made %d upstream calls, want 1", n)
+	}
+
+	body, _ := taskproxy.RequestBytes(json.RawMessage(`600`), "tools/call", map[string]any{
+		"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "changed"}, "task": map[string]any{}})
+	req := legacy.newRequest(context.Background(), body)
+	req.Header.Set("Idempotency-Key", "order-42")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var mismatch taskproxy.Message
+	_ = json.NewDecoder(resp.Body).Decode(&mismatch)
+	if resp.StatusCode != http.StatusOK || mismatch.Error == nil || mismatch.Error.Code != -32602 || !strings.Contains(mismatch.Error.Message, "idempotency key reused with different arguments") {
+		t.Errorf("reused key: %s / %+v", mismatch.Result, mismatch.Error)
+	}
+}
