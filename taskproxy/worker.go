@@ -49,9 +49,13 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
-	call := &Task{ID: t.ID, UpstreamID: t.UpstreamID, Session: t.Session} // legacy calls keep their id
+	// What the expiry needs of t, copied: the worker changes t meanwhile.
+	call := &Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
-		if t.Era == EraLegacy {
+		// Recorded first: whatever the upstream answers to the
+		// cancellation arrives too late to count.
+		g.finish(call, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
+		if call.Era == EraLegacy {
 			g.notifyUpstreamCancelled(run.ctx, run, call, "task expired")
 		}
 		run.cancel(errTaskExpired)
