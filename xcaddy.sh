@@ -5,6 +5,7 @@
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    build, then run every test (unit and end-to-end)
+#   ./xcaddy.sh bench   build, then measure the task path and print the table
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
 # conformance suite from npm) into a cache directory outside the repository.
@@ -57,12 +58,19 @@ run_tests() {
 		go test -race -count=1 -timeout 20m ./... "$@"
 }
 
+run_bench() {
+	build
+	go test -run '^$' -bench . -benchmem -benchtime 2s ./taskproxy
+	go run ./integration/bench -caddy ./caddy "$@"
+}
+
 case "${1:-}" in
 build) build ;;
+bench) shift; run_bench "$@" ;;
 run) run ;;
 test) shift; run_tests "$@" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]" >&2
+	echo "usage: $0 build|run|test [go test flags]|bench [bench flags]" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// caddyProc is a Caddy process under measurement.
+type caddyProc struct {
+	cmd    *exec.Cmd
+	dir    string
+	output bytes.Buffer
+}
+
+// freePort returns a loopback port nobody listens on now.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startCaddy runs bin on a Caddyfile whose sites are given; it waits until
+// every port in waitPorts accepts connections.
+func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
+	dir, err := os.MkdirTemp(work, "caddy-")
+	if err != nil {
+		return nil, err
+	}
+	admin := freePort()
+	cfg := fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\tlevel WARN\n\t}\n}\n\n%s\n", admin, sites)
+	file := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	p := &caddyProc{dir: dir, cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
+	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, port := range waitPorts {
+		for {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				p.stop()
+				return nil, fmt.Errorf("caddy not listening on %d: %v\n%s", port, err, p.output.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return p, nil
+}
+
+// rss returns the process's resident set size in bytes.
+func (p *caddyProc) rss() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// stop asks Caddy to exit, then kills it if it does not.
+func (p *caddyProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// benchFanOut opens one subscriptions/listen stream per task for
+// cfg.subscribers tasks held upstream, then cancels the tasks one at a time
+// and measures how long the status change takes to reach its subscriber,
+// and how long the cancellation takes to reach the upstream call.
+func benchFanOut(cfg config) ([]row, error) {
+	up, err := startUpstream()
+	if err != nil {
+		return nil, err
+	}
+	defer up.srv.Close()
+	port := freePort()
+	sites := fmt.Sprintf(`http://:%d {
+	bind 127.0.0.1
+	mcp_tasks /mcp* {
+		storage_dir %s
+		task_after 10ms
+		max_active_per_principal -1
+		rate_limit -1
+	}
+	reverse_proxy /mcp* %s
+}`, port, filepath.Join(cfg.work, "fanout-store"), up.addr)
+	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	n := cfg.subscribers
+
+	// The tasks: calls of the hold tool, which answers only when cancelled.
+	c := newClient(32)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	var createErr error
+	var mu sync.Mutex
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			body, headers := modernRequest(i, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": fmt.Sprint("h", i)}}, "hold")
+			data, err := post(c, url, body, headers)
+			var m struct{ Result struct{ TaskID string } }
+			if err == nil && (json.Unmarshal(data, &m) != nil || m.Result.TaskID == "") {
+				err = fmt.Errorf("no task: %s", data)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				createErr = err
+				return
+			}
+			ids[i] = m.Result.TaskID
+		})
+	}
+	wg.Wait()
+	if createErr != nil {
+		return nil, createErr
+	}
+
+	// One stream per task, each on its own connection.
+	streams := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}
+	received := make(chan fanoutEvent, n)
+	ready := make(chan error, n)
+	var bodies []interface{ Close() error }
+	for i, id := range ids {
+		body, headers := modernRequest(100000+i, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, "")
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := streams.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("opening subscription %d: %w", i, err)
+		}
+		bodies = append(bodies, resp.Body)
+		go readSubscription(resp, id, ready, received)
+	}
+	defer func() {
+		for _, b := range bodies {
+			_ = b.Close()
+		}
+	}()
+	for range ids {
+		if err := <-ready; err != nil {
+			return nil, err
+		}
+	}
+
+	// Cancel one task at a time, a few in parallel, timing both paths.
+	var sent sync.Map // task id -> time the cancel was sent
+	var upLat []time.Duration
+	var upMu sync.Mutex
+	cancelSem := make(chan struct{}, 4)
+	for i, id := range ids {
+		wg.Go(func() {
+			cancelSem <- struct{}{}
+			defer func() { <-cancelSem }()
+			body, headers := modernRequest(200000+i, "tasks/cancel", map[string]any{"taskId": id}, id)
+			t0 := time.Now()
+			sent.Store(id, t0)
+			if _, err := post(c, url, body, headers); err != nil {
+				return
+			}
+			if at, ok := up.cancelledAt(fmt.Sprint("h", i), 10*time.Second); ok {
+				upMu.Lock()
+				upLat = append(upLat, at.Sub(t0))
+				upMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	var notifyLat []time.Duration
+	timeout := time.After(30 * time.Second)
+	for len(notifyLat) < n {
+		select {
+		case ev := <-received:
+			if t0, ok := sent.Load(ev.id); ok {
+				notifyLat = append(notifyLat, ev.at.Sub(t0.(time.Time)))
+			}
+		case <-timeout:
+			return nil, fmt.Errorf("only %d of %d subscribers heard of their cancellation", len(notifyLat), n)
+		}
+	}
+	if len(upLat) != n {
+		return nil, fmt.Errorf("the upstream saw %d of %d cancellations", len(upLat), n)
+	}
+	notify, upstream := result{lat: notifyLat}, result{lat: upLat}
+	return []row{
+		{measure: fmt.Sprintf("fan-out: %d subscribers, status change to receipt, p50 / p99", n),
+			result: fmt.Sprintf("%s / %s", ms(notify.pct(0.5)), ms(notify.pct(0.99))), target: "p99 ≤ 20 ms", met: notify.pct(0.99) <= 20*time.Millisecond},
+		{measure: "fan-out: tasks/cancel reaching the upstream call, p50 / p99",
+			result: fmt.Sprintf("%s / %s", ms(upstream.pct(0.5)), ms(upstream.pct(0.99))), target: "p99 ≤ 20 ms", met: upstream.pct(0.99) <= 20*time.Millisecond},
+	}, nil
+}
+
+type fanoutEvent struct {
+	id string
+	at time.Time
+}
+
+// readSubscription reports ready after the acknowledgement, then the time
+// the task's cancelled state arrives.
+func readSubscription(resp *http.Response, id string, ready chan<- error, received chan<- fanoutEvent) {
+	events := taskproxy.NewSSEReader(resp.Body)
+	acked := false
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			if !acked {
+				ready <- fmt.Errorf("subscription to %s ended before its acknowledgement: %v", id, err)
+			}
+			return
+		}
+		if !ev.HasData || ev.Data == "" {
+			continue
+		}
+		var m struct {
+			Method string
+			Params struct{ Status string }
+		}
+		_ = json.Unmarshal([]byte(ev.Data), &m)
+		switch {
+		case m.Method == "notifications/subscriptions/acknowledged":
+			acked = true
+			ready <- nil
+		case m.Method == "notifications/tasks" && m.Params.Status == "cancelled":
+			received <- fanoutEvent{id: id, at: time.Now()}
+			return
+		}
+	}
+}
+
+// modernRequest builds a 2026-07-28 request that declares the tasks
+// extension, with its routing headers.
+func modernRequest(id int, method string, params map[string]any, name string) ([]byte, map[string]string) {
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
+	headers := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+	if name != "" {
+		headers["Mcp-Name"] = name
+	}
+	return body, headers
+}

@@ -1,0 +1,119 @@
+// Command bench measures the gateway's task path against its targets and
+// prints one table. It drives a real Caddy built with the module (./caddy by
+// default) in front of a trivial in-process upstream, on loopback only, with
+// bounded request counts and durations. Every ratio is measured side by side
+// in the same run, because the machines it runs on are shared and noisy.
+//
+//	go run ./integration/bench -caddy ./caddy
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type config struct {
+	caddy       string
+	work        string
+	duration    time.Duration
+	rounds      int
+	tasks       int
+	subscribers int
+}
+
+// row is one line of the table.
+type row struct {
+	measure, result, target string
+	met                     bool
+	informational           bool
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.caddy, "caddy", "./caddy", "Caddy binary built with the module")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each measurement")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "A/B rounds of the pass-through comparison")
+	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
+	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,poll,fanout,memory")
+	flag.Parse()
+
+	work, err := os.MkdirTemp("", "mcp-tasks-bench-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(work)
+	cfg.work = work
+
+	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
+	var rows []row
+	start := time.Now()
+	steps := []struct {
+		name string
+		run  func(config) ([]row, error)
+	}{
+		{"passthrough", benchPassThrough},
+		{"create", benchCreate},
+		{"poll", benchPollAndMemory},
+		{"fanout", benchFanOut},
+	}
+	for _, s := range steps {
+		if !want(s.name) && !(s.name == "poll" && want("memory")) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "measuring %s…\n", s.name)
+		r, err := s.run(cfg)
+		if err != nil {
+			fatal(fmt.Errorf("%s: %w", s.name, err))
+		}
+		rows = append(rows, r...)
+	}
+	printTable(rows, time.Since(start))
+}
+
+func printTable(rows []row, took time.Duration) {
+	fmt.Printf("Machine: %s. Run took %s.\n\n", machine(), took.Round(time.Second))
+	fmt.Println("| measure | result | target | met |")
+	fmt.Println("|---|---|---|---|")
+	for _, r := range rows {
+		met := "no"
+		switch {
+		case r.informational:
+			met = "—"
+		case r.met:
+			met = "yes"
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", r.measure, r.result, r.target, met)
+	}
+}
+
+// machine describes the cores, memory and disk of this machine.
+func machine() string {
+	mem := "?"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				mem = f[1] + " kB"
+				var kb int64
+				fmt.Sscan(f[1], &kb)
+				mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	disk := "?"
+	if out, err := exec.Command("df", "-h", "--output=source,size", os.TempDir()).Output(); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		disk = strings.Join(strings.Fields(lines[len(lines)-1]), " ")
+	}
+	return fmt.Sprintf("%d cores (%s), %s memory, disk %s, %s", runtime.NumCPU(), runtime.GOARCH, mem, disk, runtime.Version())
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

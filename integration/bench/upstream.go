@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// trivialUpstream is the fastest MCP server we can put behind the gateway:
+// it answers JSON-RPC from memory, so that what is measured is Caddy and the
+// gateway. The tool "fast" answers at once; "hold" answers only when its
+// request is cancelled, recording when that happened.
+type trivialUpstream struct {
+	addr string
+	srv  *http.Server
+
+	mu        sync.Mutex
+	cancelled map[string]time.Time // hold label -> when its request ended
+	waiters   map[string]chan struct{}
+}
+
+var toolsList = func() []byte {
+	var tools []string
+	for i := range 10 {
+		tools = append(tools, fmt.Sprintf(`{"name":"tool_%d","description":"Benchmark tool %d.","inputSchema":{"type":"object","properties":{"a":{"type":"string"}}}}`, i, i))
+	}
+	return []byte(`{"tools":[` + strings.Join(tools, ",") + `,{"name":"fast","inputSchema":{"type":"object"}},{"name":"hold","inputSchema":{"type":"object"}}]}`)
+}()
+
+func startUpstream() (*trivialUpstream, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	u := &trivialUpstream{addr: l.Addr().String(), cancelled: map[string]time.Time{}, waiters: map[string]chan struct{}{}}
+	u.srv = &http.Server{Handler: u}
+	go func() { _ = u.srv.Serve(l) }()
+	return u, nil
+}
+
+type rpc struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			Label string `json:"label"`
+		} `json:"arguments"`
+	} `json:"params"`
+}
+
+func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var m rpc
+	if err := json.Unmarshal(body, &m); err != nil || len(m.ID) == 0 || string(m.ID) == "null" {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var result []byte
+	switch {
+	case m.Method == "tools/list":
+		result = toolsList
+	case m.Method == "tools/call" && m.Params.Name == "hold":
+		<-r.Context().Done()
+		u.mu.Lock()
+		u.cancelled[m.Params.Arguments.Label] = time.Now()
+		if ch, ok := u.waiters[m.Params.Arguments.Label]; ok {
+			close(ch)
+		}
+		u.mu.Unlock()
+		return
+	case m.Method == "tools/call":
+		result = []byte(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
+	default:
+		result = []byte(`{"resultType":"complete"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+}
+
+// cancelledAt returns when the hold call labelled label ended, waiting up
+// to timeout for it.
+func (u *trivialUpstream) cancelledAt(label string, timeout time.Duration) (time.Time, bool) {
+	u.mu.Lock()
+	if t, ok := u.cancelled[label]; ok {
+		u.mu.Unlock()
+		return t, true
+	}
+	ch, ok := u.waiters[label]
+	if !ok {
+		ch = make(chan struct{})
+		u.waiters[label] = ch
+	}
+	u.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(timeout):
+		return time.Time{}, false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, ok := u.cancelled[label]
+	return t, ok
+}
