@@ -74,25 +74,27 @@ func (s *BadgerStore) leaseFree(lease Lease, holder string, now time.Time) bool 
 // Acquire takes or renews the lease, as one compare-and-set.
 func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error) {
 	var out *Task
-	err := s.use(func() error {
-		return s.retryConflicts(ctx, "leasing task "+id, func(txn *badger.Txn) error {
-			t, err := getRecord(txn, id)
-			if err != nil {
-				return err
-			}
-			if t.Owner != owner {
-				return ErrForeign
-			}
-			if t.Status.Terminal() {
-				return ErrTerminal
-			}
-			if !s.leaseFree(t.Lease, holder, now) {
-				return ErrLeaseHeld
-			}
-			t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
-			out = t
-			return setRecord(txn, t)
-		})
+	err := s.write(func(txn *badger.Txn) (error, error) {
+		out = nil
+		t, err := getRecord(txn, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return err, nil
+		case err != nil:
+			return nil, err
+		case t.Owner != owner:
+			return ErrForeign, nil
+		case t.Status.Terminal():
+			return ErrTerminal, nil
+		case !s.leaseFree(t.Lease, holder, now):
+			return ErrLeaseHeld, nil
+		}
+		t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
+		if err := setRecord(txn, t); err != nil {
+			return nil, err
+		}
+		out = t
+		return nil, nil
 	})
 	return out, err
 }

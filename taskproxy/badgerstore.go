@@ -53,6 +53,10 @@ type BadgerStore struct {
 	epoch  uint64
 	holder string
 
+	// writes feeds the group committer (badgercommit.go).
+	writes        chan writeOp
+	committerDone chan struct{}
+
 	mu     sync.RWMutex // guards closed against the methods in flight
 	closed bool
 }
@@ -86,11 +90,12 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	s := &BadgerStore{db: db}
+	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{})}
 	if err := s.nextEpoch(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	go s.commitWrites()
 	return s, nil
 }
 
@@ -102,6 +107,8 @@ func (s *BadgerStore) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.writes)
+	<-s.committerDone
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("closing badger: %w", err)
 	}
@@ -162,71 +169,6 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 	return &t, nil
 }
 
-// Create stores t with its index keys in one transaction, retried when a
-// concurrent create of the same idempotency key conflicts with it.
-func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
-	return s.use(func() error {
-		return s.retryConflicts(ctx, "creating task "+t.ID, func(txn *badger.Txn) error {
-			if _, err := txn.Get(recordKey(t.ID)); err == nil {
-				return ErrExists
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
-				return fmt.Errorf("checking task %s: %w", t.ID, err)
-			}
-			if t.IdempotencyKey != "" {
-				if err := checkIdempotency(txn, t); err != nil {
-					return err
-				}
-				if err := txn.Set(idempotencyKey(t), []byte(t.ID)); err != nil {
-					return err
-				}
-			}
-			if err := setRecord(txn, t); err != nil {
-				return err
-			}
-			if err := txn.Set(ownerKey(t), nil); err != nil {
-				return err
-			}
-			if err := txn.Set(expiryKey(t), nil); err != nil {
-				return err
-			}
-			if !t.Status.Terminal() {
-				return txn.Set(activeKey(t), nil)
-			}
-			return nil
-		})
-	})
-}
-
-func idempotencyKey(t *Task) []byte {
-	return []byte("i/" + ownerHash(t.Owner) + "/" + t.IdempotencyKey)
-}
-
-// checkIdempotency refuses t when a live task of its owner has its key.
-func checkIdempotency(txn *badger.Txn, t *Task) error {
-	item, err := txn.Get(idempotencyKey(t))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading idempotency key: %w", err)
-	}
-	id, err := item.ValueCopy(nil)
-	if err != nil {
-		return fmt.Errorf("reading idempotency key: %w", err)
-	}
-	prev, err := getRecord(txn, string(id))
-	if errors.Is(err, ErrNotFound) {
-		return nil // swept: the key is free again
-	}
-	if err != nil {
-		return err
-	}
-	if prev.Fingerprint != t.Fingerprint {
-		return ErrIdempotencyMismatch
-	}
-	return &DuplicateError{TaskID: prev.ID}
-}
-
 // retryConflicts runs fn in a read-write transaction, again on the current
 // data when a concurrent transaction conflicted with it: a compare-and-set.
 func (s *BadgerStore) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
@@ -259,49 +201,6 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 		})
 	})
 	return t, err
-}
-
-// Update is a compare-and-set: Badger's optimistic transactions detect a
-// concurrent write to the record and the update is retried on the new value.
-// A task becoming terminal leaves the active index and drops its lease.
-func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
-	var out *Task
-	err := s.use(func() error {
-		return s.retryConflicts(ctx, "updating task "+id, func(txn *badger.Txn) error {
-			cur, err := getRecord(txn, id)
-			if err != nil {
-				return err
-			}
-			if cur.Owner != owner {
-				return ErrForeign
-			}
-			if cur.Status.Terminal() {
-				return ErrTerminal
-			}
-			next := cur.Clone()
-			if err := fn(next); err != nil {
-				return err
-			}
-			if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
-				return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id)
-			}
-			if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
-				return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status)
-			}
-			if next.Status.Terminal() {
-				next.Lease = Lease{}
-				if err := txn.Delete(activeKey(next)); err != nil {
-					return err
-				}
-			}
-			if err := setRecord(txn, next); err != nil {
-				return err
-			}
-			out = next
-			return nil
-		})
-	})
-	return out, err
 }
 
 // List pages through the owner index.

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 type caddyProc struct {
 	cmd    *exec.Cmd
 	dir    string
+	admin  int
 	output bytes.Buffer
 }
 
@@ -43,7 +46,7 @@ func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	p := &caddyProc{dir: dir, cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
+	p := &caddyProc{dir: dir, admin: admin, cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
 	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
 	if err := p.cmd.Start(); err != nil {
@@ -65,6 +68,35 @@ func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
 		}
 	}
 	return p, nil
+}
+
+// profile records a CPU profile of the process for d into dir/name.pprof
+// (when dir is set), through Caddy's admin endpoint; wait for the returned
+// channel.
+func (p *caddyProc) profile(dir, name string, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	if dir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, int(d.Seconds()))
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return done
 }
 
 // rss returns the process's resident set size in bytes.

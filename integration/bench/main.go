@@ -24,6 +24,7 @@ type config struct {
 	rounds      int
 	tasks       int
 	subscribers int
+	profiles    string
 }
 
 // row is one line of the table.
@@ -40,6 +41,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 3, "A/B rounds of the pass-through comparison")
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
+	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
 	only := flag.String("only", "", "comma-separated subset: passthrough,create,poll,fanout,memory")
 	flag.Parse()
 

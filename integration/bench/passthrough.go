@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -52,8 +53,16 @@ http://:%d {
 		measure(urlA, time.Second) // warm up both paths
 		measure(urlB, time.Second)
 		var rateA, rateB, p50A, p50B, p99A, p99B []float64
-		for range cfg.rounds {
-			a, b := measure(urlA, cfg.duration), measure(urlB, cfg.duration)
+		for round := range cfg.rounds {
+			var profiled <-chan struct{}
+			if round == 0 {
+				profiled = p.profile(cfg.profiles, "passthrough-"+strings.ReplaceAll(k.name, "/", "-"), cfg.duration)
+			}
+			a := measure(urlA, cfg.duration)
+			if profiled != nil {
+				<-profiled
+			}
+			b := measure(urlB, cfg.duration)
 			if a.errs+b.errs > 0 {
 				return nil, fmt.Errorf("%s: %d and %d errors", k.name, a.errs, b.errs)
 			}

@@ -68,7 +68,10 @@ http://:%d {
 	}
 	closedLoop(clients, time.Second, get)
 	closedLoop(clients, time.Second, proxied)
-	polls, rp := closedLoop(clients, cfg.duration, get), closedLoop(clients, cfg.duration, proxied)
+	profiled := p.profile(cfg.profiles, "poll", cfg.duration)
+	polls := closedLoop(clients, cfg.duration, get)
+	<-profiled
+	rp := closedLoop(clients, cfg.duration, proxied)
 	if polls.errs > 0 {
 		return nil, fmt.Errorf("%d failed tasks/get", polls.errs)
 	}

@@ -1,0 +1,216 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Group commit. Every write of a task record (create, update, lease) goes
+// to one committer goroutine, which takes whatever writes are waiting, up to
+// maxBatch, and commits them in one Badger transaction: one commit (and,
+// with SyncWrites, one fsync) covers them all. A write still returns only
+// once it is durable, but concurrent writes share the cost. Each write in a
+// batch keeps its own outcome: a refused one (duplicate idempotency key,
+// terminal task, failed compare) writes nothing and refuses only itself. On
+// a conflict with a transaction outside the committer the whole batch runs
+// again on the new data, so every write is a compare-and-set.
+
+// maxBatch bounds the writes of one transaction, well under Badger's
+// transaction size limit for records of a few KiB.
+const maxBatch = 128
+
+// writeOp is one write: apply runs inside the batch transaction and returns
+// the write's own outcome, or a fatal error that fails the whole batch. It
+// must not block or call the store.
+type writeOp struct {
+	apply func(*badger.Txn) (outcome, fatal error)
+	done  chan error
+}
+
+// write hands op to the committer and waits for its outcome.
+func (s *BadgerStore) write(apply func(*badger.Txn) (error, error)) error {
+	return s.use(func() error {
+		done := make(chan error, 1)
+		s.writes <- writeOp{apply: apply, done: done}
+		return <-done // committed (or not) whatever the caller's context says since
+	})
+}
+
+// commitWrites is the committer goroutine.
+func (s *BadgerStore) commitWrites() {
+	defer close(s.committerDone)
+	for first := range s.writes {
+		batch := []writeOp{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case op, ok := <-s.writes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		results := s.commitBatch(batch)
+		for i, op := range batch {
+			op.done <- results[i]
+		}
+	}
+}
+
+// commitBatch writes the batch in one transaction and returns each write's
+// outcome; a transaction too big for Badger is split in two.
+func (s *BadgerStore) commitBatch(batch []writeOp) []error {
+	results := make([]error, len(batch))
+	err := s.retryConflicts(context.Background(), "committing task writes", func(txn *badger.Txn) error {
+		for i, op := range batch {
+			outcome, fatal := op.apply(txn)
+			if fatal != nil {
+				return fatal
+			}
+			results[i] = outcome
+		}
+		return nil
+	})
+	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
+		half := len(batch) / 2
+		return append(s.commitBatch(batch[:half]), s.commitBatch(batch[half:])...)
+	}
+	if err != nil {
+		for i := range results {
+			results[i] = err
+		}
+	}
+	return results
+}
+
+// Create stores t with its index keys; see Store.Create.
+func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
+	data, err := json.Marshal(t) // here, not on the committer's goroutine
+	if err != nil {
+		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+	}
+	return s.write(func(txn *badger.Txn) (error, error) {
+		err := createIn(txn, t, data)
+		if err == nil || refusal(err) {
+			return err, nil
+		}
+		return nil, err
+	})
+}
+
+// refusal reports whether err refuses one create without failing the batch.
+func refusal(err error) bool {
+	var dup *DuplicateError
+	return errors.Is(err, ErrExists) || errors.Is(err, ErrIdempotencyMismatch) || errors.As(err, &dup)
+}
+
+// Update applies fn to the owner's task as a compare-and-set; see
+// Store.Update. A task becoming terminal leaves the active index and drops
+// its lease.
+func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
+	var out *Task
+	err := s.write(func(txn *badger.Txn) (error, error) {
+		out = nil
+		cur, err := getRecord(txn, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return err, nil
+		case err != nil:
+			return nil, err
+		case cur.Owner != owner:
+			return ErrForeign, nil
+		case cur.Status.Terminal():
+			return ErrTerminal, nil
+		}
+		next := cur.Clone()
+		if err := fn(next); err != nil {
+			return err, nil
+		}
+		if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+			return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id), nil
+		}
+		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
+			return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status), nil
+		}
+		if next.Status.Terminal() {
+			next.Lease = Lease{}
+			if err := txn.Delete(activeKey(next)); err != nil {
+				return nil, err
+			}
+		}
+		if err := setRecord(txn, next); err != nil {
+			return nil, err
+		}
+		out = next
+		return nil, nil
+	})
+	return out, err
+}
+
+// createIn writes t and its index keys in txn, unless its id exists or its
+// idempotency key belongs to a live task.
+func createIn(txn *badger.Txn, t *Task, data []byte) error {
+	if _, err := txn.Get(recordKey(t.ID)); err == nil {
+		return ErrExists
+	} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		return fmt.Errorf("checking task %s: %w", t.ID, err)
+	}
+	if t.IdempotencyKey != "" {
+		if err := checkIdempotency(txn, t); err != nil {
+			return err
+		}
+		if err := txn.Set(idempotencyKey(t), []byte(t.ID)); err != nil {
+			return err
+		}
+	}
+	if err := txn.Set(recordKey(t.ID), data); err != nil {
+		return err
+	}
+	if err := txn.Set(ownerKey(t), nil); err != nil {
+		return err
+	}
+	if err := txn.Set(expiryKey(t), nil); err != nil {
+		return err
+	}
+	if !t.Status.Terminal() {
+		return txn.Set(activeKey(t), nil)
+	}
+	return nil
+}
+
+func idempotencyKey(t *Task) []byte {
+	return []byte("i/" + ownerHash(t.Owner) + "/" + t.IdempotencyKey)
+}
+
+// checkIdempotency refuses t when a live task of its owner has its key.
+func checkIdempotency(txn *badger.Txn, t *Task) error {
+	item, err := txn.Get(idempotencyKey(t))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading idempotency key: %w", err)
+	}
+	id, err := item.ValueCopy(nil)
+	if err != nil {
+		return fmt.Errorf("reading idempotency key: %w", err)
+	}
+	prev, err := getRecord(txn, string(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil // swept: the key is free again
+	}
+	if err != nil {
+		return err
+	}
+	if prev.Fingerprint != t.Fingerprint {
+		return ErrIdempotencyMismatch
+	}
+	return &DuplicateError{TaskID: prev.ID}
+}
