@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // Discovery rewriting: the upstream knows nothing of tasks, so the gateway
@@ -46,60 +47,109 @@ func (g *Gateway) legacyTasksCapability() []byte {
 }
 
 // rewriteToolsList sets execution.taskSupport on every tool from the
-// configured modes.
+// configured modes, copying the result once.
 func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
-	tools, ok := getMember(result, "tools")
-	if !ok {
-		return result, nil
+	m, found, _, _, err := findMember(result, "tools")
+	if err != nil || !found {
+		return result, err
 	}
+	tools := result[m.valueStart:m.valueEnd]
 	elems, err := arrayElements(tools)
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	out.Grow(len(tools) + len(elems)*48)
+	out := make([]byte, 0, len(result)+len(elems)*40)
+	out = append(out, result[:m.valueStart]...)
 	last := 0
 	for _, span := range elems {
 		tool := tools[span[0]:span[1]]
-		var named struct {
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal(tool, &named); err != nil {
+		name, _ := getMember(tool, "name")
+		out = append(out, tools[last:span[0]]...)
+		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.toolMode(unquote(name)))); err != nil {
 			return nil, err
 		}
-		mode, _ := json.Marshal(string(g.toolMode(named.Name)))
-		edited, err := setPath(tool, []string{"execution", "taskSupport"}, mode)
-		if err != nil {
-			return nil, err
-		}
-		out.Write(tools[last:span[0]])
-		out.Write(edited)
 		last = span[1]
 	}
-	out.Write(tools[last:])
-	return setMember(result, "tools", out.Bytes())
+	out = append(out, tools[last:]...)
+	return append(out, result[m.valueEnd:]...), nil
+}
+
+// appendWithTaskSupport appends tool to out with execution.taskSupport set
+// to mode (a JSON string).
+func appendWithTaskSupport(out, tool, mode []byte) ([]byte, error) {
+	_, found, closing, count, err := findMember(tool, "execution")
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		edited, err := setPath(tool, []string{"execution", "taskSupport"}, mode)
+		return append(out, edited...), err
+	}
+	// The common case: add the whole member before the closing brace.
+	out = append(out, tool[:closing]...)
+	if count > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"execution":{"taskSupport":`...)
+	out = append(out, mode...)
+	out = append(out, '}')
+	return append(out, tool[closing:]...), nil
+}
+
+var quotedModes = map[TaskSupport][]byte{
+	TaskForbidden: []byte(`"forbidden"`),
+	TaskOptional:  []byte(`"optional"`),
+	TaskRequired:  []byte(`"required"`),
+}
+
+func quotedMode(m TaskSupport) []byte { return quotedModes[m] }
+
+// unquote returns the string a raw JSON string holds ("" for anything else).
+func unquote(raw []byte) string {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 // rewriteMessage applies fn to the result of data when data is the
 // response with id; anything else comes back unchanged.
 func rewriteMessage(data []byte, id json.RawMessage, fn rewriteFunc) []byte {
-	msg, err := ParseMessage(data)
-	if err != nil || !msg.IsResponse() || msg.Result == nil || !sameID(msg.ID, id) {
-		return data
-	}
-	result, ok := getMember(data, "result")
+	start, end, edited, ok := rewriteSpan(data, id, fn)
 	if !ok {
 		return data
 	}
-	edited, err := fn(result)
-	if err != nil || bytes.Equal(edited, result) {
-		return data
+	return splice(data, start, end, edited)
+}
+
+// rewriteSpan finds the result of the response with id in data and returns
+// its span and fn's edit of it; ok is false when there is nothing to edit.
+// It scans the message rather than decoding it: results can be large.
+func rewriteSpan(data []byte, id json.RawMessage, fn rewriteFunc) (start, end int, edited []byte, ok bool) {
+	var result, gotID member
+	var hasResult, hasID, isRequest bool
+	_, err := eachMember(data, func(m member) bool {
+		switch {
+		case m.is(data, "result"):
+			result, hasResult = m, true
+		case m.is(data, "id"):
+			gotID, hasID = m, true
+		case m.is(data, "method"):
+			isRequest = true
+		}
+		return true
+	})
+	if err != nil || !hasResult || !hasID || isRequest || !sameID(data[gotID.valueStart:gotID.valueEnd], id) {
+		return 0, 0, nil, false
 	}
-	out, err := setMember(data, "result", edited)
-	if err != nil {
-		return data
+	original := data[result.valueStart:result.valueEnd]
+	edited, err = fn(original)
+	if err != nil || bytes.Equal(edited, original) {
+		return 0, 0, nil, false
 	}
-	return out
+	return result.valueStart, result.valueEnd, edited, true
 }
 
 // maxRewriteBuffer bounds a JSON answer held for rewriting; a larger one
@@ -220,10 +270,17 @@ func (rw *rewriteWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter
 func (rw *rewriteWriter) finish() {
 	switch rw.mode {
 	case modeJSON:
-		out := rewriteMessage(rw.buf, rw.id, rw.fn)
-		rw.Header().Del("Content-Length")
+		start, end, edited, ok := rewriteSpan(rw.buf, rw.id, rw.fn)
+		if !ok {
+			start, end, edited = len(rw.buf), len(rw.buf), nil
+		}
+		rw.Header().Set("Content-Length", strconv.Itoa(len(rw.buf)-(end-start)+len(edited)))
 		rw.ResponseWriter.WriteHeader(http.StatusOK)
-		_, _ = rw.ResponseWriter.Write(out)
+		for _, part := range [][]byte{rw.buf[:start], edited, rw.buf[end:]} {
+			if len(part) > 0 {
+				_, _ = rw.ResponseWriter.Write(part)
+			}
+		}
 	case modeSSE:
 		if len(rw.buf) > 0 {
 			_, _ = rw.ResponseWriter.Write(rw.buf)

@@ -246,7 +246,14 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	var data []byte
+	var err error
+	if r.ContentLength > 0 { // the usual case: one exact read
+		data = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, data)
+	} else {
+		data, err = io.ReadAll(io.LimitReader(r.Body, max+1))
+	}
 	_ = r.Body.Close()
 	if err != nil {
 		return nil, err

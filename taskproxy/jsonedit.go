@@ -53,7 +53,12 @@ func skipValue(b []byte, i int) (int, error) {
 		return 0, errBadJSON
 	default:
 		start := i
-		for i < len(b) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(b[i])) {
+	scalar:
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				break scalar
+			}
 			i++
 		}
 		if i == start {
@@ -75,56 +80,84 @@ func skipString(b []byte, i int) (int, error) {
 	return 0, errBadJSON
 }
 
-// member is the span of one object member's key and value.
+// member is the span of one object member: its key (quotes included) and
+// its value.
 type member struct {
-	key                  string
-	keyStart             int
+	keyStart, keyEnd     int
 	valueStart, valueEnd int
 }
 
-// objectMembers lists the members of the object at b (which must start with
-// '{' after optional space), with the index of its closing brace.
-func objectMembers(b []byte) ([]member, int, error) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, 0, errBadJSON
+// is reports whether the member's key, in obj, is key. Keys without escapes,
+// the usual case, compare without decoding or allocating.
+func (m member) is(obj []byte, key string) bool {
+	raw := obj[m.keyStart+1 : m.keyEnd-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == key
+	}
+	var decoded string
+	return json.Unmarshal(obj[m.keyStart:m.keyEnd], &decoded) == nil && decoded == key
+}
+
+// eachMember calls fn for every member of the object at obj, in order,
+// until fn returns false; it returns the index of the closing brace (or of
+// the point where fn stopped).
+func eachMember(obj []byte, fn func(member) bool) (int, error) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return 0, errBadJSON
 	}
 	i++
-	var members []member
+	first := true
 	for {
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return nil, 0, errBadJSON
+		i = skipSpace(obj, i)
+		if i >= len(obj) {
+			return 0, errBadJSON
 		}
-		if b[i] == '}' {
-			return members, i, nil
+		if obj[i] == '}' {
+			return i, nil
 		}
-		if b[i] == ',' && len(members) > 0 {
-			i = skipSpace(b, i+1)
+		if !first {
+			if obj[i] != ',' {
+				return 0, errBadJSON
+			}
+			i = skipSpace(obj, i+1)
 		}
-		if i >= len(b) || b[i] != '"' {
-			return nil, 0, errBadJSON
+		first = false
+		if i >= len(obj) || obj[i] != '"' {
+			return 0, errBadJSON
 		}
-		keyEnd, err := skipString(b, i)
+		keyEnd, err := skipString(obj, i)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
-		var key string
-		if err := json.Unmarshal(b[i:keyEnd], &key); err != nil {
-			return nil, 0, errBadJSON
+		j := skipSpace(obj, keyEnd)
+		if j >= len(obj) || obj[j] != ':' {
+			return 0, errBadJSON
 		}
-		j := skipSpace(b, keyEnd)
-		if j >= len(b) || b[j] != ':' {
-			return nil, 0, errBadJSON
-		}
-		vs := skipSpace(b, j+1)
-		ve, err := skipValue(b, vs)
+		vs := skipSpace(obj, j+1)
+		ve, err := skipValue(obj, vs)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
-		members = append(members, member{key: key, keyStart: i, valueStart: vs, valueEnd: ve})
+		if !fn(member{keyStart: i, keyEnd: keyEnd, valueStart: vs, valueEnd: ve}) {
+			return i, nil
+		}
 		i = ve
 	}
+}
+
+// findMember returns the member key of obj and whether it exists, with the
+// index of the closing brace when it does not, and the member count seen.
+func findMember(obj []byte, key string) (m member, found bool, closing, count int, err error) {
+	closing, err = eachMember(obj, func(cur member) bool {
+		count++
+		if cur.is(obj, key) {
+			m, found = cur, true
+			return false
+		}
+		return true
+	})
+	return m, found, closing, count, err
 }
 
 // arrayElements lists the spans of the elements of the array at b.
@@ -143,7 +176,10 @@ func arrayElements(b []byte) ([][2]int, error) {
 		if b[i] == ']' {
 			return elems, nil
 		}
-		if b[i] == ',' && len(elems) > 0 {
+		if len(elems) > 0 {
+			if b[i] != ',' {
+				return nil, errBadJSON
+			}
 			i = skipSpace(b, i+1)
 		}
 		end, err := skipValue(b, i)
@@ -157,61 +193,76 @@ func arrayElements(b []byte) ([][2]int, error) {
 
 // getMember returns the raw value of key in the object obj.
 func getMember(obj []byte, key string) ([]byte, bool) {
-	members, _, err := objectMembers(obj)
-	if err != nil {
+	m, found, _, _, err := findMember(obj, key)
+	if err != nil || !found {
 		return nil, false
 	}
-	for _, m := range members {
-		if m.key == key {
-			return obj[m.valueStart:m.valueEnd], true
-		}
-	}
-	return nil, false
+	return obj[m.valueStart:m.valueEnd], true
 }
 
 // setMember returns obj with key set to value: an existing member's value is
 // replaced in place, a new member is appended before the closing brace.
 func setMember(obj []byte, key string, value []byte) ([]byte, error) {
-	members, closing, err := objectMembers(obj)
+	m, found, closing, count, err := findMember(obj, key)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range members {
-		if m.key == key {
-			return splice(obj, m.valueStart, m.valueEnd, value), nil
-		}
+	if found {
+		return splice(obj, m.valueStart, m.valueEnd, value), nil
 	}
-	keyJSON, _ := json.Marshal(key)
-	ins := make([]byte, 0, len(keyJSON)+len(value)+2)
-	if len(members) > 0 {
+	ins := make([]byte, 0, len(key)+len(value)+4)
+	if count > 0 {
 		ins = append(ins, ',')
 	}
-	ins = append(ins, keyJSON...)
+	ins = appendJSONString(ins, key)
 	ins = append(ins, ':')
 	ins = append(ins, value...)
 	return splice(obj, closing, closing, ins), nil
 }
 
+// appendJSONString appends key as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			quoted, _ := json.Marshal(s)
+			return append(b, quoted...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // deleteMember returns obj without key (unchanged when key is absent).
 func deleteMember(obj []byte, key string) ([]byte, error) {
-	members, _, err := objectMembers(obj)
+	var prev, target, next member
+	var found, hasPrev, hasNext bool
+	_, err := eachMember(obj, func(cur member) bool {
+		switch {
+		case found:
+			next, hasNext = cur, true
+			return false
+		case cur.is(obj, key):
+			target, found = cur, true
+		default:
+			prev, hasPrev = cur, true
+		}
+		return true
+	})
 	if err != nil {
 		return nil, err
 	}
-	for i, m := range members {
-		if m.key != key {
-			continue
-		}
-		start, end := m.keyStart, m.valueEnd
-		switch {
-		case i+1 < len(members): // remove through the next key
-			end = members[i+1].keyStart
-		case i > 0: // last member: remove from the previous value's end
-			start = members[i-1].valueEnd
-		}
-		return splice(obj, start, end, nil), nil
+	if !found {
+		return obj, nil
 	}
-	return obj, nil
+	start, end := target.keyStart, target.valueEnd
+	switch {
+	case hasNext: // remove through the next key
+		end = next.keyStart
+	case hasPrev: // last member: remove from the previous value's end
+		start = prev.valueEnd
+	}
+	return splice(obj, start, end, nil), nil
 }
 
 // setPath sets the member at path (a chain of object keys) to value,
@@ -221,7 +272,7 @@ func setPath(obj []byte, path []string, value []byte) ([]byte, error) {
 		return setMember(obj, path[0], value)
 	}
 	inner, ok := getMember(obj, path[0])
-	if !ok || len(bytes.TrimSpace(inner)) == 0 || bytes.TrimSpace(inner)[0] != '{' {
+	if !ok || len(inner) == 0 || inner[0] != '{' {
 		inner = []byte("{}")
 	}
 	updated, err := setPath(inner, path[1:], value)

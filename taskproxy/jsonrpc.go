@@ -71,20 +71,56 @@ func (m *Message) IsResponse() bool {
 
 var errNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
 
-// ParseMessage decodes one JSON-RPC 2.0 message. Batches and anything that is
+// ParseMessage reads one JSON-RPC 2.0 message. Batches and anything that is
 // not a single JSON-RPC object are rejected with errNotJSONRPC, so callers can
-// pass them through untouched.
+// pass them through untouched. The message's raw parts are slices of data,
+// not copies: it is read on every request, so it is scanned, not decoded;
+// the parts the gateway acts on are decoded where they are used.
 func ParseMessage(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, errNotJSONRPC
 	}
 	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNotJSONRPC, err)
+	var version, method, rpcErr []byte
+	closing, err := eachMember(data, func(mem member) bool {
+		v := data[mem.valueStart:mem.valueEnd]
+		switch {
+		case mem.is(data, "jsonrpc"):
+			version = v
+		case mem.is(data, "id"):
+			m.ID = v
+		case mem.is(data, "method"):
+			method = v
+		case mem.is(data, "params"):
+			m.Params = v
+		case mem.is(data, "result"):
+			m.Result = v
+		case mem.is(data, "error"):
+			rpcErr = v
+		}
+		return true
+	})
+	if err != nil || skipSpace(data, closing+1) != len(data) {
+		return nil, fmt.Errorf("%w: malformed JSON object", errNotJSONRPC)
 	}
-	if m.JSONRPC != "2.0" {
+	if string(version) != `"2.0"` {
 		return nil, errNotJSONRPC
+	}
+	if method != nil {
+		if method[0] != '"' {
+			return nil, fmt.Errorf("%w: method is not a string", errNotJSONRPC)
+		}
+		m.Method = unquote(method)
+	}
+	m.JSONRPC = "2.0"
+	if rpcErr != nil && string(rpcErr) != "null" {
+		if err := json.Unmarshal(rpcErr, &m.Error); err != nil {
+			return nil, fmt.Errorf("%w: %v", errNotJSONRPC, err)
+		}
+	}
+	if string(m.Result) == "null" && m.Error != nil {
+		m.Result = nil
 	}
 	return &m, nil
 }
