@@ -38,7 +38,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.caddy, "caddy", "./caddy", "Caddy binary built with the module")
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "length of each measurement")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "A/B rounds of the pass-through comparison")
+	flag.IntVar(&cfg.rounds, "rounds", 5, "A/B rounds of the pass-through comparison")
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
