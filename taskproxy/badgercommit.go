@@ -105,6 +105,23 @@ func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
 	})
 }
 
+// liveRecord reads the owner's task for a write: a missing, foreign or
+// terminal task is the write's outcome; a read failure fails the batch.
+func liveRecord(txn *badger.Txn, owner, id string) (t *Task, outcome, fatal error) {
+	t, err := getRecord(txn, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, err, nil
+	case err != nil:
+		return nil, nil, err
+	case t.Owner != owner:
+		return nil, ErrForeign, nil
+	case t.Status.Terminal():
+		return nil, ErrTerminal, nil
+	}
+	return t, nil, nil
+}
+
 // refusal reports whether err refuses one create without failing the batch.
 func refusal(err error) bool {
 	var dup *DuplicateError
@@ -118,16 +135,9 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 	var out *Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
-		cur, err := getRecord(txn, id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return err, nil
-		case err != nil:
-			return nil, err
-		case cur.Owner != owner:
-			return ErrForeign, nil
-		case cur.Status.Terminal():
-			return ErrTerminal, nil
+		cur, outcome, fatal := liveRecord(txn, owner, id)
+		if cur == nil {
+			return outcome, fatal
 		}
 		next := cur.Clone()
 		if err := fn(next); err != nil {

@@ -76,17 +76,11 @@ func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now
 	var out *Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
-		t, err := getRecord(txn, id)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			return err, nil
-		case err != nil:
-			return nil, err
-		case t.Owner != owner:
-			return ErrForeign, nil
-		case t.Status.Terminal():
-			return ErrTerminal, nil
-		case !s.leaseFree(t.Lease, holder, now):
+		t, outcome, fatal := liveRecord(txn, owner, id)
+		if t == nil {
+			return outcome, fatal
+		}
+		if !s.leaseFree(t.Lease, holder, now) {
 			return ErrLeaseHeld, nil
 		}
 		t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}

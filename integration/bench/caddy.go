@@ -23,6 +23,26 @@ type caddyProc struct {
 	output bytes.Buffer
 }
 
+// gatewayUnderTest starts the trivial upstream and a Caddy with one site:
+// mcp_tasks (its store in a directory named for store, plus directives) in
+// front of reverse_proxy. It returns the MCP endpoint and a stop function.
+func gatewayUnderTest(cfg config, store, directives string) (*trivialUpstream, *caddyProc, string, func(), error) {
+	up, err := startUpstream()
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	port := freePort()
+	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n%s\n\t}\n\treverse_proxy /mcp* %s\n}",
+		port, filepath.Join(cfg.work, store), directives, up.addr)
+	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
+	if err != nil {
+		_ = up.srv.Close()
+		return nil, nil, "", nil, err
+	}
+	stop := func() { p.stop(); _ = up.srv.Close() }
+	return up, p, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), stop, nil
+}
+
 // freePort returns a loopback port nobody listens on now.
 func freePort() int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

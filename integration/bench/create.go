@@ -17,27 +17,11 @@ import (
 // from as many goroutines.
 func benchCreate(cfg config) ([]row, error) {
 	const clients = 64
-	up, err := startUpstream()
+	_, p, url, stop, err := gatewayUnderTest(cfg, "create-store", "sync_writes on\nmax_active_per_principal -1")
 	if err != nil {
 		return nil, err
 	}
-	defer up.srv.Close()
-	port := freePort()
-	sites := fmt.Sprintf(`http://:%d {
-	bind 127.0.0.1
-	mcp_tasks /mcp* {
-		storage_dir %s
-		sync_writes on
-		max_active_per_principal -1
-	}
-	reverse_proxy /mcp* %s
-}`, port, filepath.Join(cfg.work, "create-store"), up.addr)
-	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
-	if err != nil {
-		return nil, err
-	}
-	defer p.stop()
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	defer stop()
 	c := newClient(clients)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"},"task":{"ttl":600000}}}`)
 	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}

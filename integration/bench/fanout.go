@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -17,28 +16,11 @@ import (
 // and measures how long the status change takes to reach its subscriber,
 // and how long the cancellation takes to reach the upstream call.
 func benchFanOut(cfg config) ([]row, error) {
-	up, err := startUpstream()
+	up, _, url, stop, err := gatewayUnderTest(cfg, "fanout-store", "task_after 10ms\nmax_active_per_principal -1\nrate_limit -1")
 	if err != nil {
 		return nil, err
 	}
-	defer up.srv.Close()
-	port := freePort()
-	sites := fmt.Sprintf(`http://:%d {
-	bind 127.0.0.1
-	mcp_tasks /mcp* {
-		storage_dir %s
-		task_after 10ms
-		max_active_per_principal -1
-		rate_limit -1
-	}
-	reverse_proxy /mcp* %s
-}`, port, filepath.Join(cfg.work, "fanout-store"), up.addr)
-	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
-	if err != nil {
-		return nil, err
-	}
-	defer p.stop()
-	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	defer stop()
 	n := cfg.subscribers
 
 	// The tasks: calls of the hold tool, which answers only when cancelled.

@@ -86,21 +86,19 @@ func (s *Server) addTools(srv *mcp.Server) {
 			"name": map[string]any{"type": "string", "description": "Who to greet."},
 		}, "name"),
 	}, s.greet)
+	slowSchema := objectSchema(map[string]any{
+		"seconds": map[string]any{"type": "number", "minimum": 0, "maximum": 3600, "default": 3, "description": "How long to work."},
+		"label":   map[string]any{"type": "string", "default": "task", "description": "Name of the computation."},
+	})
 	addTool(s, srv, &mcp.Tool{
 		Name:        ToolSlowCompute,
 		Description: "Works for the given number of seconds, reporting progress; honours cancellation.",
-		InputSchema: objectSchema(map[string]any{
-			"seconds": map[string]any{"type": "number", "minimum": 0, "maximum": 3600, "default": 3, "description": "How long to work."},
-			"label":   map[string]any{"type": "string", "default": "task", "description": "Name of the computation."},
-		}),
+		InputSchema: slowSchema,
 	}, s.slowCompute)
 	addTool(s, srv, &mcp.Tool{
 		Name:        ToolSlowEcho,
 		Description: "Like slow_compute, under its own name: a second slow tool for tests that need two (for example one retried after a gateway restart and one not).",
-		InputSchema: objectSchema(map[string]any{
-			"seconds": map[string]any{"type": "number", "minimum": 0, "maximum": 3600, "default": 3, "description": "How long to work."},
-			"label":   map[string]any{"type": "string", "default": "task", "description": "Name of the computation."},
-		}),
+		InputSchema: slowSchema,
 	}, s.slowCompute)
 	addTool(s, srv, &mcp.Tool{
 		Name:        ToolFailingJob,
