@@ -128,7 +128,7 @@ var clock = func() time.Time { return time.Now().UTC() }
 // business goes to next unchanged; the error of next is returned so that the
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	g.rt.served(r, next)
+	g.rt.served(g, r, next)
 	who := CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil

@@ -76,6 +76,7 @@ func (g *Gateway) recoverTask(ctx context.Context, t *Task) {
 // next handler the work goes through: with params, a new attempt of the
 // call; without, a wait for the client's input.
 func (g *Gateway) resume(t *Task, params []byte, message string) {
+	g.rt.awaitingBase.Store(true)
 	g.rt.loops.Add(1)
 	go func() {
 		defer g.rt.loops.Done()
@@ -84,9 +85,8 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 		case <-g.rt.ctx.Done():
 			return
 		}
-		last := g.rt.last.Load()
 		current := g.rt.gateway.Load()
-		run := current.newRun(current.rerunBase(last.r, t), last.next)
+		run := current.newRun(current.rerunBase(g.rt.base.r, t), g.rt.base.next)
 		if params == nil {
 			current.startWorker(t, run, nil, nil)
 			return
@@ -103,12 +103,12 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 	}()
 }
 
-// rerunBase builds the request a re-run is made from: the context of the
-// latest request the route served (Caddy's values, detached), with the
-// task's own endpoint, host and routing headers. None of the latest
+// rerunBase builds the request a re-run is made from: the context of a
+// request the route served since the restart (Caddy's values, detached),
+// with the task's own endpoint, host and routing headers. None of that
 // caller's headers are kept: they are another client's.
-func (g *Gateway) rerunBase(latest *http.Request, t *Task) *http.Request {
-	base := g.cfg.Detach(latest)
+func (g *Gateway) rerunBase(served *http.Request, t *Task) *http.Request {
+	base := g.cfg.Detach(served)
 	base.Header = http.Header{}
 	for k, v := range t.Headers {
 		base.Header.Set(k, v)

@@ -29,13 +29,15 @@ type Runtime struct {
 	// gateway is the latest configuration's gateway; background work uses
 	// its settings.
 	gateway atomic.Pointer[Gateway]
-	// last is the latest request served and its next handler, for work that
-	// starts without a client request (re-runs after a restart); firstServed
-	// is closed when there is one.
-	last        atomic.Pointer[servedRequest]
-	firstServed chan struct{}
-	servedOnce  sync.Once
-	recoverOnce sync.Once
+	// Work that starts without a client request (re-runs after a restart)
+	// goes through the next handler of a request the route served: once
+	// such work waits (awaitingBase), the next request served is detached
+	// into base, and firstServed is closed.
+	awaitingBase atomic.Bool
+	base         *servedRequest
+	firstServed  chan struct{}
+	servedOnce   sync.Once
+	recoverOnce  sync.Once
 }
 
 type servedRequest struct {
@@ -100,10 +102,17 @@ func (rt *Runtime) adopt(g *Gateway) {
 	})
 }
 
-// served records the latest request of the route.
-func (rt *Runtime) served(r *http.Request, next http.Handler) {
-	rt.last.Store(&servedRequest{r: r, next: next})
-	rt.servedOnce.Do(func() { close(rt.firstServed) })
+// served offers the request being served as the base of waiting work. It
+// is detached here, on the request's own goroutine, where nothing else
+// writes to its Caddy variables; until work waits it costs one atomic load.
+func (rt *Runtime) served(g *Gateway, r *http.Request, next http.Handler) {
+	if !rt.awaitingBase.Load() {
+		return
+	}
+	rt.servedOnce.Do(func() {
+		rt.base = &servedRequest{r: g.cfg.Detach(r), next: next}
+		close(rt.firstServed)
+	})
 }
 
 // renewLeases keeps the leases of this process's workers alive; a worker
