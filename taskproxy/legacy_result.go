@@ -1,0 +1,192 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// tasks/result (2025-11-25): a blocking answer that, while it waits, relays
+// the task's input requests, progress and status on its event stream, and
+// the client's answers to those input requests.
+
+// serveLegacyResult blocks until the task is terminal, then answers what the
+// upstream answered. Meanwhile, on an SSE answer, it relays the task's input
+// requests, progress and status changes.
+func (c *call) serveLegacyResult() error {
+	id, e := c.taskIDParam()
+	if e != nil {
+		c.fail(e)
+		return nil
+	}
+	g := c.g
+	sub := g.rt.Hub.Subscribe(id) // before the first read, so no change is missed
+	defer sub.Close()
+	t, err := g.rt.Store.Get(c.r.Context(), c.owner, id)
+	if err != nil {
+		c.fail(c.lookupFailure(id, err))
+		return nil
+	}
+	g.audit(auditRetrieved, id, t, c.caller)
+	if t.Status.Terminal() {
+		writeJSON(c.w, http.StatusOK, legacyFinalAnswer(c.msg.ID, t))
+		return nil
+	}
+	var sse *SSEWriter
+	if acceptsSSE(c.r) {
+		sse = StartSSE(c.w)
+	}
+	s := &resultStream{c: c, sse: sse, sent: map[string]bool{}}
+	if run, ok := g.rt.workers.get(id); ok && sse != nil {
+		if p := run.progress(); p != nil {
+			s.progress(p)
+		}
+	}
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		if t.Status.Terminal() {
+			s.final(t)
+			return nil
+		}
+		s.update(t)
+		select {
+		case <-sub.Changed:
+		case p := <-sub.Progress:
+			s.progress(p)
+			continue
+		case <-keepAlive.C:
+			if sse != nil && sse.WriteComment("keep-alive") != nil {
+				return nil
+			}
+			continue
+		case <-c.r.Context().Done():
+			return nil
+		case <-g.cfg.Stopping:
+			return nil
+		}
+		if t, err = g.rt.Store.Get(c.r.Context(), c.owner, id); err != nil {
+			s.fail(c.lookupFailure(id, err))
+			return nil
+		}
+	}
+}
+
+func acceptsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// resultStream is one tasks/result answer in progress.
+type resultStream struct {
+	c          *call
+	sse        *SSEWriter
+	sent       map[string]bool // input keys already relayed on this stream
+	lastStatus Status
+}
+
+func (s *resultStream) write(data []byte) {
+	if s.sse != nil {
+		_ = s.sse.WriteEvent("", data)
+	}
+}
+
+// update relays outstanding input requests and status changes.
+func (s *resultStream) update(t *Task) {
+	if s.sse == nil {
+		return
+	}
+	if t.Status != s.lastStatus && s.lastStatus != "" {
+		if data, err := RequestBytes(nil, "notifications/tasks/status", toLegacyTask(t)); err == nil {
+			s.write(data)
+		}
+	}
+	s.lastStatus = t.Status
+	for _, in := range t.Outstanding() {
+		if s.sent[in.Key] {
+			continue
+		}
+		params, err := setPath(orEmptyObject(in.Params), []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		if err != nil {
+			continue
+		}
+		if data, err := RequestBytes(inputID(t.ID, in.Key), in.Method, json.RawMessage(params)); err == nil {
+			s.write(data)
+			s.sent[in.Key] = true
+		}
+	}
+}
+
+func (s *resultStream) progress(params json.RawMessage) {
+	if data, err := RequestBytes(nil, "notifications/progress", params); err == nil {
+		s.write(data)
+	}
+}
+
+func (s *resultStream) final(t *Task) {
+	data := legacyFinalAnswer(s.c.msg.ID, t)
+	if s.sse != nil {
+		s.write(data)
+		return
+	}
+	writeJSON(s.c.w, http.StatusOK, data)
+}
+
+func (s *resultStream) fail(e *Error) {
+	data := ErrorBytes(s.c.msg.ID, e)
+	if s.sse != nil {
+		s.write(data)
+		return
+	}
+	writeJSON(s.c.w, http.StatusOK, data)
+}
+
+func relatedTaskMeta(id string) []byte {
+	b, _ := json.Marshal(map[string]string{"taskId": id})
+	return b
+}
+
+// legacyFinalAnswer is the tasks/result response for a terminal task:
+// exactly what the upstream answered (a result carries the related-task
+// meta), or the gateway's error when there was no upstream answer.
+func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
+	switch {
+	case t.Result != nil:
+		result, err := setPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		if err != nil {
+			result = t.Result
+		}
+		data, err := ResponseBytes(id, json.RawMessage(result))
+		if err == nil {
+			return data
+		}
+		return ErrorBytes(id, Errorf(CodeInternalError, "encoding task result: %v", err))
+	case t.Error != nil:
+		return ErrorBytes(id, t.Error)
+	case t.Status == StatusCancelled:
+		return ErrorBytes(id, Errorf(CodeInternalError, "Task %s was cancelled", t.ID))
+	}
+	return ErrorBytes(id, Errorf(CodeInternalError, "Task %s ended %s without a result", t.ID, t.Status))
+}
+
+// serveInputAnswer takes a client's response to an input request relayed on
+// a tasks/result stream and forwards it to the upstream under the id the
+// upstream asked with.
+func (c *call) serveInputAnswer(taskID, key string) error {
+	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, taskID)
+	if err != nil {
+		writeJSONError(c.w, http.StatusNotFound, nil, c.lookupFailure(taskID, err))
+		return nil
+	}
+	if _, ok := t.Input(key); !ok {
+		writeJSONError(c.w, http.StatusBadRequest, nil, Errorf(CodeInvalidParams, "no input request %q for this task", key))
+		return nil
+	}
+	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
+	if _, err := c.g.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
+		writeJSONError(c.w, http.StatusBadGateway, nil, Errorf(CodeInternalError, "%v", err))
+		return nil
+	}
+	c.w.WriteHeader(http.StatusAccepted)
+	return nil
+}

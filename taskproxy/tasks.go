@@ -1,0 +1,177 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// What both wire adapters share: creating, storing and starting tasks,
+// cancelling them, and answering failed lookups.
+
+// errTaskNotFound is the one answer for unknown, expired and foreign ids.
+func errTaskNotFound() *Error {
+	return Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
+}
+
+// lookupFailure maps a store error to the client's error. A task of another
+// owner answers exactly as an unknown one; only the audit log records the
+// denial.
+func (c *call) lookupFailure(id string, err error) *Error {
+	if errors.Is(err, ErrForeign) {
+		c.g.audit(auditDenied, id, nil, c.caller)
+	}
+	return storeFailure(err)
+}
+
+// storeFailure maps a store error to the JSON-RPC error a client sees.
+func storeFailure(err error) *Error {
+	if errors.Is(err, ErrExpired) {
+		return Errorf(CodeInvalidParams, "Failed to retrieve task: Task has expired")
+	}
+	if errors.Is(err, ErrNotFound) {
+		return errTaskNotFound()
+	}
+	return Errorf(CodeInternalError, "task store: %v", err)
+}
+
+func (c *call) taskIDParam() (string, *Error) {
+	id, err := stringParam(c.msg.Params, "taskId")
+	if err != nil {
+		return "", Errorf(CodeInvalidParams, "%v", err)
+	}
+	return id, nil
+}
+
+// newTask returns a working task record of the caller, leased to this
+// process, with what a re-run would need of the request.
+func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
+	now := clock()
+	id := NewTaskID()
+	t := &Task{
+		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: StatusWorking,
+		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
+		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1), Round: 1,
+		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
+		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
+	}
+	if era == EraLegacy {
+		t.Session = c.r.Header.Get(headerSessionID)
+	}
+	t.IdempotencyKey, t.Fingerprint = idempotencyOf(c.r, c.msg.Params)
+	return t
+}
+
+// storeTask stores a new task. It answers for itself, and returns false,
+// when the store refuses: for an idempotent duplicate with the existing
+// task, rendered by render.
+func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) bool {
+	err := c.g.rt.Store.Create(c.r.Context(), t)
+	var dup *DuplicateError
+	switch {
+	case err == nil:
+		c.g.auditTask(auditCreated, t)
+		return true
+	case errors.As(err, &dup):
+		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
+		if err != nil {
+			fail(storeFailure(err))
+			return false
+		}
+		_ = c.reply(render(prev))
+	case errors.Is(err, ErrIdempotencyMismatch):
+		fail(errIdempotencyMismatch())
+	default:
+		fail(Errorf(CodeInternalError, "could not store the task: %v", err))
+	}
+	return false
+}
+
+// startTask starts the worker of a stored task, making its first call.
+func (c *call) startTask(t *Task) {
+	g := c.g
+	run := g.newRun(g.cfg.Detach(c.r), c.next)
+	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
+	if err != nil {
+		run.release()
+		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		return
+	}
+	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+}
+
+// checkQuota refuses a new task when the owner has too many active ones.
+func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
+	if g.cfg.MaxActivePerOwner <= 0 {
+		return nil
+	}
+	n, err := g.rt.Store.CountActive(ctx, owner)
+	if err != nil {
+		return Errorf(CodeInternalError, "task store: %v", err)
+	}
+	if n >= g.cfg.MaxActivePerOwner {
+		return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
+	}
+	return nil
+}
+
+func orEmptyObject(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// cancelTask records the cancellation, then stops the upstream call: it
+// sends the upstream notifications/cancelled with the id the upstream knows
+// and closes the call's stream.
+func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*Task, error) {
+	t, err := g.rt.Store.Update(ctx, owner, id, func(t *Task) error {
+		return t.SetStatus(StatusCancelled, "The task was cancelled by request.", clock())
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.rt.Hub.Changed(id)
+	g.auditTask(auditCancelled, t)
+	if run, ok := g.rt.workers.get(id); ok {
+		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
+			g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")
+		}
+		run.cancel(errTaskCancelled)
+	}
+	return t, nil
+}
+
+// notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
+func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task, reason string) {
+	body, err := RequestBytes(nil, "notifications/cancelled", map[string]any{
+		"requestId": t.UpstreamID,
+		"reason":    reason,
+	})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	req := newUpstreamRequest(ctx, run.base, body)
+	if t.Session != "" {
+		req.Header.Set(headerSessionID, t.Session)
+	}
+	resp, err := callUpstream(run.next, req)
+	if err != nil {
+		g.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
+		return
+	}
+	_ = resp.Body.Close()
+	if resp.Status >= 300 {
+		g.log.Warn("upstream refused the cancellation", zap.String("task", t.ID), zap.Int("status", resp.Status))
+	}
+}
+
+// errNoChange aborts an update that finds nothing to do.
+var errNoChange = errors.New("no change")
