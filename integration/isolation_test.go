@@ -238,7 +238,7 @@ func TestQuotaAndRateLimit(t *testing.T) {
 // carries a token, an argument or a result.
 func TestAuditLog(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth, SiteDirectives: "log"})
 	token := hmacToken(t, "alice", "t1")
 	c := newRPCClient(t, gw.URL)
 	c.header.Set("Authorization", "Bearer "+token)
@@ -287,6 +287,10 @@ func TestAuditLog(t *testing.T) {
 	}
 	if strings.Contains(gw.logs(), token) {
 		t.Error("the token appears in Caddy's log")
+	}
+	// The access log names the caller: the subject is {http.auth.user.id}.
+	if !strings.Contains(gw.logs(), `"user_id":"alice"`) {
+		t.Errorf("no access log line with user_id alice in:\n%s", gw.logs())
 	}
 }
 
