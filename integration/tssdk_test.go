@@ -1,0 +1,64 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tsSDKVersion is the official TypeScript SDK whose experimental tasks
+// client drives TestTypeScriptSDKClient.
+const tsSDKVersion = "1.32.2"
+
+// TestTypeScriptSDKClient runs the legacy task flows with an independent
+// client: the official TypeScript SDK, installed from npm by the test. It
+// task-augments calls itself when the gateway advertises task support, polls
+// tasks/get, reads the result with tasks/result, and answers the
+// elicitation relayed on that stream.
+func TestTypeScriptSDKClient(t *testing.T) {
+	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
+	installMu.Lock()
+	dir := filepath.Join(mcpTestingCacheDir(t), "ts-sdk-"+tsSDKVersion)
+	ensureInstalled(t, dir, func(tmp string) error {
+		return npmInstall(env, tmp, "@modelcontextprotocol/sdk@"+tsSDKVersion)
+	})
+	installMu.Unlock()
+	script, err := os.ReadFile(filepath.Join("testdata", "ts-sdk-client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "client.mjs") // beside its node_modules
+	if err := os.WriteFile(run, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	node, err := lookPathIn("node", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(2*time.Minute, env, dir, node, run, gw.URL)
+	t.Logf("TypeScript SDK client:\n%s", out)
+	if err != nil {
+		t.Fatalf("client failed: %v", err)
+	}
+	for _, want := range []string{
+		`SERVER CAPS {"cancel":{},"requests":{"tools":{"call":{}}}}`,
+		"slow_compute:optional", "failing_job:required", "greet:forbidden",
+		"slow_compute STATUS completed",
+		`slow_compute RESULT {"_meta":{"io.modelcontextprotocol/related-task"`,
+		"Computed ts in 1.5s",
+		"failing_job STATUS failed",
+		`ELICIT "Delete ts.txt?"`,
+		"Deleted ts.txt",
+		"protocol_error_job STATUS failed",
+		"LIST {\"err\":\"MCP error -32601",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client output lacks %q", want)
+		}
+	}
+}
