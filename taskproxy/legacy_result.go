@@ -123,17 +123,13 @@ func (s *resultStream) progress(params json.RawMessage) {
 	}
 }
 
-func (s *resultStream) final(t *Task) {
-	data := legacyFinalAnswer(s.c.msg.ID, t)
-	if s.sse != nil {
-		s.write(data)
-		return
-	}
-	writeJSON(s.c.w, http.StatusOK, data)
-}
+func (s *resultStream) final(t *Task) { s.answer(legacyFinalAnswer(s.c.msg.ID, t)) }
 
-func (s *resultStream) fail(e *Error) {
-	data := ErrorBytes(s.c.msg.ID, e)
+func (s *resultStream) fail(e *Error) { s.answer(ErrorBytes(s.c.msg.ID, e)) }
+
+// answer ends the stream with the response: its last event, or the JSON
+// body when the client took no event stream.
+func (s *resultStream) answer(data []byte) {
 	if s.sse != nil {
 		s.write(data)
 		return
