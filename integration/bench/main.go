@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -100,10 +101,9 @@ func machine() string {
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				mem = f[1] + " kB"
-				var kb int64
-				fmt.Sscan(f[1], &kb)
-				mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+				}
 			}
 		}
 	}
