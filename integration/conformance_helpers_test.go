@@ -227,7 +227,7 @@ func cleanStaleTempDirs(parent, prefix string) {
 }
 
 // npmInstall runs `npm install --prefix dir spec` with the system npm.
-func npmInstall(env []string, dir, spec string) error {
+func npmInstall(env []string, dir string, specs ...string) error {
 	npm, err := lookPathIn("npm", env)
 	if err != nil {
 		return fmt.Errorf("npm not found on PATH: %v", err)
@@ -235,9 +235,9 @@ func npmInstall(env []string, dir, spec string) error {
 	env = append(append([]string(nil), env...),
 		"npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
 	out, err := runCmd(npmInstallTimeout, env, dir, npm,
-		"install", "--prefix", dir, "--no-save", "--no-audit", "--no-fund", "--loglevel=error", spec)
+		append([]string{"install", "--prefix", dir, "--no-save", "--no-audit", "--no-fund", "--loglevel=error"}, specs...)...)
 	if err != nil {
-		return fmt.Errorf("npm install %s: %v\n%s", spec, err, out)
+		return fmt.Errorf("npm install %s: %v\n%s", strings.Join(specs, " "), err, out)
 	}
 	return nil
 }

@@ -62,3 +62,66 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		}
 	}
 }
+
+// Versions of the official 2026-07-28 requester library and its client.
+const (
+	extTasksVersion  = "0.2.2"
+	mcpClientVersion = "2.4.0"
+)
+
+// TestExtTasksClient runs the 2026-07-28 task flows with the official
+// requester library: server-directed tasks, input through tasks/update
+// (one and two requests at once), multi-round-trip before a required
+// tool's task, a tool error completing, and a JSON-RPC error passing
+// through.
+func TestExtTasksClient(t *testing.T) {
+	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
+	installMu.Lock()
+	dir := filepath.Join(mcpTestingCacheDir(t), "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion)
+	ensureInstalled(t, dir, func(tmp string) error {
+		return npmInstall(env, tmp, "@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
+	})
+	installMu.Unlock()
+	script, err := os.ReadFile(filepath.Join("testdata", "ext-tasks-client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "client.mjs")
+	if err := os.WriteFile(run, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "tool test_tool_with_task required"})
+	node, err := lookPathIn("node", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(2*time.Minute, env, dir, node, run, gw.URL)
+	t.Logf("ext-tasks client:\n%s", out)
+	if err != nil {
+		t.Fatalf("client failed: %v", err)
+	}
+	for _, want := range []string{
+		"ERA modern",
+		"greet OUTCOME completed", "Hello, ext!",
+		"slow_compute OUTCOME completed", "Computed ext in 1.5s",
+		`failing_job OUTCOME completed {"resultType":"complete","content":[{"type":"text","text":"Job failed: simulated failure"}],"isError":true`,
+		`INPUT elicitation "Delete ext.txt?"`, "Deleted ext.txt",
+		"Hello Ext, you like blue",
+		"Hello, Ext! Task completed.",
+		"protocol_error_job ERROR -32603 Simulated protocol error",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client output lacks %q", want)
+		}
+	}
+	// Which calls the gateway made tasks of, from its audit log (only task
+	// events name a tool there).
+	for tool, task := range map[string]bool{"slow_compute": true, "failing_job": true, "confirm_delete": true,
+		"multi_input": true, "test_tool_with_task": true, "greet": false, "protocol_error_job": false} {
+		if created := strings.Contains(gw.logs(), `"tool":"`+tool+`"`); created != task {
+			t.Errorf("%s: task created = %v, want %v", tool, created, task)
+		}
+	}
+}
