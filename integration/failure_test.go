@@ -3,11 +3,13 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +155,57 @@ func TestLegacyProgressRelay(t *testing.T) {
 	}
 	if progress == 0 {
 		t.Error("no progress notification relayed")
+	}
+}
+
+// A 2025-11-25 upstream may end a call's stream after an event with an id
+// and expect the client to resume it with GET and Last-Event-ID; the
+// worker does, and the task completes with what the resumed stream says.
+func TestLegacyStreamResumption(t *testing.T) {
+	var mu sync.Mutex
+	var callID json.RawMessage
+	var resumedFrom, resumedSession string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			mu.Lock()
+			resumedFrom, resumedSession = r.Header.Get("Last-Event-ID"), r.Header.Get("Mcp-Session-Id")
+			id := callID
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			out, _ := taskproxy.ResponseBytes(id, json.RawMessage(`{"content":[{"type":"text","text":"resumed answer"}]}`))
+			fmt.Fprintf(w, "id: ev-2\ndata: %s\n\n", out)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := taskproxy.ParseMessage(body)
+		switch {
+		case err != nil || !m.IsRequest():
+			w.WriteHeader(http.StatusAccepted)
+		case m.Method == "tools/call":
+			mu.Lock()
+			callID = append(json.RawMessage(nil), m.ID...)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "id: ev-1\nretry: 20\ndata: \n\n") // priming, then the stream ends
+		default:
+			out, _ := taskproxy.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"resuming","version":"0"}}`))
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "session-7")
+			_, _ = w.Write(out)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://")})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+	task := c.createTask("anything", map[string]any{}, 60000)
+	m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+	if m.Error != nil || !strings.Contains(string(m.Result), "resumed answer") {
+		t.Fatalf("tasks/result = %s / %+v", m.Result, m.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resumedFrom != "ev-1" || resumedSession != "session-7" {
+		t.Errorf("resumed with Last-Event-ID %q on session %q, want ev-1 on session-7", resumedFrom, resumedSession)
 	}
 }

@@ -55,15 +55,8 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			send(attemptEvent{err: fmt.Errorf("calling the upstream: %w", err)})
 			return
 		}
-		defer finishBody(resp.Body, 2*time.Second)
-		if resp.Status < 200 || resp.Status > 299 {
-			// An HTTP error with a JSON-RPC body is the upstream's answer.
-			e := describeHTTPFailure(resp)
-			send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}})
-			return
-		}
 		answered := false
-		err = readMessages(resp, func(m *Message) (bool, error) {
+		handle := func(m *Message) (bool, error) {
 			switch {
 			case m.IsResponse() && sameID(m.ID, upstreamID):
 				answered = true
@@ -75,9 +68,37 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 				return !send(attemptEvent{notification: m}), nil
 			}
 			return false, nil
-		})
-		if answered {
-			return
+		}
+		var pos streamPosition
+		for resumes := 0; ; resumes++ {
+			if resp.Status < 200 || resp.Status > 299 {
+				// An HTTP error with a JSON-RPC body is the upstream's answer.
+				e := describeHTTPFailure(resp)
+				finishBody(resp.Body, 2*time.Second)
+				send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}})
+				return
+			}
+			err = readMessages(resp, &pos, handle)
+			finishBody(resp.Body, 2*time.Second)
+			if answered {
+				return
+			}
+			if !resumable(err, &pos, base) || resumes == maxResumes || ctx.Err() != nil {
+				break
+			}
+			// A 2025-11-25 server may end a stream after an event with an
+			// id and expect the client to resume it with GET and
+			// Last-Event-ID, after the retry delay it gave.
+			select {
+			case <-time.After(pos.retry):
+			case <-ctx.Done():
+				send(attemptEvent{err: context.Cause(ctx)})
+				return
+			}
+			if resp, err = callUpstream(next, newResumeRequest(ctx, base, pos.lastID)); err != nil {
+				send(attemptEvent{err: fmt.Errorf("resuming the upstream stream: %w", err)})
+				return
+			}
 		}
 		if err == nil || errors.Is(err, io.EOF) {
 			err = errors.New("the upstream ended its answer without a response to the call")
@@ -85,6 +106,33 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 		send(attemptEvent{err: err})
 	}()
 	return &attempt{events: events}
+}
+
+// maxResumes bounds how often one call's stream is resumed.
+const maxResumes = 10
+
+// streamPosition is where an SSE answer stood: the id of its last event and
+// the reconnection delay it asked for.
+type streamPosition struct {
+	lastID string
+	retry  time.Duration
+}
+
+// resumable reports whether a stream that ended cleanly can be resumed: it
+// gave event ids, and the call runs in a 2025-11-25 session (resumption is a
+// GET on the session).
+func resumable(err error, pos *streamPosition, base *http.Request) bool {
+	return (err == nil || errors.Is(err, io.EOF)) && pos.lastID != "" && base.Header.Get(headerSessionID) != ""
+}
+
+// newResumeRequest is the GET that resumes a session's stream after lastID.
+func newResumeRequest(ctx context.Context, base *http.Request, lastID string) *http.Request {
+	req := newUpstreamRequest(ctx, base, nil)
+	req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodGet, http.NoBody, nil, 0
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	return req
 }
 
 // isInputRequired reports whether a result asks for input (2026-07-28

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -182,9 +183,10 @@ func mediaType(contentType string) string {
 const maxJSONAnswer = 64 << 20
 
 // readMessages decodes the JSON-RPC messages of an upstream answer, JSON or
-// SSE, handing each to fn until fn returns done or an error. It returns
-// io.EOF if the answer ended before fn was done.
-func readMessages(resp *upstreamResponse, fn func(*Message) (done bool, err error)) error {
+// SSE, handing each to fn until fn returns done or an error, and keeps pos at
+// the stream's last event id and retry delay. It returns io.EOF if the
+// answer ended before fn was done.
+func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message) (done bool, err error)) error {
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer))
@@ -209,6 +211,12 @@ func readMessages(resp *upstreamResponse, fn func(*Message) (done bool, err erro
 					return errors.New("upstream event stream broke off in the middle of an event")
 				}
 				return err
+			}
+			if ev.ID != "" {
+				pos.lastID = ev.ID
+			}
+			if ms, err := strconv.Atoi(ev.Retry); err == nil && ms >= 0 {
+				pos.retry = min(time.Duration(ms)*time.Millisecond, 5*time.Second)
 			}
 			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 				continue // keep-alives and priming events
