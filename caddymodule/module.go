@@ -161,6 +161,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := registerMetrics(ctx); err != nil {
+		return fmt.Errorf("mcp_tasks: registering metrics: %w", err)
+	}
+	cfg.Observer = observer{}
 	h.stopping = make(chan struct{})
 	h.stop = sync.OnceFunc(func() { close(h.stopping) })
 	cfg.Stopping = h.stopping

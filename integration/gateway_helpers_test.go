@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -133,6 +134,18 @@ func (g *gateway) reload(directives string) {
 	if err != nil {
 		g.t.Fatalf("caddy reload: %v\n%s\ncaddy output:\n%s", err, out, tail(g.proc.Output(), 4000))
 	}
+}
+
+// metrics returns Caddy's Prometheus metrics from its admin endpoint.
+func (g *gateway) metrics() string {
+	g.t.Helper()
+	resp, err := httpClient.Get("http://" + g.adminAddr + "/metrics")
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
 }
 
 // logs returns what Caddy printed so far.

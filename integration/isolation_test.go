@@ -232,6 +232,30 @@ func TestQuotaAndRateLimit(t *testing.T) {
 	if m := c.callTool("greet", map[string]any{"name": "x"}, nil); m.Error != nil {
 		t.Errorf("plain call limited: %+v", m.Error)
 	}
+
+	// The same, as Prometheus metrics on Caddy's admin endpoint.
+	metrics := gw.metrics()
+	for _, want := range []string{
+		`caddy_mcp_tasks_created_total{era="2025-11-25"} 3`,
+		`caddy_mcp_tasks_refused_total{reason="quota"} 1`,
+		`caddy_mcp_tasks_workers_running 3`,
+		fmt.Sprintf(`caddy_mcp_tasks_refused_total{reason="rate_limit"} %d`, limited),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(metrics, "caddy_mcp_tasks"))
+		}
+	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // The audit log tells one task's lifecycle with the principal and never
@@ -287,6 +311,15 @@ func TestAuditLog(t *testing.T) {
 	}
 	if strings.Contains(gw.logs(), token) {
 		t.Error("the token appears in Caddy's log")
+	}
+	metrics := gw.metrics()
+	for _, want := range []string{
+		`caddy_mcp_tasks_ended_total{era="2025-11-25",status="completed"} 1`,
+		`caddy_mcp_tasks_duration_seconds_count{era="2025-11-25",status="completed"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q:\n%s", want, grepLines(metrics, "caddy_mcp_tasks"))
+		}
 	}
 	// The access log names the caller: the subject is {http.auth.user.id}.
 	if !strings.Contains(gw.logs(), `"user_id":"alice"`) {

@@ -30,13 +30,20 @@ func (g *Gateway) audit(event string, taskID string, t *Task, who Caller) {
 	ce.Write(fields...)
 }
 
-// auditTask logs an event of t on behalf of the principal that owns it.
+// auditTask logs an event of t on behalf of the principal that owns it, and
+// tells the observer of creations.
 func (g *Gateway) auditTask(event string, t *Task) {
 	g.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	if event == auditCreated && g.cfg.Observer != nil {
+		g.cfg.Observer.TaskCreated(t.Era)
+	}
 }
 
 // auditOutcome logs how a task ended.
 func (g *Gateway) auditOutcome(t *Task) {
+	if g.cfg.Observer != nil && t.Status.Terminal() {
+		g.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
+	}
 	switch t.Status {
 	case StatusCompleted:
 		g.auditTask(auditCompleted, t)

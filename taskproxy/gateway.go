@@ -80,6 +80,20 @@ type Config struct {
 	Logger *zap.Logger
 	// AuditLogger receives the task lifecycle audit log; nil discards it.
 	AuditLogger *zap.Logger
+	// Observer receives lifecycle counts for metrics; nil ignores them.
+	Observer Observer
+}
+
+// Observer is told of task lifecycle events, for metrics. Its methods must
+// be cheap and safe for concurrent use.
+type Observer interface {
+	// TaskCreated counts a task stored.
+	TaskCreated(era Era)
+	// TaskEnded counts a task reaching status, age after its creation.
+	TaskEnded(era Era, status Status, age time.Duration)
+	// Refused counts a request refused for a limit: "quota" (too many
+	// active tasks) or "rate_limit".
+	Refused(reason string)
 }
 
 // Gateway serves one configuration.

@@ -73,6 +73,9 @@ func (c *call) limited() bool {
 	if ok {
 		return false
 	}
+	if c.g.cfg.Observer != nil {
+		c.g.cfg.Observer.Refused("rate_limit")
+	}
 	c.w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	writeJSONError(c.w, http.StatusTooManyRequests, c.msg.ID, Errorf(CodeRateLimited, "rate limit exceeded: too many task operations; retry after %s", wait.Round(time.Millisecond)))
 	return true

@@ -114,6 +114,9 @@ func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
 		return Errorf(CodeInternalError, "task store: %v", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
+		if g.cfg.Observer != nil {
+			g.cfg.Observer.Refused("quota")
+		}
 		return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
 	}
 	return nil

@@ -1,0 +1,86 @@
+package caddymodule
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Prometheus metrics of the task lifecycle, served on Caddy's admin /metrics
+// with Caddy's own. The collectors are created once and registered again
+// with each configuration's registry, as Caddy's handlers do.
+var metrics struct {
+	once     sync.Once
+	created  *prometheus.CounterVec
+	ended    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
+	running  prometheus.GaugeFunc
+}
+
+const metricsNamespace, metricsSubsystem = "caddy", "mcp_tasks"
+
+func initMetrics() {
+	metrics.once.Do(func() {
+		opts := func(name, help string) prometheus.Opts {
+			return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
+		}
+		metrics.created = prometheus.NewCounterVec(prometheus.CounterOpts(opts("created_total", "Tasks created, by protocol era.")), []string{"era"})
+		metrics.ended = prometheus.NewCounterVec(prometheus.CounterOpts(opts("ended_total", "Tasks that reached a terminal status, by era and status.")), []string{"era", "status"})
+		metrics.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "duration_seconds",
+			Help:    "Time from a task's creation to its terminal status, by era and status.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 3, 10), // 50ms .. ~16min
+		}, []string{"era", "status"})
+		metrics.refused = prometheus.NewCounterVec(prometheus.CounterOpts(opts("refused_total", "Requests refused for a limit: quota or rate_limit.")), []string{"reason"})
+		metrics.running = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("workers_running", "Task workers running in this process.")), runningWorkers)
+	})
+}
+
+// registerMetrics adds the collectors to the configuration's registry.
+func registerMetrics(ctx caddy.Context) error {
+	initMetrics()
+	reg := ctx.GetMetricsRegistry()
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runningWorkers sums the workers of every open storage directory.
+func runningWorkers() float64 {
+	total := 0
+	runtimes.Range(func(_, v any) bool {
+		total += v.(pooledRuntime).rt.RunningWorkers()
+		return true
+	})
+	return float64(total)
+}
+
+// observer feeds the collectors; it implements taskproxy.Observer.
+type observer struct{}
+
+func (observer) TaskCreated(era taskproxy.Era) { metrics.created.WithLabelValues(string(era)).Inc() }
+
+func (observer) TaskEnded(era taskproxy.Era, status taskproxy.Status, age time.Duration) {
+	metrics.ended.WithLabelValues(string(era), string(status)).Inc()
+	metrics.duration.WithLabelValues(string(era), string(status)).Observe(age.Seconds())
+}
+
+func (observer) Refused(reason string) { metrics.refused.WithLabelValues(reason).Inc() }
+
+// Interface guard
+var _ taskproxy.Observer = observer{}
