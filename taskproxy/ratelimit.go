@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -68,8 +69,18 @@ func (l *rateLimiter) allow(owner string, now time.Time) (bool, time.Duration) {
 }
 
 // limited answers 429 with Retry-After when the caller is over its rate.
+// Anonymous callers are one principal, so they are told apart by address:
+// otherwise every client of an unauthenticated gateway shares one bucket.
 func (c *call) limited() bool {
-	ok, wait := c.g.limiter.allow(c.owner, clock())
+	key := c.owner
+	if key == Anonymous {
+		host, _, err := net.SplitHostPort(c.r.RemoteAddr)
+		if err != nil {
+			host = c.r.RemoteAddr
+		}
+		key = "ip:" + host
+	}
+	ok, wait := c.g.limiter.allow(key, clock())
 	if ok {
 		return false
 	}
