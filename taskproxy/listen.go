@@ -16,6 +16,9 @@ import (
 // clients do not time them out.
 const keepAliveInterval = 15 * time.Second
 
+// maxListenTasks bounds the tasks one subscription watches.
+const maxListenTasks = 1000
+
 // listenTaskIDs returns params.notifications.taskIds when present.
 func listenTaskIDs(params json.RawMessage) ([]string, bool) {
 	var p struct {
@@ -43,6 +46,9 @@ func (c *call) serveListen(taskIDs []string) error {
 	var watched []string
 	last := map[string]*listenedTask{}
 	for _, id := range taskIDs {
+		if len(watched) == maxListenTasks {
+			break // the acknowledgement says which ones are watched
+		}
 		if _, dup := last[id]; dup {
 			continue
 		}
