@@ -59,29 +59,9 @@ func (c *modernClient) request(ctx context.Context, method string, params map[st
 	if name, ok := params["taskId"].(string); ok {
 		req.Header.Set("Mcp-Name", name)
 	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s: %v", method, err)
-	}
-	s := &messageStream{t: c.t, resp: resp, status: resp.StatusCode, cancel: func() {}}
-	switch ct := resp.Header.Get("Content-Type"); {
-	case strings.HasPrefix(ct, "text/event-stream"):
-		s.events = taskproxy.NewSSEReader(resp.Body)
-	case strings.HasPrefix(ct, "application/json"):
-		s.json = true
-	default:
-		s.done = true
-	}
+	s := c.openRequest(req, nil)
 	defer s.close()
-	for {
-		m := s.next()
-		if m == nil {
-			c.t.Fatalf("%s: no response (HTTP %d)", method, resp.StatusCode)
-		}
-		if m.IsResponse() && string(m.ID) == string(id) {
-			return m, resp.StatusCode
-		}
-	}
+	return s.response(method, id), s.status
 }
 
 func (c *modernClient) ok(method string, params map[string]any) map[string]json.RawMessage {

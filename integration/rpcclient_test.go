@@ -91,10 +91,16 @@ func (c *rpcClient) call(method string, params any) *taskproxy.Message {
 	}
 	s := c.open(context.Background(), body)
 	defer s.close()
+	return s.response(method, id)
+}
+
+// response reads the stream up to the response with id.
+func (s *messageStream) response(method string, id json.RawMessage) *taskproxy.Message {
+	s.t.Helper()
 	for {
 		m := s.next()
 		if m == nil {
-			c.t.Fatalf("%s: answer ended without a response (HTTP %d)", method, s.status)
+			s.t.Fatalf("%s: answer ended without a response (HTTP %d)", method, s.status)
 		}
 		if m.IsResponse() && string(m.ID) == string(id) {
 			return m
@@ -149,7 +155,23 @@ type messageStream struct {
 func (c *rpcClient) open(ctx context.Context, body []byte) *messageStream {
 	c.t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	resp := c.post(ctx, body)
+	return c.openRequest(c.newRequest(ctx, body), cancel)
+}
+
+// openRequest sends req and returns its answer as a stream of messages;
+// cancel (which may be nil) ends it.
+func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *messageStream {
+	c.t.Helper()
+	if cancel == nil {
+		cancel = func() {}
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		c.session = sid
+	}
 	s := &messageStream{t: c.t, resp: resp, status: resp.StatusCode, cancel: cancel}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {

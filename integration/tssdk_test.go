@@ -18,33 +18,9 @@ const tsSDKVersion = "1.32.2"
 // tasks/get, reads the result with tasks/result, and answers the
 // elicitation relayed on that stream.
 func TestTypeScriptSDKClient(t *testing.T) {
-	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
-	installMu.Lock()
-	dir := filepath.Join(mcpTestingCacheDir(t), "ts-sdk-"+tsSDKVersion)
-	ensureInstalled(t, dir, func(tmp string) error {
-		return npmInstall(env, tmp, "@modelcontextprotocol/sdk@"+tsSDKVersion)
-	})
-	installMu.Unlock()
-	script, err := os.ReadFile(filepath.Join("testdata", "ts-sdk-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := filepath.Join(dir, "client.mjs") // beside its node_modules
-	if err := os.WriteFile(run, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
-	node, err := lookPathIn("node", env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := runCmd(2*time.Minute, env, dir, node, run, gw.URL)
-	t.Logf("TypeScript SDK client:\n%s", out)
-	if err != nil {
-		t.Fatalf("client failed: %v", err)
-	}
+	out := runNodeClient(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-client.mjs", gw.URL, "@modelcontextprotocol/sdk@"+tsSDKVersion)
 	for _, want := range []string{
 		`SERVER CAPS {"cancel":{},"requests":{"tools":{"call":{}}}}`,
 		"slow_compute:optional", "failing_job:required", "greet:forbidden",
@@ -75,33 +51,10 @@ const (
 // tool's task, a tool error completing, and a JSON-RPC error passing
 // through.
 func TestExtTasksClient(t *testing.T) {
-	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
-	installMu.Lock()
-	dir := filepath.Join(mcpTestingCacheDir(t), "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion)
-	ensureInstalled(t, dir, func(tmp string) error {
-		return npmInstall(env, tmp, "@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
-	})
-	installMu.Unlock()
-	script, err := os.ReadFile(filepath.Join("testdata", "ext-tasks-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := filepath.Join(dir, "client.mjs")
-	if err := os.WriteFile(run, script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "tool test_tool_with_task required"})
-	node, err := lookPathIn("node", env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := runCmd(2*time.Minute, env, dir, node, run, gw.URL)
-	t.Logf("ext-tasks client:\n%s", out)
-	if err != nil {
-		t.Fatalf("client failed: %v", err)
-	}
+	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "ext-tasks-client.mjs", gw.URL,
+		"@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
 	for _, want := range []string{
 		"ERA modern",
 		"greet OUTCOME completed", "Hello, ext!",
@@ -124,4 +77,35 @@ func TestExtTasksClient(t *testing.T) {
 			t.Errorf("%s: task created = %v, want %v", tool, created, task)
 		}
 	}
+}
+
+// runNodeClient installs the npm packages (once, into the cache directory
+// named dirName), puts the testdata script beside them, and runs it with
+// Node 22 against url, returning its output. A failing client fails the
+// test.
+func runNodeClient(t *testing.T, dirName, script, url string, packages ...string) string {
+	t.Helper()
+	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
+	installMu.Lock()
+	dir := filepath.Join(mcpTestingCacheDir(t), dirName)
+	ensureInstalled(t, dir, func(tmp string) error { return npmInstall(env, tmp, packages...) })
+	installMu.Unlock()
+	code, err := os.ReadFile(filepath.Join("testdata", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "client.mjs") // beside its node_modules
+	if err := os.WriteFile(run, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node, err := lookPathIn("node", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(2*time.Minute, env, dir, node, run, url)
+	t.Logf("%s:\n%s", script, out)
+	if err != nil {
+		t.Fatalf("client failed: %v", err)
+	}
+	return out
 }
