@@ -1,11 +1,17 @@
 package caddymodule
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // The Caddyfile adapter names the trust domain of a principal placeholder
@@ -100,5 +106,39 @@ a.example.com {
 				t.Errorf("a JWT route got a trust domain: %s", out)
 			}
 		})
+	}
+}
+
+// A principal placeholder's owner key depends on its trust domain and
+// placeholder, and on nothing else: stable across provisions.
+func TestPlaceholderOwnerKeys(t *testing.T) {
+	owner := func(p placeholderPrincipal, who string) string {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		repl := caddy.NewReplacer()
+		repl.Set("http.auth.user.id", who)
+		repl.Set("http.request.header.X-User", who)
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+		got := p.authenticate(httptest.NewRecorder(), r)
+		if got == nil {
+			t.Fatalf("%+v refused %q", p, who)
+		}
+		return taskproxy.CallerOf(got.Context()).Owner
+	}
+	const user = "{http.auth.user.id}"
+	site1 := owner(newPlaceholderPrincipal(user, "site a.example.com"), "alice")
+	tests := []struct {
+		name string
+		key  string
+		same bool
+	}{
+		{"same configuration again", owner(newPlaceholderPrincipal(user, "site a.example.com"), "alice"), true},
+		{"another site", owner(newPlaceholderPrincipal(user, "site b.example.com"), "alice"), false},
+		{"another placeholder", owner(newPlaceholderPrincipal("{http.request.header.X-User}", "site a.example.com"), "alice"), false},
+		{"another user", owner(newPlaceholderPrincipal(user, "site a.example.com"), "bob"), false},
+	}
+	for _, tt := range tests {
+		if (tt.key == site1) != tt.same {
+			t.Errorf("%s: owner %q vs %q, same = %v, want %v", tt.name, tt.key, site1, tt.key == site1, tt.same)
+		}
 	}
 }
