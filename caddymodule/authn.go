@@ -105,7 +105,7 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 // which it expands to nothing is refused.
 type placeholderPrincipal struct {
 	placeholder string
-	// domain is the trust domain of owner keys (placeholderDomain).
+	// domain is the trust domain of owner keys (newPlaceholderPrincipal).
 	domain string
 }
 
