@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // jwksServer serves a replaceable JWK Set and counts fetches.
@@ -82,7 +83,7 @@ func jwksOptions(s *jwksServer) Options {
 		Issuer:                        testIssuer,
 		Audience:                      testAudience,
 		JWKSUnknownKIDRefreshInterval: time.Nanosecond, // refresh on every unknown kid
-		Logger:                        slog.New(slog.DiscardHandler),
+		Logger:                        zap.NewNop(),
 	}
 }
 
@@ -194,7 +195,7 @@ func TestJWKSUnknownKIDRefreshIsRateLimited(t *testing.T) {
 	k := getKeys(t)
 	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a"}))
 	opts := jwksOptions(srv)
-	opts.JWKSUnknownKIDRefreshInterval = 0 // default: one refresh per 5 minutes
+	opts.JWKSUnknownKIDRefreshInterval = time.Hour
 	v, err := NewVerifier(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -214,5 +215,43 @@ func TestJWKSUnknownKIDRefreshIsRateLimited(t *testing.T) {
 	}
 	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, claims(), "a")); err != nil {
 		t.Fatalf("known kid after rate-limited refreshes: %v", err)
+	}
+}
+
+// After an outage of the JWKS endpoint at start, with the default refresh
+// settings, a valid token is accepted within seconds of the endpoint coming
+// back (not after minutes), and the failed fetches are logged at warn level.
+func TestJWKSRecoversSoonAfterOutageAtStart(t *testing.T) {
+	k := getKeys(t)
+	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a", use: jwkset.UseSig}))
+	srv.down.Store(true)
+	core, logs := observer.New(zap.WarnLevel)
+	opts := jwksOptions(srv)
+	opts.JWKSUnknownKIDRefreshInterval = 0 // the defaults are under test
+	opts.Logger = zap.New(core)
+	v, err := NewVerifier(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := sign(t, jwt.SigningMethodRS256, k.rsa, claims(), "a")
+	if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("Verify while the JWKS is down = %v, want ErrInvalidToken", err)
+	}
+	if n := logs.FilterMessageSnippet("JWKS fetch failed").Len(); n < 2 {
+		t.Errorf("%d warnings about failed JWKS fetches, want one for the start and one for the refresh: %v", n, logs.All())
+	}
+	srv.down.Store(false)
+	// The default backoff is seconds: well within this generous deadline,
+	// which the former 5-minute limit could never meet.
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		_, err := v.Verify(tok)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("valid token still refused 45s after the JWKS came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

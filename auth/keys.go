@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
 )
 
 // minRSABits is the smallest RSA modulus accepted, from PEM or JWKS.
@@ -51,6 +49,8 @@ var errNoKeyForAlg = errors.New("no configured key fits the token's signing algo
 type keySource struct {
 	methods []string
 	keyfunc jwt.Keyfunc
+	// identity names the key material for trust domains (trustdomain.go).
+	identity string
 }
 
 // newHMACSource accepts HS256/384/512 with secret, which must be long enough
@@ -64,7 +64,8 @@ func newHMACSource(secret []byte) (keySource, error) {
 	}
 	key := bytes.Clone(secret)
 	return keySource{
-		methods: slices.Clone(hmacAlgs),
+		identity: hmacIdentity(key),
+		methods:  slices.Clone(hmacAlgs),
 		keyfunc: func(t *jwt.Token) (any, error) {
 			if !slices.Contains(hmacAlgs, t.Method.Alg()) {
 				return nil, errNoKeyForAlg
@@ -90,7 +91,8 @@ func newPEMSource(docs [][]byte) (keySource, error) {
 		}
 	}
 	return keySource{
-		methods: methods,
+		identity: pemIdentity(keys),
+		methods:  methods,
 		keyfunc: func(t *jwt.Token) (any, error) {
 			return keysForAlg(t.Method.Alg(), keys)
 		},
@@ -242,9 +244,11 @@ func filterKeyfuncResult(alg string, got any) (any, error) {
 //     done; each refresh replaces the whole set, so removed keys stop
 //     verifying.
 //   - A token whose "kid" is unknown triggers a synchronous refresh, allowed
-//     once per JWKSUnknownKIDRefreshInterval (burst 1). The caller waits for
-//     the limiter and the fetch for at most JWKSFetchTimeout in total;
-//     when the limiter would need longer the token is rejected at once.
+//     once per JWKSUnknownKIDRefreshInterval (burst 1), stretched up to
+//     JWKSRefreshBackoffMax while fetches fail (refreshBackoff). The caller
+//     waits for the limiter and the fetch for at most JWKSFetchTimeout in
+//     total; when the limiter would need longer the token is rejected at
+//     once. Failed fetches are logged at warn level.
 //   - A token without "kid" is tried against every cached key of its
 //     algorithm's family and never triggers a refresh.
 //   - Keys whose JWK "alg" differs from the token's are refused by keyfunc;
@@ -258,7 +262,7 @@ func newJWKSSource(ctx context.Context, o Options) (keySource, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return keySource{}, fmt.Errorf("JWKS URL %q: want an absolute http or https URL", o.JWKSURL)
 	}
-	if o.JWKSRefreshInterval < 0 || o.JWKSUnknownKIDRefreshInterval < 0 {
+	if o.JWKSRefreshInterval < 0 || o.JWKSUnknownKIDRefreshInterval < 0 || o.JWKSRefreshBackoffMax < 0 {
 		return keySource{}, errors.New("JWKS refresh intervals must not be negative")
 	}
 
@@ -274,10 +278,11 @@ func newJWKSSource(ctx context.Context, o Options) (keySource, error) {
 	if unknownKIDEvery == 0 {
 		unknownKIDEvery = DefaultJWKSUnknownKIDRefreshInterval
 	}
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.Default()
+	backoffMax := o.JWKSRefreshBackoffMax
+	if backoffMax == 0 {
+		backoffMax = DefaultJWKSRefreshBackoffMax
 	}
+	backoff := newRefreshBackoff(unknownKIDEvery, backoffMax, o.JWKSURL, o.Logger)
 	noErrorOnFirstFetch := true
 
 	base, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{o.JWKSURL}, keyfunc.Override{
@@ -287,13 +292,11 @@ func newJWKSSource(ctx context.Context, o Options) (keySource, error) {
 		// Bounds both the wait for the unknown-kid limiter and the fetch
 		// that follows, so a request never blocks for long.
 		RateLimitWaitMax: JWKSFetchTimeout,
-		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
-			return func(ctx context.Context, err error) {
-				logger.WarnContext(ctx, "auth: JWKS refresh failed", "url", u, "error", err)
-			}
+		RefreshErrorHandlerFunc: func(string) func(context.Context, error) {
+			return backoff.failed
 		},
 		RefreshInterval:   refreshEvery,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
+		RefreshUnknownKID: backoff.limiter,
 	})
 	if err != nil {
 		return keySource{}, fmt.Errorf("JWKS %q: %w", o.JWKSURL, err)
@@ -309,13 +312,15 @@ func newJWKSSource(ctx context.Context, o Options) (keySource, error) {
 		return keySource{}, fmt.Errorf("JWKS %q: %w", o.JWKSURL, err)
 	}
 	return keySource{
-		methods: slices.Clone(asymmetricAlgs),
+		identity: jwksIdentity(o.JWKSURL),
+		methods:  slices.Clone(asymmetricAlgs),
 		keyfunc: func(t *jwt.Token) (any, error) {
 			got, err := kf.Keyfunc(t)
 			if err != nil {
 				// The upstream error may quote the token's kid; keep it out.
 				return nil, errNoJWKSKey
 			}
+			backoff.succeeded()
 			return filterKeyfuncResult(t.Method.Alg(), got)
 		},
 	}, nil

@@ -24,13 +24,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 )
 
 // Defaults and limits applied by [NewVerifier].
@@ -51,8 +51,15 @@ const (
 	DefaultJWKSRefreshInterval = time.Hour
 	// DefaultJWKSUnknownKIDRefreshInterval is the minimum time between two
 	// JWKS fetches triggered by tokens naming an unknown "kid" when
-	// Options.JWKSUnknownKIDRefreshInterval is zero.
-	DefaultJWKSUnknownKIDRefreshInterval = 5 * time.Minute
+	// Options.JWKSUnknownKIDRefreshInterval is zero. It is short so that
+	// keys become usable within seconds after an IdP outage or a key
+	// rotation; failed fetches stretch it (see
+	// DefaultJWKSRefreshBackoffMax).
+	DefaultJWKSUnknownKIDRefreshInterval = time.Second
+	// DefaultJWKSRefreshBackoffMax caps the spacing of unknown-kid fetches
+	// while the JWKS endpoint keeps failing (it doubles on each failure)
+	// when Options.JWKSRefreshBackoffMax is zero.
+	DefaultJWKSRefreshBackoffMax = 30 * time.Second
 	// MinHMACSecretLen is the shortest HMAC secret NewVerifier accepts.
 	MinHMACSecretLen = 32
 	// maxTokenLen caps the size of a token handed to the JWT parser.
@@ -87,8 +94,23 @@ type Options struct {
 	// Issuer, when non-empty, must equal the token's "iss" claim.
 	Issuer string
 
-	// Audience, when non-empty, must be among the token's "aud" claim.
+	// Audience must be among the token's "aud" claim. It is required with
+	// PublicKeysPEM and JWKSURL (an IdP signs tokens for many services, and
+	// a token meant for another one must not open this gateway) unless
+	// AudienceOptional is set. With an HMACSecret, the secret is shared
+	// with this gateway only, so the audience stays optional.
 	Audience string
+
+	// AudienceOptional accepts tokens whatever their "aud" when Audience is
+	// empty. NewVerifier logs a warning when it takes effect.
+	AudienceOptional bool
+
+	// TrustDomain names the trust domain of this verifier in owner keys
+	// (see [Verifier.TrustDomain]) instead of its key material, so that
+	// keys can be rotated (secrets or public keys added or removed)
+	// without changing any principal's owner key. Issuer, Audience and the
+	// claim names still count. Empty: the key material names it.
+	TrustDomain string
 
 	// PrincipalClaim names the claim identifying the principal; it must be a
 	// non-empty string in every token. Default: DefaultPrincipalClaim.
@@ -118,13 +140,23 @@ type Options struct {
 	// DefaultJWKSUnknownKIDRefreshInterval.
 	JWKSUnknownKIDRefreshInterval time.Duration
 
-	// Logger receives JWKS refresh failures (URL and error, never tokens).
-	// Default: slog.Default().
-	Logger *slog.Logger
+	// JWKSRefreshBackoffMax caps the time between two unknown-kid fetches
+	// while fetches fail: each failure doubles the spacing, from
+	// JWKSUnknownKIDRefreshInterval up to this. Default:
+	// DefaultJWKSRefreshBackoffMax.
+	JWKSRefreshBackoffMax time.Duration
+
+	// Logger receives JWKS fetch failures at warn level (URL and error,
+	// never tokens) and configuration warnings. Default: none.
+	Logger *zap.Logger
 }
 
 // Principal is the authenticated caller extracted from a verified token.
 type Principal struct {
+	// TrustDomain identifies the configuration that authenticated the
+	// caller ([Verifier.TrustDomain]): the same subject under two trust
+	// domains is two principals.
+	TrustDomain string
 	// Issuer is the token's "iss" claim, empty when absent.
 	Issuer string
 	// Subject is the value of the configured principal claim.
@@ -134,14 +166,15 @@ type Principal struct {
 	Tenant string
 }
 
-// Key returns an opaque owner key for p. Every field is length-prefixed, so
-// two distinct principals never share a key whatever bytes their fields
-// hold. The format is stable and may be persisted.
+// Key returns an opaque owner key for p: trust domain, tenant, issuer and
+// subject. Every field is length-prefixed, so two distinct principals never
+// share a key whatever bytes their fields hold. The format is stable and
+// may be persisted.
 func (p Principal) Key() string {
 	var b strings.Builder
-	b.Grow(len(p.Tenant) + len(p.Issuer) + len(p.Subject) + 16)
-	b.WriteString("p1")
-	for _, s := range [...]string{p.Tenant, p.Issuer, p.Subject} {
+	b.Grow(len(p.TrustDomain) + len(p.Tenant) + len(p.Issuer) + len(p.Subject) + 24)
+	b.WriteString("p2")
+	for _, s := range [...]string{p.TrustDomain, p.Tenant, p.Issuer, p.Subject} {
 		b.WriteByte('|')
 		b.WriteString(strconv.Itoa(len(s)))
 		b.WriteByte(':')
@@ -157,7 +190,16 @@ type Verifier struct {
 	keyfunc        jwt.Keyfunc
 	principalClaim string
 	tenantClaim    string
+	trustDomain    string
 }
+
+// TrustDomain returns the stable identity of the verifier's configuration
+// that every Principal it returns carries: a digest of the key source (the
+// HMAC secret, the public keys or the JWKS URL; or Options.TrustDomain in
+// their place), the issuer, the audience and the claim names. It depends on
+// the configuration only, so it survives restarts and reloads, and two
+// verifiers that trust different keys or audiences never share it.
+func (v *Verifier) TrustDomain() string { return v.trustDomain }
 
 // NewVerifier validates o and builds a Verifier. Exactly one key source
 // among o.HMACSecret, o.PublicKeysPEM and o.JWKSURL must be set.
@@ -185,6 +227,10 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 	if sources != 1 {
 		return nil, fmt.Errorf("auth: exactly one of HMACSecret, PublicKeysPEM and JWKSURL must be set, got %d", sources)
 	}
+	if o.Audience == "" && len(o.HMACSecret) == 0 && !o.AudienceOptional {
+		return nil, errors.New(`auth: an audience is required with public_key and jwks_url: set "audience <value>" ` +
+			`(the aud this gateway's tokens carry), or "audience_optional" to accept tokens issued for any audience`)
+	}
 	leeway := o.Leeway
 	switch {
 	case leeway < 0:
@@ -197,6 +243,9 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 		ks  keySource
 		err error
 	)
+	if o.Audience == "" && o.AudienceOptional && o.Logger != nil {
+		o.Logger.Warn("auth: audience_optional: tokens are accepted whatever their audience, including tokens the identity provider issued for other services")
+	}
 	switch {
 	case len(o.HMACSecret) > 0:
 		ks, err = newHMACSource(o.HMACSecret)
@@ -229,6 +278,7 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 		keyfunc:        ks.keyfunc,
 		principalClaim: principalClaim,
 		tenantClaim:    o.TenantClaim,
+		trustDomain:    trustDomain(o, ks.identity, principalClaim),
 	}, nil
 }
 
@@ -274,7 +324,7 @@ func (v *Verifier) principal(c jwt.MapClaims) (Principal, error) {
 	if !ok || sub == "" {
 		return Principal{}, invalid(fmt.Sprintf("principal claim %q is missing, empty or not a string", v.principalClaim), jwt.ErrTokenRequiredClaimMissing)
 	}
-	p := Principal{Issuer: iss, Subject: sub}
+	p := Principal{TrustDomain: v.trustDomain, Issuer: iss, Subject: sub}
 	if v.tenantClaim != "" {
 		tenant, ok := c[v.tenantClaim].(string)
 		if !ok || tenant == "" {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 const (
@@ -228,7 +230,10 @@ func TestVerify(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
 				}
-				if got != tt.want {
+				if got.TrustDomain != v.TrustDomain() || got.TrustDomain == "" {
+					t.Fatalf("principal's trust domain %q, want the verifier's %q", got.TrustDomain, v.TrustDomain())
+				}
+				if got.TrustDomain = ""; got != tt.want {
 					t.Fatalf("principal = %+v, want %+v", got, tt.want)
 				}
 				return
@@ -286,13 +291,17 @@ func TestNewVerifierRejectsBadOptions(t *testing.T) {
 		{"HMAC secret shorter than 32 bytes", Options{HMACSecret: make([]byte, 31)}, "at least 32"},
 		{"HMAC secret is a PEM public key", Options{HMACSecret: k.rsaPEM}, "PEM"},
 		{"negative leeway", Options{HMACSecret: k.secret, Leeway: -time.Second}, "leeway"},
-		{"PEM without blocks", Options{PublicKeysPEM: [][]byte{[]byte("not pem")}}, "no PEM block"},
-		{"PEM private key", Options{PublicKeysPEM: [][]byte{pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})}}, "private key"},
-		{"RSA key below 2048 bits", Options{PublicKeysPEM: [][]byte{pemPublic(t, &weakRSA.PublicKey)}}, "2048"},
-		{"ECDSA P-224 key", Options{PublicKeysPEM: [][]byte{pemPublic(t, &p224.PublicKey)}}, "P-256"},
-		{"JWKS URL not http(s)", Options{JWKSURL: "ftp://idp.example/jwks"}, "http or https"},
-		{"JWKS URL relative", Options{JWKSURL: "/jwks"}, "http or https"},
-		{"JWKS negative refresh interval", Options{JWKSURL: "https://idp.example/jwks", JWKSRefreshInterval: -time.Second}, "negative"},
+		{"PEM without blocks", Options{Audience: testAudience, PublicKeysPEM: [][]byte{[]byte("not pem")}}, "no PEM block"},
+		{"PEM private key", Options{Audience: testAudience, PublicKeysPEM: [][]byte{pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER})}}, "private key"},
+		{"RSA key below 2048 bits", Options{Audience: testAudience, PublicKeysPEM: [][]byte{pemPublic(t, &weakRSA.PublicKey)}}, "2048"},
+		{"ECDSA P-224 key", Options{Audience: testAudience, PublicKeysPEM: [][]byte{pemPublic(t, &p224.PublicKey)}}, "P-256"},
+		{"JWKS URL not http(s)", Options{Audience: testAudience, JWKSURL: "ftp://idp.example/jwks"}, "http or https"},
+		{"JWKS URL relative", Options{Audience: testAudience, JWKSURL: "/jwks"}, "http or https"},
+		{"JWKS negative refresh interval", Options{Audience: testAudience, JWKSURL: "https://idp.example/jwks", JWKSRefreshInterval: -time.Second}, "negative"},
+		// The message names the Caddyfile options that fix it.
+		{"public key without audience", Options{PublicKeysPEM: [][]byte{k.rsaPEM}}, `"audience <value>"`},
+		{"public key without audience, escape", Options{PublicKeysPEM: [][]byte{k.rsaPEM}}, `"audience_optional"`},
+		{"JWKS without audience", Options{JWKSURL: "https://idp.example/jwks"}, `"audience <value>"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -339,5 +348,22 @@ func TestNewVerifierCancelledContext(t *testing.T) {
 	cancel()
 	if _, err := NewVerifier(ctx, Options{HMACSecret: getKeys(t).secret}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("NewVerifier with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+// audience_optional lifts the audience requirement of public keys, with a
+// warning in the log.
+func TestAudienceOptional(t *testing.T) {
+	k := getKeys(t)
+	core, logs := observer.New(zap.WarnLevel)
+	v, err := NewVerifier(context.Background(), Options{PublicKeysPEM: [][]byte{k.rsaPEM}, AudienceOptional: true, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, k.rsa, claims(set("aud", "another-service")), "")); err != nil {
+		t.Fatalf("audience_optional refused a token for another audience: %v", err)
+	}
+	if logs.FilterMessageSnippet("audience_optional").Len() != 1 {
+		t.Errorf("no startup warning about audience_optional: %v", logs.All())
 	}
 }

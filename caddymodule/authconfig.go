@@ -31,8 +31,15 @@ type JWTConfig struct {
 	// Issuer, when set, must equal the token's iss claim.
 	Issuer string `json:"issuer,omitempty"`
 
-	// Audience, when set, must be among the token's aud claim.
+	// Audience must be among the token's aud claim. It is required with
+	// public_keys and jwks_url (an identity provider issues tokens for many
+	// services), unless AudienceOptional is set; with hmac_secret it is
+	// optional.
 	Audience string `json:"audience,omitempty"`
+
+	// AudienceOptional accepts tokens whatever their aud when Audience is
+	// empty, with a warning at start. Caddyfile: audience_optional.
+	AudienceOptional bool `json:"audience_optional,omitempty"`
 
 	// PrincipalClaim names the claim that identifies the principal.
 	// Default: "sub".
@@ -89,6 +96,12 @@ func (h *Handler) parseAuth(d *caddyfile.Dispenser) error {
 			into = &j.TenantClaim
 		case "resource_metadata_url":
 			into = &j.ResourceMetadataURL
+		case "audience_optional":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			j.AudienceOptional = true
+			continue
 		case "leeway":
 			if err := parseDuration(d, &j.Leeway); err != nil {
 				return err

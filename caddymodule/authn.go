@@ -2,13 +2,17 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
@@ -25,15 +29,20 @@ type authenticator struct {
 
 // newAuthenticator builds the verifier once per configuration. ctx is the
 // configuration's context: it stops JWKS refreshes when the config unloads.
-func newAuthenticator(ctx context.Context, j *JWTConfig) (*authenticator, error) {
+// trustDomain, when set, names the verifier's trust domain in place of its
+// keys (see auth.Options.TrustDomain).
+func newAuthenticator(ctx context.Context, j *JWTConfig, trustDomain string, logger *zap.Logger) (*authenticator, error) {
 	repl := caddy.NewReplacer()
 	o := auth.Options{
-		JWKSURL:        repl.ReplaceKnown(j.JWKSURL, ""),
-		Issuer:         repl.ReplaceKnown(j.Issuer, ""),
-		Audience:       repl.ReplaceKnown(j.Audience, ""),
-		PrincipalClaim: j.PrincipalClaim,
-		TenantClaim:    j.TenantClaim,
-		Leeway:         time.Duration(j.Leeway),
+		JWKSURL:          repl.ReplaceKnown(j.JWKSURL, ""),
+		Issuer:           repl.ReplaceKnown(j.Issuer, ""),
+		Audience:         repl.ReplaceKnown(j.Audience, ""),
+		AudienceOptional: j.AudienceOptional,
+		TrustDomain:      trustDomain,
+		PrincipalClaim:   j.PrincipalClaim,
+		TenantClaim:      j.TenantClaim,
+		Leeway:           time.Duration(j.Leeway),
+		Logger:           logger,
 	}
 	if j.HMACSecret != "" {
 		secret := repl.ReplaceKnown(j.HMACSecret, "")
@@ -54,6 +63,8 @@ func newAuthenticator(ctx context.Context, j *JWTConfig) (*authenticator, error)
 	if err != nil {
 		return nil, fmt.Errorf("auth jwt: %w", err)
 	}
+	// Operators compare it across reloads: a change orphans every task.
+	logger.Info("auth jwt: trust domain of owner keys", zap.String("trust_domain", v.TrustDomain()))
 	return &authenticator{verifier: v, resourceMetadataURL: repl.ReplaceKnown(j.ResourceMetadataURL, "")}, nil
 }
 
@@ -92,13 +103,30 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 // caddy-security, basic_auth) to have authenticated the request and names
 // the principal with a placeholder such as {http.auth.user.id}. A request for
 // which it expands to nothing is refused.
-type placeholderPrincipal string
+type placeholderPrincipal struct {
+	placeholder string
+	// domain is the trust domain of owner keys (newPlaceholderPrincipal).
+	domain string
+}
+
+// newPlaceholderPrincipal names the trust domain of the placeholder's
+// principals after trustDomain (the handler's trust_domain; the Caddyfile
+// adapter fills in the site's addresses) and the placeholder itself, so the
+// same user name vouched for by two routes' authentication is two owners,
+// and the same configuration always gives the same owner keys.
+func newPlaceholderPrincipal(placeholder, trustDomain string) placeholderPrincipal {
+	h := sha256.New()
+	for _, f := range []string{"pd1", trustDomain, placeholder} {
+		h.Write([]byte(strconv.Itoa(len(f)) + ":" + f))
+	}
+	return placeholderPrincipal{placeholder: placeholder, domain: "principal:" + hex.EncodeToString(h.Sum(nil)[:16])}
+}
 
 func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Request) *http.Request {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var who string
 	if repl != nil {
-		who = repl.ReplaceKnown(string(p), "")
+		who = repl.ReplaceKnown(p.placeholder, "")
 	}
 	if who == "" {
 		w.Header().Set("Content-Type", "application/json")
@@ -106,5 +134,6 @@ func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Reques
 		_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "Unauthorized: no authenticated principal")))
 		return nil
 	}
-	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: "placeholder|" + who, Principal: who})
+	owner := auth.Principal{TrustDomain: p.domain, Subject: who}.Key()
+	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: owner, Principal: who})
 }

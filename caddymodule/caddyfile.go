@@ -19,8 +19,15 @@ func init() {
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	m := new(Handler)
-	err := m.UnmarshalCaddyfile(h.Dispenser)
-	return m, err
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	if m.Principal != "" && m.TrustDomain == "" {
+		if err := defaultPrincipalTrustDomain(h, m); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
@@ -39,12 +46,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		sweep_interval           <duration>
 //		rate_limit               <operations per second>
 //		principal                <placeholder>
+//		trust_domain             <name>
 //		auth jwt {
 //			hmac_secret     <secret>
 //			public_key      <pem file>
 //			jwks_url        <url>
 //			issuer          <issuer>
 //			audience        <audience>
+//			audience_optional
 //			principal_claim <claim>
 //			tenant_claim    <claim>
 //			leeway          <duration>
@@ -132,6 +141,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "principal":
 			if !d.AllArgs(&h.Principal) {
+				return d.ArgErr()
+			}
+		case "trust_domain":
+			if !d.AllArgs(&h.TrustDomain) {
 				return d.ArgErr()
 			}
 		case "rate_limit":

@@ -105,6 +105,16 @@ type Handler struct {
 	// is empty gets 401.
 	Principal string `json:"principal,omitempty"`
 
+	// TrustDomain names who vouches for this route's callers. Owner keys
+	// include it, so the same user name under two trust domains is two
+	// principals that never see each other's tasks, even in one store.
+	// With Auth, it replaces the keys (secrets, public keys, JWKS URL) in
+	// the trust domain, which is otherwise derived from them: set it to
+	// rotate keys without orphaning tasks. With Principal, the Caddyfile
+	// adapter defaults it to the site's addresses. Routes that share it
+	// (and the rest of the auth configuration) share principals.
+	TrustDomain string `json:"trust_domain,omitempty"`
+
 	// RateLimit caps task operations (tasks/get, tasks/result, tasks/list,
 	// tasks/update, tasks/cancel, task subscriptions and input answers) per
 	// principal per second, with bursts of twice that; over it a request
@@ -179,14 +189,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if h.Auth.JWT == nil {
 			return errors.New("mcp_tasks: auth needs a method (jwt)")
 		}
-		a, err := newAuthenticator(ctx, h.Auth.JWT)
+		a, err := newAuthenticator(ctx, h.Auth.JWT, h.TrustDomain, h.logger)
 		if err != nil {
 			return fmt.Errorf("mcp_tasks: %w", err)
 		}
 		h.authn = a
 		cfg.ListTasks = true // owners are real principals
 	case h.Principal != "":
-		h.authn = placeholderPrincipal(h.Principal)
+		if h.TrustDomain == "" {
+			h.logger.Warn("mcp_tasks: principal without trust_domain: routes with the same principal placeholder and storage share principals; set trust_domain to tell apart routes with different authentication")
+		}
+		h.authn = newPlaceholderPrincipal(h.Principal, h.TrustDomain)
 		cfg.ListTasks = true
 	}
 

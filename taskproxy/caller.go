@@ -5,9 +5,9 @@ import (
 	"net/http"
 )
 
-// Caller identifies who sent a request. Owner is the opaque key tasks are
-// bound to (tenant and principal, as the glue derives them); Principal and
-// Tenant are for the audit log only.
+// Caller identifies who sent a request. Owner is the opaque key tasks and
+// sessions are bound to (trust domain, tenant and principal, as the glue
+// derives them); Principal and Tenant are for the audit log only.
 type Caller struct {
 	Owner     string
 	Principal string

@@ -149,7 +149,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	if r.Method != http.MethodPost {
 		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
-			defer g.rt.sessions.forget(r.Header.Get(headerSessionID))
+			return g.serveSessionDelete(w, r, next)
 		}
 		return serveNext(next, w, r)
 	}
@@ -206,6 +206,7 @@ func (c *call) serveLegacyRequest() error {
 	}
 	switch c.msg.Method {
 	case "initialize":
+		c.w = c.g.bindSessionOf(c.r.Context(), c.w, c.owner) // before the answer names the session
 		return c.passRewriting(c.g.rewriteInitialize)
 	case "tools/list":
 		return c.passRewriting(c.g.rewriteToolsList)

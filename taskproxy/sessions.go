@@ -2,15 +2,39 @@ package taskproxy
 
 import (
 	"container/list"
+	"context"
+	"errors"
 	"net/http"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 )
 
-// sessionTable remembers which owner each 2025-11-25 session belongs to, so
-// that a session id created under one principal cannot be used by another.
-// It binds a session when its initialize answer names it, or when the
-// gateway first sees it. It is bounded: the least recently used sessions are
-// forgotten first, and an explicit DELETE forgets a session at once.
+// Session binding: a 2025-11-25 session belongs to the owner whose
+// initialize answer carried its Mcp-Session-Id, and to no one else. The
+// binding is written to the store before that answer leaves (so the
+// client's first use finds it, also after a restart), and every request that
+// names a session is checked against it, whatever its method and version
+// header. A session that is not bound to the caller, whether it belongs to
+// another owner or was never seen, gets the same 404 "Session not found", so
+// existence never leaks and the upstream never sees the request.
+
+const (
+	// maxSessions bounds the cache of bindings. It holds only bindings the
+	// store confirmed, so evicting one costs a store read, never a wrong
+	// answer, and unknown ids never enter it.
+	maxSessions = 1 << 16
+	// sessionIdleTTL is how long a binding lives without use.
+	sessionIdleTTL = 24 * time.Hour
+	// sessionRefresh is how often a session in use has its binding's ttl
+	// extended: at most one store write per session per interval.
+	sessionRefresh = 5 * time.Minute
+)
+
+// sessionTable caches confirmed bindings: session id to owner, with the
+// time the stored binding's ttl was last extended. It is bounded; the least
+// recently used entries go first.
 type sessionTable struct {
 	mu    sync.Mutex
 	max   int
@@ -18,29 +42,43 @@ type sessionTable struct {
 	order *list.List // front: most recently used
 }
 
-type sessionEntry struct{ id, owner string }
-
-const maxSessions = 1 << 16
+type sessionEntry struct {
+	id, owner string
+	refreshed time.Time
+}
 
 func newSessionTable(max int) *sessionTable {
 	return &sessionTable{max: max, byID: map[string]*list.Element{}, order: list.New()}
 }
 
-// check binds id to owner if it is new, and reports whether owner may use it.
-func (s *sessionTable) check(id, owner string) bool {
+// lookup returns the cached binding of id.
+func (s *sessionTable) lookup(id string) (owner string, refreshed time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return "", time.Time{}, false
+	}
+	s.order.MoveToFront(e)
+	entry := e.Value.(*sessionEntry)
+	return entry.owner, entry.refreshed, true
+}
+
+// remember caches a binding the store confirmed.
+func (s *sessionTable) remember(id, owner string, refreshed time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.byID[id]; ok {
 		s.order.MoveToFront(e)
-		return e.Value.(*sessionEntry).owner == owner
+		*e.Value.(*sessionEntry) = sessionEntry{id: id, owner: owner, refreshed: refreshed}
+		return
 	}
-	s.byID[id] = s.order.PushFront(&sessionEntry{id: id, owner: owner})
+	s.byID[id] = s.order.PushFront(&sessionEntry{id: id, owner: owner, refreshed: refreshed})
 	if s.order.Len() > s.max {
 		oldest := s.order.Back()
 		s.order.Remove(oldest)
 		delete(s.byID, oldest.Value.(*sessionEntry).id)
 	}
-	return true
 }
 
 func (s *sessionTable) forget(id string) {
@@ -53,16 +91,133 @@ func (s *sessionTable) forget(id string) {
 }
 
 // guardSession answers 404, as for an unknown session, when r names a
-// session that belongs to another owner. It reports whether r may go on.
+// session that is not bound to owner. It reports whether r may go on.
 func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner string) bool {
 	sid := r.Header.Get(headerSessionID)
-	if sid == "" || r.Header.Get(headerProtocolVersion) >= string(EraModern) {
+	if sid == "" {
 		return true
 	}
-	if g.rt.sessions.check(sid, owner) {
+	err := g.checkSession(r.Context(), sid, owner)
+	switch {
+	case err == nil:
 		return true
+	case errors.Is(err, ErrNotFound):
+		if errors.Is(err, ErrForeign) {
+			g.audit(auditDenied, "", nil, CallerOf(r.Context()))
+		}
+		writeJSONError(w, http.StatusNotFound, nil, Errorf(CodeSessionNotFound, "Session not found"))
+	default:
+		g.log.Error("checking a session binding", zap.Error(err))
+		writeJSONError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "the session could not be checked; retry later"))
 	}
-	g.audit(auditDenied, "", nil, CallerOf(r.Context()))
-	writeJSONError(w, http.StatusNotFound, nil, Errorf(CodeSessionNotFound, "Session not found"))
 	return false
 }
+
+// checkSession confirms that sid is bound to owner: from the cache while
+// its last refresh is recent, otherwise from the store, extending the
+// binding's ttl there.
+func (g *Gateway) checkSession(ctx context.Context, sid, owner string) error {
+	now := clock()
+	if cached, refreshed, ok := g.rt.sessions.lookup(sid); ok && cached == owner && now.Sub(refreshed) < sessionRefresh {
+		return nil
+	}
+	if err := g.rt.Store.CheckSession(ctx, sid, owner, sessionIdleTTL); err != nil {
+		return err
+	}
+	g.rt.sessions.remember(sid, owner, now)
+	return nil
+}
+
+// bindingWriter binds the session its initialize answer names to owner,
+// in the store, before the answer's head goes out. If the binding cannot be
+// stored the session id is withheld from the client (which then has no
+// session to use), so an unbound session is never handed out.
+type bindingWriter struct {
+	http.ResponseWriter
+	g     *Gateway
+	ctx   context.Context
+	owner string
+	done  bool
+}
+
+func (g *Gateway) bindSessionOf(ctx context.Context, w http.ResponseWriter, owner string) *bindingWriter {
+	return &bindingWriter{ResponseWriter: w, g: g, ctx: ctx, owner: owner}
+}
+
+func (b *bindingWriter) bind(code int) {
+	b.done = true
+	sid := b.Header().Get(headerSessionID)
+	if sid == "" || code < 200 || code > 299 {
+		return
+	}
+	if err := b.g.rt.Store.BindSession(b.ctx, sid, b.owner, sessionIdleTTL); err != nil {
+		b.g.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
+		b.Header().Del(headerSessionID)
+		return
+	}
+	b.g.rt.sessions.remember(sid, b.owner, clock())
+}
+
+func (b *bindingWriter) WriteHeader(code int) {
+	if !b.done && code >= 200 {
+		b.bind(code)
+	}
+	b.ResponseWriter.WriteHeader(code)
+}
+
+func (b *bindingWriter) Write(p []byte) (int, error) {
+	if !b.done {
+		b.WriteHeader(http.StatusOK)
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+// Flush sends the head first, bound.
+func (b *bindingWriter) Flush() {
+	if !b.done {
+		b.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(b.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+// serveSessionDelete passes the owner's DELETE of a session on (guardSession
+// has checked the owner), and forgets the binding once the upstream ended
+// the session or no longer knows it.
+func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+	sid := r.Header.Get(headerSessionID)
+	sw := &deleteStatusWriter{ResponseWriter: w}
+	err := serveNext(next, sw, r)
+	if err == nil && (sw.status >= 200 && sw.status <= 299 || sw.status == http.StatusNotFound) {
+		g.rt.sessions.forget(sid)
+		if ferr := g.rt.Store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
+			g.log.Warn("forgetting an ended session; it expires when idle", zap.Error(ferr))
+		}
+	}
+	return err
+}
+
+// deleteStatusWriter records the status of the upstream's answer.
+type deleteStatusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (d *deleteStatusWriter) WriteHeader(code int) {
+	if d.status == 0 && code >= 200 {
+		d.status = code
+	}
+	d.ResponseWriter.WriteHeader(code)
+}
+
+func (d *deleteStatusWriter) Write(p []byte) (int, error) {
+	if d.status == 0 {
+		d.status = http.StatusOK
+	}
+	return d.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (d *deleteStatusWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }

@@ -95,4 +95,20 @@ type Store interface {
 	Sweep(ctx context.Context, now time.Time, batch int) (int, error)
 	// Close releases the store.
 	Close() error
+
+	// Session bindings (sessions.go): which owner a 2025-11-25 session
+	// belongs to. They are security state, so they are stored durably and
+	// survive restarts; a binding idle for its ttl expires.
+
+	// BindSession binds sessionID to owner for ttl. Binding a session
+	// already bound to owner refreshes its ttl; one bound to another owner
+	// is left alone and gives ErrForeign.
+	BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error
+	// CheckSession returns nil when sessionID is bound to owner, ErrForeign
+	// when it is bound to another owner and ErrNotFound when it is not
+	// bound (never, forgotten or expired). With refresh > 0 a binding to
+	// owner is extended to refresh from now, in the same transaction.
+	CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error
+	// ForgetSession removes the binding of sessionID, if any.
+	ForgetSession(ctx context.Context, sessionID string) error
 }

@@ -1,0 +1,88 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Session bindings in Badger:
+//
+//	s/<sha256(session id)>    the owner hash, with a Badger TTL
+//
+// The session id is hashed so that the key has a fixed shape and the store
+// holds no usable session id. Bindings expire by Badger's TTL, not by the
+// sweeper; they are written directly, not through the task committer, since
+// they touch one small key and are rare (at initialize, and when a session
+// in use is refreshed, at most every few minutes).
+
+func sessionKey(sessionID string) []byte {
+	sum := sha256.Sum256([]byte(sessionID))
+	return []byte("s/" + hex.EncodeToString(sum[:]))
+}
+
+// sessionBinding reports whether sessionID is bound to owner in txn: nil,
+// ErrForeign or ErrNotFound.
+func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
+	item, err := txn.Get(sessionKey(sessionID))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("reading a session binding: %w", err)
+	}
+	want := []byte(ownerHash(owner))
+	return item.Value(func(v []byte) error {
+		if !bytes.Equal(v, want) {
+			return ErrForeign
+		}
+		return nil
+	})
+}
+
+func setSessionBinding(txn *badger.Txn, sessionID, owner string, ttl time.Duration) error {
+	return txn.SetEntry(badger.NewEntry(sessionKey(sessionID), []byte(ownerHash(owner))).WithTTL(ttl))
+}
+
+// BindSession binds sessionID to owner for ttl, unless another owner has it.
+func (s *BadgerStore) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
+	return s.use(func() error {
+		return s.retryConflicts(ctx, "binding a session", func(txn *badger.Txn) error {
+			err := sessionBinding(txn, sessionID, owner)
+			if err != nil && (errors.Is(err, ErrForeign) || !errors.Is(err, ErrNotFound)) {
+				return err
+			}
+			return setSessionBinding(txn, sessionID, owner, ttl)
+		})
+	})
+}
+
+// CheckSession checks, and with refresh > 0 extends, a session binding.
+func (s *BadgerStore) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
+	return s.use(func() error {
+		if refresh <= 0 {
+			return s.db.View(func(txn *badger.Txn) error { return sessionBinding(txn, sessionID, owner) })
+		}
+		return s.retryConflicts(ctx, "refreshing a session binding", func(txn *badger.Txn) error {
+			if err := sessionBinding(txn, sessionID, owner); err != nil {
+				return err // an unknown or foreign session is never written
+			}
+			return setSessionBinding(txn, sessionID, owner, refresh)
+		})
+	})
+}
+
+// ForgetSession deletes the binding of sessionID.
+func (s *BadgerStore) ForgetSession(ctx context.Context, sessionID string) error {
+	return s.use(func() error {
+		return s.retryConflicts(ctx, "forgetting a session", func(txn *badger.Txn) error {
+			return txn.Delete(sessionKey(sessionID))
+		})
+	})
+}
