@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,6 +23,7 @@ import (
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
 //	m/epoch                                    how many times the store was opened
+//	m/cursor-secret                            the key that signs listing cursors
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
 // looks like. The sweeper deletes a task and its index keys together; only
@@ -52,6 +52,8 @@ type BadgerStore struct {
 	// gone and can be taken over at once.
 	epoch  uint64
 	holder string
+	// cursorSecret signs listing cursors (badgercursor.go).
+	cursorSecret []byte
 
 	// writes feeds the group committer (badgercommit.go).
 	writes        chan writeOp
@@ -92,6 +94,10 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 	}
 	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{})}
 	if err := s.nextEpoch(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadCursorSecret(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -208,9 +214,9 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 	prefix := ownerPrefix(owner)
 	start := prefix
 	if cursor != "" {
-		pos, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !validCursorPosition(pos) {
-			return nil, "", ErrInvalidCursor
+		pos, err := s.readCursor(owner, cursor)
+		if err != nil {
+			return nil, "", err
 		}
 		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
 	}
@@ -223,7 +229,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 			for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 				key := it.Item().Key()
 				if len(tasks) == limit {
-					next = base64.RawURLEncoding.EncodeToString(lastKeyPosition(tasks[len(tasks)-1]))
+					next = s.issueCursor(owner, lastKeyPosition(tasks[len(tasks)-1]))
 					return nil
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
