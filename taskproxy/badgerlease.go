@@ -84,7 +84,11 @@ func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now
 			return ErrLeaseHeld, nil
 		}
 		t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
-		if err := setRecord(txn, t); err != nil {
+		data, err := s.encodeRecord(t)
+		if err != nil {
+			return err, nil
+		}
+		if err := txn.Set(recordKey(t.ID), data); err != nil {
 			return nil, err
 		}
 		out = t

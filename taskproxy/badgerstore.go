@@ -42,7 +42,15 @@ type BadgerOptions struct {
 	SyncWrites bool
 	// Logger receives Badger's own log lines; nil discards them.
 	Logger *zap.Logger
+	// MaxRecordBytes caps the encoded size of one task record; a write of
+	// a larger one fails alone with ErrRecordTooLarge. 0 means
+	// DefaultMaxRecordBytes; it is never more than Badger can store in
+	// one value.
+	MaxRecordBytes int
 }
+
+// DefaultMaxRecordBytes is the record size limit unless configured.
+const DefaultMaxRecordBytes = 32 << 20
 
 // BadgerStore is the Store on an embedded Badger database.
 type BadgerStore struct {
@@ -54,6 +62,8 @@ type BadgerStore struct {
 	holder string
 	// cursorSecret signs listing cursors (badgercursor.go).
 	cursorSecret []byte
+	// maxRecord is the size limit of one encoded record.
+	maxRecord int
 
 	// writes feeds the group committer (badgercommit.go).
 	writes        chan writeOp
@@ -85,14 +95,23 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 		WithCompactL0OnClose(true).
 		WithMetricsEnabled(false).
 		WithLogger(badgerLogger{o.Logger})
+	maxRecord := o.MaxRecordBytes
+	if maxRecord <= 0 {
+		maxRecord = DefaultMaxRecordBytes
+	}
+	// Badger refuses a value longer than a value-log file, and in memory
+	// one above the value threshold, with an error that hex-dumps it.
+	maxRecord = min(maxRecord, int(opts.ValueLogFileSize)/2)
 	if o.InMemory {
 		opts.Dir, opts.ValueDir = "", ""
+		opts = opts.WithValueThreshold(1 << 20)
+		maxRecord = min(maxRecord, int(opts.ValueThreshold)-1024)
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{})}
+	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
 	if err := s.nextEpoch(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -152,12 +171,16 @@ func expiryKey(t *Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
-func setRecord(txn *badger.Txn, t *Task) error {
+// encodeRecord encodes t for storing, within the record size limit.
+func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
 	data, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
-	return txn.Set(recordKey(t.ID), data)
+	if len(data) > s.maxRecord {
+		return nil, &RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+	}
+	return data, nil
 }
 
 func getRecord(txn *badger.Txn, id string) (*Task, error) {

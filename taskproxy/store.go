@@ -37,6 +37,22 @@ var (
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with different arguments")
 )
 
+// ErrRecordTooLarge means a task record would exceed the store's size
+// limit; the write is refused and nothing else fails with it. The error is
+// a *RecordTooLargeError.
+var ErrRecordTooLarge = errors.New("task record too large")
+
+// RecordTooLargeError reports the size of a refused record and the limit.
+// Its text names sizes only, never the record's content.
+type RecordTooLargeError struct{ Size, Limit int }
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("task record too large (%d bytes, limit %d)", e.Size, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrRecordTooLarge) hold.
+func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
+
 // DuplicateError reports that a create carried the idempotency key of a
 // live task of the same owner, with the same arguments: TaskID is that task.
 type DuplicateError struct{ TaskID string }
