@@ -117,11 +117,25 @@ func (e *cleanError) Unwrap() error { return e.err }
 
 // Create stores t with its index keys; see Store.Create.
 func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
+	return s.CreateWithin(ctx, t, 0)
+}
+
+// CreateWithin stores t unless its owner is at the quota; see
+// Store.CreateWithin. The count runs inside the committer's transaction,
+// whose iterators see the writes made earlier in the same batch, so a batch
+// of concurrent creates is counted as it goes.
+func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) error {
 	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
 	if err != nil {
 		return err
 	}
+	if t.Status.Terminal() {
+		maxActive = 0
+	}
 	return s.write(func(txn *badger.Txn) (error, error) {
+		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
+			return &QuotaError{Limit: maxActive}, nil
+		}
 		err := createIn(txn, t, data)
 		if err == nil || refusal(err) {
 			return err, nil

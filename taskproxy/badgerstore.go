@@ -300,16 +300,24 @@ func (s *BadgerStore) CountActive(ctx context.Context, owner string) (int, error
 	n := 0
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			prefix := activePrefix(owner)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-			defer it.Close()
-			for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
-				n++
-			}
+			n = countActive(txn, owner, 0)
 			return nil
 		})
 	})
 	return n, err
+}
+
+// countActive counts the owner's active-index keys in txn, stopping at
+// upTo when it is positive: a quota check reads no more than the quota.
+func countActive(txn *badger.Txn, owner string, upTo int) int {
+	prefix := activePrefix(owner)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	n := 0
+	for it.Rewind(); it.ValidForPrefix(prefix) && (upTo <= 0 || n < upTo); it.Next() {
+		n++
+	}
+	return n
 }
 
 // badgerLogger sends Badger's printf-style logging to zap; Badger's info

@@ -45,15 +45,12 @@ func (c *call) serveModernToolsCall() error {
 	case !declared || mode == TaskForbidden:
 		return c.pass()
 	}
-	if !c.validModern(true) || !c.guardOrigin() {
+	if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 		return nil
 	}
 	if e := c.g.checkQuota(c.r.Context(), c.owner); e != nil {
-		if mode == TaskRequired {
-			c.failModern(e)
-			return nil
-		}
-		return c.pass() // no room for a task: the call runs as a plain one
+		c.failModern(e) // the same refusal as on the 2025-11-25 wire
+		return nil
 	}
 	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" {
 		return c.runIdempotentCall(name)
@@ -164,9 +161,15 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 			applyOutcome(t, pending.final.Result, pending.final.Error, clock())
 		}
 	}
-	if err := g.rt.Store.Create(c.r.Context(), t); err != nil {
+	if err := g.rt.Store.CreateWithin(c.r.Context(), t, g.cfg.MaxActivePerOwner); err != nil {
+		// The call does not go on untracked: the upstream call is cancelled.
 		run.cancel(err)
 		run.release()
+		if errors.Is(err, ErrQuotaExceeded) {
+			e := g.quotaRefused()
+			reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+			return nil
+		}
 		reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "could not store the task: %v", err)), http.StatusInternalServerError)
 		return nil
 	}

@@ -70,7 +70,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
 func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) bool {
-	err := c.g.rt.Store.Create(c.r.Context(), t)
+	err := c.g.rt.Store.CreateWithin(c.r.Context(), t, c.g.cfg.MaxActivePerOwner)
 	var dup *DuplicateError
 	switch {
 	case err == nil:
@@ -85,6 +85,8 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 		_ = c.reply(render(prev))
 	case errors.Is(err, ErrIdempotencyMismatch):
 		fail(errIdempotencyMismatch())
+	case errors.Is(err, ErrQuotaExceeded):
+		fail(c.g.quotaRefused())
 	default:
 		fail(Errorf(CodeInternalError, "could not store the task: %v", err))
 	}
@@ -114,12 +116,19 @@ func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
 		return Errorf(CodeInternalError, "task store: %v", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
-		if g.cfg.Observer != nil {
-			g.cfg.Observer.Refused("quota")
-		}
-		return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
+		return g.quotaRefused()
 	}
 	return nil
+}
+
+// quotaRefused counts and answers a create over the quota, on both wires.
+// checkQuota is only the early answer: the store enforces the quota
+// atomically with the create (Store.CreateWithin).
+func (g *Gateway) quotaRefused() *Error {
+	if g.cfg.Observer != nil {
+		g.cfg.Observer.Refused("quota")
+	}
+	return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
 }
 
 func orEmptyObject(raw json.RawMessage) json.RawMessage {
