@@ -194,7 +194,7 @@ func (c *call) serveLegacyList() error {
 		return nil
 	}
 	if err != nil {
-		c.fail(storeFailure(err))
+		c.fail(c.g.storeFailure(err))
 		return nil
 	}
 	out := struct {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Server-directed task creation (2026-07-28). The gateway starts the
@@ -86,7 +88,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	}
 	body, err := RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failModern(Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		c.failModern(g.internalError("encoding the upstream call", err))
 		return nil
 	}
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
@@ -102,7 +104,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 		stopFollowingClient()
 		defer run.release()
 		if ev.err != nil {
-			reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "%v", ev.err)), http.StatusBadGateway)
+			reply.send(ErrorBytes(c.msg.ID, g.upstreamFailure(ev.err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
@@ -156,7 +158,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	if ended {
 		t.Lease = Lease{}
 		if pending.err != nil {
-			applyOutcome(t, nil, Errorf(CodeInternalError, "%v", pending.err), clock())
+			applyOutcome(t, nil, g.upstreamFailure(pending.err, zap.String("task", t.ID)), clock())
 		} else {
 			applyOutcome(t, pending.final.Result, pending.final.Error, clock())
 		}
@@ -170,7 +172,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 			reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 			return nil
 		}
-		reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "could not store the task: %v", err)), http.StatusInternalServerError)
+		reply.send(ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
 	g.auditTask(auditCreated, t)
@@ -182,7 +184,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	data, err := ResponseBytes(c.msg.ID, toModernCreate(t))
 	if err != nil {
-		data = ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "encoding the task: %v", err))
+		data = ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil

@@ -25,18 +25,19 @@ func (c *call) lookupFailure(id string, err error) *Error {
 	if errors.Is(err, ErrForeign) {
 		c.g.audit(auditDenied, id, nil, c.caller)
 	}
-	return storeFailure(err)
+	return c.g.storeFailure(err)
 }
 
-// storeFailure maps a store error to the JSON-RPC error a client sees.
-func storeFailure(err error) *Error {
+// storeFailure maps a store error to the JSON-RPC error a client sees; an
+// internal one is logged and answered with a reference only.
+func (g *Gateway) storeFailure(err error) *Error {
 	if errors.Is(err, ErrExpired) {
 		return Errorf(CodeInvalidParams, "Failed to retrieve task: Task has expired")
 	}
 	if errors.Is(err, ErrNotFound) {
 		return errTaskNotFound()
 	}
-	return Errorf(CodeInternalError, "task store: %v", err)
+	return g.clientError("task store", err)
 }
 
 func (c *call) taskIDParam() (string, *Error) {
@@ -79,7 +80,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 	case errors.As(err, &dup):
 		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
 		if err != nil {
-			fail(storeFailure(err))
+			fail(c.g.storeFailure(err))
 			return false
 		}
 		_ = c.reply(render(prev))
@@ -88,7 +89,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 	case errors.Is(err, ErrQuotaExceeded):
 		fail(c.g.quotaRefused())
 	default:
-		fail(Errorf(CodeInternalError, "could not store the task: %v", err))
+		fail(c.g.clientError("storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -100,7 +101,7 @@ func (c *call) startTask(t *Task) {
 	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
 	if err != nil {
 		run.release()
-		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
 	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
@@ -113,7 +114,7 @@ func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)
 	if err != nil {
-		return Errorf(CodeInternalError, "task store: %v", err)
+		return g.clientError("counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
 		return g.quotaRefused()
