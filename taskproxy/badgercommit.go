@@ -169,7 +169,7 @@ func refusal(err error) bool {
 
 // Update applies fn to the owner's task as a compare-and-set; see
 // Store.Update. A task becoming terminal leaves the active index and drops
-// its lease.
+// its lease key.
 func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
 	var out *Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
@@ -188,17 +188,20 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
 			return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status), nil
 		}
+		data, err := s.encodeRecord(next)
+		if err != nil {
+			return err, nil // too large: this write only
+		}
 		if next.Status.Terminal() {
 			next.Lease = Lease{}
 			if err := txn.Delete(activeKey(next)); err != nil {
 				return nil, err
 			}
 		}
-		data, err := s.encodeRecord(next)
-		if err != nil {
-			return err, nil // too large: this write only
-		}
 		if err := txn.Set(recordKey(next.ID), data); err != nil {
+			return nil, err
+		}
+		if err := setLease(txn, next.ID, next.Lease); err != nil {
 			return nil, err
 		}
 		out = next
@@ -225,6 +228,11 @@ func createIn(txn *badger.Txn, t *Task, data []byte) error {
 	}
 	if err := txn.Set(recordKey(t.ID), data); err != nil {
 		return err
+	}
+	if t.Lease.Holder != "" {
+		if err := setLease(txn, t.ID, t.Lease); err != nil {
+			return err
+		}
 	}
 	if err := txn.Set(ownerKey(t), nil); err != nil {
 		return err

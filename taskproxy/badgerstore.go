@@ -16,7 +16,8 @@ import (
 
 // Key layout (see DESIGN.md, "Store rules"):
 //
-//	t/<taskId>                                 the record
+//	t/<taskId>                                 the record (its lease excepted)
+//	l/<taskId>                                 the lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
@@ -171,9 +172,15 @@ func expiryKey(t *Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
-// encodeRecord encodes t for storing, within the record size limit.
+func leaseKey(id string) []byte { return []byte("l/" + id) }
+
+// encodeRecord encodes t for storing, within the record size limit. The
+// lease is left out: it lives under its own key, so that renewing it every
+// few seconds does not rewrite the record, arguments and all.
 func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
-	data, err := json.Marshal(t)
+	rec := *t
+	rec.Lease = Lease{}
+	data, err := json.Marshal(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
@@ -195,7 +202,29 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
 		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
+	// A record written before leases had their own key carries its lease.
+	item, err = txn.Get(leaseKey(id))
+	switch {
+	case err == nil:
+		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
+			return nil, fmt.Errorf("decoding the lease of task %s: %w", id, err)
+		}
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return nil, fmt.Errorf("reading the lease of task %s: %w", id, err)
+	}
 	return &t, nil
+}
+
+// setLease stores the lease of task id, or deletes it when it is empty.
+func setLease(txn *badger.Txn, id string, lease Lease) error {
+	if lease.Holder == "" {
+		return txn.Delete(leaseKey(id))
+	}
+	data, err := json.Marshal(lease)
+	if err != nil {
+		return fmt.Errorf("encoding the lease of task %s: %w", id, err)
+	}
+	return txn.Set(leaseKey(id), data)
 }
 
 // retryConflicts runs fn in a read-write transaction, again on the current

@@ -100,7 +100,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) error {
 	if err != nil {
 		return err
 	}
-	keys := [][]byte{recordKey(id), ownerKey(t), activeKey(t)}
+	keys := [][]byte{recordKey(id), leaseKey(id), ownerKey(t), activeKey(t)}
 	if t.IdempotencyKey != "" {
 		keys = append(keys, idempotencyKey(t))
 	}
