@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -48,7 +49,16 @@ type BadgerOptions struct {
 	// DefaultMaxRecordBytes; it is never more than Badger can store in
 	// one value.
 	MaxRecordBytes int
+	// GCInterval is how often value-log garbage collection runs, so that
+	// the space of swept tasks comes back whether or not a sweep just
+	// deleted something. 0 means DefaultGCInterval; negative disables it.
+	// An in-memory store has no value log to collect.
+	GCInterval time.Duration
 }
+
+// DefaultGCInterval is how often an on-disk store runs value-log garbage
+// collection unless configured.
+const DefaultGCInterval = 10 * time.Minute
 
 // DefaultMaxRecordBytes is the record size limit unless configured.
 const DefaultMaxRecordBytes = 32 << 20
@@ -65,6 +75,11 @@ type BadgerStore struct {
 	cursorSecret []byte
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
+
+	// gcStop ends the scheduled value-log GC (badgersweep.go); gcDone
+	// closes when it has.
+	gcStop, gcDone chan struct{}
+	gcOnce         sync.Once
 
 	// writes feeds the group committer (badgercommit.go).
 	writes        chan writeOp
@@ -122,11 +137,24 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 		return nil, err
 	}
 	go s.commitWrites()
+	s.gcStop, s.gcDone = make(chan struct{}), make(chan struct{})
+	interval := o.GCInterval
+	if interval == 0 {
+		interval = DefaultGCInterval
+	}
+	if o.InMemory || interval < 0 {
+		close(s.gcDone)
+	} else {
+		go s.collectGarbageEvery(interval, o.Logger)
+	}
 	return s, nil
 }
 
 // Close closes the database; later calls to any method return ErrClosed.
 func (s *BadgerStore) Close() error {
+	// The GC loop first: it takes s.mu, which is held below until the end.
+	s.gcOnce.Do(func() { close(s.gcStop) })
+	<-s.gcDone
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

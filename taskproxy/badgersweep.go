@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
 )
 
 // Expiry on Badger: the sweeper walks the expiry index, which sorts by
@@ -127,4 +128,21 @@ func (s *BadgerStore) CollectGarbage() error {
 		}
 		return nil
 	})
+}
+
+// collectGarbageEvery runs CollectGarbage on a schedule until Close.
+func (s *BadgerStore) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
+	defer close(s.gcDone)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.gcStop:
+			return
+		case <-tick.C:
+			if err := s.CollectGarbage(); err != nil && !errors.Is(err, ErrClosed) && log != nil {
+				log.Warn("value log garbage collection", zap.Error(err))
+			}
+		}
+	}
 }
