@@ -125,14 +125,23 @@ func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
 // whose iterators see the writes made earlier in the same batch, so a batch
 // of concurrent creates is counted as it goes.
 func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) error {
-	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
+	apply, err := s.createOp(t, maxActive)
 	if err != nil {
 		return err
+	}
+	return s.write(apply)
+}
+
+// createOp returns the committer's write of a create.
+func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error, error), error) {
+	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
+	if err != nil {
+		return nil, err
 	}
 	if t.Status.Terminal() {
 		maxActive = 0
 	}
-	return s.write(func(txn *badger.Txn) (error, error) {
+	return func(txn *badger.Txn) (error, error) {
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
 			return &QuotaError{Limit: maxActive}, nil
 		}
@@ -141,7 +150,7 @@ func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) 
 			return err, nil
 		}
 		return nil, err
-	})
+	}, nil
 }
 
 // liveRecord reads the owner's task for a write: a missing, foreign or

@@ -81,3 +81,27 @@ func TestStoreQuotaCountsActiveOnly(t *testing.T) {
 		t.Errorf("after a task ended: %v", err)
 	}
 }
+
+// Within one committer batch, the count includes the creates made earlier
+// in the same transaction.
+func TestStoreQuotaWithinOneBatch(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	var batch []writeOp
+	for range 7 {
+		apply, err := s.createOp(testTask("alice", time.Now()), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, writeOp{apply: apply})
+	}
+	results := s.commitBatch(batch)
+	for i, err := range results {
+		if want := i >= 3; errors.Is(err, ErrQuotaExceeded) != want || (!want && err != nil) {
+			t.Errorf("write %d of the batch: err = %v", i, err)
+		}
+	}
+	if n, _ := s.CountActive(ctx, "alice"); n != 3 {
+		t.Errorf("%d active after one batch at quota 3", n)
+	}
+}
