@@ -56,7 +56,7 @@ func TestUpstreamFailures(t *testing.T) {
 		upstream func() string
 		wantMsg  string
 	}{
-		{"unreachable", deadAddr, ""},
+		{"unreachable", deadAddr, "upstream unreachable (ref "},
 		{"HTTP 500", func() string {
 			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "boom", http.StatusInternalServerError)
@@ -109,8 +109,16 @@ func TestUpstreamFailures(t *testing.T) {
 			if final.Error == nil || final.Error.Code != -32603 || !strings.Contains(final.Error.Message, tt.wantMsg) {
 				t.Errorf("tasks/result = %s / %+v, want -32603 containing %q", final.Result, final.Error, tt.wantMsg)
 			}
-			if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage == "" {
+			got := c.getTask(task.TaskID)
+			if got.Status != "failed" || got.StatusMessage == "" {
 				t.Errorf("task = %+v, want failed with a reason", got)
+			}
+			// No internal text (a dial error names the upstream's address).
+			_, port, _ := net.SplitHostPort(addr)
+			for _, text := range []string{final.Error.Message, got.StatusMessage} {
+				if strings.Contains(text, addr) || strings.Contains(text, ":"+port) || strings.Contains(text, "dial") {
+					t.Errorf("the client reads internal text: %q", text)
+				}
 			}
 		})
 	}

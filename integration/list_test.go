@@ -56,7 +56,7 @@ func TestLegacyListPaging(t *testing.T) {
 	}
 
 	var listed []string
-	cursor, pages := "", 0
+	cursor, pages, issued := "", 0, ""
 	for {
 		params := map[string]any{}
 		if cursor != "" {
@@ -78,6 +78,7 @@ func TestLegacyListPaging(t *testing.T) {
 			break
 		}
 		cursor = page.NextCursor
+		issued = cursor
 		if pages > 10 {
 			t.Fatal("paging does not end")
 		}
@@ -104,6 +105,14 @@ func TestLegacyListPaging(t *testing.T) {
 	bob.result("tasks/list", nil, &bobs)
 	if len(bobs.Tasks) != 0 {
 		t.Errorf("bob lists %d of alice's tasks", len(bobs.Tasks))
+	}
+	// Only cursors the gateway issued, to that caller, are accepted: alice's
+	// own cursor in bob's hands, or a well-formed position it never issued
+	// (base64 of "<16 hex>/<id>"), is refused like any invalid cursor.
+	for _, foreign := range []string{issued, "MDAwMDAwMDAwMDAwMDAwMC9h"} {
+		if m := bob.call("tasks/list", map[string]any{"cursor": foreign}); m.Error == nil || m.Error.Code != -32602 {
+			t.Errorf("cursor %q not issued to bob answered %s / %+v, want -32602", foreign, m.Result, m.Error)
+		}
 	}
 	if m := bob.call("tasks/get", map[string]string{"taskId": order[0]}); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("bob reads alice's task: %s", m.Result)

@@ -2,9 +2,9 @@ package taskproxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -24,8 +24,9 @@ import (
 const maxBatch = 128
 
 // writeOp is one write: apply runs inside the batch transaction and returns
-// the write's own outcome, or a fatal error that fails the whole batch. It
-// must not block or call the store.
+// the write's own outcome, or a fatal error that aborts the transaction (the
+// batch is then split until only this write fails with it). apply may run
+// more than once and must not block or call the store.
 type writeOp struct {
 	apply func(*badger.Txn) (outcome, fatal error)
 	done  chan error
@@ -65,7 +66,10 @@ func (s *BadgerStore) commitWrites() {
 }
 
 // commitBatch writes the batch in one transaction and returns each write's
-// outcome; a transaction too big for Badger is split in two.
+// outcome. When the transaction fails (a write's fatal error, or a
+// transaction too big for Badger), the batch is split in two and each half
+// committed on its own, down to single writes: only the write at fault
+// fails, and the others commit.
 func (s *BadgerStore) commitBatch(batch []writeOp) []error {
 	results := make([]error, len(batch))
 	err := s.retryConflicts(context.Background(), "committing task writes", func(txn *badger.Txn) error {
@@ -78,31 +82,75 @@ func (s *BadgerStore) commitBatch(batch []writeOp) []error {
 		}
 		return nil
 	})
-	if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
+	if err == nil {
+		return results
+	}
+	if len(batch) > 1 {
 		half := len(batch) / 2
 		return append(s.commitBatch(batch[:half]), s.commitBatch(batch[half:])...)
 	}
-	if err != nil {
-		for i := range results {
-			results[i] = err
-		}
-	}
+	results[0] = cleanStoreError(err)
 	return results
 }
 
+// cleanStoreError keeps the first line of an error: Badger's errors about
+// oversized keys and values go on with a hex dump of the data, which holds
+// another caller's arguments and must reach neither clients nor logs.
+func cleanStoreError(err error) error {
+	msg := err.Error()
+	i := strings.IndexByte(msg, '\n')
+	if i < 0 {
+		return err
+	}
+	return &cleanError{msg: strings.TrimSuffix(strings.TrimSpace(msg[:i]), ":"), err: err}
+}
+
+// cleanError shows a shortened message but still unwraps to the original,
+// so errors.Is keeps working.
+type cleanError struct {
+	msg string
+	err error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.err }
+
 // Create stores t with its index keys; see Store.Create.
 func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
-	data, err := json.Marshal(t) // here, not on the committer's goroutine
+	return s.CreateWithin(ctx, t, 0)
+}
+
+// CreateWithin stores t unless its owner is at the quota; see
+// Store.CreateWithin. The count runs inside the committer's transaction,
+// whose iterators see the writes made earlier in the same batch, so a batch
+// of concurrent creates is counted as it goes.
+func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) error {
+	apply, err := s.createOp(t, maxActive)
 	if err != nil {
-		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+		return err
 	}
-	return s.write(func(txn *badger.Txn) (error, error) {
+	return s.write(apply)
+}
+
+// createOp returns the committer's write of a create.
+func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error, error), error) {
+	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
+	if err != nil {
+		return nil, err
+	}
+	if t.Status.Terminal() {
+		maxActive = 0
+	}
+	return func(txn *badger.Txn) (error, error) {
+		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
+			return &QuotaError{Limit: maxActive}, nil
+		}
 		err := createIn(txn, t, data)
 		if err == nil || refusal(err) {
 			return err, nil
 		}
 		return nil, err
-	})
+	}, nil
 }
 
 // liveRecord reads the owner's task for a write: a missing, foreign or
@@ -130,7 +178,7 @@ func refusal(err error) bool {
 
 // Update applies fn to the owner's task as a compare-and-set; see
 // Store.Update. A task becoming terminal leaves the active index and drops
-// its lease.
+// its lease key.
 func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
 	var out *Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
@@ -149,13 +197,20 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
 			return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status), nil
 		}
+		data, err := s.encodeRecord(next)
+		if err != nil {
+			return err, nil // too large: this write only
+		}
 		if next.Status.Terminal() {
 			next.Lease = Lease{}
 			if err := txn.Delete(activeKey(next)); err != nil {
 				return nil, err
 			}
 		}
-		if err := setRecord(txn, next); err != nil {
+		if err := txn.Set(recordKey(next.ID), data); err != nil {
+			return nil, err
+		}
+		if err := setLease(txn, next.ID, next.Lease); err != nil {
 			return nil, err
 		}
 		out = next
@@ -182,6 +237,11 @@ func createIn(txn *badger.Txn, t *Task, data []byte) error {
 	}
 	if err := txn.Set(recordKey(t.ID), data); err != nil {
 		return err
+	}
+	if t.Lease.Holder != "" {
+		if err := setLease(txn, t.ID, t.Lease); err != nil {
+			return err
+		}
 	}
 	if err := txn.Set(ownerKey(t), nil); err != nil {
 		return err

@@ -71,7 +71,8 @@ func (s *BadgerStore) leaseFree(lease Lease, holder string, now time.Time) bool 
 	return lease.Holder == "" || lease.Holder == holder || !lease.Expires.After(now) || s.holderGone(lease.Holder)
 }
 
-// Acquire takes or renews the lease, as one compare-and-set.
+// Acquire takes or renews the lease, as one compare-and-set. It writes the
+// lease key only, a few bytes, whatever the size of the record.
 func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error) {
 	var out *Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
@@ -84,7 +85,8 @@ func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now
 			return ErrLeaseHeld, nil
 		}
 		t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
-		if err := setRecord(txn, t); err != nil {
+		// Only the lease key is written: the record stays as it is.
+		if err := setLease(txn, t.ID, t.Lease); err != nil {
 			return nil, err
 		}
 		out = t

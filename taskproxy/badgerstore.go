@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -17,13 +17,15 @@ import (
 
 // Key layout (see DESIGN.md, "Store rules"):
 //
-//	t/<taskId>                                 the record
+//	t/<taskId>                                 the record (its lease excepted)
+//	l/<taskId>                                 the lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
 //	m/epoch                                    how many times the store was opened
+//	m/cursor-secret                            the key that signs listing cursors
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
 // looks like. The sweeper deletes a task and its index keys together; only
@@ -42,7 +44,24 @@ type BadgerOptions struct {
 	SyncWrites bool
 	// Logger receives Badger's own log lines; nil discards them.
 	Logger *zap.Logger
+	// MaxRecordBytes caps the encoded size of one task record; a write of
+	// a larger one fails alone with ErrRecordTooLarge. 0 means
+	// DefaultMaxRecordBytes; it is never more than Badger can store in
+	// one value.
+	MaxRecordBytes int
+	// GCInterval is how often value-log garbage collection runs, so that
+	// the space of swept tasks comes back whether or not a sweep just
+	// deleted something. 0 means DefaultGCInterval; negative disables it.
+	// An in-memory store has no value log to collect.
+	GCInterval time.Duration
 }
+
+// DefaultGCInterval is how often an on-disk store runs value-log garbage
+// collection unless configured.
+const DefaultGCInterval = 10 * time.Minute
+
+// DefaultMaxRecordBytes is the record size limit unless configured.
+const DefaultMaxRecordBytes = 32 << 20
 
 // BadgerStore is the Store on an embedded Badger database.
 type BadgerStore struct {
@@ -52,6 +71,15 @@ type BadgerStore struct {
 	// gone and can be taken over at once.
 	epoch  uint64
 	holder string
+	// cursorSecret signs listing cursors (badgercursor.go).
+	cursorSecret []byte
+	// maxRecord is the size limit of one encoded record.
+	maxRecord int
+
+	// gcStop ends the scheduled value-log GC (badgersweep.go); gcDone
+	// closes when it has.
+	gcStop, gcDone chan struct{}
+	gcOnce         sync.Once
 
 	// writes feeds the group committer (badgercommit.go).
 	writes        chan writeOp
@@ -83,24 +111,50 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 		WithCompactL0OnClose(true).
 		WithMetricsEnabled(false).
 		WithLogger(badgerLogger{o.Logger})
+	maxRecord := o.MaxRecordBytes
+	if maxRecord <= 0 {
+		maxRecord = DefaultMaxRecordBytes
+	}
+	// Badger refuses a value longer than a value-log file, and in memory
+	// one above the value threshold, with an error that hex-dumps it.
+	maxRecord = min(maxRecord, int(opts.ValueLogFileSize)/2)
 	if o.InMemory {
 		opts.Dir, opts.ValueDir = "", ""
+		opts = opts.WithValueThreshold(1 << 20)
+		maxRecord = min(maxRecord, int(opts.ValueThreshold)-1024)
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{})}
+	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
 	if err := s.nextEpoch(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.loadCursorSecret(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	go s.commitWrites()
+	s.gcStop, s.gcDone = make(chan struct{}), make(chan struct{})
+	interval := o.GCInterval
+	if interval == 0 {
+		interval = DefaultGCInterval
+	}
+	if o.InMemory || interval < 0 {
+		close(s.gcDone)
+	} else {
+		go s.collectGarbageEvery(interval, o.Logger)
+	}
 	return s, nil
 }
 
 // Close closes the database; later calls to any method return ErrClosed.
 func (s *BadgerStore) Close() error {
+	// The GC loop first: it takes s.mu, which is held below until the end.
+	s.gcOnce.Do(func() { close(s.gcStop) })
+	<-s.gcDone
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -146,12 +200,22 @@ func expiryKey(t *Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
-func setRecord(txn *badger.Txn, t *Task) error {
-	data, err := json.Marshal(t)
+func leaseKey(id string) []byte { return []byte("l/" + id) }
+
+// encodeRecord encodes t for storing, within the record size limit. The
+// lease is left out: it lives under its own key, so that renewing it every
+// few seconds does not rewrite the record, arguments and all.
+func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
+	rec := *t
+	rec.Lease = Lease{}
+	data, err := json.Marshal(&rec)
 	if err != nil {
-		return fmt.Errorf("encoding task %s: %w", t.ID, err)
+		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
-	return txn.Set(recordKey(t.ID), data)
+	if len(data) > s.maxRecord {
+		return nil, &RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+	}
+	return data, nil
 }
 
 func getRecord(txn *badger.Txn, id string) (*Task, error) {
@@ -166,7 +230,29 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
 		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
+	// A record written before leases had their own key carries its lease.
+	item, err = txn.Get(leaseKey(id))
+	switch {
+	case err == nil:
+		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
+			return nil, fmt.Errorf("decoding the lease of task %s: %w", id, err)
+		}
+	case !errors.Is(err, badger.ErrKeyNotFound):
+		return nil, fmt.Errorf("reading the lease of task %s: %w", id, err)
+	}
 	return &t, nil
+}
+
+// setLease stores the lease of task id, or deletes it when it is empty.
+func setLease(txn *badger.Txn, id string, lease Lease) error {
+	if lease.Holder == "" {
+		return txn.Delete(leaseKey(id))
+	}
+	data, err := json.Marshal(lease)
+	if err != nil {
+		return fmt.Errorf("encoding the lease of task %s: %w", id, err)
+	}
+	return txn.Set(leaseKey(id), data)
 }
 
 // retryConflicts runs fn in a read-write transaction, again on the current
@@ -208,9 +294,9 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 	prefix := ownerPrefix(owner)
 	start := prefix
 	if cursor != "" {
-		pos, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !validCursorPosition(pos) {
-			return nil, "", ErrInvalidCursor
+		pos, err := s.readCursor(owner, cursor)
+		if err != nil {
+			return nil, "", err
 		}
 		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
 	}
@@ -223,7 +309,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 			for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
 				key := it.Item().Key()
 				if len(tasks) == limit {
-					next = base64.RawURLEncoding.EncodeToString(lastKeyPosition(tasks[len(tasks)-1]))
+					next = s.issueCursor(owner, lastKeyPosition(tasks[len(tasks)-1]))
 					return nil
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
@@ -271,16 +357,24 @@ func (s *BadgerStore) CountActive(ctx context.Context, owner string) (int, error
 	n := 0
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			prefix := activePrefix(owner)
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-			defer it.Close()
-			for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
-				n++
-			}
+			n = countActive(txn, owner, 0)
 			return nil
 		})
 	})
 	return n, err
+}
+
+// countActive counts the owner's active-index keys in txn, stopping at
+// upTo when it is positive: a quota check reads no more than the quota.
+func countActive(txn *badger.Txn, owner string, upTo int) int {
+	prefix := activePrefix(owner)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	n := 0
+	for it.Rewind(); it.ValidForPrefix(prefix) && (upTo <= 0 || n < upTo); it.Next() {
+		n++
+	}
+	return n
 }
 
 // badgerLogger sends Badger's printf-style logging to zap; Badger's info

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,7 +164,7 @@ func TestStoreListAndCount(t *testing.T) {
 	}
 
 	var got []string
-	cursor, pages := "", 0
+	cursor, pages, firstCursor := "", 0, ""
 	for {
 		page, next, err := s.List(ctx, "alice", cursor, 3)
 		if err != nil {
@@ -179,12 +180,33 @@ func TestStoreListAndCount(t *testing.T) {
 		if next == "" {
 			break
 		}
+		if firstCursor == "" {
+			firstCursor = next
+		}
 		cursor = next
 	}
 	if fmt.Sprint(got) != fmt.Sprint(ids) || pages != 3 {
 		t.Errorf("listing = %v in %d pages, want %v in 3", got, pages, ids)
 	}
-	for _, bad := range []string{"!!", "AAAA", "MDAwMDAwMDAwMDAwMDAwMC8="} {
+	// A cursor the store did not issue to alice: forged (an unsigned
+	// position, a position with a made-up MAC, a tampered position), or
+	// issued to bob.
+	if err := s.Create(ctx, testTask("bob", base.Add(time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	_, bobCursor, err := s.List(ctx, "bob", "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, mac, _ := strings.Cut(firstCursor, ".")
+	forged := []string{
+		"!!", "AAAA", "MDAwMDAwMDAwMDAwMDAwMC8=", "MDAwMDAwMDAwMDAwMDAwMC8", pos,
+		pos + ".AAAAAAAAAAAAAAAAAAAAAA", "MDAwMDAwMDAwMDAwMDAwMC8x." + mac, bobCursor,
+	}
+	if bobCursor == "" {
+		t.Fatal("bob's first page of one gave no cursor")
+	}
+	for _, bad := range forged {
 		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, ErrInvalidCursor) {
 			t.Errorf("List(cursor %q) err = %v, want ErrInvalidCursor", bad, err)
 		}
@@ -192,8 +214,8 @@ func TestStoreListAndCount(t *testing.T) {
 	if n, err := s.CountActive(ctx, "alice"); err != nil || n != 6 {
 		t.Errorf("CountActive(alice) = %d, %v; want 6", n, err)
 	}
-	if n, _ := s.CountActive(ctx, "bob"); n != 1 {
-		t.Errorf("CountActive(bob) = %d, want 1", n)
+	if n, _ := s.CountActive(ctx, "bob"); n != 2 {
+		t.Errorf("CountActive(bob) = %d, want 2", n)
 	}
 }
 

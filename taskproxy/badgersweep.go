@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
 )
 
 // Expiry on Badger: the sweeper walks the expiry index, which sorts by
@@ -100,7 +101,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) error {
 	if err != nil {
 		return err
 	}
-	keys := [][]byte{recordKey(id), ownerKey(t), activeKey(t)}
+	keys := [][]byte{recordKey(id), leaseKey(id), ownerKey(t), activeKey(t)}
 	if t.IdempotencyKey != "" {
 		keys = append(keys, idempotencyKey(t))
 	}
@@ -127,4 +128,21 @@ func (s *BadgerStore) CollectGarbage() error {
 		}
 		return nil
 	})
+}
+
+// collectGarbageEvery runs CollectGarbage on a schedule until Close.
+func (s *BadgerStore) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
+	defer close(s.gcDone)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.gcStop:
+			return
+		case <-tick.C:
+			if err := s.CollectGarbage(); err != nil && !errors.Is(err, ErrClosed) && log != nil {
+				log.Warn("value log garbage collection", zap.Error(err))
+			}
+		}
+	}
 }

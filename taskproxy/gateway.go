@@ -228,7 +228,7 @@ func (c *call) serveLegacyRequest() error {
 func (c *call) reply(result any) error {
 	data, err := ResponseBytes(c.msg.ID, result)
 	if err != nil {
-		c.fail(Errorf(CodeInternalError, "encoding result: %v", err))
+		c.fail(c.g.internalError("encoding a result", err, zap.String("method", c.msg.Method)))
 		return nil
 	}
 	writeJSON(c.w, http.StatusOK, data)

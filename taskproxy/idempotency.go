@@ -1,9 +1,11 @@
 package taskproxy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 )
 
@@ -43,13 +45,23 @@ func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint st
 }
 
 // canonicalJSON re-encodes a value with sorted keys and no spacing, so that
-// equal arguments fingerprint equally however they were written.
+// equal arguments fingerprint equally however they were written. Numbers
+// keep their literal digits: decoded as float64, 9007199254740993 and
+// 9007199254740992 would fingerprint the same.
 func canonicalJSON(raw json.RawMessage) string {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 {
 		return string(raw)
 	}
-	out, _ := json.Marshal(v)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.Decode(new(any)) != io.EOF {
+		return string(raw)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
 	return string(out)
 }
 

@@ -43,3 +43,22 @@ func TestIdempotencyOf(t *testing.T) {
 		t.Error("other arguments or another tool fingerprint the same")
 	}
 }
+
+func TestCanonicalJSONExactNumbers(t *testing.T) {
+	tests := []struct {
+		name, a, b string
+		same       bool
+	}{
+		{"beyond float64 precision", `{"n":9007199254740993}`, `{"n":9007199254740992}`, false},
+		{"long decimals", `{"n":0.10000000000000000001}`, `{"n":0.1}`, false},
+		{"key order and spacing", `{"b":[1, 2],"a":9007199254740993}`, `{"a":9007199254740993,"b":[1,2]}`, true},
+		{"nested", `{"x":{"z":1,"y":"s"}}`, `{ "x" : { "y":"s", "z":1 } }`, true},
+		{"trailing data kept raw", `{"n":1} {"n":2}`, `{"n":1}`, false},
+	}
+	for _, tt := range tests {
+		if got := canonicalJSON(json.RawMessage(tt.a)) == canonicalJSON(json.RawMessage(tt.b)); got != tt.same {
+			t.Errorf("%s: canonical forms equal = %v, want %v (%s / %s)", tt.name, got, tt.same,
+				canonicalJSON(json.RawMessage(tt.a)), canonicalJSON(json.RawMessage(tt.b)))
+		}
+	}
+}

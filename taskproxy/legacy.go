@@ -130,6 +130,9 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(Errorf(CodeInvalidParams, "%v", err))
 		return nil
 	}
+	if c.limited() { // creating a task is the most expensive operation
+		return nil
+	}
 	if e := g.checkQuota(c.r.Context(), c.owner); e != nil {
 		c.fail(e)
 		return nil
@@ -191,7 +194,7 @@ func (c *call) serveLegacyList() error {
 		return nil
 	}
 	if err != nil {
-		c.fail(storeFailure(err))
+		c.fail(c.g.storeFailure(err))
 		return nil
 	}
 	out := struct {

@@ -156,7 +156,7 @@ func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 		if err == nil {
 			return data
 		}
-		return ErrorBytes(id, Errorf(CodeInternalError, "encoding task result: %v", err))
+		return ErrorBytes(id, Errorf(CodeInternalError, "internal error: the stored result could not be encoded")) // no text of it
 	case t.Error != nil:
 		return ErrorBytes(id, t.Error)
 	case t.Status == StatusCancelled:
@@ -180,7 +180,7 @@ func (c *call) serveInputAnswer(taskID, key string) error {
 	}
 	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
 	if _, err := c.g.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
-		writeJSONError(c.w, http.StatusBadGateway, nil, Errorf(CodeInternalError, "%v", err))
+		writeJSONError(c.w, http.StatusBadGateway, nil, c.g.answerFailure(err, taskID))
 		return nil
 	}
 	c.w.WriteHeader(http.StatusAccepted)

@@ -316,7 +316,7 @@ func (c *call) serveModernUpdate() error {
 		if errors.Is(err, ErrNotFound) {
 			c.failModern(c.lookupFailure(id, err))
 		} else {
-			c.failModern(Errorf(CodeInternalError, "%v", err))
+			c.failModern(c.g.answerFailure(err, id))
 		}
 		return nil
 	}

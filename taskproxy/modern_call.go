@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Server-directed task creation (2026-07-28). The gateway starts the
@@ -45,15 +47,12 @@ func (c *call) serveModernToolsCall() error {
 	case !declared || mode == TaskForbidden:
 		return c.pass()
 	}
-	if !c.validModern(true) || !c.guardOrigin() {
+	if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 		return nil
 	}
 	if e := c.g.checkQuota(c.r.Context(), c.owner); e != nil {
-		if mode == TaskRequired {
-			c.failModern(e)
-			return nil
-		}
-		return c.pass() // no room for a task: the call runs as a plain one
+		c.failModern(e) // the same refusal as on the 2025-11-25 wire
+		return nil
 	}
 	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" {
 		return c.runIdempotentCall(name)
@@ -89,7 +88,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	}
 	body, err := RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failModern(Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		c.failModern(g.internalError("encoding the upstream call", err))
 		return nil
 	}
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
@@ -105,7 +104,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 		stopFollowingClient()
 		defer run.release()
 		if ev.err != nil {
-			reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "%v", ev.err)), http.StatusBadGateway)
+			reply.send(ErrorBytes(c.msg.ID, g.upstreamFailure(ev.err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
@@ -159,15 +158,21 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	if ended {
 		t.Lease = Lease{}
 		if pending.err != nil {
-			applyOutcome(t, nil, Errorf(CodeInternalError, "%v", pending.err), clock())
+			applyOutcome(t, nil, g.upstreamFailure(pending.err, zap.String("task", t.ID)), clock())
 		} else {
 			applyOutcome(t, pending.final.Result, pending.final.Error, clock())
 		}
 	}
-	if err := g.rt.Store.Create(c.r.Context(), t); err != nil {
+	if err := g.rt.Store.CreateWithin(c.r.Context(), t, g.cfg.MaxActivePerOwner); err != nil {
+		// The call does not go on untracked: the upstream call is cancelled.
 		run.cancel(err)
 		run.release()
-		reply.send(ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "could not store the task: %v", err)), http.StatusInternalServerError)
+		if errors.Is(err, ErrQuotaExceeded) {
+			e := g.quotaRefused()
+			reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+			return nil
+		}
+		reply.send(ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
 	g.auditTask(auditCreated, t)
@@ -179,7 +184,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	data, err := ResponseBytes(c.msg.ID, toModernCreate(t))
 	if err != nil {
-		data = ErrorBytes(c.msg.ID, Errorf(CodeInternalError, "encoding the task: %v", err))
+		data = ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil

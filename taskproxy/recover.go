@@ -95,7 +95,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 		if err != nil {
 			run.release()
 			if !errors.Is(err, ErrTerminal) {
-				current.finish(t, nil, Errorf(CodeInternalError, "re-running after a restart: %v", err))
+				current.finish(t, nil, current.clientError("re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
 		}

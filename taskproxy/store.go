@@ -37,6 +37,34 @@ var (
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with different arguments")
 )
 
+// ErrRecordTooLarge means a task record would exceed the store's size
+// limit; the write is refused and nothing else fails with it. The error is
+// a *RecordTooLargeError.
+var ErrRecordTooLarge = errors.New("task record too large")
+
+// RecordTooLargeError reports the size of a refused record and the limit.
+// Its text names sizes only, never the record's content.
+type RecordTooLargeError struct{ Size, Limit int }
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("task record too large (%d bytes, limit %d)", e.Size, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrRecordTooLarge) hold.
+func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
+
+// ErrQuotaExceeded means a create was refused because the owner already
+// has as many non-terminal tasks as allowed. The error is a *QuotaError.
+var ErrQuotaExceeded = errors.New("too many active tasks")
+
+// QuotaError reports the limit a refused create met.
+type QuotaError struct{ Limit int }
+
+func (e *QuotaError) Error() string { return fmt.Sprintf("too many active tasks (limit %d)", e.Limit) }
+
+// Is makes errors.Is(err, ErrQuotaExceeded) hold.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
+
 // DuplicateError reports that a create carried the idempotency key of a
 // live task of the same owner, with the same arguments: TaskID is that task.
 type DuplicateError struct{ TaskID string }
@@ -62,6 +90,12 @@ type Store interface {
 	// *DuplicateError naming that task when the Fingerprints match, and
 	// ErrIdempotencyMismatch when they do not.
 	Create(ctx context.Context, t *Task) error
+	// CreateWithin is Create with a quota: a non-terminal t is refused
+	// with a *QuotaError (ErrQuotaExceeded) when its owner already has
+	// maxActive non-terminal tasks, counted in the same transaction as the
+	// create, so that concurrent creates never exceed it. maxActive <= 0
+	// means no limit; a terminal t is never refused for the quota.
+	CreateWithin(ctx context.Context, t *Task, maxActive int) error
 	// Get returns the owner's task with id.
 	Get(ctx context.Context, owner, id string) (*Task, error)
 	// Update applies fn to a copy of the owner's task with id and stores

@@ -25,18 +25,19 @@ func (c *call) lookupFailure(id string, err error) *Error {
 	if errors.Is(err, ErrForeign) {
 		c.g.audit(auditDenied, id, nil, c.caller)
 	}
-	return storeFailure(err)
+	return c.g.storeFailure(err)
 }
 
-// storeFailure maps a store error to the JSON-RPC error a client sees.
-func storeFailure(err error) *Error {
+// storeFailure maps a store error to the JSON-RPC error a client sees; an
+// internal one is logged and answered with a reference only.
+func (g *Gateway) storeFailure(err error) *Error {
 	if errors.Is(err, ErrExpired) {
 		return Errorf(CodeInvalidParams, "Failed to retrieve task: Task has expired")
 	}
 	if errors.Is(err, ErrNotFound) {
 		return errTaskNotFound()
 	}
-	return Errorf(CodeInternalError, "task store: %v", err)
+	return g.clientError("task store", err)
 }
 
 func (c *call) taskIDParam() (string, *Error) {
@@ -70,7 +71,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
 func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) bool {
-	err := c.g.rt.Store.Create(c.r.Context(), t)
+	err := c.g.rt.Store.CreateWithin(c.r.Context(), t, c.g.cfg.MaxActivePerOwner)
 	var dup *DuplicateError
 	switch {
 	case err == nil:
@@ -79,14 +80,16 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 	case errors.As(err, &dup):
 		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
 		if err != nil {
-			fail(storeFailure(err))
+			fail(c.g.storeFailure(err))
 			return false
 		}
 		_ = c.reply(render(prev))
 	case errors.Is(err, ErrIdempotencyMismatch):
 		fail(errIdempotencyMismatch())
+	case errors.Is(err, ErrQuotaExceeded):
+		fail(c.g.quotaRefused())
 	default:
-		fail(Errorf(CodeInternalError, "could not store the task: %v", err))
+		fail(c.g.clientError("storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -98,7 +101,7 @@ func (c *call) startTask(t *Task) {
 	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
 	if err != nil {
 		run.release()
-		g.finish(t, nil, Errorf(CodeInternalError, "encoding the upstream call: %v", err))
+		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
 	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
@@ -111,15 +114,22 @@ func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)
 	if err != nil {
-		return Errorf(CodeInternalError, "task store: %v", err)
+		return g.clientError("counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
-		if g.cfg.Observer != nil {
-			g.cfg.Observer.Refused("quota")
-		}
-		return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
+		return g.quotaRefused()
 	}
 	return nil
+}
+
+// quotaRefused counts and answers a create over the quota, on both wires.
+// checkQuota is only the early answer: the store enforces the quota
+// atomically with the create (Store.CreateWithin).
+func (g *Gateway) quotaRefused() *Error {
+	if g.cfg.Observer != nil {
+		g.cfg.Observer.Refused("quota")
+	}
+	return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
 }
 
 func orEmptyObject(raw json.RawMessage) json.RawMessage {

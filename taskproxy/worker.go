@@ -165,7 +165,7 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 		g.finish(t, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
 		return
 	}
-	g.finish(t, nil, Errorf(CodeInternalError, "%v", err))
+	g.finish(t, nil, g.upstreamFailure(err, zap.String("task", t.ID)))
 }
 
 // finish records the call's outcome: a result or a JSON-RPC error. A result

@@ -1,0 +1,136 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// recordVersion returns the Badger version of a task's record, and of its
+// lease key (0 when absent).
+func recordVersion(t *testing.T, s *BadgerStore, id string) (record, lease uint64) {
+	t.Helper()
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(recordKey(id))
+		if err != nil {
+			return err
+		}
+		record = item.Version()
+		if item, err := txn.Get(leaseKey(id)); err == nil {
+			lease = item.Version()
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record, lease
+}
+
+// Renewing a lease writes the lease key only: the record, with its
+// arguments, is not rewritten. Updates, recovery listing, the end of the
+// task and the sweep see and drop the lease as before.
+func TestLeaseRenewalKeepsRecord(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	t0 := time.Unix(1_800_000_000, 0)
+	task := testTask("alice", t0)
+	task.Params = json.RawMessage(`{"arguments":{"blob":"` + strings.Repeat("x", 100<<10) + `"}}`)
+	task.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	rec0, lease0 := recordVersion(t, s, task.ID)
+	if lease0 == 0 {
+		t.Fatal("a created task's lease has no key of its own")
+	}
+	for i := range 5 {
+		at := t0.Add(time.Duration(i+1) * 10 * time.Second)
+		got, err := s.Acquire(ctx, "alice", task.ID, s.Holder(), at, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Lease.Expires.Equal(at.Add(30 * time.Second)) {
+			t.Errorf("renewal %d: lease %+v", i, got.Lease)
+		}
+	}
+	rec1, lease1 := recordVersion(t, s, task.ID)
+	if rec1 != rec0 {
+		t.Errorf("lease renewals rewrote the record: version %d to %d", rec0, rec1)
+	}
+	if lease1 == lease0 {
+		t.Error("lease renewals did not write the lease key")
+	}
+	want := t0.Add(80 * time.Second)
+	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !got.Lease.Expires.Equal(want) {
+		t.Errorf("Get after renewals: lease %+v, %v; want expiry %s", got.Lease, err, want)
+	}
+	if active, _, err := s.ListActive(ctx, "", 10); err != nil || len(active) != 1 || !active[0].Lease.Expires.Equal(want) {
+		t.Errorf("ListActive after renewals: %+v, %v", active, err)
+	}
+	// An update keeps the lease, and leaves it out of the record.
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.StatusMessage = "half way"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, "alice", task.ID); !got.Lease.Expires.Equal(want) || got.StatusMessage != "half way" {
+		t.Errorf("after an update: %+v", got)
+	}
+	// The end of the task drops the lease key.
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+		t.Error("a terminal task keeps its lease key")
+	}
+	if got, _ := s.Get(ctx, "alice", task.ID); got.Lease != (Lease{}) {
+		t.Errorf("terminal task's lease %+v", got.Lease)
+	}
+
+	// The sweep deletes a live task's lease key with it.
+	live := testTask("alice", t0)
+	live.TTL = time.Second
+	live.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
+	if err := s.Create(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sweep(ctx, t0.Add(time.Hour*2), 100); err != nil {
+		t.Fatal(err)
+	}
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(leaseKey(live.ID))
+		return err
+	})
+	if !errors.Is(err, badger.ErrKeyNotFound) {
+		t.Errorf("the sweep left the lease key: %v", err)
+	}
+}
+
+// A record written before leases had their own key keeps its embedded
+// lease until the lease is next written.
+func TestLeaseEmbeddedInOldRecord(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	t0 := time.Unix(1_800_000_000, 0)
+	task := testTask("alice", t0)
+	task.Lease = Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
+	data, _ := json.Marshal(task)
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return createIn(txn, &Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: StatusWorking}, data)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "alice", task.ID)
+	if err != nil || got.Lease.Holder != task.Lease.Holder || !got.Lease.Expires.Equal(task.Lease.Expires) {
+		t.Fatalf("old record's lease = %+v, %v", got.Lease, err)
+	}
+	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0, time.Minute); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("the embedded lease was not honoured: %v", err)
+	}
+}

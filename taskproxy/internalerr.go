@@ -1,0 +1,134 @@
+package taskproxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+)
+
+// Internal errors and clients. The text of an internal error (a store
+// error, a Go network error naming addresses, a panic) never reaches a
+// client, nor a task's stored error, which its owner reads: the client gets
+// a generic message with a reference, and the gateway's log gets the
+// details under that reference. Errors that are part of the protocol
+// (JSON-RPC errors, the store's refusals, the gateway's own account of a
+// broken upstream answer) keep their text.
+
+// newErrorRef returns a short random reference that ties a client's error
+// to its log line.
+func newErrorRef() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// internalError logs err under a new reference, with what the gateway was
+// doing, and returns the client's error. Fields must not carry arguments or
+// results.
+func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *Error {
+	ref := newErrorRef()
+	if ce := g.log.Check(zap.ErrorLevel, what); ce != nil {
+		ce.Write(append(fields, zap.String("ref", ref), zap.Error(cleanStoreError(err)))...)
+	}
+	return Errorf(CodeInternalError, "internal error (ref %s)", ref)
+}
+
+// clientError maps an error of the gateway's own work to the client's
+// error: a JSON-RPC error as is, one of the store's refusals with its text,
+// anything else through internalError.
+func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *Error {
+	var rpcErr *Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	if safeStoreError(err) {
+		return Errorf(CodeInternalError, "%s", err.Error())
+	}
+	return g.internalError(what, err, fields...)
+}
+
+// safeStoreError reports the store's refusals, whose text names no data.
+func safeStoreError(err error) bool {
+	for _, e := range []error{ErrNotFound, ErrTerminal, ErrBadTransition, ErrLeaseHeld, ErrIdempotencyMismatch, ErrQuotaExceeded, ErrRecordTooLarge, ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamFailure is the error recorded for an upstream call that ended
+// without an answer. The gateway's own account of a broken answer ("ended
+// without a response", "not JSON-RPC") keeps its text; a network failure
+// becomes "upstream unreachable" and any other foreign error (the next
+// handler's, a panic) "upstream call failed", each with a reference to the
+// details in the log.
+func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *Error {
+	var rpcErr *Error
+	switch {
+	case errors.As(err, &rpcErr):
+		return rpcErr
+	case errors.Is(err, errTaskExpired):
+		return Errorf(CodeInternalError, "%v", errTaskExpired)
+	case !foreignError(err):
+		return Errorf(CodeInternalError, "%v", err)
+	}
+	ref := newErrorRef()
+	msg := "upstream call failed"
+	if unreachable(err) {
+		msg = "upstream unreachable"
+	}
+	if ce := g.log.Check(zap.WarnLevel, msg); ce != nil {
+		ce.Write(append(fields, zap.String("ref", ref), zap.Error(cleanStoreError(err)))...)
+	}
+	return Errorf(CodeInternalError, "%s (ref %s)", msg, ref)
+}
+
+// unreachable reports a failure to connect to the upstream.
+func unreachable(err error) bool {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	var errno syscall.Errno
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.As(err, &errno) {
+		return true
+	}
+	// reverse_proxy wraps dial errors in a type that does not unwrap.
+	msg := err.Error()
+	for _, s := range []string{"dial ", "connect: ", "connection refused", "no upstreams available", "no such host"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignError reports an error whose text the gateway did not write: a
+// network error, the next handler's error, a panic, a store error.
+func foreignError(err error) bool {
+	if unreachable(err) {
+		return true
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch t := fmt.Sprintf("%T", e); {
+		case strings.HasPrefix(t, "caddyhttp."), strings.HasPrefix(t, "reverseproxy."), strings.HasPrefix(t, "badger."):
+			return true
+		}
+	}
+	return strings.Contains(err.Error(), "panic")
+}
+
+// answerFailure is the error of a client's input answer that could not be
+// delivered: forwarding it upstream or recording it failed.
+func (g *Gateway) answerFailure(err error, taskID string) *Error {
+	if strings.Contains(err.Error(), "upstream") { // the gateway's own wording: forwarding failed
+
+		return g.upstreamFailure(err, zap.String("task", taskID))
+	}
+	return g.clientError("answering an input request", err, zap.String("task", taskID))
+}
