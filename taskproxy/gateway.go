@@ -74,6 +74,9 @@ type Config struct {
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) per owner per second; 0 means no limit.
 	RateLimit float64
+	// RebindingProtection says when requests the gateway answers itself
+	// are checked for DNS rebinding (origin.go); "" means RebindingAuto.
+	RebindingProtection RebindingProtection
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}
 	// Logger receives the gateway's logs; nil discards them.
@@ -124,6 +127,9 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute
+	}
+	if cfg.RebindingProtection == "" {
+		cfg.RebindingProtection = RebindingAuto
 	}
 	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
 	if g.log == nil {

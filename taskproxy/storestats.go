@@ -1,0 +1,67 @@
+package taskproxy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// StoreStats is a store's size, for metrics.
+type StoreStats struct {
+	// Tasks is the number of task records stored, ended ones included
+	// (until the sweep after their ttl).
+	Tasks int
+	// Active is the number of tasks not yet completed, failed or cancelled.
+	Active int
+	// Bytes is the store's size on disk.
+	Bytes int64
+}
+
+// StatsReporter is a Store that can report its size. Stats walks indexes, so
+// callers must not call it per request: metrics call it at most every few
+// seconds.
+type StatsReporter interface {
+	Stats(ctx context.Context) (StoreStats, error)
+}
+
+// Stats counts the record and active-index keys (keys only, no values read)
+// and takes Badger's own estimate of its size on disk.
+func (s *BadgerStore) Stats(ctx context.Context) (StoreStats, error) {
+	var st StoreStats
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			var err error
+			if st.Tasks, err = countPrefix(ctx, txn, []byte("t/")); err != nil {
+				return err
+			}
+			st.Active, err = countPrefix(ctx, txn, []byte("a/"))
+			return err
+		})
+	})
+	if err != nil {
+		return StoreStats{}, fmt.Errorf("counting tasks: %w", err)
+	}
+	lsm, vlog := s.db.Size()
+	st.Bytes = lsm + vlog
+	return st, nil
+}
+
+func countPrefix(ctx context.Context, txn *badger.Txn, prefix []byte) (int, error) {
+	opts := badger.DefaultIteratorOptions
+	opts.PrefetchValues = false
+	opts.Prefix = prefix
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	n := 0
+	for it.Rewind(); it.Valid(); it.Next() {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Interface guard
+var _ StatsReporter = (*BadgerStore)(nil)
