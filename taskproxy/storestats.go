@@ -3,6 +3,7 @@ package taskproxy
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -14,7 +15,7 @@ type StoreStats struct {
 	Tasks int
 	// Active is the number of tasks not yet completed, failed or cancelled.
 	Active int
-	// Bytes is the store's size on disk.
+	// Bytes is the disk space of the store's files (0 in memory).
 	Bytes int64
 }
 
@@ -26,7 +27,8 @@ type StatsReporter interface {
 }
 
 // Stats counts the record and active-index keys (keys only, no values read)
-// and takes Badger's own estimate of its size on disk.
+// and adds up the disk space of the store's files. Badger's own Size is
+// refreshed once a minute and counts preallocated value logs in full.
 func (s *BadgerStore) Stats(ctx context.Context) (StoreStats, error) {
 	var st StoreStats
 	err := s.use(func() error {
@@ -42,9 +44,30 @@ func (s *BadgerStore) Stats(ctx context.Context) (StoreStats, error) {
 	if err != nil {
 		return StoreStats{}, fmt.Errorf("counting tasks: %w", err)
 	}
-	lsm, vlog := s.db.Size()
-	st.Bytes = lsm + vlog
+	st.Bytes = dirUsage(s.db.Opts().Dir)
+	if vdir := s.db.Opts().ValueDir; vdir != s.db.Opts().Dir {
+		st.Bytes += dirUsage(vdir)
+	}
 	return st, nil
+}
+
+// dirUsage adds up the disk space of the files directly in dir (Badger
+// keeps no subdirectories); errors count as nothing, it is a gauge.
+func dirUsage(dir string) int64 {
+	if dir == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += allocated(info)
+		}
+	}
+	return total
 }
 
 func countPrefix(ctx context.Context, txn *badger.Txn, prefix []byte) (int, error) {
