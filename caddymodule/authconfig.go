@@ -114,6 +114,15 @@ func (h *Handler) parseAuth(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
+	sources := 0
+	for _, set := range []bool{j.HMACSecret != "", len(j.PublicKeys) > 0, j.JWKSURL != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return d.Errf("auth jwt: want exactly one key source (hmac_secret, public_key or jwks_url), got %d", sources)
+	}
 	h.Auth = &AuthConfig{JWT: j}
 	return nil
 }
