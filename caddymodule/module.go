@@ -366,9 +366,10 @@ func (h *Handler) Cleanup() error {
 
 // ServeHTTP hands the request to the gateway.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method == http.MethodOptions {
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		// A CORS preflight carries no credentials by design (Fetch spec);
-		// it is not task business and not an auth failure.
+		// it is not task business and not an auth failure. Other OPTIONS
+		// requests are checked as any request.
 		return next.ServeHTTP(w, r)
 	}
 	r = withPeer(r)

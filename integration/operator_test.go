@@ -298,6 +298,15 @@ http://:` + port + ` {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Errorf("preflight without a token: HTTP %d, want the next handler's 204", resp.StatusCode)
 	}
+	// An OPTIONS request that is not a preflight is checked as any other.
+	req, _ = http.NewRequest(http.MethodOptions, authed.URL, nil)
+	if resp, err = httpClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("plain OPTIONS without a token: HTTP %d, want 401", resp.StatusCode)
+	}
 
 	send := func(clientIP string) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
