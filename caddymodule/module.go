@@ -164,6 +164,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // directory from the usage pool, and builds the gateway.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	warnShadowed(ctx, h.logger)
 	h.applyDefaults()
 	dir, err := filepath.Abs(h.StorageDir)
 	if err != nil {

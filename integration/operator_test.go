@@ -197,6 +197,45 @@ func TestHandleLayouts(t *testing.T) {
 			c.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 			c.initialize("")
 			c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+			if strings.Contains(gw.logs(), shadowWarning) {
+				t.Errorf("a layout that runs the gateway is warned about:\n%s", gw.logs())
+			}
+		})
+	}
+}
+
+const shadowWarning = "before mcp_tasks runs"
+
+// Layouts where an earlier route answers first are warned about when Caddy
+// loads them: a route block with reverse_proxy written first, and a global
+// order that puts handle before mcp_tasks.
+func TestShadowedGatewayWarned(t *testing.T) {
+	_, addr := testUpstream(t)
+	layouts := map[string]struct{ global, site string }{
+		"route, reverse_proxy written first": {"", `
+	route /mcp* {
+		reverse_proxy %UPSTREAM%
+		mcp_tasks {
+			storage_dir %STORE%
+%DIRECTIVES%
+		}
+	}`},
+		"global order before reverse_proxy, beside handle": {"\torder mcp_tasks before reverse_proxy", `
+	mcp_tasks /mcp* {
+		storage_dir %STORE%
+%DIRECTIVES%
+	}
+	handle /mcp* {
+		reverse_proxy %UPSTREAM%
+	}`},
+	}
+	for name, layout := range layouts {
+		t.Run(name, func(t *testing.T) {
+			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", legacyTools+hmacAuth, "%UPSTREAM%", addr).Replace(layout.site)
+			gw := startCaddyfile(t, func(admin, port string) string {
+				return globalHead(admin, layout.global) + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
+			})
+			waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(gw.logs(), shadowWarning) })
 		})
 	}
 }
