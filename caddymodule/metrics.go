@@ -102,12 +102,10 @@ func storeTotals() taskproxy.StoreStats {
 	defer cancel()
 	var total taskproxy.StoreStats
 	runtimes.Range(func(_, v any) bool {
-		if sr, ok := v.(pooledRuntime).rt.Store.(taskproxy.StatsReporter); ok {
-			if st, err := sr.Stats(ctx); err == nil {
-				total.Tasks += st.Tasks
-				total.Active += st.Active
-				total.Bytes += st.Bytes
-			}
+		if st, ok, err := v.(pooledRuntime).rt.StoreStats(ctx); ok && err == nil {
+			total.Tasks += st.Tasks
+			total.Active += st.Active
+			total.Bytes += st.Bytes
 		}
 		return true
 	})

@@ -86,5 +86,16 @@ func countPrefix(ctx context.Context, txn *badger.Txn, prefix []byte) (int, erro
 	return n, nil
 }
 
+// StoreStats reports the size of the runtime's store; ok is false when the
+// store cannot tell (it does not implement StatsReporter).
+func (rt *Runtime) StoreStats(ctx context.Context) (st StoreStats, ok bool, err error) {
+	sr, ok := rt.Store.(StatsReporter)
+	if !ok {
+		return StoreStats{}, false, nil
+	}
+	st, err = sr.Stats(ctx)
+	return st, true, err
+}
+
 // Interface guard
 var _ StatsReporter = (*BadgerStore)(nil)
