@@ -128,9 +128,6 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute
 	}
-	if cfg.RebindingProtection == "" {
-		cfg.RebindingProtection = RebindingAuto
-	}
 	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
 	if g.log == nil {
 		g.log = zap.NewNop()
