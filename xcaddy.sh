@@ -33,11 +33,25 @@ build() {
 	go build -o "$DEMO_BIN" ./integration/cmd/demo-upstream
 }
 
+# demo_pid is global, not local to run: the EXIT trap runs after run has
+# returned, when its locals are gone (and set -u would fail on them).
+demo_pid=
+
+stop_demo() {
+	if [[ -n $demo_pid ]]; then
+		kill "$demo_pid" 2>/dev/null || true
+		wait "$demo_pid" 2>/dev/null || true
+		demo_pid=
+	fi
+}
+
 run() {
 	build
 	"$DEMO_BIN" -addr 127.0.0.1:9100 -path /mcp &
-	local demo=$!
-	trap 'kill "$demo" 2>/dev/null || true; wait "$demo" 2>/dev/null || true' EXIT INT TERM
+	demo_pid=$!
+	# EXIT covers Caddy failing to start (set -e) as well as Ctrl-C.
+	trap stop_demo EXIT
+	trap 'stop_demo; exit 130' INT TERM
 	cat >&2 <<'MSG'
 
 The gateway serves MCP on http://localhost:8080/mcp (demo upstream on 127.0.0.1:9100).

@@ -53,18 +53,26 @@ type keySource struct {
 	identity string
 }
 
-// newHMACSource accepts HS256/384/512 with secret, which must be long enough
-// and must not look like a PEM document.
-func newHMACSource(secret []byte) (keySource, error) {
-	if len(secret) < MinHMACSecretLen {
-		return keySource{}, fmt.Errorf("HMAC secret is %d bytes, want at least %d", len(secret), MinHMACSecretLen)
+// newHMACSource accepts HS256/384/512 with any of secrets (several during a
+// rotation), each of which must be long enough and must not look like a PEM
+// document.
+func newHMACSource(secrets ...[]byte) (keySource, error) {
+	keys := make([]jwt.VerificationKey, 0, len(secrets))
+	for i, secret := range secrets {
+		if len(secret) < MinHMACSecretLen {
+			return keySource{}, fmt.Errorf("HMAC secret %d is %d bytes, want at least %d", i+1, len(secret), MinHMACSecretLen)
+		}
+		if bytes.Contains(secret, []byte("-----BEGIN")) {
+			return keySource{}, errors.New("HMAC secret looks like a PEM document; configure public keys with PublicKeysPEM")
+		}
+		keys = append(keys, bytes.Clone(secret))
 	}
-	if bytes.Contains(secret, []byte("-----BEGIN")) {
-		return keySource{}, errors.New("HMAC secret looks like a PEM document; configure public keys with PublicKeysPEM")
+	var key any = jwt.VerificationKeySet{Keys: keys}
+	if len(keys) == 1 {
+		key = keys[0]
 	}
-	key := bytes.Clone(secret)
 	return keySource{
-		identity: hmacIdentity(key),
+		identity: hmacIdentity(secrets...),
 		methods:  slices.Clone(hmacAlgs),
 		keyfunc: func(t *jwt.Token) (any, error) {
 			if !slices.Contains(hmacAlgs, t.Method.Alg()) {

@@ -74,6 +74,10 @@ type Options struct {
 	// (a public key used as an HMAC secret would let anyone forge tokens).
 	HMACSecret []byte
 
+	// HMACSecrets are further secrets accepted besides HMACSecret, each
+	// under the same rules, for rotation: a token verified by any is valid.
+	HMACSecrets [][]byte
+
 	// PublicKeysPEM holds one or more PEM documents, each with one or more
 	// "PUBLIC KEY", "RSA PUBLIC KEY" or "CERTIFICATE" blocks. RSA keys
 	// (at least 2048 bits) accept RS256/384/512 and PS256/384/512, ECDSA
@@ -248,7 +252,7 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 	}
 	switch {
 	case len(o.HMACSecret) > 0:
-		ks, err = newHMACSource(o.HMACSecret)
+		ks, err = newHMACSource(append([][]byte{o.HMACSecret}, o.HMACSecrets...)...)
 	case len(o.PublicKeysPEM) > 0:
 		ks, err = newPEMSource(o.PublicKeysPEM)
 	default:

@@ -14,11 +14,16 @@ type AuthConfig struct {
 }
 
 // JWTConfig verifies bearer JWTs. Exactly one key source is required:
-// HMACSecret, PublicKeys or JWKSURL.
+// HMACSecret (with HMACSecrets), PublicKeys or JWKSURL.
 type JWTConfig struct {
 	// HMACSecret is the shared secret of HS256/384/512 tokens, at least
 	// 32 bytes. Placeholders such as {env.MCP_JWT_SECRET} are expanded.
 	HMACSecret string `json:"hmac_secret,omitempty"`
+
+	// HMACSecrets are further secrets accepted besides HMACSecret, under
+	// the same rules, for rotation: a token signed with any of them is
+	// valid. In the Caddyfile, hmac_secret may be repeated.
+	HMACSecrets []string `json:"hmac_secrets,omitempty"`
 
 	// PublicKeys are paths of PEM files with RSA, ECDSA or Ed25519 public
 	// keys; several may be given for key rotation.
@@ -77,6 +82,14 @@ func (h *Handler) parseAuth(d *caddyfile.Dispenser) error {
 		switch name {
 		case "hmac_secret":
 			into = &j.HMACSecret
+			if j.HMACSecret != "" { // a second one: rotation
+				var secret string
+				if !d.AllArgs(&secret) {
+					return d.ArgErr()
+				}
+				j.HMACSecrets = append(j.HMACSecrets, secret)
+				continue
+			}
 		case "public_key":
 			var path string
 			if !d.AllArgs(&path) {
@@ -113,6 +126,15 @@ func (h *Handler) parseAuth(d *caddyfile.Dispenser) error {
 		if !d.AllArgs(into) {
 			return d.ArgErr()
 		}
+	}
+	sources := 0
+	for _, set := range []bool{j.HMACSecret != "", len(j.PublicKeys) > 0, j.JWKSURL != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return d.Errf("auth jwt: want exactly one key source (hmac_secret, public_key or jwks_url), got %d", sources)
 	}
 	h.Auth = &AuthConfig{JWT: j}
 	return nil

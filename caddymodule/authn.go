@@ -44,12 +44,20 @@ func newAuthenticator(ctx context.Context, j *JWTConfig, trustDomain string, log
 		Leeway:           time.Duration(j.Leeway),
 		Logger:           logger,
 	}
+	secrets := j.HMACSecrets // several: a rotation
 	if j.HMACSecret != "" {
-		secret := repl.ReplaceKnown(j.HMACSecret, "")
+		secrets = append([]string{j.HMACSecret}, secrets...)
+	}
+	for i, raw := range secrets {
+		secret := repl.ReplaceKnown(raw, "")
 		if secret == "" {
-			return nil, fmt.Errorf("auth jwt: hmac_secret %q expands to nothing", j.HMACSecret)
+			return nil, fmt.Errorf("auth jwt: hmac_secret %q expands to nothing", raw)
 		}
-		o.HMACSecret = []byte(secret)
+		if i == 0 {
+			o.HMACSecret = []byte(secret)
+		} else {
+			o.HMACSecrets = append(o.HMACSecrets, []byte(secret))
+		}
 	}
 	for _, path := range j.PublicKeys {
 		path = repl.ReplaceKnown(path, "")

@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -14,10 +16,16 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterHandlerDirective("mcp_tasks", parseCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("mcp_tasks", httpcaddyfile.Before, "reverse_proxy")
+	// Before the routing directives (invoke, handle, handle_path, route),
+	// not just before reverse_proxy: a matched handle block is terminal, so
+	// beside "handle /mcp* { reverse_proxy … }" the gateway, and its auth,
+	// would never run. Authentication handlers (basic_auth, forward_auth)
+	// still come first, for principal placeholders.
+	httpcaddyfile.RegisterDirectiveOrder("mcp_tasks", httpcaddyfile.Before, "invoke")
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	warnOrder(h)
 	m := new(Handler)
 	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
 		return nil, err
@@ -38,17 +46,18 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		default_ttl              <duration>
 //		max_ttl                  <duration>
 //		poll_interval            <duration>
-//		max_active_per_principal <n>
+//		max_active_per_principal <n>|off
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
 //		tool <name> forbidden|optional|required [retry_on_restart]
 //		sync_writes              on|off
 //		sweep_interval           <duration>
-//		rate_limit               <operations per second>
+//		rate_limit               <operations per second>|off
+//		dns_rebinding_protection auto|on|off
 //		principal                <placeholder>
 //		trust_domain             <name>
 //		auth jwt {
-//			hmac_secret     <secret>
+//			hmac_secret     <secret>    (repeatable, for rotation)
 //			public_key      <pem file>
 //			jwks_url        <url>
 //			issuer          <issuer>
@@ -61,7 +70,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// The directive is ordered before reverse_proxy. Sizes take units (4MiB,
+// The directive is ordered before invoke, handle, handle_path and route (so
+// before reverse_proxy), after basic_auth and forward_auth. Sizes take units (4MiB,
 // 512KB); durations take Caddy's units (500ms, 15m, 24h, 1d).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
@@ -69,37 +79,46 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
-		switch d.Val() {
+		name := d.Val()
+		switch name {
 		case "storage_dir":
 			if !d.AllArgs(&h.StorageDir) {
 				return d.ArgErr()
 			}
 		case "task_after":
-			if err := parseDuration(d, &h.TaskAfter); err != nil {
+			if err := parsePositiveDuration(d, &h.TaskAfter); err != nil {
 				return err
 			}
 		case "default_ttl":
-			if err := parseDuration(d, &h.DefaultTTL); err != nil {
+			if err := parsePositiveDuration(d, &h.DefaultTTL); err != nil {
 				return err
 			}
 		case "max_ttl":
-			if err := parseDuration(d, &h.MaxTTL); err != nil {
+			if err := parsePositiveDuration(d, &h.MaxTTL); err != nil {
 				return err
 			}
 		case "poll_interval":
-			if err := parseDuration(d, &h.PollInterval); err != nil {
+			if err := parsePositiveDuration(d, &h.PollInterval); err != nil {
+				return err
+			}
+		case "sweep_interval":
+			if err := parsePositiveDuration(d, &h.SweepInterval); err != nil {
 				return err
 			}
 		case "max_active_per_principal":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if v == "off" {
+				h.MaxActivePerPrincipal = -1
+				continue
 			}
 			n, err := strconv.Atoi(v)
-			if err != nil {
-				return d.Errf("max_active_per_principal: %v", err)
+			if err != nil || n == 0 {
+				return d.Errf("max_active_per_principal: want a positive number of tasks or off, got %q", v)
 			}
-			h.MaxActivePerPrincipal = n
+			h.MaxActivePerPrincipal = n // negative: off, as in JSON
 		case "default_task_support":
 			if !d.AllArgs(&h.DefaultTaskSupport) {
 				return d.ArgErr()
@@ -108,13 +127,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("default_task_support: %v", err)
 			}
 		case "max_body":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
 			size, err := humanize.ParseBytes(v)
-			if err != nil {
-				return d.Errf("max_body: %v", err)
+			if err != nil || size == 0 || size > math.MaxInt64 {
+				return d.Errf("max_body: want a positive size such as 4MiB or 512KB, got %q", v)
 			}
 			h.MaxBody = int64(size)
 		case "tool":
@@ -126,19 +145,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "sync_writes":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
+			v, err := oneArg(d)
+			if err != nil {
+				return err
 			}
 			on, err := parseOnOff(v)
 			if err != nil {
-				return d.Errf("sync_writes: want on/true or off/false: %v", err)
+				return d.Errf("sync_writes: want on/true or off/false, got %q", v)
 			}
 			h.SyncWrites = &on
-		case "sweep_interval":
-			if err := parseDuration(d, &h.SweepInterval); err != nil {
-				return err
-			}
 		case "principal":
 			if !d.AllArgs(&h.Principal) {
 				return d.ArgErr()
@@ -148,33 +163,68 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "rate_limit":
-			var v string
-			if !d.AllArgs(&v) {
-				return d.ArgErr()
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if v == "off" {
+				h.RateLimit = -1
+				continue
 			}
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return d.Errf("rate_limit: %v", err)
+			if err != nil || n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+				return d.Errf("rate_limit: want a positive number of operations per second or off, got %q", v)
 			}
-			h.RateLimit = n
+			h.RateLimit = n // negative: off, as in JSON
+		case "dns_rebinding_protection":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if _, err := taskproxy.ParseRebindingProtection(v); err != nil {
+				return d.Errf("dns_rebinding_protection: %v", err)
+			}
+			h.DNSRebindingProtection = v
 		default:
-			return d.Errf("unrecognized mcp_tasks subdirective %q", d.Val())
+			return d.Errf("unrecognized mcp_tasks subdirective %q", name)
 		}
 	}
 	return nil
 }
 
-func parseDuration(d *caddyfile.Dispenser, into *caddy.Duration) error {
-	name := d.Val()
+// oneArg reads the single argument of the current option.
+func oneArg(d *caddyfile.Dispenser) (string, error) {
 	var v string
 	if !d.AllArgs(&v) {
-		return d.ArgErr()
+		return "", d.ArgErr()
+	}
+	return v, nil
+}
+
+func parseDuration(d *caddyfile.Dispenser, into *caddy.Duration) error {
+	name := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return err
 	}
 	dur, err := caddy.ParseDuration(v)
 	if err != nil {
 		return d.Errf("%s: %v", name, err)
 	}
 	*into = caddy.Duration(dur)
+	return nil
+}
+
+// parsePositiveDuration is parseDuration for options where zero or less
+// means nothing sensible (zero would silently mean the default).
+func parsePositiveDuration(d *caddyfile.Dispenser, into *caddy.Duration) error {
+	name := d.Val()
+	if err := parseDuration(d, into); err != nil {
+		return err
+	}
+	if *into <= 0 {
+		return d.Errf("%s: want a positive duration, got %s", name, time.Duration(*into))
+	}
 	return nil
 }
 

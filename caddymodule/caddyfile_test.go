@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,18 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad rate", "mcp_tasks {\n rate_limit fast\n}", "rate_limit"},
 		{"bad tool flag", "mcp_tasks {\n tool x optional retry\n}", "retry_on_restart"},
 		{"bad sync_writes", "mcp_tasks {\n sync_writes maybe\n}", "sync_writes"},
-		{"auth twice", "mcp_tasks {\n auth jwt {\n }\n auth jwt {\n }\n}", "twice"},
+		{"auth twice", "mcp_tasks {\n auth jwt {\n  jwks_url https://idp/jwks\n }\n auth jwt {\n }\n}", "twice"},
+		{"auth without key", "mcp_tasks {\n auth jwt {\n  issuer https://idp\n }\n}", "auth jwt: want exactly one key source (hmac_secret, public_key or jwks_url), got 0"},
+		{"auth with two keys", "mcp_tasks {\n auth jwt {\n  hmac_secret x\n  jwks_url https://idp/jwks\n }\n}", "got 2"},
+		{"negative max_body", "mcp_tasks {\n max_body -1\n}", "max_body: want a positive size"},
+		{"zero max_body", "mcp_tasks {\n max_body 0\n}", "max_body: want a positive size"},
+		{"negative sweep_interval", "mcp_tasks {\n sweep_interval -1s\n}", "sweep_interval: want a positive duration"},
+		{"zero task_after", "mcp_tasks {\n task_after 0s\n}", "task_after: want a positive duration"},
+		{"negative default_ttl", "mcp_tasks {\n default_ttl -5m\n}", "default_ttl: want a positive duration"},
+		{"zero rate_limit", "mcp_tasks {\n rate_limit 0\n}", "rate_limit: want a positive number"},
+		{"NaN rate_limit", "mcp_tasks {\n rate_limit NaN\n}", "rate_limit: want a positive number"},
+		{"zero max_active", "mcp_tasks {\n max_active_per_principal 0\n}", "max_active_per_principal: want a positive number"},
+		{"bad rebinding mode", "mcp_tasks {\n dns_rebinding_protection sometimes\n}", "dns_rebinding_protection: unknown mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,5 +139,74 @@ func TestUnmarshalPrincipal(t *testing.T) {
 	}
 	if h.Principal != "{http.auth.user.id}" {
 		t.Errorf("principal = %q", h.Principal)
+	}
+}
+
+// Options that switch a limit off, and repeated hmac_secret lines (a key
+// rotation) accumulate instead of the last one silently winning.
+func TestUnmarshalOffAndRotation(t *testing.T) {
+	input := `mcp_tasks {
+		rate_limit off
+		max_active_per_principal off
+		dns_rebinding_protection off
+		auth jwt {
+			hmac_secret {env.OLD_SECRET}
+			hmac_secret {env.NEW_SECRET}
+			hmac_secret {env.NEXT_SECRET}
+		}
+	}`
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
+		t.Fatal(err)
+	}
+	if h.RateLimit >= 0 || h.MaxActivePerPrincipal >= 0 || h.DNSRebindingProtection != "off" {
+		t.Errorf("rate_limit %v, max_active_per_principal %d, dns_rebinding_protection %q: want off", h.RateLimit, h.MaxActivePerPrincipal, h.DNSRebindingProtection)
+	}
+	j := h.Auth.JWT
+	if j.HMACSecret != "{env.OLD_SECRET}" || len(j.HMACSecrets) != 2 || j.HMACSecrets[0] != "{env.NEW_SECRET}" || j.HMACSecrets[1] != "{env.NEXT_SECRET}" {
+		t.Errorf("secrets %q + %q, want all three", j.HMACSecret, j.HMACSecrets)
+	}
+}
+
+// JSON configurations are checked too, with the option's JSON name.
+func TestValidateNamesOption(t *testing.T) {
+	base := func() Handler {
+		return Handler{DefaultTTL: caddy.Duration(time.Minute), MaxTTL: caddy.Duration(time.Hour)}
+	}
+	tests := []struct {
+		name, want string
+		edit       func(*Handler)
+	}{
+		{"sweep_interval", "sweep_interval: must not be negative", func(h *Handler) { h.SweepInterval = caddy.Duration(-time.Second) }},
+		{"poll_interval", "poll_interval: must not be negative", func(h *Handler) { h.PollInterval = -1 }},
+		{"max_body", "max_body: must not be negative", func(h *Handler) { h.MaxBody = -1 }},
+		{"rate_limit", "rate_limit: must be a finite number", func(h *Handler) { h.RateLimit = math.Inf(1) }},
+		{"dns_rebinding_protection", "dns_rebinding_protection", func(h *Handler) { h.DNSRebindingProtection = "maybe" }},
+	}
+	for _, tt := range tests {
+		h := base()
+		tt.edit(&h)
+		if err := h.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate() = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// A global order that puts a routing directive before mcp_tasks is found.
+func TestOrderSkipsGateway(t *testing.T) {
+	tests := []struct {
+		name  string
+		order []string
+		want  string
+	}{
+		{"module's own order", []string{"basic_auth", "mcp_tasks", "invoke", "handle", "route", "reverse_proxy"}, ""},
+		{"before reverse_proxy, after handle", []string{"basic_auth", "invoke", "handle", "route", "mcp_tasks", "reverse_proxy"}, "invoke"},
+		{"after route only", []string{"handle", "mcp_tasks", "route"}, "handle"},
+		{"not ordered", []string{"handle", "reverse_proxy"}, ""},
+	}
+	for _, tt := range tests {
+		if got := orderSkipsGateway(tt.order); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -21,6 +22,9 @@ var metrics struct {
 	duration *prometheus.HistogramVec
 	refused  *prometheus.CounterVec
 	running  prometheus.GaugeFunc
+	active   prometheus.GaugeFunc
+	stored   prometheus.GaugeFunc
+	size     prometheus.GaugeFunc
 }
 
 const metricsNamespace, metricsSubsystem = "caddy", "mcp_tasks"
@@ -39,6 +43,12 @@ func initMetrics() {
 		}, []string{"era", "status"})
 		metrics.refused = prometheus.NewCounterVec(prometheus.CounterOpts(opts("refused_total", "Requests refused for a limit: quota or rate_limit.")), []string{"reason"})
 		metrics.running = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("workers_running", "Task workers running in this process.")), runningWorkers)
+		metrics.active = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("tasks_active", "Stored tasks not yet completed, failed or cancelled.")),
+			func() float64 { return float64(storeTotals().Active) })
+		metrics.stored = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("tasks_stored", "Tasks stored, ended ones included until their ttl is over.")),
+			func() float64 { return float64(storeTotals().Tasks) })
+		metrics.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("store_size_bytes", "Size of the task stores on disk, as Badger estimates it.")),
+			func() float64 { return float64(storeTotals().Bytes) })
 	})
 }
 
@@ -49,7 +59,7 @@ func registerMetrics(ctx caddy.Context) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running} {
+	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
@@ -68,6 +78,39 @@ func runningWorkers() float64 {
 		return true
 	})
 	return float64(total)
+}
+
+// storeStatsMaxAge bounds how often the stores are counted: a scrape reads
+// three gauges, and scrapers may be many, but counting walks the indexes.
+const storeStatsMaxAge = 5 * time.Second
+
+var storeStats struct {
+	mu    sync.Mutex
+	at    time.Time
+	total taskproxy.StoreStats
+}
+
+// storeTotals sums the stats of every open storage directory, recounted at
+// most every storeStatsMaxAge.
+func storeTotals() taskproxy.StoreStats {
+	storeStats.mu.Lock()
+	defer storeStats.mu.Unlock()
+	if !storeStats.at.IsZero() && time.Since(storeStats.at) < storeStatsMaxAge {
+		return storeStats.total
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var total taskproxy.StoreStats
+	runtimes.Range(func(_, v any) bool {
+		if st, ok, err := v.(pooledRuntime).rt.StoreStats(ctx); ok && err == nil {
+			total.Tasks += st.Tasks
+			total.Active += st.Active
+			total.Bytes += st.Bytes
+		}
+		return true
+	})
+	storeStats.at, storeStats.total = time.Now(), total
+	return total
 }
 
 // observer feeds the collectors; it implements taskproxy.Observer.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -65,7 +66,8 @@ type Handler struct {
 
 	// MaxActivePerPrincipal caps the tasks of one principal that are not
 	// yet completed, failed or cancelled; a create over it gets JSON-RPC
-	// error -32000. Default: 100; a negative value removes the cap.
+	// error -32000. Default: 100 (also when 0 or absent); a negative value
+	// removes the cap ("off" in the Caddyfile).
 	MaxActivePerPrincipal int `json:"max_active_per_principal,omitempty"`
 
 	// DefaultTaskSupport is the task mode of tools that have no entry in
@@ -118,9 +120,21 @@ type Handler struct {
 	// RateLimit caps task operations (tasks/get, tasks/result, tasks/list,
 	// tasks/update, tasks/cancel, task subscriptions and input answers) per
 	// principal per second, with bursts of twice that; over it a request
-	// gets HTTP 429 with Retry-After. Default: 50; a negative value removes
-	// the limit.
+	// gets HTTP 429 with Retry-After. Default: 50 (also when 0 or absent);
+	// a negative value removes the limit ("off" in the Caddyfile).
+	// Anonymous callers are limited per client address: Caddy's client_ip,
+	// which honours the server's trusted_proxies.
 	RateLimit float64 `json:"rate_limit,omitempty"`
+
+	// DNSRebindingProtection says when requests the gateway answers itself
+	// (task methods, task creation, input answers) that arrived on a
+	// loopback address must name a loopback Host and Origin, else get
+	// HTTP 403: "auto" applies it to anonymous callers that did not come
+	// through one of the server's trusted_proxies (a front proxy forwards
+	// the public Host by design, and a rebinding attack carries no
+	// credentials); "on" to every request on a loopback listener; "off"
+	// never. Default: "auto".
+	DNSRebindingProtection string `json:"dns_rebinding_protection,omitempty"`
 
 	authn interface {
 		authenticate(http.ResponseWriter, *http.Request) *http.Request
@@ -160,6 +174,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // directory from the usage pool, and builds the gateway.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	warnShadowed(ctx, h.logger)
 	h.applyDefaults()
 	dir, err := filepath.Abs(h.StorageDir)
 	if err != nil {
@@ -269,6 +284,10 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		}
 		tools[name] = m
 	}
+	rebinding, err := taskproxy.ParseRebindingProtection(h.DNSRebindingProtection)
+	if err != nil {
+		return taskproxy.Config{}, fmt.Errorf("dns_rebinding_protection: %w", err)
+	}
 	maxActive := h.MaxActivePerPrincipal
 	if maxActive < 0 {
 		maxActive = 0
@@ -287,7 +306,10 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		RateLimit:          max(h.RateLimit, 0),
 		Detach:             detachRequest,
 		Logger:             h.logger,
-		AuditLogger:        caddy.Log().Named("mcp_tasks.audit"),
+		// Derived from the module's logger, so that Caddy's logging config
+		// routes it: "include http.handlers.mcp_tasks.audit".
+		AuditLogger:         h.logger.Named("audit"),
+		RebindingProtection: rebinding,
 	}, nil
 }
 
@@ -313,16 +335,31 @@ func (s stoppingHandler) Handle(ctx context.Context, _ caddy.Event) error {
 	return nil
 }
 
-// Validate checks the configuration after Provision.
+// Validate checks the configuration after Provision. Errors name the
+// option as the Caddyfile and JSON spell it.
 func (h *Handler) Validate() error {
-	if h.TaskAfter < 0 || h.PollInterval < 0 || h.DefaultTTL < 0 || h.MaxTTL < 0 {
-		return errors.New("mcp_tasks: durations must not be negative")
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{
+		{"task_after", h.TaskAfter}, {"default_ttl", h.DefaultTTL}, {"max_ttl", h.MaxTTL},
+		{"poll_interval", h.PollInterval}, {"sweep_interval", h.SweepInterval},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("mcp_tasks: %s: must not be negative, got %s", d.name, time.Duration(d.v))
+		}
 	}
 	if h.DefaultTTL > h.MaxTTL {
 		return fmt.Errorf("mcp_tasks: default_ttl %s exceeds max_ttl %s", time.Duration(h.DefaultTTL), time.Duration(h.MaxTTL))
 	}
 	if h.MaxBody < 0 {
-		return errors.New("mcp_tasks: max_body must not be negative")
+		return fmt.Errorf("mcp_tasks: max_body: must not be negative, got %d", h.MaxBody)
+	}
+	if math.IsNaN(h.RateLimit) || math.IsInf(h.RateLimit, 0) {
+		return fmt.Errorf("mcp_tasks: rate_limit: must be a finite number, got %v", h.RateLimit)
+	}
+	if _, err := taskproxy.ParseRebindingProtection(h.DNSRebindingProtection); err != nil {
+		return fmt.Errorf("mcp_tasks: dns_rebinding_protection: %w", err)
 	}
 	return nil
 }
@@ -343,6 +380,13 @@ func (h *Handler) Cleanup() error {
 
 // ServeHTTP hands the request to the gateway.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		// A CORS preflight carries no credentials by design (Fetch spec);
+		// it is not task business and not an auth failure. Other OPTIONS
+		// requests are checked as any request.
+		return next.ServeHTTP(w, r)
+	}
+	r = withPeer(r)
 	if h.authn != nil {
 		if r = h.authn.authenticate(w, r); r == nil {
 			return nil

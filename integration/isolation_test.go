@@ -276,9 +276,9 @@ func TestAuditLog(t *testing.T) {
 	other.call("tasks/get", map[string]string{"taskId": task.TaskID})
 
 	want := map[string]bool{"task created": false, "task retrieved": false, "task completed": false, "access denied": false}
-	waitFor(t, 5*time.Second, "audit lines", func() bool { return strings.Count(gw.logs(), `"mcp_tasks.audit"`) >= 4 })
+	waitFor(t, 5*time.Second, "audit lines", func() bool { return strings.Count(gw.logs(), `"http.handlers.mcp_tasks.audit"`) >= 4 })
 	for _, line := range strings.Split(gw.logs(), "\n") {
-		if !strings.Contains(line, `"logger":"mcp_tasks.audit"`) {
+		if !strings.Contains(line, `"logger":"http.handlers.mcp_tasks.audit"`) {
 			continue
 		}
 		var entry map[string]any

@@ -74,6 +74,9 @@ type Config struct {
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) per owner per second; 0 means no limit.
 	RateLimit float64
+	// RebindingProtection says when requests the gateway answers itself
+	// are checked for DNS rebinding (origin.go); "" means RebindingAuto.
+	RebindingProtection RebindingProtection
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}
 	// Logger receives the gateway's logs; nil discards them.

@@ -1,6 +1,7 @@
 package taskproxy
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,6 +13,36 @@ import (
 // upstream does, but tasks and their results never reach it. The rule is the
 // usual one for local servers: a request that arrived on a loopback address
 // must name a loopback host, in Host and in Origin when it has one.
+//
+// A rebinding attack borrows a browser on the gateway's machine, which holds
+// no credentials of the gateway's: an authenticated caller, or a request a
+// trusted front proxy forwarded (which names the public host by design), is
+// not what the rule protects against, so RebindingAuto skips it there.
+
+// RebindingProtection says when the DNS rebinding guard applies.
+type RebindingProtection string
+
+// The guard modes.
+const (
+	// RebindingAuto guards anonymous requests on a loopback listener that
+	// did not come through a trusted proxy. It is the default.
+	RebindingAuto RebindingProtection = "auto"
+	// RebindingOn guards every request on a loopback listener.
+	RebindingOn RebindingProtection = "on"
+	// RebindingOff never guards.
+	RebindingOff RebindingProtection = "off"
+)
+
+// ParseRebindingProtection validates a mode name; "" is RebindingAuto.
+func ParseRebindingProtection(s string) (RebindingProtection, error) {
+	switch m := RebindingProtection(s); m {
+	case "":
+		return RebindingAuto, nil
+	case RebindingAuto, RebindingOn, RebindingOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown mode %q (want auto, on or off)", s)
+}
 
 // rebindingSuspect reports whether r reached a loopback listener under a
 // foreign host name.
@@ -49,9 +80,20 @@ func isLoopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// guarded reports whether the rebinding guard applies to the call.
+func (c *call) guarded() bool {
+	switch c.g.cfg.RebindingProtection {
+	case RebindingOff:
+		return false
+	case RebindingOn:
+		return true
+	}
+	return c.owner == Anonymous && !peerOf(c.r).ViaTrustedProxy
+}
+
 // guardOrigin answers 403 and returns false for a rebinding suspect.
 func (c *call) guardOrigin() bool {
-	if !rebindingSuspect(c.r) {
+	if !c.guarded() || !rebindingSuspect(c.r) {
 		return true
 	}
 	writeJSONError(c.w, http.StatusForbidden, c.msg.ID, Errorf(CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))

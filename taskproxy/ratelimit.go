@@ -2,7 +2,6 @@ package taskproxy
 
 import (
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -69,16 +68,14 @@ func (l *rateLimiter) allow(owner string, now time.Time) (bool, time.Duration) {
 }
 
 // limited answers 429 with Retry-After when the caller is over its rate.
-// Anonymous callers are one principal, so they are told apart by address:
-// otherwise every client of an unauthenticated gateway shares one bucket.
+// Anonymous callers are one principal, so they are told apart by client
+// address (the one the glue determined, which behind a trusted proxy is not
+// the proxy's): otherwise every client of an unauthenticated gateway shares
+// one bucket.
 func (c *call) limited() bool {
 	key := c.owner
 	if key == Anonymous {
-		host, _, err := net.SplitHostPort(c.r.RemoteAddr)
-		if err != nil {
-			host = c.r.RemoteAddr
-		}
-		key = "ip:" + host
+		key = "ip:" + peerOf(c.r).ClientIP
 	}
 	ok, wait := c.g.limiter.allow(key, clock())
 	if ok {

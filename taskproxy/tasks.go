@@ -150,7 +150,8 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 		return nil, err
 	}
 	g.rt.Hub.Changed(id)
-	g.auditTask(auditCancelled, t)
+	g.auditOutcome(t) // counts the ending too, as every other outcome
+
 	if run, ok := g.rt.workers.get(id); ok {
 		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
 			g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")

@@ -1,0 +1,223 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+)
+
+// A route list runs its matching routes in order, and a route that answers
+// (reverse_proxy, respond, a terminal handle block, …) ends the chain: an
+// mcp_tasks route after one that matches the same requests never runs, and
+// neither does its authentication. The Caddyfile order of the module avoids
+// that for sibling directives; what it cannot see (a global order option, a
+// route block's written order, hand-written JSON) is warned about here, at
+// load, from the route list being provisioned.
+
+// answeringHandlers are the module ids of handlers that write the response.
+var answeringHandlers = map[string]bool{
+	"http.handlers.reverse_proxy":   true,
+	"http.handlers.static_response": true,
+	"http.handlers.file_server":     true,
+	"http.handlers.error":           true,
+	"http.handlers.invoke":          true,
+	"http.handlers.acme_server":     true,
+	"http.handlers.metrics":         true,
+	"http.handlers.copy_response":   true,
+}
+
+// warnShadowed logs a warning when an earlier route of the route list that
+// holds this handler may answer the same requests first. It must be called
+// from Provision, while Caddy provisions that list in order.
+func warnShadowed(ctx caddy.Context, logger *zap.Logger) {
+	mods := ctx.Modules()
+	if len(mods) < 2 {
+		return
+	}
+	var routes caddyhttp.RouteList
+	switch parent := mods[len(mods)-2].(type) {
+	case *caddyhttp.Subroute:
+		routes = parent.Routes
+	case *caddyhttp.App:
+		for _, srv := range parent.Servers {
+			if k, _ := currentRoute(srv.Routes); k >= 0 {
+				routes = srv.Routes
+			}
+		}
+	default:
+		return
+	}
+	k, pos := currentRoute(routes)
+	if k < 0 {
+		return
+	}
+	const msg = "an earlier handler may answer requests before mcp_tasks runs: they would skip the gateway and its auth; " +
+		"put mcp_tasks first (inside a route block, write it before reverse_proxy; drop a global order line for mcp_tasks)"
+	// Caddy merges sibling directives with equal matchers into one route, so
+	// what runs first may be an earlier handler of this very route.
+	for _, raw := range routes[k].HandlersRaw[:pos] {
+		if rawAnswers(raw) {
+			logger.Warn(msg, zap.String("earlier_handler", handlerName(raw)))
+			return
+		}
+	}
+	for j := 0; j < k; j++ {
+		if routeAnswers(routes[j]) && mayOverlap(routes[j].MatcherSets, routes[k].MatcherSets) {
+			logger.Warn(msg, zap.Int("route", k), zap.Int("earlier_route", j), zap.Strings("earlier_handlers", handlerNames(routes[j])))
+			return
+		}
+	}
+}
+
+// currentRoute returns the index of the route whose handlers are being
+// loaded (the first one not yet loaded) and the position of mcp_tasks among
+// them; -1 when that route holds no mcp_tasks handler.
+func currentRoute(routes caddyhttp.RouteList) (int, int) {
+	for i, r := range routes {
+		if r.Handlers != nil || r.HandlersRaw == nil { // loaded, or nothing to load
+			continue
+		}
+		for pos, raw := range r.HandlersRaw {
+			if handlerName(raw) == "mcp_tasks" {
+				return i, pos
+			}
+		}
+		return -1, -1
+	}
+	return -1, -1
+}
+
+// rawHandler is what rawAnswers reads of a handler's JSON.
+type rawHandler struct {
+	Handler string `json:"handler"`
+	Routes  []struct {
+		Terminal bool              `json:"terminal"`
+		Handle   []json.RawMessage `json:"handle"`
+	} `json:"routes"`
+}
+
+func handlerName(raw json.RawMessage) string {
+	var h rawHandler
+	_ = json.Unmarshal(raw, &h)
+	return h.Handler
+}
+
+// rawAnswers is routeAnswers for a handler not yet loaded.
+func rawAnswers(raw json.RawMessage) bool {
+	var h rawHandler
+	if json.Unmarshal(raw, &h) != nil {
+		return false
+	}
+	if h.Handler != "subroute" {
+		return answeringHandlers["http.handlers."+h.Handler]
+	}
+	for _, r := range h.Routes {
+		if r.Terminal {
+			return true
+		}
+		for _, sub := range r.Handle {
+			if rawAnswers(sub) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// routeAnswers reports whether a matched route may end the handler chain.
+func routeAnswers(r caddyhttp.Route) bool {
+	if r.Terminal {
+		return true
+	}
+	for _, h := range r.Handlers {
+		if sub, ok := h.(*caddyhttp.Subroute); ok {
+			for _, sr := range sub.Routes {
+				if routeAnswers(sr) {
+					return true
+				}
+			}
+			continue
+		}
+		if mod, ok := h.(caddy.Module); ok && answeringHandlers[string(mod.CaddyModule().ID)] {
+			return true
+		}
+	}
+	return false
+}
+
+func handlerNames(r caddyhttp.Route) []string {
+	var names []string
+	for _, h := range r.Handlers {
+		if mod, ok := h.(caddy.Module); ok {
+			names = append(names, mod.CaddyModule().ID.Name())
+		}
+	}
+	return names
+}
+
+// mayOverlap reports whether some request could match both matcher sets.
+// Only path matchers are compared; anything else is assumed to overlap.
+func mayOverlap(a, b caddyhttp.MatcherSets) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	for _, sa := range a {
+		for _, sb := range b {
+			pa, pb := setPaths(sa), setPaths(sb)
+			if pa == nil || pb == nil {
+				return true
+			}
+			for _, x := range pa {
+				for _, y := range pb {
+					if pathsOverlap(x, y) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// setPaths returns the path patterns of a matcher set, nil when it has no
+// path matcher.
+func setPaths(set caddyhttp.MatcherSet) []string {
+	for _, m := range set {
+		switch p := m.(type) {
+		case caddyhttp.MatchPath:
+			return p
+		case *caddyhttp.MatchPath:
+			return *p
+		}
+	}
+	return nil
+}
+
+// pathsOverlap compares two path patterns of the path matcher: exact, or a
+// prefix with a trailing *. Other wildcards are assumed to overlap.
+func pathsOverlap(x, y string) bool {
+	x, y = strings.ToLower(x), strings.ToLower(y)
+	px, okx := prefixPattern(x)
+	py, oky := prefixPattern(y)
+	switch {
+	case !okx || !oky:
+		return true
+	case strings.HasSuffix(x, "*") && strings.HasSuffix(y, "*"):
+		return strings.HasPrefix(px, py) || strings.HasPrefix(py, px)
+	case strings.HasSuffix(x, "*"):
+		return strings.HasPrefix(y, px)
+	case strings.HasSuffix(y, "*"):
+		return strings.HasPrefix(x, py)
+	}
+	return x == y
+}
+
+// prefixPattern returns the literal part of an exact or trailing-* pattern;
+// false for any other wildcard.
+func prefixPattern(p string) (string, bool) {
+	lit := strings.TrimSuffix(p, "*")
+	return lit, !strings.ContainsAny(lit, "*%")
+}

@@ -1,0 +1,101 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func TestPathsOverlap(t *testing.T) {
+	tests := []struct {
+		x, y string
+		want bool
+	}{
+		{"/mcp*", "/mcp*", true},
+		{"/mcp*", "/mcp/*", true},
+		{"/mcp*", "/mcp", true},
+		{"/mcp", "/mcp", true},
+		{"/MCP", "/mcp", true},
+		{"/mcp", "/other", false},
+		{"/mcp*", "/other*", false},
+		{"/mcp/*", "/mcp", false},
+		{"*", "/mcp", true},
+		{"*.php", "/mcp", true},
+		{"/a/*/b", "/mcp", true},
+	}
+	for _, tt := range tests {
+		if got := pathsOverlap(tt.x, tt.y); got != tt.want {
+			t.Errorf("pathsOverlap(%q, %q) = %v", tt.x, tt.y, got)
+		}
+	}
+}
+
+func TestRouteShadowing(t *testing.T) {
+	path := func(p ...string) caddyhttp.MatcherSets {
+		m := caddyhttp.MatchPath(p)
+		return caddyhttp.MatcherSets{{&m}}
+	}
+	host := caddyhttp.MatcherSets{{caddyhttp.MatchHost{"example.com"}}}
+	tests := []struct {
+		name    string
+		earlier caddyhttp.Route
+		ours    caddyhttp.MatcherSets
+		want    bool
+	}{
+		{"terminal handle on the same path", caddyhttp.Route{Terminal: true, MatcherSets: path("/mcp*")}, path("/mcp*"), true},
+		{"reverse_proxy without matcher", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}, path("/mcp*"), true},
+		{"respond on another path", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}, MatcherSets: path("/health")}, path("/mcp*"), false},
+		{"subroute that answers", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{Routes: caddyhttp.RouteList{{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}}}}}, nil, true},
+		{"subroute that does not", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{}}}, nil, false},
+		{"host matcher", caddyhttp.Route{Terminal: true, MatcherSets: host}, path("/mcp*"), true},
+	}
+	for _, tt := range tests {
+		got := routeAnswers(tt.earlier) && mayOverlap(tt.earlier.MatcherSets, tt.ours)
+		if got != tt.want {
+			t.Errorf("%s: shadows = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCurrentRoute(t *testing.T) {
+	raw := func(handlers ...string) []json.RawMessage {
+		var out []json.RawMessage
+		for _, h := range handlers {
+			out = append(out, json.RawMessage(h))
+		}
+		return out
+	}
+	const proxy, gateway = `{"handler":"reverse_proxy"}`, `{"handler":"mcp_tasks"}`
+	loaded := caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}
+	tests := []struct {
+		name     string
+		routes   caddyhttp.RouteList
+		k, pos   int
+		answered bool // a handler before mcp_tasks in its route answers
+	}{
+		{"after a loaded route", caddyhttp.RouteList{loaded, {HandlersRaw: raw(gateway)}, {HandlersRaw: raw(proxy)}}, 1, 0, false},
+		{"merged route, proxy first", caddyhttp.RouteList{{HandlersRaw: raw(proxy, gateway)}}, 0, 1, true},
+		{"merged route, handle block first", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"subroute","routes":[{"handle":[`+proxy+`]}]}`, gateway)}}, 0, 1, true},
+		{"header first", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"headers"}`, gateway, proxy)}}, 0, 1, false},
+		{"another route is loading", caddyhttp.RouteList{loaded, {HandlersRaw: raw(proxy)}, {HandlersRaw: raw(gateway)}}, -1, -1, false},
+		{"after an empty route", caddyhttp.RouteList{{}, loaded, {HandlersRaw: raw(gateway)}}, 2, 0, false},
+		{"mcp_tasks nested deeper", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"subroute","routes":[{"handle":[` + gateway + `]}]}`)}}, -1, -1, false},
+	}
+	for _, tt := range tests {
+		k, pos := currentRoute(tt.routes)
+		if k != tt.k || pos != tt.pos {
+			t.Errorf("%s: route %d position %d, want %d %d", tt.name, k, pos, tt.k, tt.pos)
+			continue
+		}
+		answered := false
+		if k >= 0 {
+			for _, r := range tt.routes[k].HandlersRaw[:pos] {
+				answered = answered || rawAnswers(r)
+			}
+		}
+		if answered != tt.answered {
+			t.Errorf("%s: answered before mcp_tasks = %v", tt.name, answered)
+		}
+	}
+}

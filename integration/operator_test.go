@@ -1,0 +1,397 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What an operator meets on day one: logging, front proxies, layouts,
+// metrics, preflights. These tests write whole Caddyfiles, as a user does.
+
+// startCaddyfile runs the real Caddy on the Caddyfile that config returns
+// for the gateway's admin address and port. The MCP endpoint is /mcp.
+func startCaddyfile(t *testing.T, config func(admin, port string) string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, addr: freeAddr(t), adminAddr: freeAddr(t), home: t.TempDir()}
+	g.URL = "http://" + g.addr + "/mcp"
+	g.config = filepath.Join(g.home, "Caddyfile")
+	if err := os.WriteFile(g.config, []byte(config(g.adminAddr, g.port())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.proc = startProcessEnv(t, g.env(), g.addr, caddyBinary, "run", "--config", g.config, "--adapter", "caddyfile")
+	return g
+}
+
+// globalHead is the global options every test Caddyfile starts with.
+func globalHead(admin, extra string) string {
+	return "{\n\tadmin " + admin + "\n\tpersist_config off\n\tauto_https off\n" + extra + "\n}\n"
+}
+
+// readmeBlock returns the README's caddyfile code block that contains marker.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+		if strings.Contains(block[1], marker) {
+			return block[1]
+		}
+	}
+	t.Fatalf("README has no caddyfile block with %q", marker)
+	return ""
+}
+
+// Issue 9 item 18: the README's audit log configuration routes the audit
+// lines to their own file.
+func TestAuditLogToFile(t *testing.T) {
+	_, addr := testUpstream(t)
+	auditFile := filepath.Join(t.TempDir(), "mcp-audit.log")
+	block := readmeBlock(t, "include http.handlers.mcp_tasks.audit")
+	block = strings.ReplaceAll(block, "/var/log/mcp-audit.log", auditFile)
+	// The README's block is the global options; add what the test needs.
+	block = strings.Replace(block, "{\n", "{\n\tpersist_config off\n\tauto_https off\n", 1)
+	gw := startCaddyfile(t, func(admin, port string) string {
+		return strings.Replace(block, "{\n", "{\n\tadmin "+admin+"\n", 1) + `
+http://:` + port + ` {
+	bind 127.0.0.1
+	mcp_tasks /mcp* {
+		storage_dir ` + filepath.Join(t.TempDir(), "store") + `
+` + legacyTools + hmacAuth + `
+	}
+	reverse_proxy /mcp* ` + addr + `
+}
+`
+	})
+	c := newRPCClient(t, gw.URL)
+	c.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+	c.initialize("")
+	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	waitFor(t, 30*time.Second, "a task created line in the audit file", func() bool {
+		data, _ := os.ReadFile(auditFile)
+		return strings.Contains(string(data), `"msg":"task created"`) && strings.Contains(string(data), task.TaskID)
+	})
+	data, _ := os.ReadFile(auditFile)
+	if !strings.Contains(string(data), `"logger":"http.handlers.mcp_tasks.audit"`) || !strings.Contains(string(data), `"principal":"alice"`) {
+		t.Errorf("audit file:\n%s", data)
+	}
+}
+
+// frontProxy is a plain Go reverse proxy on loopback that forwards to the
+// gateway under a public host name, as a TLS terminator or ingress does.
+func frontProxy(t *testing.T, gatewayURL, publicHost string) string {
+	t.Helper()
+	target, _ := url.Parse(gatewayURL)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&url.URL{Scheme: target.Scheme, Host: target.Host})
+			r.Out.Host = publicHost
+			r.SetXForwarded()
+		},
+		FlushInterval: -1,
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// Issue 9 item 19: behind a front proxy that forwards a public Host to a
+// loopback listener, authenticated task calls work; an anonymous call on
+// loopback under a foreign Host is still refused (DNS rebinding).
+func TestFrontProxy(t *testing.T) {
+	_, addr := testUpstream(t)
+	authed := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	c := newRPCClient(t, frontProxy(t, authed.URL, "mcp.example.com"))
+	c.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+	c.initialize("")
+	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	if got := c.getTask(task.TaskID); got.TaskID != task.TaskID {
+		t.Errorf("tasks/get through the front proxy: %+v", got)
+	}
+
+	anonymous := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	probe := func(url, host string) int {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Host = host
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := probe(anonymous.URL, "rebound.example.com"); code != http.StatusForbidden {
+		t.Errorf("anonymous call on loopback under a foreign Host: HTTP %d, want 403", code)
+	}
+	if code := probe(anonymous.URL, "localhost"); code == http.StatusForbidden {
+		t.Error("anonymous call under localhost refused")
+	}
+	// The operator's switch: on guards authenticated callers too.
+	strict := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth + "dns_rebinding_protection on"})
+	sc := newRPCClient(t, frontProxy(t, strict.URL, "mcp.example.com"))
+	sc.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+	sc.initialize("")
+	if m := sc.callTool("slow_compute", map[string]any{"seconds": 0.1}, map[string]any{"ttl": 60000}); m.Error == nil {
+		t.Errorf("dns_rebinding_protection on: task created through the front proxy: %s", m.Result)
+	}
+}
+
+// Issue 9 item 20: beside a handle block for the same path, the gateway and
+// its auth still run; inside a handle block it works as well.
+func TestHandleLayouts(t *testing.T) {
+	_, addr := testUpstream(t)
+	layouts := map[string]string{
+		"beside handle": `
+	mcp_tasks /mcp* {
+		storage_dir %STORE%
+%DIRECTIVES%
+	}
+	handle /mcp* {
+		reverse_proxy %UPSTREAM%
+	}`,
+		"inside handle": `
+	handle /mcp* {
+		mcp_tasks {
+			storage_dir %STORE%
+%DIRECTIVES%
+		}
+		reverse_proxy %UPSTREAM%
+	}`,
+		"beside route": `
+	route /mcp* {
+		reverse_proxy %UPSTREAM%
+	}
+	mcp_tasks /mcp* {
+		storage_dir %STORE%
+%DIRECTIVES%
+	}`,
+	}
+	for name, layout := range layouts {
+		t.Run(name, func(t *testing.T) {
+			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", legacyTools+hmacAuth, "%UPSTREAM%", addr).Replace(layout)
+			gw := startCaddyfile(t, func(admin, port string) string {
+				return globalHead(admin, "") + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
+			})
+			resp, err := httpClient.Post(gw.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("no token: HTTP %d, want the gateway's 401 (the upstream served it)", resp.StatusCode)
+			}
+			c := newRPCClient(t, gw.URL)
+			c.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+			c.initialize("")
+			c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+			if strings.Contains(gw.logs(), shadowWarning) {
+				t.Errorf("a layout that runs the gateway is warned about:\n%s", gw.logs())
+			}
+		})
+	}
+}
+
+const shadowWarning = "before mcp_tasks runs"
+
+// Layouts where an earlier route answers first are warned about when Caddy
+// loads them: a route block with reverse_proxy written first, and a global
+// order that puts handle before mcp_tasks.
+func TestShadowedGatewayWarned(t *testing.T) {
+	_, addr := testUpstream(t)
+	layouts := map[string]struct{ global, site string }{
+		"route, reverse_proxy written first": {"", `
+	route /mcp* {
+		reverse_proxy %UPSTREAM%
+		mcp_tasks {
+			storage_dir %STORE%
+%DIRECTIVES%
+		}
+	}`},
+		"global order before reverse_proxy, beside handle": {"\torder mcp_tasks before reverse_proxy", `
+	mcp_tasks /mcp* {
+		storage_dir %STORE%
+%DIRECTIVES%
+	}
+	handle /mcp* {
+		reverse_proxy %UPSTREAM%
+	}`},
+	}
+	for name, layout := range layouts {
+		t.Run(name, func(t *testing.T) {
+			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", legacyTools+hmacAuth, "%UPSTREAM%", addr).Replace(layout.site)
+			gw := startCaddyfile(t, func(admin, port string) string {
+				return globalHead(admin, layout.global) + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
+			})
+			waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(gw.logs(), shadowWarning) })
+		})
+	}
+}
+
+// A global order that undoes the module's own is warned about when the
+// Caddyfile is adapted.
+func TestOrderOverrideWarned(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "Caddyfile")
+	site := "{\n\torder mcp_tasks before reverse_proxy\n}\n:8080 {\n\tmcp_tasks /mcp*\n\thandle /mcp* {\n\t\treverse_proxy 127.0.0.1:9100\n\t}\n}\n"
+	if err := os.WriteFile(cfg, []byte(site), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(caddyBinary, "adapt", "--config", cfg, "--adapter", "caddyfile").CombinedOutput()
+	if err != nil {
+		t.Fatalf("adapt: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "puts mcp_tasks after") {
+		t.Errorf("no warning about the order in:\n%s", out)
+	}
+}
+
+// Issue 9 items 21: cancelled tasks are counted as ended, and the store's
+// gauges report active and stored tasks and its size.
+func TestMetricsCancelledAndGauges(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+	keep := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
+	gone := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
+	if m := c.call("tasks/cancel", map[string]string{"taskId": gone.TaskID}); m.Error != nil {
+		t.Fatalf("tasks/cancel: %+v", m.Error)
+	}
+	_ = keep
+	want := []string{
+		`caddy_mcp_tasks_ended_total{era="2025-11-25",status="cancelled"} 1`,
+		`caddy_mcp_tasks_duration_seconds_count{era="2025-11-25",status="cancelled"} 1`,
+		`caddy_mcp_tasks_tasks_active 1`,
+		`caddy_mcp_tasks_tasks_stored 2`,
+	}
+	var metrics string
+	waitFor(t, 30*time.Second, "the gauges to catch up", func() bool {
+		metrics = gw.metrics()
+		for _, w := range want {
+			if !strings.Contains(metrics, w) {
+				return false
+			}
+		}
+		return true
+	})
+	if m := regexp.MustCompile(`(?m)^caddy_mcp_tasks_store_size_bytes (\S+)$`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Errorf("store size gauge missing or zero:\n%s", grepLines(metrics, "caddy_mcp_tasks"))
+	}
+}
+
+// Issue 9 item 17: a CORS preflight is not an auth failure, and anonymous
+// callers behind a trusted proxy are rate-limited by their own address.
+func TestPreflightAndClientIP(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startCaddyfile(t, func(admin, port string) string {
+		return globalHead(admin, "\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}") + `
+http://:` + port + ` {
+	bind 127.0.0.1
+	mcp_tasks /mcp* {
+		storage_dir ` + filepath.Join(t.TempDir(), "store") + `
+		rate_limit 1
+	}
+	@preflight method OPTIONS
+	respond @preflight 204
+	reverse_proxy /mcp* ` + addr + `
+}
+`
+	})
+	authed := startCaddyfile(t, func(admin, port string) string {
+		return globalHead(admin, "") + `
+http://:` + port + ` {
+	bind 127.0.0.1
+	route /mcp* {
+		mcp_tasks {
+			storage_dir ` + filepath.Join(t.TempDir(), "store") + `
+` + hmacAuth + `
+		}
+		@preflight method OPTIONS
+		respond @preflight 204
+		reverse_proxy ` + addr + `
+	}
+}
+`
+	})
+	req, _ := http.NewRequest(http.MethodOptions, authed.URL, nil)
+	req.Header.Set("Origin", "https://app.example.com")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("preflight without a token: HTTP %d, want the next handler's 204", resp.StatusCode)
+	}
+	// An OPTIONS request that is not a preflight is checked as any other.
+	req, _ = http.NewRequest(http.MethodOptions, authed.URL, nil)
+	if resp, err = httpClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("plain OPTIONS without a token: HTTP %d, want 401", resp.StatusCode)
+	}
+
+	send := func(clientIP string) int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Forwarded-For", clientIP)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	limited := false
+	for range 10 {
+		if send("198.51.100.1") == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Fatal("ten calls of one client at rate_limit 1 were never limited")
+	}
+	if code := send("198.51.100.2"); code == http.StatusTooManyRequests {
+		t.Error("another client behind the same trusted proxy shares the first one's bucket")
+	}
+}
+
+// Issue 9 item 23: the example Caddyfile is as caddy fmt writes it, so
+// adapting it warns about nothing.
+func TestCaddyfileExampleFormatted(t *testing.T) {
+	want, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command(caddyBinary, "fmt", "../Caddyfile.example").Output()
+	if err != nil {
+		t.Fatalf("caddy fmt: %v", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("caddy fmt changes Caddyfile.example:\n%s", got)
+	}
+	out, err := exec.Command(caddyBinary, "adapt", "--config", "../Caddyfile.example", "--adapter", "caddyfile").CombinedOutput()
+	if err != nil || strings.Contains(string(out), `"level":"warn"`) || strings.Contains(string(out), "not formatted") {
+		t.Errorf("caddy adapt Caddyfile.example: %v\n%s", err, out)
+	}
+}

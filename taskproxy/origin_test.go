@@ -1,0 +1,103 @@
+package taskproxy
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// The rebinding guard applies where it protects something: by default to
+// anonymous callers on a loopback listener that did not come through a
+// trusted proxy; "on" and "off" force it.
+func TestRebindingModes(t *testing.T) {
+	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	alice := Caller{Owner: "alice", Principal: "alice"}
+	tests := []struct {
+		name   string
+		mode   RebindingProtection
+		caller *Caller
+		peer   *Peer
+		host   string
+		want   int
+	}{
+		{"auto, anonymous, foreign host", "", nil, nil, "mcp.example.com", http.StatusForbidden},
+		{"auto, anonymous, localhost", RebindingAuto, nil, nil, "localhost:8080", http.StatusOK},
+		{"auto, authenticated, foreign host", RebindingAuto, &alice, nil, "mcp.example.com", http.StatusOK},
+		{"auto, anonymous via trusted proxy", RebindingAuto, nil, &Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusOK},
+		{"auto, anonymous via untrusted peer", RebindingAuto, nil, &Peer{ClientIP: "127.0.0.1"}, "mcp.example.com", http.StatusForbidden},
+		{"on, authenticated, foreign host", RebindingOn, &alice, nil, "mcp.example.com", http.StatusForbidden},
+		{"on, via trusted proxy", RebindingOn, nil, &Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusForbidden},
+		{"off, anonymous, foreign host", RebindingOff, nil, nil, "mcp.example.com", http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := testGateway(t, Config{RebindingProtection: tt.mode})
+			r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
+			r.Host = tt.host
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, loopback))
+			if tt.caller != nil {
+				r = WithCaller(r, *tt.caller)
+			}
+			if tt.peer != nil {
+				r = WithPeer(r, *tt.peer)
+			}
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
+				t.Fatal(err)
+			}
+			// A task id nobody has is -32602 with HTTP 200 or 400; the guard is 403.
+			if got := rec.Code == http.StatusForbidden; got != (tt.want == http.StatusForbidden) {
+				t.Errorf("status %d, want 403: %v (%s)", rec.Code, tt.want == http.StatusForbidden, rec.Body)
+			}
+		})
+	}
+}
+
+func TestParseRebindingProtection(t *testing.T) {
+	for in, want := range map[string]RebindingProtection{"": RebindingAuto, "auto": RebindingAuto, "on": RebindingOn, "off": RebindingOff} {
+		if got, err := ParseRebindingProtection(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseRebindingProtection("sometimes"); err == nil {
+		t.Error("unknown mode accepted")
+	}
+}
+
+// Anonymous callers are rate-limited by the client address the glue
+// determined (Caddy's client_ip), not by the proxy that connected.
+func TestRateLimitKeyIsClientIP(t *testing.T) {
+	g := testGateway(t, Config{RateLimit: 1}) // bursts of 2
+	send := func(clientIP string) int {
+		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
+		r.RemoteAddr = "10.0.0.1:4000" // the same front proxy for everybody
+		if clientIP != "" {
+			r = WithPeer(r, Peer{ClientIP: clientIP, ViaTrustedProxy: true})
+		}
+		rec := httptest.NewRecorder()
+		if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code
+	}
+	for range 2 {
+		if code := send("198.51.100.1"); code == http.StatusTooManyRequests {
+			t.Fatal("limited within the burst")
+		}
+	}
+	if code := send("198.51.100.1"); code != http.StatusTooManyRequests {
+		t.Errorf("third request of one client: %d, want 429", code)
+	}
+	if code := send("198.51.100.2"); code == http.StatusTooManyRequests {
+		t.Error("another client behind the same proxy shares the first one's bucket")
+	}
+	// Without a peer from the glue, the connection's address is the key.
+	for range 2 {
+		send("")
+	}
+	if code := send(""); code != http.StatusTooManyRequests {
+		t.Errorf("third request without a peer: %d, want 429", code)
+	}
+}
