@@ -108,7 +108,14 @@ func (c *call) serveCancelled() error {
 	return serveNext(c.next, c.w, newUpstreamRequest(c.r.Context(), c.r, body))
 }
 
+// minTaskTTL is the shortest ttl a task is granted: a shorter request
+// (but above zero) is raised to it.
+const minTaskTTL = time.Second
+
 // requestedTTL reads params.task.ttl (milliseconds) and applies the limits.
+// The number is clamped while it is still a float: converted first, a huge
+// ttl such as 1e13 overflows time.Duration into a negative one. A ttl that is
+// not positive is refused; absent or null asks for the default.
 func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) {
 	var meta struct {
 		TTL *float64 `json:"ttl"`
@@ -116,11 +123,17 @@ func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) 
 	if err := json.Unmarshal(taskMeta, &meta); err != nil {
 		return 0, errors.New("params.task must be an object")
 	}
-	if meta.TTL == nil || *meta.TTL <= 0 {
+	if meta.TTL == nil {
 		return g.cfg.DefaultTTL, nil
 	}
-	ttl := time.Duration(*meta.TTL) * time.Millisecond
-	return min(ttl, g.cfg.MaxTTL), nil
+	ms := *meta.TTL
+	if !(ms > 0) { // also NaN, which JSON cannot carry but a float can
+		return 0, errors.New("params.task.ttl must be a positive number of milliseconds")
+	}
+	maxMs := float64(g.cfg.MaxTTL) / float64(time.Millisecond)
+	minMs := float64(min(minTaskTTL, g.cfg.MaxTTL)) / float64(time.Millisecond)
+	ms = max(min(ms, maxMs), minMs)
+	return min(time.Duration(ms*float64(time.Millisecond)), g.cfg.MaxTTL), nil
 }
 
 func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
