@@ -61,7 +61,7 @@ type upstreamResponse struct {
 // with base's headers (session, authorization and the like) and ctx. The
 // client's Accept-Encoding is dropped: the gateway must read the answer.
 func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
-	req := base.Clone(ctx)
+	req := withOwnValues(base.Clone(ctx), base)
 	req.Method = http.MethodPost
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -73,6 +73,37 @@ func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *h
 	req.Header.Del("Last-Event-ID")
 	req.TransferEncoding = nil
 	return req
+}
+
+// detachKey keys, in a task's run context, the configuration's Detach.
+type detachKey struct{}
+
+// withDetach marks ctx so that every upstream request made on it gets
+// writable request state of its own from detach.
+func withDetach(ctx context.Context, detach func(*http.Request) *http.Request) context.Context {
+	return context.WithValue(ctx, detachKey{}, detach)
+}
+
+// withOwnValues gives req, an upstream request of a task, fresh copies of
+// what handlers write to (Caddy's variables and replacer): one task makes
+// several requests at once (its call, answers to the upstream's pings and
+// requests, cancellations), and reverse_proxy writing to one shared
+// variables map from two of them is a concurrent map write, which kills the
+// process. Detach drops cancellation, so req's own is put back. The detach
+// is found on req's context or on base's (a task's run).
+func withOwnValues(req, base *http.Request) *http.Request {
+	ctx := req.Context()
+	detach, ok := ctx.Value(detachKey{}).(func(*http.Request) *http.Request)
+	if !ok { // a client's request (tasks/cancel) made with a task's base
+		if detach, ok = base.Context().Value(detachKey{}).(func(*http.Request) *http.Request); !ok {
+			return req
+		}
+	}
+	own := detach(req)
+	owned, cancel := context.WithCancelCause(own.Context())
+	// The registration ends when ctx does, which every caller arranges.
+	context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return own.WithContext(owned)
 }
 
 // callUpstream sends req through next on its own goroutine and returns as
