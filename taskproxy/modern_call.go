@@ -113,7 +113,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 			status = modernStatus(ev.final.Error.Code)
 		}
 		data, _ := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
-		reply.send(data, status)
+		reply.sendUpstream(data, status, ev.head)
 		return nil
 	}
 	for {
@@ -236,6 +236,39 @@ func (r *modernReply) relay(m *Message) {
 	if data, err := json.Marshal(m); err == nil {
 		_ = r.sse.WriteEvent("", data)
 	}
+}
+
+// sendUpstream answers with the upstream's own answer to a call that did
+// not become a task, as a plain proxy would: its HTTP status and headers
+// (an HTTP 401 with WWW-Authenticate is how MCP authorization discovery
+// starts), and for a non-2xx answer its body as is, unless that body is a
+// JSON-RPC message, which data (under the client's id) replaces.
+func (r *modernReply) sendUpstream(data []byte, status int, head *upstreamHead) {
+	if head == nil || r.sse != nil { // a stream has begun: its status is sent
+		r.send(data, status)
+		return
+	}
+	h := r.c.w.Header()
+	for k, v := range head.header {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		h[k] = v
+	}
+	if head.status < 200 || head.status > 299 {
+		if _, err := ParseMessage(head.body); err != nil && head.body != nil {
+			if ct := head.header.Get("Content-Type"); ct != "" {
+				h.Set("Content-Type", ct)
+			}
+			h.Del("Content-Length")
+			r.c.w.WriteHeader(head.status)
+			_, _ = r.c.w.Write(head.body)
+			return
+		}
+		status = head.status
+	}
+	writeJSON(r.c.w, status, data)
 }
 
 func (r *modernReply) send(data []byte, status int) {

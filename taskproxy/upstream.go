@@ -267,8 +267,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message)
 
 // describeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
 // the upstream's own error when its body carries one, else a summary.
-func describeHTTPFailure(resp *upstreamResponse) *Error {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+func describeHTTPFailure(status int, data []byte) *Error {
 	if msg, err := ParseMessage(data); err == nil && msg.Error != nil {
 		return msg.Error
 	}
@@ -276,7 +275,7 @@ func describeHTTPFailure(resp *upstreamResponse) *Error {
 	if len(text) > 200 {
 		text = text[:200] + "…"
 	}
-	e := Errorf(CodeInternalError, "upstream answered HTTP %d", resp.Status)
+	e := Errorf(CodeInternalError, "upstream answered HTTP %d", status)
 	if text != "" {
 		e.Message += ": " + text
 	}
