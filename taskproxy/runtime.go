@@ -38,6 +38,9 @@ type Runtime struct {
 	firstServed  chan struct{}
 	servedOnce   sync.Once
 	recoverOnce  sync.Once
+	// resuming holds the ids of recovered tasks waiting for a base, so
+	// that the orphan pass leaves them alone.
+	resuming sync.Map
 }
 
 type servedRequest struct {
@@ -58,9 +61,10 @@ func NewRuntime(store Store) *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rt := &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
 		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel, firstServed: make(chan struct{})}
-	rt.loops.Add(2)
+	rt.loops.Add(3)
 	go rt.renewLeases()
 	go rt.sweep()
+	go rt.failOrphansLoop()
 	return rt
 }
 
