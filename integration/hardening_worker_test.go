@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
@@ -131,6 +132,33 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 			}
 			if resp.StatusCode != http.StatusBadRequest || m.Error.Code != taskproxy.CodeInvalidParams || !strings.Contains(m.Error.Message, "1000") {
 				t.Errorf("HTTP %d %d %q, want 400 -32602 naming the limit", resp.StatusCode, m.Error.Code, m.Error.Message)
+			}
+		})
+	}
+}
+
+// An upstream result over the gateway's limit (8 MiB by default) fails the
+// task with the size and the limit; one under it completes.
+func TestResultTooLargeEndToEnd(t *testing.T) {
+	c, _, _ := legacySetup(t, "")
+	tests := []struct {
+		bytes      int
+		wantStatus string
+		wantMsg    string
+	}{
+		{9 << 20, "failed", "result too large ("},
+		{1 << 20, "completed", ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.bytes), func(t *testing.T) {
+			task := c.createTask("big_result", map[string]any{"bytes": tt.bytes}, 60000)
+			var got legacyTask
+			waitFor(t, 30*time.Second, "the task to end", func() bool {
+				got = c.getTask(task.TaskID)
+				return got.Status != "working"
+			})
+			if got.Status != tt.wantStatus || !strings.Contains(got.StatusMessage, tt.wantMsg) || (tt.wantMsg != "" && !strings.Contains(got.StatusMessage, "limit 8388608)")) {
+				t.Errorf("task %s %q, want %s with %q", got.Status, got.StatusMessage, tt.wantStatus, tt.wantMsg)
 			}
 		})
 	}

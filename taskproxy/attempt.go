@@ -97,7 +97,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 				send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, head: head})
 				return
 			}
-			err = readMessages(resp, &pos, handle)
+			err = readMessages(resp, &pos, maxResultOf(ctx), handle)
 			finishBody(resp.Body, 2*time.Second)
 			if answered {
 				return

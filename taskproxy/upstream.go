@@ -84,6 +84,17 @@ func withDetach(ctx context.Context, detach func(*http.Request) *http.Request) c
 	return context.WithValue(ctx, detachKey{}, detach)
 }
 
+// maxResultKey keys, in a task's run context, Config.MaxResultBytes.
+type maxResultKey struct{}
+
+// maxResultOf returns the limit on one upstream message of ctx's run.
+func maxResultOf(ctx context.Context) int64 {
+	if n, ok := ctx.Value(maxResultKey{}).(int64); ok && n > 0 {
+		return n
+	}
+	return DefaultMaxResultBytes
+}
+
 // withOwnValues gives req, an upstream request of a task, fresh copies of
 // what handlers write to (Caddy's variables and replacer): one task makes
 // several requests at once (its call, answers to the upstream's pings and
@@ -217,12 +228,17 @@ const maxJSONAnswer = 64 << 20
 // SSE, handing each to fn until fn returns done or an error, and keeps pos at
 // the stream's last event id and retry delay. It returns io.EOF if the
 // answer ended before fn was done.
-func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message) (done bool, err error)) error {
+func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn func(*Message) (done bool, err error)) error {
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return fmt.Errorf("reading upstream answer: %w", err)
+		}
+		if int64(len(data)) > limit {
+			// Counted, not kept, up to the most the gateway ever reads.
+			rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSONAnswer))
+			return &tooLargeError{size: int64(len(data)) + rest, limit: limit}
 		}
 		msg, err := ParseMessage(data)
 		if err != nil {
@@ -234,10 +250,13 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message)
 		}
 		return io.EOF
 	case "text/event-stream":
-		events := NewSSEReader(resp.Body)
+		events := newLimitedSSEReader(resp.Body, int(min(limit, maxSSEEvent)))
 		for {
 			ev, err := events.Next()
 			if err != nil {
+				if tooLarge := (*tooLargeError)(nil); errors.As(err, &tooLarge) {
+					return err
+				}
 				if errors.Is(err, io.ErrUnexpectedEOF) {
 					return errors.New("upstream event stream broke off in the middle of an event")
 				}

@@ -27,7 +27,7 @@ var (
 // or by the runtime's shutdown, and by the task's expiry once startWorker
 // arms it.
 func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
-	base = base.WithContext(withDetach(base.Context(), g.cfg.Detach))
+	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
 	ctx, cancel := context.WithCancelCause(base.Context())
 	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
 	return &runningTask{
