@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +162,68 @@ func TestResultTooLargeEndToEnd(t *testing.T) {
 				t.Errorf("task %s %q, want %s with %q", got.Status, got.StatusMessage, tt.wantStatus, tt.wantMsg)
 			}
 		})
+	}
+}
+
+// A message whose id JSON-RPC does not allow is answered by the gateway:
+// -32700 when the id is not valid JSON, -32600 when it is of the wrong kind.
+func TestInvalidIDsEndToEnd(t *testing.T) {
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr})
+	tests := []struct {
+		name, body string
+		code       int
+	}{
+		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"tools/list"}`, -32700},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`, -32600},
+		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"tools/call","params":{"name":"greet","arguments":{"name":"x"},"task":{}}}`, -32600},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			m, err := taskproxy.ParseMessage(data)
+			if err != nil || m.Error == nil || m.Error.Code != tt.code || resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("HTTP %d %s, want 400 with error %d", resp.StatusCode, data, tt.code)
+			}
+		})
+	}
+}
+
+// A 2026-07-28 call the gateway passes through without making a task of it
+// (the tool is forbidden to run as a task) reaches the upstream without the
+// tasks extension in its client capabilities.
+func TestForbiddenPassThroughStripsTasksExtension(t *testing.T) {
+	up := upstream.New(upstream.Options{})
+	var mu sync.Mutex
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"tools/call"`) {
+			mu.Lock()
+			calls = append(calls, string(body))
+			mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		up.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://"), Directives: "tool greet forbidden"})
+	c := newModernClient(t, gw.URL, true)
+	res := c.ok("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}})
+	if !strings.Contains(string(res["content"]), "Hello, x!") {
+		t.Fatalf("result %v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 1 || strings.Contains(calls[0], "io.modelcontextprotocol/tasks") || !strings.Contains(calls[0], "clientCapabilities") {
+		t.Errorf("upstream saw %q, want one call without the tasks extension", calls)
 	}
 }

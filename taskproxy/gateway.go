@@ -179,6 +179,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	msg, err := ParseMessage(body)
 	if err != nil {
+		if e := malformedRequest(err); e != nil {
+			writeJSONError(w, http.StatusBadRequest, nil, e)
+			return nil
+		}
 		return serveNext(next, w, r)
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}

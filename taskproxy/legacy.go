@@ -1,7 +1,6 @@
 package taskproxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -69,43 +68,24 @@ func (c *call) serveLegacyToolsCall() error {
 		}
 		return c.createLegacyTask(name, taskMeta)
 	}
-	return c.passTracked()
+	return c.pass()
 }
 
-// passTracked passes a plain call through, registered in the call table so
-// that a client's notifications/cancelled finds it.
-func (c *call) passTracked() error {
-	ctx, cancel := context.WithCancel(c.r.Context())
-	defer cancel()
-	remove := c.g.rt.calls.add(newCallKey(c.scope(), c.msg.ID), &plainCall{upstreamID: c.msg.ID, cancel: cancel})
-	defer remove()
-	return serveNext(c.next, c.w, c.r.WithContext(ctx))
-}
-
-// serveCancelled routes a client's notifications/cancelled: never to a task,
-// and with the id the upstream knows for a plain call.
+// serveCancelled routes a client's notifications/cancelled. Plain calls
+// pass through with the client's own id, which is the id the upstream
+// knows, so their cancellation passes through untouched, as a plain proxy
+// would pass it. The ids the gateway made up for its own calls are not the
+// client's to cancel (tasks are cancelled with tasks/cancel only).
 func (c *call) serveCancelled() error {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	_ = json.Unmarshal(c.msg.Params, &p)
 	if isGatewayID(p.RequestID) {
-		c.w.WriteHeader(http.StatusAccepted) // the gateway's own calls are cancelled with tasks/cancel only
+		c.w.WriteHeader(http.StatusAccepted)
 		return nil
 	}
-	pc, ok := c.g.rt.calls.get(newCallKey(c.scope(), p.RequestID))
-	if !ok || sameID(pc.upstreamID, p.RequestID) {
-		return c.pass()
-	}
-	params, err := setMember(c.msg.Params, "requestId", pc.upstreamID)
-	if err != nil {
-		return c.pass()
-	}
-	body, err := RequestBytes(nil, c.msg.Method, json.RawMessage(params))
-	if err != nil {
-		return c.pass()
-	}
-	return serveNext(c.next, c.w, newUpstreamRequest(c.r.Context(), c.r, body))
+	return c.pass()
 }
 
 // minTaskTTL is the shortest ttl a task is granted: a shorter request

@@ -1,9 +1,11 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 )
@@ -43,7 +45,7 @@ func (c *call) serveModernToolsCall() error {
 		}
 		return nil
 	case !declared || mode == TaskForbidden:
-		return c.pass()
+		return c.passWithoutTasks()
 	}
 	if !c.validModern(true) || !c.guardOrigin() {
 		return nil
@@ -53,7 +55,7 @@ func (c *call) serveModernToolsCall() error {
 			c.failModern(e)
 			return nil
 		}
-		return c.pass() // no room for a task: the call runs as a plain one
+		return c.passWithoutTasks() // no room for a task: the call runs as a plain one
 	}
 	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" {
 		return c.runIdempotentCall(name)
@@ -183,6 +185,28 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	reply.send(data, http.StatusOK)
 	return nil
+}
+
+// passWithoutTasks passes a call that will not become a task through with
+// the tasks extension taken out of its client capabilities: an upstream that
+// knows the extension would otherwise make a task of it itself, which the
+// gateway (forbidden tool, no room for a task) just decided against.
+func (c *call) passWithoutTasks() error {
+	params, err := withoutTasksExtension(c.msg.Params)
+	if err != nil || bytes.Equal(params, c.msg.Params) {
+		return c.pass()
+	}
+	body, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Method: c.msg.Method, Params: params})
+	if err != nil {
+		return c.pass()
+	}
+	r := c.r.WithContext(c.r.Context())
+	r.Header = c.r.Header.Clone()
+	r.Header.Del("Content-Length")
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	return serveNext(c.next, c.w, r)
 }
 
 // withoutTasksExtension removes the tasks extension from the client

@@ -18,7 +18,6 @@ import (
 type Runtime struct {
 	Store    Store
 	Hub      *Hub
-	calls    *callTable
 	workers  *workerTable
 	sessions *sessionTable
 
@@ -59,7 +58,7 @@ const (
 // NewRuntime wraps an open store and starts its background work.
 func NewRuntime(store Store) *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rt := &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
+	rt := &Runtime{Store: store, Hub: NewHub(), workers: newWorkerTable(),
 		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel, firstServed: make(chan struct{})}
 	rt.loops.Add(3)
 	go rt.renewLeases()
