@@ -112,9 +112,26 @@ func withOwnValues(req, base *http.Request) *http.Request {
 	}
 	own := detach(req)
 	owned, cancel := context.WithCancelCause(own.Context())
-	// The registration ends when ctx does, which every caller arranges.
-	context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	// callUpstream releases it once the handler returns; otherwise it
+	// goes when ctx ends.
+	owned = context.WithValue(owned, releaseKey{}, func() {
+		stop()
+		cancel(nil)
+	})
 	return own.WithContext(owned)
+}
+
+// releaseKey keys the function that frees what withOwnValues set up.
+type releaseKey struct{}
+
+// releaseRequest frees the context of an upstream request whose handler
+// has returned: a task may make many (one per ping of the upstream), each
+// otherwise registered on the task's context until the task ends.
+func releaseRequest(req *http.Request) {
+	if release, ok := req.Context().Value(releaseKey{}).(func()); ok {
+		release()
+	}
 }
 
 // callUpstream sends req through next on its own goroutine and returns as
@@ -124,6 +141,7 @@ func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, erro
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
 	go func() {
+		defer releaseRequest(req)
 		err := serveNextRecovering(next, w, req)
 		if err == nil && !w.wroteHeader() {
 			err = errors.New("the next handler wrote no response")
