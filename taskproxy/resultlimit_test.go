@@ -1,12 +1,15 @@
 package taskproxy
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadMessagesLimit(t *testing.T) {
@@ -71,6 +74,52 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 			rec := waitEnded(t, g, Anonymous, createLegacy(t, g, next))
 			if rec.Status != StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
 				t.Errorf("task %s, error %+v; want failed with result too large", rec.Status, rec.Error)
+			}
+		})
+	}
+}
+
+// A task records at most maxTaskInputs input requests: an upstream asking
+// for more fails it rather than growing its record without bound.
+func TestInputRequestsCapped(t *testing.T) {
+	// On disk: the in-memory store keeps no value log, so it refuses
+	// records as large as a thousand inputs make.
+	store, err := OpenBadgerStore(BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := NewRuntime(store)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		n       int
+		wantErr bool
+	}{{3, false}, {maxTaskInputs, false}, {maxTaskInputs + 1, true}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			now := clock()
+			task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern, Round: 1}
+			if err := g.rt.Store.Create(ctx, task); err != nil {
+				t.Fatal(err)
+			}
+			reqs := make([]string, tt.n)
+			for i := range reqs {
+				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
+			}
+			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
+			keys, err := g.recordInput(task, &runningTask{ctx: ctx}, result)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", maxTaskInputs)) {
+					t.Fatalf("err = %v, want too many inputs", err)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.n {
+				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.n)
 			}
 		})
 	}

@@ -316,22 +316,29 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 	if err := json.Unmarshal(result, &answer); err != nil {
 		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
 	}
+	// Decoded here, not in the update: its fn runs on the store's one
+	// committer goroutine, which every owner's writes wait for.
+	requests := make([]InputRequest, 0, len(answer.InputRequests))
+	for upKey, raw := range answer.InputRequests {
+		var req struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
+			return nil, fmt.Errorf("upstream input request %q is malformed", upKey)
+		}
+		requests = append(requests, InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
+	}
 	var keys []string
 	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
 		keys = keys[:0]
-		if n := len(rec.Inputs) + len(answer.InputRequests); n > maxTaskInputs {
+		if n := len(rec.Inputs) + len(requests); n > maxTaskInputs {
 			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, maxTaskInputs)
 		}
 		rec.RequestState = answer.RequestState
-		for upKey, raw := range answer.InputRequests {
-			var req struct {
-				Method string          `json:"method"`
-				Params json.RawMessage `json:"params"`
-			}
-			if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
-				return fmt.Errorf("upstream input request %q is malformed", upKey)
-			}
-			keys = append(keys, rec.AddInput(InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey, Round: rec.Round}))
+		for _, in := range requests {
+			in.Round = rec.Round
+			keys = append(keys, rec.AddInput(in))
 		}
 		if len(keys) == 0 {
 			rec.LoadShed++
