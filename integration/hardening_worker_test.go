@@ -71,7 +71,7 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://"), Directives: "task_after 5s"})
+	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://"), Directives: "task_after 5s\ntool big_result required"})
 	c := newModernClient(t, gw.URL, true)
 	call := map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}}
 
@@ -92,6 +92,12 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 		m, err := taskproxy.ParseMessage(body)
 		if err != nil || m.Error == nil || m.Error.Message != "unauthorized" || strings.Contains(string(m.ID), "mcp-tasks:") {
 			t.Errorf("body %s: want the upstream's error under the client's id", body)
+		}
+	})
+	t.Run("401 for a tool that always runs as a task", func(t *testing.T) {
+		resp, body := postModern(t, c, "tools/call", map[string]any{"name": "big_result", "arguments": map[string]any{"bytes": 1}})
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
+			t.Fatalf("HTTP %d, WWW-Authenticate %q, body %s; want 401 with the upstream's challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
 	})
 	t.Run("authorized", func(t *testing.T) {

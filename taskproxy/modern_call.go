@@ -138,6 +138,11 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 					return passThrough(ev)
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			case ev.head != nil && refusesCaller(ev.head.status):
+				// Not an outcome of the tool: the caller must act on it
+				// (MCP authorization starts from a 401), so it passes
+				// through even for a tool that always runs as a task.
+				return passThrough(ev)
 			case mode == TaskRequired:
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}
@@ -146,6 +151,12 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 			return c.convert(t, run, stopFollowingClient, reply, a, nil)
 		}
 	}
+}
+
+// refusesCaller reports whether an upstream HTTP status refuses the caller
+// rather than answering the call: 401 and 403.
+func refusesCaller(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // convert stores the task and answers the CreateTaskResult; a worker takes
