@@ -8,33 +8,75 @@ import (
 	"go.uber.org/zap"
 )
 
-// The orphan pass. A task leased to this process whose worker is gone (it
-// returned without its outcome stored, say because every write failed) is
-// never renewed: its lease runs out while no other process may take it
-// over, since this one lives. Every orphanInterval the pass fails such
-// tasks, so that none stays working until its ttl.
+// Tasks left working by this process. A worker that cannot store even a
+// small failure (the store refused every write for seconds) notes its task
+// as unsettled; every unsettledRetry the orphan loop tries again. And a task
+// leased to this process whose worker is gone without a note (it is never
+// renewed: its lease runs out while no other process may take it over,
+// since this one lives) is found by a scan of the active tasks every
+// orphanScanInterval. Either way the task fails, so that none stays working
+// until its ttl.
 
-// orphanInterval spaces the orphan passes.
-const orphanInterval = leaseTTL
+const (
+	// unsettledRetry spaces the retries of unsettled tasks.
+	unsettledRetry = leaseRenew
+	// orphanScanInterval spaces the scans for orphans: each reads every
+	// active task, so it is the rare safety net.
+	orphanScanInterval = 5 * time.Minute
+)
 
-// msgWorkerLost is the error of a task the orphan pass failed.
+// msgWorkerLost is the error of a task the orphan scan failed.
 const msgWorkerLost = "the task's worker stopped without recording an outcome"
 
-// failOrphansLoop runs the orphan pass until the runtime closes.
+// failOrphansLoop retries unsettled tasks and scans for orphans until the
+// runtime closes.
 func (rt *Runtime) failOrphansLoop() {
 	defer rt.loops.Done()
-	tick := time.NewTicker(orphanInterval)
+	tick := time.NewTicker(unsettledRetry)
 	defer tick.Stop()
+	lastScan := time.Now()
 	for {
 		select {
 		case <-rt.ctx.Done():
 			return
-		case <-tick.C:
-			if g := rt.gateway.Load(); g != nil {
+		case now := <-tick.C:
+			g := rt.gateway.Load()
+			if g == nil {
+				continue
+			}
+			g.settleUnsettled(rt.ctx)
+			if now.Sub(lastScan) >= orphanScanInterval {
+				lastScan = now
 				g.failOrphans(rt.ctx, clock())
 			}
 		}
 	}
+}
+
+// settleUnsettled tries once more to fail each unsettled task, and returns
+// how many it settled.
+func (g *Gateway) settleUnsettled(ctx context.Context) int {
+	settled := 0
+	g.rt.unsettled.Range(func(k, v any) bool {
+		id, owner := k.(string), v.(string)
+		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *Task) error {
+			applyOutcome(rec, nil, Errorf(CodeInternalError, "%s", msgOutcomeLost), clock())
+			return nil
+		})
+		switch {
+		case err == nil:
+			settled++
+			g.auditOutcome(rec)
+			g.rt.Hub.Changed(id)
+			g.rt.unsettled.Delete(id)
+		case outcomeSettled(err):
+			g.rt.unsettled.Delete(id)
+		default:
+			g.log.Warn("recording the failure of an unsettled task", zap.String("task", id), zap.Error(err))
+		}
+		return ctx.Err() == nil
+	})
+	return settled
 }
 
 // failOrphans fails the tasks leased to this process, with the lease run

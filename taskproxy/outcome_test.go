@@ -168,3 +168,49 @@ func waitEnded(t *testing.T, g *Gateway, owner, id string) *Task {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A task whose worker could not store even a failure is retried by the
+// orphan loop once the store takes writes again.
+func TestUnsettledTaskRetried(t *testing.T) {
+	old := outcomeBackoff
+	outcomeBackoff = []time.Duration{time.Millisecond}
+	t.Cleanup(func() { outcomeBackoff = old })
+	var broken atomic.Bool
+	broken.Store(true)
+	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*Task) bool { return broken.Load() }}
+	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg, _ := ParseMessage(mustRead(r))
+		data, _ := ResponseBytes(msg.ID, json.RawMessage(`{"content":[]}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	id := createLegacy(t, g, next)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := g.rt.unsettled.Load(id); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task was never noted as unsettled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := g.settleUnsettled(context.Background()); n != 0 {
+		t.Fatalf("settled %d while the store refuses", n)
+	}
+	broken.Store(false)
+	if n := g.settleUnsettled(context.Background()); n != 1 {
+		t.Fatalf("settled %d, want 1", n)
+	}
+	rec, err := g.rt.Store.Get(context.Background(), Anonymous, id)
+	if err != nil || rec.Status != StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
+		t.Errorf("task %+v, %v; want failed with %q", rec, err, msgOutcomeLost)
+	}
+	if _, ok := g.rt.unsettled.Load(id); ok {
+		t.Error("still noted as unsettled")
+	}
+}

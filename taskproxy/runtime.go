@@ -40,6 +40,9 @@ type Runtime struct {
 	// resuming holds the ids of recovered tasks waiting for a base, so
 	// that the orphan pass leaves them alone.
 	resuming sync.Map
+	// unsettled holds the ids (and owners) of tasks whose worker could not
+	// store even a failure, for the orphan loop to retry.
+	unsettled sync.Map
 }
 
 type servedRequest struct {

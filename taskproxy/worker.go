@@ -191,8 +191,9 @@ func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
 		}
 	default:
-		// The orphan pass fails the task once its lease runs out.
+		// Retried by the orphan loop until the store takes it.
 		g.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
+		g.rt.unsettled.Store(t.ID, t.Owner)
 	}
 	g.rt.Hub.Changed(t.ID)
 }
