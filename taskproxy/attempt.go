@@ -31,7 +31,21 @@ type attemptEvent struct {
 	// err ends the call without a response: a transport failure, an HTTP
 	// error without a JSON-RPC body, or a stream that ended early.
 	err error
+	// head is the HTTP answer final came in, for a pass-through to repeat.
+	head *upstreamHead
 }
+
+// upstreamHead is the HTTP status and headers of an upstream answer and,
+// for a non-2xx one, its body (up to maxHTTPFailureBody; nil if longer).
+type upstreamHead struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// maxHTTPFailureBody bounds the body of a non-2xx upstream answer the
+// gateway keeps to repeat.
+const maxHTTPFailureBody = 64 << 10
 
 func (e attemptEvent) last() bool { return e.final != nil || e.err != nil }
 
@@ -60,7 +74,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			switch {
 			case m.IsResponse() && sameID(m.ID, upstreamID):
 				answered = true
-				send(attemptEvent{final: m})
+				send(attemptEvent{final: m, head: &upstreamHead{status: resp.Status, header: resp.Header}})
 				return true, nil
 			case m.IsRequest():
 				return !send(attemptEvent{request: m}), nil
@@ -73,12 +87,17 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 		for resumes := 0; ; resumes++ {
 			if resp.Status < 200 || resp.Status > 299 {
 				// An HTTP error with a JSON-RPC body is the upstream's answer.
-				e := describeHTTPFailure(resp)
+				data, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPFailureBody+1))
 				finishBody(resp.Body, 2*time.Second)
-				send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}})
+				head := &upstreamHead{status: resp.Status, header: resp.Header}
+				if len(data) <= maxHTTPFailureBody {
+					head.body = data
+				}
+				e := describeHTTPFailure(resp.Status, data)
+				send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, head: head})
 				return
 			}
-			err = readMessages(resp, &pos, handle)
+			err = readMessages(resp, &pos, maxResultOf(ctx), handle)
 			finishBody(resp.Body, 2*time.Second)
 			if answered {
 				return

@@ -58,6 +58,12 @@ type Config struct {
 	Tools map[string]TaskSupport
 	// MaxBody caps request bodies; larger ones get 413.
 	MaxBody int64
+	// MaxResultBytes caps one message of an upstream answer (above all the
+	// result of a call, and each event of its stream): a task whose
+	// upstream sends more fails with "result too large (N bytes, limit M)",
+	// and a call that has not become a task gets that error. 0 means
+	// DefaultMaxResultBytes.
+	MaxResultBytes int64
 	// ListTasks enables tasks/list. Only set it when owners are real
 	// authenticated principals: anonymous callers would see each other's
 	// tasks.
@@ -86,6 +92,11 @@ type Config struct {
 	// Observer receives lifecycle counts for metrics; nil ignores them.
 	Observer Observer
 }
+
+// DefaultMaxResultBytes is the default Config.MaxResultBytes: 8 MiB, far
+// above what a tool result normally is, and small enough that a task
+// record stays well within the store's limits.
+const DefaultMaxResultBytes = 8 << 20
 
 // Observer is told of task lifecycle events, for metrics. Its methods must
 // be cheap and safe for concurrent use.
@@ -128,6 +139,9 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute
 	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
 	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
 	if g.log == nil {
 		g.log = zap.NewNop()
@@ -168,6 +182,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	msg, err := ParseMessage(body)
 	if err != nil {
+		if e := malformedRequest(err); e != nil {
+			writeJSONError(w, http.StatusBadRequest, nil, e)
+			return nil
+		}
 		return serveNext(next, w, r)
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}

@@ -1,7 +1,6 @@
 package taskproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,56 +8,10 @@ import (
 )
 
 // The gateway keeps two tables (DESIGN.md, "Two tables, never one"): task
-// routes live in the Store; this file holds the in-memory ones of this
-// process.
-
-// callKey names a client's in-flight request: the scope it was sent in (the
-// session, or the owner when there is none) and its JSON-RPC id.
-type callKey struct {
-	scope string
-	id    string
-}
-
-func newCallKey(scope string, id json.RawMessage) callKey {
-	return callKey{scope: scope, id: string(bytes.TrimSpace(id))}
-}
-
-// plainCall is a client request that is not a task and is still in flight.
-type plainCall struct {
-	upstreamID json.RawMessage
-	cancel     context.CancelFunc
-}
-
-// callTable is the request-cancellation table: plain calls in flight, so a
-// client's notifications/cancelled reaches the upstream with the id the
-// upstream knows. It never holds tasks.
-type callTable struct {
-	mu    sync.Mutex
-	calls map[callKey]*plainCall
-}
-
-func newCallTable() *callTable { return &callTable{calls: map[callKey]*plainCall{}} }
-
-// add registers a call and returns the function that removes it.
-func (c *callTable) add(k callKey, call *plainCall) func() {
-	c.mu.Lock()
-	c.calls[k] = call
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		if c.calls[k] == call {
-			delete(c.calls, k)
-		}
-		c.mu.Unlock()
-	}
-}
-
-func (c *callTable) get(k callKey) (*plainCall, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	call, ok := c.calls[k]
-	return call, ok
-}
+// routes live in the Store; this file holds the in-memory one of this
+// process, the running workers. Plain calls need no table: they pass
+// through with the client's own ids, so a client's notifications/cancelled
+// reaches the upstream untouched.
 
 // runningTask is a task whose upstream call runs in this process.
 type runningTask struct {

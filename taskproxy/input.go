@@ -15,6 +15,26 @@ import (
 // answer, whichever wire it comes on (a POSTed JSON-RPC response on
 // 2025-11-25, tasks/update on 2026-07-28), goes through answerInputs.
 
+// maxTaskInputs bounds the input requests one task records, and
+// maxInputResponses the answers one tasks/update may carry: a task can
+// never have more outstanding, and every answer costs work before the
+// owner's task is even found.
+const (
+	maxTaskInputs     = 1000
+	maxInputResponses = maxTaskInputs
+)
+
+// countMembers counts the members of the JSON object at b, stopping after
+// limit+1 of them, without decoding any.
+func countMembers(b []byte, limit int) (int, error) {
+	n := 0
+	_, err := eachMember(b, func(member) bool {
+		n++
+		return n <= limit
+	})
+	return n, err
+}
+
 // inputAnswer is a client's answer to one input request: a result or, on
 // 2025-11-25, a JSON-RPC error (the client declined).
 type inputAnswer struct {
@@ -33,8 +53,12 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 	if err != nil || t.Status.Terminal() {
 		return t, err
 	}
-	for key, answer := range answers {
-		in, ok := t.Input(key)
+	// Every loop here runs over the task's own inputs (bounded by
+	// maxTaskInputs) with map lookups of the answers, never over the answers
+	// with a search of the inputs: the update's fn runs on the store's one
+	// committer goroutine, and whatever it costs every owner waits for.
+	for _, in := range t.Inputs {
+		answer, ok := answers[in.Key]
 		if !ok || in.Answered || in.UpstreamID == nil {
 			continue
 		}
@@ -48,8 +72,9 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 	}
 	t, err = g.rt.Store.Update(ctx, owner, taskID, func(rec *Task) error {
 		changed := false
-		for key, answer := range answers {
-			in, ok := rec.Input(key)
+		for i := range rec.Inputs {
+			in := &rec.Inputs[i]
+			answer, ok := answers[in.Key]
 			if !ok || in.Answered {
 				continue
 			}

@@ -71,6 +71,45 @@ func (m *Message) IsResponse() bool {
 
 var errNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
 
+// errInvalidID is a JSON-RPC message whose id is neither a string, a number
+// nor null (an object, an array, a boolean), and errUnparseableID one whose
+// id is not even valid JSON.
+var (
+	errInvalidID     = fmt.Errorf("%w: id must be a string or a number", errNotJSONRPC)
+	errUnparseableID = fmt.Errorf("%w: id is not valid JSON", errNotJSONRPC)
+)
+
+// checkID checks a raw id: a string, a number or null (or absent).
+func checkID(id []byte) error {
+	if len(id) == 0 {
+		return nil
+	}
+	if !json.Valid(id) { // ids are short: this costs next to nothing
+		return errUnparseableID
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9', string(id) == "null":
+		return nil
+	}
+	return errInvalidID
+}
+
+// malformedRequest is the JSON-RPC error of a request body ParseMessage
+// refused with err, when the gateway must answer it: a message whose id is
+// not valid JSON (-32700, Parse error) or not a kind of id JSON-RPC allows
+// (-32600, Invalid Request); its id cannot be echoed, so the answer's is
+// null. Anything else that is not one JSON-RPC message (batches, other JSON,
+// text) is nil: it passes through, for the upstream to judge.
+func malformedRequest(err error) *Error {
+	switch {
+	case errors.Is(err, errUnparseableID):
+		return Errorf(CodeParseError, "Parse error: the request id is not valid JSON")
+	case errors.Is(err, errInvalidID):
+		return Errorf(CodeInvalidRequest, "Invalid Request: the id must be a string or a number")
+	}
+	return nil
+}
+
 // ParseMessage reads one JSON-RPC 2.0 message. Batches and anything that is
 // not a single JSON-RPC object are rejected with errNotJSONRPC, so callers can
 // pass them through untouched. The message's raw parts are slices of data,
@@ -106,6 +145,9 @@ func ParseMessage(data []byte) (*Message, error) {
 	}
 	if string(version) != `"2.0"` {
 		return nil, errNotJSONRPC
+	}
+	if err := checkID(m.ID); err != nil {
+		return nil, err
 	}
 	if method != nil {
 		if method[0] != '"' {

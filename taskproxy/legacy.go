@@ -1,7 +1,6 @@
 package taskproxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -69,46 +68,34 @@ func (c *call) serveLegacyToolsCall() error {
 		}
 		return c.createLegacyTask(name, taskMeta)
 	}
-	return c.passTracked()
+	return c.pass()
 }
 
-// passTracked passes a plain call through, registered in the call table so
-// that a client's notifications/cancelled finds it.
-func (c *call) passTracked() error {
-	ctx, cancel := context.WithCancel(c.r.Context())
-	defer cancel()
-	remove := c.g.rt.calls.add(newCallKey(c.scope(), c.msg.ID), &plainCall{upstreamID: c.msg.ID, cancel: cancel})
-	defer remove()
-	return serveNext(c.next, c.w, c.r.WithContext(ctx))
-}
-
-// serveCancelled routes a client's notifications/cancelled: never to a task,
-// and with the id the upstream knows for a plain call.
+// serveCancelled routes a client's notifications/cancelled. Plain calls
+// pass through with the client's own id, which is the id the upstream
+// knows, so their cancellation passes through untouched, as a plain proxy
+// would pass it. The ids the gateway made up for its own calls are not the
+// client's to cancel (tasks are cancelled with tasks/cancel only).
 func (c *call) serveCancelled() error {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	_ = json.Unmarshal(c.msg.Params, &p)
 	if isGatewayID(p.RequestID) {
-		c.w.WriteHeader(http.StatusAccepted) // the gateway's own calls are cancelled with tasks/cancel only
+		c.w.WriteHeader(http.StatusAccepted)
 		return nil
 	}
-	pc, ok := c.g.rt.calls.get(newCallKey(c.scope(), p.RequestID))
-	if !ok || sameID(pc.upstreamID, p.RequestID) {
-		return c.pass()
-	}
-	params, err := setMember(c.msg.Params, "requestId", pc.upstreamID)
-	if err != nil {
-		return c.pass()
-	}
-	body, err := RequestBytes(nil, c.msg.Method, json.RawMessage(params))
-	if err != nil {
-		return c.pass()
-	}
-	return serveNext(c.next, c.w, newUpstreamRequest(c.r.Context(), c.r, body))
+	return c.pass()
 }
 
+// minTaskTTL is the shortest ttl a task is granted: a shorter request
+// (but above zero) is raised to it.
+const minTaskTTL = time.Second
+
 // requestedTTL reads params.task.ttl (milliseconds) and applies the limits.
+// The number is clamped while it is still a float: converted first, a huge
+// ttl such as 1e13 overflows time.Duration into a negative one. A ttl that is
+// not positive is refused; absent or null asks for the default.
 func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) {
 	var meta struct {
 		TTL *float64 `json:"ttl"`
@@ -116,11 +103,17 @@ func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) 
 	if err := json.Unmarshal(taskMeta, &meta); err != nil {
 		return 0, errors.New("params.task must be an object")
 	}
-	if meta.TTL == nil || *meta.TTL <= 0 {
+	if meta.TTL == nil {
 		return g.cfg.DefaultTTL, nil
 	}
-	ttl := time.Duration(*meta.TTL) * time.Millisecond
-	return min(ttl, g.cfg.MaxTTL), nil
+	ms := *meta.TTL
+	if !(ms > 0) { // also NaN, which JSON cannot carry but a float can
+		return 0, errors.New("params.task.ttl must be a positive number of milliseconds")
+	}
+	maxMs := float64(g.cfg.MaxTTL) / float64(time.Millisecond)
+	minMs := float64(min(minTaskTTL, g.cfg.MaxTTL)) / float64(time.Millisecond)
+	ms = max(min(ms, maxMs), minMs)
+	return min(time.Duration(ms*float64(time.Millisecond)), g.cfg.MaxTTL), nil
 }
 
 func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {

@@ -19,17 +19,70 @@ const keepAliveInterval = 15 * time.Second
 // maxListenTasks bounds the tasks one subscription watches.
 const maxListenTasks = 1000
 
-// listenTaskIDs returns params.notifications.taskIds when present.
-func listenTaskIDs(params json.RawMessage) ([]string, bool) {
-	var p struct {
-		Notifications struct {
-			TaskIDs *[]string `json:"taskIds"`
-		} `json:"notifications"`
+// listenTaskIDs returns params.notifications.taskIds when present, without
+// repeats. A list longer than maxListenTasks is refused with -32602 before it
+// is decoded, let alone looked up: ids are cheap to send and each costs a
+// store lookup.
+func listenTaskIDs(params json.RawMessage) ([]string, bool, *Error) {
+	notifications, ok := getMember(orEmptyObject(params), "notifications")
+	if !ok {
+		return nil, false, nil
 	}
-	if err := json.Unmarshal(orEmptyObject(params), &p); err != nil || p.Notifications.TaskIDs == nil {
-		return nil, false
+	raw, ok := getMember(notifications, "taskIds")
+	if !ok || string(raw) == "null" {
+		return nil, false, nil
 	}
-	return *p.Notifications.TaskIDs, true
+	if n, err := countElements(raw, maxListenTasks); err == nil && n > maxListenTasks {
+		return nil, true, Errorf(CodeInvalidParams, "Invalid params: notifications.taskIds lists more than %d task ids (limit %d per subscription)", maxListenTasks, maxListenTasks)
+	}
+	var ids []string
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, false, nil // not a list of ids: the upstream's to judge
+	}
+	return dedupe(ids), true, nil
+}
+
+// countElements counts the elements of the JSON array at b, stopping after
+// limit+1 of them, without decoding any.
+func countElements(b []byte, limit int) (int, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return 0, errBadJSON
+	}
+	i++
+	for n := 0; ; n++ {
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return 0, errBadJSON
+		}
+		if b[i] == ']' || n > limit {
+			return n, nil
+		}
+		if n > 0 {
+			if b[i] != ',' {
+				return 0, errBadJSON
+			}
+			i = skipSpace(b, i+1)
+		}
+		end, err := skipValue(b, i)
+		if err != nil {
+			return 0, err
+		}
+		i = end
+	}
+}
+
+// dedupe drops repeated strings, keeping the first of each in order.
+func dedupe(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	out := ids[:0]
+	for _, id := range ids {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // listenedTask is what the stream last sent about a task.
@@ -45,10 +98,7 @@ func (c *call) serveListen(taskIDs []string) error {
 	// like ids that do not exist.
 	var watched []string
 	last := map[string]*listenedTask{}
-	for _, id := range taskIDs {
-		if len(watched) == maxListenTasks {
-			break // the acknowledgement says which ones are watched
-		}
+	for _, id := range taskIDs[:min(len(taskIDs), maxListenTasks)] {
 		if _, dup := last[id]; dup {
 			continue
 		}

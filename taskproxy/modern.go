@@ -72,8 +72,12 @@ func (c *call) serveModern() error {
 		c.failModern(Errorf(CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
 		return nil
 	case "subscriptions/listen":
-		if taskIDs, ok := listenTaskIDs(c.msg.Params); ok {
+		if taskIDs, ok, e := listenTaskIDs(c.msg.Params); ok {
 			if !c.validModern(true) || !c.guardOrigin() || c.limited() {
+				return nil
+			}
+			if e != nil {
+				c.failModern(e)
 				return nil
 			}
 			return c.serveListen(taskIDs)
@@ -301,6 +305,12 @@ func (c *call) serveModernGet() error {
 
 func (c *call) serveModernUpdate() error {
 	id, _ := c.taskIDParam()
+	if raw, ok := getMember(c.msg.Params, "inputResponses"); ok {
+		if n, err := countMembers(raw, maxInputResponses); err == nil && n > maxInputResponses {
+			c.failModern(Errorf(CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
+			return nil
+		}
+	}
 	var p struct {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}

@@ -1,9 +1,11 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -45,7 +47,7 @@ func (c *call) serveModernToolsCall() error {
 		}
 		return nil
 	case !declared || mode == TaskForbidden:
-		return c.pass()
+		return c.passWithoutTasks()
 	}
 	if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 		return nil
@@ -112,7 +114,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 			status = modernStatus(ev.final.Error.Code)
 		}
 		data, _ := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
-		reply.send(data, status)
+		reply.sendUpstream(data, status, ev.head)
 		return nil
 	}
 	for {
@@ -135,6 +137,11 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 					return passThrough(ev)
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			case ev.head != nil && refusesCaller(ev.head.status):
+				// Not an outcome of the tool: the caller must act on it
+				// (MCP authorization starts from a 401), so it passes
+				// through even for a tool that always runs as a task.
+				return passThrough(ev)
 			case mode == TaskRequired:
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}
@@ -143,6 +150,12 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 			return c.convert(t, run, stopFollowingClient, reply, a, nil)
 		}
 	}
+}
+
+// refusesCaller reports whether an upstream HTTP status refuses the caller
+// rather than answering the call: 401 and 403.
+func refusesCaller(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // convert stores the task and answers the CreateTaskResult; a worker takes
@@ -188,6 +201,28 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	reply.send(data, http.StatusOK)
 	return nil
+}
+
+// passWithoutTasks passes a call that will not become a task through with
+// the tasks extension taken out of its client capabilities: an upstream that
+// knows the extension would otherwise make a task of it itself, which the
+// gateway (forbidden tool, no room for a task) just decided against.
+func (c *call) passWithoutTasks() error {
+	params, err := withoutTasksExtension(c.msg.Params)
+	if err != nil || bytes.Equal(params, c.msg.Params) {
+		return c.pass()
+	}
+	body, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Method: c.msg.Method, Params: params})
+	if err != nil {
+		return c.pass()
+	}
+	r := c.r.WithContext(c.r.Context())
+	r.Header = c.r.Header.Clone()
+	r.Header.Del("Content-Length")
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	return serveNext(c.next, c.w, r)
 }
 
 // withoutTasksExtension removes the tasks extension from the client
@@ -241,6 +276,39 @@ func (r *modernReply) relay(m *Message) {
 	if data, err := json.Marshal(m); err == nil {
 		_ = r.sse.WriteEvent("", data)
 	}
+}
+
+// sendUpstream answers with the upstream's own answer to a call that did
+// not become a task, as a plain proxy would: its HTTP status and headers
+// (an HTTP 401 with WWW-Authenticate is how MCP authorization discovery
+// starts), and for a non-2xx answer its body as is, unless that body is a
+// JSON-RPC message, which data (under the client's id) replaces.
+func (r *modernReply) sendUpstream(data []byte, status int, head *upstreamHead) {
+	if head == nil || r.sse != nil { // a stream has begun: its status is sent
+		r.send(data, status)
+		return
+	}
+	h := r.c.w.Header()
+	for k, v := range head.header {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding", "Connection", "Trailer":
+			continue
+		}
+		h[k] = v
+	}
+	if head.status < 200 || head.status > 299 {
+		if _, err := ParseMessage(head.body); err != nil && head.body != nil {
+			if ct := head.header.Get("Content-Type"); ct != "" {
+				h.Set("Content-Type", ct)
+			}
+			h.Del("Content-Length")
+			r.c.w.WriteHeader(head.status)
+			_, _ = r.c.w.Write(head.body)
+			return
+		}
+		status = head.status
+	}
+	writeJSON(r.c.w, status, data)
 }
 
 func (r *modernReply) send(data []byte, status int) {

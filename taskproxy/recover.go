@@ -77,9 +77,11 @@ func (g *Gateway) recoverTask(ctx context.Context, t *Task) {
 // call; without, a wait for the client's input.
 func (g *Gateway) resume(t *Task, params []byte, message string) {
 	g.rt.awaitingBase.Store(true)
+	g.rt.resuming.Store(t.ID, struct{}{}) // not an orphan while it waits
 	g.rt.loops.Add(1)
 	go func() {
 		defer g.rt.loops.Done()
+		defer g.rt.resuming.Delete(t.ID)
 		select {
 		case <-g.rt.firstServed:
 		case <-g.rt.ctx.Done():

@@ -18,7 +18,6 @@ import (
 type Runtime struct {
 	Store    Store
 	Hub      *Hub
-	calls    *callTable
 	workers  *workerTable
 	sessions *sessionTable
 
@@ -38,6 +37,12 @@ type Runtime struct {
 	firstServed  chan struct{}
 	servedOnce   sync.Once
 	recoverOnce  sync.Once
+	// resuming holds the ids of recovered tasks waiting for a base, so
+	// that the orphan pass leaves them alone.
+	resuming sync.Map
+	// unsettled holds the ids (and owners) of tasks whose worker could not
+	// store even a failure, for the orphan loop to retry.
+	unsettled sync.Map
 }
 
 type servedRequest struct {
@@ -56,11 +61,12 @@ const (
 // NewRuntime wraps an open store and starts its background work.
 func NewRuntime(store Store) *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rt := &Runtime{Store: store, Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
+	rt := &Runtime{Store: store, Hub: NewHub(), workers: newWorkerTable(),
 		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel, firstServed: make(chan struct{})}
-	rt.loops.Add(2)
+	rt.loops.Add(3)
 	go rt.renewLeases()
 	go rt.sweep()
+	go rt.failOrphansLoop()
 	return rt
 }
 

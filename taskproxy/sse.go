@@ -28,16 +28,30 @@ type Event struct {
 
 // SSEReader reads events from a text/event-stream body.
 type SSEReader struct {
-	sc  *bufio.Scanner
-	raw bytes.Buffer
+	sc    *bufio.Scanner
+	raw   bytes.Buffer
+	limit int
 }
 
 // NewSSEReader returns a reader of the events in r.
-func NewSSEReader(r io.Reader) *SSEReader {
+func NewSSEReader(r io.Reader) *SSEReader { return newLimitedSSEReader(r, maxSSEEvent) }
+
+// newLimitedSSEReader returns a reader of the events in r that refuses an
+// event of more than limit bytes with a *tooLargeError: an event's data
+// lines accumulate, and a broken or hostile upstream could otherwise make
+// the gateway hold any amount of them.
+func newLimitedSSEReader(r io.Reader, limit int) *SSEReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxSSEEvent)
 	sc.Split(scanSSELines)
-	return &SSEReader{sc: sc}
+	return &SSEReader{sc: sc, limit: limit}
+}
+
+// tooLargeError is an upstream answer over the configured size limit.
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("result too large (%d bytes, limit %d)", e.size, e.limit)
 }
 
 // Next returns the next event, or io.EOF at a clean end of stream. Comment-only
@@ -48,20 +62,31 @@ func (s *SSEReader) Next() (*Event, error) {
 	var ev Event
 	var data strings.Builder
 	pending := false
+	size := 0 // of the event so far; past the limit it is counted, not kept
 	for s.sc.Scan() {
 		line := s.sc.Bytes()
-		s.raw.Write(line)
-		s.raw.WriteByte('\n')
+		size += len(line) + 1
+		if size <= s.limit {
+			s.raw.Write(line)
+			s.raw.WriteByte('\n')
+		}
 		if len(bytes.TrimRight(line, "\r\n")) == 0 {
 			if !pending {
 				s.raw.Reset()
+				size = 0
 				continue
+			}
+			if size > s.limit {
+				return nil, &tooLargeError{size: int64(size), limit: int64(s.limit)}
 			}
 			ev.Data = data.String()
 			ev.Raw = bytes.Clone(s.raw.Bytes())
 			return &ev, nil
 		}
 		pending = true
+		if size > s.limit {
+			continue
+		}
 		field, value := parseSSELine(bytes.TrimRight(line, "\r\n"))
 		switch field {
 		case "data":
@@ -82,6 +107,9 @@ func (s *SSEReader) Next() (*Event, error) {
 	}
 	if err := s.sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading event stream: %w", err)
+	}
+	if pending && size > s.limit {
+		return nil, &tooLargeError{size: int64(size), limit: int64(s.limit)}
 	}
 	if pending {
 		return nil, io.ErrUnexpectedEOF

@@ -61,7 +61,7 @@ type upstreamResponse struct {
 // with base's headers (session, authorization and the like) and ctx. The
 // client's Accept-Encoding is dropped: the gateway must read the answer.
 func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
-	req := base.Clone(ctx)
+	req := withOwnValues(base.Clone(ctx), base)
 	req.Method = http.MethodPost
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -75,6 +75,65 @@ func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *h
 	return req
 }
 
+// detachKey keys, in a task's run context, the configuration's Detach.
+type detachKey struct{}
+
+// withDetach marks ctx so that every upstream request made on it gets
+// writable request state of its own from detach.
+func withDetach(ctx context.Context, detach func(*http.Request) *http.Request) context.Context {
+	return context.WithValue(ctx, detachKey{}, detach)
+}
+
+// maxResultKey keys, in a task's run context, Config.MaxResultBytes.
+type maxResultKey struct{}
+
+// maxResultOf returns the limit on one upstream message of ctx's run.
+func maxResultOf(ctx context.Context) int64 {
+	if n, ok := ctx.Value(maxResultKey{}).(int64); ok && n > 0 {
+		return n
+	}
+	return DefaultMaxResultBytes
+}
+
+// withOwnValues gives req, an upstream request of a task, fresh copies of
+// what handlers write to (Caddy's variables and replacer): one task makes
+// several requests at once (its call, answers to the upstream's pings and
+// requests, cancellations), and reverse_proxy writing to one shared
+// variables map from two of them is a concurrent map write, which kills the
+// process. Detach drops cancellation, so req's own is put back. The detach
+// is found on req's context or on base's (a task's run).
+func withOwnValues(req, base *http.Request) *http.Request {
+	ctx := req.Context()
+	detach, ok := ctx.Value(detachKey{}).(func(*http.Request) *http.Request)
+	if !ok { // a client's request (tasks/cancel) made with a task's base
+		if detach, ok = base.Context().Value(detachKey{}).(func(*http.Request) *http.Request); !ok {
+			return req
+		}
+	}
+	own := detach(req)
+	owned, cancel := context.WithCancelCause(own.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	// callUpstream releases it once the handler returns; otherwise it
+	// goes when ctx ends.
+	owned = context.WithValue(owned, releaseKey{}, func() {
+		stop()
+		cancel(nil)
+	})
+	return own.WithContext(owned)
+}
+
+// releaseKey keys the function that frees what withOwnValues set up.
+type releaseKey struct{}
+
+// releaseRequest frees the context of an upstream request whose handler
+// has returned: a task may make many (one per ping of the upstream), each
+// otherwise registered on the task's context until the task ends.
+func releaseRequest(req *http.Request) {
+	if release, ok := req.Context().Value(releaseKey{}).(func()); ok {
+		release()
+	}
+}
+
 // callUpstream sends req through next on its own goroutine and returns as
 // soon as the answer's head is written. Cancelling req's context ends the
 // call; closing the body stops reading it.
@@ -82,6 +141,7 @@ func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, erro
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
 	go func() {
+		defer releaseRequest(req)
 		err := serveNextRecovering(next, w, req)
 		if err == nil && !w.wroteHeader() {
 			err = errors.New("the next handler wrote no response")
@@ -186,12 +246,17 @@ const maxJSONAnswer = 64 << 20
 // SSE, handing each to fn until fn returns done or an error, and keeps pos at
 // the stream's last event id and retry delay. It returns io.EOF if the
 // answer ended before fn was done.
-func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message) (done bool, err error)) error {
+func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn func(*Message) (done bool, err error)) error {
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
 			return fmt.Errorf("reading upstream answer: %w", err)
+		}
+		if int64(len(data)) > limit {
+			// Counted, not kept, up to the most the gateway ever reads.
+			rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSONAnswer))
+			return &tooLargeError{size: int64(len(data)) + rest, limit: limit}
 		}
 		msg, err := ParseMessage(data)
 		if err != nil {
@@ -203,10 +268,13 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message)
 		}
 		return io.EOF
 	case "text/event-stream":
-		events := NewSSEReader(resp.Body)
+		events := newLimitedSSEReader(resp.Body, int(min(limit, maxSSEEvent)))
 		for {
 			ev, err := events.Next()
 			if err != nil {
+				if tooLarge := (*tooLargeError)(nil); errors.As(err, &tooLarge) {
+					return err
+				}
 				if errors.Is(err, io.ErrUnexpectedEOF) {
 					return errors.New("upstream event stream broke off in the middle of an event")
 				}
@@ -236,8 +304,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, fn func(*Message)
 
 // describeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
 // the upstream's own error when its body carries one, else a summary.
-func describeHTTPFailure(resp *upstreamResponse) *Error {
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+func describeHTTPFailure(status int, data []byte) *Error {
 	if msg, err := ParseMessage(data); err == nil && msg.Error != nil {
 		return msg.Error
 	}
@@ -245,7 +312,7 @@ func describeHTTPFailure(resp *upstreamResponse) *Error {
 	if len(text) > 200 {
 		text = text[:200] + "…"
 	}
-	e := Errorf(CodeInternalError, "upstream answered HTTP %d", resp.Status)
+	e := Errorf(CodeInternalError, "upstream answered HTTP %d", status)
 	if text != "" {
 		e.Message += ": " + text
 	}

@@ -27,6 +27,7 @@ var (
 // or by the runtime's shutdown, and by the task's expiry once startWorker
 // arms it.
 func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
+	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
 	ctx, cancel := context.WithCancelCause(base.Context())
 	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
 	return &runningTask{
@@ -171,25 +172,65 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 // finish records the call's outcome: a result or a JSON-RPC error. A result
 // with isError:true fails a 2025-11-25 task but completes a 2026-07-28 one.
 // An outcome arriving after the task ended (cancelled meanwhile) is dropped.
+// A write that fails is retried with backoff; an outcome that still cannot
+// be stored (too large for the store, say) is replaced by a small failure,
+// so that no task stays working, and no tasks/result waits, until its ttl.
 func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
-		applyOutcome(rec, result, rpcErr, clock())
-		return nil
-	})
-	if err == nil {
-		g.auditOutcome(rec)
+	rec, err := g.storeOutcome(t, func(rec *Task) { applyOutcome(rec, result, rpcErr, clock()) })
+	if err != nil && !outcomeSettled(err) {
+		g.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
+		rec, err = g.storeOutcome(t, func(rec *Task) {
+			applyOutcome(rec, nil, Errorf(CodeInternalError, "%s", msgOutcomeLost), clock())
+		})
 	}
 	switch {
-	case errors.Is(err, ErrTerminal), errors.Is(err, ErrNotFound):
+	case err == nil:
+		g.auditOutcome(rec)
+	case outcomeSettled(err):
 		if ce := g.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
 		}
-	case err != nil:
-		g.log.Error("recording task outcome", zap.String("task", t.ID), zap.Error(err))
+	default:
+		// Retried by the orphan loop until the store takes it.
+		g.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
+		g.rt.unsettled.Store(t.ID, t.Owner)
 	}
 	g.rt.Hub.Changed(t.ID)
+}
+
+// msgOutcomeLost is the error of a task whose outcome could not be stored.
+const msgOutcomeLost = "the task's outcome could not be stored"
+
+// outcomeSettled reports whether an outcome write failed because there is
+// nothing left to record: the task ended meanwhile or is gone.
+func outcomeSettled(err error) bool {
+	return errors.Is(err, ErrTerminal) || errors.Is(err, ErrNotFound)
+}
+
+// outcomeBackoff spaces the attempts to store an outcome: about six
+// seconds in all.
+var outcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second, 3 * time.Second}
+
+// storeOutcome applies set to the task's record, retrying failed writes
+// with backoff. It gives up early when the task is settled, the store is
+// closed or the runtime shuts down (the task is then left for recovery).
+func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+			set(rec)
+			return nil
+		})
+		cancel()
+		if err == nil || outcomeSettled(err) || errors.Is(err, ErrClosed) || i == len(outcomeBackoff) {
+			return rec, err
+		}
+		select {
+		case <-time.After(outcomeBackoff[i]):
+		case <-g.rt.ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // applyOutcome sets a task's final state from the upstream's answer.
@@ -244,11 +285,17 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		return
 	}
 	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+		if len(rec.Inputs) >= maxTaskInputs {
+			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
+		}
 		rec.AddInput(InputRequest{Method: m.Method, Params: m.Params, UpstreamID: m.ID})
 		return rec.SetStatus(StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {
 		g.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
+		if !errors.Is(err, ErrTerminal) && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+			run.cancel(err) // the task fails with why: an unanswerable request would leave it waiting
+		}
 		return
 	}
 	g.auditTask(auditInputRequired, rec)
@@ -270,19 +317,29 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 	if err := json.Unmarshal(result, &answer); err != nil {
 		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
 	}
+	// Decoded here, not in the update: its fn runs on the store's one
+	// committer goroutine, which every owner's writes wait for.
+	requests := make([]InputRequest, 0, len(answer.InputRequests))
+	for upKey, raw := range answer.InputRequests {
+		var req struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
+			return nil, fmt.Errorf("upstream input request %q is malformed", upKey)
+		}
+		requests = append(requests, InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
+	}
 	var keys []string
 	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
 		keys = keys[:0]
+		if n := len(rec.Inputs) + len(requests); n > maxTaskInputs {
+			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, maxTaskInputs)
+		}
 		rec.RequestState = answer.RequestState
-		for upKey, raw := range answer.InputRequests {
-			var req struct {
-				Method string          `json:"method"`
-				Params json.RawMessage `json:"params"`
-			}
-			if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
-				return fmt.Errorf("upstream input request %q is malformed", upKey)
-			}
-			keys = append(keys, rec.AddInput(InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey, Round: rec.Round}))
+		for _, in := range requests {
+			in.Round = rec.Round
+			keys = append(keys, rec.AddInput(in))
 		}
 		if len(keys) == 0 {
 			rec.LoadShed++

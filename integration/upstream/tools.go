@@ -26,7 +26,11 @@ const (
 	ToolConfirmDelete    = "confirm_delete"
 	ToolMultiInput       = "multi_input"
 	ToolWithTask         = "test_tool_with_task"
+	ToolBigResult        = "big_result"
 )
+
+// maxBigResult bounds big_result's answer.
+const maxBigResult = 64 << 20
 
 // Timings of the simulated work. They are only sleeps inside tools, never
 // synchronisation.
@@ -46,6 +50,10 @@ type greetArgs struct {
 type slowComputeArgs struct {
 	Seconds float64 `json:"seconds"`
 	Label   string  `json:"label"`
+}
+
+type bigResultArgs struct {
+	Bytes int `json:"bytes"`
 }
 
 type confirmDeleteArgs struct {
@@ -101,6 +109,13 @@ func (s *Server) addTools(srv *mcp.Server) {
 		InputSchema: slowSchema,
 	}, s.slowCompute)
 	addTool(s, srv, &mcp.Tool{
+		Name:        ToolBigResult,
+		Description: "Answers at once with a text result of the given size, for tests of result size limits.",
+		InputSchema: objectSchema(map[string]any{
+			"bytes": map[string]any{"type": "integer", "minimum": 0, "maximum": maxBigResult, "description": "Length of the text."},
+		}, "bytes"),
+	}, s.bigResult)
+	addTool(s, srv, &mcp.Tool{
 		Name:        ToolFailingJob,
 		Description: "Fails after about a second with a tool error (isError).",
 		InputSchema: objectSchema(map[string]any{}),
@@ -148,6 +163,13 @@ func pause(ctx context.Context, d time.Duration) error {
 
 func (s *Server) greet(_ context.Context, _ *mcp.CallToolRequest, in greetArgs) (*mcp.CallToolResult, error) {
 	return textResult(fmt.Sprintf("Hello, %s!", in.Name)), nil
+}
+
+func (s *Server) bigResult(_ context.Context, _ *mcp.CallToolRequest, in bigResultArgs) (*mcp.CallToolResult, error) {
+	if in.Bytes < 0 || in.Bytes > maxBigResult {
+		return nil, fmt.Errorf("bytes must be between 0 and %d", maxBigResult)
+	}
+	return textResult(strings.Repeat("x", in.Bytes)), nil
 }
 
 func (s *Server) slowCompute(ctx context.Context, req *mcp.CallToolRequest, in slowComputeArgs) (*mcp.CallToolResult, error) {

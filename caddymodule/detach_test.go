@@ -1,0 +1,99 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// The upstream requests of one task run at once (the call's stream, and
+// the answers to two pings the upstream sends on it). Each must have its
+// own Caddy variables: reverse_proxy sets them (caddyhttp.SetVar, as the
+// next handler here does), and two requests writing to one map is a
+// concurrent map write, which kills the process. Run with -race.
+func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
+	store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := taskproxy.NewRuntime(store)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	g, err := taskproxy.New(taskproxy.Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20, Detach: detachRequest}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinged sync.WaitGroup
+	pinged.Add(2)
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setVars := func(v int) {
+			for i := range 50 {
+				caddyhttp.SetVar(r.Context(), fmt.Sprint("reverse_proxy.k", i), v)
+			}
+		}
+		setVars(1)
+		body, _ := io.ReadAll(r.Body)
+		msg, err := taskproxy.ParseMessage(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if msg.IsResponse() { // an answer to a ping
+			setVars(2)
+			pinged.Done()
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, id := range []string{`"p1"`, `"p2"`} {
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}\n\n", id)
+			w.(http.Flusher).Flush()
+		}
+		pinged.Wait()
+		setVars(3)
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[]}}\n\n", msg.ID)
+	})
+
+	// A request as Caddy's server prepares it: variables and a replacer.
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":{"ttl":60000}}}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	ctx := context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{})
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
+	r = r.WithContext(ctx)
+	rec := httptest.NewRecorder()
+	if err := g.ServeHTTP(rec, r, next); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Result struct {
+			Task struct{ TaskID string } `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.Task.TaskID == "" {
+		t.Fatalf("create answer %s", rec.Body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		task, err := store.Get(context.Background(), taskproxy.Anonymous, created.Result.Task.TaskID)
+		if err == nil && task.Status == taskproxy.StatusCompleted {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task: %+v, %v; want completed", task, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

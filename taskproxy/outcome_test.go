@@ -1,0 +1,216 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var errInjected = errors.New("injected write failure")
+
+// outcomeFailingStore is the real store with outcome writes (updates that
+// end a task) refused while fail says so.
+type outcomeFailingStore struct {
+	Store
+	fail  func(rec *Task) bool
+	tries atomic.Int64
+}
+
+func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
+	return s.Store.Update(ctx, owner, id, func(rec *Task) error {
+		if err := fn(rec); err != nil {
+			return err
+		}
+		if rec.Status.Terminal() {
+			s.tries.Add(1)
+			if s.fail(rec) {
+				return errInjected
+			}
+		}
+		return nil
+	})
+}
+
+// An outcome write that fails is retried; one that keeps failing leaves a
+// small failure record; never does the task stay working.
+func TestOutcomeWriteFailures(t *testing.T) {
+	old := outcomeBackoff
+	outcomeBackoff = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	t.Cleanup(func() { outcomeBackoff = old })
+	tests := []struct {
+		name       string
+		fail       func(s *outcomeFailingStore) func(*Task) bool
+		wantStatus Status
+		wantIn     string
+	}{
+		{"transient failures", func(s *outcomeFailingStore) func(*Task) bool {
+			return func(*Task) bool { return s.tries.Load() <= 2 }
+		}, StatusCompleted, `"text":"done"`},
+		{"the full outcome never fits", func(*outcomeFailingStore) func(*Task) bool {
+			return func(rec *Task) bool { return rec.Result != nil }
+		}, StatusFailed, msgOutcomeLost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &outcomeFailingStore{Store: newMemStore(t)}
+			store.fail = tt.fail(store)
+			g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				msg, _ := ParseMessage(mustRead(r))
+				data, _ := ResponseBytes(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(data)
+			})
+			id := createLegacy(t, g, next)
+			rec := waitEnded(t, g, Anonymous, id)
+			got, _ := json.Marshal(rec)
+			if rec.Status != tt.wantStatus || !strings.Contains(string(got), tt.wantIn) {
+				t.Errorf("task ended %s: %s; want %s with %q", rec.Status, got, tt.wantStatus, tt.wantIn)
+			}
+		})
+	}
+}
+
+// A task leased to this process with no worker and its lease run out is
+// failed by the orphan pass; one with a worker or a live lease is not.
+func TestOrphanPass(t *testing.T) {
+	g := testGateway(t, Config{})
+	ctx := context.Background()
+	now := clock()
+	mk := func(holder string, expires time.Time) *Task {
+		task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraLegacy,
+			Lease: Lease{Holder: holder, Expires: expires}}
+		if err := g.rt.Store.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	me := g.rt.Store.Holder()
+	orphan := mk(me, now.Add(-time.Second))
+	fresh := mk(me, now.Add(time.Minute))
+	running := mk(me, now.Add(-time.Second))
+	g.rt.workers.add(running.ID, &runningTask{owner: "o"})
+	defer g.rt.workers.remove(running.ID, nil)
+	other := mk("another-process", now.Add(-time.Second))
+
+	if n := g.failOrphans(ctx, now); n != 1 {
+		t.Errorf("failed %d tasks, want 1", n)
+	}
+	for _, tc := range []struct {
+		task *Task
+		want Status
+	}{{orphan, StatusFailed}, {fresh, StatusWorking}, {running, StatusWorking}, {other, StatusWorking}} {
+		rec, err := g.rt.Store.Get(ctx, "o", tc.task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != tc.want {
+			t.Errorf("task leased to %q until %s: %s, want %s", tc.task.Lease.Holder, tc.task.Lease.Expires, rec.Status, tc.want)
+		}
+		if tc.want == StatusFailed && (rec.Error == nil || rec.Error.Message != msgWorkerLost) {
+			t.Errorf("orphan error = %+v", rec.Error)
+		}
+	}
+}
+
+func mustRead(r *http.Request) []byte {
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return []byte(b.String())
+		}
+	}
+}
+
+// createLegacy creates a 2025-11-25 task through the gateway and returns
+// its id.
+func createLegacy(t *testing.T, g *Gateway, next http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	if err := g.ServeHTTP(rec, post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{"ttl":3600000}}}`), next); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Result struct {
+			Task struct{ TaskID string } `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.Task.TaskID == "" {
+		t.Fatalf("create answer %s", rec.Body)
+	}
+	return created.Result.Task.TaskID
+}
+
+// waitEnded waits, with a generous deadline, for a task to end.
+func waitEnded(t *testing.T, g *Gateway, owner, id string) *Task {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := g.rt.Store.Get(context.Background(), owner, id)
+		if err == nil && rec.Status.Terminal() {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: %+v, %v; still not ended", id, rec, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A task whose worker could not store even a failure is retried by the
+// orphan loop once the store takes writes again.
+func TestUnsettledTaskRetried(t *testing.T) {
+	old := outcomeBackoff
+	outcomeBackoff = []time.Duration{time.Millisecond}
+	t.Cleanup(func() { outcomeBackoff = old })
+	var broken atomic.Bool
+	broken.Store(true)
+	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*Task) bool { return broken.Load() }}
+	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg, _ := ParseMessage(mustRead(r))
+		data, _ := ResponseBytes(msg.ID, json.RawMessage(`{"content":[]}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	id := createLegacy(t, g, next)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := g.rt.unsettled.Load(id); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task was never noted as unsettled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := g.settleUnsettled(context.Background()); n != 0 {
+		t.Fatalf("settled %d while the store refuses", n)
+	}
+	broken.Store(false)
+	if n := g.settleUnsettled(context.Background()); n != 1 {
+		t.Fatalf("settled %d, want 1", n)
+	}
+	rec, err := g.rt.Store.Get(context.Background(), Anonymous, id)
+	if err != nil || rec.Status != StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
+		t.Errorf("task %+v, %v; want failed with %q", rec, err, msgOutcomeLost)
+	}
+	if _, ok := g.rt.unsettled.Load(id); ok {
+		t.Error("still noted as unsettled")
+	}
+}

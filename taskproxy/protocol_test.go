@@ -1,0 +1,141 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recordingUpstream is a next handler that keeps the bodies it is sent and
+// answers each with an empty JSON-RPC result.
+type recordingUpstream struct{ bodies []string }
+
+func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.bodies = append(u.bodies, string(body))
+	if m, err := ParseMessage(body); err == nil && m.IsRequest() {
+		data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// A JSON-RPC message whose id is not valid JSON gets -32700, and one with
+// an id JSON-RPC does not allow -32600, from the gateway; whatever is not
+// one JSON-RPC message (text, truncated JSON, batches) is the upstream's.
+func TestMalformedRequests(t *testing.T) {
+	g := testGateway(t, Config{})
+	tests := []struct {
+		name     string
+		body     string
+		wantCode int // 0: passed through
+	}{
+		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"ping"}`, CodeParseError},
+		{"unparseable string id", `{"jsonrpc":"2.0","id":"a\q","method":"ping"}`, CodeParseError},
+		{"unparseable id of a response", `{"jsonrpc":"2.0","id":1.2.3,"result":{}}`, CodeParseError},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest},
+		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest},
+		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest},
+		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, CodeInvalidRequest},
+		{"not JSON", `hello`, 0},
+		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, 0},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 0},
+		{"other JSON", `{"hello":"world"}`, 0},
+		{"string id", `{"jsonrpc":"2.0","id":"a","method":"ping"}`, 0},
+		{"negative id", `{"jsonrpc":"2.0","id":-3,"method":"ping"}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := &recordingUpstream{}
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, post(tt.body), up); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantCode == 0 {
+				if len(up.bodies) != 1 || up.bodies[0] != tt.body {
+					t.Errorf("upstream got %q, want the body as is", up.bodies)
+				}
+				return
+			}
+			if len(up.bodies) != 0 {
+				t.Errorf("upstream got %q", up.bodies)
+			}
+			var m struct {
+				ID    json.RawMessage `json:"id"`
+				Error *Error          `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
+				t.Fatalf("HTTP %d %s: not a JSON-RPC error", rec.Code, rec.Body)
+			}
+			if rec.Code != http.StatusBadRequest || m.Error.Code != tt.wantCode || string(m.ID) != "null" {
+				t.Errorf("HTTP %d, error %d %q, id %s; want 400, %d, id null", rec.Code, m.Error.Code, m.Error.Message, m.ID, tt.wantCode)
+			}
+		})
+	}
+}
+
+// Plain calls keep the client's ids, so a client's cancellation reaches
+// the upstream untouched; the gateway's own ids are not the client's to
+// cancel.
+func TestClientCancellation(t *testing.T) {
+	g := testGateway(t, Config{})
+	tests := []struct {
+		name      string
+		body      string
+		forwarded bool
+	}{
+		{"plain call", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`, true},
+		{"gateway id", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"mcp-tasks:abc:call:1"}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := &recordingUpstream{}
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, post(tt.body, "Mcp-Session-Id", "s1"), up); err != nil {
+				t.Fatal(err)
+			}
+			if tt.forwarded != (len(up.bodies) == 1 && up.bodies[0] == tt.body) || rec.Code != http.StatusAccepted {
+				t.Errorf("HTTP %d, upstream got %q; want 202, forwarded as is: %v", rec.Code, up.bodies, tt.forwarded)
+			}
+		})
+	}
+}
+
+// A 2026-07-28 call that will not become a task (forbidden tool, no room
+// for a task) reaches the upstream without the tasks extension in its
+// client capabilities, so that the upstream does not make a task of it.
+func TestPassThroughStripsTasksExtension(t *testing.T) {
+	g := testGateway(t, Config{Tools: map[string]TaskSupport{"nope": TaskForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
+	now := clock()
+	busy := &Task{ID: NewTaskID(), Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern}
+	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"nope", "any"} {
+		t.Run(tool, func(t *testing.T) {
+			up := &recordingUpstream{}
+			body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"q":1},` + declaring + `}}`
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool), up); err != nil {
+				t.Fatal(err)
+			}
+			if len(up.bodies) != 1 {
+				t.Fatalf("upstream got %d bodies; answer HTTP %d %s", len(up.bodies), rec.Code, rec.Body)
+			}
+			got := up.bodies[0]
+			if strings.Contains(got, extensionTasks) || !strings.Contains(got, `"arguments":{"q":1}`) || !strings.Contains(got, `"id":5`) {
+				t.Errorf("upstream got %s, want the call without the tasks extension", got)
+			}
+			if m, err := ParseMessage(rec.Body.Bytes()); err != nil || m.Result == nil {
+				t.Errorf("answer HTTP %d %s, want the upstream's result", rec.Code, rec.Body)
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadMessagesLimit(t *testing.T) {
+	const limit = 1000
+	big := strings.Repeat("x", 3000)
+	msg := func(text string) string {
+		return `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `"}]}}`
+	}
+	tests := []struct {
+		name, contentType, body string
+		wantSize                int64 // 0: no error
+	}{
+		{"JSON within", "application/json", msg("ok"), 0},
+		{"JSON over", "application/json", msg(big), int64(len(msg(big)))},
+		{"SSE within", "text/event-stream", "data: " + msg("ok") + "\n\n", 0},
+		{"SSE one long line", "text/event-stream", "data: " + msg(big) + "\n\n", int64(len("data: "+msg(big)) + 2)},
+		{"SSE many data lines", "text/event-stream", strings.Repeat("data: "+strings.Repeat("y", 90)+"\n", 50) + "\n", 50*97 + 1},
+		{"SSE cut off while over", "text/event-stream", "data: " + msg(big), int64(len("data: "+msg(big)) + 1)},
+		{"SSE small events add up fine", "text/event-stream", strings.Repeat("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n", 100) + "data: " + msg("ok") + "\n\n", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
+			var pos streamPosition
+			err := readMessages(resp, &pos, limit, func(m *Message) (bool, error) { return m.IsResponse(), nil })
+			var tooLarge *tooLargeError
+			if tt.wantSize == 0 {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				return
+			}
+			if !errors.As(err, &tooLarge) {
+				t.Fatalf("err = %v, want result too large", err)
+			}
+			want := fmt.Sprintf("result too large (%d bytes, limit %d)", tt.wantSize, limit)
+			if err.Error() != want {
+				t.Errorf("err = %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// An upstream answer over Config.MaxResultBytes fails the task with the
+// size and the limit, whatever the answer's form.
+func TestResultTooLargeFailsTask(t *testing.T) {
+	big := strings.Repeat("x", 5000)
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprint("sse=", sse), func(t *testing.T) {
+			g := testGateway(t, Config{MaxResultBytes: 1000})
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				m, _ := ParseMessage(mustRead(r))
+				data := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`
+				if sse {
+					w.Header().Set("Content-Type", "text/event-stream")
+					data = "data: " + data + "\n\n"
+				} else {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				_, _ = io.WriteString(w, data)
+			})
+			rec := waitEnded(t, g, Anonymous, createLegacy(t, g, next))
+			if rec.Status != StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
+				t.Errorf("task %s, error %+v; want failed with result too large", rec.Status, rec.Error)
+			}
+		})
+	}
+}
+
+// A task records at most maxTaskInputs input requests: an upstream asking
+// for more fails it rather than growing its record without bound.
+func TestInputRequestsCapped(t *testing.T) {
+	// On disk: the in-memory store keeps no value log, so it refuses
+	// records as large as a thousand inputs make.
+	store, err := OpenBadgerStore(BadgerOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := NewRuntime(store)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		n       int
+		wantErr bool
+	}{{3, false}, {maxTaskInputs, false}, {maxTaskInputs + 1, true}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			now := clock()
+			task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern, Round: 1}
+			if err := g.rt.Store.Create(ctx, task); err != nil {
+				t.Fatal(err)
+			}
+			reqs := make([]string, tt.n)
+			for i := range reqs {
+				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
+			}
+			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
+			keys, err := g.recordInput(task, &runningTask{ctx: ctx}, result)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", maxTaskInputs)) {
+					t.Fatalf("err = %v, want too many inputs", err)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.n {
+				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.n)
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// varsKey stands for Caddy's request variables: a map in the request's
+// context that handlers (reverse_proxy among them) write to.
+type varsKey struct{}
+
+// detachWithVars is what the Caddy glue's Detach does: the copy gets a map
+// of its own.
+func detachWithVars(r *http.Request) *http.Request {
+	vars := map[string]any{}
+	if v, ok := r.Context().Value(varsKey{}).(map[string]any); ok {
+		maps.Copy(vars, v)
+	}
+	return r.Clone(context.WithValue(context.WithoutCancel(r.Context()), varsKey{}, vars))
+}
+
+// Two upstream requests of one task in flight at once (the call's stream
+// and the answers to two pings the upstream sends on it) must not share the
+// variables map: the next handler writes to it, and concurrent map writes
+// kill the process. Run with -race.
+func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
+	g := testGateway(t, Config{Detach: detachWithVars})
+	var pinged sync.WaitGroup
+	pinged.Add(2)
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vars := r.Context().Value(varsKey{}).(map[string]any)
+		for i := range 100 { // as reverse_proxy sets its upstream placeholders
+			vars[fmt.Sprint("k", i)] = i
+		}
+		body, _ := io.ReadAll(r.Body)
+		msg, err := ParseMessage(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if msg.IsResponse() { // an answer to a ping
+			pinged.Done()
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, id := range []string{`"p1"`, `"p2"`} {
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}\n\n", id)
+			w.(http.Flusher).Flush()
+		}
+		pinged.Wait()
+		for i := range 100 {
+			vars[fmt.Sprint("k", i)] = -i
+		}
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[]}}\n\n", msg.ID)
+	})
+	req := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":{"ttl":60000}}}`)
+	req = req.WithContext(context.WithValue(req.Context(), varsKey{}, map[string]any{}))
+	rec := httptest.NewRecorder()
+	if err := g.ServeHTTP(rec, req, next); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Result struct {
+			Task struct{ TaskID string } `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.Task.TaskID == "" {
+		t.Fatalf("create answer %s", rec.Body)
+	}
+	waitStatus(t, g, Anonymous, created.Result.Task.TaskID, StatusCompleted)
+}
+
+// waitStatus waits, with a generous deadline, for a task to reach want.
+func waitStatus(t *testing.T, g *Gateway, owner, id string, want Status) *Task {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := g.rt.Store.Get(context.Background(), owner, id)
+		if err == nil && rec.Status == want {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: %v, %v; want status %s", id, rec, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
