@@ -86,6 +86,9 @@ func TestMalformedRequests(t *testing.T) {
 // cancel.
 func TestClientCancellation(t *testing.T) {
 	g := testGateway(t, Config{})
+	if err := g.rt.Store.BindSession(context.Background(), "s1", Anonymous, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name      string
 		body      string
@@ -108,9 +111,10 @@ func TestClientCancellation(t *testing.T) {
 	}
 }
 
-// A 2026-07-28 call that will not become a task (forbidden tool, no room
-// for a task) reaches the upstream without the tasks extension in its
-// client capabilities, so that the upstream does not make a task of it.
+// A 2026-07-28 call that will not become a task (a forbidden tool) reaches
+// the upstream without the tasks extension in its client capabilities, so
+// that the upstream does not make a task of it. A call with no room for a
+// task is refused as on the 2025-11-25 wire, and never reaches the upstream.
 func TestPassThroughStripsTasksExtension(t *testing.T) {
 	g := testGateway(t, Config{Tools: map[string]TaskSupport{"nope": TaskForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
 	now := clock()
@@ -118,14 +122,25 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"nope", "any"} {
+	call := func(t *testing.T, tool string) (*recordingUpstream, *httptest.ResponseRecorder) {
+		up := &recordingUpstream{}
+		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"q":1},` + declaring + `}}`
+		rec := httptest.NewRecorder()
+		if err := g.ServeHTTP(rec, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool), up); err != nil {
+			t.Fatal(err)
+		}
+		return up, rec
+	}
+	t.Run("over the cap", func(t *testing.T) {
+		up, rec := call(t, "any")
+		m, err := ParseMessage(rec.Body.Bytes())
+		if len(up.bodies) != 0 || err != nil || m.Error == nil || m.Error.Code != CodeTooManyTasks {
+			t.Errorf("upstream got %d bodies, answer HTTP %d %s; want the quota refusal only", len(up.bodies), rec.Code, rec.Body)
+		}
+	})
+	for _, tool := range []string{"nope"} {
 		t.Run(tool, func(t *testing.T) {
-			up := &recordingUpstream{}
-			body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"q":1},` + declaring + `}}`
-			rec := httptest.NewRecorder()
-			if err := g.ServeHTTP(rec, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool), up); err != nil {
-				t.Fatal(err)
-			}
+			up, rec := call(t, tool)
 			if len(up.bodies) != 1 {
 				t.Fatalf("upstream got %d bodies; answer HTTP %d %s", len(up.bodies), rec.Code, rec.Body)
 			}
