@@ -189,6 +189,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return nil
 	}
 	if r.Method != http.MethodPost {
+		if taskID, id, ok := parseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
+			c := &call{g: g, w: w, r: r, next: next, msg: &Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
+			return c.serveResumedResult(taskID)
+		}
 		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
 			defer g.rt.sessions.forget(r.Header.Get(headerSessionID))
 		}

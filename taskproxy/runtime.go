@@ -26,6 +26,7 @@ type Runtime struct {
 	calls    *callTable
 	workers  *workerTable
 	sessions *sessionTable
+	streams  *streamTable
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -98,7 +99,7 @@ func NewLazyRuntime(open func() (Store, error)) *Runtime {
 func newRuntime() *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{Hub: NewHub(), calls: newCallTable(), workers: newWorkerTable(),
-		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel,
+		sessions: newSessionTable(maxSessions), streams: newStreamTable(), ctx: ctx, cancel: cancel,
 		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{}}
 }
 
