@@ -19,7 +19,8 @@ import (
 // A runtime does nothing on its own until a configuration using it starts
 // serving (Gateway.Start): only then is its store opened, its background
 // work started and recovery run. A configuration that is only provisioned
-// (caddy validate, a reload that fails) leaves the store untouched.
+// (caddy validate, a reload that fails) leaves the store untouched. Store
+// is nil until then for a runtime from NewLazyRuntime: check Ready first.
 type Runtime struct {
 	Store    Store
 	Hub      *Hub
@@ -102,6 +103,9 @@ func newRuntime() *Runtime {
 		sessions: newSessionTable(maxSessions), streams: newStreamTable(), ctx: ctx, cancel: cancel,
 		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{}}
 }
+
+// Ready reports whether the store is open and the background work runs.
+func (rt *Runtime) Ready() bool { return rt.opened.Load() }
 
 // errStoreClosed is returned by a start after the runtime closed.
 var errStoreClosed = errors.New("task runtime closed")

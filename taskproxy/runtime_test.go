@@ -1,9 +1,12 @@
 package taskproxy
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -113,5 +116,75 @@ func mustStart(t *testing.T, g *Gateway) {
 	t.Helper()
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Recovery takes each orphan through the route that created it: a re-run
+// goes through that route's next handler under that route's
+// retry_on_restart list; a task of a route that is gone fails.
+func TestRecoveryFollowsRoutes(t *testing.T) {
+	store := newMemStore(t)
+	ctx := t.Context()
+	past := clock().Add(-time.Hour)
+	orphan := func(route, tool string) string {
+		id := NewTaskID()
+		err := store.Create(ctx, &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
+			TTL: 24 * time.Hour, Era: EraLegacy, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
+			Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp", Route: route})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	rerunA, notRetriedB, gone := orphan("a", "echo"), orphan("b", "echo"), orphan("gone", "echo")
+
+	upstream := func(calls *atomic.Int32) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			m, err := ParseMessage(body)
+			if err != nil {
+				return // the GET that opens the route
+			}
+			data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(data)
+		})
+	}
+	var callsA, callsB atomic.Int32
+	rt := NewRuntime(store)
+	defer rt.Close(time.Second)
+	cfg := Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}
+	cfgA, cfgB := cfg, cfg
+	cfgA.Route, cfgA.RetryOnRestart = "a", map[string]bool{"echo": true}
+	cfgB.Route = "b"
+	gA, gB := mustNew(t, cfgA, rt), mustNew(t, cfgB, rt)
+	mustStart(t, gB) // B starts first; A, of the same configuration, is still starting
+	waitStatus := func(id string, want Status) *Task {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := store.Get(ctx, "o", id)
+			if err == nil && got.Status == want {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s: %+v %v, want %s", id, got, err, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if got := waitStatus(notRetriedB, StatusFailed); got.StatusMessage != msgRestarted {
+		t.Errorf("route b's task (not retry_on_restart there): %q", got.StatusMessage)
+	}
+	if got := waitStatus(gone, StatusFailed); got.StatusMessage != msgRouteGone {
+		t.Errorf("task of a route that is gone: %q", got.StatusMessage)
+	}
+	// Route b serving does not carry route a's re-run.
+	_ = gB.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsB))
+	_ = gA.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsA))
+	waitStatus(rerunA, StatusCompleted)
+	if a, b := callsA.Load(), callsB.Load(); a != 2 || b != 1 {
+		t.Errorf("route a's next handler saw %d requests, b's %d; want 2 (the GET and the re-run) and 1 (the GET)", a, b)
 	}
 }
