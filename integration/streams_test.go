@@ -154,10 +154,11 @@ http://:%s {
 
 // A tasks/result stream open during caddy reload ends with an event that
 // carries an id and a retry delay; reconnecting with that id as
-// Last-Event-ID continues the answer up to the task's result.
+// Last-Event-ID continues the answer up to the task's result. A JSON
+// tasks/result waiting meanwhile gets 503 with Retry-After, not an empty 200.
 func TestReloadEndsResultStreamResumably(t *testing.T) {
 	c, gw, _ := legacySetup(t, "")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 4}, 60000)
+	task := c.createTask("slow_compute", map[string]any{"seconds": 8}, 60000)
 	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	resp, err := httpClient.Do(c.newRequest(context.Background(), body))
 	if err != nil {
@@ -179,7 +180,40 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 			events <- ev
 		}
 	}()
+	// A client that takes JSON only waits on the same task meanwhile.
+	jsonBody, _ := taskproxy.RequestBytes(json.RawMessage(`"j-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	jsonReq := c.newRequest(context.Background(), jsonBody)
+	jsonReq.Header.Set("Accept", "application/json")
+	type answer struct {
+		resp *http.Response
+		data []byte
+	}
+	jsonDone := make(chan answer, 1)
+	go func() {
+		resp, err := httpClient.Do(jsonReq)
+		if err != nil {
+			jsonDone <- answer{}
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		jsonDone <- answer{resp, data}
+	}()
+	// Both waits are in the gateway once it logged both retrievals.
+	waitFor(t, 20*time.Second, "both tasks/result requests to arrive", func() bool {
+		return strings.Count(gw.logs(), `"task retrieved"`) >= 2
+	})
+
 	gw.reload(legacyTools + "default_ttl 20m")
+	got := <-jsonDone
+	if got.resp == nil {
+		t.Fatal("JSON tasks/result: no answer")
+	}
+	if m, err := taskproxy.ParseMessage(got.data); got.resp.StatusCode != http.StatusServiceUnavailable || got.resp.Header.Get("Retry-After") == "" ||
+		err != nil || m.Error == nil {
+		t.Errorf("JSON tasks/result during the reload: HTTP %d, Retry-After %q, body %q; want 503 with Retry-After and a JSON-RPC error",
+			got.resp.StatusCode, got.resp.Header.Get("Retry-After"), got.data)
+	}
 	var last *taskproxy.Event
 	for ev := range events {
 		if ev.HasData && strings.Contains(ev.Data, `"id":"r-1"`) {
