@@ -145,6 +145,7 @@ type Handler struct {
 	stopping chan struct{}
 	stop     func() // closes stopping, once
 	logger   *zap.Logger
+	server   *caddyhttp.Server // for the route identity's count
 }
 
 // ToolPolicy is the task policy of one tool.
@@ -170,8 +171,12 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision applies defaults, takes the shared task store for the storage
-// directory from the usage pool, and builds the gateway.
+// Provision applies defaults, takes the shared task runtime for the storage
+// directory from the usage pool, and builds the gateway. It opens nothing
+// exclusively and recovers nothing: the store opens, and this
+// configuration's settings take charge of background work, when Caddy
+// reports the configuration started (or at its first request), so that
+// caddy validate and a reload that fails have no side effects.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	warnShadowed(ctx, h.logger)
@@ -190,6 +195,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("mcp_tasks: registering metrics: %w", err)
 	}
 	cfg.Observer = observer{}
+	cfg.Route, h.server = routeID(ctx)
 	h.stopping = make(chan struct{})
 	h.stop = sync.OnceFunc(func() { close(h.stopping) })
 	cfg.Stopping = h.stopping
@@ -315,7 +321,9 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 
 // watchStopping closes h.stopping on Caddy's "stopping" event, which comes
 // before the HTTP server waits for open requests: long-lived streams must
-// end then, or a reload or stop would wait for them forever.
+// end then, or a reload or stop would wait for them forever. It also starts
+// the gateway on the "started" event, which only a configuration that runs
+// gets (not caddy validate, not a reload that failed).
 func (h *Handler) watchStopping(ctx caddy.Context) error {
 	appIface, err := ctx.App("events")
 	if err != nil {
@@ -325,6 +333,9 @@ func (h *Handler) watchStopping(ctx caddy.Context) error {
 	if !ok {
 		return fmt.Errorf("events app has unexpected type %T", appIface)
 	}
+	if err := events.On("started", startedHandler{h}); err != nil {
+		return fmt.Errorf("subscribing to the started event: %w", err)
+	}
 	return events.On("stopping", stoppingHandler{h})
 }
 
@@ -332,6 +343,20 @@ type stoppingHandler struct{ h *Handler }
 
 func (s stoppingHandler) Handle(ctx context.Context, _ caddy.Event) error {
 	s.h.stop()
+	return nil
+}
+
+type startedHandler struct{ h *Handler }
+
+// Handle starts the gateway. A store that cannot be opened now is tried
+// again at each request, which gets 503 meanwhile.
+func (s startedHandler) Handle(ctx context.Context, _ caddy.Event) error {
+	if s.h.gw == nil {
+		return nil
+	}
+	if err := s.h.gw.Start(); err != nil {
+		s.h.logger.Error("starting the task gateway", zap.String("storage_dir", s.h.StorageDir), zap.Error(err))
+	}
 	return nil
 }
 
@@ -369,6 +394,12 @@ func (h *Handler) Validate() error {
 func (h *Handler) Cleanup() error {
 	if h.stop != nil {
 		h.stop()
+	}
+	if h.server != nil {
+		forgetServer(h.server)
+	}
+	if h.gw != nil {
+		h.gw.Close()
 	}
 	if h.poolKey == "" {
 		return nil
@@ -424,4 +455,5 @@ var (
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ taskproxy.ErrorHandler      = nextHandler{}
 	_ caddyevents.Handler         = stoppingHandler{}
+	_ caddyevents.Handler         = startedHandler{}
 )

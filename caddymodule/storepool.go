@@ -31,18 +31,24 @@ type pooledRuntime struct{ rt *taskproxy.Runtime }
 
 func (p pooledRuntime) Destruct() error { return p.rt.Close(shutdownGrace) }
 
-// acquireRuntime returns the runtime of dir, opening its store on first use.
-// Every successful call must be matched by runtimes.Delete(dir).
+// acquireRuntime returns the runtime of dir. Its store is not opened here:
+// a configuration that is only provisioned (caddy validate, a reload that
+// fails) must not take Badger's directory lock or recover anything; the
+// store opens when a configuration using it starts serving
+// (taskproxy.Gateway.Start). Every successful call must be matched by
+// runtimes.Delete(dir).
 func acquireRuntime(dir string, syncWrites bool, logger *zap.Logger) (*taskproxy.Runtime, error) {
 	val, _, err := runtimes.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("creating task store directory %s: %w", dir, err)
-		}
-		store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir, SyncWrites: syncWrites, Logger: logger})
-		if err != nil {
-			return nil, fmt.Errorf("opening task store %s: %w", dir, err)
-		}
-		return pooledRuntime{taskproxy.NewRuntime(store)}, nil
+		return pooledRuntime{taskproxy.NewLazyRuntime(func() (taskproxy.Store, error) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("creating task store directory %s: %w", dir, err)
+			}
+			store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir, SyncWrites: syncWrites, Logger: logger})
+			if err != nil {
+				return nil, fmt.Errorf("opening task store %s: %w", dir, err)
+			}
+			return store, nil
+		})}, nil
 	})
 	if err != nil {
 		return nil, err

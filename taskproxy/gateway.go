@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,6 +92,12 @@ type Config struct {
 	AuditLogger *zap.Logger
 	// Observer receives lifecycle counts for metrics; nil ignores them.
 	Observer Observer
+	// Route identifies the handler instance (site and route) this
+	// configuration serves, stably across restarts. Tasks record it, and a
+	// re-run after a restart goes only through a gateway of the same route,
+	// with that route's RetryOnRestart. Gateways on one runtime that serve
+	// different handlers must have different routes.
+	Route string
 }
 
 // DefaultMaxResultBytes is the default Config.MaxResultBytes: 8 MiB, far
@@ -117,11 +124,15 @@ type Gateway struct {
 	log      *zap.Logger
 	auditLog *zap.Logger
 	limiter  *rateLimiter
+	// base is the route's base for work without a client request;
+	// started is set once Start succeeded.
+	base    *routeBase
+	started atomic.Bool
 }
 
 // New returns a gateway for cfg on rt.
 func New(cfg Config, rt *Runtime) (*Gateway, error) {
-	if rt == nil || rt.Store == nil {
+	if rt == nil || (rt.Store == nil && rt.openStore == nil) {
 		return nil, errors.New("taskproxy: a runtime with a store is required")
 	}
 	if cfg.DefaultTaskSupport == "" {
@@ -149,9 +160,32 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if g.auditLog == nil {
 		g.auditLog = zap.NewNop()
 	}
-	rt.adopt(g)
+	rt.register(g)
 	return g, nil
 }
+
+// Start is called when g's configuration starts serving: it opens the
+// runtime's store if no configuration did yet, makes g the gateway that
+// background work and re-runs of its route follow, and, the first time,
+// recovers the tasks a previous process left. A gateway that is only
+// provisioned, never started, changes nothing. ServeHTTP starts the gateway
+// too, should a request arrive before the start is announced.
+func (g *Gateway) Start() error {
+	if g.started.Load() {
+		return nil
+	}
+	if err := g.rt.open(); err != nil {
+		return fmt.Errorf("opening the task store: %w", err)
+	}
+	if g.started.CompareAndSwap(false, true) {
+		g.rt.adopt(g)
+	}
+	return nil
+}
+
+// Close is called when g's configuration is cleaned up (whether or not it
+// started): another started gateway takes over background work.
+func (g *Gateway) Close() { g.rt.unregister(g) }
 
 var clock = func() time.Time { return time.Now().UTC() }
 
@@ -159,12 +193,23 @@ var clock = func() time.Time { return time.Now().UTC() }
 // business goes to next unchanged; the error of next is returned so that the
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	g.rt.served(g, r, next)
+	if !g.started.Load() {
+		if err := g.Start(); err != nil {
+			g.log.Error("task store unavailable", zap.Error(err))
+			writeJSONError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "task store unavailable"))
+			return nil
+		}
+	}
+	g.served(r, next)
 	who := CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil
 	}
 	if r.Method != http.MethodPost {
+		if taskID, id, ok := parseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
+			c := &call{g: g, w: w, r: r, next: next, msg: &Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
+			return c.serveResumedResult(taskID)
+		}
 		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
 			return g.serveSessionDelete(w, r, next)
 		}

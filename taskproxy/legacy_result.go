@@ -1,8 +1,10 @@
 package taskproxy
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,6 +22,19 @@ func (c *call) serveLegacyResult() error {
 		c.fail(e)
 		return nil
 	}
+	return c.streamResult(id)
+}
+
+// resumeRetry is the reconnection delay a tasks/result stream ended by a
+// reload or stop asks of the client.
+const resumeRetry = 2 * time.Second
+
+// streamResult answers tasks/result for task id: at once when it ended,
+// else once it ends, on an event stream when the client takes one. When the
+// server stops or reloads meanwhile, the stream ends with a resumable event
+// (an id and retry): the client reconnects (GET with Last-Event-ID) and the
+// answer continues; a JSON answer gets 503 with Retry-After instead.
+func (c *call) streamResult(id string) error {
 	g := c.g
 	sub := g.rt.Hub.Subscribe(id) // before the first read, so no change is missed
 	defer sub.Close()
@@ -33,6 +48,11 @@ func (c *call) serveLegacyResult() error {
 		writeJSON(c.w, http.StatusOK, legacyFinalAnswer(c.msg.ID, t))
 		return nil
 	}
+	release := c.openStream()
+	if release == nil {
+		return nil
+	}
+	defer release()
 	var sse *SSEWriter
 	if acceptsSSE(c.r) {
 		sse = StartSSE(c.w)
@@ -43,14 +63,17 @@ func (c *call) serveLegacyResult() error {
 			s.progress(p)
 		}
 	}
-	keepAlive := time.NewTicker(15 * time.Second)
+	keepAlive := time.NewTicker(keepAliveInterval)
 	defer keepAlive.Stop()
-	for {
+	for !s.broken {
 		if t.Status.Terminal() {
 			s.final(t)
 			return nil
 		}
 		s.update(t)
+		if s.broken {
+			return nil // the client stopped reading
+		}
 		select {
 		case <-sub.Changed:
 		case p := <-sub.Progress:
@@ -64,6 +87,7 @@ func (c *call) serveLegacyResult() error {
 		case <-c.r.Context().Done():
 			return nil
 		case <-g.cfg.Stopping:
+			s.resumable(id)
 			return nil
 		}
 		if t, err = g.rt.Store.Get(c.r.Context(), c.owner, id); err != nil {
@@ -71,6 +95,37 @@ func (c *call) serveLegacyResult() error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// serveResumedResult continues a tasks/result stream that a reload or stop
+// ended: a GET whose Last-Event-ID is one of resultResumeID's.
+func (c *call) serveResumedResult(taskID string) error {
+	if !c.guardOrigin() || c.limited() {
+		return nil
+	}
+	return c.streamResult(taskID)
+}
+
+// resultResumeID names the point where a tasks/result stream of request id
+// for task taskID was ended by the server: unique, and carrying what the
+// resumed answer needs.
+func resultResumeID(taskID string, id json.RawMessage) string {
+	return gatewayIDPrefix + taskID + ":result:" + base64.RawURLEncoding.EncodeToString(id) + ":" + NewTaskID()[:8]
+}
+
+// parseResultResumeID recognises an id made by resultResumeID.
+func parseResultResumeID(s string) (taskID string, id json.RawMessage, ok bool) {
+	rest, found := strings.CutPrefix(s, gatewayIDPrefix)
+	parts := strings.Split(rest, ":")
+	if !found || len(parts) != 4 || parts[0] == "" || parts[1] != "result" {
+		return "", nil, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !json.Valid(raw) {
+		return "", nil, false
+	}
+	return parts[0], raw, true
 }
 
 func acceptsSSE(r *http.Request) bool {
@@ -83,12 +138,28 @@ type resultStream struct {
 	sse        *SSEWriter
 	sent       map[string]bool // input keys already relayed on this stream
 	lastStatus Status
+	broken     bool // a write failed: the client is gone or stopped reading
 }
 
 func (s *resultStream) write(data []byte) {
-	if s.sse != nil {
-		_ = s.sse.WriteEvent("", data)
+	if s.sse != nil && !s.broken && s.sse.WriteEvent("", data) != nil {
+		s.broken = true
 	}
+}
+
+// resumable ends the answer without the response, for the client to ask
+// again: on an event stream with an event it resumes from, as JSON with
+// 503 and Retry-After (never an empty 200).
+func (s *resultStream) resumable(taskID string) {
+	if s.sse != nil {
+		if !s.broken {
+			_ = s.sse.WriteResumable(resultResumeID(taskID, s.c.msg.ID), resumeRetry)
+		}
+		return
+	}
+	s.c.w.Header().Set("Retry-After", strconv.Itoa(int(resumeRetry.Seconds())))
+	writeJSONError(s.c.w, http.StatusServiceUnavailable, s.c.msg.ID,
+		Errorf(CodeInternalError, "the gateway is reloading or stopping; call tasks/result again"))
 }
 
 // update relays outstanding input requests and status changes.

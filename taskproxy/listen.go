@@ -110,6 +110,11 @@ func (c *call) serveListen(taskIDs []string) error {
 	sub := g.rt.Hub.Subscribe(watched...)
 	defer sub.Close()
 
+	release := c.openStream()
+	if release == nil {
+		return nil
+	}
+	defer release()
 	subMeta := map[string]json.RawMessage{metaSubscriptionID: c.msg.ID}
 	sse := StartSSE(c.w)
 	ack, _ := RequestBytes(nil, "notifications/subscriptions/acknowledged", map[string]any{

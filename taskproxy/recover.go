@@ -15,7 +15,9 @@ import (
 // the process that made it. By default the orphan fails, since the call's
 // outcome is unknown; a tool declared retry_on_restart (idempotent) is run
 // again from the stored request. A 2026-07-28 task waiting for tasks/update
-// had no call in flight and simply waits on.
+// had no call in flight and simply waits on. Each task goes back through
+// the route (handler instance) that created it, with that route's
+// retry_on_restart list; an orphan whose route is gone fails.
 
 // msgRestarted is the status message (and error) of a task whose call was
 // lost in a restart.
@@ -24,27 +26,35 @@ const msgRestarted = "gateway restarted while the call was running; the upstream
 // msgRerun is the status message of a task re-run after a restart.
 const msgRerun = "re-running the call after a gateway restart (the tool is declared retry_on_restart)"
 
-// recover takes over the orphans of the store, once per runtime.
-func (g *Gateway) recover() {
-	ctx, holder := g.rt.ctx, g.rt.Store.Holder()
+// msgRouteGone is the status message (and error) of an orphan whose route
+// (the handler instance that created it) is no longer configured: nothing
+// knows its next handler or whether its tool may run again.
+const msgRouteGone = "gateway restarted while the call was running, and the route that created the task is no longer configured; the upstream result is unknown"
+
+// recover takes over the orphans of the store, once per runtime, each
+// through the route that created it.
+func (rt *Runtime) recover() {
+	ctx, holder := rt.ctx, rt.Store.Holder()
 	cursor := ""
 	for {
-		tasks, next, err := g.rt.Store.ListActive(ctx, cursor, 200)
+		tasks, next, err := rt.Store.ListActive(ctx, cursor, 200)
 		if err != nil {
 			if ctx.Err() == nil {
-				g.log.Error("listing tasks to recover", zap.Error(err))
+				if g := rt.gateway.Load(); g != nil {
+					g.log.Error("listing tasks to recover", zap.Error(err))
+				}
 			}
 			return
 		}
 		for _, t := range tasks {
-			if _, running := g.rt.workers.get(t.ID); running || t.Lease.Holder == holder {
+			if _, running := rt.workers.get(t.ID); running || t.Lease.Holder == holder {
 				continue // started by this process
 			}
-			claimed, err := g.rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
+			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
-			g.recoverTask(ctx, claimed)
+			rt.recoverTask(ctx, claimed)
 		}
 		if next == "" {
 			return
@@ -53,42 +63,58 @@ func (g *Gateway) recover() {
 	}
 }
 
-func (g *Gateway) recoverTask(ctx context.Context, t *Task) {
-	current := g.rt.gateway.Load()
+func (rt *Runtime) recoverTask(ctx context.Context, t *Task) {
+	g := rt.gatewayFor(t.Route)
 	switch {
+	case g == nil:
+		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
+			g.failOrphan(ctx, t, msgRouteGone)
+		}
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
 		g.resume(t, nil, "")
-	case current.cfg.RetryOnRestart[t.Tool]:
+	case g.cfg.RetryOnRestart[t.Tool]:
 		g.resume(t, t.Params, msgRerun)
 	default:
-		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
-			rec.Error = Errorf(CodeInternalError, msgRestarted)
-			return rec.SetStatus(StatusFailed, msgRestarted, clock())
-		})
-		if err == nil {
-			g.auditOutcome(rec)
-			g.rt.Hub.Changed(t.ID)
-		}
+		g.failOrphan(ctx, t, msgRestarted)
 	}
 }
 
-// resume restarts a worker for t once the route has served a request, whose
+// failOrphan fails an orphan whose call's outcome is unknown.
+func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+		rec.Error = Errorf(CodeInternalError, "%s", message)
+		return rec.SetStatus(StatusFailed, message, clock())
+	})
+	if err == nil {
+		g.auditOutcome(rec)
+		g.rt.Hub.Changed(t.ID)
+	}
+}
+
+// resume restarts a worker for t once its route has served a request, whose
 // next handler the work goes through: with params, a new attempt of the
-// call; without, a wait for the client's input.
+// call; without, a wait for the client's input. g is the route's gateway;
+// the work runs under the route's gateway in charge by then.
 func (g *Gateway) resume(t *Task, params []byte, message string) {
-	g.rt.awaitingBase.Store(true)
-	g.rt.resuming.Store(t.ID, struct{}{}) // not an orphan while it waits
-	g.rt.loops.Add(1)
+	rt := g.rt
+	route := g.cfg.Route
+	b := rt.routeBase(route)
+	b.awaiting.Store(true)
+	rt.resuming.Store(t.ID, struct{}{}) // not an orphan while it waits
+	rt.loops.Add(1)
 	go func() {
-		defer g.rt.loops.Done()
-		defer g.rt.resuming.Delete(t.ID)
+		defer rt.loops.Done()
+		defer rt.resuming.Delete(t.ID)
 		select {
-		case <-g.rt.firstServed:
-		case <-g.rt.ctx.Done():
+		case <-b.ready:
+		case <-rt.ctx.Done():
 			return
 		}
-		current := g.rt.gateway.Load()
-		run := current.newRun(current.rerunBase(g.rt.base.r, t), g.rt.base.next)
+		current := rt.gatewayFor(route)
+		if current == nil {
+			current = g
+		}
+		run := current.newRun(current.rerunBase(b.base.r, t), b.base.next)
 		if params == nil {
 			current.startWorker(t, run, nil, nil)
 			return

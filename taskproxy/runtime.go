@@ -15,34 +15,61 @@ import (
 // the running workers, the call and session tables, and the background work
 // on the store (lease renewal, sweeping, recovery after a restart).
 // Configurations that share a storage directory share one Runtime.
+//
+// A runtime does nothing on its own until a configuration using it starts
+// serving (Gateway.Start): only then is its store opened, its background
+// work started and recovery run. A configuration that is only provisioned
+// (caddy validate, a reload that fails) leaves the store untouched. Store
+// is nil until then for a runtime from NewLazyRuntime: check Ready first.
 type Runtime struct {
 	Store    Store
 	Hub      *Hub
 	workers  *workerTable
 	sessions *sessionTable
+	streams  *streamTable
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	loops  sync.WaitGroup
 
-	// gateway is the latest configuration's gateway; background work uses
-	// its settings.
+	// openStore opens the store on the first start; nil when the store
+	// was given open. opened is set once Store is usable and the loops
+	// run; mu guards the opening and closing.
+	openStore func() (Store, error)
+	opened    atomic.Bool
+	closed    bool
+	mu        sync.Mutex
+
+	// gateway is the gateway of the configuration that started serving
+	// last; background work uses its settings.
 	gateway atomic.Pointer[Gateway]
-	// Work that starts without a client request (re-runs after a restart)
-	// goes through the next handler of a request the route served: once
-	// such work waits (awaitingBase), the next request served is detached
-	// into base, and firstServed is closed.
-	awaitingBase atomic.Bool
-	base         *servedRequest
-	firstServed  chan struct{}
-	servedOnce   sync.Once
-	recoverOnce  sync.Once
+	// routes holds, per route, the gateway of the configuration that
+	// started serving last, provisioned the gateways built and not yet
+	// closed (recovery looks a task's route up there too, so that it
+	// finds handlers of the starting configuration that have not heard
+	// the start yet), and bases each route's first served request.
+	regMu       sync.Mutex
+	routes      map[string]*Gateway
+	provisioned map[*Gateway]struct{}
+	bases       map[string]*routeBase
+	recoverOnce sync.Once
 	// resuming holds the ids of recovered tasks waiting for a base, so
 	// that the orphan pass leaves them alone.
 	resuming sync.Map
 	// unsettled holds the ids (and owners) of tasks whose worker could not
 	// store even a failure, for the orphan loop to retry.
 	unsettled sync.Map
+}
+
+// routeBase is what work that starts without a client request (re-runs
+// after a restart) goes through: the next handler of a request its route
+// served. Once such work waits (awaiting), the next request the route
+// serves is detached into base, and ready is closed.
+type routeBase struct {
+	awaiting atomic.Bool
+	once     sync.Once
+	ready    chan struct{}
+	base     *servedRequest
 }
 
 type servedRequest struct {
@@ -58,16 +85,62 @@ const (
 	sweepBatch = 500
 )
 
-// NewRuntime wraps an open store and starts its background work.
+// NewRuntime wraps an open store. Its background work starts with the
+// first gateway that starts.
 func NewRuntime(store Store) *Runtime {
+	rt := newRuntime()
+	rt.Store = store
+	return rt
+}
+
+// NewLazyRuntime returns a runtime whose store open opens when the first
+// gateway on it starts, so that merely provisioning a configuration opens
+// nothing exclusively. A failed open is tried again at the next start.
+func NewLazyRuntime(open func() (Store, error)) *Runtime {
+	rt := newRuntime()
+	rt.openStore = open
+	return rt
+}
+
+func newRuntime() *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rt := &Runtime{Store: store, Hub: NewHub(), workers: newWorkerTable(),
-		sessions: newSessionTable(maxSessions), ctx: ctx, cancel: cancel, firstServed: make(chan struct{})}
+	return &Runtime{Hub: NewHub(), workers: newWorkerTable(),
+		sessions: newSessionTable(maxSessions), streams: newStreamTable(), ctx: ctx, cancel: cancel,
+		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{}}
+}
+
+// Ready reports whether the store is open and the background work runs.
+func (rt *Runtime) Ready() bool { return rt.opened.Load() }
+
+// errStoreClosed is returned by a start after the runtime closed.
+var errStoreClosed = errors.New("task runtime closed")
+
+// open opens the store, once, and starts the background work on it.
+func (rt *Runtime) open() error {
+	if rt.opened.Load() {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.opened.Load():
+		return nil
+	case rt.closed:
+		return errStoreClosed
+	}
+	if rt.Store == nil {
+		s, err := rt.openStore()
+		if err != nil {
+			return err
+		}
+		rt.Store = s
+	}
 	rt.loops.Add(3)
 	go rt.renewLeases()
 	go rt.sweep()
 	go rt.failOrphansLoop()
-	return rt
+	rt.opened.Store(true)
+	return nil
 }
 
 // errShutdown is the cause workers see when the runtime closes.
@@ -75,8 +148,20 @@ var errShutdown = errors.New("gateway shutting down")
 
 // Close lets workers finish for up to grace, then stops the rest (their
 // tasks stay as they are in the store, for recovery at the next start),
-// waits briefly for them to return, and closes the store.
+// waits briefly for them to return, and closes the store. A runtime that
+// never started has nothing running and closes at once.
 func (rt *Runtime) Close(grace time.Duration) error {
+	rt.mu.Lock()
+	rt.closed = true
+	started := rt.opened.Load()
+	rt.mu.Unlock()
+	if !started {
+		rt.cancel(errShutdown)
+		if rt.Store != nil {
+			return rt.Store.Close()
+		}
+		return nil
+	}
 	done := make(chan struct{})
 	go func() { rt.workers.wg.Wait(); close(done) }()
 	select {
@@ -95,29 +180,98 @@ func (rt *Runtime) Close(grace time.Duration) error {
 // RunningWorkers returns how many task workers run in this process.
 func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
 
-// adopt makes g the configuration background work follows, and starts
-// recovery the first time.
+// register records a provisioned gateway and gives it its route's base.
+func (rt *Runtime) register(g *Gateway) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	rt.provisioned[g] = struct{}{}
+	g.base = rt.baseLocked(g.cfg.Route)
+}
+
+func (rt *Runtime) baseLocked(route string) *routeBase {
+	b, ok := rt.bases[route]
+	if !ok {
+		b = &routeBase{ready: make(chan struct{})}
+		rt.bases[route] = b
+	}
+	return b
+}
+
+// routeBase returns the base of a route.
+func (rt *Runtime) routeBase(route string) *routeBase {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	return rt.baseLocked(route)
+}
+
+// unregister forgets a gateway whose configuration is cleaned up. When it
+// was in charge of background work, another started gateway takes over.
+func (rt *Runtime) unregister(g *Gateway) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	delete(rt.provisioned, g)
+	if rt.routes[g.cfg.Route] == g {
+		delete(rt.routes, g.cfg.Route)
+	}
+	if rt.gateway.Load() == g {
+		var next *Gateway
+		for _, o := range rt.routes {
+			next = o
+			break
+		}
+		rt.gateway.Store(next)
+	}
+}
+
+// adopt makes g, whose configuration started serving, the one background
+// work and its route follow, and starts recovery the first time.
 func (rt *Runtime) adopt(g *Gateway) {
+	rt.regMu.Lock()
+	rt.routes[g.cfg.Route] = g
 	rt.gateway.Store(g)
+	rt.regMu.Unlock()
 	rt.recoverOnce.Do(func() {
 		rt.loops.Add(1)
 		go func() {
 			defer rt.loops.Done()
-			g.recover()
+			rt.recover()
 		}()
 	})
 }
 
-// served offers the request being served as the base of waiting work. It
-// is detached here, on the request's own goroutine, where nothing else
-// writes to its Caddy variables; until work waits it costs one atomic load.
-func (rt *Runtime) served(g *Gateway, r *http.Request, next http.Handler) {
-	if !rt.awaitingBase.Load() {
+// gatewayFor returns the gateway a task of route goes through: the one of
+// that route that started last, else one provisioned for it (its
+// configuration is starting). Tasks stored before routes were recorded
+// (route "") go through the gateway in charge. Nil: the route is gone.
+func (rt *Runtime) gatewayFor(route string) *Gateway {
+	if route == "" {
+		return rt.gateway.Load()
+	}
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	if g := rt.routes[route]; g != nil {
+		return g
+	}
+	for g := range rt.provisioned {
+		if g.cfg.Route == route {
+			return g
+		}
+	}
+	return nil
+}
+
+// served offers the request being served as the base of its route's
+// waiting work. It is detached here, on the request's own goroutine, where
+// nothing else writes to its Caddy variables; until work waits it costs one
+// atomic load.
+func (g *Gateway) served(r *http.Request, next http.Handler) {
+	b := g.base
+	if !b.awaiting.Load() {
 		return
 	}
-	rt.servedOnce.Do(func() {
-		rt.base = &servedRequest{r: g.cfg.Detach(r), next: next}
-		close(rt.firstServed)
+	b.once.Do(func() {
+		b.base = &servedRequest{r: g.cfg.Detach(r), next: next}
+		close(b.ready)
 	})
 }
 

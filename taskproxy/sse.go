@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // maxSSEEvent bounds one SSE event, so a broken upstream cannot make the
@@ -156,6 +157,11 @@ func scanSSELines(data []byte, atEOF bool) (advance int, token []byte, err error
 	return 0, nil, nil
 }
 
+// sseWriteTimeout bounds the write of one event: a client that stops
+// reading must not hold its handler, and with it caddy reload and caddy
+// stop, forever. A client that reads slowly but reads keeps its stream.
+var sseWriteTimeout = 10 * time.Second
+
 // SSEWriter writes events to an HTTP response and flushes each one.
 type SSEWriter struct {
 	w  io.Writer
@@ -173,7 +179,7 @@ func StartSSE(w http.ResponseWriter) *SSEWriter {
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	s := &SSEWriter{w: w, rc: http.NewResponseController(w)}
-	_ = s.flush()
+	_ = s.write(nil)
 	return s
 }
 
@@ -182,18 +188,46 @@ func (s *SSEWriter) WriteEvent(id string, data []byte) error {
 	var b bytes.Buffer
 	b.Grow(len(data) + 32)
 	appendSSEEvent(&b, id, "", data)
-	if _, err := s.w.Write(b.Bytes()); err != nil {
+	if err := s.write(b.Bytes()); err != nil {
 		return fmt.Errorf("writing event: %w", err)
 	}
-	return s.flush()
+	return nil
+}
+
+// WriteResumable writes an event with an id, empty data and a reconnection
+// delay: the client may reconnect after retry with the id as Last-Event-ID
+// (the stream is closed after it, the request not answered).
+func (s *SSEWriter) WriteResumable(id string, retry time.Duration) error {
+	ev := fmt.Sprintf("id: %s\nretry: %d\ndata: \n\n", id, retry.Milliseconds())
+	if err := s.write([]byte(ev)); err != nil {
+		return fmt.Errorf("writing resumable event: %w", err)
+	}
+	return nil
 }
 
 // WriteComment writes a comment line, used as a keep-alive.
 func (s *SSEWriter) WriteComment(text string) error {
-	if _, err := io.WriteString(s.w, ": "+text+"\n\n"); err != nil {
+	if err := s.write([]byte(": " + text + "\n\n")); err != nil {
 		return fmt.Errorf("writing keep-alive: %w", err)
 	}
-	return s.flush()
+	return nil
+}
+
+// write writes and flushes p under a write deadline, cleared afterwards so
+// that an idle stream stays open.
+func (s *SSEWriter) write(p []byte) error {
+	deadline := s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout)) == nil
+	var err error
+	if len(p) > 0 {
+		_, err = s.w.Write(p)
+	}
+	if err == nil {
+		err = s.flush()
+	}
+	if deadline && err == nil {
+		err = s.rc.SetWriteDeadline(time.Time{})
+	}
+	return err
 }
 
 func (s *SSEWriter) flush() error {

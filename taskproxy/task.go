@@ -103,6 +103,9 @@ type Task struct {
 	Endpoint string            `json:"endpoint,omitempty"`
 	Host     string            `json:"host,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
+	// Route is the route (handler instance) that created the task, the
+	// one a re-run after a restart goes through (Config.Route).
+	Route string `json:"route,omitempty"`
 
 	// RequestState is the upstream's opaque state from its last
 	// input_required answer (2026-07-28), echoed on the retry; it never

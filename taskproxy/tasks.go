@@ -59,6 +59,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1), Round: 1,
 		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
 		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
+		Route: c.g.cfg.Route,
 	}
 	if era == EraLegacy {
 		t.Session = c.r.Header.Get(headerSessionID)

@@ -1,0 +1,190 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A configuration that is only provisioned opens nothing and takes charge of
+// nothing; the store opens at the first start, and a gateway that never
+// started leaves the started one in charge when it closes.
+func TestRuntimeLifecycle(t *testing.T) {
+	cfg := Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}
+	withRoute := func(route string) Config { c := cfg; c.Route = route; return c }
+	tests := []struct {
+		name      string
+		run       func(t *testing.T, rt *Runtime) *Gateway // returns the gateway expected in charge
+		wantOpens int
+	}{
+		{"provisioned only (caddy validate)", func(t *testing.T, rt *Runtime) *Gateway {
+			g := mustNew(t, cfg, rt)
+			g.Close()
+			return nil
+		}, 0},
+		{"started", func(t *testing.T, rt *Runtime) *Gateway {
+			g := mustNew(t, cfg, rt)
+			mustStart(t, g)
+			mustStart(t, g)
+			return g
+		}, 1},
+		{"first request starts", func(t *testing.T, rt *Runtime) *Gateway {
+			g := mustNew(t, cfg, rt)
+			rec := httptest.NewRecorder()
+			_ = g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/mcp", nil), http.NotFoundHandler())
+			return g
+		}, 1},
+		{"failed reload leaves the old gateway in charge", func(t *testing.T, rt *Runtime) *Gateway {
+			old := mustNew(t, withRoute("a"), rt)
+			mustStart(t, old)
+			failed := mustNew(t, withRoute("a"), rt) // provisioned, then cleaned up
+			failed.Close()
+			return old
+		}, 1},
+		{"reload hands over; old cleanup keeps the new in charge", func(t *testing.T, rt *Runtime) *Gateway {
+			old := mustNew(t, withRoute("a"), rt)
+			mustStart(t, old)
+			next := mustNew(t, withRoute("a"), rt)
+			mustStart(t, next)
+			old.Close()
+			return next
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opens := 0
+			rt := NewLazyRuntime(func() (Store, error) {
+				opens++
+				return newMemStore(t), nil
+			})
+			want := tt.run(t, rt)
+			if opens != tt.wantOpens {
+				t.Errorf("store opened %d times, want %d", opens, tt.wantOpens)
+			}
+			if got := rt.gateway.Load(); got != want {
+				t.Errorf("gateway in charge %p, want %p", got, want)
+			}
+			if want != nil && rt.gatewayFor(want.cfg.Route) != want {
+				t.Errorf("route %q follows another gateway", want.cfg.Route)
+			}
+			if err := rt.Close(time.Second); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A store that cannot be opened (locked by another process) fails the
+// start and answers requests 503; the next start tries again.
+func TestRuntimeOpenRetried(t *testing.T) {
+	fail := true
+	rt := NewLazyRuntime(func() (Store, error) {
+		if fail {
+			return nil, errors.New("locked")
+		}
+		return newMemStore(t), nil
+	})
+	defer rt.Close(time.Second)
+	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	if err := g.Start(); err == nil {
+		t.Fatal("start with a store that cannot open succeeded")
+	}
+	rec := httptest.NewRecorder()
+	_ = g.ServeHTTP(rec, post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`), http.NotFoundHandler())
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("request while the store is unavailable: %d, want 503", rec.Code)
+	}
+	fail = false
+	mustStart(t, g)
+}
+
+func mustNew(t *testing.T, cfg Config, rt *Runtime) *Gateway {
+	t.Helper()
+	g, err := New(cfg, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func mustStart(t *testing.T, g *Gateway) {
+	t.Helper()
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Recovery takes each orphan through the route that created it: a re-run
+// goes through that route's next handler under that route's
+// retry_on_restart list; a task of a route that is gone fails.
+func TestRecoveryFollowsRoutes(t *testing.T) {
+	store := newMemStore(t)
+	ctx := t.Context()
+	past := clock().Add(-time.Hour)
+	orphan := func(route, tool string) string {
+		id := NewTaskID()
+		err := store.Create(ctx, &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
+			TTL: 24 * time.Hour, Era: EraLegacy, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
+			Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp", Route: route})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	rerunA, notRetriedB, gone := orphan("a", "echo"), orphan("b", "echo"), orphan("gone", "echo")
+
+	upstream := func(calls *atomic.Int32) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			m, err := ParseMessage(body)
+			if err != nil {
+				return // the GET that opens the route
+			}
+			data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(data)
+		})
+	}
+	var callsA, callsB atomic.Int32
+	rt := NewRuntime(store)
+	defer rt.Close(time.Second)
+	cfg := Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}
+	cfgA, cfgB := cfg, cfg
+	cfgA.Route, cfgA.RetryOnRestart = "a", map[string]bool{"echo": true}
+	cfgB.Route = "b"
+	gA, gB := mustNew(t, cfgA, rt), mustNew(t, cfgB, rt)
+	mustStart(t, gB) // B starts first; A, of the same configuration, is still starting
+	waitStatus := func(id string, want Status) *Task {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := store.Get(ctx, "o", id)
+			if err == nil && got.Status == want {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s: %+v %v, want %s", id, got, err, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if got := waitStatus(notRetriedB, StatusFailed); got.StatusMessage != msgRestarted {
+		t.Errorf("route b's task (not retry_on_restart there): %q", got.StatusMessage)
+	}
+	if got := waitStatus(gone, StatusFailed); got.StatusMessage != msgRouteGone {
+		t.Errorf("task of a route that is gone: %q", got.StatusMessage)
+	}
+	// Route b serving does not carry route a's re-run.
+	_ = gB.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsB))
+	_ = gA.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsA))
+	waitStatus(rerunA, StatusCompleted)
+	if a, b := callsA.Load(), callsB.Load(); a != 2 || b != 1 {
+		t.Errorf("route a's next handler saw %d requests, b's %d; want 2 (the GET and the re-run) and 1 (the GET)", a, b)
+	}
+}
