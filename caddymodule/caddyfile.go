@@ -49,6 +49,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_active_per_principal <n>|off
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
+//		max_result               <size>
 //		tool <name> forbidden|optional|required [retry_on_restart]
 //		sync_writes              on|off
 //		sweep_interval           <duration>
@@ -127,15 +128,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("default_task_support: %v", err)
 			}
 		case "max_body":
-			v, err := oneArg(d)
-			if err != nil {
+			if err := parseSize(d, &h.MaxBody); err != nil {
 				return err
 			}
-			size, err := humanize.ParseBytes(v)
-			if err != nil || size == 0 || size > math.MaxInt64 {
-				return d.Errf("max_body: want a positive size such as 4MiB or 512KB, got %q", v)
+		case "max_result":
+			if err := parseSize(d, &h.MaxResult); err != nil {
+				return err
 			}
-			h.MaxBody = int64(size)
 		case "tool":
 			if err := h.parseTool(d); err != nil {
 				return err
@@ -260,4 +259,20 @@ func parseOnOff(v string) (bool, error) {
 		return false, nil
 	}
 	return strconv.ParseBool(v)
+}
+
+// parseSize reads the one size argument of the current subdirective, such
+// as 4MiB or 512KB, into into; errors name the subdirective.
+func parseSize(d *caddyfile.Dispenser, into *int64) error {
+	name := d.Val()
+	v, err := oneArg(d)
+	if err != nil {
+		return err
+	}
+	size, err := humanize.ParseBytes(v)
+	if err != nil || size == 0 || size > math.MaxInt64 {
+		return d.Errf("%s: want a positive size such as 4MiB or 512KB, got %q", name, v)
+	}
+	*into = int64(size)
+	return nil
 }

@@ -20,6 +20,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_active_per_principal 7
 		default_task_support forbidden
 		max_body      512KiB
+		max_result    2MiB
 		tool slow_compute optional
 		tool failing_job  required
 		tool slow_echo    optional retry_on_restart
@@ -52,6 +53,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"max_active_per_principal", h.MaxActivePerPrincipal, 7},
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
+		{"max_result", h.MaxResult, int64(2 << 20)},
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
 		{"tool failing_job", h.Tools["failing_job"].TaskSupport, "required"},
 		{"rate_limit", h.RateLimit, 12.5},
@@ -95,6 +97,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"auth with two keys", "mcp_tasks {\n auth jwt {\n  hmac_secret x\n  jwks_url https://idp/jwks\n }\n}", "got 2"},
 		{"negative max_body", "mcp_tasks {\n max_body -1\n}", "max_body: want a positive size"},
 		{"zero max_body", "mcp_tasks {\n max_body 0\n}", "max_body: want a positive size"},
+		{"negative max_result", "mcp_tasks {\n max_result -1\n}", "max_result: want a positive size"},
 		{"negative sweep_interval", "mcp_tasks {\n sweep_interval -1s\n}", "sweep_interval: want a positive duration"},
 		{"zero task_after", "mcp_tasks {\n task_after 0s\n}", "task_after: want a positive duration"},
 		{"negative default_ttl", "mcp_tasks {\n default_ttl -5m\n}", "default_ttl: want a positive duration"},
@@ -180,6 +183,7 @@ func TestValidateNamesOption(t *testing.T) {
 		{"sweep_interval", "sweep_interval: must not be negative", func(h *Handler) { h.SweepInterval = caddy.Duration(-time.Second) }},
 		{"poll_interval", "poll_interval: must not be negative", func(h *Handler) { h.PollInterval = -1 }},
 		{"max_body", "max_body: must not be negative", func(h *Handler) { h.MaxBody = -1 }},
+		{"max_result", "max_result: must be between", func(h *Handler) { h.MaxResult = 17 << 20 }},
 		{"rate_limit", "rate_limit: must be a finite number", func(h *Handler) { h.RateLimit = math.Inf(1) }},
 		{"dns_rebinding_protection", "dns_rebinding_protection", func(h *Handler) { h.DNSRebindingProtection = "maybe" }},
 	}

@@ -28,12 +28,15 @@ func init() {
 
 // Defaults of the configuration.
 const (
-	DefaultTaskAfter           = time.Second
-	DefaultTTL                 = 15 * time.Minute
-	DefaultMaxTTL              = 24 * time.Hour
-	DefaultPollInterval        = time.Second
-	DefaultMaxActive           = 100
-	DefaultMaxBody       int64 = 4 << 20
+	DefaultTaskAfter          = time.Second
+	DefaultTTL                = 15 * time.Minute
+	DefaultMaxTTL             = 24 * time.Hour
+	DefaultPollInterval       = time.Second
+	DefaultMaxActive          = 100
+	DefaultMaxBody      int64 = 4 << 20
+	// maxMaxResult keeps a stored result, with the call's arguments and
+	// inputs, under the store's record limit (32 MiB).
+	maxMaxResult         int64 = 16 << 20
 	DefaultRateLimit           = 50.0
 	DefaultSweepInterval       = time.Minute
 )
@@ -77,6 +80,13 @@ type Handler struct {
 	// MaxBody caps the size of request bodies in bytes; larger ones get
 	// HTTP 413 with a JSON-RPC error. Default: 4 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	// MaxResult caps, in bytes, one message of an upstream's answer to a
+	// task's call (its result, or one event of its stream). A task whose
+	// upstream answers more fails with "result too large (N bytes, limit
+	// M)", so that no record outgrows the store. At most 16 MiB.
+	// Default: 8 MiB.
+	MaxResult int64 `json:"max_result,omitempty"`
 
 	// Tools sets the task policy of individual tools, by tool name.
 	Tools map[string]*ToolPolicy `json:"tools,omitempty"`
@@ -260,6 +270,9 @@ func (h *Handler) applyDefaults() {
 	if h.MaxBody == 0 {
 		h.MaxBody = DefaultMaxBody
 	}
+	if h.MaxResult == 0 {
+		h.MaxResult = taskproxy.DefaultMaxResultBytes
+	}
 	if h.RateLimit == 0 {
 		h.RateLimit = DefaultRateLimit
 	}
@@ -309,6 +322,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		RetryOnRestart:     retry,
 		SweepInterval:      time.Duration(h.SweepInterval),
 		MaxBody:            h.MaxBody,
+		MaxResultBytes:     h.MaxResult,
 		RateLimit:          max(h.RateLimit, 0),
 		Detach:             detachRequest,
 		Logger:             h.logger,
@@ -379,6 +393,9 @@ func (h *Handler) Validate() error {
 	}
 	if h.MaxBody < 0 {
 		return fmt.Errorf("mcp_tasks: max_body: must not be negative, got %d", h.MaxBody)
+	}
+	if h.MaxResult < 0 || h.MaxResult > maxMaxResult {
+		return fmt.Errorf("mcp_tasks: max_result: must be between 1 byte and %d bytes (16MiB), got %d", int64(maxMaxResult), h.MaxResult)
 	}
 	if math.IsNaN(h.RateLimit) || math.IsInf(h.RateLimit, 0) {
 		return fmt.Errorf("mcp_tasks: rate_limit: must be a finite number, got %v", h.RateLimit)

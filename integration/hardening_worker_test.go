@@ -144,16 +144,16 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 	}
 }
 
-// An upstream result over the gateway's limit (8 MiB by default) fails the
-// task with the size and the limit; one under it completes.
+// An upstream result over the configured max_result fails the task with the
+// size and the limit; one under it completes.
 func TestResultTooLargeEndToEnd(t *testing.T) {
-	c, _, _ := legacySetup(t, "")
+	c, _, _ := legacySetup(t, "max_result 2MiB")
 	tests := []struct {
 		bytes      int
 		wantStatus string
 		wantMsg    string
 	}{
-		{9 << 20, "failed", "result too large ("},
+		{3 << 20, "failed", "result too large ("},
 		{1 << 20, "completed", ""},
 	}
 	for _, tt := range tests {
@@ -164,7 +164,7 @@ func TestResultTooLargeEndToEnd(t *testing.T) {
 				got = c.getTask(task.TaskID)
 				return got.Status != "working"
 			})
-			if got.Status != tt.wantStatus || !strings.Contains(got.StatusMessage, tt.wantMsg) || (tt.wantMsg != "" && !strings.Contains(got.StatusMessage, "limit 8388608)")) {
+			if got.Status != tt.wantStatus || !strings.Contains(got.StatusMessage, tt.wantMsg) || (tt.wantMsg != "" && !strings.Contains(got.StatusMessage, "limit 2097152)")) {
 				t.Errorf("task %s %q, want %s with %q", got.Status, got.StatusMessage, tt.wantStatus, tt.wantMsg)
 			}
 		})
