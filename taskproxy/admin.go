@@ -72,6 +72,13 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	if g == nil {
 		return nil, ErrNotReady
 	}
+	// The upstream's notification goes through Caddy's handler chain,
+	// which needs the values of a request Caddy served (its replacer,
+	// server, variables): the worker's own detached request has them, the
+	// admin request does not.
+	if run, ok := rt.workers.get(id); ok && run.base != nil {
+		ctx = run.base.Context()
+	}
 	cancelled, err := g.cancelTask(ctx, t.Owner, id, nil)
 	if err != nil {
 		if errors.Is(err, ErrTerminal) { // it ended meanwhile
