@@ -53,6 +53,9 @@ type Runtime struct {
 	provisioned map[*Gateway]struct{}
 	bases       map[string]*routeBase
 	recoverOnce sync.Once
+	// recovered is set when the recovery pass after the first start has
+	// gone through the store (Health).
+	recovered atomic.Bool
 	// resuming holds the ids of recovered tasks waiting for a base, so
 	// that the orphan pass leaves them alone.
 	resuming sync.Map
@@ -235,6 +238,7 @@ func (rt *Runtime) adopt(g *Gateway) {
 		go func() {
 			defer rt.loops.Done()
 			rt.recover()
+			rt.recovered.Store(true)
 		}()
 	})
 }

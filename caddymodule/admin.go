@@ -1,0 +1,365 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI is the admin.api.mcp_tasks module: routes on Caddy's admin
+// endpoint for operators to see, inspect and cancel the tasks of every
+// principal, and a health check. The admin endpoint must stay private
+// (Caddy's default, localhost:2019, or a unix socket): these routes see and
+// cancel everyone's tasks.
+//
+//	GET  /mcp_tasks/stores                   the task stores in use
+//	GET  /mcp_tasks/tasks?status=&principal=&tool=&limit=&cursor=&detail=1&store=
+//	GET  /mcp_tasks/tasks/{id}[?detail=1]
+//	POST /mcp_tasks/tasks/{id}/cancel
+//	GET  /mcp_tasks/health                   200 or 503
+//
+// A store is named by its absolute storage directory; with several in use,
+// listing needs ?store=, while lookups by id search them all.
+type AdminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.mcp_tasks",
+		New: func() caddy.Module { return new(AdminAPI) },
+	}
+}
+
+// Routes returns the admin routes, all under /mcp_tasks/.
+func (a *AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/mcp_tasks/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// Listing limits.
+const (
+	defaultAdminLimit = 50
+	maxAdminLimit     = 1000
+)
+
+func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	path := strings.Trim(strings.TrimPrefix(r.URL.Path, "/mcp_tasks/"), "/")
+	parts := strings.Split(path, "/")
+	switch {
+	case path == "health":
+		return onlyMethod(r, http.MethodGet, func() error { return a.health(w, r) })
+	case path == "stores":
+		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w, r) })
+	case path == "tasks":
+		return onlyMethod(r, http.MethodGet, func() error { return a.list(w, r) })
+	case len(parts) == 2 && parts[0] == "tasks" && parts[1] != "":
+		return onlyMethod(r, http.MethodGet, func() error { return a.show(w, r, parts[1]) })
+	case len(parts) == 3 && parts[0] == "tasks" && parts[1] != "" && parts[2] == "cancel":
+		return onlyMethod(r, http.MethodPost, func() error { return a.cancel(w, r, parts[1]) })
+	}
+	return apiError(http.StatusNotFound, "no such mcp_tasks admin route: %s", r.URL.Path)
+}
+
+func onlyMethod(r *http.Request, method string, fn func() error) error {
+	if r.Method != method {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed, use %s", r.Method, method)}
+	}
+	return fn()
+}
+
+func apiError(status int, format string, args ...any) error {
+	return caddy.APIError{HTTPStatus: status, Err: fmt.Errorf(format, args...)}
+}
+
+// namedRuntime is a runtime of the usage pool with its store's name.
+type namedRuntime struct {
+	name string
+	rt   *taskproxy.Runtime
+}
+
+// pooledRuntimes returns the runtimes in use, by name.
+func pooledRuntimes() []namedRuntime {
+	var out []namedRuntime
+	runtimes.Range(func(key, value any) bool {
+		if p, ok := value.(pooledRuntime); ok {
+			out = append(out, namedRuntime{name: key.(string), rt: p.rt})
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b namedRuntime) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// selectRuntimes returns the runtime ?store= names, or all of them.
+func selectRuntimes(r *http.Request) ([]namedRuntime, error) {
+	all := pooledRuntimes()
+	name := r.URL.Query().Get("store")
+	if name == "" {
+		return all, nil
+	}
+	for _, n := range all {
+		if n.name == name {
+			return []namedRuntime{n}, nil
+		}
+	}
+	return nil, apiError(http.StatusNotFound, "no task store %q in use (stores: %s)", name, storeNames(all))
+}
+
+func storeNames(rts []namedRuntime) string {
+	names := make([]string, len(rts))
+	for i, n := range rts {
+		names[i] = n.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// oneRuntime is the store a listing pages through.
+func oneRuntime(r *http.Request) (namedRuntime, error) {
+	rts, err := selectRuntimes(r)
+	switch {
+	case err != nil:
+		return namedRuntime{}, err
+	case len(rts) == 0:
+		return namedRuntime{}, apiError(http.StatusServiceUnavailable, "no mcp_tasks handler is configured")
+	case len(rts) > 1:
+		return namedRuntime{}, apiError(http.StatusBadRequest, "several task stores are in use: name one with ?store= (%s)", storeNames(rts))
+	}
+	return rts[0], nil
+}
+
+// storeError maps an error of the operator access to an API error.
+func storeError(err error, id string) error {
+	switch {
+	case errors.Is(err, taskproxy.ErrNotReady):
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+	case errors.Is(err, taskproxy.ErrNoAdminAccess):
+		return caddy.APIError{HTTPStatus: http.StatusNotImplemented, Err: err}
+	case errors.Is(err, taskproxy.ErrInvalidCursor):
+		return apiError(http.StatusBadRequest, "invalid cursor")
+	case errors.Is(err, taskproxy.ErrExpired):
+		return apiError(http.StatusGone, "task %s expired (deleted at the end of its ttl)", id)
+	case errors.Is(err, taskproxy.ErrNotFound):
+		return apiError(http.StatusNotFound, "task %s not found", id)
+	}
+	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("task store: %w", err)}
+}
+
+// adminTask is a task as the admin API shows it. Arguments, results and
+// input contents only appear with ?detail=1.
+type adminTask struct {
+	ID            string    `json:"id"`
+	Store         string    `json:"store"`
+	Status        string    `json:"status"`
+	StatusMessage string    `json:"status_message,omitempty"`
+	Principal     string    `json:"principal,omitempty"`
+	Tenant        string    `json:"tenant,omitempty"`
+	Tool          string    `json:"tool"`
+	Era           string    `json:"era"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	TTLMs         int64     `json:"ttl_ms"`
+	Route         string    `json:"route,omitempty"`
+	// RunningHere: a worker of this Caddy process runs the task's call.
+	RunningHere  bool      `json:"running_here"`
+	LeaseHolder  string    `json:"lease_holder,omitempty"`
+	LeaseExpires time.Time `json:"lease_expires,omitzero"`
+	InputsOpen   int       `json:"inputs_open,omitempty"`
+	IsError      bool      `json:"is_error,omitempty"`
+
+	Params json.RawMessage          `json:"params,omitempty"`
+	Result json.RawMessage          `json:"result,omitempty"`
+	Error  *taskproxy.Error         `json:"error,omitempty"`
+	Inputs []taskproxy.InputRequest `json:"inputs,omitempty"`
+}
+
+func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail bool) adminTask {
+	v := adminTask{
+		ID: t.ID, Store: store, Status: string(t.Status), StatusMessage: t.StatusMessage,
+		Principal: t.Principal, Tenant: t.Tenant, Tool: t.Tool, Era: string(t.Era),
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, ExpiresAt: t.ExpiresAt(), TTLMs: t.TTL.Milliseconds(),
+		Route: t.Route, RunningHere: rt.Running(t.ID), InputsOpen: len(t.Outstanding()), IsError: t.IsError,
+	}
+	if !t.Status.Terminal() {
+		v.LeaseHolder, v.LeaseExpires = t.Lease.Holder, t.Lease.Expires
+	}
+	if detail {
+		v.Params, v.Result, v.Error, v.Inputs = t.Params, t.Result, t.Error, t.Inputs
+	} else if t.Error != nil {
+		// The error's code and message say why a task failed; its data
+		// may carry what the upstream returned, so it is detail.
+		v.Error = &taskproxy.Error{Code: t.Error.Code, Message: t.Error.Message}
+	}
+	return v
+}
+
+func wantDetail(r *http.Request) bool {
+	d := r.URL.Query().Get("detail")
+	return d == "1" || d == "true"
+}
+
+type taskPage struct {
+	Store      string      `json:"store"`
+	Tasks      []adminTask `json:"tasks"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	filter := taskproxy.TaskFilter{Status: taskproxy.Status(q.Get("status")), Principal: q.Get("principal"), Tool: q.Get("tool")}
+	switch filter.Status {
+	case "", taskproxy.StatusWorking, taskproxy.StatusInputRequired, taskproxy.StatusCompleted, taskproxy.StatusFailed, taskproxy.StatusCancelled:
+	default:
+		return apiError(http.StatusBadRequest, "status: want working, input_required, completed, failed or cancelled, got %q", filter.Status)
+	}
+	limit := defaultAdminLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxAdminLimit {
+			return apiError(http.StatusBadRequest, "limit: want 1 to %d, got %q", maxAdminLimit, v)
+		}
+		limit = n
+	}
+	nr, err := oneRuntime(r)
+	if err != nil {
+		return err
+	}
+	tasks, next, err := nr.rt.ListAll(r.Context(), filter, q.Get("cursor"), limit)
+	if err != nil {
+		return storeError(err, "")
+	}
+	page := taskPage{Store: nr.name, Tasks: make([]adminTask, 0, len(tasks)), NextCursor: next}
+	for _, t := range tasks {
+		page.Tasks = append(page.Tasks, viewTask(nr.name, nr.rt, t, wantDetail(r)))
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// findTask looks id up in the selected stores. A store that is not open is
+// skipped while another may have the task.
+func findTask(r *http.Request, id string) (namedRuntime, *taskproxy.Task, error) {
+	rts, err := selectRuntimes(r)
+	if err != nil {
+		return namedRuntime{}, nil, err
+	}
+	if len(rts) == 0 {
+		return namedRuntime{}, nil, apiError(http.StatusServiceUnavailable, "no mcp_tasks handler is configured")
+	}
+	var best error
+	for _, nr := range rts {
+		t, err := nr.rt.GetAny(r.Context(), id)
+		if err == nil {
+			return nr, t, nil
+		}
+		if best == nil || lookupRank(err) > lookupRank(best) {
+			best = err
+		}
+	}
+	return namedRuntime{}, nil, storeError(best, id)
+}
+
+// lookupRank orders the failures of a lookup in several stores by what they
+// tell: expired, then a store that failed or is not open (it might have the
+// task), then not found.
+func lookupRank(err error) int {
+	switch {
+	case errors.Is(err, taskproxy.ErrExpired):
+		return 2
+	case errors.Is(err, taskproxy.ErrNotFound):
+		return 0
+	}
+	return 1
+}
+
+func (a *AdminAPI) show(w http.ResponseWriter, r *http.Request, id string) error {
+	nr, t, err := findTask(r, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewTask(nr.name, nr.rt, t, wantDetail(r)))
+}
+
+func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) error {
+	nr, _, err := findTask(r, id)
+	if err != nil {
+		return err
+	}
+	t, err := nr.rt.CancelAsOperator(r.Context(), id, "admin API ("+r.RemoteAddr+")")
+	if errors.Is(err, taskproxy.ErrTerminal) && t != nil {
+		return apiError(http.StatusConflict, "task %s is already %s", id, t.Status)
+	}
+	if err != nil {
+		return storeError(err, id)
+	}
+	return writeJSON(w, http.StatusOK, viewTask(nr.name, nr.rt, t, false))
+}
+
+type storeHealth struct {
+	Store string `json:"store"`
+	taskproxy.Health
+}
+
+type healthReport struct {
+	Healthy bool          `json:"healthy"`
+	Stores  []storeHealth `json:"stores"`
+}
+
+// health answers 200 when every selected store is open, reachable and done
+// with recovery, else 503, with each store's state either way.
+func (a *AdminAPI) health(w http.ResponseWriter, r *http.Request) error {
+	rts, err := selectRuntimes(r)
+	if err != nil {
+		return err
+	}
+	rep := healthReport{Healthy: len(rts) > 0, Stores: make([]storeHealth, 0, len(rts))}
+	for _, nr := range rts {
+		h := nr.rt.Health(r.Context())
+		rep.Healthy = rep.Healthy && h.Healthy()
+		rep.Stores = append(rep.Stores, storeHealth{Store: nr.name, Health: h})
+	}
+	status := http.StatusOK
+	if !rep.Healthy {
+		status = http.StatusServiceUnavailable
+	}
+	return writeJSON(w, status, rep)
+}
+
+type storeInfo struct {
+	Store   string `json:"store"`
+	Open    bool   `json:"open"`
+	Workers int    `json:"workers"`
+}
+
+func (a *AdminAPI) stores(w http.ResponseWriter, r *http.Request) error {
+	out := []storeInfo{}
+	for _, nr := range pooledRuntimes() {
+		out = append(out, storeInfo{Store: nr.name, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers()})
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("encoding the answer: %w", err)}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(body, '\n'))
+	return err
+}
+
+// Interface guard
+var _ caddy.AdminRouter = (*AdminAPI)(nil)

@@ -1,0 +1,271 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+// The caddy mcp-tasks command: list, show and cancel tasks of a running
+// Caddy through its admin API (admin.go), for people (tables) and scripts
+// (--json).
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "mcp-tasks",
+		Usage: "list|show <id>|cancel <id>|health [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Short: "Lists, shows and cancels MCP tasks of a running Caddy",
+		Long: `
+Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
+tasks of every principal newest first, shows one, cancels one as its owner
+would (the upstream is told), or reports health. The admin address comes
+from --address, else from the config given with --config, else Caddy's
+default (localhost:2019).
+
+Tables are for people; --json prints the admin API's answer as is.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.PersistentFlags().String("address", "", "Address of the administration endpoint, if different from the config")
+			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file to read the admin address from")
+			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of the config adapter of --config")
+			cmd.PersistentFlags().Bool("json", false, "Print the admin API's JSON instead of a table")
+			cmd.PersistentFlags().String("store", "", "Storage directory of the store to use, when several are in use")
+
+			list := &cobra.Command{
+				Use:   "list",
+				Short: "Lists tasks of every principal, newest first",
+				Args:  cobra.NoArgs,
+				RunE:  runList,
+			}
+			list.Flags().String("status", "", "Only tasks with this status (working, input_required, completed, failed, cancelled)")
+			list.Flags().String("principal", "", "Only tasks of this principal")
+			list.Flags().String("tool", "", "Only tasks of this tool")
+			list.Flags().Int("limit", 0, "Tasks per page (default 50, at most 1000)")
+			list.Flags().String("cursor", "", "Cursor of the page to show, from a previous page")
+			list.Flags().Bool("detail", false, "Include arguments and results (with --json)")
+
+			show := &cobra.Command{
+				Use:   "show <id>",
+				Short: "Shows one task",
+				Args:  cobra.ExactArgs(1),
+				RunE:  runShow,
+			}
+			show.Flags().Bool("detail", false, "Include arguments, result and inputs")
+
+			cancel := &cobra.Command{
+				Use:   "cancel <id>",
+				Short: "Cancels a task as its owner would; the upstream is told",
+				Args:  cobra.ExactArgs(1),
+				RunE:  runCancel,
+			}
+			health := &cobra.Command{
+				Use:   "health",
+				Short: "Reports the health of the task stores; fails when unhealthy",
+				Args:  cobra.NoArgs,
+				RunE:  runHealth,
+			}
+			cmd.AddCommand(list, show, cancel, health)
+		},
+	})
+}
+
+// adminCall sends a request to the admin API and returns the body of a
+// successful answer; an error answer becomes an error with its message.
+func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
+	fl := cmd.Flags()
+	address, _ := fl.GetString("address")
+	config, _ := fl.GetString("config")
+	adapter, _ := fl.GetString("adapter")
+	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return nil, 0, fmt.Errorf("finding the admin address: %w", err)
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the answer of %s: %w", uri, err)
+	}
+	return body, resp.StatusCode, nil
+}
+
+func withStore(cmd *cobra.Command, q url.Values) url.Values {
+	if store, _ := cmd.Flags().GetString("store"); store != "" {
+		q.Set("store", store)
+	}
+	return q
+}
+
+func wantJSON(cmd *cobra.Command) bool {
+	v, _ := cmd.Flags().GetBool("json")
+	return v
+}
+
+func encodeQuery(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+func runList(cmd *cobra.Command, _ []string) error {
+	q := url.Values{}
+	for _, name := range []string{"status", "principal", "tool", "cursor"} {
+		if v, _ := cmd.Flags().GetString(name); v != "" {
+			q.Set(name, v)
+		}
+	}
+	if n, _ := cmd.Flags().GetInt("limit"); n != 0 {
+		q.Set("limit", fmt.Sprint(n))
+	}
+	if d, _ := cmd.Flags().GetBool("detail"); d {
+		q.Set("detail", "1")
+	}
+	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/tasks"+encodeQuery(withStore(cmd, q)))
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		_, err := out.Write(body)
+		return err
+	}
+	var page taskPage
+	if err := json.Unmarshal(body, &page); err != nil {
+		return fmt.Errorf("decoding the task list: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tPRINCIPAL\tTOOL\tERA\tCREATED\tUPDATED")
+	for _, t := range page.Tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Principal), t.Tool, t.Era,
+			t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(out, "\nmore: caddy mcp-tasks list --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+func runShow(cmd *cobra.Command, args []string) error {
+	q := url.Values{}
+	if d, _ := cmd.Flags().GetBool("detail"); d {
+		q.Set("detail", "1")
+	}
+	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+encodeQuery(withStore(cmd, q)))
+	if err != nil {
+		return err
+	}
+	if wantJSON(cmd) {
+		_, err := cmd.OutOrStdout().Write(body)
+		return err
+	}
+	var t adminTask
+	if err := json.Unmarshal(body, &t); err != nil {
+		return fmt.Errorf("decoding the task: %w", err)
+	}
+	return printTask(cmd.OutOrStdout(), t)
+}
+
+func runCancel(cmd *cobra.Command, args []string) error {
+	body, _, err := adminCall(cmd, http.MethodPost, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+"/cancel"+encodeQuery(withStore(cmd, url.Values{})))
+	if err != nil {
+		return err
+	}
+	if wantJSON(cmd) {
+		_, err := cmd.OutOrStdout().Write(body)
+		return err
+	}
+	var t adminTask
+	if err := json.Unmarshal(body, &t); err != nil {
+		return fmt.Errorf("decoding the task: %w", err)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %s: %s\n", t.ID, t.Status)
+	return err
+}
+
+func runHealth(cmd *cobra.Command, _ []string) error {
+	// AdminAPIRequest turns 503 into an error with the body, which says
+	// what is wrong; a healthy answer is printed.
+	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health"+encodeQuery(withStore(cmd, url.Values{})))
+	if err != nil {
+		return err
+	}
+	if wantJSON(cmd) {
+		_, err := cmd.OutOrStdout().Write(body)
+		return err
+	}
+	var rep healthReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("decoding the health report: %w", err)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STORE\tOPEN\tREACHABLE\tRECOVERED\tWORKERS")
+	for _, s := range rep.Stores {
+		fmt.Fprintf(tw, "%s\t%t\t%t\t%t\t%d\n", s.Store, s.Open, s.Reachable, s.Recovered, s.Workers)
+	}
+	return tw.Flush()
+}
+
+// printTask writes one task as aligned "field: value" lines.
+func printTask(w io.Writer, t adminTask) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("id", t.ID)
+	row("status", t.Status)
+	row("message", t.StatusMessage)
+	row("principal", orDash(t.Principal))
+	row("tenant", t.Tenant)
+	row("tool", t.Tool)
+	row("era", t.Era)
+	row("store", t.Store)
+	row("created", t.CreatedAt.Local().Format(time.RFC3339))
+	row("updated", t.UpdatedAt.Local().Format(time.RFC3339))
+	row("expires", t.ExpiresAt.Local().Format(time.RFC3339))
+	row("running here", fmt.Sprint(t.RunningHere))
+	row("lease holder", t.LeaseHolder)
+	if t.InputsOpen > 0 {
+		row("inputs open", fmt.Sprint(t.InputsOpen))
+	}
+	if t.Error != nil {
+		row("error", fmt.Sprintf("%d %s", t.Error.Code, t.Error.Message))
+	}
+	row("params", compactJSON(t.Params))
+	row("result", compactJSON(t.Result))
+	return tw.Flush()
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}

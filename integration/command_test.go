@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCaddy runs the real caddy binary with args and returns its stdout,
+// stderr and whether it exited 0.
+func runCaddy(t *testing.T, args ...string) (string, string, bool) {
+	t.Helper()
+	cmd := exec.Command(caddyBinary, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		if _, exited := err.(*exec.ExitError); !exited {
+			t.Fatalf("caddy %v: %v", args, err)
+		}
+	}
+	return stdout.String(), stderr.String(), err == nil
+}
+
+// caddy mcp-tasks list, show, cancel and health against a running gateway:
+// tables for people, --json for scripts, the admin address from --address
+// or from the config file, errors with a non-zero exit.
+func TestCommandMCPTasks(t *testing.T) {
+	up, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	waitFor(t, 30*time.Second, "health", func() bool {
+		_, _, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
+		return ok
+	})
+	alice := newRPCClient(t, gw.URL)
+	alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+	alice.initialize("")
+	quick := alice.createTask("slow_compute", map[string]any{"seconds": 0.01}, 60000)
+	waitFor(t, 30*time.Second, "the quick task to complete", func() bool { return alice.getTask(quick.TaskID).Status == "completed" })
+	slow := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCalls(ctx, "slow_compute", 2); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("list table", func(t *testing.T) {
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr)
+		if !ok {
+			t.Fatalf("list failed: %s", errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "STATUS") ||
+			!strings.HasPrefix(lines[1], slow.TaskID) || !strings.Contains(lines[1], "working") || !strings.Contains(lines[1], "alice") ||
+			!strings.HasPrefix(lines[2], quick.TaskID) || !strings.Contains(lines[2], "completed") {
+			t.Errorf("list table:\n%s", out)
+		}
+	})
+
+	t.Run("list json with a filter, address from the config", func(t *testing.T) {
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "list", "--config", gw.config, "--adapter", "caddyfile", "--status", "completed", "--json")
+		if !ok {
+			t.Fatalf("list --json failed: %s", errOut)
+		}
+		var page adminPage
+		if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Tasks) != 1 || page.Tasks[0].ID != quick.TaskID {
+			t.Errorf("list --json --status completed = %s (%v)", out, err)
+		}
+	})
+
+	t.Run("paging", func(t *testing.T) {
+		out, _, ok := runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr, "--limit", "1")
+		if !ok || !strings.Contains(out, "more: caddy mcp-tasks list --cursor ") {
+			t.Fatalf("list --limit 1:\n%s", out)
+		}
+		cursor := strings.TrimSpace(out[strings.LastIndex(out, "--cursor ")+len("--cursor "):])
+		out, _, ok = runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr, "--limit", "1", "--cursor", cursor)
+		if !ok || !strings.Contains(out, quick.TaskID) || strings.Contains(out, slow.TaskID) {
+			t.Errorf("second page:\n%s", out)
+		}
+	})
+
+	t.Run("show", func(t *testing.T) {
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "show", quick.TaskID, "--address", gw.adminAddr, "--detail")
+		if !ok || !strings.Contains(out, "id:") || !strings.Contains(out, quick.TaskID) || !strings.Contains(out, "status:") ||
+			!strings.Contains(out, "completed") || !strings.Contains(out, "result:") {
+			t.Errorf("show:\n%s\n%s", out, errOut)
+		}
+		out, errOut, ok = runCaddy(t, "mcp-tasks", "show", "no-such-task", "--address", gw.adminAddr)
+		if ok || !strings.Contains(errOut, "404") || !strings.Contains(errOut, "not found") {
+			t.Errorf("show of an unknown id: ok=%v\n%s\n%s", ok, out, errOut)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "cancel", slow.TaskID, "--address", gw.adminAddr)
+		if !ok || strings.TrimSpace(out) != "task "+slow.TaskID+": cancelled" {
+			t.Fatalf("cancel: %q %s", out, errOut)
+		}
+		if err := up.WaitCancellations(ctx, "slow_compute", 1); err != nil {
+			t.Fatalf("the upstream never saw the cancellation: %v", err)
+		}
+		out, errOut, ok = runCaddy(t, "mcp-tasks", "cancel", slow.TaskID, "--address", gw.adminAddr, "--json")
+		if ok || !strings.Contains(errOut, "409") {
+			t.Errorf("second cancel: ok=%v %s %s", ok, out, errOut)
+		}
+	})
+
+	t.Run("health", func(t *testing.T) {
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
+		if !ok || !strings.Contains(out, "STORE") || !strings.Contains(out, gw.opts.StorageDir) {
+			t.Errorf("health:\n%s\n%s", out, errOut)
+		}
+	})
+}

@@ -1,0 +1,133 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// What the operator's admin API does with a runtime: browse its tasks,
+// cancel one as its owner would, and report health.
+
+// auditOperatorCancelled is the audit event of a cancellation by an operator.
+const auditOperatorCancelled = "task cancelled by operator"
+
+// adminStore returns the store for operator access.
+func (rt *Runtime) adminStore() (AdminLister, error) {
+	if !rt.Ready() {
+		return nil, ErrNotReady
+	}
+	al, ok := rt.Store.(AdminLister)
+	if !ok {
+		return nil, ErrNoAdminAccess
+	}
+	return al, nil
+}
+
+// ListAll pages through the tasks of every owner, newest first
+// (AdminLister.ListAll). It gives ErrNotReady before the store opened.
+func (rt *Runtime) ListAll(ctx context.Context, filter TaskFilter, cursor string, limit int) ([]*Task, string, error) {
+	al, err := rt.adminStore()
+	if err != nil {
+		return nil, "", err
+	}
+	return al.ListAll(ctx, filter, cursor, limit)
+}
+
+// GetAny returns the task with id whatever its owner (AdminLister.GetAny).
+func (rt *Runtime) GetAny(ctx context.Context, id string) (*Task, error) {
+	al, err := rt.adminStore()
+	if err != nil {
+		return nil, err
+	}
+	return al.GetAny(ctx, id)
+}
+
+// Running reports whether a worker of this process runs task id.
+func (rt *Runtime) Running(id string) bool {
+	_, ok := rt.workers.get(id)
+	return ok
+}
+
+// CancelAsOperator cancels task id as its owner's tasks/cancel would: the
+// cancellation is stored, subscribers hear of it, and the upstream is told
+// (notifications/cancelled on 2025-11-25, the call's stream closed on
+// 2026-07-28). The audit log records it as the owner's cancellation and, in
+// a second line, the operator who asked. A terminal task gives ErrTerminal
+// with the task.
+func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*Task, error) {
+	t, err := rt.GetAny(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status.Terminal() {
+		return t, ErrTerminal
+	}
+	g := rt.gatewayFor(t.Route)
+	if g == nil { // the route is gone: the gateway in charge has the store and logs
+		g = rt.gateway.Load()
+	}
+	if g == nil {
+		return nil, ErrNotReady
+	}
+	// The upstream's notification goes through Caddy's handler chain,
+	// which needs the values of a request Caddy served (its replacer,
+	// server, variables): the worker's own detached request has them, the
+	// admin request does not.
+	if run, ok := rt.workers.get(id); ok && run.base != nil {
+		ctx = run.base.Context()
+	}
+	cancelled, err := g.cancelTask(ctx, t.Owner, id, nil)
+	if err != nil {
+		if errors.Is(err, ErrTerminal) { // it ended meanwhile
+			if now, gerr := rt.GetAny(ctx, id); gerr == nil {
+				return now, ErrTerminal
+			}
+		}
+		return nil, fmt.Errorf("cancelling task %s: %w", id, err)
+	}
+	if ce := g.auditLog.Check(zap.InfoLevel, auditOperatorCancelled); ce != nil {
+		ce.Write(zap.String("task", id), zap.String("principal", t.Principal), zap.String("tenant", t.Tenant),
+			zap.String("tool", t.Tool), zap.String("operator", operator))
+	}
+	return cancelled, nil
+}
+
+// Health is what a load balancer check needs to know of a runtime.
+type Health struct {
+	// Open: the store is open (a configuration using it started).
+	Open bool `json:"open"`
+	// Reachable: a read of the store succeeded just now.
+	Reachable bool `json:"reachable"`
+	// Error says why the store is not reachable.
+	Error string `json:"error,omitempty"`
+	// Workers is the number of task workers running in this process.
+	Workers int `json:"workers"`
+	// Recovered: the recovery pass after the start (taking over, re-running
+	// or failing the tasks a previous process left running) is done.
+	Recovered bool `json:"recovered"`
+}
+
+// Healthy reports whether the store is open and reachable and recovery is
+// done.
+func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Recovered }
+
+// Health reads the store once (a lookup of an id that cannot exist) and
+// reports the runtime's state.
+func (rt *Runtime) Health(ctx context.Context) Health {
+	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load()}
+	if !h.Open {
+		h.Error = ErrNotReady.Error()
+		return h
+	}
+	_, err := rt.Store.Get(ctx, "", "health-probe") // not a task id: ids are 22 characters
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound):
+		h.Reachable = true
+	default:
+		h.Error = err.Error()
+	}
+	return h
+}

@@ -1,0 +1,51 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+)
+
+// Operator access to a store: browsing the tasks of every owner, for the
+// admin API. It is an optional interface beside Store, so that a store
+// backend without it still serves clients (the admin API then answers that
+// the store cannot be browsed).
+
+// TaskFilter selects the tasks of a store-wide listing; empty fields match
+// every task.
+type TaskFilter struct {
+	Status    Status
+	Principal string
+	Tool      string
+}
+
+// Match reports whether t passes the filter.
+func (f TaskFilter) Match(t *Task) bool {
+	return (f.Status == "" || t.Status == f.Status) &&
+		(f.Principal == "" || t.Principal == f.Principal) &&
+		(f.Tool == "" || t.Tool == f.Tool)
+}
+
+// AdminLister is a Store that operators can browse across owners. Its
+// methods bypass the owner binding every Store method enforces: only the
+// operator's admin API may call them.
+type AdminLister interface {
+	// ListAll returns up to limit tasks of every owner that match filter,
+	// newest first, after cursor ("" for the start), and the cursor of the
+	// next page ("" when there is none). A cursor it did not issue gives
+	// ErrInvalidCursor.
+	ListAll(ctx context.Context, filter TaskFilter, cursor string, limit int) ([]*Task, string, error)
+	// GetAny returns the task with id whatever its owner: ErrExpired when
+	// it was swept at the end of its ttl, ErrNotFound when it never
+	// existed (or its tombstone is gone too).
+	GetAny(ctx context.Context, id string) (*Task, error)
+}
+
+// Errors of the operator access.
+var (
+	// ErrNotReady means the runtime's store is not open yet: no
+	// configuration using it has started serving.
+	ErrNotReady = errors.New("task store not open yet (no configuration using it has started)")
+	// ErrNoAdminAccess means the store backend cannot be browsed across
+	// owners (it does not implement AdminLister).
+	ErrNoAdminAccess = errors.New("task store does not support store-wide listing")
+)

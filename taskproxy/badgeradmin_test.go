@@ -1,0 +1,116 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The store-wide listing pages through every owner's tasks newest first,
+// filters by status, principal and tool, and refuses forged cursors;
+// GetAny finds a task whatever its owner and tells expired from unknown.
+func TestBadgerListAll(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var all []*Task // creation order
+	for i, spec := range []struct {
+		owner, principal, tool string
+		status                 Status
+	}{
+		{"o:alice", "alice", "slow", StatusWorking},
+		{"o:bob", "bob", "slow", StatusCompleted},
+		{"o:alice", "alice", "greet", StatusCompleted},
+		{"o:carol", "carol", "slow", StatusWorking},
+		{"o:bob", "bob", "greet", StatusCancelled},
+		{"o:alice", "alice", "slow", StatusFailed},
+	} {
+		task := testTask(spec.owner, base.Add(time.Duration(i)*time.Second))
+		task.Principal, task.Tool, task.Status = spec.principal, spec.tool, spec.status
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, task)
+	}
+	ids := func(ts []*Task) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.ID)
+		}
+		return out
+	}
+	newest := slices.Clone(all)
+	slices.Reverse(newest)
+	pick := func(idx ...int) []string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, all[i].ID)
+		}
+		return out
+	}
+
+	tests := []struct {
+		name   string
+		filter TaskFilter
+		want   []string
+	}{
+		{"everything, newest first", TaskFilter{}, ids(newest)},
+		{"status", TaskFilter{Status: StatusWorking}, pick(3, 0)},
+		{"principal", TaskFilter{Principal: "alice"}, pick(5, 2, 0)},
+		{"tool and status", TaskFilter{Tool: "slow", Status: StatusCompleted}, pick(1)},
+		{"no match", TaskFilter{Principal: "dave"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, limit := range []int{1, 2, 4, 100} {
+				var got []string
+				cursor := ""
+				for pages := 0; ; pages++ {
+					if pages > len(all)+1 {
+						t.Fatalf("limit %d: no end of pages", limit)
+					}
+					page, next, err := s.ListAll(ctx, tt.filter, cursor, limit)
+					if err != nil {
+						t.Fatalf("limit %d: %v", limit, err)
+					}
+					if len(page) > limit {
+						t.Fatalf("limit %d: page of %d", limit, len(page))
+					}
+					got = append(got, ids(page)...)
+					if next == "" {
+						break
+					}
+					cursor = next
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("limit %d: got %v, want %v", limit, got, tt.want)
+				}
+			}
+		})
+	}
+
+	for _, bad := range []string{"x", "!!!", "MDAwMDAwMDAwMDAwMDAwMC8uLi8"} {
+		if _, _, err := s.ListAll(ctx, TaskFilter{}, bad, 10); !errors.Is(err, ErrInvalidCursor) {
+			t.Errorf("cursor %q: err = %v, want ErrInvalidCursor", bad, err)
+		}
+	}
+
+	got, err := s.GetAny(ctx, all[3].ID)
+	if err != nil || got.Owner != "o:carol" {
+		t.Fatalf("GetAny = %+v, %v", got, err)
+	}
+	if _, err := s.GetAny(ctx, NewTaskID()); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) {
+		t.Errorf("GetAny of an unknown id: err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Sweep(ctx, base.Add(2*time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAny(ctx, all[3].ID); !errors.Is(err, ErrExpired) {
+		t.Errorf("GetAny of a swept task: err = %v, want ErrExpired", err)
+	}
+	if page, _, err := s.ListAll(ctx, TaskFilter{}, "", 10); err != nil || len(page) != 0 {
+		t.Errorf("ListAll after the sweep: %d tasks, %v", len(page), err)
+	}
+}
