@@ -76,6 +76,8 @@ func newAuthenticator(ctx context.Context, j *JWTConfig, trustDomain string, log
 	return &authenticator{verifier: v, resourceMetadataURL: repl.ReplaceKnown(j.ResourceMetadataURL, "")}, nil
 }
 
+func (a *authenticator) trustDomain() string { return a.verifier.TrustDomain() }
+
 // authenticate verifies the bearer token of r. On success it returns r
 // carrying the principal as its task owner, and publishes the subject as
 // {http.auth.user.id} for access logs. On failure it writes 401 and returns
@@ -129,6 +131,8 @@ func newPlaceholderPrincipal(placeholder, trustDomain string) placeholderPrincip
 	}
 	return placeholderPrincipal{placeholder: placeholder, domain: "principal:" + hex.EncodeToString(h.Sum(nil)[:16])}
 }
+
+func (p placeholderPrincipal) trustDomain() string { return p.domain }
 
 func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Request) *http.Request {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -2,9 +2,11 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,5 +97,52 @@ func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
 			t.Fatalf("task: %+v, %v; want completed", task, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A task's request keeps what earlier handlers set on the replacer (the
+// caller's {http.auth.user.id} for header_up), its client address and TLS
+// state; a re-run after a restart, which starts from another caller's
+// request, keeps none of that caller's and names the task's own principal.
+func TestDetachedRequestIdentity(t *testing.T) {
+	served := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	served.RemoteAddr = "203.0.113.9:1234"
+	served.TLS = &tls.ConnectionState{ServerName: "gw.example.com"}
+	local := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 443}
+	ctx := context.WithValue(served.Context(), http.LocalAddrContextKey, net.Addr(local))
+	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, map[string]any{caddyhttp.ClientIPVarKey: "203.0.113.9"})
+	served = served.WithContext(ctx)
+	repl := caddyhttp.NewTestReplacer(served)
+	repl.Set("http.auth.user.id", "bob")
+	repl.Set("http.auth.user.email", "bob@example.com")
+
+	tests := []struct {
+		name                    string
+		ctx                     func(context.Context) context.Context
+		user, email, remote, ip string
+		tls                     bool
+	}{
+		{"task of the caller", func(c context.Context) context.Context {
+			return taskproxy.WithCaller(served, taskproxy.Caller{Owner: "o-bob", Principal: "bob"}).Context()
+		}, "bob", "bob@example.com", "203.0.113.9:1234", "203.0.113.9", true},
+		{"re-run of alice's task", func(c context.Context) context.Context {
+			return taskproxy.RerunContext(c, taskproxy.Caller{Owner: "o-alice", Principal: "alice"})
+		}, "alice", "", "10.0.0.5:443", "10.0.0.5", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := detachRequest(served.WithContext(tt.ctx(served.Context())))
+			r := d.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+			user, _ := r.GetString("http.auth.user.id")
+			email, _ := r.GetString("http.auth.user.email")
+			ip, _ := caddyhttp.GetVar(d.Context(), caddyhttp.ClientIPVarKey).(string)
+			if user != tt.user || email != tt.email || d.RemoteAddr != tt.remote || ip != tt.ip || (d.TLS != nil) != tt.tls {
+				t.Errorf("user %q email %q remote %q client_ip %q TLS %v; want %q %q %q %q %v",
+					user, email, d.RemoteAddr, ip, d.TLS != nil, tt.user, tt.email, tt.remote, tt.ip, tt.tls)
+			}
+			if got := repl.ReplaceAll("{http.auth.user.id}", ""); got != "bob" {
+				t.Errorf("the served request's replacer changed: %q", got)
+			}
+		})
 	}
 }

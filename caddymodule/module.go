@@ -234,6 +234,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		cfg.ListTasks = true
 	}
 
+	// The route identity names who vouches for the route's callers too:
+	// a re-run after a restart whose position now belongs to a route of
+	// other callers (a site added before it, say) finds no route instead of
+	// sending the task's arguments to that route's upstream.
+	if d, ok := h.authn.(interface{ trustDomain() string }); ok {
+		cfg.Route += "@" + d.trustDomain()
+	}
+
 	rt, err := acquireRuntime(dir, h.SyncWrites == nil || *h.SyncWrites, ctx.Logger().Named("badger"))
 	if err != nil {
 		return err
@@ -431,7 +439,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		// A CORS preflight carries no credentials by design (Fetch spec);
 		// it is not task business and not an auth failure. Other OPTIONS
-		// requests are checked as any request.
+		// requests are checked as any request. What passes unchecked is
+		// only the preflight itself: no body, no session, no credentials,
+		// so an upstream that reads any method as JSON-RPC gets nothing to
+		// act on.
+		r = r.Clone(r.Context())
+		r.Body, r.ContentLength, r.GetBody = http.NoBody, 0, nil
+		r.Header.Del("Content-Length")
+		r.Header.Del("Authorization")
+		r.Header.Del("Mcp-Session-Id")
 		return next.ServeHTTP(w, r)
 	}
 	r = withPeer(r)

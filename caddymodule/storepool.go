@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -60,15 +62,55 @@ func acquireRuntime(dir string, syncWrites bool, logger *zap.Logger) (*taskproxy
 // keeps Caddy's values but not r's cancellation, and the things handlers
 // write to (variables, the replacer, extra log fields) are fresh copies, so
 // the worker and the finishing client request never write to the same map.
+//
+// The new replacer answers the HTTP placeholders from the copy and falls
+// back to r's replacer for what earlier handlers set on it (such as
+// {http.auth.user.*} from basic_auth, forward_auth or this module's JWT
+// check), so reverse_proxy's header_up resolves on task calls exactly as on
+// plain ones. Response placeholders are not inherited: they belong to the
+// client's response, which another goroutine writes.
+//
+// A re-run after a restart (taskproxy.IsRerun) starts from a request some
+// other caller sent: it inherits no authentication placeholders, client
+// address or TLS state of that caller ({http.request.remote} and client_ip
+// name the gateway's own listener address), and {http.auth.user.id} names
+// the task's own principal.
 func detachRequest(r *http.Request) *http.Request {
 	ctx := context.WithoutCancel(r.Context())
+	rerun := taskproxy.IsRerun(ctx)
 	vars := map[string]any{}
 	if v, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
 		maps.Copy(vars, v)
 	}
+	gatewayAddr := ""
+	if rerun {
+		// The gateway itself originates a re-run: it stands in as the
+		// client, in place of whoever sent the request served first.
+		gatewayAddr = "0.0.0.0:0"
+		if a, ok := ctx.Value(http.LocalAddrContextKey).(net.Addr); ok {
+			gatewayAddr = a.String()
+		}
+		host, _, _ := net.SplitHostPort(gatewayAddr)
+		vars[caddyhttp.ClientIPVarKey] = host
+	}
 	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, vars)
 	ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, new(caddyhttp.ExtraLogFields))
 	detached := r.Clone(ctx)
-	caddyhttp.NewTestReplacer(detached) // a new replacer with detached's HTTP placeholders
+	if rerun {
+		detached.TLS, detached.RemoteAddr = nil, gatewayAddr
+	}
+	orig, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	repl := caddyhttp.NewTestReplacer(detached) // a new replacer with detached's HTTP placeholders
+	if orig != nil {
+		repl.Map(func(key string) (any, bool) {
+			if strings.HasPrefix(key, "http.response.") || rerun && strings.HasPrefix(key, "http.auth.") {
+				return nil, false
+			}
+			return orig.Get(key)
+		})
+	}
+	if who := taskproxy.CallerOf(ctx); rerun && who.Owner != taskproxy.Anonymous {
+		repl.Set("http.auth.user.id", who.Principal)
+	}
 	return detached
 }

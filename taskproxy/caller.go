@@ -32,3 +32,18 @@ func CallerOf(ctx context.Context) Caller {
 	}
 	return Caller{Owner: Anonymous, Principal: Anonymous}
 }
+
+type rerunCtxKey struct{}
+
+// IsRerun reports whether ctx belongs to a re-run after a restart: work the
+// gateway starts from a request that another caller sent, whose connection
+// and authentication state must not carry over (see Config.Detach).
+func IsRerun(ctx context.Context) bool {
+	v, _ := ctx.Value(rerunCtxKey{}).(bool)
+	return v
+}
+
+// RerunContext marks ctx as a re-run on behalf of c (see IsRerun).
+func RerunContext(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(context.WithValue(ctx, callerCtxKey{}, c), rerunCtxKey{}, true)
+}

@@ -70,7 +70,9 @@ type Config struct {
 	// tasks.
 	ListTasks bool
 	// Detach returns a copy of r that outlives the client's request, for
-	// workers. Nil uses context.WithoutCancel.
+	// workers. Nil uses context.WithoutCancel. For a re-run after a restart
+	// (IsRerun of r's context) r is another caller's request: the copy must
+	// carry none of that caller's connection or authentication state.
 	Detach func(r *http.Request) *http.Request
 	// RetryOnRestart names the tools whose calls are idempotent: a task of
 	// theirs that was running when the gateway died is re-run on restart

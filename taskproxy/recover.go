@@ -136,7 +136,12 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 // with the task's own endpoint, host and routing headers. None of that
 // caller's headers are kept: they are another client's.
 func (g *Gateway) rerunBase(served *http.Request, t *Task) *http.Request {
-	base := g.cfg.Detach(served)
+	// The served request is another caller's: the re-run carries the
+	// task's own caller, and Detach is told it is a re-run, so that the
+	// glue drops that caller's connection and authentication state.
+	ctx := RerunContext(served.Context(), Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	base := g.cfg.Detach(served.WithContext(ctx))
+	base.TLS = nil
 	base.Header = http.Header{}
 	for k, v := range t.Headers {
 		base.Header.Set(k, v)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,8 +94,19 @@ func (s *sessionTable) forget(id string) {
 // guardSession answers 404, as for an unknown session, when r names a
 // session that is not bound to owner. It reports whether r may go on.
 func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner string) bool {
+	// One session per request: with several values (or a list in one),
+	// the gateway would check one and an upstream that reads another would
+	// serve a session nobody checked.
+	if vals := r.Header.Values(headerSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
+		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
+		return false
+	}
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
+		if _, present := r.Header[headerSessionID]; present {
+			writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))
+			return false
+		}
 		return true
 	}
 	err := g.checkSession(r.Context(), sid, owner)

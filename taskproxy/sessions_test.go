@@ -214,3 +214,46 @@ func TestSessionBinding(t *testing.T) {
 	}
 	_ = g.rt.Close(time.Second)
 }
+
+// A request names one session or none: several Mcp-Session-Id values, a
+// list in one, or an empty one are refused before anything else, so the
+// gateway never checks one session while the upstream serves another.
+func TestSessionHeaderAmbiguity(t *testing.T) {
+	g := testGateway(t, Config{})
+	ctx := context.Background()
+	if err := g.rt.Store.BindSession(ctx, "bob-session", "bob", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.rt.Store.BindSession(ctx, "alice-session", "alice", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		values []string
+		want   int
+	}{
+		{"own session", []string{"bob-session"}, http.StatusOK},
+		{"no session", nil, http.StatusOK},
+		{"empty first, foreign second", []string{"", "alice-session"}, http.StatusBadRequest},
+		{"own first, foreign second", []string{"bob-session", "alice-session"}, http.StatusBadRequest},
+		{"a list in one value", []string{"bob-session, alice-session"}, http.StatusBadRequest},
+		{"empty", []string{""}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			for _, v := range tt.values {
+				r.Header.Add(headerSessionID, v)
+			}
+			r = WithCaller(r, Caller{Owner: "bob", Principal: "bob"})
+			up := &recordingUpstream{}
+			w := httptest.NewRecorder()
+			if err := g.ServeHTTP(w, r, up); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != tt.want || (tt.want != http.StatusOK) != (len(up.bodies) == 0) {
+				t.Errorf("HTTP %d, upstream got %d requests; want %d and the upstream reached only on 200", w.Code, len(up.bodies), tt.want)
+			}
+		})
+	}
+}
