@@ -157,7 +157,7 @@ func testLeaseConcurrentClaims(t *testing.T, s taskproxy.Store) {
 // task: either it came first and the end dropped it, or it sees ErrTerminal.
 func testLeaseVersusTerminal(t *testing.T, s taskproxy.Store) {
 	ctx := context.Background()
-	for range 20 {
+	for range 60 {
 		task := newTask("alice", t0)
 		task.Lease = taskproxy.Lease{Holder: holderA, Expires: t0.Add(time.Minute)}
 		mustCreate(t, s, task)
