@@ -74,7 +74,7 @@ func lockKey(schema string) int64 {
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	quoted := pgx.Identifier{schema}.Sanitize()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}

@@ -324,3 +324,19 @@ func TestStats(t *testing.T) {
 		t.Errorf("Stats = %+v, %v; want 3 tasks, 2 active, some bytes", st, err)
 	}
 }
+
+// Open fails with an error that names neither the password nor more than
+// it must, and does not hang, when the server is not there.
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bad := "postgres://mcp:s3cret-pw@/mcp_tasks?host=" + t.TempDir() + "&port=1&connect_timeout=5"
+	_, err := pgstore.Open(ctx, pgstore.Options{DSN: bad})
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("Open of a missing server: %v", err)
+	}
+	_, err = pgstore.Open(ctx, pgstore.Options{DSN: "postgres://mcp:s3cret-pw@host:notaport/db"})
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("Open of a malformed DSN: %v", err)
+	}
+}

@@ -81,7 +81,7 @@ type Store struct {
 func Open(ctx context.Context, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(o.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: parsing the DSN: %w", err) // pgx's message never holds the password
+		return nil, fmt.Errorf("pgstore: parsing the DSN: %w", err) // pgx redacts the password from its message
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -179,11 +179,16 @@ func retryable(err error) bool {
 
 const maxRetries = 20
 
+// readCommitted is the isolation the store's transactions are written for
+// (row locks and guarded writes, each statement seeing what committed before
+// it), whatever the server's default.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
 // inTx runs fn in a transaction, again when it failed on a concurrent one.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var err error
 	for range maxRetries {
-		err = pgx.BeginFunc(ctx, s.pool, fn)
+		err = pgx.BeginTxFunc(ctx, s.pool, readCommitted, fn)
 		if !retryable(err) {
 			return err
 		}

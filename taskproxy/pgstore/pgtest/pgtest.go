@@ -70,7 +70,7 @@ func Start(binDir string) (*Server, error) {
 	if _, err := os.Stat(filepath.Join(binDir, "initdb")); err != nil {
 		return nil, fmt.Errorf("no initdb in %s: %w", binDir, err)
 	}
-	dir, err := os.MkdirTemp("", "mcp-tasks-pg-")
+	dir, err := os.MkdirTemp(parentDir(), "mcp-tasks-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("making the cluster directory: %w", err)
 	}
@@ -136,6 +136,25 @@ func (s *Server) run(name string, args ...string) ([]byte, error) {
 	}
 	cmd.Dir = s.dir
 	return cmd.CombinedOutput()
+}
+
+// parentDir is where the cluster directory goes: the usual temporary
+// directory, unless we are root and user postgres could not reach it (a
+// TMPDIR under /root); then /tmp, which everyone can.
+func parentDir() string {
+	dir := os.TempDir()
+	if os.Geteuid() != 0 {
+		return dir
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+	}
 }
 
 // freePort returns a TCP port nobody listens on. The server only uses it to
