@@ -30,3 +30,12 @@ func TestBadgerOnDisk(t *testing.T) {
 		return s
 	})
 }
+
+func BenchmarkBadgerOnDisk(b *testing.B) {
+	s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: b.TempDir(), SyncWrites: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.Bench(b, s)
+}
