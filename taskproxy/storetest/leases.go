@@ -119,6 +119,41 @@ func testLeaseKeptByUpdate(t *testing.T, s taskproxy.Store) {
 	}
 }
 
+// An update may set, move or clear the lease itself; what it wrote is what
+// a later read and Acquire see.
+func testLeaseSetByUpdate(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	task := newTask("alice", t0)
+	mustCreate(t, s, task)
+	steps := []struct {
+		name  string
+		lease taskproxy.Lease
+	}{
+		{"set on a task without one", taskproxy.Lease{Holder: holderA, Expires: t0.Add(time.Minute)}},
+		{"moved to another holder", taskproxy.Lease{Holder: holderB, Expires: t0.Add(2 * time.Minute)}},
+		{"cleared", taskproxy.Lease{}},
+		{"set again", taskproxy.Lease{Holder: holderA, Expires: t0.Add(3 * time.Minute)}},
+	}
+	for _, st := range steps {
+		out, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Lease = st.lease; return nil })
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		got := mustGet(t, s, "alice", task.ID)
+		for what, l := range map[string]taskproxy.Lease{"returned": out.Lease, "stored": got.Lease} {
+			if l.Holder != st.lease.Holder || !l.Expires.Equal(st.lease.Expires) {
+				t.Errorf("%s: %s lease %+v, want %+v", st.name, what, l, st.lease)
+			}
+		}
+	}
+	if _, err := s.Acquire(ctx, "alice", task.ID, holderB, t0.Add(2*time.Minute), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+		t.Errorf("a lease set by an update did not hold: %v", err)
+	}
+	if _, err := s.Acquire(ctx, "alice", task.ID, holderB, t0.Add(3*time.Minute), time.Minute); err != nil {
+		t.Errorf("a lease set by an update did not expire: %v", err)
+	}
+}
+
 // Of concurrent claims on a free or expired lease exactly one wins.
 func testLeaseConcurrentClaims(t *testing.T, s taskproxy.Store) {
 	ctx := context.Background()

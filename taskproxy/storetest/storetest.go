@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"QuotaCountsActiveOnly", testQuotaActiveOnly},
 		{"Leases", testLeases},
 		{"LeaseKeptByUpdate", testLeaseKeptByUpdate},
+		{"LeaseSetByUpdate", testLeaseSetByUpdate},
 		{"LeaseConcurrentClaims", testLeaseConcurrentClaims},
 		{"LeaseVersusTerminal", testLeaseVersusTerminal},
 		{"Holder", testHolder},
