@@ -5,15 +5,15 @@ import "strings"
 // queries holds the store's SQL with the schema filled in, built once at
 // open. {s} stands for the quoted schema; $n are parameters.
 type queries struct {
-	lockOwner, countActiveUpTo, insertTask, insertLease, taskExists, byIdempotency string
-	get, tombstone, forUpdate, cas, casLease                                       string
-	leaseInsert, leaseUpdate, leaseDelete                                          string
-	list, countActive, listActive                                                  string
-	acquire, acquireState                                                          string
-	sweep, sweepTombstones, sweepSessions                                          string
-	bind, check, refresh, forget                                                   string
-	secretInit, secretGet                                                          string
-	stats                                                                          string
+	lockOwner, countActiveUpTo, insertTask, taskExists, byIdempotency string
+	get, tombstone, forUpdate, cas, casLease                          string
+	leaseInsert, leaseUpdate, leaseDelete                             string
+	list, countActive, listActive                                     string
+	acquire, acquireState                                             string
+	sweep, sweepTombstones, sweepSessions                             string
+	bind, check, refresh, forget                                      string
+	secretInit, secretGet                                             string
+	stats                                                             string
 }
 
 // active is the SQL test of a non-terminal task.
@@ -31,9 +31,11 @@ func newQueries(schema string) queries {
 		countActiveUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = $1 AND {active} LIMIT $2) c`,
 		// A conflict on the id or on the owner's idempotency key inserts
 		// nothing; the caller then finds out which.
-		insertTask: `INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record)
-			VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8) ON CONFLICT DO NOTHING`,
-		insertLease:   `INSERT INTO {s}.leases (task_id, holder, expires_ns) VALUES ($1, $2, $3)`,
+		insertTask: `WITH ins AS (
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record)
+				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8) ON CONFLICT DO NOTHING RETURNING id),
+			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT id, $9, $10 FROM ins WHERE $9 <> '')
+			SELECT count(*) FROM ins`,
 		taskExists:    `SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE id = $1)`,
 		byIdempotency: `SELECT id, fingerprint FROM {s}.tasks WHERE owner_hash = $1 AND idem_key = $2`,
 
@@ -110,7 +112,7 @@ func newQueries(schema string) queries {
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')`,
 	}
 	for _, p := range []*string{
-		&q.lockOwner, &q.countActiveUpTo, &q.insertTask, &q.insertLease, &q.taskExists, &q.byIdempotency,
+		&q.lockOwner, &q.countActiveUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
 		&q.get, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,

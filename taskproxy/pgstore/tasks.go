@@ -45,9 +45,11 @@ func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
-// CreateWithin stores t unless its owner is at the quota. With a quota the
-// owner's row in the owners table is locked first, so that concurrent
-// creates of one owner, on any replica, count one after the other.
+// CreateWithin stores t unless its owner is at the quota. Without a quota
+// the create is one statement (the task and its lease). With one, the
+// owner's row in the owners table is locked first, in a transaction, so
+// that concurrent creates of one owner, on any replica, count one after the
+// other.
 func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
 	if s.closed.Load() {
 		return taskproxy.ErrClosed
@@ -63,9 +65,15 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	var refused error
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		refused = nil
-		if maxActive > 0 {
+	if maxActive <= 0 {
+		for range maxRetries {
+			if refused, err = s.insert(ctx, s.pool, t, owner, data); !retryable(err) {
+				break
+			}
+		}
+	} else {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			refused = nil
 			if _, err := tx.Exec(ctx, s.q.lockOwner, owner); err != nil {
 				return err
 			}
@@ -77,39 +85,41 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 				refused = &taskproxy.QuotaError{Limit: maxActive}
 				return nil
 			}
-		}
-		for range maxRetries {
-			tag, err := tx.Exec(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
-				t.IdempotencyKey, t.Fingerprint, data)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 1 {
-				if t.Lease.Holder == "" {
-					return nil
-				}
-				_, err := tx.Exec(ctx, s.q.insertLease, t.ID, t.Lease.Holder, t.Lease.Expires.UnixNano())
-				return err
-			}
-			// Nothing inserted: the id exists, or the idempotency key
-			// belongs to a task of this owner. If that task was swept
-			// meanwhile, the insert is tried again.
-			if refused, err = s.conflict(ctx, tx, t, owner); refused != nil || err != nil {
-				return err
-			}
-		}
-		return fmt.Errorf("inserting task %s: kept conflicting with a task that vanished", t.ID)
-	})
+			var err error
+			refused, err = s.insert(ctx, tx, t, owner, data)
+			return err
+		})
+	}
 	if err != nil {
 		return s.fail("creating task "+t.ID, err)
 	}
 	return refused
 }
 
+// insert writes the task and its lease in one statement, unless its id or
+// its idempotency key is taken: then refused says why.
+func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner, data []byte) (refused, err error) {
+	for range maxRetries {
+		var n int
+		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
+			t.IdempotencyKey, t.Fingerprint, data, t.Lease.Holder, t.Lease.Expires.UnixNano()).Scan(&n)
+		if err != nil || n == 1 {
+			return nil, err
+		}
+		// Nothing inserted: the id exists, or the idempotency key belongs
+		// to a task of this owner. If that task was swept meanwhile, the
+		// insert is tried again.
+		if refused, err = s.conflict(ctx, q, t, owner); refused != nil || err != nil {
+			return refused, err
+		}
+	}
+	return nil, fmt.Errorf("inserting task %s: kept conflicting with a task that vanished", t.ID)
+}
+
 // conflict explains an insert that inserted nothing: ErrExists, a
 // *DuplicateError, ErrIdempotencyMismatch, or nil when the conflicting task
 // is gone.
-func (s *Store) conflict(ctx context.Context, tx pgx.Tx, t *taskproxy.Task, owner []byte) (refused, err error) {
+func (s *Store) conflict(ctx context.Context, tx querier, t *taskproxy.Task, owner []byte) (refused, err error) {
 	var exists bool
 	if err := tx.QueryRow(ctx, s.q.taskExists, t.ID).Scan(&exists); err != nil {
 		return nil, err
