@@ -8,7 +8,8 @@
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
-# conformance suite from npm) into a cache directory outside the repository.
+# conformance suite from npm) into a cache directory outside the repository,
+# and PostgreSQL's server binaries with apt-get when run as root.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")"
@@ -66,8 +67,24 @@ MSG
 	./caddy run --config Caddyfile.example --adapter caddyfile
 }
 
+# The PostgreSQL store's tests start a throwaway cluster from the server
+# binaries (taskproxy/pgstore/pgtest); on a fresh Debian or Ubuntu machine
+# running as root they are installed here. Otherwise those tests fail and
+# say what is missing, unless MCP_TASKS_TEST_DSN names a server.
+ensure_postgres() {
+	if [[ -n ${MCP_TASKS_TEST_DSN:-} ]] || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+		return
+	fi
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+		echo "installing postgresql for the store tests" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+	fi
+}
+
 run_tests() {
 	build
+	ensure_postgres
 	CADDY_BINARY="$PWD/caddy" DEMO_UPSTREAM_BINARY="$DEMO_BIN" \
 		go test -race -count=1 -timeout 20m ./... "$@"
 }

@@ -1,0 +1,27 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
+)
+
+var benchSchemas atomic.Int64
+
+func BenchmarkPostgres(b *testing.B) {
+	schema := fmt.Sprintf("b%d_%d", os.Getpid(), benchSchemas.Add(1))
+	defer admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.Bench(b, s)
+}

@@ -1,0 +1,67 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Leases. A lease is a row (task id, holder, expiry) beside the task. Taking
+// or renewing one is a single guarded upsert: it lands when the lease is
+// free, expired at now, or already the holder's, so of replicas racing for
+// an expired lease exactly one wins. The store knows no holder to be gone
+// before its lease expires (Badger's earlier-epoch rule has no equivalent
+// across replicas): a takeover waits for the expiry.
+
+// Acquire takes or renews the lease of the owner's task; see
+// taskproxy.Store.
+func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
+	if s.closed.Load() {
+		return nil, taskproxy.ErrClosed
+	}
+	ctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	expires := now.Add(ttl)
+	var record []byte
+	var err error
+	for range maxRetries {
+		err = s.pool.QueryRow(ctx, s.q.acquire, id, ownerHash(owner), holder, expires.UnixNano(), now.UnixNano()).Scan(&record)
+		if !retryable(err) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, s.refusedLease(ctx, owner, id)
+	case err != nil:
+		return nil, s.fail("taking the lease of task "+id, err)
+	}
+	t, err := decodeTask(record, &holder, new(expires.UnixNano()))
+	if err != nil {
+		return nil, s.fail("taking the lease of task "+id, err)
+	}
+	return t, nil
+}
+
+// refusedLease explains an Acquire that took nothing.
+func (s *Store) refusedLease(ctx context.Context, owner, id string) error {
+	var taskOwner []byte
+	var status string
+	err := s.pool.QueryRow(ctx, s.q.acquireState, id).Scan(&taskOwner, &status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return taskproxy.ErrNotFound
+	case err != nil:
+		return s.fail("reading task "+id, err)
+	case !bytes.Equal(taskOwner, ownerHash(owner)):
+		return taskproxy.ErrForeign
+	case taskproxy.Status(status).Terminal():
+		return taskproxy.ErrTerminal
+	}
+	return taskproxy.ErrLeaseHeld
+}

@@ -1,0 +1,176 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Listing. An owner's tasks are listed by (created_ns, id), and a cursor
+// names the position of the last task a page returned, with a MAC of that
+// position and the owner under a secret kept in the database: a store
+// accepts only cursors issued to the same owner by a replica of the same
+// database, and a forged one is refused (ErrInvalidCursor) rather than used.
+// The format is the Badger store's.
+
+// loadCursorSecret reads the secret, creating it on the first open; of
+// replicas that open together, the first insert wins and all read it.
+func (s *Store) loadCursorSecret(ctx context.Context) error {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return fmt.Errorf("pgstore: making a cursor secret: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, s.q.secretInit, secret); err != nil {
+		return fmt.Errorf("pgstore: storing the cursor secret: %w", err)
+	}
+	if err := s.pool.QueryRow(ctx, s.q.secretGet).Scan(&s.cursorSecret); err != nil {
+		return fmt.Errorf("pgstore: loading the cursor secret: %w", err)
+	}
+	if len(s.cursorSecret) != 32 {
+		return errors.New("pgstore: malformed cursor secret")
+	}
+	return nil
+}
+
+func (s *Store) cursorMAC(owner string, pos []byte) []byte {
+	m := hmac.New(sha256.New, s.cursorSecret)
+	m.Write([]byte(hex.EncodeToString(ownerHash(owner))))
+	m.Write([]byte{0})
+	m.Write(pos)
+	return m.Sum(nil)[:16]
+}
+
+func position(createdNs int64, id string) []byte {
+	return fmt.Appendf(nil, "%016x/%s", uint64(createdNs), id)
+}
+
+func (s *Store) issueCursor(owner string, createdNs int64, id string) string {
+	pos := position(createdNs, id)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.cursorMAC(owner, pos))
+}
+
+// readCursor returns the position of a cursor the store issued to owner.
+func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
+	enc := base64.RawURLEncoding
+	p, m, ok := strings.Cut(cursor, ".")
+	if !ok {
+		return 0, "", taskproxy.ErrInvalidCursor
+	}
+	pos, err1 := enc.DecodeString(p)
+	mac, err2 := enc.DecodeString(m)
+	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(owner, pos)) || len(pos) < 18 || pos[16] != '/' {
+		return 0, "", taskproxy.ErrInvalidCursor
+	}
+	created, err := strconv.ParseUint(string(pos[:16]), 16, 64)
+	if err != nil {
+		return 0, "", taskproxy.ErrInvalidCursor
+	}
+	return int64(created), string(pos[17:]), nil
+}
+
+// List pages through the owner's tasks, oldest first; see taskproxy.Store.
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+	if s.closed.Load() {
+		return nil, "", taskproxy.ErrClosed
+	}
+	if limit <= 0 {
+		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
+	}
+	afterNs, afterID := int64(math.MinInt64), ""
+	if cursor != "" {
+		var err error
+		if afterNs, afterID, err = s.readCursor(owner, cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	rows, err := s.pool.Query(ctx, s.q.list, ownerHash(owner), afterNs, afterID, limit+1)
+	if err != nil {
+		return nil, "", s.fail("listing tasks", err)
+	}
+	defer rows.Close()
+	var tasks []*taskproxy.Task
+	var lastNs int64
+	var lastID string
+	for rows.Next() {
+		if len(tasks) == limit {
+			return tasks, s.issueCursor(owner, lastNs, lastID), nil
+		}
+		var record []byte
+		var holder *string
+		var expires *int64
+		if err := rows.Scan(&lastID, &lastNs, &record, &holder, &expires); err != nil {
+			return nil, "", s.fail("listing tasks", err)
+		}
+		t, err := decodeTask(record, holder, expires)
+		if err != nil {
+			return nil, "", s.fail("listing tasks", err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.fail("listing tasks", err)
+	}
+	return tasks, "", nil
+}
+
+// CountActive returns how many of the owner's tasks are not terminal.
+func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
+	if s.closed.Load() {
+		return 0, taskproxy.ErrClosed
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, s.q.countActive, ownerHash(owner)).Scan(&n); err != nil {
+		return 0, s.fail("counting active tasks", err)
+	}
+	return n, nil
+}
+
+// ListActive pages through every owner's non-terminal tasks by id, for
+// recovery; the cursor is the last id returned (an internal cursor, never
+// shown to clients).
+func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+	if s.closed.Load() {
+		return nil, "", taskproxy.ErrClosed
+	}
+	if limit <= 0 {
+		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
+	}
+	rows, err := s.pool.Query(ctx, s.q.listActive, cursor, limit+1)
+	if err != nil {
+		return nil, "", s.fail("listing active tasks", err)
+	}
+	defer rows.Close()
+	var tasks []*taskproxy.Task
+	for rows.Next() {
+		if len(tasks) == limit {
+			return tasks, tasks[len(tasks)-1].ID, nil
+		}
+		var id string
+		var record []byte
+		var holder *string
+		var expires *int64
+		if err := rows.Scan(&id, &record, &holder, &expires); err != nil {
+			return nil, "", s.fail("listing active tasks", err)
+		}
+		t, err := decodeTask(record, holder, expires)
+		if err != nil {
+			return nil, "", s.fail("listing active tasks", err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.fail("listing active tasks", err)
+	}
+	return tasks, "", nil
+}

@@ -1,0 +1,108 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Versioned migrations. Open applies, in one transaction, those the schema
+// has not had yet, under a transaction-level advisory lock: replicas that
+// start together wait for each other, and the lock ends with the
+// transaction, so it works through transaction-pooling proxies too. A
+// migration is never edited once released; a change is a new one.
+//
+// {s} stands for the quoted schema name.
+var migrations = []string{
+	1: `
+CREATE TABLE {s}.meta (
+	key   text PRIMARY KEY,
+	value bytea NOT NULL
+);
+CREATE TABLE {s}.tasks (
+	id          text COLLATE "C" PRIMARY KEY,
+	owner_hash  bytea  NOT NULL,
+	status      text   NOT NULL,
+	created_ns  bigint NOT NULL,
+	expires_ns  bigint NOT NULL,
+	idem_key    text,
+	fingerprint text   NOT NULL DEFAULT '',
+	version     bigint NOT NULL,
+	record      bytea  NOT NULL
+);
+CREATE INDEX tasks_owner_created ON {s}.tasks (owner_hash, created_ns, id);
+CREATE INDEX tasks_active_owner ON {s}.tasks (owner_hash) WHERE status IN ('working', 'input_required');
+CREATE INDEX tasks_active_id ON {s}.tasks (id) WHERE status IN ('working', 'input_required');
+CREATE INDEX tasks_expires ON {s}.tasks (expires_ns);
+CREATE UNIQUE INDEX tasks_idempotency ON {s}.tasks (owner_hash, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE {s}.leases (
+	task_id    text COLLATE "C" PRIMARY KEY REFERENCES {s}.tasks (id) ON DELETE CASCADE,
+	holder     text   NOT NULL,
+	expires_ns bigint NOT NULL
+);
+CREATE TABLE {s}.owners (
+	owner_hash bytea PRIMARY KEY
+);
+CREATE TABLE {s}.tombstones (
+	task_id    text COLLATE "C" PRIMARY KEY,
+	owner_hash bytea  NOT NULL,
+	expires_ns bigint NOT NULL
+);
+CREATE INDEX tombstones_expires ON {s}.tombstones (expires_ns);
+CREATE TABLE {s}.sessions (
+	session_hash bytea PRIMARY KEY,
+	owner_hash   bytea  NOT NULL,
+	expires_ns   bigint NOT NULL
+);
+CREATE INDEX sessions_expires ON {s}.sessions (expires_ns);
+`,
+}
+
+// SchemaVersion is the schema version this build migrates to.
+var SchemaVersion = len(migrations) - 1
+
+// lockKey is the advisory lock of a schema's migrations.
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("caddy-mcp-tasks/pgstore/" + schema))
+	return int64(h.Sum64())
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	quoted := pgx.Identifier{schema}.Sanitize()
+	err := pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
+			return fmt.Errorf("taking the migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoted); err != nil {
+			return fmt.Errorf("creating schema %s: %w", quoted, err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+quoted+".schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+			return fmt.Errorf("creating the migrations table: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+quoted+".schema_migrations").Scan(&current); err != nil {
+			return fmt.Errorf("reading the schema version: %w", err)
+		}
+		if current > SchemaVersion {
+			return fmt.Errorf("schema %s is at version %d, newer than this gateway knows (%d): upgrade the gateway", quoted, current, SchemaVersion)
+		}
+		for v := current + 1; v <= SchemaVersion; v++ {
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(migrations[v], "{s}", quoted)); err != nil {
+				return fmt.Errorf("applying migration %d: %w", v, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+quoted+".schema_migrations (version) VALUES ($1)", v); err != nil {
+				return fmt.Errorf("recording migration %d: %w", v, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: migrating: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package pgstore
+
+import "strings"
+
+// queries holds the store's SQL with the schema filled in, built once at
+// open. {s} stands for the quoted schema; $n are parameters.
+type queries struct {
+	lockOwner, countActiveUpTo, insertTask, taskExists, byIdempotency string
+	get, tombstone, forUpdate, cas, casLease                          string
+	leaseInsert, leaseUpdate, leaseDelete                             string
+	list, countActive, listActive                                     string
+	acquire, acquireState                                             string
+	sweep, sweepTombstones, sweepSessions                             string
+	bind, check, refresh, forget                                      string
+	secretInit, secretGet                                             string
+	stats                                                             string
+}
+
+// active is the SQL test of a non-terminal task.
+const active = `status IN ('working', 'input_required')`
+
+// taskColumns reads a task with its lease: record, holder, lease expiry.
+const taskColumns = `t.record, l.holder, l.expires_ns`
+
+func newQueries(schema string) queries {
+	r := strings.NewReplacer("{s}", schema, "{active}", active, "{task}", taskColumns)
+	q := queries{
+		// The quota lock: the upsert locks the owner's row until commit.
+		lockOwner: `INSERT INTO {s}.owners (owner_hash) VALUES ($1)
+			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash`,
+		countActiveUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = $1 AND {active} LIMIT $2) c`,
+		// A conflict on the id or on the owner's idempotency key inserts
+		// nothing; the caller then finds out which.
+		insertTask: `WITH ins AS (
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record)
+				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8) ON CONFLICT DO NOTHING RETURNING id),
+			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT id, $9, $10 FROM ins WHERE $9 <> '')
+			SELECT count(*) FROM ins`,
+		taskExists:    `SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE id = $1)`,
+		byIdempotency: `SELECT id, fingerprint FROM {s}.tasks WHERE owner_hash = $1 AND idem_key = $2`,
+
+		get:       `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id WHERE t.id = $1`,
+		tombstone: `SELECT owner_hash FROM {s}.tombstones WHERE task_id = $1 AND expires_ns > $2`,
+		forUpdate: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.id = $1 FOR UPDATE OF t`,
+		// The compare-and-set of an update: it lands only on the version
+		// read, and only while the task is not terminal. A task becoming
+		// terminal loses its lease in the same statement.
+		cas: `WITH u AS (
+				UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, version = version + 1
+				WHERE id = $1 AND version = $2 AND {active} RETURNING id),
+			d AS (DELETE FROM {s}.leases WHERE $7 AND task_id IN (SELECT id FROM u))
+			SELECT count(*) FROM u`,
+		casLease: `UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, version = version + 1
+			WHERE id = $1 AND version = $2 AND {active}`,
+		// An update that changes the lease itself writes it only if it is
+		// still the lease the update read.
+		leaseInsert: `INSERT INTO {s}.leases (task_id, holder, expires_ns) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		leaseUpdate: `UPDATE {s}.leases SET holder = $4, expires_ns = $5 WHERE task_id = $1 AND holder = $2 AND expires_ns = $3`,
+		leaseDelete: `DELETE FROM {s}.leases WHERE task_id = $1 AND holder = $2 AND expires_ns = $3`,
+
+		list: `SELECT t.id, t.created_ns, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.owner_hash = $1 AND (t.created_ns, t.id) > ($2, $3) ORDER BY t.created_ns, t.id LIMIT $4`,
+		countActive: `SELECT count(*) FROM {s}.tasks WHERE owner_hash = $1 AND {active}`,
+		listActive: `SELECT t.id, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.{active} AND t.id > $1 ORDER BY t.id LIMIT $2`,
+
+		// Acquire in one statement: the task row is share-locked, so the
+		// end of the task (which deletes the lease) waits for it or goes
+		// first; the lease is taken when free, expired or already ours.
+		acquire: `WITH t AS (
+				SELECT id, record FROM {s}.tasks WHERE id = $1 AND owner_hash = $2 AND {active} FOR SHARE),
+			l AS (
+				INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT id, $3, $4 FROM t
+				ON CONFLICT (task_id) DO UPDATE SET holder = EXCLUDED.holder, expires_ns = EXCLUDED.expires_ns
+				WHERE {s}.leases.holder = EXCLUDED.holder OR {s}.leases.expires_ns <= $5
+				RETURNING task_id)
+			SELECT t.record FROM t JOIN l ON l.task_id = t.id`,
+		acquireState: `SELECT owner_hash, status FROM {s}.tasks WHERE id = $1`,
+
+		// One batch of the sweep: expired tasks go (their leases with
+		// them), each leaving a tombstone for its ttl (at least a second)
+		// from the wall-clock time of the sweep.
+		sweep: `WITH doomed AS (
+				SELECT id FROM {s}.tasks WHERE expires_ns <= $1 ORDER BY expires_ns LIMIT $2 FOR UPDATE SKIP LOCKED),
+			del AS (
+				DELETE FROM {s}.tasks t USING doomed WHERE t.id = doomed.id
+				RETURNING t.id, t.owner_hash, t.expires_ns - t.created_ns AS ttl),
+			stones AS (
+				INSERT INTO {s}.tombstones (task_id, owner_hash, expires_ns)
+				SELECT id, owner_hash, $3 + greatest(ttl, 1000000000) FROM del
+				ON CONFLICT (task_id) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns)
+			SELECT count(*) FROM del`,
+		sweepTombstones: `DELETE FROM {s}.tombstones WHERE task_id IN (
+			SELECT task_id FROM {s}.tombstones WHERE expires_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		sweepSessions: `DELETE FROM {s}.sessions WHERE session_hash IN (
+			SELECT session_hash FROM {s}.sessions WHERE expires_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+
+		// A binding is (re)written when it is free, expired or the owner's.
+		bind: `INSERT INTO {s}.sessions (session_hash, owner_hash, expires_ns) VALUES ($1, $2, $3)
+			ON CONFLICT (session_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns
+			WHERE {s}.sessions.owner_hash = EXCLUDED.owner_hash OR {s}.sessions.expires_ns <= $4`,
+		check:   `SELECT owner_hash FROM {s}.sessions WHERE session_hash = $1 AND expires_ns > $2`,
+		refresh: `UPDATE {s}.sessions SET expires_ns = $4 WHERE session_hash = $1 AND owner_hash = $2 AND expires_ns > $3`,
+		forget:  `DELETE FROM {s}.sessions WHERE session_hash = $1`,
+
+		secretInit: `INSERT INTO {s}.meta (key, value) VALUES ('cursor-secret', $1) ON CONFLICT (key) DO NOTHING`,
+		secretGet:  `SELECT value FROM {s}.meta WHERE key = 'cursor-secret'`,
+
+		stats: `SELECT (SELECT count(*) FROM {s}.tasks), (SELECT count(*) FROM {s}.tasks WHERE {active}),
+			(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')`,
+	}
+	for _, p := range []*string{
+		&q.lockOwner, &q.countActiveUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
+		&q.get, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
+		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
+		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
+		&q.secretInit, &q.secretGet, &q.stats,
+	} {
+		*p = r.Replace(*p)
+	}
+	return q
+}

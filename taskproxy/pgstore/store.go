@@ -1,0 +1,199 @@
+// Package pgstore is the taskproxy.Store on PostgreSQL (pgx/v5 with a
+// connection pool), for gateways that run as several replicas: every
+// replica opens the same database and sees every task at once.
+//
+// Layout (one schema, created and migrated by Open; migrate.go):
+//
+//	tasks       one row per task: indexed columns and the JSON record
+//	leases      the lease of a task (its own row, so a renewal rewrites
+//	            a few bytes and not the record)
+//	owners      one row per owner that created within a quota: the lock
+//	            that makes the quota count atomic with the create
+//	tombstones  swept tasks, so that their owner learns "expired"
+//	sessions    session-to-owner bindings
+//	meta        the cursor secret
+//
+// Owners and session ids are stored hashed, as in the Badger store. Every
+// write is guarded: a task leaves a non-terminal state at most once, and an
+// update is a compare-and-set on the row's version.
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Options configures Open.
+type Options struct {
+	// DSN is the PostgreSQL connection string (a URL or key=value pairs,
+	// as libpq and pgx accept them).
+	DSN string
+	// Schema is the schema that holds the store's tables; it is created
+	// if missing. Empty means DefaultSchema. Two gateways on one database
+	// share tasks only when they use the same schema.
+	Schema string
+	// MaxConns caps the connection pool; 0 keeps pgx's default (the
+	// greater of 4 and the number of CPUs).
+	MaxConns int32
+	// MaxRecordBytes caps the encoded size of one task record; a write of
+	// a larger one fails alone with taskproxy.ErrRecordTooLarge. 0 means
+	// taskproxy.DefaultMaxRecordBytes.
+	MaxRecordBytes int
+	// WriteTimeout bounds one write. Writes do not follow the caller's
+	// cancellation, as in the Badger store: a write a client walked away
+	// from still lands or fails as a whole. 0 means DefaultWriteTimeout.
+	WriteTimeout time.Duration
+}
+
+// DefaultSchema is the schema of the store unless configured.
+const DefaultSchema = "mcp_tasks"
+
+// DefaultWriteTimeout bounds a write unless configured.
+const DefaultWriteTimeout = 30 * time.Second
+
+// Store is the taskproxy.Store on PostgreSQL.
+type Store struct {
+	pool         *pgxpool.Pool
+	schema       string
+	q            queries
+	holder       string
+	cursorSecret []byte
+	maxRecord    int
+	writeTimeout time.Duration
+	closed       atomic.Bool
+}
+
+// Open connects, creates or migrates the schema (safe when several
+// processes open at once), and loads the cursor secret.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(o.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parsing the DSN: %w", err) // pgx redacts the password from its message
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	schema := o.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: connecting: %w", err)
+	}
+	s := &Store{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), maxRecord: o.MaxRecordBytes, writeTimeout: o.WriteTimeout}
+	if s.maxRecord <= 0 {
+		s.maxRecord = taskproxy.DefaultMaxRecordBytes
+	}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	if err := migrate(ctx, pool, schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.loadCursorSecret(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.holder, err = newHolder()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newHolder names this opening of the store as a lease holder: host, pid and
+// a random part, so that it is unique among replicas and across restarts.
+func newHolder() (string, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("pgstore: naming the lease holder: %w", err)
+	}
+	return fmt.Sprintf("pg/%s/p%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])), nil
+}
+
+// Holder names this process as a lease holder of this store.
+func (s *Store) Holder() string { return s.holder }
+
+// Close closes the pool; later calls to any method return ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close() // waits for the connections in use to come back
+	return nil
+}
+
+// fail wraps err with what failed, and reports ErrClosed for a call that
+// raced Close.
+func (s *Store) fail(what string, err error) error {
+	if s.closed.Load() {
+		return taskproxy.ErrClosed
+	}
+	return fmt.Errorf("pgstore: %s: %w", what, err)
+}
+
+// writeContext gives a write its own deadline, detached from the caller's
+// cancellation.
+func (s *Store) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
+}
+
+// ownerHash is the stored form of an owner key: fixed size, whatever the
+// principal looks like (the same hash as the Badger store's).
+func ownerHash(owner string) []byte {
+	sum := sha256.Sum256([]byte(owner))
+	return sum[:16]
+}
+
+func sessionHash(id string) []byte {
+	sum := sha256.Sum256([]byte(id))
+	return sum[:]
+}
+
+// retryable reports whether a transaction failed only because of a
+// concurrent one and may simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") // serialization failure, deadlock
+}
+
+const maxRetries = 20
+
+// readCommitted is the isolation the store's transactions are written for
+// (row locks and guarded writes, each statement seeing what committed before
+// it), whatever the server's default.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// inTx runs fn in a transaction, again when it failed on a concurrent one.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var err error
+	for range maxRetries {
+		err = pgx.BeginTxFunc(ctx, s.pool, readCommitted, fn)
+		if !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+var _ taskproxy.Store = (*Store)(nil)

@@ -1,0 +1,14 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
+)
+
+// The PostgreSQL store passes the shared store suite, each case in a fresh
+// schema.
+func TestSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) taskproxy.Store { return open(t, newSchema(t)) })
+}

@@ -1,0 +1,341 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// encodeRecord encodes t for storing, within the size limit. The lease is
+// left out: it has a row of its own.
+func (s *Store) encodeRecord(t *taskproxy.Task) ([]byte, error) {
+	rec := *t
+	rec.Lease = taskproxy.Lease{}
+	data, err := json.Marshal(&rec)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: encoding task %s: %w", t.ID, err)
+	}
+	if len(data) > s.maxRecord {
+		return nil, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+	}
+	return data, nil
+}
+
+// decodeTask decodes a record and attaches the lease read beside it.
+func decodeTask(record []byte, holder *string, expires *int64) (*taskproxy.Task, error) {
+	var t taskproxy.Task
+	if err := json.Unmarshal(record, &t); err != nil {
+		return nil, fmt.Errorf("decoding a task record: %w", err)
+	}
+	if holder != nil && expires != nil {
+		t.Lease = taskproxy.Lease{Holder: *holder, Expires: time.Unix(0, *expires)}
+	}
+	return &t, nil
+}
+
+// Create stores a new task; see taskproxy.Store.
+func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
+	return s.CreateWithin(ctx, t, 0)
+}
+
+// CreateWithin stores t unless its owner is at the quota. Without a quota
+// the create is one statement (the task and its lease). With one, the
+// owner's row in the owners table is locked first, in a transaction, so
+// that concurrent creates of one owner, on any replica, count one after the
+// other.
+func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
+	if s.closed.Load() {
+		return taskproxy.ErrClosed
+	}
+	data, err := s.encodeRecord(t)
+	if err != nil {
+		return err
+	}
+	if t.Status.Terminal() {
+		maxActive = 0
+	}
+	owner := ownerHash(t.Owner)
+	ctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	var refused error
+	if maxActive <= 0 {
+		for range maxRetries {
+			if refused, err = s.insert(ctx, s.pool, t, owner, data); !retryable(err) {
+				break
+			}
+		}
+	} else {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			refused = nil
+			if _, err := tx.Exec(ctx, s.q.lockOwner, owner); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxActive {
+				refused = &taskproxy.QuotaError{Limit: maxActive}
+				return nil
+			}
+			var err error
+			refused, err = s.insert(ctx, tx, t, owner, data)
+			return err
+		})
+	}
+	if err != nil {
+		return s.fail("creating task "+t.ID, err)
+	}
+	return refused
+}
+
+// insert writes the task and its lease in one statement, unless its id or
+// its idempotency key is taken: then refused says why.
+func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner, data []byte) (refused, err error) {
+	for range maxRetries {
+		var n int
+		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
+			t.IdempotencyKey, t.Fingerprint, data, t.Lease.Holder, t.Lease.Expires.UnixNano()).Scan(&n)
+		if err != nil || n == 1 {
+			return nil, err
+		}
+		// Nothing inserted: the id exists, or the idempotency key belongs
+		// to a task of this owner. If that task was swept meanwhile, the
+		// insert is tried again.
+		if refused, err = s.conflict(ctx, q, t, owner); refused != nil || err != nil {
+			return refused, err
+		}
+	}
+	return nil, fmt.Errorf("inserting task %s: kept conflicting with a task that vanished", t.ID)
+}
+
+// conflict explains an insert that inserted nothing: ErrExists, a
+// *DuplicateError, ErrIdempotencyMismatch, or nil when the conflicting task
+// is gone.
+func (s *Store) conflict(ctx context.Context, tx querier, t *taskproxy.Task, owner []byte) (refused, err error) {
+	var exists bool
+	if err := tx.QueryRow(ctx, s.q.taskExists, t.ID).Scan(&exists); err != nil {
+		return nil, err
+	}
+	if exists {
+		return taskproxy.ErrExists, nil
+	}
+	if t.IdempotencyKey == "" {
+		return nil, nil
+	}
+	var id, fingerprint string
+	err = tx.QueryRow(ctx, s.q.byIdempotency, owner, t.IdempotencyKey).Scan(&id, &fingerprint)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case fingerprint != t.Fingerprint:
+		return taskproxy.ErrIdempotencyMismatch, nil
+	}
+	return &taskproxy.DuplicateError{TaskID: id}, nil
+}
+
+// row is a task as read for a write: its owner hash and version too.
+type row struct {
+	owner   []byte
+	version int64
+	task    *taskproxy.Task
+}
+
+func scanRow(r pgx.Row) (*row, error) {
+	var out row
+	var record []byte
+	var holder *string
+	var expires *int64
+	if err := r.Scan(&out.owner, &out.version, &record, &holder, &expires); err != nil {
+		return nil, err
+	}
+	t, err := decodeTask(record, holder, expires)
+	if err != nil {
+		return nil, err
+	}
+	out.task = t
+	return &out, nil
+}
+
+// Get returns the owner's task; see taskproxy.Store.
+func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
+	if s.closed.Load() {
+		return nil, taskproxy.ErrClosed
+	}
+	r, err := scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, s.tombstone(ctx, owner, id)
+	case err != nil:
+		return nil, s.fail("reading task "+id, err)
+	case !bytes.Equal(r.owner, ownerHash(owner)):
+		return nil, taskproxy.ErrForeign
+	}
+	return r.task, nil
+}
+
+// tombstone gives ErrExpired when owner's task id was swept less than a ttl
+// ago, ErrNotFound otherwise (for other owners too).
+func (s *Store) tombstone(ctx context.Context, owner, id string) error {
+	var stoneOwner []byte
+	err := s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return taskproxy.ErrNotFound
+	case err != nil:
+		return s.fail("reading the tombstone of task "+id, err)
+	case bytes.Equal(stoneOwner, ownerHash(owner)):
+		return taskproxy.ErrExpired
+	}
+	return taskproxy.ErrNotFound
+}
+
+// optimisticTries is how many times Update tries a plain compare-and-set
+// before it locks the row for the read: under heavy contention on one task
+// the lock makes every writer wait its turn instead of retrying in vain.
+const optimisticTries = 3
+
+// Update applies fn to the owner's task as a compare-and-set on the row's
+// version; see taskproxy.Store.
+func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
+	if s.closed.Load() {
+		return nil, taskproxy.ErrClosed
+	}
+	ctx, cancel := s.writeContext(ctx)
+	defer cancel()
+	for attempt := 0; attempt < 1000; attempt++ {
+		var out *taskproxy.Task
+		var outcome error
+		var done bool
+		write := func(q querier, cur *row) error {
+			done, outcome, out = false, nil, nil
+			if !bytes.Equal(cur.owner, ownerHash(owner)) {
+				done, outcome = true, taskproxy.ErrForeign
+				return nil
+			}
+			if cur.task.Status.Terminal() {
+				done, outcome = true, taskproxy.ErrTerminal
+				return nil
+			}
+			next, refused := s.apply(cur.task, fn)
+			if refused != nil {
+				done, outcome = true, refused
+				return nil
+			}
+			data, err := s.encodeRecord(next)
+			if err != nil {
+				done, outcome = true, err
+				return nil
+			}
+			ok, err := s.compareAndSet(ctx, q, cur, next, data)
+			if err != nil || !ok {
+				return err
+			}
+			if next.Status.Terminal() {
+				next.Lease = taskproxy.Lease{}
+			}
+			done, out = true, next
+			return nil
+		}
+		var err error
+		if attempt < optimisticTries {
+			var cur *row
+			cur, err = scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+			if err == nil {
+				err = write(s.pool, cur)
+			}
+		} else {
+			err = s.inTx(ctx, func(tx pgx.Tx) error {
+				cur, err := scanRow(tx.QueryRow(ctx, s.q.forUpdate, id))
+				if err != nil {
+					return err
+				}
+				return write(tx, cur)
+			})
+		}
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil, taskproxy.ErrNotFound
+		case err != nil && !retryable(err):
+			return nil, s.fail("updating task "+id, err)
+		case done:
+			return out, outcome
+		}
+	}
+	return nil, s.fail("updating task "+id, errors.New("gave up after 1000 concurrent changes"))
+}
+
+// apply runs fn on a copy of cur and checks what it may change.
+func (s *Store) apply(cur *taskproxy.Task, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
+	next := cur.Clone()
+	if err := fn(next); err != nil {
+		return nil, err
+	}
+	if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+		return nil, fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", cur.ID)
+	}
+	if next.Status != cur.Status && !taskproxy.CanTransition(cur.Status, next.Status) {
+		return nil, fmt.Errorf("%w: %s to %s", taskproxy.ErrBadTransition, cur.Status, next.Status)
+	}
+	return next, nil
+}
+
+// querier is the pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// compareAndSet writes next over cur if the row is still at cur's version
+// and not terminal; it reports false when it was not.
+func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *taskproxy.Task, data []byte) (bool, error) {
+	terminal := next.Status.Terminal()
+	args := []any{next.ID, cur.version, string(next.Status), next.IdempotencyKey, next.Fingerprint, data}
+	if terminal || next.Lease == cur.task.Lease {
+		var n int
+		err := q.QueryRow(ctx, s.q.cas, append(args, terminal)...).Scan(&n)
+		return n == 1, err
+	}
+	// fn changed the lease itself: the record and the lease change
+	// together, the lease only if it is still the one read.
+	ok := false
+	// In a transaction already (the locked path), this is a savepoint.
+	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.q.casLease, args...)
+		if err != nil || tag.RowsAffected() != 1 {
+			return err
+		}
+		old, lease := cur.task.Lease, next.Lease
+		switch {
+		case old.Holder == "":
+			tag, err = tx.Exec(ctx, s.q.leaseInsert, next.ID, lease.Holder, lease.Expires.UnixNano())
+		case lease.Holder == "":
+			tag, err = tx.Exec(ctx, s.q.leaseDelete, next.ID, old.Holder, old.Expires.UnixNano())
+		default:
+			tag, err = tx.Exec(ctx, s.q.leaseUpdate, next.ID, old.Holder, old.Expires.UnixNano(), lease.Holder, lease.Expires.UnixNano())
+		}
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return errLeaseMoved // roll back the record too
+		}
+		ok = true
+		return nil
+	})
+	if errors.Is(err, errLeaseMoved) {
+		return false, nil
+	}
+	return ok, err
+}
+
+var errLeaseMoved = errors.New("the lease changed meanwhile")

@@ -1,0 +1,41 @@
+package storetest_test
+
+import (
+	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
+)
+
+// The embedded Badger store passes the suite, in memory and on disk.
+
+func TestBadgerInMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) taskproxy.Store {
+		s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+func TestBadgerOnDisk(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) taskproxy.Store {
+		s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: t.TempDir(), SyncWrites: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+func BenchmarkBadgerOnDisk(b *testing.B) {
+	s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: b.TempDir(), SyncWrites: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.Bench(b, s)
+}

@@ -1,0 +1,74 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Bench measures a store's hot operations with concurrent callers (see
+// -cpu and SetParallelism): durable creates within a quota, reads, updates
+// and lease renewals. It asserts nothing about speed; it gives backends one
+// yardstick.
+func Bench(b *testing.B, s taskproxy.Store) {
+	ctx := context.Background()
+	b.Run("CreateWithin", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			owner := taskproxy.NewTaskID() // one owner per goroutine, as many clients are
+			for pb.Next() {
+				task := newTask(owner, time.Now())
+				task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: time.Now().Add(time.Minute)}
+				if err := s.CreateWithin(ctx, task, 1<<30); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	ids := make([]string, 256)
+	for i := range ids {
+		task := newTask("bench", time.Now())
+		if err := s.Create(ctx, task); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = task.ID
+	}
+	b.Run("Get", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				if _, err := s.Get(ctx, "bench", ids[i%len(ids)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	})
+	b.Run("Update", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(time.Now().UnixNano())
+			for pb.Next() {
+				if _, err := s.Update(ctx, "bench", ids[i%len(ids)], func(t *taskproxy.Task) error { t.NextInputKey++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	})
+	b.Run("Acquire", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(time.Now().UnixNano())
+			for pb.Next() {
+				if _, err := s.Acquire(ctx, "bench", ids[i%len(ids)], s.Holder(), time.Now(), time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	})
+}

@@ -1,0 +1,232 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Creates with an idempotency key, and creates within a quota.
+
+func keyed(owner, key, fingerprint string) *taskproxy.Task {
+	task := newTask(owner, time.Now())
+	task.IdempotencyKey, task.Fingerprint = key, fingerprint
+	return task
+}
+
+func testIdempotency(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	first := keyed("alice", "key", "args-1")
+	mustCreate(t, s, first)
+	tests := []struct {
+		name    string
+		task    *taskproxy.Task
+		dupOf   string // a *DuplicateError naming this task
+		wantErr error  // else this error (nil: created)
+	}{
+		{"same key, same arguments", keyed("alice", "key", "args-1"), first.ID, nil},
+		{"same key, other arguments", keyed("alice", "key", "args-2"), "", taskproxy.ErrIdempotencyMismatch},
+		{"same key, other principal", keyed("bob", "key", "args-1"), "", nil},
+		{"other key", keyed("alice", "key-2", "args-1"), "", nil},
+		{"no key", keyed("alice", "", ""), "", nil},
+		{"no key again", keyed("alice", "", ""), "", nil},
+	}
+	for _, tt := range tests {
+		err := s.Create(ctx, tt.task)
+		var dup *taskproxy.DuplicateError
+		switch {
+		case tt.dupOf != "":
+			if !errors.As(err, &dup) || dup.TaskID != tt.dupOf {
+				t.Errorf("%s: err = %v, want a duplicate of %s", tt.name, err, tt.dupOf)
+			}
+		case tt.wantErr == nil && err != nil, !errors.Is(err, tt.wantErr):
+			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.wantErr)
+		}
+		if err != nil {
+			if _, gerr := s.Get(ctx, tt.task.Owner, tt.task.ID); !isPlainNotFound(gerr) {
+				t.Errorf("%s: the refused task was stored (%v)", tt.name, gerr)
+			}
+		}
+	}
+	// The key stays taken when its task has ended: a retry learns the
+	// outcome instead of running the call again.
+	if _, err := s.Update(ctx, "alice", first.ID, setStatus(taskproxy.StatusCompleted)); err != nil {
+		t.Fatal(err)
+	}
+	var dup *taskproxy.DuplicateError
+	if err := s.Create(ctx, keyed("alice", "key", "args-1")); !errors.As(err, &dup) || dup.TaskID != first.ID {
+		t.Errorf("after the task ended: err = %v, want a duplicate of %s", err, first.ID)
+	}
+	// A duplicate within a quota is not counted as a new task.
+	if n, _ := s.CountActive(ctx, "alice"); n != 3 {
+		t.Errorf("CountActive(alice) = %d, want 3", n)
+	}
+}
+
+// Of concurrent creates with one key exactly one stores a task; the others
+// are duplicates of it (same arguments) or mismatches (other arguments).
+func testIdempotencyConcurrent(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	for _, mixed := range []bool{false, true} {
+		owner := "carol"
+		if mixed {
+			owner = "dave"
+		}
+		var created atomic.Int32
+		var winner atomic.Value
+		var mu sync.Mutex
+		var dupOf []string
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				fp := "same"
+				if mixed && i%2 == 1 {
+					fp = "other"
+				}
+				task := keyed(owner, "burst", fp)
+				err := s.Create(ctx, task)
+				var dup *taskproxy.DuplicateError
+				switch {
+				case err == nil:
+					created.Add(1)
+					winner.Store(task.ID)
+				case errors.As(err, &dup):
+					mu.Lock()
+					dupOf = append(dupOf, dup.TaskID)
+					mu.Unlock()
+				case mixed && errors.Is(err, taskproxy.ErrIdempotencyMismatch):
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if created.Load() != 1 {
+			t.Fatalf("mixed=%v: %d of 12 concurrent creates with one key stored a task, want 1", mixed, created.Load())
+		}
+		for _, id := range dupOf {
+			if id != winner.Load().(string) {
+				t.Errorf("mixed=%v: a duplicate names %s, the stored task is %s", mixed, id, winner.Load())
+			}
+		}
+		if n, _ := s.CountActive(ctx, owner); n != 1 {
+			t.Errorf("mixed=%v: %d active tasks, want 1", mixed, n)
+		}
+	}
+}
+
+// The sweep frees the key of the task it deletes.
+func testIdempotencyFreedBySweep(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	old := newTask("alice", t0)
+	old.IdempotencyKey, old.Fingerprint = "k", "f"
+	mustCreate(t, s, old)
+	if n, err := s.Sweep(ctx, t0.Add(2*time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1", n, err)
+	}
+	again := newTask("alice", t0.Add(2*time.Hour))
+	again.IdempotencyKey, again.Fingerprint = "k", "other"
+	if err := s.Create(ctx, again); err != nil {
+		t.Errorf("the key of a swept task is not free: %v", err)
+	}
+}
+
+// Concurrent creates at a quota: exactly the quota succeeds, the rest are
+// refused with a *QuotaError naming the limit.
+func testQuotaConcurrent(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	tests := []struct {
+		owner          string
+		limit, callers int
+	}{
+		{"q-3-of-30", 3, 30},
+		{"q-1-of-40", 1, 40},
+		{"q-10-of-60", 10, 60},
+	}
+	var outer sync.WaitGroup
+	for _, tt := range tests {
+		// The owners run at once too: quotas are per owner.
+		outer.Go(func() {
+			var ok, refused atomic.Int32
+			var wg sync.WaitGroup
+			for range tt.callers {
+				wg.Go(func() {
+					err := s.CreateWithin(ctx, newTask(tt.owner, time.Now()), tt.limit)
+					var q *taskproxy.QuotaError
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Limit == tt.limit:
+						refused.Add(1)
+					default:
+						t.Errorf("%s: unexpected error %v", tt.owner, err)
+					}
+				})
+			}
+			wg.Wait()
+			if int(ok.Load()) != tt.limit || int(refused.Load()) != tt.callers-tt.limit {
+				t.Errorf("%s: %d created, %d refused; want %d and %d", tt.owner, ok.Load(), refused.Load(), tt.limit, tt.callers-tt.limit)
+			}
+			if n, _ := s.CountActive(ctx, tt.owner); n != tt.limit {
+				t.Errorf("%s: %d active, want %d", tt.owner, n, tt.limit)
+			}
+		})
+	}
+	outer.Wait()
+}
+
+// Terminal tasks do not count, a task created terminal is never refused, a
+// task ending frees room, and maxActive <= 0 means no limit.
+func testQuotaActiveOnly(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	a, b := newTask("alice", t0), newTask("alice", t0)
+	for _, task := range []*taskproxy.Task{a, b} {
+		if err := s.CreateWithin(ctx, task, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name  string
+		task  func() *taskproxy.Task
+		limit int
+		want  error
+	}{
+		{"created terminal at the quota", func() *taskproxy.Task {
+			ended := newTask("alice", t0)
+			ended.Status = taskproxy.StatusCompleted
+			return ended
+		}, 2, nil},
+		{"third active", func() *taskproxy.Task { return newTask("alice", t0) }, 2, taskproxy.ErrQuotaExceeded},
+		{"input_required counts", func() *taskproxy.Task {
+			task := newTask("alice", t0)
+			task.Status = taskproxy.StatusInputRequired
+			return task
+		}, 2, taskproxy.ErrQuotaExceeded},
+		{"no limit", func() *taskproxy.Task { return newTask("alice", t0) }, 0, nil},
+		{"negative: no limit", func() *taskproxy.Task { return newTask("alice", t0) }, -1, nil},
+		{"over the quota now", func() *taskproxy.Task { return newTask("alice", t0) }, 4, taskproxy.ErrQuotaExceeded},
+	}
+	for _, st := range steps {
+		if err := s.CreateWithin(ctx, st.task(), st.limit); !errors.Is(err, st.want) || (st.want == nil) != (err == nil) {
+			t.Errorf("%s: err = %v, want %v", st.name, err, st.want)
+		}
+	}
+	for _, id := range []string{a.ID, b.ID} {
+		if _, err := s.Update(ctx, "alice", id, setStatus(taskproxy.StatusCancelled)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if err := s.CreateWithin(ctx, newTask("alice", t0), 4); err != nil {
+			t.Errorf("after two tasks ended, create %d: %v", i+1, err)
+		}
+	}
+	if err := s.CreateWithin(ctx, newTask("alice", t0), 4); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
+		t.Errorf("at the quota again: %v", err)
+	}
+}
