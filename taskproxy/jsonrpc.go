@@ -94,6 +94,43 @@ func checkID(id []byte) error {
 	return errInvalidID
 }
 
+// envelopeMembers are the members of a JSON-RPC message.
+var envelopeMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// errAmbiguousMember is a message that names a member of the envelope twice,
+// or in another case ("Method"): readers differ on which one counts (Go's
+// encoding/json matches keys case-insensitively and takes the last), so the
+// gateway would act on one message and the upstream on another.
+var errAmbiguousMember = fmt.Errorf("%w: a member of the envelope appears twice or in another case", errNotJSONRPC)
+
+// envelopeMember returns the index of mem's key in envelopeMembers, -1
+// when it is none of them, or len(envelopeMembers) when it is one of them
+// in another case.
+func envelopeMember(obj []byte, mem member) int {
+	key := obj[mem.keyStart+1 : mem.keyEnd-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		var decoded string
+		if json.Unmarshal(obj[mem.keyStart:mem.keyEnd], &decoded) != nil {
+			return -1
+		}
+		key = []byte(decoded)
+	}
+	if len(key) < 2 || len(key) > 7 {
+		return -1 // cheap: no envelope member has another length
+	}
+	for i, name := range envelopeMembers {
+		if string(key) == name {
+			return i
+		}
+	}
+	for _, name := range envelopeMembers {
+		if bytes.EqualFold(key, []byte(name)) {
+			return len(envelopeMembers)
+		}
+	}
+	return -1
+}
+
 // malformedRequest is the JSON-RPC error of a request body ParseMessage
 // refused with err, when the gateway must answer it: a message whose id is
 // not valid JSON (-32700, Parse error) or not a kind of id JSON-RPC allows
@@ -106,6 +143,8 @@ func malformedRequest(err error) *Error {
 		return Errorf(CodeParseError, "Parse error: the request id is not valid JSON")
 	case errors.Is(err, errInvalidID):
 		return Errorf(CodeInvalidRequest, "Invalid Request: the id must be a string or a number")
+	case errors.Is(err, errAmbiguousMember):
+		return Errorf(CodeInvalidRequest, "Invalid Request: a member of the message appears twice or in another case")
 	}
 	return nil
 }
@@ -122,24 +161,38 @@ func ParseMessage(data []byte) (*Message, error) {
 	}
 	var m Message
 	var version, method, rpcErr []byte
+	var seen [len(envelopeMembers)]bool
+	ambiguous := false
 	closing, err := eachMember(data, func(mem member) bool {
 		v := data[mem.valueStart:mem.valueEnd]
+		i := envelopeMember(data, mem)
 		switch {
-		case mem.is(data, "jsonrpc"):
+		case i < 0:
+			return true
+		case i >= len(envelopeMembers) || seen[i]:
+			ambiguous = true
+			return false
+		}
+		seen[i] = true
+		switch envelopeMembers[i] {
+		case "jsonrpc":
 			version = v
-		case mem.is(data, "id"):
+		case "id":
 			m.ID = v
-		case mem.is(data, "method"):
+		case "method":
 			method = v
-		case mem.is(data, "params"):
+		case "params":
 			m.Params = v
-		case mem.is(data, "result"):
+		case "result":
 			m.Result = v
-		case mem.is(data, "error"):
+		case "error":
 			rpcErr = v
 		}
 		return true
 	})
+	if ambiguous {
+		return nil, errAmbiguousMember
+	}
 	if err != nil || skipSpace(data, closing+1) != len(data) {
 		return nil, fmt.Errorf("%w: malformed JSON object", errNotJSONRPC)
 	}

@@ -28,7 +28,8 @@ func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // A JSON-RPC message whose id is not valid JSON gets -32700, and one with
-// an id JSON-RPC does not allow -32600, from the gateway; whatever is not
+// an id JSON-RPC does not allow, or a member named twice or in another case
+// (which readers resolve differently), -32600, from the gateway; whatever is not
 // one JSON-RPC message (text, truncated JSON, batches) is the upstream's.
 func TestMalformedRequests(t *testing.T) {
 	g := testGateway(t, Config{})
@@ -44,6 +45,11 @@ func TestMalformedRequests(t *testing.T) {
 		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest},
 		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest},
 		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, CodeInvalidRequest},
+		{"method in another case too", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest},
+		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, CodeInvalidRequest},
+		{"escaped method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","\u006dethod":"tools/call"}`, CodeInvalidRequest},
+		{"params in another case only", `{"jsonrpc":"2.0","id":1,"method":"tools/call","PARAMS":{"name":"x"}}`, CodeInvalidRequest},
+		{"other members in any case", `{"jsonrpc":"2.0","id":1,"method":"ping","Extra":1,"meta":{}}`, 0},
 		{"not JSON", `hello`, 0},
 		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, 0},
 		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 0},
