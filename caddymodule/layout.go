@@ -70,6 +70,44 @@ func warnShadowed(ctx caddy.Context, logger *zap.Logger) {
 			return
 		}
 	}
+	warnUncovered(routes, k, logger)
+}
+
+// warnUncovered logs a warning when mcp_tasks matches exact paths only
+// (mcp_tasks /mcp) and a later route that answers matches what lies below
+// them (/mcp/): MCP servers that serve their endpoint with a trailing slash
+// (or redirect to it) are then reached without the gateway and its auth.
+// Later routes' matchers are provisioned before any handler, so they can be
+// read here; their handlers are read from their JSON.
+func warnUncovered(routes caddyhttp.RouteList, k int, logger *zap.Logger) {
+	var below caddyhttp.MatcherSets
+	for _, set := range routes[k].MatcherSets {
+		paths := setPaths(set)
+		if paths == nil {
+			return // not (only) a path: nothing to compare
+		}
+		for _, p := range paths {
+			if strings.HasSuffix(p, "*") {
+				return // the pattern covers what lies below it
+			}
+			below = append(below, caddyhttp.MatcherSet{caddyhttp.MatchPath{strings.TrimSuffix(p, "/") + "/*"}})
+		}
+	}
+	if len(below) == 0 {
+		return
+	}
+	for j := k + 1; j < len(routes); j++ {
+		answers := routes[j].Terminal
+		for _, raw := range routes[j].HandlersRaw {
+			answers = answers || rawAnswers(raw)
+		}
+		if answers && mayOverlap(routes[j].MatcherSets, below) {
+			logger.Warn("mcp_tasks matches exact paths only, and a later handler answers the paths below them "+
+				"(such as /mcp/), without the gateway and its auth: match the endpoint with a trailing * (mcp_tasks /mcp*)",
+				zap.Int("route", k), zap.Int("later_route", j))
+			return
+		}
+	}
 }
 
 // currentRoute returns the index of the route whose handlers are being

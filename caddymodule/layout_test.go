@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 )
 
 func TestPathsOverlap(t *testing.T) {
@@ -97,5 +99,43 @@ func TestCurrentRoute(t *testing.T) {
 		if answered != tt.answered {
 			t.Errorf("%s: answered before mcp_tasks = %v", tt.name, answered)
 		}
+	}
+}
+
+// mcp_tasks on exact paths beside a later handler that answers below them
+// (/mcp/) is warned about; a trailing * or unrelated paths are not.
+func TestUncoveredBelowExactPaths(t *testing.T) {
+	path := func(p ...string) caddyhttp.MatcherSets {
+		m := caddyhttp.MatchPath(p)
+		return caddyhttp.MatcherSets{{&m}}
+	}
+	gateway := caddyhttp.Route{HandlersRaw: []json.RawMessage{json.RawMessage(`{"handler":"mcp_tasks"}`)}}
+	proxy := func(m caddyhttp.MatcherSets) caddyhttp.Route {
+		return caddyhttp.Route{MatcherSets: m, HandlersRaw: []json.RawMessage{json.RawMessage(`{"handler":"reverse_proxy"}`)}}
+	}
+	tests := []struct {
+		name  string
+		ours  caddyhttp.MatcherSets
+		later caddyhttp.Route
+		warn  bool
+	}{
+		{"exact path, proxy for everything", path("/mcp"), proxy(nil), true},
+		{"exact path, proxy below it", path("/mcp"), proxy(path("/mcp/*")), true},
+		{"exact path with slash, proxy for everything", path("/mcp/"), proxy(nil), true},
+		{"trailing *", path("/mcp*"), proxy(nil), false},
+		{"exact path, proxy elsewhere", path("/mcp"), proxy(path("/api/*")), false},
+		{"exact path, later route does not answer", path("/mcp"), caddyhttp.Route{HandlersRaw: []json.RawMessage{json.RawMessage(`{"handler":"headers"}`)}}, false},
+		{"no path matcher", caddyhttp.MatcherSets{{caddyhttp.MatchHost{"example.com"}}}, proxy(nil), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core, logs := zapobserver.New(zap.WarnLevel)
+			ours := gateway
+			ours.MatcherSets = tt.ours
+			warnUncovered(caddyhttp.RouteList{ours, tt.later}, 0, zap.New(core))
+			if got := logs.Len() > 0; got != tt.warn {
+				t.Errorf("warned = %v, want %v", got, tt.warn)
+			}
+		})
 	}
 }
