@@ -165,36 +165,38 @@ func runShow(cmd *cobra.Command, args []string) error {
 	if d, _ := cmd.Flags().GetBool("detail"); d {
 		q.Set("detail", "1")
 	}
-	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+encodeQuery(withStore(cmd, q)))
-	if err != nil {
+	t, err := taskAnswer(cmd, http.MethodGet, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+encodeQuery(withStore(cmd, q)))
+	if err != nil || t == nil {
 		return err
 	}
-	if wantJSON(cmd) {
-		_, err := cmd.OutOrStdout().Write(body)
-		return err
-	}
-	var t adminTask
-	if err := json.Unmarshal(body, &t); err != nil {
-		return fmt.Errorf("decoding the task: %w", err)
-	}
-	return printTask(cmd.OutOrStdout(), t)
+	return printTask(cmd.OutOrStdout(), *t)
 }
 
 func runCancel(cmd *cobra.Command, args []string) error {
-	body, _, err := adminCall(cmd, http.MethodPost, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+"/cancel"+encodeQuery(withStore(cmd, url.Values{})))
-	if err != nil {
+	t, err := taskAnswer(cmd, http.MethodPost, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+"/cancel"+encodeQuery(withStore(cmd, url.Values{})))
+	if err != nil || t == nil {
 		return err
-	}
-	if wantJSON(cmd) {
-		_, err := cmd.OutOrStdout().Write(body)
-		return err
-	}
-	var t adminTask
-	if err := json.Unmarshal(body, &t); err != nil {
-		return fmt.Errorf("decoding the task: %w", err)
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %s: %s\n", t.ID, t.Status)
 	return err
+}
+
+// taskAnswer calls a route that answers one task. With --json it prints the
+// answer as it came and returns no task; otherwise it decodes the task.
+func taskAnswer(cmd *cobra.Command, method, path string) (*adminTask, error) {
+	body, _, err := adminCall(cmd, method, path)
+	if err != nil {
+		return nil, err
+	}
+	if wantJSON(cmd) {
+		_, err := cmd.OutOrStdout().Write(body)
+		return nil, err
+	}
+	var t adminTask
+	if err := json.Unmarshal(body, &t); err != nil {
+		return nil, fmt.Errorf("decoding the task: %w", err)
+	}
+	return &t, nil
 }
 
 func runHealth(cmd *cobra.Command, _ []string) error {
