@@ -142,6 +142,16 @@ func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error
 		maxActive = 0
 	}
 	return func(txn *badger.Txn) (error, error) {
+		// A repeat of a create (same idempotency key) finds its task even
+		// at the quota: it adds none.
+		if maxActive > 0 && t.IdempotencyKey != "" {
+			if err := checkIdempotency(txn, t); err != nil {
+				if refusal(err) {
+					return err, nil
+				}
+				return nil, err
+			}
+		}
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
 			return &QuotaError{Limit: maxActive}, nil
 		}

@@ -44,6 +44,20 @@ func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint st
 	return hashHex(raw), hashHex(call.Name + "\x00" + canonicalJSON(call.Arguments))
 }
 
+// hasIdempotencyKey reports whether a request carries an idempotency key,
+// without the cost of fingerprinting it.
+func hasIdempotencyKey(r *http.Request, params json.RawMessage) bool {
+	if r.Header.Get(headerIdempotencyKey) != "" {
+		return true
+	}
+	meta, ok := getMember(params, "_meta")
+	if !ok {
+		return false
+	}
+	v, ok := getMember(meta, metaIdempotencyKey)
+	return ok && string(v) != `""` && string(v) != "null"
+}
+
 // canonicalJSON re-encodes a value with sorted keys and no spacing, so that
 // equal arguments fingerprint equally however they were written. Numbers
 // keep their literal digits: decoded as float64, 9007199254740993 and

@@ -126,7 +126,7 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 	if c.limited() { // creating a task is the most expensive operation
 		return nil
 	}
-	if e := g.checkQuota(c.r.Context(), c.owner); e != nil {
+	if e := c.checkQuota(); e != nil {
 		c.fail(e)
 		return nil
 	}

@@ -52,7 +52,7 @@ func (c *call) serveModernToolsCall() error {
 	if !c.validModern(true) || !c.guardOrigin() || c.limited() {
 		return nil
 	}
-	if e := c.g.checkQuota(c.r.Context(), c.owner); e != nil {
+	if e := c.checkQuota(); e != nil {
 		c.failModern(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}

@@ -108,9 +108,12 @@ func (c *call) startTask(t *Task) {
 	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 }
 
-// checkQuota refuses a new task when the owner has too many active ones.
-func (g *Gateway) checkQuota(ctx context.Context, owner string) *Error {
-	if g.cfg.MaxActivePerOwner <= 0 {
+// checkQuota refuses a new task when the caller has too many active ones.
+// A create with an idempotency key is left to the store, which answers a
+// repeat with its task even at the quota.
+func (c *call) checkQuota() *Error {
+	g, ctx, owner := c.g, c.r.Context(), c.owner
+	if g.cfg.MaxActivePerOwner <= 0 || hasIdempotencyKey(c.r, c.msg.Params) {
 		return nil
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)

@@ -77,6 +77,14 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 			if _, err := tx.Exec(ctx, s.q.lockOwner, owner); err != nil {
 				return err
 			}
+			// A repeat of a create (same idempotency key) finds its task
+			// even at the quota: it adds none.
+			if t.IdempotencyKey != "" {
+				var err error
+				if refused, err = s.conflict(ctx, tx, t, owner); refused != nil || err != nil {
+					return err
+				}
+			}
 			var n int
 			if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
 				return err

@@ -230,3 +230,25 @@ func testQuotaActiveOnly(t *testing.T, s taskproxy.Store) {
 		t.Errorf("at the quota again: %v", err)
 	}
 }
+
+// A repeat of a create (same owner and idempotency key) is answered with
+// its task even when the owner is at the quota: it would add no task. A
+// reused key with other arguments is still a mismatch, and a new key is
+// refused by the quota.
+func testIdempotentRepeatAtQuota(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	first := keyed("alice", "key", "args-1")
+	if err := s.CreateWithin(ctx, first, 1); err != nil {
+		t.Fatal(err)
+	}
+	var dup *taskproxy.DuplicateError
+	if err := s.CreateWithin(ctx, keyed("alice", "key", "args-1"), 1); !errors.As(err, &dup) || dup.TaskID != first.ID {
+		t.Errorf("repeat at the quota: err = %v, want a duplicate of %s", err, first.ID)
+	}
+	if err := s.CreateWithin(ctx, keyed("alice", "key", "args-2"), 1); !errors.Is(err, taskproxy.ErrIdempotencyMismatch) {
+		t.Errorf("reused key at the quota: err = %v, want ErrIdempotencyMismatch", err)
+	}
+	if err := s.CreateWithin(ctx, keyed("alice", "key-2", "args-1"), 1); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
+		t.Errorf("new key at the quota: err = %v, want ErrQuotaExceeded", err)
+	}
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 		{"IdempotencyKeyFreedBySweep", testIdempotencyFreedBySweep},
 		{"QuotaConcurrent", testQuotaConcurrent},
 		{"QuotaCountsActiveOnly", testQuotaActiveOnly},
+		{"IdempotentRepeatAtQuota", testIdempotentRepeatAtQuota},
 		{"Leases", testLeases},
 		{"LeaseKeptByUpdate", testLeaseKeptByUpdate},
 		{"LeaseSetByUpdate", testLeaseSetByUpdate},
