@@ -291,6 +291,9 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 
 // List pages through the owner index.
 func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error) {
+	if limit <= 0 {
+		return nil, "", fmt.Errorf("listing tasks: the page size must be positive, got %d", limit)
+	}
 	prefix := ownerPrefix(owner)
 	start := prefix
 	if cursor != "" {

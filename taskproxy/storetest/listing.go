@@ -57,6 +57,11 @@ func testList(t *testing.T, s taskproxy.Store) {
 		mustCreate(t, s, tasks[i])
 	}
 	mustCreate(t, s, newTask("bob", t0))
+	for _, limit := range []int{0, -1} {
+		if _, _, err := s.List(ctx, "alice", "", limit); err == nil {
+			t.Errorf("List with page size %d: no error", limit)
+		}
+	}
 	if _, err := s.Update(ctx, "alice", want[0], setStatus(taskproxy.StatusCompleted)); err != nil {
 		t.Fatal(err)
 	}
