@@ -317,6 +317,18 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks", nil); code != http.StatusServiceUnavailable {
 		t.Errorf("list = %d %s, want 503", code, body)
 	}
+	if strings.Contains(h.Stores[0].Error, "not open yet") {
+		t.Errorf("health names no cause: %q, want why the store could not be opened", h.Stores[0].Error)
+	}
+	// Once the store can be opened, the probe alone sees it come back: no
+	// MCP request is needed to retry the start.
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "health to turn 200", func() bool {
+		code, _ := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
+		return code == http.StatusOK
+	})
 }
 
 // With two stores in use, a listing names one with ?store=, and a lookup by

@@ -117,6 +117,14 @@ func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Recovered }
 // Health reads the store once (a lookup of an id that cannot exist) and
 // reports the runtime's state.
 func (rt *Runtime) Health(ctx context.Context) Health {
+	if !rt.Ready() {
+		// A configuration whose start could not open the store (another
+		// process held it) is tried again here too, so that a probe alone
+		// sees the store come back; otherwise only a request would.
+		if err := rt.retryStart(); err != nil {
+			return Health{Error: err.Error()}
+		}
+	}
 	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load()}
 	if !h.Open {
 		h.Error = ErrNotReady.Error()

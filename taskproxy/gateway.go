@@ -177,8 +177,10 @@ func (g *Gateway) Start() error {
 		return nil
 	}
 	if err := g.rt.open(); err != nil {
+		g.rt.startFailed(g, err)
 		return fmt.Errorf("opening the task store: %w", err)
 	}
+	g.rt.startFailed(nil, nil)
 	if g.started.CompareAndSwap(false, true) {
 		g.rt.adopt(g)
 	}

@@ -48,7 +48,11 @@ type Runtime struct {
 	// closed (recovery looks a task's route up there too, so that it
 	// finds handlers of the starting configuration that have not heard
 	// the start yet), and bases each route's first served request.
-	regMu       sync.Mutex
+	regMu sync.Mutex
+	// failedStart is the gateway whose start could not open the store,
+	// and openErr why (retryStart).
+	failedStart *Gateway
+	openErr     error
 	routes      map[string]*Gateway
 	provisioned map[*Gateway]struct{}
 	bases       map[string]*routeBase
@@ -213,6 +217,9 @@ func (rt *Runtime) unregister(g *Gateway) {
 	rt.regMu.Lock()
 	defer rt.regMu.Unlock()
 	delete(rt.provisioned, g)
+	if rt.failedStart == g {
+		rt.failedStart, rt.openErr = nil, nil
+	}
 	if rt.routes[g.cfg.Route] == g {
 		delete(rt.routes, g.cfg.Route)
 	}
@@ -224,6 +231,27 @@ func (rt *Runtime) unregister(g *Gateway) {
 		}
 		rt.gateway.Store(next)
 	}
+}
+
+// startFailed remembers the gateway whose start could not open the store,
+// and why, so that a health check can retry the start and report the cause
+// (nil, nil once a start succeeded).
+func (rt *Runtime) startFailed(g *Gateway, err error) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	rt.failedStart, rt.openErr = g, err
+}
+
+// retryStart starts again the gateway whose start failed, if any, and
+// returns the error of that start, or of the last failed one.
+func (rt *Runtime) retryStart() error {
+	rt.regMu.Lock()
+	g, err := rt.failedStart, rt.openErr
+	rt.regMu.Unlock()
+	if g == nil {
+		return err
+	}
+	return g.Start()
 }
 
 // adopt makes g, whose configuration started serving, the one background
