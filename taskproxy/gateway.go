@@ -376,15 +376,6 @@ func detectEra(r *http.Request, msg *Message) Era {
 
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
-// scope names the context of a client's request ids: its session, or its
-// owner when it has no session.
-func (c *call) scope() string {
-	if s := c.r.Header.Get(headerSessionID); s != "" {
-		return "s:" + s
-	}
-	return "o:" + c.owner
-}
-
 // toolMode returns the configured task mode of a tool.
 func (g *Gateway) toolMode(name string) TaskSupport {
 	if m, ok := g.cfg.Tools[name]; ok {
