@@ -178,11 +178,30 @@ type adminTask struct {
 	LeaseExpires time.Time `json:"lease_expires,omitzero"`
 	InputsOpen   int       `json:"inputs_open,omitempty"`
 	IsError      bool      `json:"is_error,omitempty"`
+	// History lists the status changes, oldest first; it is shown for one
+	// task (GET /mcp_tasks/tasks/{id}) and in lists with ?detail=1.
+	History []statusChange `json:"history,omitempty"`
 
 	Params json.RawMessage          `json:"params,omitempty"`
 	Result json.RawMessage          `json:"result,omitempty"`
 	Error  *taskproxy.Error         `json:"error,omitempty"`
 	Inputs []taskproxy.InputRequest `json:"inputs,omitempty"`
+}
+
+// statusChange is one entry of a task's history.
+type statusChange struct {
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+func viewHistory(t *taskproxy.Task) []statusChange {
+	out := make([]statusChange, 0, len(t.History))
+	for _, c := range t.History {
+		out = append(out, statusChange{From: string(c.From), To: string(c.To), Message: c.Message, At: c.At})
+	}
+	return out
 }
 
 func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail bool) adminTask {
@@ -197,6 +216,7 @@ func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail boo
 	}
 	if detail {
 		v.Params, v.Result, v.Error, v.Inputs = t.Params, t.Result, t.Error, t.Inputs
+		v.History = viewHistory(t)
 	} else if t.Error != nil {
 		// The error's code and message say why a task failed; its data
 		// may carry what the upstream returned, so it is detail.
@@ -288,7 +308,9 @@ func (a *AdminAPI) show(w http.ResponseWriter, r *http.Request, id string) error
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewTask(nr.name, nr.rt, t, wantDetail(r)))
+	v := viewTask(nr.name, nr.rt, t, wantDetail(r))
+	v.History = viewHistory(t)
+	return writeJSON(w, http.StatusOK, v)
 }
 
 func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) error {
@@ -303,7 +325,9 @@ func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) err
 	if err != nil {
 		return storeError(err, id)
 	}
-	return writeJSON(w, http.StatusOK, viewTask(nr.name, nr.rt, t, false))
+	v := viewTask(nr.name, nr.rt, t, false)
+	v.History = viewHistory(t)
+	return writeJSON(w, http.StatusOK, v)
 }
 
 type storeHealth struct {

@@ -251,6 +251,17 @@ func printTask(w io.Writer, t adminTask) error {
 	}
 	row("params", compactJSON(t.Params))
 	row("result", compactJSON(t.Result))
+	for i, c := range t.History {
+		k := ""
+		if i == 0 {
+			k = "history:"
+		}
+		line := c.At.Local().Format(time.RFC3339) + " " + c.From + " -> " + c.To
+		if c.Message != "" {
+			line += " (" + c.Message + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, line)
+	}
 	return tw.Flush()
 }
 

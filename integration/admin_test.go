@@ -27,6 +27,11 @@ type adminTaskView struct {
 	RunningHere bool            `json:"running_here"`
 	Params      json.RawMessage `json:"params"`
 	Result      json.RawMessage `json:"result"`
+	History     []struct {
+		From    string `json:"from"`
+		To      string `json:"to"`
+		Message string `json:"message"`
+	} `json:"history"`
 }
 
 type adminPage struct {
@@ -224,6 +229,9 @@ func TestAdminAPI(t *testing.T) {
 		if v.ID != quickB.TaskID || v.Principal != "bob" || v.Status != "completed" || v.RunningHere || v.Result != nil {
 			t.Errorf("show = %+v", v)
 		}
+		if len(v.History) == 0 || v.History[len(v.History)-1].From != "working" || v.History[len(v.History)-1].To != "completed" {
+			t.Errorf("show history = %+v, want it to end working -> completed", v.History)
+		}
 		adminDo(t, admin, "GET", "/mcp_tasks/tasks/"+quickB.TaskID+"?detail=1", &v)
 		if !strings.Contains(string(v.Result), "content") {
 			t.Errorf("show?detail=1 result = %s", v.Result)
@@ -245,6 +253,9 @@ func TestAdminAPI(t *testing.T) {
 		var v adminTaskView
 		if code, body := adminDo(t, admin, "POST", "/mcp_tasks/tasks/"+slowA.TaskID+"/cancel", &v); code != http.StatusOK || v.Status != "cancelled" {
 			t.Fatalf("cancel: %d %s", code, body)
+		}
+		if n := len(v.History); n == 0 || v.History[n-1].To != "cancelled" || v.History[n-1].Message == "" {
+			t.Errorf("history after the operator's cancel = %+v, want it to end in cancelled with the reason", v.History)
 		}
 		if err := up.WaitCancellations(ctx, "slow_compute", 1); err != nil {
 			t.Fatalf("the upstream never saw the operator's cancellation: %v", err)

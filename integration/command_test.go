@@ -86,7 +86,7 @@ func TestCommandMCPTasks(t *testing.T) {
 	t.Run("show", func(t *testing.T) {
 		out, errOut, ok := runCaddy(t, "mcp-tasks", "show", quick.TaskID, "--address", gw.adminAddr, "--detail")
 		if !ok || !strings.Contains(out, "id:") || !strings.Contains(out, quick.TaskID) || !strings.Contains(out, "status:") ||
-			!strings.Contains(out, "completed") || !strings.Contains(out, "result:") {
+			!strings.Contains(out, "completed") || !strings.Contains(out, "result:") || !strings.Contains(out, "working -> completed") {
 			t.Errorf("show:\n%s\n%s", out, errOut)
 		}
 		out, errOut, ok = runCaddy(t, "mcp-tasks", "show", "no-such-task", "--address", gw.adminAddr)

@@ -26,6 +26,7 @@ import (
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
 //	m/epoch                                    how many times the store was opened
 //	m/cursor-secret                            the key that signs listing cursors
+//	m/format                                   the format version (badgerformat.go)
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
 // looks like. The sweeper deletes a task and its index keys together; only
@@ -128,6 +129,10 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
 	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
+	if err := s.checkFormat(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.nextEpoch(); err != nil {
 		_ = db.Close()
 		return nil, err

@@ -113,7 +113,25 @@ type Task struct {
 	RequestState string `json:"requestState,omitempty"`
 	// LoadShed counts input_required answers without input requests.
 	LoadShed int `json:"loadShed,omitempty"`
+
+	// History records the task's status changes, oldest first, for
+	// operators (the admin API); at most maxHistory are kept, the first
+	// and the latest ones.
+	History []StatusChange `json:"history,omitempty"`
 }
+
+// StatusChange is one status change of a task.
+type StatusChange struct {
+	From    Status    `json:"from"`
+	To      Status    `json:"to"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// maxHistory bounds a task's History: a task that goes back and forth
+// between working and input_required many times keeps its first change and
+// its latest ones, so the record stays small.
+const maxHistory = 32
 
 // InputRequest is a request for input the upstream made during a task.
 type InputRequest struct {
@@ -197,10 +215,22 @@ func (t *Task) SetStatus(to Status, message string, now time.Time) error {
 	if !CanTransition(t.Status, to) {
 		return fmt.Errorf("%w: %s to %s", ErrBadTransition, t.Status, to)
 	}
+	if to != t.Status {
+		t.recordChange(StatusChange{From: t.Status, To: to, Message: message, At: now})
+	}
 	t.Status = to
 	t.StatusMessage = message
 	t.UpdatedAt = now
 	return nil
+}
+
+// recordChange appends c to the history, dropping the oldest change after
+// the first once the history is full.
+func (t *Task) recordChange(c StatusChange) {
+	if len(t.History) >= maxHistory {
+		t.History = append(t.History[:1:1], t.History[len(t.History)-maxHistory+2:]...)
+	}
+	t.History = append(t.History, c)
 }
 
 // NewTaskID returns a random, URL-safe task id carrying 128 bits.
@@ -217,6 +247,7 @@ func NewTaskID() string {
 func (t *Task) Clone() *Task {
 	c := *t
 	c.Inputs = append([]InputRequest(nil), t.Inputs...)
+	c.History = append([]StatusChange(nil), t.History...)
 	if t.Error != nil {
 		e := *t.Error
 		c.Error = &e

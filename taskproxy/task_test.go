@@ -81,3 +81,56 @@ func TestNewTaskID(t *testing.T) {
 		}
 	}
 }
+
+// Status changes are recorded for operators, bounded, and copied by Clone.
+func TestStatusHistory(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	task := &Task{Status: StatusWorking}
+	if err := task.SetStatus(StatusWorking, "still working", at(1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(task.History) != 0 {
+		t.Fatalf("a message-only update was recorded as a change: %+v", task.History)
+	}
+	_ = task.SetStatus(StatusInputRequired, "need input", at(2))
+	c := task.Clone()
+	_ = task.SetStatus(StatusCompleted, "", at(3))
+	want := []StatusChange{
+		{From: StatusWorking, To: StatusInputRequired, Message: "need input", At: at(2)},
+		{From: StatusInputRequired, To: StatusCompleted, At: at(3)},
+	}
+	if len(task.History) != len(want) {
+		t.Fatalf("History = %+v, want %+v", task.History, want)
+	}
+	for i := range want {
+		if task.History[i] != want[i] {
+			t.Errorf("History[%d] = %+v, want %+v", i, task.History[i], want[i])
+		}
+	}
+	if len(c.History) != 1 {
+		t.Errorf("a clone taken before the last change has %d changes, want 1", len(c.History))
+	}
+
+	long := &Task{Status: StatusWorking}
+	for i := range 1000 {
+		to := StatusInputRequired
+		if i%2 == 1 {
+			to = StatusWorking
+		}
+		_ = long.SetStatus(to, "", at(i))
+	}
+	if len(long.History) != maxHistory {
+		t.Fatalf("after 1000 changes History has %d entries, want %d", len(long.History), maxHistory)
+	}
+	if first := long.History[0]; !first.At.Equal(at(0)) {
+		t.Errorf("first change kept = %+v, want the one at 0", first)
+	}
+	if last := long.History[maxHistory-1]; !last.At.Equal(at(999)) {
+		t.Errorf("last change = %+v, want the one at 999", last)
+	}
+	for i := 2; i < maxHistory; i++ {
+		if !long.History[i].At.After(long.History[i-1].At) {
+			t.Fatalf("History out of order at %d: %+v", i, long.History)
+		}
+	}
+}

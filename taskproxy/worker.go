@@ -235,20 +235,24 @@ func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
 
 // applyOutcome sets a task's final state from the upstream's answer.
 func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Time) {
-	rec.Status, rec.UpdatedAt = StatusCompleted, now
+	to, message := StatusCompleted, rec.StatusMessage
 	if rpcErr != nil {
-		rec.Error, rec.Status, rec.StatusMessage = rpcErr, StatusFailed, rpcErr.Message
-		return
+		rec.Error, to, message = rpcErr, StatusFailed, rpcErr.Message
+	} else {
+		rec.Result = result
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		_ = json.Unmarshal(result, &r)
+		rec.IsError = r.IsError
+		if r.IsError && rec.Era == EraLegacy {
+			to, message = StatusFailed, toolErrorMessage(result)
+		}
 	}
-	rec.Result = result
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	_ = json.Unmarshal(result, &r)
-	rec.IsError = r.IsError
-	if r.IsError && rec.Era == EraLegacy {
-		rec.Status, rec.StatusMessage = StatusFailed, toolErrorMessage(result)
-	}
+	// Callers hold a non-terminal record (Store.Update never passes a
+	// terminal one), so the transition is always allowed; SetStatus
+	// records it in the history.
+	_ = rec.SetStatus(to, message, now)
 }
 
 // toolErrorMessage is the status message of a tool result with isError: the

@@ -1,0 +1,86 @@
+package taskproxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The store's format version. A build writes the version it knows into a
+// store that has none (a new store, or one written before the key
+// existed, whose layout every build since reads) and refuses to open a
+// store whose version is newer than its own: an older gateway would
+// misread what a newer one wrote, and silently dropping tasks is worse
+// than not starting. Bump BadgerFormatVersion when a change of the key
+// layout or of the record encoding is one an older build cannot read.
+
+// BadgerFormatVersion is the format this build writes and reads.
+const BadgerFormatVersion = 1
+
+var formatKey = []byte("m/format")
+
+// ErrStoreFormatTooNew means the store was written by a newer build, in a
+// format this build cannot read; the error is a *StoreFormatError.
+var ErrStoreFormatTooNew = errors.New("task store format is newer than this build")
+
+// StoreFormatError reports a store's format version and the newest this
+// build reads.
+type StoreFormatError struct{ Found, Known uint64 }
+
+func (e *StoreFormatError) Error() string {
+	return fmt.Sprintf("task store format version %d is newer than this build knows (%d): run the newer build, or restore the backup taken before the upgrade", e.Found, e.Known)
+}
+
+// Is makes errors.Is(err, ErrStoreFormatTooNew) hold.
+func (e *StoreFormatError) Is(target error) bool { return target == ErrStoreFormatTooNew }
+
+// checkFormat reads the store's format version, writing this build's into
+// a store that has none, and refuses a newer one.
+func (s *BadgerStore) checkFormat() error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(formatKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, BadgerFormatVersion))
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return errors.New("malformed format version")
+			}
+			if found := binary.BigEndian.Uint64(v); found > BadgerFormatVersion {
+				return &StoreFormatError{Found: found, Known: BadgerFormatVersion}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("checking the store's format version: %w", err)
+	}
+	return nil
+}
+
+// FormatVersion returns the store's format version.
+func (s *BadgerStore) FormatVersion() (uint64, error) {
+	var version uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(formatKey)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return errors.New("malformed format version")
+			}
+			version = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the store's format version: %w", err)
+	}
+	return version, nil
+}
