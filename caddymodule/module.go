@@ -252,11 +252,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		cfg.Route += "@" + d.trustDomain()
 	}
 
-	rt, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
+	rt, key, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
 	if err != nil {
 		return err
 	}
-	h.rt, h.poolKey, h.storeName = rt, backend.StoreID(), backend.StoreName()
+	h.rt, h.poolKey, h.storeName = rt, key, backend.StoreName()
 	if h.gw, err = taskproxy.New(cfg, rt); err != nil {
 		return fmt.Errorf("mcp_tasks: %w", err)
 	}

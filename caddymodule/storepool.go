@@ -42,9 +42,10 @@ func (p pooledRuntime) Destruct() error { return p.rt.Close(shutdownGrace) }
 // validate, a reload that fails) must not take Badger's directory lock,
 // connect or recover anything; the store opens when a configuration using
 // it starts serving (taskproxy.Gateway.Start). Every successful call must be
-// matched by runtimes.Delete(backend.StoreID()).
-func acquireRuntime(backend StorageBackend, logger *zap.Logger) (*taskproxy.Runtime, error) {
-	val, _, err := runtimes.LoadOrNew(backend.StoreID(), func() (caddy.Destructor, error) {
+// matched by runtimes.Delete(key), with the key it returns.
+func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.Runtime, key string, err error) {
+	key = backend.StoreID()
+	val, _, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return pooledRuntime{
 			rt:      taskproxy.NewLazyRuntime(func() (taskproxy.Store, error) { return backend.OpenStore(logger) }),
 			name:    backend.StoreName(),
@@ -52,9 +53,9 @@ func acquireRuntime(backend StorageBackend, logger *zap.Logger) (*taskproxy.Runt
 		}, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return val.(pooledRuntime).rt, nil
+	return val.(pooledRuntime).rt, key, nil
 }
 
 // detachRequest copies r for a task worker, which outlives r: the context
