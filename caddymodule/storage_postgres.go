@@ -28,7 +28,7 @@ func init() {
 // postgresOpenTimeout bounds connecting and migrating when a configuration
 // starts; a store that cannot open is tried again at the next request or
 // health probe.
-const postgresOpenTimeout = 20 * time.Second
+const postgresOpenTimeout = 10 * time.Second
 
 // PostgresStorage is the task store on PostgreSQL: every Caddy that names
 // the same database and schema sees the same tasks, so several replicas can
