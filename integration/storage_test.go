@@ -70,3 +70,23 @@ func TestBadgerStorageModule(t *testing.T) {
 		t.Errorf("health after the reload = %d %s", code, body)
 	}
 }
+
+// The README's storage postgres example is valid for the built Caddy, and
+// caddy validate connects to nothing (the DSN names a port nobody serves).
+func TestReadmeStoragePostgresValidates(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(config, []byte(readmeBlock(t, "storage postgres")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(caddyBinary, "validate", "--config", config, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "MCP_TASKS_DSN=postgres://gw:pw-readme@127.0.0.1:1/tasks?connect_timeout=1", "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Valid configuration") {
+		t.Fatalf("caddy validate of the README's storage postgres example: %v\n%s", err, out)
+	}
+	cmd = exec.Command(caddyBinary, "validate", "--config", config, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "MCP_TASKS_DSN=", "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "dsn") {
+		t.Errorf("caddy validate without the DSN: %v\n%s, want an error about the dsn", err, out)
+	}
+}
