@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -273,6 +274,15 @@ func TestPostgresStorage(t *testing.T) {
 	var unknown json.RawMessage
 	if code, _ := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/0000000000000000000000", &unknown); code != http.StatusNotFound {
 		t.Errorf("admin show of an unknown id = %d, want 404", code)
+	}
+	// The store's gauges count the PostgreSQL store too.
+	var metrics string
+	waitFor(t, 30*time.Second, "the store gauges to count the tasks", func() bool {
+		metrics = gw.metrics()
+		return strings.Contains(metrics, "caddy_mcp_tasks_tasks_stored 3") && strings.Contains(metrics, "caddy_mcp_tasks_tasks_active 0")
+	})
+	if m := regexp.MustCompile(`(?m)^caddy_mcp_tasks_store_size_bytes (\S+)$`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Errorf("store size gauge missing or zero:\n%s", grepLines(metrics, "caddy_mcp_tasks"))
 	}
 	if secret != "" {
 		for _, logs := range []string{firstLogs, gw.logs()} {
