@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // The storage subdirective: errors of the Caddyfile.
@@ -144,5 +148,38 @@ func TestStorageIdentity(t *testing.T) {
 		if got != want || strings.Contains(got, "s3") {
 			t.Errorf("redactDSN(%q) = %q, want %q", dsn, got, want)
 		}
+	}
+}
+
+// Configurations whose backends name the same store get one runtime from
+// the usage pool (so one Badger directory lock, one connection pool), and
+// the admin API sees it once, under its redacted name.
+func TestStoragePoolSharesByIdentity(t *testing.T) {
+	pg := func(schema string) *PostgresStorage {
+		p := &PostgresStorage{DSN: "postgres://gw:s3cret@db.invalid/tasks", Schema: schema}
+		if err := p.Provision(caddy.Context{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var rts []*taskproxy.Runtime
+	for _, b := range []StorageBackend{pg(""), pg("mcp_tasks"), pg("other")} {
+		rt, key, err := acquireRuntime(b, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = runtimes.Delete(key) })
+		rts = append(rts, rt)
+	}
+	if rts[0] != rts[1] || rts[0] == rts[2] {
+		t.Errorf("runtimes %p %p %p: want the first two shared, the third apart", rts[0], rts[1], rts[2])
+	}
+	var names []string
+	for _, nr := range pooledRuntimes() {
+		names = append(names, nr.backend+" "+nr.name)
+	}
+	want := "[postgres postgres:mcp_tasks@postgres://gw:xxxxx@db.invalid/tasks postgres postgres:other@postgres://gw:xxxxx@db.invalid/tasks]"
+	if fmt.Sprint(names) != want {
+		t.Errorf("stores %v, want %s", names, want)
 	}
 }
