@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
@@ -181,5 +182,23 @@ func TestStoragePoolSharesByIdentity(t *testing.T) {
 	want := "[postgres postgres:mcp_tasks@postgres://gw:xxxxx@db.invalid/tasks postgres postgres:other@postgres://gw:xxxxx@db.invalid/tasks]"
 	if fmt.Sprint(names) != want {
 		t.Errorf("stores %v, want %s", names, want)
+	}
+}
+
+// Through Caddy's Caddyfile adapter (as caddy adapt runs it), a storage
+// given twice over or naming an unknown backend is an error with the line.
+func TestStorageAdaptErrors(t *testing.T) {
+	tests := []struct{ name, site, wantErr string }{
+		{"storage_dir and storage", "storage_dir /var/lib/mcp\n\t\tstorage postgres {env.MCP_TASKS_DSN}", "storage_dir and storage exclude each other"},
+		{"unknown backend", "storage etcd {\n\t\t\tendpoints localhost:2379\n\t\t}", "getting module named 'http.handlers.mcp_tasks.storage.etcd'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ":8080 {\n\tmcp_tasks {\n\t\t" + tt.site + "\n\t}\n\treverse_proxy localhost:3000\n}\n"
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), map[string]any{"filename": "Caddyfile"})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "Caddyfile:") {
+				t.Errorf("adapt: %v, want an error with its line containing %q", err, tt.wantErr)
+			}
+		})
 	}
 }

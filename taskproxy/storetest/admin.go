@@ -141,3 +141,28 @@ func testAdminGetAny(t *testing.T, s taskproxy.Store) {
 		t.Errorf("GetAny of a swept task: %v, want ErrExpired", err)
 	}
 }
+
+// A filter that few tasks match still finds them all, in order, however
+// many others lie between them (a backend may read in batches).
+func testAdminListAllSparse(t *testing.T, s taskproxy.Store) {
+	al := adminLister(t, s)
+	var want []string
+	for i := range 1203 {
+		owner := "bob"
+		if i%600 == 0 { // 0, 600, 1200
+			owner = "alice"
+		}
+		task := newTask(owner, t0.Add(time.Duration(i)*time.Millisecond))
+		task.Principal = owner
+		mustCreate(t, s, task)
+		if owner == "alice" {
+			want = append([]string{task.ID}, want...)
+		}
+	}
+	for _, limit := range []int{1, 2, 5} {
+		ids, _ := adminListAll(t, al, taskproxy.TaskFilter{Principal: "alice"}, limit)
+		if fmt.Sprint(ids) != fmt.Sprint(want) {
+			t.Errorf("limit %d: %v, want %v", limit, ids, want)
+		}
+	}
+}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 		{"MixedConcurrency", testMixedConcurrency},
 		{"Closed", testClosed},
 		{"AdminListAll", testAdminListAll},
+		{"AdminListAllSparse", testAdminListAllSparse},
 		{"AdminGetAny", testAdminGetAny},
 	}
 	for _, c := range cases {
