@@ -292,3 +292,47 @@ func TestPostgresStorage(t *testing.T) {
 		}
 	}
 }
+
+// A database that refuses connections when Caddy starts: Caddy serves
+// anyway, health answers 503 with the cause (never the password), MCP
+// requests get 503, and once the database accepts connections the health
+// probe alone opens the store.
+func TestPostgresStorageDownAtStart(t *testing.T) {
+	dsn, db := testDatabase(t)
+	dsn = withDSNParam(t, dsn, "application_name", "mcp-tasks-e2e")
+	secret := ""
+	if os.Getenv(pgtest.EnvDSN) == "" {
+		secret = "pw-down-at-start-3c0f"
+		dsn = withDSNParam(t, dsn, "password", secret)
+	}
+	dbName := pgx.Identifier{db.Config().Database}.Sanitize()
+	postgresServerExec(t, "ALTER DATABASE "+dbName+" WITH ALLOW_CONNECTIONS false")
+	t.Cleanup(func() { postgresServerExec(t, "ALTER DATABASE "+dbName+" WITH ALLOW_CONNECTIONS true") })
+	_, upAddr := testUpstream(t)
+	gw := startPostgresGateway(t, upAddr, dsn, legacyTools)
+
+	var h adminHealth
+	code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
+	_ = json.Unmarshal([]byte(body), &h)
+	if code != http.StatusServiceUnavailable || len(h.Stores) != 1 || h.Stores[0].Open || !strings.Contains(h.Stores[0].Error, "not currently accepting connections") {
+		t.Errorf("health = %d %s, want 503 with the database's refusal", code, body)
+	}
+	c := newRPCClient(t, gw.URL)
+	if status := c.send([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)); status != http.StatusServiceUnavailable {
+		t.Errorf("an MCP request while the store cannot open: HTTP %d, want 503", status)
+	}
+
+	postgresServerExec(t, "ALTER DATABASE "+dbName+" WITH ALLOW_CONNECTIONS true")
+	gw.healthy("the health probe to open the store")
+	c.initialize("")
+	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1, "label": "late-db"}, 600000)
+	if m := c.call("tasks/result", map[string]string{"taskId": task.TaskID}); m.Error != nil || !strings.Contains(string(m.Result), "late-db") {
+		t.Errorf("tasks/result = %s %+v", m.Result, m.Error)
+	}
+	if secret != "" && (strings.Contains(body, secret) || strings.Contains(gw.logs(), secret)) {
+		t.Errorf("the DSN's password shows in health or the logs:\n%s\n%s", body, grepLines(gw.logs(), secret))
+	}
+	if !strings.Contains(gw.logs(), "starting the task gateway") {
+		t.Errorf("the failed start was not logged")
+	}
+}
