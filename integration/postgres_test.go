@@ -336,3 +336,32 @@ func TestPostgresStorageDownAtStart(t *testing.T) {
 		t.Errorf("the failed start was not logged")
 	}
 }
+
+// A database that stops answering (a network that drops packets, not one
+// that refuses): the health probe still answers, 503 with the cause, rather
+// than hanging as long as the connection does; when the network is back,
+// health is 200 again.
+func TestPostgresHealthUnansweringDatabase(t *testing.T) {
+	dsn, _ := testDatabase(t)
+	hole, dsn := newPGBlackhole(t, dsn)
+	_, upAddr := testUpstream(t)
+	gw := startPostgresGateway(t, upAddr, dsn, legacyTools)
+	gw.healthy("the store to open through the blackhole")
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1, "label": "hole"}, 600000)
+
+	hole.freeze()
+	var h adminHealth
+	code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil) // httpClient gives up after 60s
+	_ = json.Unmarshal([]byte(body), &h)
+	if code != http.StatusServiceUnavailable || len(h.Stores) != 1 || h.Stores[0].Reachable || h.Stores[0].Error == "" {
+		t.Errorf("health with the database unanswering = %d %s, want 503 naming the cause", code, body)
+	}
+
+	hole.thaw()
+	gw.healthy("health to come back with the network")
+	if got := c.getTask(task.TaskID); got.Status != "completed" && got.Status != "working" {
+		t.Errorf("tasks/get after the network came back = %+v", got)
+	}
+}
