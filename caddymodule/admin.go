@@ -31,8 +31,9 @@ func init() {
 //	POST /mcp_tasks/tasks/{id}/cancel
 //	GET  /mcp_tasks/health                   200 or 503
 //
-// A store is named by its absolute storage directory; with several in use,
-// listing needs ?store=, while lookups by id search them all.
+// A Badger store is named by its absolute storage directory, a PostgreSQL
+// one by postgres:<schema>@<DSN with the password masked>; with several in
+// use, listing needs ?store=, while lookups by id search them all.
 type AdminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -85,16 +86,17 @@ func apiError(status int, format string, args ...any) error {
 
 // namedRuntime is a runtime of the usage pool with its store's name.
 type namedRuntime struct {
-	name string
-	rt   *taskproxy.Runtime
+	name    string
+	backend string
+	rt      *taskproxy.Runtime
 }
 
 // pooledRuntimes returns the runtimes in use, by name.
 func pooledRuntimes() []namedRuntime {
 	var out []namedRuntime
-	runtimes.Range(func(key, value any) bool {
+	runtimes.Range(func(_, value any) bool {
 		if p, ok := value.(pooledRuntime); ok {
-			out = append(out, namedRuntime{name: key.(string), rt: p.rt})
+			out = append(out, namedRuntime{name: p.name, backend: p.backend, rt: p.rt})
 		}
 		return true
 	})
@@ -362,6 +364,7 @@ func (a *AdminAPI) health(w http.ResponseWriter, r *http.Request) error {
 
 type storeInfo struct {
 	Store   string `json:"store"`
+	Backend string `json:"backend"`
 	Open    bool   `json:"open"`
 	Workers int    `json:"workers"`
 }
@@ -369,7 +372,7 @@ type storeInfo struct {
 func (a *AdminAPI) stores(w http.ResponseWriter, r *http.Request) error {
 	out := []storeInfo{}
 	for _, nr := range pooledRuntimes() {
-		out = append(out, storeInfo{Store: nr.name, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers()})
+		out = append(out, storeInfo{Store: nr.name, Backend: nr.backend, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers()})
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

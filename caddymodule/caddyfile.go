@@ -42,6 +42,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	mcp_tasks [<matcher>] {
 //		storage_dir              <path>
+//		storage badger|postgres [<args>] {
+//			…                    (the backend's options)
+//		}
 //		task_after               <duration>
 //		default_ttl              <duration>
 //		max_ttl                  <duration>
@@ -71,6 +74,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
+// storage_dir (with sync_writes) is shorthand for "storage badger"; it and
+// storage exclude each other. The backends' options are documented on
+// BadgerStorage and PostgresStorage.
+//
 // The directive is ordered before invoke, handle, handle_path and route (so
 // before reverse_proxy), after basic_auth and forward_auth. Sizes take units (4MiB,
 // 512KB); durations take Caddy's units (500ms, 15m, 24h, 1d).
@@ -86,6 +93,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&h.StorageDir) {
 				return d.ArgErr()
 			}
+		case "storage":
+			if h.StorageRaw != nil {
+				return d.Err("storage is configured twice")
+			}
+			raw, err := storageFromCaddyfile(d)
+			if err != nil {
+				return err
+			}
+			h.StorageRaw = raw
 		case "task_after":
 			if err := parsePositiveDuration(d, &h.TaskAfter); err != nil {
 				return err
@@ -187,6 +203,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unrecognized mcp_tasks subdirective %q", name)
 		}
+	}
+	switch {
+	case h.StorageRaw != nil && h.StorageDir != "":
+		return d.Err("storage_dir and storage exclude each other: storage_dir is shorthand for storage badger { dir … }")
+	case h.StorageRaw != nil && h.SyncWrites != nil:
+		return d.Err("sync_writes and storage exclude each other: write it inside storage badger { … }")
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ Tables are for people; --json prints the admin API's answer as is.`,
 			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file to read the admin address from")
 			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of the config adapter of --config")
 			cmd.PersistentFlags().Bool("json", false, "Print the admin API's JSON instead of a table")
-			cmd.PersistentFlags().String("store", "", "Storage directory of the store to use, when several are in use")
+			cmd.PersistentFlags().String("store", "", "Store to use, when several are in use: its name as /mcp_tasks/stores lists it (a Badger store's directory)")
 
 			list := &cobra.Command{
 				Use:   "list",

@@ -6,11 +6,11 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -47,10 +47,19 @@ const (
 // is not task business passes to the next handler (normally reverse_proxy)
 // unchanged.
 type Handler struct {
-	// StorageDir is the directory of the embedded task store (Badger).
+	// StorageDir is the directory of the embedded task store (Badger):
+	// shorthand for a storage of backend "badger" with this dir.
 	// Configurations that name the same directory share one store.
-	// Default: Caddy's data directory + "/mcp_tasks".
+	// Default: Caddy's data directory + "/mcp_tasks". Excludes Storage.
 	StorageDir string `json:"storage_dir,omitempty"`
+
+	// Storage is the task store backend: a module of the
+	// http.handlers.mcp_tasks.storage namespace, named by its "backend"
+	// key: "badger" (embedded, one Caddy) or "postgres" (shared by
+	// replicas). Configurations whose stores are the same (same directory;
+	// same DSN and schema) share one store across reloads.
+	// Default: badger in StorageDir. Excludes StorageDir and SyncWrites.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=http.handlers.mcp_tasks.storage inline_key=backend"`
 
 	// TaskAfter is how long a 2026-07-28 call that may become a task runs
 	// before the gateway turns it into one. Default: 1s.
@@ -96,7 +105,8 @@ type Handler struct {
 	// process. Concurrent writes share one fsync. Turning it off trades
 	// that for speed: the last moments of writes before a power loss may
 	// be lost. It applies when the storage directory is first opened.
-	// Default: true.
+	// Default: true. Shorthand, with StorageDir, for the Badger backend's
+	// own sync_writes.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
 
 	// SweepInterval is how often expired tasks are deleted (and the
@@ -149,13 +159,14 @@ type Handler struct {
 	authn interface {
 		authenticate(http.ResponseWriter, *http.Request) *http.Request
 	}
-	rt       *taskproxy.Runtime
-	gw       *taskproxy.Gateway
-	poolKey  string
-	stopping chan struct{}
-	stop     func() // closes stopping, once
-	logger   *zap.Logger
-	server   *caddyhttp.Server // for the route identity's count
+	rt        *taskproxy.Runtime
+	gw        *taskproxy.Gateway
+	poolKey   string // the store's StorageBackend.StoreID, once acquired
+	storeName string
+	stopping  chan struct{}
+	stop      func() // closes stopping, once
+	logger    *zap.Logger
+	server    *caddyhttp.Server // for the route identity's count
 }
 
 // ToolPolicy is the task policy of one tool.
@@ -191,11 +202,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	warnShadowed(ctx, h.logger)
 	h.applyDefaults()
-	dir, err := filepath.Abs(h.StorageDir)
+	backend, err := h.loadStorage(ctx)
 	if err != nil {
-		return fmt.Errorf("resolving storage_dir %q: %w", h.StorageDir, err)
+		return fmt.Errorf("mcp_tasks: %w", err)
 	}
-	h.StorageDir = dir
 
 	cfg, err := h.gatewayConfig()
 	if err != nil {
@@ -242,11 +252,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		cfg.Route += "@" + d.trustDomain()
 	}
 
-	rt, err := acquireRuntime(dir, h.SyncWrites == nil || *h.SyncWrites, ctx.Logger().Named("badger"))
+	rt, key, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
 	if err != nil {
 		return err
 	}
-	h.rt, h.poolKey = rt, dir
+	h.rt, h.poolKey, h.storeName = rt, key, backend.StoreName()
 	if h.gw, err = taskproxy.New(cfg, rt); err != nil {
 		return fmt.Errorf("mcp_tasks: %w", err)
 	}
@@ -254,9 +264,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 func (h *Handler) applyDefaults() {
-	if h.StorageDir == "" {
-		h.StorageDir = filepath.Join(caddy.AppDataDir(), "mcp_tasks")
-	}
 	if h.TaskAfter == 0 {
 		h.TaskAfter = caddy.Duration(DefaultTaskAfter)
 	}
@@ -377,7 +384,7 @@ func (s startedHandler) Handle(ctx context.Context, _ caddy.Event) error {
 		return nil
 	}
 	if err := s.h.gw.Start(); err != nil {
-		s.h.logger.Error("starting the task gateway", zap.String("storage_dir", s.h.StorageDir), zap.Error(err))
+		s.h.logger.Error("starting the task gateway", zap.String("store", s.h.storeName), zap.Error(err))
 	}
 	return nil
 }

@@ -2,11 +2,9 @@ package caddymodule
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -17,10 +15,12 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
-// runtimes holds one task runtime (Badger store, hub, workers) per absolute
-// storage directory. Caddy provisions a new configuration before it cleans
-// up the old one; without the pool the new one would try to open a
-// directory the old one still holds locked.
+// runtimes holds one task runtime (store, hub, workers) per store
+// identity (StorageBackend.StoreID: the absolute directory of a Badger
+// store, the DSN and schema of a PostgreSQL one). Caddy provisions a new
+// configuration before it cleans up the old one; without the pool the new
+// one would try to open a directory the old one still holds locked, or a
+// second connection pool to the same database.
 var runtimes = caddy.NewUsagePool()
 
 // shutdownGrace is how long closing a runtime waits for its workers to
@@ -28,34 +28,34 @@ var runtimes = caddy.NewUsagePool()
 const shutdownGrace = 5 * time.Second
 
 // pooledRuntime is the usage pool's value: destructed when the last
-// configuration using the directory is cleaned up.
-type pooledRuntime struct{ rt *taskproxy.Runtime }
+// configuration using the store is cleaned up.
+type pooledRuntime struct {
+	rt      *taskproxy.Runtime
+	name    string // StorageBackend.StoreName, for operators
+	backend string
+}
 
 func (p pooledRuntime) Destruct() error { return p.rt.Close(shutdownGrace) }
 
-// acquireRuntime returns the runtime of dir. Its store is not opened here:
-// a configuration that is only provisioned (caddy validate, a reload that
-// fails) must not take Badger's directory lock or recover anything; the
-// store opens when a configuration using it starts serving
-// (taskproxy.Gateway.Start). Every successful call must be matched by
-// runtimes.Delete(dir).
-func acquireRuntime(dir string, syncWrites bool, logger *zap.Logger) (*taskproxy.Runtime, error) {
-	val, _, err := runtimes.LoadOrNew(dir, func() (caddy.Destructor, error) {
-		return pooledRuntime{taskproxy.NewLazyRuntime(func() (taskproxy.Store, error) {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, fmt.Errorf("creating task store directory %s: %w", dir, err)
-			}
-			store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir, SyncWrites: syncWrites, Logger: logger})
-			if err != nil {
-				return nil, fmt.Errorf("opening task store %s: %w", dir, err)
-			}
-			return store, nil
-		})}, nil
+// acquireRuntime returns the runtime of the backend's store. Its store is
+// not opened here: a configuration that is only provisioned (caddy
+// validate, a reload that fails) must not take Badger's directory lock,
+// connect or recover anything; the store opens when a configuration using
+// it starts serving (taskproxy.Gateway.Start). Every successful call must be
+// matched by runtimes.Delete(key), with the key it returns.
+func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.Runtime, key string, err error) {
+	key = backend.StoreID()
+	val, _, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return pooledRuntime{
+			rt:      taskproxy.NewLazyRuntime(func() (taskproxy.Store, error) { return backend.OpenStore(logger) }),
+			name:    backend.StoreName(),
+			backend: backend.Backend(),
+		}, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return val.(pooledRuntime).rt, nil
+	return val.(pooledRuntime).rt, key, nil
 }
 
 // detachRequest copies r for a task worker, which outlives r: the context

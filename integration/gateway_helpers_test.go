@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "caddy binary: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopTestPostgres()
+	os.Exit(code)
 }
 
 // gatewayOptions describes one Caddy under test.

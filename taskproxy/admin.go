@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -110,6 +111,9 @@ type Health struct {
 	Recovered bool `json:"recovered"`
 }
 
+// healthProbeTimeout bounds the health probe's read of the store.
+const healthProbeTimeout = 5 * time.Second
+
 // Healthy reports whether the store is open and reachable and recovery is
 // done.
 func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Recovered }
@@ -130,6 +134,11 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 		h.Error = ErrNotReady.Error()
 		return h
 	}
+	// A store that does not answer (a database host whose network drops
+	// packets) is unhealthy, not a probe that hangs as long as the
+	// connection does.
+	ctx, cancel := context.WithTimeout(ctx, healthProbeTimeout)
+	defer cancel()
 	_, err := rt.Store.Get(ctx, "", "health-probe") // not a task id: ids are 22 characters
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound):

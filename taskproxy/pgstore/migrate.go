@@ -78,8 +78,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoted); err != nil {
-			return fmt.Errorf("creating schema %s: %w", quoted, err)
+		// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even
+		// when the schema exists: a user given only its own schema by a DBA
+		// must not need it.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+			return fmt.Errorf("looking for schema %s: %w", quoted, err)
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoted); err != nil {
+				return fmt.Errorf("creating schema %s: %w", quoted, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+quoted+".schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 			return fmt.Errorf("creating the migrations table: %w", err)

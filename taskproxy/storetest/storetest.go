@@ -59,6 +59,9 @@ func Run(t *testing.T, open Opener) {
 		{"SessionBindRace", testSessionBindRace},
 		{"MixedConcurrency", testMixedConcurrency},
 		{"Closed", testClosed},
+		{"AdminListAll", testAdminListAll},
+		{"AdminListAllSparse", testAdminListAllSparse},
+		{"AdminGetAny", testAdminGetAny},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

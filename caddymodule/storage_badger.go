@@ -1,0 +1,133 @@
+package caddymodule
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+func init() {
+	caddy.RegisterModule(BadgerStorage{})
+}
+
+// BadgerStorage is the embedded task store, a Badger database in a
+// directory of this machine: the default, for one Caddy (no setup). The
+// handler's storage_dir and sync_writes options are its shorthand.
+type BadgerStorage struct {
+	// Dir is the storage directory, created if missing. Configurations
+	// that name the same directory share one store.
+	// Default: Caddy's data directory + "/mcp_tasks".
+	Dir string `json:"dir,omitempty"`
+
+	// SyncWrites makes every task write wait for the disk (fsync), so an
+	// accepted task survives a power loss, not only a crash of the
+	// process. Concurrent writes share one fsync. Turning it off trades
+	// that for speed: the last moments of writes before a power loss may
+	// be lost. It applies when the directory is first opened.
+	// Default: true.
+	SyncWrites *bool `json:"sync_writes,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (BadgerStorage) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  storageNamespace + ".badger",
+		New: func() caddy.Module { return new(BadgerStorage) },
+	}
+}
+
+// Provision makes the directory absolute: it is the store's identity.
+// Nothing is created or opened here.
+func (b *BadgerStorage) Provision(caddy.Context) error {
+	if b.Dir == "" {
+		b.Dir = filepath.Join(caddy.AppDataDir(), "mcp_tasks")
+	}
+	dir, err := filepath.Abs(b.Dir)
+	if err != nil {
+		return fmt.Errorf("storage badger: resolving dir %q: %w", b.Dir, err)
+	}
+	b.Dir = dir
+	return nil
+}
+
+// Validate checks the configuration after Provision.
+func (b *BadgerStorage) Validate() error {
+	if !filepath.IsAbs(b.Dir) {
+		return fmt.Errorf("storage badger: dir %q is not absolute", b.Dir)
+	}
+	return nil
+}
+
+// StoreID is the absolute directory.
+func (b *BadgerStorage) StoreID() string { return "badger:" + b.Dir }
+
+// StoreName is the absolute directory, as the admin API always named
+// Badger stores.
+func (b *BadgerStorage) StoreName() string { return b.Dir }
+
+// Backend returns "badger".
+func (b *BadgerStorage) Backend() string { return "badger" }
+
+// OpenStore creates the directory if needed and opens the database, which
+// locks the directory against other processes.
+func (b *BadgerStorage) OpenStore(logger *zap.Logger) (taskproxy.Store, error) {
+	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating task store directory %s: %w", b.Dir, err)
+	}
+	store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: b.Dir, SyncWrites: b.SyncWrites == nil || *b.SyncWrites, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening task store %s: %w", b.Dir, err)
+	}
+	return store, nil
+}
+
+// UnmarshalCaddyfile reads the backend's block. Syntax:
+//
+//	storage badger [<dir>] {
+//		dir         <path>
+//		sync_writes on|off
+//	}
+func (b *BadgerStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the backend's name
+	if d.NextArg() {
+		b.Dir = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for d.NextBlock(0) {
+		switch name := d.Val(); name {
+		case "dir":
+			if !d.AllArgs(&b.Dir) {
+				return d.ArgErr()
+			}
+		case "sync_writes":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			on, err := parseOnOff(v)
+			if err != nil {
+				return d.Errf("sync_writes: want on/true or off/false, got %q", v)
+			}
+			b.SyncWrites = &on
+		default:
+			return d.Errf("unrecognized storage badger option %q", name)
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ storageBackendModule  = (*BadgerStorage)(nil)
+	_ caddy.Provisioner     = (*BadgerStorage)(nil)
+	_ caddy.Validator       = (*BadgerStorage)(nil)
+	_ caddyfile.Unmarshaler = (*BadgerStorage)(nil)
+)
