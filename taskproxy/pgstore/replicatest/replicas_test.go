@@ -121,7 +121,9 @@ func TestSubscriptionOnAnotherReplica(t *testing.T) {
 		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}}
 	body, _ := taskproxy.RequestBytes(json.RawMessage(`"listen-1"`), "subscriptions/listen", params)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The stream re-reads its tasks at every keep-alive (15 s): the change
+	// must arrive before the first one to have crossed as an event.
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
