@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -81,6 +82,7 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(f.upURL)
 	proxy.FlushInterval = -1
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // cancelled calls are the point of some tests
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = taskproxy.WithCaller(r, taskproxy.Caller{Owner: "alice", Principal: "alice"})
 		_ = g.ServeHTTP(w, r, proxy)
