@@ -128,14 +128,20 @@ func (rt *Runtime) takeoverLoop() {
 // between replicas racing for one task, so none runs twice. It returns how
 // many it claimed.
 //
-// Each pass reads every active task (ListActive): cheap enough every ten
-// seconds for the active tasks of a gateway; a store query for expired
-// leases alone would make it cheaper.
+// A store that lists expired leases alone (ExpiredLeaseLister) is asked
+// for those; otherwise each pass reads every active task (ListActive),
+// cheap enough every ten seconds for a gateway's active tasks.
 func (rt *Runtime) takeOver(now time.Time) int {
 	ctx, holder := rt.ctx, rt.Store.Holder()
+	list := rt.Store.ListActive
+	if el, ok := rt.Store.(ExpiredLeaseLister); ok {
+		list = func(ctx context.Context, cursor string, limit int) ([]*Task, string, error) {
+			return el.ListExpiredLeases(ctx, now, cursor, limit)
+		}
+	}
 	claimed, cursor := 0, ""
 	for {
-		tasks, next, err := rt.Store.ListActive(ctx, cursor, 200)
+		tasks, next, err := list(ctx, cursor, 200)
 		if err != nil {
 			if g := rt.gateway.Load(); g != nil && ctx.Err() == nil {
 				g.log.Warn("listing tasks to take over", zap.Error(err))
@@ -167,6 +173,14 @@ func (rt *Runtime) takeOver(now time.Time) int {
 		}
 		cursor = next
 	}
+}
+
+// ExpiredLeaseLister is implemented by stores that can list the active
+// tasks whose lease expired by now without reading every active task.
+type ExpiredLeaseLister interface {
+	// ListExpiredLeases pages, as ListActive does, through the active
+	// tasks whose lease expired at or before now.
+	ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*Task, string, error)
 }
 
 // Leader is implemented by stores that several processes share, to elect
