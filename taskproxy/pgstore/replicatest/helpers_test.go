@@ -182,7 +182,7 @@ func legacySession(tb testing.TB, url string) map[string]string {
 	tb.Helper()
 	ctx := context.Background()
 	m, h := post(ctx, tb, url, nil, "initialize", map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "replicatest", "version": "1"},
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}}, "clientInfo": map[string]any{"name": "replicatest", "version": "1"},
 	})
 	ok(tb, m, "initialize")
 	headers := map[string]string{"Mcp-Session-Id": h.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}

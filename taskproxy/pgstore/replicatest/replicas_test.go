@@ -233,3 +233,67 @@ func TestOneReplicaSweeps(t *testing.T) {
 		t.Errorf("both replicas swept (%d and %d times)", a, b)
 	}
 }
+
+// A 2025-11-25 task on replica A asks for input; the tasks/result stream on
+// replica B relays the upstream's elicitation, B forwards the answer to the
+// upstream on the task's session, and B's stream answers once A's worker
+// records the outcome.
+func TestLegacyInputOnAnotherReplica(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
+	session := legacySession(t, a.url)
+	id := legacyTask(t, a.url, session, upstream.ToolConfirmDelete, map[string]any{"filename": "notes.txt"})
+	waitFor(t, "the task to ask for input", func() bool { return b.stored(t, id).Status == taskproxy.StatusInputRequired })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": id})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range session {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	answered := 0
+	for sc.Scan() {
+		data, found := strings.CutPrefix(sc.Text(), "data: ")
+		if !found {
+			continue
+		}
+		m, err := taskproxy.ParseMessage([]byte(data))
+		switch {
+		case err != nil:
+			continue
+		case m.IsRequest() && m.Method == "elicitation/create":
+			answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
+			post, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(answer))
+			post.Header.Set("Content-Type", "application/json")
+			post.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range session {
+				post.Header.Set(k, v)
+			}
+			r, err := http.DefaultClient.Do(post)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != http.StatusAccepted {
+				t.Fatalf("answering the elicitation on B: HTTP %d", r.StatusCode)
+			}
+			answered++
+		case m.IsResponse():
+			if answered != 1 || m.Error != nil || !strings.Contains(string(m.Result), "Deleted notes.txt") {
+				t.Fatalf("after %d answers, tasks/result on B = %s / %+v", answered, m.Result, m.Error)
+			}
+			return
+		}
+	}
+	t.Fatalf("the tasks/result stream on B ended without the result: %v", sc.Err())
+}
