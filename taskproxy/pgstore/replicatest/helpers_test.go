@@ -73,6 +73,8 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	g, err := taskproxy.New(taskproxy.Config{
 		TaskAfter: 50 * time.Millisecond, DefaultTTL: 10 * time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20,
 		PollInterval: time.Second, RetryOnRestart: retry, SweepInterval: o.sweepInterval,
+		// A deep copy, as Caddy's glue makes: re-runs change their base's URL.
+		Detach: func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) },
 	}, rt)
 	if err != nil {
 		tb.Fatal(err)

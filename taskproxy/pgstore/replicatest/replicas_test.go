@@ -163,7 +163,8 @@ func TestSubscriptionOnAnotherReplica(t *testing.T) {
 
 // Replica A dies mid-call. Once its leases expire, replica B takes its tasks
 // over: the retry_on_restart tool runs again, once, and completes; the
-// other fails with the reason.
+// other fails with the reason; a 2026-07-28 task waiting for input waits on
+// B, which makes the retry once it is answered.
 func TestTakeoverAfterReplicaDies(t *testing.T) {
 	f := newFixture(t)
 	o := replicaOptions{retry: []string{upstream.ToolSlowEcho}}
@@ -171,6 +172,8 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 	session := legacySession(t, a.url)
 	rerun := legacyTask(t, a.url, session, upstream.ToolSlowEcho, map[string]any{"seconds": 2, "label": "again"})
 	lost := legacyTask(t, a.url, session, upstream.ToolSlowCompute, map[string]any{"seconds": 60})
+	waiting := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "b.txt"})
+	waitFor(t, "the 2026-07-28 task to ask for input", func() bool { return a.stored(t, waiting).Status == taskproxy.StatusInputRequired })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tool := range []string{upstream.ToolSlowEcho, upstream.ToolSlowCompute} {
@@ -202,6 +205,18 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 	}
 	if n := f.up.Calls(upstream.ToolSlowCompute); n != 1 {
 		t.Errorf("the tool not retried ran %d times, want 1", n)
+	}
+	if holder := b.stored(t, waiting).Lease.Holder; holder != b.store.Holder() {
+		t.Fatalf("the task waiting for input is held by %q, not by B", holder)
+	}
+	answerOn(t, b, waiting)
+	var task *taskproxy.Task
+	waitFor(t, "the answered task to end", func() bool {
+		task = b.stored(t, waiting)
+		return task.Status.Terminal()
+	})
+	if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted b.txt") {
+		t.Errorf("the task answered after the takeover ended %s: %s", task.Status, task.Result)
 	}
 }
 
