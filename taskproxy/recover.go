@@ -102,7 +102,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 	route := g.cfg.Route
 	b := rt.routeBase(route)
 	b.awaiting.Store(true)
-	rt.resuming.Store(t.ID, struct{}{}) // not an orphan while it waits
+	rt.resuming.Store(t.ID, t.Owner) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()

@@ -103,6 +103,18 @@ func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) 
 	run.cancel(errTaskCancelled)
 }
 
+// renewResuming renews the leases of recovered tasks that wait for their
+// route to serve a request (resume): another replica must not take them
+// over meanwhile and run them too.
+func (rt *Runtime) renewResuming() {
+	rt.resuming.Range(func(k, v any) bool {
+		if owner, ok := v.(string); ok {
+			_, _ = rt.Store.Acquire(rt.ctx, owner, k.(string), rt.Store.Holder(), clock(), leaseTTL)
+		}
+		return rt.ctx.Err() == nil
+	})
+}
+
 // takeoverLoop takes over the tasks of dead replicas every
 // takeoverInterval, once the first recovery pass is done.
 func (rt *Runtime) takeoverLoop() {

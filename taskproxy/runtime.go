@@ -332,6 +332,7 @@ func (rt *Runtime) renewLeases() {
 				run.cancel(errLeaseLost)
 			}
 		}
+		rt.renewResuming()
 	}
 }
 

@@ -312,3 +312,45 @@ func TestLegacyInputOnAnotherReplica(t *testing.T) {
 	}
 	t.Fatalf("the tasks/result stream on B ended without the result: %v", sc.Err())
 }
+
+// A task taken over waits on its new replica until that replica's route
+// serves a request (the re-run is made from it); meanwhile its lease is
+// renewed, so that no third replica takes it over too.
+func TestTakenOverTaskKeepsItsLease(t *testing.T) {
+	f := newFixture(t)
+	o := replicaOptions{retry: []string{upstream.ToolSlowEcho}}
+	a, b := f.replica(t, o), f.replica(t, o)
+	session := legacySession(t, a.url)
+	id := legacyTask(t, a.url, session, upstream.ToolSlowEcho, map[string]any{"seconds": 1, "label": "later"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.up.WaitCalls(ctx, upstream.ToolSlowEcho, 1); err != nil {
+		t.Fatal(err)
+	}
+	leases := pgx.Identifier{f.schema}.Sanitize() + ".leases"
+	holder := a.store.Holder()
+	a.stop()
+	if _, err := admin.Exec(ctx, "UPDATE "+leases+" SET expires_ns = 0 WHERE holder = $1", holder); err != nil {
+		t.Fatal(err)
+	}
+	// No request reaches B: the re-run waits, and its lease is about to
+	// run out.
+	waitFor(t, "B to take the task over", func() bool { return b.stored(t, id).Lease.Holder == b.store.Holder() })
+	soon := time.Now().Add(2 * time.Second)
+	if _, err := admin.Exec(ctx, "UPDATE "+leases+" SET expires_ns = $1 WHERE task_id = $2", soon.UnixNano(), id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B to renew the lease of the waiting task", func() bool {
+		l := b.stored(t, id).Lease
+		return l.Holder == b.store.Holder() && l.Expires.After(soon)
+	})
+	post(ctx, t, b.url, session, "tasks/get", map[string]any{"taskId": id}) // the route serves: the re-run starts
+	var task *taskproxy.Task
+	waitFor(t, "the re-run to end", func() bool {
+		task = b.stored(t, id)
+		return task.Status.Terminal()
+	})
+	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	}
+}
