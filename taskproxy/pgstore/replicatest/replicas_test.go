@@ -354,3 +354,24 @@ func TestTakenOverTaskKeepsItsLease(t *testing.T) {
 		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
 	}
 }
+
+// A 2026-07-28 task on replica A cancelled on replica B: A closes the
+// upstream stream, which on that wire is the cancellation.
+func TestModernCancelOnAnotherReplica(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
+	id := modernTask(t, a.url, upstream.ToolSlowCompute, map[string]any{"seconds": 60})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.up.WaitCalls(ctx, upstream.ToolSlowCompute, 1); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, modern(ctx, t, b.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
+	if got := b.stored(t, id).Status; got != taskproxy.StatusCancelled {
+		t.Fatalf("task %s after tasks/cancel on B, want cancelled", got)
+	}
+	if err := f.up.WaitCancellations(ctx, upstream.ToolSlowCompute, 1); err != nil {
+		t.Fatalf("the upstream call on replica A was not cancelled: %v", err)
+	}
+	waitFor(t, "A's worker to stop", func() bool { return a.rt.RunningWorkers() == 0 })
+}
