@@ -1,8 +1,10 @@
 package taskproxy
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 )
 
 // Hub wakes the gateway's own waiters (tasks/result streams, subscriptions)
@@ -12,6 +14,8 @@ import (
 type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*Subscription]struct{}
+	// relay carries events to other processes sharing the store (events.go).
+	relay atomic.Pointer[EventRelay]
 }
 
 // Subscription receives the events of one task.
@@ -65,6 +69,10 @@ func (s *Subscription) Close() {
 
 // Changed tells taskID's subscribers that its record changed.
 func (h *Hub) Changed(taskID string) {
+	h.Publish(context.Background(), TaskEvent{TaskID: taskID, Kind: EventChanged})
+}
+
+func (h *Hub) deliverChanged(taskID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[taskID] {
@@ -77,6 +85,10 @@ func (h *Hub) Changed(taskID string) {
 
 // Progress hands taskID's subscribers an upstream progress notification.
 func (h *Hub) Progress(taskID string, params json.RawMessage) {
+	h.Publish(context.Background(), TaskEvent{TaskID: taskID, Kind: EventProgress, Params: params})
+}
+
+func (h *Hub) deliverProgress(taskID string, params json.RawMessage) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[taskID] {

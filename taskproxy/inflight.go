@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // The gateway keeps two tables (DESIGN.md, "Two tables, never one"): task
@@ -29,6 +30,10 @@ type runningTask struct {
 
 	mu           sync.Mutex
 	lastProgress json.RawMessage
+	// cancelling is set by the first of the cancellations that stops the
+	// call (a local tasks/cancel, one seen from another replica), so that
+	// the upstream is told once.
+	cancelling atomic.Bool
 }
 
 func (rt *runningTask) setProgress(p json.RawMessage) {

@@ -54,7 +54,7 @@ func (rt *Runtime) recover() {
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
-			rt.recoverTask(ctx, claimed)
+			rt.recoverTask(ctx, claimed, msgRestarted)
 		}
 		if next == "" {
 			return
@@ -63,7 +63,9 @@ func (rt *Runtime) recover() {
 	}
 }
 
-func (rt *Runtime) recoverTask(ctx context.Context, t *Task) {
+// recoverTask resumes or fails t, an orphan this process claimed; lost is
+// why a task that cannot run again fails.
+func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 	g := rt.gatewayFor(t.Route)
 	switch {
 	case g == nil:
@@ -75,7 +77,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task) {
 	case g.cfg.RetryOnRestart[t.Tool]:
 		g.resume(t, t.Params, msgRerun)
 	default:
-		g.failOrphan(ctx, t, msgRestarted)
+		g.failOrphan(ctx, t, lost)
 	}
 }
 
@@ -100,7 +102,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 	route := g.cfg.Route
 	b := rt.routeBase(route)
 	b.awaiting.Store(true)
-	rt.resuming.Store(t.ID, struct{}{}) // not an orphan while it waits
+	rt.resuming.Store(t.ID, t.Owner) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()

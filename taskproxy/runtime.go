@@ -66,6 +66,9 @@ type Runtime struct {
 	// unsettled holds the ids (and owners) of tasks whose worker could not
 	// store even a failure, for the orphan loop to retry.
 	unsettled sync.Map
+	// relay carries events to the other processes sharing the store, when
+	// the store offers it (events.go, replicas.go).
+	relay EventRelay
 }
 
 // routeBase is what work that starts without a client request (re-runs
@@ -142,6 +145,9 @@ func (rt *Runtime) open() error {
 		}
 		rt.Store = s
 	}
+	if err := rt.openShared(); err != nil {
+		return err
+	}
 	rt.loops.Add(3)
 	go rt.renewLeases()
 	go rt.sweep()
@@ -181,6 +187,7 @@ func (rt *Runtime) Close(grace time.Duration) error {
 	case <-time.After(2 * time.Second):
 	}
 	rt.loops.Wait()
+	rt.closeShared()
 	return rt.Store.Close()
 }
 
@@ -325,6 +332,7 @@ func (rt *Runtime) renewLeases() {
 				run.cancel(errLeaseLost)
 			}
 		}
+		rt.renewResuming()
 	}
 }
 
@@ -347,6 +355,9 @@ func (rt *Runtime) sweep() {
 				continue
 			}
 			last = now
+			if !rt.leads(g, leaderSweeper, sweeperLeaseTTL(g.cfg.SweepInterval)) {
+				continue // another replica sweeps
+			}
 			n, err := rt.Store.Sweep(rt.ctx, clock(), sweepBatch)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				g.log.Warn("sweeping expired tasks", zap.Error(err))

@@ -50,6 +50,9 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
+	if g.rt.Hub.relayed() { // a cancel may come from another replica
+		g.watchRemote(t, run)
+	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
 	call := &Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {

@@ -60,6 +60,17 @@ CREATE TABLE {s}.sessions (
 );
 CREATE INDEX sessions_expires ON {s}.sessions (expires_ns);
 `,
+	// Leaderships (leader.go): one row per duty that one replica does for
+	// all, such as sweeping; and the index the takeover of expired leases
+	// reads (expired.go).
+	2: `
+CREATE TABLE {s}.leaders (
+	name       text PRIMARY KEY,
+	holder     text   NOT NULL,
+	expires_ns bigint NOT NULL
+);
+CREATE INDEX leases_expires ON {s}.leases (expires_ns);
+`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -56,6 +56,13 @@ type Options struct {
 	// cancellation, as in the Badger store: a write a client walked away
 	// from still lands or fails as a whole. 0 means DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// EventPoll is how often a replica re-reads the tasks it has waiters
+	// for (notify.go), so that a lost notification only delays a wake-up.
+	// 0 means DefaultEventPoll; negative turns polling off.
+	EventPoll time.Duration
+	// NoNotify turns LISTEN/NOTIFY off: replicas learn of each other's
+	// changes by polling alone (for a pooler that does not carry LISTEN).
+	NoNotify bool
 }
 
 // DefaultSchema is the schema of the store unless configured.
@@ -74,6 +81,9 @@ type Store struct {
 	maxRecord    int
 	writeTimeout time.Duration
 	closed       atomic.Bool
+	// eventPoll and noNotify configure the event relay (notify.go).
+	eventPoll time.Duration
+	noNotify  bool
 }
 
 // Open connects, creates or migrates the schema (safe when several
@@ -94,7 +104,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connecting: %w", err)
 	}
-	s := &Store{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), maxRecord: o.MaxRecordBytes, writeTimeout: o.WriteTimeout}
+	s := &Store{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), maxRecord: o.MaxRecordBytes, writeTimeout: o.WriteTimeout,
+		eventPoll: o.EventPoll, noNotify: o.NoNotify}
 	if s.maxRecord <= 0 {
 		s.maxRecord = taskproxy.DefaultMaxRecordBytes
 	}

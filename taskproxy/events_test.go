@@ -1,0 +1,58 @@
+package taskproxy
+
+import (
+	"context"
+	"slices"
+	"testing"
+)
+
+// Publish and Deliver wake the subscribers of the event's task only, by
+// kind; Watched lists the tasks with subscribers, for relays that poll.
+func TestHubEvents(t *testing.T) {
+	tests := []struct {
+		name         string
+		ev           TaskEvent
+		wantChanged  bool
+		wantProgress string
+	}{
+		{"changed", TaskEvent{TaskID: "a", Kind: EventChanged}, true, ""},
+		{"progress", TaskEvent{TaskID: "a", Kind: EventProgress, Params: []byte(`{"progress":1}`)}, false, `{"progress":1}`},
+		{"another task", TaskEvent{TaskID: "b", Kind: EventChanged}, false, ""},
+		{"unknown kind counts as a change", TaskEvent{TaskID: "a", Kind: "input-answered"}, true, ""},
+	}
+	for _, tt := range tests {
+		for _, deliver := range []bool{false, true} {
+			h := NewHub()
+			sub := h.Subscribe("a", "c")
+			if deliver {
+				h.Deliver(tt.ev)
+			} else {
+				h.Publish(context.Background(), tt.ev)
+			}
+			var changed bool
+			select {
+			case <-sub.Changed:
+				changed = true
+			default:
+			}
+			var progress string
+			select {
+			case p := <-sub.Progress:
+				progress = string(p)
+			default:
+			}
+			if changed != tt.wantChanged || progress != tt.wantProgress {
+				t.Errorf("%s (deliver %v): changed %v, progress %q; want %v, %q", tt.name, deliver, changed, progress, tt.wantChanged, tt.wantProgress)
+			}
+			watched := h.Watched()
+			slices.Sort(watched)
+			if !slices.Equal(watched, []string{"a", "c"}) {
+				t.Errorf("watched %v, want [a c]", watched)
+			}
+			sub.Close()
+			if w := h.Watched(); len(w) != 0 || h.relayed() {
+				t.Errorf("after close: watched %v, relayed %v", w, h.relayed())
+			}
+		}
+	}
+}

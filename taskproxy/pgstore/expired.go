@@ -1,0 +1,57 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// ListExpiredLeases pages through the active tasks whose lease expired at or
+// before now, by task id, reading the lease expiry index: the takeover pass
+// of every replica runs it every few seconds, and live leases, the many,
+// are never read. See taskproxy.ExpiredLeaseLister. (An active task with no
+// lease row at all is left to the recovery pass at start.)
+func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+	if s.closed.Load() {
+		return nil, "", taskproxy.ErrClosed
+	}
+	if limit <= 0 {
+		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
+	}
+	schema := pgx.Identifier{s.schema}.Sanitize()
+	q := `SELECT t.id, t.record, l.holder, l.expires_ns FROM ` + schema + `.leases l JOIN ` + schema + `.tasks t ON t.id = l.task_id
+		WHERE l.expires_ns <= $1 AND l.task_id > $2 AND t.` + active + ` ORDER BY l.task_id LIMIT $3`
+	rows, err := s.pool.Query(ctx, q, now.UnixNano(), cursor, limit+1)
+	if err != nil {
+		return nil, "", s.fail("listing expired leases", err)
+	}
+	defer rows.Close()
+	var tasks []*taskproxy.Task
+	for rows.Next() {
+		if len(tasks) == limit {
+			return tasks, tasks[len(tasks)-1].ID, nil
+		}
+		var id string
+		var record []byte
+		var holder string
+		var expires int64
+		if err := rows.Scan(&id, &record, &holder, &expires); err != nil {
+			return nil, "", s.fail("listing expired leases", err)
+		}
+		t, err := decodeTask(record, &holder, &expires)
+		if err != nil {
+			return nil, "", s.fail("listing expired leases", err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.fail("listing expired leases", err)
+	}
+	return tasks, "", nil
+}
+
+var _ taskproxy.ExpiredLeaseLister = (*Store)(nil)

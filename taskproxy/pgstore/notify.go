@@ -1,0 +1,301 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Events between replicas (taskproxy.EventSource). Each store publishes the
+// events of its process with NOTIFY on the schema's channel, right after the
+// write they announce (the hub hands them over once the write returned), and
+// listens on one dedicated connection, outside the pool, that reconnects
+// with backoff. A payload is the sender's origin, the kind and the task id,
+// plus a progress notification's params when they fit: never task data,
+// receivers re-read the row. Notifications can be lost (the listener
+// reconnecting, a pooler without LISTEN, NoNotify), so the tasks the process
+// has waiters for are also polled: their rows' versions are read every
+// EventPoll, and a version that moved wakes the waiters.
+
+// DefaultEventPoll is how often the watched tasks are polled unless
+// configured.
+const DefaultEventPoll = time.Second
+
+// maxPayload keeps a notification under PostgreSQL's limit (8000 bytes).
+const maxPayload = 7900
+
+// Payload kinds.
+const (
+	kindChanged  = "c"
+	kindProgress = "p"
+)
+
+// relay is the taskproxy.EventRelay of a store.
+type relay struct {
+	s       *Store
+	hub     *taskproxy.Hub
+	channel string
+	origin  string
+	out     chan taskproxy.TaskEvent
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// RelayEvents starts carrying events between hub and the other replicas on
+// the schema; see taskproxy.EventSource. The first LISTEN is made before it
+// returns, so that nothing published after is missed; when it fails the
+// listener keeps trying in the background and polling covers meanwhile.
+func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
+	if s.closed.Load() {
+		return nil, taskproxy.ErrClosed
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, s.fail("naming the event origin", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &relay{s: s, hub: hub, channel: channelName(s.schema), origin: hex.EncodeToString(b[:]),
+		out: make(chan taskproxy.TaskEvent, 4096), ctx: ctx, cancel: cancel}
+	if !s.noNotify {
+		conn, _ := r.listen() // a failure is retried by the loop
+		r.wg.Add(2)
+		go r.listenLoop(conn)
+		go r.sendLoop()
+	}
+	if poll := s.eventPoll; poll >= 0 {
+		if poll == 0 {
+			poll = DefaultEventPoll
+		}
+		r.wg.Add(1)
+		go r.pollLoop(poll)
+	}
+	return r, nil
+}
+
+// channelName is the notification channel of a schema: its name when short
+// enough for an identifier, else a hash of it.
+func channelName(schema string) string {
+	name := "mcp_tasks_events_" + schema
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return "mcp_tasks_events_" + hex.EncodeToString(sum[:16])
+}
+
+// Send queues ev for NOTIFY; when the queue is full the event is dropped
+// (polling still finds the change).
+func (r *relay) Send(ev taskproxy.TaskEvent) {
+	if r.s.noNotify {
+		return
+	}
+	select {
+	case r.out <- ev:
+	default:
+	}
+}
+
+// Close stops the listener, the sender and the poller.
+func (r *relay) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}
+
+// payload encodes ev, or returns false when it does not fit (large
+// progress params are dropped; the worker's own process still gets them).
+func (r *relay) payload(ev taskproxy.TaskEvent) (string, bool) {
+	switch ev.Kind {
+	case taskproxy.EventProgress:
+		p := r.origin + "|" + kindProgress + "|" + ev.TaskID + "|" + string(ev.Params)
+		return p, len(p) <= maxPayload
+	default:
+		p := r.origin + "|" + kindChanged + "|" + ev.TaskID
+		return p, len(p) <= maxPayload
+	}
+}
+
+// sendLoop sends queued events, as many as are waiting in one statement.
+func (r *relay) sendLoop() {
+	defer r.wg.Done()
+	q := `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
+	batch := make([]string, 0, 64)
+	seen := map[string]bool{}
+	for {
+		var ev taskproxy.TaskEvent
+		select {
+		case <-r.ctx.Done():
+			return
+		case ev = <-r.out:
+		}
+		batch = batch[:0]
+		clear(seen)
+		add := func(ev taskproxy.TaskEvent) {
+			p, ok := r.payload(ev)
+			if ok && !seen[p] {
+				seen[p] = true
+				batch = append(batch, p)
+			}
+		}
+		add(ev)
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case ev = <-r.out:
+				add(ev)
+			default:
+				break more
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		_, err := r.s.pool.Exec(ctx, q, r.channel, batch)
+		cancel()
+		_ = err // lost: the receivers' polling finds the change
+	}
+}
+
+// listen opens the dedicated connection and listens on the channel.
+func (r *relay) listen() (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, r.s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.channel}.Sanitize()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listenLoop delivers notifications from other replicas to the hub, and
+// reconnects with backoff when the connection breaks. After a reconnect
+// every watched task is woken: notifications may have been missed.
+func (r *relay) listenLoop(conn *pgx.Conn) {
+	defer r.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		if conn == nil {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			var err error
+			if conn, err = r.listen(); err != nil {
+				continue
+			}
+			for _, id := range r.hub.Watched() {
+				r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+			}
+		}
+		backoff = 100 * time.Millisecond
+		for {
+			n, err := conn.WaitForNotification(r.ctx)
+			if err != nil {
+				break
+			}
+			r.deliver(n.Payload)
+		}
+		_ = conn.Close(context.Background())
+		conn = nil
+		if r.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// deliver hands a notification of another process to the hub.
+func (r *relay) deliver(payload string) {
+	origin, rest, ok := strings.Cut(payload, "|")
+	if !ok || origin == r.origin {
+		return // ours, delivered locally already
+	}
+	kind, rest, ok := strings.Cut(rest, "|")
+	if !ok {
+		return
+	}
+	switch kind {
+	case kindChanged:
+		r.hub.Deliver(taskproxy.TaskEvent{TaskID: rest, Kind: taskproxy.EventChanged})
+	case kindProgress:
+		id, params, ok := strings.Cut(rest, "|")
+		if ok {
+			r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventProgress, Params: []byte(params)})
+		}
+	}
+}
+
+// pollLoop reads the versions of the watched tasks every interval and wakes
+// the waiters of a task whose version moved, appeared or vanished. A task
+// seen for the first time wakes its waiters too: it may have changed
+// between their subscription and the first poll.
+func (r *relay) pollLoop(interval time.Duration) {
+	defer r.wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	versions := map[string]int64{}
+	q := `SELECT id, version FROM ` + pgx.Identifier{r.s.schema}.Sanitize() + `.tasks WHERE id = ANY($1)`
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids := r.hub.Watched()
+		if len(ids) == 0 {
+			clear(versions)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+		rows, err := r.s.pool.Query(ctx, q, ids)
+		current := make(map[string]int64, len(ids))
+		if err == nil {
+			var id string
+			var v int64
+			_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+				current[id] = v
+				return nil
+			})
+		}
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.Canceled) && r.ctx.Err() != nil {
+				return
+			}
+			continue // the next tick tries again
+		}
+		next := make(map[string]int64, len(ids))
+		for _, id := range ids {
+			v, ok := current[id]
+			if !ok {
+				v = -1 // gone: swept
+			}
+			if prev, known := versions[id]; !known || prev != v {
+				r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+			}
+			next[id] = v
+		}
+		versions = next
+	}
+}
+
+var (
+	_ taskproxy.EventSource = (*Store)(nil)
+	_ taskproxy.EventRelay  = (*relay)(nil)
+)

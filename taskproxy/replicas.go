@@ -1,0 +1,231 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Several gateway processes (replicas) on one shared store. A task's worker
+// runs in the replica that accepted the call; any replica may serve the
+// task's other requests. What must cross between them travels as events
+// (events.go) through the store's relay:
+//
+//   - a cancel recorded elsewhere stops the worker here (watchRemote), as a
+//     local tasks/cancel does;
+//   - input answered elsewhere wakes a worker waiting for it here (its wait
+//     re-reads the task on every event);
+//   - an outcome recorded here wakes tasks/result waiters and subscriptions
+//     elsewhere.
+//
+// And a replica that dies leaves its tasks leased until the lease expires;
+// then another replica takes them over (takeOver), as recovery after a
+// restart does. None of this runs for a store only one process uses.
+
+// msgReplicaLost is the status message (and error) of a task whose worker's
+// replica stopped and whose tool may not run again.
+const msgReplicaLost = "the gateway replica running the call stopped; the upstream result is unknown"
+
+// takeoverInterval spaces the passes that take over tasks of dead replicas.
+const takeoverInterval = leaseRenew
+
+// openShared attaches the store's event relay to the hub and starts the
+// takeover loop, when the store is shared between processes.
+func (rt *Runtime) openShared() error {
+	es, ok := rt.Store.(EventSource)
+	if !ok || rt.relay != nil {
+		return nil
+	}
+	relay, err := es.RelayEvents(rt.Hub)
+	if err != nil {
+		return fmt.Errorf("starting the store's event relay: %w", err)
+	}
+	rt.relay = relay
+	rt.Hub.setRelay(relay)
+	rt.loops.Add(1)
+	go rt.takeoverLoop()
+	return nil
+}
+
+// closeShared stops the relay, before the store closes.
+func (rt *Runtime) closeShared() {
+	if rt.relay == nil {
+		return
+	}
+	rt.Hub.setRelay(nil)
+	if err := rt.relay.Close(); err != nil {
+		if g := rt.gateway.Load(); g != nil {
+			g.log.Warn("closing the store's event relay", zap.Error(err))
+		}
+	}
+}
+
+// watchRemote stops run when t's record is cancelled by another replica:
+// it re-reads the task on every event until the worker ends.
+func (g *Gateway) watchRemote(t *Task, run *runningTask) {
+	sub := g.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
+	owner, id := t.Owner, t.ID
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-run.ctx.Done():
+				return
+			case <-sub.Changed:
+			}
+			if run.ctx.Err() != nil || run.cancelling.Load() {
+				return
+			}
+			rec, err := g.rt.Store.Get(run.ctx, owner, id)
+			if err != nil || rec.Status != StatusCancelled {
+				continue // a change of the worker's own, or a read that failed: the next event re-reads
+			}
+			g.stopCancelled(run.ctx, run, rec)
+			return
+		}
+	}()
+}
+
+// stopCancelled stops the upstream call of a task whose record is
+// cancelled, once whoever notices first: on 2025-11-25 the upstream is sent
+// notifications/cancelled with the id and session it knows; on 2026-07-28
+// closing the stream is the cancellation.
+func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) {
+	if !run.cancelling.CompareAndSwap(false, true) {
+		return
+	}
+	if t.Era == EraLegacy {
+		g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")
+	}
+	run.cancel(errTaskCancelled)
+}
+
+// renewResuming renews the leases of recovered tasks that wait for their
+// route to serve a request (resume): another replica must not take them
+// over meanwhile and run them too.
+func (rt *Runtime) renewResuming() {
+	rt.resuming.Range(func(k, v any) bool {
+		if owner, ok := v.(string); ok {
+			_, _ = rt.Store.Acquire(rt.ctx, owner, k.(string), rt.Store.Holder(), clock(), leaseTTL)
+		}
+		return rt.ctx.Err() == nil
+	})
+}
+
+// takeoverLoop takes over the tasks of dead replicas every
+// takeoverInterval, once the first recovery pass is done.
+func (rt *Runtime) takeoverLoop() {
+	defer rt.loops.Done()
+	tick := time.NewTicker(takeoverInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if rt.recovered.Load() && rt.gateway.Load() != nil {
+			rt.takeOver(clock())
+		}
+	}
+}
+
+// takeOver claims the active tasks whose lease another holder let expire
+// by now and treats them as recovery does: tools declared retry_on_restart
+// run again, 2026-07-28 tasks waiting for input wait on here, the others
+// fail with msgReplicaLost. The lease's compare-and-set (Acquire) decides
+// between replicas racing for one task, so none runs twice. It returns how
+// many it claimed.
+//
+// A store that lists expired leases alone (ExpiredLeaseLister) is asked
+// for those; otherwise each pass reads every active task (ListActive),
+// cheap enough every ten seconds for a gateway's active tasks.
+func (rt *Runtime) takeOver(now time.Time) int {
+	ctx, holder := rt.ctx, rt.Store.Holder()
+	list := rt.Store.ListActive
+	if el, ok := rt.Store.(ExpiredLeaseLister); ok {
+		list = func(ctx context.Context, cursor string, limit int) ([]*Task, string, error) {
+			return el.ListExpiredLeases(ctx, now, cursor, limit)
+		}
+	}
+	claimed, cursor := 0, ""
+	for {
+		tasks, next, err := list(ctx, cursor, 200)
+		if err != nil {
+			if g := rt.gateway.Load(); g != nil && ctx.Err() == nil {
+				g.log.Warn("listing tasks to take over", zap.Error(err))
+			}
+			return claimed
+		}
+		for _, t := range tasks {
+			if t.Lease.Holder == holder || t.Lease.Expires.After(now) {
+				continue // ours, or a live replica's
+			}
+			if _, running := rt.workers.get(t.ID); running {
+				continue
+			}
+			if _, resuming := rt.resuming.Load(t.ID); resuming {
+				continue
+			}
+			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
+			if err != nil {
+				continue // another replica was faster, or the task ended
+			}
+			claimed++
+			if g := rt.gateway.Load(); g != nil {
+				g.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
+			}
+			rt.recoverTask(ctx, rec, msgReplicaLost)
+		}
+		if next == "" {
+			return claimed
+		}
+		cursor = next
+	}
+}
+
+// ExpiredLeaseLister is implemented by stores that can list the active
+// tasks whose lease expired by now without reading every active task.
+type ExpiredLeaseLister interface {
+	// ListExpiredLeases pages, as ListActive does, through the active
+	// tasks whose lease expired at or before now.
+	ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*Task, string, error)
+}
+
+// Leader is implemented by stores that several processes share, to elect
+// the one process that does a duty (sweeping) for all. A store that does
+// not implement it is used by one process only, which always leads.
+type Leader interface {
+	// TryLead takes or renews the leadership name for holder until
+	// ttl from now, and reports whether holder leads: it does when no one
+	// led, the last leader's term ran out, or holder led already.
+	TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// leaderSweeper names the sweeping duty.
+const leaderSweeper = "sweeper"
+
+// sweeperLeaseTTL is how long a sweeper's leadership lasts: over two sweep
+// intervals, so that the leader renews it in time; a dead leader is
+// replaced within that.
+func sweeperLeaseTTL(interval time.Duration) time.Duration {
+	return 2*interval + leaseRenew
+}
+
+// leads reports whether this process leads duty name, taking or renewing
+// the leadership when the store elects one. A store that cannot tell
+// (failed query) is not led: the duty waits for the next round.
+func (rt *Runtime) leads(g *Gateway, name string, ttl time.Duration) bool {
+	l, ok := rt.Store.(Leader)
+	if !ok {
+		return true
+	}
+	ok, err := l.TryLead(rt.ctx, name, rt.Store.Holder(), ttl)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Warn("electing the "+name, zap.Error(err))
+	}
+	return err == nil && ok
+}
