@@ -269,11 +269,11 @@ func TestEffectiveMode(t *testing.T) {
 	withTasks := `{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}`
 	without := `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}`
 	tests := []struct {
-		name, init string // "" = no initialize seen
-		configured     map[string]TaskSupport
-		tool           string
-		want           TaskSupport
-		wantRunsTask   bool
+		name, init   string // "" = no initialize seen
+		configured   map[string]TaskSupport
+		tool         string
+		want         TaskSupport
+		wantRunsTask bool
 	}{
 		{"required upstream wins", withTasks, nil, "req", TaskRequired, true},
 		{"required upstream beats configured forbidden", withTasks, map[string]TaskSupport{"req": TaskForbidden}, "req", TaskRequired, true},
