@@ -110,13 +110,23 @@ func (u *upstreamCaps) runsTask(name string) bool {
 	return u.tasksCall == nil || *u.tasksCall
 }
 
+// declaresTasks reports whether an initialize answer seen since the start
+// declared task-augmented tools/call.
+func (u *upstreamCaps) declaresTasks() bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.tasksCall != nil && *u.tasksCall
+}
+
 // effectiveMode is the task mode the gateway applies to and advertises for
 // a tool: the configured one, except that a tool the upstream runs only as
 // a task is required, on both wires, whatever is configured (the upstream
-// refuses it otherwise). A tool the upstream forbids as a task stays
-// whatever is configured: the gateway makes those tasks itself.
+// refuses it otherwise). That takes an initialize answer declaring task
+// calls: without one, the configuration stands. A tool the upstream
+// forbids as a task stays whatever is configured: the gateway makes those
+// tasks itself.
 func (g *Gateway) effectiveMode(name string) TaskSupport {
-	if m, ok := g.caps.toolMode(name); ok && m == TaskRequired && g.caps.runsTask(name) {
+	if m, ok := g.caps.toolMode(name); ok && m == TaskRequired && g.caps.declaresTasks() {
 		return TaskRequired
 	}
 	return g.toolMode(name)
@@ -135,12 +145,13 @@ const toolsListRefetch = 10 * time.Second
 const maxToolsListPages = 20
 
 // learnToolsFor fetches the upstream's tools/list on the caller's session
-// when the tool has not been seen in a tools/list answer yet (the gateway
-// restarted, or the client calls without listing), so that a task-augmented
-// call is decided on what the upstream declares. A failed fetch leaves the
-// tool unknown: the gateway then makes the task itself, as before.
+// when the upstream declared task calls but the tool has not been seen in a
+// tools/list answer yet (the client calls without listing), so that a
+// task-augmented call is decided on what the upstream declares. A failed
+// fetch leaves the tool unknown: the gateway then makes the task itself, as
+// for any upstream. Upstreams that declared no task calls are never asked.
 func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string) {
-	if _, ok := g.caps.toolMode(name); ok {
+	if _, ok := g.caps.toolMode(name); ok || !g.caps.declaresTasks() {
 		return
 	}
 	g.caps.mu.Lock()
@@ -150,7 +161,7 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 	}
 	g.caps.fetched = time.Now()
 	g.caps.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cursor := ""
 	for page := 0; page < maxToolsListPages; page++ {

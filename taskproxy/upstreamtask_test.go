@@ -115,6 +115,11 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// initAnswer is the fake upstream's initialize answer, declaring task calls.
+func initAnswer() http.Handler {
+	return upstreamAnswer("application/json", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"fake","version":"1"}}}`)
+}
+
 func (u *fakeTaskUpstream) saw(method string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -155,7 +160,9 @@ func TestUpstreamTaskFollow(t *testing.T) {
 			tt.up.answered = make(chan struct{})
 			g := testGateway(t, Config{})
 			defer g.rt.Close(time.Second)
-			// No tools/list passed through first: the gateway fetches one.
+			// An initialize declaring task calls passes through, no
+			// tools/list: the gateway fetches one before deciding.
+			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 			id := createLegacy(t, g, tt.up)
 			if tt.up.elicit {
 				rec := waitStatus(t, g, Anonymous, id, StatusInputRequired)
@@ -200,6 +207,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createLegacy(t, g, up)
 	waitStatus(t, g, Anonymous, id, StatusInputRequired)
 	if _, err := g.cancelTask(context.Background(), Anonymous, id, up); err != nil {
@@ -277,7 +285,7 @@ func TestEffectiveMode(t *testing.T) {
 	}{
 		{"required upstream wins", withTasks, nil, "req", TaskRequired, true},
 		{"required upstream beats configured forbidden", withTasks, map[string]TaskSupport{"req": TaskForbidden}, "req", TaskRequired, true},
-		{"required upstream, no initialize seen", "", nil, "req", TaskRequired, true},
+		{"required upstream, no initialize seen: configured, but followed", "", nil, "req", TaskOptional, true},
 		{"optional upstream keeps the configured mode", withTasks, nil, "opt", TaskOptional, true},
 		{"optional upstream, configured forbidden", withTasks, map[string]TaskSupport{"opt": TaskForbidden}, "opt", TaskForbidden, true},
 		{"forbidden upstream does not forbid gateway tasks", withTasks, nil, "forb", TaskOptional, false},
@@ -317,6 +325,7 @@ func TestUpstreamTaskModern(t *testing.T) {
 	up := &fakeTaskUpstream{result: &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	if err := g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), up); err != nil {
 		t.Fatal(err)
 	}
