@@ -352,3 +352,23 @@ func TestUpstreamTaskModern(t *testing.T) {
 		t.Errorf("task %s, upstream task %q, result %s", task.Status, task.UpstreamTaskID, task.Result)
 	}
 }
+
+// A followed task that expires cancels the upstream's task too.
+func TestUpstreamTaskExpired(t *testing.T) {
+	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
+	g := testGateway(t, Config{DefaultTTL: time.Second, MaxTTL: time.Second})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	id := createLegacy(t, g, up)
+	rec := waitEnded(t, g, Anonymous, id)
+	if rec.Status != StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
+		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !up.saw("tasks/cancel") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never saw tasks/cancel (saw %v)", up.methods)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
