@@ -127,6 +127,19 @@ func TestUpstreamTaskResearchQuery(t *testing.T) {
 	if st := upstreamTaskStatus(t, upstreamURL, c.session, upID); st != "completed" {
 		t.Errorf("the upstream's task %s is %q, want completed", upID, st)
 	}
+	// The task is the gateway's: the same caller reads it on the
+	// 2026-07-28 wire too, answered by the gateway alone.
+	resp, body := postModern(t, newModernClient(t, gw.URL, true), "tasks/get", map[string]any{"taskId": task.TaskID})
+	var modern struct {
+		Result struct {
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+		} `json:"result"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &modern) != nil || modern.Result.Status != "completed" ||
+		!strings.Contains(string(modern.Result.Result), "Research Report: tides") {
+		t.Errorf("2026-07-28 tasks/get: HTTP %d %s, want the completed task with the report", resp.StatusCode, body)
+	}
 }
 
 // TestUpstreamTaskElicitation: the upstream's task asks for clarification
@@ -194,6 +207,23 @@ func TestUpstreamTaskCancel(t *testing.T) {
 	}
 	if got := c.getTask(task.TaskID); got.Status != "cancelled" {
 		t.Errorf("tasks/get after cancel = %+v", got)
+	}
+
+	// The same caller's 2026-07-28 tasks/cancel does the same.
+	task2 := c.createTask("simulate-research-query", map[string]any{"topic": "python", "ambiguous": true}, 120000)
+	var upID2 string
+	waitFor(t, 30*time.Second, "the second upstream task id recorded", func() bool {
+		upID2 = adminUpstreamTaskID(t, gw, task2.TaskID)
+		return upID2 != ""
+	})
+	if resp, body := postModern(t, newModernClient(t, gw.URL, true), "tasks/cancel", map[string]any{"taskId": task2.TaskID}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("2026-07-28 tasks/cancel: HTTP %d %s", resp.StatusCode, body)
+	}
+	if st := upstreamTaskStatus(t, upstreamURL, c.session, upID2); st != "cancelled" {
+		t.Errorf("the upstream's task %s is %q after the 2026-07-28 cancel, want cancelled", upID2, st)
+	}
+	if got := c.getTask(task2.TaskID); got.Status != "cancelled" {
+		t.Errorf("tasks/get after the 2026-07-28 cancel = %+v", got)
 	}
 }
 
