@@ -28,6 +28,8 @@ type fakeTaskUpstream struct {
 	elicit bool
 	// known says whether tasks/get and tasks/result know the task.
 	known bool
+	// hold, when set, keeps tasks/result waiting until it is closed.
+	hold chan struct{}
 
 	mu        sync.Mutex
 	methods   []string
@@ -93,6 +95,13 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !u.elicit {
+			if u.hold != nil {
+				select {
+				case <-u.hold:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			reply(u.result.Result, u.result.Error)
 			return
 		}
@@ -370,5 +379,30 @@ func TestUpstreamTaskExpired(t *testing.T) {
 			t.Fatalf("the upstream never saw tasks/cancel (saw %v)", up.methods)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// While the upstream's tasks/result blocks, the gateway polls its tasks/get
+// and shows the upstream's status message on the task.
+func TestUpstreamTaskStatusMirrored(t *testing.T) {
+	up := &fakeTaskUpstream{result: report0(), known: true, hold: make(chan struct{}), answered: make(chan struct{})}
+	g := testGateway(t, Config{})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	id := createLegacy(t, g, up)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := g.rt.Store.Get(t.Context(), Anonymous, id)
+		if err == nil && rec.StatusMessage == "upstream says hi" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %+v, %v: the upstream's status message never shown", rec, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(up.hold)
+	if rec := waitEnded(t, g, Anonymous, id); rec.Status != StatusCompleted {
+		t.Errorf("task %s, want completed", rec.Status)
 	}
 }
