@@ -183,6 +183,9 @@ type adminTask struct {
 	// History lists the status changes, oldest first; it is shown for one
 	// task (GET /mcp_tasks/tasks/{id}) and in lists with ?detail=1.
 	History []statusChange `json:"history,omitempty"`
+	// UpstreamTaskID is the upstream's id of the task it runs for this
+	// one (a task-aware upstream), followed by the gateway.
+	UpstreamTaskID string `json:"upstream_task_id,omitempty"`
 
 	Params json.RawMessage          `json:"params,omitempty"`
 	Result json.RawMessage          `json:"result,omitempty"`
@@ -212,6 +215,7 @@ func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail boo
 		Principal: t.Principal, Tenant: t.Tenant, Tool: t.Tool, Era: string(t.Era),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, ExpiresAt: t.ExpiresAt(), TTLMs: t.TTL.Milliseconds(),
 		Route: t.Route, RunningHere: rt.Running(t.ID), InputsOpen: len(t.Outstanding()), IsError: t.IsError,
+		UpstreamTaskID: t.UpstreamTaskID,
 	}
 	if !t.Status.Terminal() {
 		v.LeaseHolder, v.LeaseExpires = t.Lease.Holder, t.Lease.Expires

@@ -29,6 +29,7 @@ func (c *call) passRewriting(fn rewriteFunc) error {
 // rewriteInitialize adds capabilities.tasks to a 2025-11-25 initialize
 // result. Older protocol versions know no tasks and are left alone.
 func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
+	g.caps.learnInitialize(result)
 	var head struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -47,8 +48,10 @@ func (g *Gateway) legacyTasksCapability() []byte {
 }
 
 // rewriteToolsList sets execution.taskSupport on every tool from the
-// configured modes, copying the result once.
+// configured modes (effectiveMode: the upstream's required wins), copying
+// the result once. It learns the upstream's own modes first.
 func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
+	g.caps.learnTools(result)
 	m, found, _, _, err := findMember(result, "tools")
 	if err != nil || !found {
 		return result, err
@@ -65,7 +68,7 @@ func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
 		tool := tools[span[0]:span[1]]
 		name, _ := getMember(tool, "name")
 		out = append(out, tools[last:span[0]]...)
-		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.toolMode(unquote(name)))); err != nil {
+		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.effectiveMode(unquote(name)))); err != nil {
 			return nil, err
 		}
 		last = span[1]

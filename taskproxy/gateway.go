@@ -130,6 +130,8 @@ type Gateway struct {
 	// started is set once Start succeeded.
 	base    *routeBase
 	started atomic.Bool
+	// caps is what the gateway learned of its upstream's own tasks.
+	caps upstreamCaps
 }
 
 // New returns a gateway for cfg on rt.

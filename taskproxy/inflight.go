@@ -34,6 +34,21 @@ type runningTask struct {
 	// call (a local tasks/cancel, one seen from another replica), so that
 	// the upstream is told once.
 	cancelling atomic.Bool
+	// upstreamTaskID is the upstream's id of the task it runs for this
+	// one (upstreamtask.go), once known: what tasks/cancel names.
+	upstreamTaskID string
+}
+
+func (rt *runningTask) setUpstreamTask(id string) {
+	rt.mu.Lock()
+	rt.upstreamTaskID = id
+	rt.mu.Unlock()
+}
+
+func (rt *runningTask) upstreamTask() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.upstreamTaskID
 }
 
 func (rt *runningTask) setProgress(p json.RawMessage) {

@@ -55,7 +55,10 @@ func (c *call) serveLegacyToolsCall() error {
 	if augmented && string(taskMeta) == "null" {
 		augmented = false
 	}
-	switch mode := c.g.toolMode(name); {
+	if augmented { // decided on what the upstream declares of the tool
+		c.g.learnToolsFor(c.r.Context(), c.r, c.next, name)
+	}
+	switch mode := c.g.effectiveMode(name); {
 	case augmented && mode == TaskForbidden:
 		c.fail(Errorf(CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
 		return nil

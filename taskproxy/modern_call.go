@@ -38,7 +38,7 @@ func (c *call) serveModernToolsCall() error {
 	if n, err := stringParam(c.msg.Params, "name"); err == nil {
 		name = n
 	}
-	mode := c.g.toolMode(name)
+	mode := c.g.effectiveMode(name)
 	declared := meta.declaresTasks()
 	switch {
 	case !declared && mode == TaskRequired:
@@ -56,7 +56,7 @@ func (c *call) serveModernToolsCall() error {
 		c.failModern(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}
-	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" {
+	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" || c.g.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)
 	}
 	return c.runModernCall(name, mode)
@@ -64,7 +64,9 @@ func (c *call) serveModernToolsCall() error {
 
 // runIdempotentCall serves a call with an idempotency key: it becomes a task
 // at once, before the upstream is called, so that a repeat of it finds the
-// task and no second call is made.
+// task and no second call is made. A call of a tool the upstream runs as a
+// task itself (upstreamtask.go) is served the same way: its task is created
+// at the upstream and followed.
 func (c *call) runIdempotentCall(name string) error {
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {

@@ -17,7 +17,9 @@ import (
 // again from the stored request. A 2026-07-28 task waiting for tasks/update
 // had no call in flight and simply waits on. Each task goes back through
 // the route (handler instance) that created it, with that route's
-// retry_on_restart list; an orphan whose route is gone fails.
+// retry_on_restart list; an orphan whose route is gone fails. A task the
+// upstream runs itself, whose id was recorded, is followed again there
+// (upstreamtask.go).
 
 // msgRestarted is the status message (and error) of a task whose call was
 // lost in a restart.
@@ -74,8 +76,18 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 		}
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
 		g.resume(t, nil, "")
+	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
+		g.resume(t, nil, "")
 	case g.cfg.RetryOnRestart[t.Tool]:
-		g.resume(t, t.Params, msgRerun)
+		params := t.Params
+		if t.UpstreamTask {
+			var err error
+			if params, err = upstreamTaskParams(t); err != nil {
+				g.failOrphan(ctx, t, msgRestarted)
+				return
+			}
+		}
+		g.resume(t, params, msgRerun)
 	default:
 		g.failOrphan(ctx, t, lost)
 	}

@@ -97,9 +97,7 @@ func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) 
 	if !run.cancelling.CompareAndSwap(false, true) {
 		return
 	}
-	if t.Era == EraLegacy {
-		g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")
-	}
+	g.stopUpstreamCall(ctx, run, t, "task cancelled by the client")
 	run.cancel(errTaskCancelled)
 }
 

@@ -77,6 +77,12 @@ type Task struct {
 	// 2026-07-28 task makes one attempt per round of input.
 	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
 	Round      int             `json:"round,omitempty"`
+	// UpstreamTask says the upstream runs the call as a task of its own
+	// (upstreamtask.go): the worker creates it there with params.task and
+	// follows it. UpstreamTaskID is the upstream's id of that task, once
+	// created; a restart resumes following it.
+	UpstreamTask   bool   `json:"upstreamTask,omitempty"`
+	UpstreamTaskID string `json:"upstreamTaskId,omitempty"`
 
 	// Inputs are the input requests met during the task, in order; their
 	// keys are never reused.

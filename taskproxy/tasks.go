@@ -59,7 +59,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1), Round: 1,
 		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
 		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
-		Route: c.g.cfg.Route,
+		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
 	}
 	if era == EraLegacy {
 		t.Session = c.r.Header.Get(headerSessionID)
@@ -99,7 +99,14 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 func (c *call) startTask(t *Task) {
 	g := c.g
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
-	body, err := RequestBytes(t.UpstreamID, "tools/call", t.Params)
+	params, err := t.Params, error(nil)
+	if t.UpstreamTask { // the upstream makes the task: ask it to
+		params, err = upstreamTaskParams(t)
+	}
+	var body []byte
+	if err == nil {
+		body, err = RequestBytes(t.UpstreamID, "tools/call", params)
+	}
 	if err != nil {
 		run.release()
 		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
@@ -144,8 +151,9 @@ func orEmptyObject(raw json.RawMessage) json.RawMessage {
 }
 
 // cancelTask records the cancellation, then stops the upstream call: it
-// sends the upstream notifications/cancelled with the id the upstream knows
-// and closes the call's stream.
+// sends the upstream tasks/cancel for a task the upstream runs, else
+// notifications/cancelled with the id the upstream knows, and closes the
+// call's stream.
 func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*Task, error) {
 	t, err := g.rt.Store.Update(ctx, owner, id, func(t *Task) error {
 		return t.SetStatus(StatusCancelled, "The task was cancelled by request.", clock())

@@ -151,8 +151,14 @@ func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, erro
 	select {
 	case <-w.head:
 	case <-req.Context().Done():
-		_ = pr.CloseWithError(req.Context().Err())
-		return nil, fmt.Errorf("calling upstream: %w", context.Cause(req.Context()))
+		select {
+		case <-w.head:
+			// Answered, and the handler already returned, which releases
+			// (cancels) req's context: both are ready, the answer counts.
+		default:
+			_ = pr.CloseWithError(req.Context().Err())
+			return nil, fmt.Errorf("calling upstream: %w", context.Cause(req.Context()))
+		}
 	}
 	if w.err != nil && w.status == 0 {
 		_ = pr.Close()

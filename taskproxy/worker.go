@@ -59,9 +59,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
 		g.finish(call, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
-		if call.Era == EraLegacy {
-			g.notifyUpstreamCancelled(run.ctx, run, call, "task expired")
-		}
+		g.stopUpstreamCall(run.ctx, run, call, "task expired")
 		run.cancel(errTaskExpired)
 	})
 	go func() {
@@ -74,6 +72,10 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 }
 
 func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+	if t.UpstreamTask {
+		g.workUpstreamTask(t, run, a)
+		return
+	}
 	for {
 		var keys []string
 		if a == nil && pending == nil { // resumed while the task waits for input
@@ -287,7 +289,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
-	if t.Era != EraLegacy {
+	if t.Era != EraLegacy && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}

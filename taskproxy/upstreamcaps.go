@@ -1,0 +1,226 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// What the gateway knows of its upstream's own tasks (2025-11-25): whether
+// its initialize answer declares task-augmented tools/call, and the
+// execution.taskSupport each tool declares in tools/list. Both are learned
+// from the answers passing through, per route (one Gateway serves one
+// route), and replaced by every later answer. A tool the upstream runs as a
+// task itself is called with params.task and followed as a task client
+// (upstreamtask.go); for every other tool the gateway makes the task.
+
+// upstreamCaps is the learned knowledge of one route's upstream.
+type upstreamCaps struct {
+	mu sync.RWMutex
+	// tasksCall is what the last initialize answer said of
+	// capabilities.tasks.requests.tools.call; nil before one was seen.
+	tasksCall *bool
+	// tools holds the taskSupport of every tool seen in a tools/list
+	// answer ("forbidden" when the tool declares none).
+	tools map[string]TaskSupport
+	// fetched is when the gateway last fetched a tools/list itself.
+	fetched time.Time
+}
+
+// learnInitialize records capabilities.tasks of an initialize result.
+func (u *upstreamCaps) learnInitialize(result []byte) {
+	var r struct {
+		Capabilities struct {
+			Tasks *struct {
+				Requests *struct {
+					Tools *struct {
+						Call json.RawMessage `json:"call"`
+					} `json:"tools"`
+				} `json:"requests"`
+			} `json:"tasks"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return
+	}
+	call := false
+	if t := r.Capabilities.Tasks; t != nil && t.Requests != nil && t.Requests.Tools != nil {
+		call = len(t.Requests.Tools.Call) > 0 && t.Requests.Tools.Call[0] == '{'
+	}
+	u.mu.Lock()
+	u.tasksCall = &call
+	u.mu.Unlock()
+}
+
+// learnTools records the taskSupport of the tools of one tools/list page.
+func (u *upstreamCaps) learnTools(result []byte) {
+	var r struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &r) != nil || len(r.Tools) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tools == nil {
+		u.tools = map[string]TaskSupport{}
+	}
+	for _, tool := range r.Tools {
+		mode := TaskForbidden // the spec's default when absent
+		if tool.Execution != nil {
+			if m, err := ParseTaskSupport(tool.Execution.TaskSupport); err == nil {
+				mode = m
+			}
+		}
+		u.tools[tool.Name] = mode
+	}
+}
+
+// toolMode returns the upstream's own task mode of a tool, and whether the
+// tool is known at all.
+func (u *upstreamCaps) toolMode(name string) (TaskSupport, bool) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	m, ok := u.tools[name]
+	return m, ok
+}
+
+// runsTask reports whether the upstream runs the tool as a task of its own
+// when asked: the tool declares optional or required, and the upstream's
+// initialize answer declared task-augmented tools/call. Before any
+// initialize answer was seen (the gateway restarted under a live session),
+// a tool declaring a task mode is taken at its word: the spec lets a
+// client augment only under that capability, so the declaration implies it.
+func (u *upstreamCaps) runsTask(name string) bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	m, ok := u.tools[name]
+	if !ok || m == TaskForbidden {
+		return false
+	}
+	return u.tasksCall == nil || *u.tasksCall
+}
+
+// declaresTasks reports whether an initialize answer seen since the start
+// declared task-augmented tools/call.
+func (u *upstreamCaps) declaresTasks() bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.tasksCall != nil && *u.tasksCall
+}
+
+// effectiveMode is the task mode the gateway applies to and advertises for
+// a tool: the configured one, except that a tool the upstream runs only as
+// a task is required, on both wires, whatever is configured (the upstream
+// refuses it otherwise). That takes an initialize answer declaring task
+// calls: without one, the configuration stands. A tool the upstream
+// forbids as a task stays whatever is configured: the gateway makes those
+// tasks itself.
+func (g *Gateway) effectiveMode(name string) TaskSupport {
+	if m, ok := g.caps.toolMode(name); ok && m == TaskRequired && g.caps.declaresTasks() {
+		return TaskRequired
+	}
+	return g.toolMode(name)
+}
+
+// upstreamRunsTask reports whether a task of the tool is created at the
+// upstream and followed there (upstreamtask.go).
+func (g *Gateway) upstreamRunsTask(name string) bool { return g.caps.runsTask(name) }
+
+// toolsListRefetch spaces the gateway's own tools/list fetches for a tool
+// it has not seen: calls of a tool the upstream does not list must not each
+// cost a fetch.
+const toolsListRefetch = 10 * time.Second
+
+// maxToolsListPages bounds the pages one fetch follows.
+const maxToolsListPages = 20
+
+// learnToolsFor fetches the upstream's tools/list on the caller's session
+// when the upstream declared task calls but the tool has not been seen in a
+// tools/list answer yet (the client calls without listing), so that a
+// task-augmented call is decided on what the upstream declares. A failed
+// fetch leaves the tool unknown: the gateway then makes the task itself, as
+// for any upstream. Upstreams that declared no task calls are never asked.
+func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string) {
+	if _, ok := g.caps.toolMode(name); ok || !g.caps.declaresTasks() {
+		return
+	}
+	g.caps.mu.Lock()
+	if time.Since(g.caps.fetched) < toolsListRefetch {
+		g.caps.mu.Unlock()
+		return
+	}
+	g.caps.fetched = time.Now()
+	g.caps.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cursor := ""
+	for page := 0; page < maxToolsListPages; page++ {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", gatewayIDPrefix+"tools-list:"+NewTaskID())), "tools/list", params)
+		if err != nil || answer.Error != nil {
+			return
+		}
+		g.caps.learnTools(answer.Result)
+		var p struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(answer.Result, &p) != nil || p.NextCursor == "" {
+			return
+		}
+		cursor = p.NextCursor
+	}
+}
+
+// requestUpstream sends one request of the gateway's own to the upstream,
+// with base's headers (and session, when not empty), and returns the
+// upstream's response to it: from a JSON answer or an event stream (other
+// messages on the stream are skipped). An HTTP error with a JSON-RPC body
+// is that response.
+func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next http.Handler, session string, id json.RawMessage, method string, params any) (*Message, error) {
+	body, err := RequestBytes(id, method, params)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", method, err)
+	}
+	req := newUpstreamRequest(ctx, base, body)
+	if session != "" {
+		req.Header.Set(headerSessionID, session)
+	}
+	resp, err := callUpstream(next, req)
+	if err != nil {
+		return nil, err
+	}
+	defer finishBody(resp.Body, time.Second)
+	if resp.Status < 200 || resp.Status > 299 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPFailureBody))
+		return &Message{JSONRPC: "2.0", ID: id, Error: describeHTTPFailure(resp.Status, data)}, nil
+	}
+	var answer *Message
+	var pos streamPosition
+	err = readMessages(resp, &pos, maxResultOf(ctx), func(m *Message) (bool, error) {
+		if m.IsResponse() && sameID(m.ID, id) {
+			answer = m
+			return true, nil
+		}
+		return false, nil
+	})
+	if answer != nil {
+		return answer, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("the upstream answered %s without a response", method)
+	}
+	return nil, fmt.Errorf("%s: %w", method, err)
+}

@@ -1,0 +1,332 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Task-aware upstreams. For a tool the upstream runs as a task itself
+// (upstreamcaps.go), the gateway still owns the client's task (durable,
+// bound to its owner, on either wire) and its worker is a 2025-11-25 task
+// client of the upstream: it sends the tools/call with params.task, records
+// the upstream's task id, follows it with tasks/result (which blocks, and
+// carries the upstream's input requests, relayed into the task's own input
+// requests) while polling tasks/get for its status message, maps the
+// task's cancellation and expiry to the upstream's tasks/cancel, and takes
+// the upstream's outcome as the task's. A restart resumes following by the
+// recorded id; an upstream that no longer knows it fails the task with why.
+
+// msgUpstreamTaskGone is the error of a task whose upstream task the
+// upstream no longer knows (it restarted, dropped the session, or purged it).
+const msgUpstreamTaskGone = "the upstream no longer knows its task %s (it may have restarted, ended the session, or expired the task); the result is lost"
+
+// maxFollowFailures bounds the tasks/result calls in a row that end
+// without an answer while the upstream still knows the task.
+const maxFollowFailures = 10
+
+// upstreamTaskParams returns the params of the call that creates the
+// upstream's task: the stored params with params.task asking for the
+// gateway task's ttl.
+func upstreamTaskParams(t *Task) (json.RawMessage, error) {
+	meta, _ := json.Marshal(map[string]int64{"ttl": t.TTL.Milliseconds()})
+	p, err := setMember(orEmptyObject(t.Params), "task", meta)
+	if err != nil {
+		return nil, fmt.Errorf("adding params.task: %w", err)
+	}
+	return p, nil
+}
+
+// followID is the id of the worker's n-th request about the upstream's task.
+func followID(taskID, what string, n int) json.RawMessage {
+	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", gatewayIDPrefix, taskID, what, n))
+	return id
+}
+
+// workUpstreamTask runs a task the upstream runs: a is the creating call in
+// flight, nil when a worker resumes following after a restart.
+func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *attempt) {
+	if t.UpstreamTaskID == "" {
+		if a == nil { // nothing to follow: recovery does not resume these
+			g.finish(t, nil, Errorf(CodeInternalError, "%s", msgRestarted))
+			return
+		}
+		id, ok := g.createUpstreamTask(t, run, a)
+		if !ok {
+			return
+		}
+		t.UpstreamTaskID = id
+	} else {
+		run.setUpstreamTask(t.UpstreamTaskID)
+		// Resumed: a cancellation stored while no worker ran never
+		// reached the upstream.
+		if rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == StatusCancelled {
+			g.cancelUpstreamTask(run.ctx, run, t, t.UpstreamTaskID)
+			return
+		}
+	}
+	stopPolling := g.pollUpstreamStatus(t, run)
+	defer stopPolling()
+	g.followUpstreamTask(t, run)
+}
+
+// createUpstreamTask reads the answer of the creating call and records the
+// upstream's task id. It returns false when the task ended instead: the
+// upstream answered with an error or a plain result (a server that does
+// not take tasks for the call runs it normally), or the task ended
+// meanwhile, in which case the upstream's task is cancelled.
+func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (string, bool) {
+	ev := g.followEvents(t, run, a)
+	switch {
+	case ev.err != nil:
+		g.finishInterrupted(run.ctx, t, ev.err)
+		return "", false
+	case ev.final.Error != nil:
+		g.finish(t, nil, ev.final.Error)
+		return "", false
+	}
+	var created struct {
+		Task *struct {
+			TaskID        string `json:"taskId"`
+			StatusMessage string `json:"statusMessage"`
+		} `json:"task"`
+	}
+	if json.Unmarshal(ev.final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
+		g.finish(t, ev.final.Result, nil)
+		return "", false
+	}
+	id := created.Task.TaskID
+	// Published before the record: a cancellation that finds the record
+	// still working then finds the id too (cancelTask reads it after
+	// storing the cancellation), and one that stored first makes the
+	// update below fail, and the upstream's task is cancelled here.
+	run.setUpstreamTask(id)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.ctx), 10*time.Second)
+	defer cancel()
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+		rec.UpstreamTaskID = id
+		if m := created.Task.StatusMessage; m != "" && rec.Status == StatusWorking {
+			rec.StatusMessage, rec.UpdatedAt = m, clock()
+		}
+		return nil
+	})
+	if err != nil {
+		// The upstream's task must not run on untracked.
+		g.cancelUpstreamTask(ctx, run, t, id)
+		if !outcomeSettled(err) {
+			g.finish(t, nil, g.internalError("recording the upstream's task id", err, zap.String("task", t.ID)))
+		}
+		return "", false
+	}
+	if ce := g.log.Check(zap.DebugLevel, "following the upstream's task"); ce != nil {
+		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", id))
+	}
+	g.auditTask(auditUpstreamTask, rec)
+	g.rt.Hub.Changed(t.ID)
+	return id, true
+}
+
+// auditUpstreamTask is the audit event of a task the upstream runs.
+const auditUpstreamTask = "task created at the upstream"
+
+// followEvents consumes an attempt's events up to its last one: the
+// upstream's requests become the task's input requests, status
+// notifications of its task update the status message.
+func (g *Gateway) followEvents(t *Task, run *runningTask, a *attempt) *attemptEvent {
+	for ev := range a.events {
+		switch {
+		case ev.last():
+			return &ev
+		case ev.request != nil:
+			g.upstreamRequest(run.ctx, t, run, ev.request)
+		case ev.notification.Method == "notifications/tasks/status":
+			g.mirrorUpstreamStatus(run.ctx, t, ev.notification.Params)
+		}
+	}
+	return &attemptEvent{err: context.Cause(run.ctx)}
+}
+
+// followUpstreamTask waits for the upstream task's outcome with tasks/result
+// and records it. A tasks/result that ends without an answer is asked
+// again, as long as the upstream still knows the task.
+func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
+	failures := 0
+	for n := 1; ; n++ {
+		id := followID(t.ID, "result", n)
+		body, err := RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
+		if err != nil {
+			g.finish(t, nil, g.internalError("encoding tasks/result", err, zap.String("task", t.ID)))
+			return
+		}
+		ev := g.followEvents(t, run, startAttempt(run.ctx, run.base, run.next, id, body))
+		if run.ctx.Err() != nil {
+			g.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+			return
+		}
+		if ev.err == nil && ev.final.Error == nil {
+			g.finish(t, withoutRelatedTask(ev.final.Result), nil)
+			return
+		}
+		status, known, err := g.upstreamTaskStatus(run, t, n)
+		switch {
+		case err == nil && !known:
+			g.finish(t, nil, Errorf(CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			return
+		case err == nil && status.Terminal() && ev.err == nil:
+			g.finish(t, nil, ev.final.Error) // the upstream's outcome is an error
+			return
+		}
+		if failures++; failures > maxFollowFailures {
+			cause := ev.err
+			if cause == nil {
+				cause = fmt.Errorf("tasks/result: %s", ev.final.Error.Message)
+			}
+			g.finishInterrupted(run.ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
+			return
+		}
+		select {
+		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
+		case <-run.ctx.Done():
+			g.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+			return
+		}
+	}
+}
+
+// upstreamTaskStatus asks the upstream for its task (tasks/get): its
+// status, or known false when the upstream answers that it has no such task.
+func (g *Gateway) upstreamTaskStatus(run *runningTask, t *Task, n int) (Status, bool, error) {
+	ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
+	defer cancel()
+	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	if err != nil {
+		return "", false, err
+	}
+	if answer.Error != nil {
+		if answer.Error.Code == CodeInvalidParams {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
+	}
+	var task struct {
+		Status        Status `json:"status"`
+		StatusMessage string `json:"statusMessage"`
+	}
+	if err := json.Unmarshal(answer.Result, &task); err != nil {
+		return "", false, fmt.Errorf("reading tasks/get: %w", err)
+	}
+	return task.Status, true, nil
+}
+
+// pollUpstreamStatus polls the upstream's tasks/get at the task's poll
+// interval while tasks/result blocks, mirroring the upstream's status
+// message into the task (the only way to see "Analyzing content…" from a
+// server that sends no status notifications). It returns the stop.
+func (g *Gateway) pollUpstreamStatus(t *Task, run *runningTask) func() {
+	ctx, cancel := context.WithCancel(run.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := max(t.PollInterval, time.Second)
+		for n := 1; ; n++ {
+			select {
+			case <-time.After(every):
+			case <-ctx.Done():
+				return
+			}
+			answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			if err != nil || answer.Error != nil {
+				continue // tasks/result's follow-up decides what a failure means
+			}
+			g.mirrorUpstreamStatus(ctx, t, answer.Result)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// mirrorUpstreamStatus copies the status message of the upstream's task (a
+// Task object) into the task while it is working; the status itself
+// follows from what the worker sees (input requests, the outcome).
+func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *Task, upstreamTask json.RawMessage) {
+	var up struct {
+		TaskID        string `json:"taskId"`
+		StatusMessage string `json:"statusMessage"`
+	}
+	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
+		return
+	}
+	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+		if rec.Status != StatusWorking || rec.StatusMessage == up.StatusMessage {
+			return errNoChange
+		}
+		rec.StatusMessage, rec.UpdatedAt = up.StatusMessage, clock()
+		return nil
+	})
+	if err == nil {
+		g.rt.Hub.Changed(t.ID)
+	}
+}
+
+// cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
+// the task's session. Cancelling a task the upstream already ended is
+// refused by it (-32602), which changes nothing here.
+func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *Task, upstreamTaskID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
+	switch {
+	case err != nil:
+		g.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
+	case answer.Error != nil:
+		if ce := g.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
+			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
+		}
+	}
+}
+
+// stopUpstreamCall tells the upstream that a task's call is to stop:
+// tasks/cancel of its own task when it runs one, else, on 2025-11-25,
+// notifications/cancelled of the call (on 2026-07-28 closing the call's
+// stream is the cancellation).
+func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *Task, reason string) {
+	if id := run.upstreamTask(); id != "" {
+		g.cancelUpstreamTask(ctx, run, t, id)
+		return
+	}
+	if t.Era == EraLegacy {
+		g.notifyUpstreamCancelled(ctx, run, t, reason)
+	}
+}
+
+// withoutRelatedTask removes the upstream's related-task meta from a
+// tasks/result answer: it names the upstream's task id, and the task's
+// answer carries the gateway's own instead.
+func withoutRelatedTask(result json.RawMessage) json.RawMessage {
+	meta, ok := getMember(result, "_meta")
+	if !ok {
+		return result
+	}
+	if _, ok := getMember(meta, metaRelatedTask); !ok {
+		return result
+	}
+	meta, err := deleteMember(meta, metaRelatedTask)
+	if err != nil {
+		return result
+	}
+	var out []byte
+	if n, cerr := countMembers(meta, 1); cerr == nil && n == 0 {
+		out, err = deleteMember(result, "_meta")
+	} else {
+		out, err = setMember(result, "_meta", meta)
+	}
+	if err != nil {
+		return result
+	}
+	return out
+}

@@ -1,0 +1,408 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeTaskUpstream is a FAKE 2025-11-25 task-aware upstream, for the edge
+// cases the real one (the TypeScript everything server, in ./integration)
+// cannot be made to show on demand: a task it fails, one it forgets, one
+// it answers plainly. go-sdk v1.8.0 has no tasks, so there is no real Go
+// upstream to use here. It declares "job" with taskSupport required.
+type fakeTaskUpstream struct {
+	// plain answers a task-augmented call with a plain result.
+	plain bool
+	// result answers tasks/result: a result, a JSON-RPC error, or, with
+	// elicit, first an elicitation/create (id 7) and the result once the
+	// answer arrived.
+	result *Message
+	elicit bool
+	// known says whether tasks/get and tasks/result know the task.
+	known bool
+	// hold, when set, keeps tasks/result waiting until it is closed.
+	hold chan struct{}
+
+	mu        sync.Mutex
+	methods   []string
+	taskParam json.RawMessage
+	answer    json.RawMessage
+	answered  chan struct{}
+}
+
+func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	m, err := ParseMessage(body)
+	if err != nil {
+		return // the GET that opens a route after a restart
+	}
+	u.mu.Lock()
+	if m.Method != "" {
+		u.methods = append(u.methods, m.Method)
+	}
+	u.mu.Unlock()
+	reply := func(result any, e *Error) {
+		var data []byte
+		if e != nil {
+			data = ErrorBytes(m.ID, e)
+		} else {
+			data, _ = ResponseBytes(m.ID, result)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	}
+	notFound := Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
+	switch {
+	case m.IsResponse(): // the client's answer to the elicitation
+		u.mu.Lock()
+		u.answer = m.Result
+		u.mu.Unlock()
+		close(u.answered)
+		w.WriteHeader(http.StatusAccepted)
+	case m.Method == "tools/list":
+		reply(json.RawMessage(`{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"plain","inputSchema":{"type":"object"}}]}`), nil)
+	case m.Method == "tools/call":
+		task, _ := getMember(m.Params, "task")
+		u.mu.Lock()
+		u.taskParam = task
+		u.mu.Unlock()
+		if u.plain || task == nil {
+			reply(json.RawMessage(`{"content":[{"type":"text","text":"ran plainly"}]}`), nil)
+			return
+		}
+		reply(json.RawMessage(`{"task":{"taskId":"up-1","status":"working","statusMessage":"started upstream","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000,"pollInterval":100}}`), nil)
+	case m.Method == "tasks/get":
+		if !u.known {
+			reply(nil, notFound)
+			return
+		}
+		status := "working"
+		if u.result != nil && u.result.Error != nil {
+			status = "failed"
+		}
+		reply(json.RawMessage(`{"taskId":"up-1","status":"`+status+`","statusMessage":"upstream says hi","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`), nil)
+	case m.Method == "tasks/result":
+		if !u.known {
+			reply(nil, notFound)
+			return
+		}
+		if !u.elicit {
+			if u.hold != nil {
+				select {
+				case <-u.hold:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			reply(u.result.Result, u.result.Error)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		req, _ := RequestBytes(json.RawMessage(`7`), "elicitation/create", map[string]any{"message": "which one?", "requestedSchema": map[string]any{"type": "object"}})
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", req)
+		w.(http.Flusher).Flush()
+		select {
+		case <-u.answered:
+		case <-r.Context().Done():
+			return
+		}
+		data, _ := ResponseBytes(m.ID, u.result.Result)
+		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
+	case m.Method == "tasks/cancel":
+		reply(json.RawMessage(`{"taskId":"up-1","status":"cancelled","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`), nil)
+	default:
+		reply(json.RawMessage(`{}`), nil)
+	}
+}
+
+// initAnswer is the fake upstream's initialize answer, declaring task calls.
+func initAnswer() http.Handler {
+	return upstreamAnswer("application/json", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"fake","version":"1"}}}`)
+}
+
+func (u *fakeTaskUpstream) saw(method string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, m := range u.methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// A task of a tool the upstream runs as a task is created there with
+// params.task and followed to the upstream's outcome, whatever it is.
+func TestUpstreamTaskFollow(t *testing.T) {
+	report := &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
+	tests := []struct {
+		name        string
+		up          *fakeTaskUpstream
+		want        Status
+		wantResult  string // a substring of the recorded result
+		wantError   string // a substring of the recorded error
+		wantUpID    string
+		wantMethods []string
+	}{
+		{name: "completed", up: &fakeTaskUpstream{result: report, known: true},
+			want: StatusCompleted, wantResult: "the report", wantUpID: "up-1", wantMethods: []string{"tools/list", "tools/call", "tasks/result"}},
+		{name: "upstream task failed", up: &fakeTaskUpstream{result: &Message{Error: Errorf(-32000, "research failed")}, known: true},
+			want: StatusFailed, wantError: "research failed", wantUpID: "up-1", wantMethods: []string{"tasks/result", "tasks/get"}},
+		{name: "upstream forgot the task", up: &fakeTaskUpstream{known: false},
+			want: StatusFailed, wantError: "no longer knows its task up-1", wantUpID: "up-1"},
+		{name: "upstream ran it plainly", up: &fakeTaskUpstream{plain: true},
+			want: StatusCompleted, wantResult: "ran plainly"},
+		{name: "input requested on tasks/result", up: &fakeTaskUpstream{result: report, known: true, elicit: true},
+			want: StatusCompleted, wantResult: "the report", wantUpID: "up-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.up.answered = make(chan struct{})
+			g := testGateway(t, Config{})
+			defer g.rt.Close(time.Second)
+			// An initialize declaring task calls passes through, no
+			// tools/list: the gateway fetches one before deciding.
+			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+			id := createLegacy(t, g, tt.up)
+			if tt.up.elicit {
+				rec := waitStatus(t, g, Anonymous, id, StatusInputRequired)
+				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
+					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
+				}
+				answer := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
+				if _, err := g.answerInputs(context.Background(), Anonymous, id, answer, post(`{}`), tt.up); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec := waitEnded(t, g, Anonymous, id)
+			if rec.Status != tt.want || rec.UpstreamTaskID != tt.wantUpID || !rec.UpstreamTask {
+				t.Errorf("task %s, upstream task %q (upstreamTask %v); want %s, %q", rec.Status, rec.UpstreamTaskID, rec.UpstreamTask, tt.want, tt.wantUpID)
+			}
+			if tt.wantResult != "" && !strings.Contains(string(rec.Result), tt.wantResult) {
+				t.Errorf("result %s, want %q", rec.Result, tt.wantResult)
+			}
+			if strings.Contains(string(rec.Result), metaRelatedTask) {
+				t.Errorf("result %s keeps the upstream's related-task meta", rec.Result)
+			}
+			if tt.wantError != "" && (rec.Error == nil || !strings.Contains(rec.Error.Message, tt.wantError)) {
+				t.Errorf("error %+v, want %q", rec.Error, tt.wantError)
+			}
+			if string(tt.up.taskParam) != `{"ttl":3600000}` {
+				t.Errorf("upstream saw params.task %s, want the task's ttl", tt.up.taskParam)
+			}
+			for _, m := range tt.wantMethods {
+				if !tt.up.saw(m) {
+					t.Errorf("the upstream never saw %s (saw %v)", m, tt.up.methods)
+				}
+			}
+			if tt.up.elicit && !strings.Contains(string(tt.up.answer), `"accept"`) {
+				t.Errorf("the upstream got answer %s", tt.up.answer)
+			}
+		})
+	}
+}
+
+// Cancelling the task sends the upstream tasks/cancel for its own task.
+func TestUpstreamTaskCancelled(t *testing.T) {
+	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
+	g := testGateway(t, Config{})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	id := createLegacy(t, g, up)
+	waitStatus(t, g, Anonymous, id, StatusInputRequired)
+	if _, err := g.cancelTask(context.Background(), Anonymous, id, up); err != nil {
+		t.Fatal(err)
+	}
+	if !up.saw("tasks/cancel") {
+		t.Errorf("the upstream never saw tasks/cancel (saw %v)", up.methods)
+	}
+}
+
+func report0() *Message { return &Message{Result: json.RawMessage(`{"content":[]}`)} }
+
+// After a restart, a task whose upstream task id is recorded is followed
+// again there; one the upstream no longer knows fails with why, one it
+// still runs completes.
+func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		up    *fakeTaskUpstream
+		want  Status
+		check string
+	}{
+		{"still running upstream", &fakeTaskUpstream{result: report0(), known: true}, StatusCompleted, ""},
+		{"unknown upstream", &fakeTaskUpstream{known: false}, StatusFailed, "no longer knows its task up-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newMemStore(t)
+			past := clock().Add(-time.Minute)
+			id := NewTaskID()
+			err := store.Create(t.Context(), &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
+				TTL: time.Hour, Era: EraLegacy, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s1",
+				UpstreamTask: true, UpstreamTaskID: "up-1", Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt := NewRuntime(store)
+			defer rt.Close(time.Second)
+			g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+			mustStart(t, g)
+			// A request the route serves opens it for the resumed work;
+			// served until then, since recovery runs concurrently.
+			var rec *Task
+			deadline := time.Now().Add(20 * time.Second)
+			for rec == nil || !rec.Status.Terminal() {
+				if time.Now().After(deadline) {
+					t.Fatalf("task %+v not ended", rec)
+				}
+				_ = g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), tc.up)
+				time.Sleep(20 * time.Millisecond)
+				rec, _ = store.Get(t.Context(), "o", id)
+			}
+			if rec.Status != tc.want || (tc.check != "" && (rec.Error == nil || !strings.Contains(rec.Error.Message, tc.check))) {
+				t.Errorf("resumed task %s %+v, want %s %q", rec.Status, rec.Error, tc.want, tc.check)
+			}
+			if rec.StatusMessage == msgRestarted {
+				t.Error("failed as an unknown outcome instead of following the upstream's task")
+			}
+		})
+	}
+}
+
+// The advertised and applied mode: the upstream's required wins when the
+// upstream takes task calls; its forbidden never forbids the gateway's own
+// tasks; nothing changes for tools the upstream does not run as tasks.
+func TestEffectiveMode(t *testing.T) {
+	tools := `{"tools":[{"name":"req","execution":{"taskSupport":"required"}},{"name":"opt","execution":{"taskSupport":"optional"}},{"name":"forb","execution":{"taskSupport":"forbidden"}},{"name":"none"}]}`
+	withTasks := `{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}`
+	without := `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}`
+	tests := []struct {
+		name, init   string // "" = no initialize seen
+		configured   map[string]TaskSupport
+		tool         string
+		want         TaskSupport
+		wantRunsTask bool
+	}{
+		{"required upstream wins", withTasks, nil, "req", TaskRequired, true},
+		{"required upstream beats configured forbidden", withTasks, map[string]TaskSupport{"req": TaskForbidden}, "req", TaskRequired, true},
+		{"required upstream, no initialize seen: configured, but followed", "", nil, "req", TaskOptional, true},
+		{"optional upstream keeps the configured mode", withTasks, nil, "opt", TaskOptional, true},
+		{"optional upstream, configured forbidden", withTasks, map[string]TaskSupport{"opt": TaskForbidden}, "opt", TaskForbidden, true},
+		{"forbidden upstream does not forbid gateway tasks", withTasks, nil, "forb", TaskOptional, false},
+		{"absent taskSupport is forbidden upstream", withTasks, nil, "none", TaskOptional, false},
+		{"required without the tasks capability is not followed", without, nil, "req", TaskOptional, false},
+		{"unknown tool", withTasks, nil, "other", TaskOptional, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := testGateway(t, Config{Tools: tt.configured})
+			if tt.init != "" {
+				if _, err := g.rewriteInitialize([]byte(tt.init)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := g.rewriteToolsList([]byte(tools))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := g.effectiveMode(tt.tool); got != tt.want {
+				t.Errorf("effectiveMode = %s, want %s", got, tt.want)
+			}
+			if got := g.upstreamRunsTask(tt.tool); got != tt.wantRunsTask {
+				t.Errorf("upstreamRunsTask = %v, want %v", got, tt.wantRunsTask)
+			}
+			if tt.tool != "other" && !strings.Contains(string(out), `"name":"`+tt.tool+`"`) {
+				t.Fatalf("rewritten list lost %s: %s", tt.tool, out)
+			}
+		})
+	}
+}
+
+// On the 2026-07-28 wire a call of a tool the upstream runs as a task (and
+// requires) becomes the gateway's task at once, created at the upstream and
+// followed; without the extension declared it is refused with -32021.
+func TestUpstreamTaskModern(t *testing.T) {
+	up := &fakeTaskUpstream{result: &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
+	g := testGateway(t, Config{})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	if err := g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), up); err != nil {
+		t.Fatal(err)
+	}
+	hdr := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "job"}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{%s}}`
+	rec := httptest.NewRecorder()
+	_ = g.ServeHTTP(rec, post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"job",`+fmt.Sprintf(meta, "")+`}}`, hdr...), up)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "-32021") {
+		t.Errorf("without the extension: %d %s, want 400 -32021 (the upstream requires a task)", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	_ = g.ServeHTTP(rec, post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"job",`+fmt.Sprintf(meta, `"extensions":{"io.modelcontextprotocol/tasks":{}}`)+`}}`, hdr...), up)
+	var created struct {
+		Result struct {
+			ResultType string `json:"resultType"`
+			TaskID     string `json:"taskId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.ResultType != "task" {
+		t.Fatalf("with the extension: %s, want a CreateTaskResult", rec.Body)
+	}
+	task := waitEnded(t, g, Anonymous, created.Result.TaskID)
+	if task.Status != StatusCompleted || task.UpstreamTaskID != "up-1" || !strings.Contains(string(task.Result), "the report") {
+		t.Errorf("task %s, upstream task %q, result %s", task.Status, task.UpstreamTaskID, task.Result)
+	}
+}
+
+// A followed task that expires cancels the upstream's task too.
+func TestUpstreamTaskExpired(t *testing.T) {
+	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
+	g := testGateway(t, Config{DefaultTTL: time.Second, MaxTTL: time.Second})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	id := createLegacy(t, g, up)
+	rec := waitEnded(t, g, Anonymous, id)
+	if rec.Status != StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
+		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !up.saw("tasks/cancel") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never saw tasks/cancel (saw %v)", up.methods)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// While the upstream's tasks/result blocks, the gateway polls its tasks/get
+// and shows the upstream's status message on the task.
+func TestUpstreamTaskStatusMirrored(t *testing.T) {
+	up := &fakeTaskUpstream{result: report0(), known: true, hold: make(chan struct{}), answered: make(chan struct{})}
+	g := testGateway(t, Config{})
+	defer g.rt.Close(time.Second)
+	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
+	id := createLegacy(t, g, up)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := g.rt.Store.Get(t.Context(), Anonymous, id)
+		if err == nil && rec.StatusMessage == "upstream says hi" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %+v, %v: the upstream's status message never shown", rec, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(up.hold)
+	if rec := waitEnded(t, g, Anonymous, id); rec.Status != StatusCompleted {
+		t.Errorf("task %s, want completed", rec.Status)
+	}
+}
