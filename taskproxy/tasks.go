@@ -157,7 +157,7 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 	g.auditOutcome(t) // counts the ending too, as every other outcome
 
 	if run, ok := g.rt.workers.get(id); ok {
-		if t.Era == EraLegacy { // on 2026-07-28 closing the stream is the cancellation
+		if upstreamSpeaksLegacy(t) { // on 2026-07-28 closing the stream is the cancellation
 			g.notifyUpstreamCancelled(ctx, run, t, "task cancelled by the client")
 		}
 		run.cancel(errTaskCancelled)

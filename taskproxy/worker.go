@@ -56,7 +56,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
 		g.finish(call, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
-		if call.Era == EraLegacy {
+		if upstreamSpeaksLegacy(call) {
 			g.notifyUpstreamCancelled(run.ctx, run, call, "task expired")
 		}
 		run.cancel(errTaskExpired)
@@ -280,7 +280,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
-	if t.Era != EraLegacy {
+	if !upstreamSpeaksLegacy(t) {
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
@@ -289,6 +289,9 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
 		}
 		rec.AddInput(InputRequest{Method: m.Method, Params: m.Params, UpstreamID: m.ID})
+		if rec.Era == EraModern { // a bridged task (bridge_call.go)
+			return rec.SetStatus(StatusInputRequired, msgBridgedInput, clock())
+		}
 		return rec.SetStatus(StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {
