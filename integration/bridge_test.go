@@ -224,7 +224,8 @@ func TestBridgeTSEverything(t *testing.T) {
 			t.Fatalf("call = %v, want a task", res)
 		}
 		task := tasks.waitTask(str(res["taskId"]), "completed", "failed", "cancelled")
-		if str(task["status"]) != "completed" || !strings.Contains(string(task["result"]), "Long running operation completed") {
+		if str(task["status"]) != "completed" || !strings.Contains(string(task["result"]), "Long running operation completed") ||
+			!strings.Contains(string(task["result"]), `"resultType":"complete"`) {
 			t.Errorf("task = %v", task)
 		}
 	})
@@ -329,4 +330,32 @@ func TestBridgeTSEverything(t *testing.T) {
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// TestBridgeOfficialClient runs the official 2026-07-28 client, pinned to
+// that version, through the bridge: discover, a tool call, elicitation and
+// sampling answered by its own handlers (multi-round-trip), and calls run
+// as tasks by the ext-tasks requester.
+func TestBridgeOfficialClient(t *testing.T) {
+	upstreamURL := startTSEverything(t)
+	gw := startGateway(t, gatewayOptions{
+		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
+		Directives: "task_after 300ms",
+	})
+	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "bridge-client.mjs", gw.URL,
+		"@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
+	for _, want := range []string{
+		"ERA modern",
+		`DISCOVER ["2026-07-28"`, "io.modelcontextprotocol/tasks",
+		"TOOLS echo,trigger-elicitation-request,trigger-long-running-operation,trigger-sampling-request",
+		"echo RESULT Echo: pinned hello",
+		`ELICIT "Please provide inputs`, "trigger-elicitation-request RESULT", "Name: Pinned",
+		"SAMPLE", "trigger-sampling-request RESULT", "pinned sample",
+		"trigger-long-running-operation TASK completed", "Long running operation completed",
+		"TASK INPUT elicitation", "trigger-elicitation-request TASK completed", "Name: Tasked",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client output lacks %q", want)
+		}
+	}
 }

@@ -233,7 +233,13 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				}
 				continue
 			case canTask && mode == TaskRequired && !(ev.head != nil && refusesCaller(ev.head.status)):
-				return c.convert(newTask(), run, stopFollowingClient, reply, nil, &ev)
+				t := newTask()
+				if ev.final != nil && ev.final.Error == nil {
+					final := *ev.final
+					final.Result = bridgedResult(t, final.Result)
+					ev.final = &final
+				}
+				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}
 			stopFollowingClient()
 			run.release()
@@ -374,3 +380,12 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 // 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
 // session).
 func upstreamSpeaksLegacy(t *Task) bool { return t.Era == EraLegacy || t.Session != "" }
+
+// bridgedResult is the result a task records: for a bridged task the
+// upstream's 2025-11-25 result with the 2026-07-28 fields.
+func bridgedResult(t *Task, result json.RawMessage) json.RawMessage {
+	if t.Era != EraModern || t.Session == "" || result == nil {
+		return result
+	}
+	return translateResult("tools/call", result, nil)
+}

@@ -89,7 +89,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEv
 				g.finish(t, nil, ev.final.Error)
 				return
 			case t.Era != EraModern || !isInputRequired(ev.final.Result):
-				g.finish(t, ev.final.Result, nil)
+				g.finish(t, bridgedResult(t, ev.final.Result), nil)
 				return
 			}
 			var err error
