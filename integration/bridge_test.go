@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func (c *bridgeClient) send(method string, params map[string]any) (*taskproxy.Me
 	req := c.newRequest(ctx, body)
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", method)
-	for _, k := range []string{"name", "taskId"} {
+	for _, k := range []string{"name", "taskId", "uri"} {
 		if name, ok := params[k].(string); ok {
 			req.Header.Set("Mcp-Name", name)
 		}
@@ -187,6 +188,73 @@ func TestBridgeTSEverything(t *testing.T) {
 		}
 	})
 
+	t.Run("resources, prompts and completions", func(t *testing.T) {
+		list := plain.ok("resources/list", nil)
+		var resources []struct {
+			URI string `json:"uri"`
+		}
+		_ = json.Unmarshal(list["resources"], &resources)
+		if str(list["resultType"]) != "complete" || str(list["cacheScope"]) == "" || list["ttlMs"] == nil || len(resources) == 0 {
+			t.Fatalf("resources/list = %v", list)
+		}
+		read := plain.ok("resources/read", map[string]any{"uri": resources[0].URI})
+		if str(read["resultType"]) != "complete" || str(read["cacheScope"]) == "" || !strings.Contains(string(read["contents"]), resources[0].URI) {
+			t.Errorf("resources/read = %v", read)
+		}
+		if tpl := plain.ok("resources/templates/list", nil); str(tpl["resultType"]) != "complete" || str(tpl["cacheScope"]) == "" {
+			t.Errorf("resources/templates/list = %v", tpl)
+		}
+		prompts := plain.ok("prompts/list", nil)
+		if str(prompts["resultType"]) != "complete" || !strings.Contains(string(prompts["prompts"]), `"simple-prompt"`) {
+			t.Errorf("prompts/list = %v", prompts)
+		}
+		if p := plain.ok("prompts/get", map[string]any{"name": "simple-prompt"}); str(p["resultType"]) != "complete" || p["messages"] == nil {
+			t.Errorf("prompts/get = %v", p)
+		}
+		done := plain.ok("completion/complete", map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "completable-prompt"},
+			"argument": map[string]any{"name": "department", "value": "Eng"}})
+		if str(done["resultType"]) != "complete" || !strings.Contains(string(done["completion"]), "Engineering") {
+			t.Errorf("completion/complete = %v", done)
+		}
+	})
+
+	t.Run("errors map to 2026-07-28 statuses", func(t *testing.T) {
+		if m, _, status := plain.send("no/such-method", nil); m.Error == nil || m.Error.Code != -32601 || status != 404 {
+			t.Errorf("unknown method: HTTP %d %+v, want 404 -32601", status, m.Error)
+		}
+		if m, _, status := plain.send("prompts/get", map[string]any{"name": "no-such-prompt"}); m.Error == nil || status != 400 {
+			t.Errorf("unknown prompt: HTTP %d %+v %s, want 400", status, m.Error, m.Result)
+		}
+	})
+
+	t.Run("a session the upstream dropped is re-initialized", func(t *testing.T) {
+		solo := newBridgeClient(t, gw.URL, hmacToken(t, "carol", "t1"), false)
+		solo.ok("tools/list", nil)
+		re := regexp.MustCompile(`"owner":"[^"]*carol","upstream_session":"([^"]*)"`)
+		found := re.FindAllStringSubmatch(gw.logs(), -1)
+		if len(found) != 1 {
+			t.Fatalf("carol's upstream sessions = %v, want one", found)
+		}
+		req, _ := http.NewRequest(http.MethodDelete, upstreamURL, nil)
+		req.Header.Set("Mcp-Session-Id", found[0][1])
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("DELETE of the upstream session: HTTP %d", resp.StatusCode)
+		}
+		res := solo.ok("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "after the drop"}})
+		if !strings.Contains(resultText(t, mustJSON(res)), "after the drop") {
+			t.Errorf("echo after the drop = %v", res)
+		}
+		if n := len(re.FindAllStringSubmatch(gw.logs(), -1)); n != 2 {
+			t.Errorf("carol's upstream sessions opened = %d, want 2 (re-initialized)", n)
+		}
+	})
+
 	t.Run("echo", func(t *testing.T) {
 		res := plain.ok("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "over the bridge"}})
 		if str(res["resultType"]) != "complete" || !strings.Contains(resultText(t, mustJSON(res)), "over the bridge") {
@@ -312,8 +380,14 @@ func TestBridgeTSEverything(t *testing.T) {
 			}
 			sessions[m[1]][m[2]] = true
 		}
-		if len(sessions) != 2 {
-			t.Fatalf("upstream sessions by owner = %v, want two owners", sessions)
+		owners := 0
+		for owner := range sessions {
+			if strings.HasSuffix(owner, ":alice") || strings.HasSuffix(owner, ":bob") {
+				owners++
+			}
+		}
+		if owners != 2 {
+			t.Fatalf("upstream sessions by owner = %v, want alice's and bob's", sessions)
 		}
 		seen := map[string]string{}
 		for owner, ids := range sessions {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,10 +84,21 @@ func (bc *bridgedCall) setSession(base *http.Request, s *bridgeSession) {
 }
 
 // sessionLost reports whether ev is the upstream saying it no longer knows
-// the session (HTTP 404 to the call's own POST), which a re-initialized
-// session cures, once.
+// the session, which a re-initialized session cures, once: HTTP 404 to the
+// call's own POST, as the transport specifies, or a 400 whose error names
+// the session, as servers built on the TypeScript SDK v1 examples answer
+// an id they do not hold.
 func (bc *bridgedCall) sessionLost(ev attemptEvent) bool {
-	return !bc.restarted && bc.session.id != "" && ev.final != nil && ev.head != nil && ev.head.status == http.StatusNotFound
+	if bc.restarted || bc.session.id == "" || ev.final == nil || ev.head == nil {
+		return false
+	}
+	switch ev.head.status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusBadRequest:
+		return ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session")
+	}
+	return false
 }
 
 // restart opens a new session in place of the lost one and sends the
