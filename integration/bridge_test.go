@@ -35,6 +35,13 @@ func newBridgeClient(t *testing.T, url, token string, tasks bool) *bridgeClient 
 	return c
 }
 
+// on returns the client for the (sub)test t: failures end t, not its parent.
+func (c *bridgeClient) on(t *testing.T) *bridgeClient {
+	rc := *c.rpcClient
+	rc.t = t
+	return &bridgeClient{rpcClient: &rc, caps: c.caps}
+}
+
 // send posts one request and returns its response, the notifications
 // before it, and the HTTP status.
 func (c *bridgeClient) send(method string, params map[string]any) (*taskproxy.Message, []*taskproxy.Message, int) {
@@ -154,6 +161,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	tasks := newBridgeClient(t, gw.URL, alice, true)
 
 	t.Run("discover", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		res := plain.ok("server/discover", nil)
 		var caps struct {
 			Extensions map[string]json.RawMessage `json:"extensions"`
@@ -174,6 +183,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("tools/list", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		res := plain.ok("tools/list", nil)
 		if str(res["resultType"]) != "complete" || str(res["cacheScope"]) == "" || res["ttlMs"] == nil {
 			t.Errorf("tools/list lacks the 2026-07-28 fields: resultType %s cacheScope %s ttlMs %s", res["resultType"], res["cacheScope"], res["ttlMs"])
@@ -189,6 +200,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("resources, prompts and completions", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		list := plain.ok("resources/list", nil)
 		var resources []struct {
 			URI string `json:"uri"`
@@ -219,6 +232,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("errors map to 2026-07-28 statuses", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		if m, _, status := plain.send("no/such-method", nil); m.Error == nil || m.Error.Code != -32601 || status != 404 {
 			t.Errorf("unknown method: HTTP %d %+v, want 404 -32601", status, m.Error)
 		}
@@ -228,6 +243,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("a session the upstream dropped is re-initialized", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		solo := newBridgeClient(t, gw.URL, hmacToken(t, "carol", "t1"), false)
 		solo.ok("tools/list", nil)
 		re := regexp.MustCompile(`"owner":"[^"]*carol","upstream_session":"([^"]*)"`)
@@ -256,6 +273,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("echo", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		res := plain.ok("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "over the bridge"}})
 		if str(res["resultType"]) != "complete" || !strings.Contains(resultText(t, mustJSON(res)), "over the bridge") {
 			t.Errorf("echo = %v", res)
@@ -263,6 +282,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("unknown tool is an error result", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		m, _, _ := plain.send("tools/call", map[string]any{"name": "no-such-tool", "arguments": map[string]any{}})
 		if m.Error == nil && !strings.Contains(string(m.Result), `"isError":true`) {
 			t.Errorf("unknown tool = %s", m.Result)
@@ -270,6 +291,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("progress relayed on a plain call", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		m, notes, _ := plain.send("tools/call", map[string]any{"name": "trigger-long-running-operation",
 			"arguments": map[string]any{"duration": 1, "steps": 2}, "_meta": map[string]any{"progressToken": "p-1"}})
 		if m.Error != nil || !strings.Contains(string(m.Result), "Long running operation completed") {
@@ -287,6 +310,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("long-running as a task", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		res := tasks.ok("tools/call", map[string]any{"name": "trigger-long-running-operation", "arguments": map[string]any{"duration": 2, "steps": 2}})
 		if str(res["resultType"]) != "task" {
 			t.Fatalf("call = %v, want a task", res)
@@ -308,6 +333,8 @@ func TestBridgeTSEverything(t *testing.T) {
 		{"trigger-sampling-request", "sampling/createMessage", map[string]any{"prompt": "hello", "maxTokens": 20}, sampleAnswer, "a bridged sample"},
 	} {
 		t.Run(tc.tool+" as a task with tasks/update", func(t *testing.T) {
+			plain, tasks := plain.on(t), tasks.on(t)
+			_, _ = plain, tasks
 			res := tasks.ok("tools/call", map[string]any{"name": tc.tool, "arguments": tc.args})
 			if str(res["resultType"]) != "task" {
 				t.Fatalf("call = %v, want a task", res)
@@ -331,6 +358,8 @@ func TestBridgeTSEverything(t *testing.T) {
 			}
 		})
 		t.Run(tc.tool+" as a multi-round-trip call", func(t *testing.T) {
+			plain, tasks := plain.on(t), tasks.on(t)
+			_, _ = plain, tasks
 			params := map[string]any{"name": tc.tool, "arguments": tc.args}
 			res := plain.ok("tools/call", params)
 			if str(res["resultType"]) != "input_required" || str(res["requestState"]) == "" {
@@ -355,6 +384,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	}
 
 	t.Run("cancel a bridged task", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		res := tasks.ok("tools/call", map[string]any{"name": "trigger-long-running-operation", "arguments": map[string]any{"duration": 60, "steps": 60}})
 		if str(res["resultType"]) != "task" {
 			t.Fatalf("call = %v, want a task", res)
@@ -369,6 +400,8 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 
 	t.Run("principals get their own upstream sessions", func(t *testing.T) {
+		plain, tasks := plain.on(t), tasks.on(t)
+		_, _ = plain, tasks
 		bob := newBridgeClient(t, gw.URL, hmacToken(t, "bob", "t1"), false)
 		bob.ok("tools/list", nil)
 		plain.ok("tools/list", nil)
