@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -463,6 +464,36 @@ func TestBridgeOfficialClient(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("client output lacks %q", want)
+		}
+	}
+}
+
+// TestBridgeRestart kills the gateway while bridged tasks run: one waiting
+// for input, one working. Their upstream call and session died with the
+// process, so after the restart both fail with the restart reason, even for
+// a tool declared retry_on_restart, instead of waiting for answers that
+// would reach nothing.
+func TestBridgeRestart(t *testing.T) {
+	upstreamURL := startTSEverything(t)
+	addr := strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp")
+	store := filepath.Join(t.TempDir(), "store")
+	directives := "task_after 300ms\ntool trigger-long-running-operation optional retry_on_restart"
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
+	c := newBridgeClient(t, gw.URL, "", true)
+	input := c.ok("tools/call", map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{}})
+	working := c.ok("tools/call", map[string]any{"name": "trigger-long-running-operation", "arguments": map[string]any{"duration": 60, "steps": 60}})
+	if str(input["resultType"]) != "task" || str(working["resultType"]) != "task" {
+		t.Fatalf("calls = %v / %v, want tasks", input, working)
+	}
+	c.waitTask(str(input["taskId"]), "input_required")
+	killGateway(t, gw)
+
+	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
+	c2 := newBridgeClient(t, gw2.URL, "", true)
+	for _, id := range []string{str(input["taskId"]), str(working["taskId"])} {
+		task := c2.waitTask(id, "failed", "completed", "cancelled")
+		if str(task["status"]) != "failed" || !strings.Contains(string(task["error"]), "gateway restarted") {
+			t.Errorf("task %s after the restart = %s, want failed with the restart reason", id, mustJSON(task))
 		}
 	}
 }
