@@ -115,7 +115,9 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 		metaProtocolVersion:    string(EraModern),
 		metaClientCapabilities: map[string]any{},
 	}})
-	req := newUpstreamRequest(ctx, r, body)
+	// A detached copy: the probe must not write to the client request's
+	// handler state (Caddy's variables), which the request itself uses next.
+	req := newUpstreamRequest(ctx, g.cfg.Detach(r), body)
 	req.Header.Del(headerSessionID)
 	req.Header.Del(headerName)
 	req.Header.Set(headerProtocolVersion, string(EraModern))

@@ -48,6 +48,8 @@ type bridgedCall struct {
 	body       []byte
 	params     json.RawMessage
 	restarted  bool
+	// unhold stops the release of the session at the end of the run.
+	unhold func() bool
 }
 
 // startBridged acquires the caller's session and starts the request on it.
@@ -69,7 +71,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Err
 	bc.setSession(base, s)
 	bc.run = g.newRun(base, c.next)
 	// The session is held as long as the call runs, task or not.
-	context.AfterFunc(bc.run.ctx, func() { bc.session.release() })
+	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
 	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
 	return bc, nil
 }
@@ -111,9 +113,11 @@ func (bc *bridgedCall) restart(c *call) *Error {
 	if err != nil {
 		return bc.g.upstreamFailure(fmt.Errorf("re-opening the upstream session: %w", err))
 	}
-	old := bc.session
+	if bc.unhold() {
+		bc.session.release()
+	}
 	bc.session = s
-	old.release() // the AfterFunc releases the new one
+	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
 	bc.setSession(bc.run.base, s)
 	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
 	return nil
