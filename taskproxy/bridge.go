@@ -102,6 +102,13 @@ func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 	}
 }
 
+// forgetProbe makes the next 2026-07-28 request probe again.
+func (b *bridgeState) forgetProbe() {
+	b.mu.Lock()
+	b.known = false
+	b.mu.Unlock()
+}
+
 // probeUpstream sends server/discover as a 2026-07-28 client would and
 // reads the answer: a discover result listing 2026-07-28, or one of the
 // 2026-07-28 error codes, is a modern server; a refusal of the caller (401,

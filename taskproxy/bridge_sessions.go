@@ -295,6 +295,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 		s, err := g.initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {
 			g.log.Warn("version bridge: opening an upstream session", zap.Error(err))
+			g.bridge.forgetProbe() // the upstream may have changed: probe again
 			return nil, err
 		}
 		s.owner = owner

@@ -272,3 +272,32 @@ func TestBridgeProbe(t *testing.T) {
 		})
 	}
 }
+
+// A bridge whose upstream session cannot be opened answers with the
+// reason and probes again on the next request: the upstream may have
+// changed.
+func TestBridgeSessionFailureReprobes(t *testing.T) {
+	var probes atomic.Int32
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get(headerMethod) == "server/discover" {
+			probes.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`))
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	g := testGateway(t, Config{})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`
+	for i := range 2 {
+		w := httptest.NewRecorder()
+		_ = g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list"), next)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "HTTP 500") {
+			t.Errorf("request %d: HTTP %d %s, want the session failure", i, w.Code, w.Body.String())
+		}
+		if probes.Load() != int32(i+1) {
+			t.Errorf("request %d: %d probes, want %d", i, probes.Load(), i+1)
+		}
+	}
+}
