@@ -157,6 +157,7 @@ func TestBridgeTSEverything(t *testing.T) {
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
 		Directives: "task_after 300ms\n" + hmacAuth,
 	})
+	checkNoRace(t, gw)
 	alice := hmacToken(t, "alice", "t1")
 	plain := newBridgeClient(t, gw.URL, alice, false)
 	tasks := newBridgeClient(t, gw.URL, alice, true)
@@ -435,6 +436,16 @@ func TestBridgeTSEverything(t *testing.T) {
 	})
 }
 
+// checkNoRace fails t if the gateway (when built with the race detector,
+// as CADDY_BINARY may be) reported a data race.
+func checkNoRace(t *testing.T, gw *gateway) {
+	t.Cleanup(func() {
+		if out := gw.logs(); strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("the gateway reported a data race:\n%s", out[strings.Index(out, "WARNING: DATA RACE"):])
+		}
+	})
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
@@ -450,6 +461,7 @@ func TestBridgeOfficialClient(t *testing.T) {
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
 		Directives: "task_after 300ms",
 	})
+	checkNoRace(t, gw)
 	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "bridge-client.mjs", gw.URL,
 		"@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
 	for _, want := range []string{
@@ -489,6 +501,7 @@ func TestBridgeRestart(t *testing.T) {
 	killGateway(t, gw)
 
 	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
+	checkNoRace(t, gw2)
 	c2 := newBridgeClient(t, gw2.URL, "", true)
 	for _, id := range []string{str(input["taskId"]), str(working["taskId"])} {
 		task := c2.waitTask(id, "failed", "completed", "cancelled")
