@@ -42,6 +42,24 @@ func newBridgeState() *bridgeState {
 	return &bridgeState{sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
 }
 
+// close lets go of what the bridge holds when its configuration goes: the
+// calls waiting for a retry (their requestState names nothing in the next
+// configuration) are cancelled upstream, and the idle sessions ended.
+func (b *bridgeState) close() {
+	b.parked.mu.Lock()
+	calls := b.parked.calls
+	b.parked.calls = map[string]*parkedCall{}
+	b.parked.mu.Unlock()
+	for _, pc := range calls {
+		// Whether or not its timer fired meanwhile (its take now finds
+		// nothing), the call ends here; release is idempotent.
+		pc.timer.Stop()
+		pc.bc.cancelUpstream("the gateway's configuration was unloaded")
+		pc.bc.run.release()
+	}
+	b.sessions.close()
+}
+
 // bridges reports whether the request, a 2026-07-28 one, goes through the
 // bridge: the upstream does not speak 2026-07-28, and the gateway does not
 // answer the method itself anyway (the task methods).

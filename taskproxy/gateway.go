@@ -193,7 +193,7 @@ func (g *Gateway) Start() error {
 // started): another started gateway takes over background work.
 func (g *Gateway) Close() {
 	g.rt.unregister(g)
-	g.bridge.sessions.close()
+	g.bridge.close()
 }
 
 var clock = func() time.Time { return time.Now().UTC() }
