@@ -120,6 +120,13 @@ func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 	}
 }
 
+// learned records what the upstream speaks as a probe would.
+func (b *bridgeState) learned(legacy bool) {
+	b.mu.Lock()
+	b.known, b.legacy, b.probedAt = true, legacy, time.Now()
+	b.mu.Unlock()
+}
+
 // forgetProbe makes the next 2026-07-28 request probe again.
 func (b *bridgeState) forgetProbe() {
 	b.mu.Lock()

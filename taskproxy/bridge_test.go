@@ -256,6 +256,7 @@ func TestBridgeProbe(t *testing.T) {
 				_, _ = w.Write([]byte(tt.body))
 			})
 			g := testGateway(t, Config{})
+			g.bridge.forgetProbe()
 			// 2025-11-25 traffic never probes.
 			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`), next)
 			if probes.Load() != 0 {
@@ -289,6 +290,7 @@ func TestBridgeSessionFailureReprobes(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	})
 	g := testGateway(t, Config{})
+	g.bridge.forgetProbe()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`
 	for i := range 2 {
 		w := httptest.NewRecorder()
