@@ -305,7 +305,7 @@ func (c *call) serveBridgedRequest(meta requestMeta) error {
 		}
 		switch {
 		case ev.notification != nil:
-			reply.relay(ev.notification)
+			bc.relay(reply, ev.notification)
 			continue
 		case ev.request != nil:
 			bc.refuseUpstreamRequest(ev.request)

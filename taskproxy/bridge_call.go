@@ -50,6 +50,30 @@ type bridgedCall struct {
 	restarted  bool
 	// unhold stops the release of the session at the end of the run.
 	unhold func() bool
+	// logLevel is the request's _meta logLevel: without one, 2026-07-28
+	// sends no notifications/message for the request.
+	logLevel string
+}
+
+// logLevels ranks the syslog severities MCP logging uses.
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// relay passes a notification of the request to the client: progress, and
+// log messages at or above the level the request asked for.
+func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
+	if m.Method == "notifications/message" {
+		want, ok := logLevels[bc.logLevel]
+		if !ok {
+			return
+		}
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || logLevels[p.Level] < want {
+			return
+		}
+	}
+	reply.relay(m)
 }
 
 // startBridged acquires the caller's session and starts the request on it.
@@ -60,6 +84,9 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Err
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: NewTaskID(), params: legacyParams(c.msg.Params)}
+	if lvl, ok := getMember(getMemberOr(c.msg.Params, "_meta"), "io.modelcontextprotocol/logLevel"); ok {
+		_ = json.Unmarshal(lvl, &bc.logLevel)
+	}
 	bc.upstreamID = upstreamCallID(bc.id, 1)
 	if bc.body, err = RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
@@ -225,7 +252,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 			}
 			switch {
 			case ev.notification != nil:
-				reply.relay(ev.notification)
+				bc.relay(reply, ev.notification)
 				continue
 			case ev.request != nil && ev.request.Method == "ping":
 				bc.refuseUpstreamRequest(ev.request)

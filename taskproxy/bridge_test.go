@@ -3,6 +3,7 @@ package taskproxy
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -300,6 +301,125 @@ func TestBridgeSessionFailureReprobes(t *testing.T) {
 		}
 		if probes.Load() != int32(i+1) {
 			t.Errorf("request %d: %d probes, want %d", i, probes.Load(), i+1)
+		}
+	}
+}
+
+// legacyUpstream is a 2025-11-25 server with sessions: it refuses the
+// probe, opens session s-1 on initialize, and answers tools/list on the
+// session with log messages and progress first, on an event stream.
+type legacyUpstream struct {
+	mu    sync.Mutex
+	seen  []string // method, session and version of each request
+	inits int
+}
+
+func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	m, _ := ParseMessage(body)
+	method := ""
+	if m != nil {
+		method = m.Method
+	}
+	u.mu.Lock()
+	u.seen = append(u.seen, method+" "+r.Header.Get(headerSessionID)+" "+r.Header.Get(headerProtocolVersion))
+	u.mu.Unlock()
+	switch {
+	case method == "initialize":
+		u.mu.Lock()
+		u.inits++
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(headerSessionID, "s-1")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"legacy","version":"1"},"instructions":"be nice"}}`))
+	case method == "notifications/initialized" && r.Header.Get(headerSessionID) == "s-1":
+		w.WriteHeader(http.StatusAccepted)
+	case method == "tools/list" && r.Header.Get(headerSessionID) == "s-1":
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"chatter"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"trouble"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`,
+			`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[{"name":"t","inputSchema":{},"execution":{"taskSupport":"optional"}}]}}`,
+		} {
+			_, _ = io.WriteString(w, "data: "+ev+"\n\n")
+		}
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"}}`))
+	}
+}
+
+// Requests through the bridge run on the session, as 2025-11-25, and come
+// back translated; log messages reach the client only at the level the
+// request asked for.
+func TestBridgeRequestOnSession(t *testing.T) {
+	up := &legacyUpstream{}
+	g := testGateway(t, Config{})
+	g.bridge.forgetProbe()
+	send := func(method, meta string) (*Message, []*Message) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
+		w := httptest.NewRecorder()
+		if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method), up); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*Message
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+			events := NewSSEReader(w.Body)
+			for {
+				ev, err := events.Next()
+				if err != nil {
+					break
+				}
+				if m, err := ParseMessage([]byte(ev.Data)); err == nil {
+					msgs = append(msgs, m)
+				}
+			}
+		} else if m, err := ParseMessage(w.Body.Bytes()); err == nil {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 || !msgs[len(msgs)-1].IsResponse() {
+			t.Fatalf("%s: HTTP %d %s, want a response", method, w.Code, w.Body)
+		}
+		return msgs[len(msgs)-1], msgs[:len(msgs)-1]
+	}
+	tests := []struct {
+		name, meta string
+		notes      []string
+	}{
+		{"no log level: no log messages", ``, []string{`"progress":1`}},
+		{"warning and above", `,"io.modelcontextprotocol/logLevel":"warning"`, []string{`"trouble"`, `"progress":1`}},
+		{"everything", `,"io.modelcontextprotocol/logLevel":"debug"`, []string{`"chatter"`, `"trouble"`, `"progress":1`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, notes := send("tools/list", tt.meta)
+			if res.Error != nil || !jsonEqual(t, res.Result, `{"tools":[{"name":"t","inputSchema":{}}],"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"legacy","version":"1"}}}`) {
+				t.Errorf("tools/list = %s %v", res.Result, res.Error)
+			}
+			if len(notes) != len(tt.notes) {
+				t.Fatalf("relayed %d notifications, want %d", len(notes), len(tt.notes))
+			}
+			for i, want := range tt.notes {
+				if !strings.Contains(string(notes[i].Params), want) {
+					t.Errorf("notification %d = %s, want %s", i, notes[i].Params, want)
+				}
+			}
+		})
+	}
+	res, _ := send("server/discover", "")
+	if !strings.Contains(string(res.Result), `"instructions":"be nice"`) || !strings.Contains(string(res.Result), `"extensions":{"io.modelcontextprotocol/tasks":{}}`) {
+		t.Errorf("server/discover = %s", res.Result)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if up.inits != 1 {
+		t.Errorf("%d initializes for one principal, want one session", up.inits)
+	}
+	for _, s := range up.seen {
+		if strings.HasPrefix(s, "tools/list") && s != "tools/list s-1 2025-11-25" {
+			t.Errorf("upstream got %q, want tools/list on session s-1 as 2025-11-25", s)
 		}
 	}
 }
