@@ -25,6 +25,9 @@ func testGateway(t *testing.T, cfg Config) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test upstreams here stand for 2026-07-28 servers: no probe
+	// (the version bridge's probe has its own tests, bridge_test.go).
+	g.bridge.learned(false)
 	return g
 }
 

@@ -132,6 +132,8 @@ type Gateway struct {
 	started atomic.Bool
 	// caps is what the gateway learned of its upstream's own tasks.
 	caps upstreamCaps
+	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
+	bridge *bridgeState
 }
 
 // New returns a gateway for cfg on rt.
@@ -157,7 +159,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
-	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit)}
+	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit), bridge: newBridgeState()}
 	if g.log == nil {
 		g.log = zap.NewNop()
 	}
@@ -191,7 +193,10 @@ func (g *Gateway) Start() error {
 
 // Close is called when g's configuration is cleaned up (whether or not it
 // started): another started gateway takes over background work.
-func (g *Gateway) Close() { g.rt.unregister(g) }
+func (g *Gateway) Close() {
+	g.rt.unregister(g)
+	g.bridge.close()
+}
 
 var clock = func() time.Time { return time.Now().UTC() }
 

@@ -49,6 +49,9 @@ func (c *call) serveModern() error {
 	if !c.msg.IsRequest() {
 		return c.pass()
 	}
+	if c.bridges() { // a 2025-11-25 upstream: the version bridge answers
+		return c.serveBridged()
+	}
 	switch c.msg.Method {
 	case "server/discover":
 		return c.passRewriting(rewriteDiscover)

@@ -74,6 +74,11 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
 			g.failOrphan(ctx, t, msgRouteGone)
 		}
+	case t.Era == EraModern && t.Session != "":
+		// Bridged (bridge_call.go): its input and its outcome belonged to
+		// an upstream call on a 2025-11-25 session, which died with the
+		// process; answers would reach nothing.
+		g.failOrphan(ctx, t, msgRestarted)
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
 		g.resume(t, nil, "")
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again

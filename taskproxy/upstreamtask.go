@@ -299,7 +299,7 @@ func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *Tas
 		g.cancelUpstreamTask(ctx, run, t, id)
 		return
 	}
-	if t.Era == EraLegacy {
+	if upstreamSpeaksLegacy(t) { // on 2026-07-28 closing the stream is the cancellation
 		g.notifyUpstreamCancelled(ctx, run, t, reason)
 	}
 }

@@ -94,7 +94,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEv
 				g.finish(t, nil, ev.final.Error)
 				return
 			case t.Era != EraModern || !isInputRequired(ev.final.Result):
-				g.finish(t, ev.final.Result, nil)
+				g.finish(t, bridgedResult(t, ev.final.Result), nil)
 				return
 			}
 			var err error
@@ -289,7 +289,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
-	if t.Era != EraLegacy && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
+	if !upstreamSpeaksLegacy(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
@@ -298,6 +298,9 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
 		}
 		rec.AddInput(InputRequest{Method: m.Method, Params: m.Params, UpstreamID: m.ID})
+		if rec.Era == EraModern { // a bridged task (bridge_call.go)
+			return rec.SetStatus(StatusInputRequired, msgBridgedInput, clock())
+		}
 		return rec.SetStatus(StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {

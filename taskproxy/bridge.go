@@ -1,0 +1,439 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The version bridge: a 2026-07-28 client in front of an upstream that
+// speaks only 2025-11-25. The gateway learns once per route, by probing
+// with server/discover, whether the upstream speaks 2026-07-28; when it
+// does not, it answers 2026-07-28 requests itself on upstream sessions it
+// holds per principal (bridge_sessions.go): server/discover from the
+// upstream's initialize, tools/call with its input requests turned into
+// input_required or a task (bridge_call.go), and every other request
+// translated both ways. 2025-11-25 traffic never waits for the probe.
+
+// bridgeProbeTTL is how long a probe's answer is kept: an upstream that is
+// upgraded (or replaced) is noticed after at most this long.
+const bridgeProbeTTL = 5 * time.Minute
+
+// bridgeState is a gateway's bridge: what the probe learned, the upstream
+// sessions and the multi-round-trip calls waiting for input.
+type bridgeState struct {
+	mu       sync.Mutex
+	known    bool      // a probe gave a usable answer
+	legacy   bool      // the upstream does not speak 2026-07-28
+	probedAt time.Time // when
+	probing  chan struct{}
+
+	sessions *bridgeSessions
+	parked   *parkedCalls
+}
+
+func newBridgeState() *bridgeState {
+	return &bridgeState{sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
+}
+
+// close lets go of what the bridge holds when its configuration goes: the
+// calls waiting for a retry (their requestState names nothing in the next
+// configuration) are cancelled upstream, and the idle sessions ended.
+func (b *bridgeState) close() {
+	b.parked.mu.Lock()
+	calls := b.parked.calls
+	b.parked.calls = map[string]*parkedCall{}
+	b.parked.mu.Unlock()
+	for _, pc := range calls {
+		// Whether or not its timer fired meanwhile (its take now finds
+		// nothing), the call ends here; release is idempotent.
+		pc.timer.Stop()
+		pc.bc.cancelUpstream("the gateway's configuration was unloaded")
+		pc.bc.run.release()
+	}
+	b.sessions.close()
+}
+
+// bridges reports whether the request, a 2026-07-28 one, goes through the
+// bridge: the upstream does not speak 2026-07-28, and the gateway does not
+// answer the method itself anyway (the task methods).
+func (c *call) bridges() bool {
+	if !c.msg.IsRequest() {
+		return false
+	}
+	switch c.msg.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list":
+		return false
+	case "subscriptions/listen":
+		if _, ok, _ := listenTaskIDs(c.msg.Params); ok {
+			return false
+		}
+	}
+	return c.g.upstreamIsLegacy(c.r, c.next)
+}
+
+// upstreamIsLegacy returns the cached probe answer, probing when there is
+// none or it is stale. Only one probe runs at a time; the others wait for
+// it. A probe that learns nothing (the upstream is down, or refuses the
+// caller) is not kept, and the request is passed through as before.
+func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
+	b := g.bridge
+	for {
+		b.mu.Lock()
+		if b.known && time.Since(b.probedAt) < bridgeProbeTTL {
+			legacy := b.legacy
+			b.mu.Unlock()
+			return legacy
+		}
+		if wait := b.probing; wait != nil {
+			b.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		done := make(chan struct{})
+		b.probing = done
+		b.mu.Unlock()
+
+		legacy, known := g.probeUpstream(r, next)
+		b.mu.Lock()
+		was, wasKnown := b.legacy, b.known
+		b.probing = nil
+		if known {
+			b.known, b.legacy, b.probedAt = true, legacy, time.Now()
+		}
+		b.mu.Unlock()
+		close(done)
+		if known && (!wasKnown || was != legacy) {
+			g.log.Info("upstream protocol probed", zap.Bool("speaks_2026_07_28", !legacy), zap.Bool("version_bridge", legacy))
+		}
+		return known && legacy
+	}
+}
+
+// learned records what the upstream speaks as a probe would.
+func (b *bridgeState) learned(legacy bool) {
+	b.mu.Lock()
+	b.known, b.legacy, b.probedAt = true, legacy, time.Now()
+	b.mu.Unlock()
+}
+
+// forgetProbe makes the next 2026-07-28 request probe again.
+func (b *bridgeState) forgetProbe() {
+	b.mu.Lock()
+	b.known = false
+	b.mu.Unlock()
+}
+
+// probeUpstream sends server/discover as a 2026-07-28 client would and
+// reads the answer: a discover result listing 2026-07-28, or one of the
+// 2026-07-28 error codes, is a modern server; a refusal of the caller (401,
+// 403) or a failure to reach it says nothing; anything else (a 400 asking
+// for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
+func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, known bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	id := json.RawMessage(`"` + gatewayIDPrefix + `probe"`)
+	body, _ := RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
+		metaProtocolVersion:    string(EraModern),
+		metaClientCapabilities: map[string]any{},
+	}})
+	// A detached copy: the probe must not write to the client request's
+	// handler state (Caddy's variables), which the request itself uses next.
+	req := newUpstreamRequest(ctx, g.cfg.Detach(r), body)
+	req.Header.Del(headerSessionID)
+	req.Header.Del(headerName)
+	req.Header.Set(headerProtocolVersion, string(EraModern))
+	req.Header.Set(headerMethod, "server/discover")
+	resp, err := callUpstream(next, req)
+	if err != nil {
+		g.log.Warn("probing the upstream's protocol", zap.Error(err))
+		return false, false
+	}
+	var answer *Message
+	if resp.Status >= 200 && resp.Status <= 299 {
+		_ = readMessages(resp, &streamPosition{}, 1<<20, func(m *Message) (bool, error) {
+			if m.IsResponse() {
+				answer = m
+				return true, nil
+			}
+			return false, nil
+		})
+		finishBody(resp.Body, time.Second)
+	} else {
+		data := make([]byte, 0, 512)
+		buf := make([]byte, 4096)
+		for len(data) < 64<<10 {
+			n, err := resp.Body.Read(buf)
+			data = append(data, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		finishBody(resp.Body, time.Second)
+		answer, _ = ParseMessage(data)
+	}
+	return classifyProbe(resp.Status, answer)
+}
+
+// classifyProbe is probeUpstream's reading of an answer.
+func classifyProbe(status int, answer *Message) (legacy, known bool) {
+	if refusesCaller(status) || status >= 500 {
+		return false, false
+	}
+	if answer != nil && answer.Error != nil {
+		switch answer.Error.Code {
+		case CodeHeaderMismatch, CodeMissingRequiredClientCapability:
+			return false, true
+		case CodeUnsupportedProtocolVersion:
+			var data struct {
+				Supported []string `json:"supported"`
+			}
+			_ = json.Unmarshal(answer.Error.Data, &data)
+			for _, v := range data.Supported {
+				if v == string(EraModern) {
+					return false, true
+				}
+			}
+			return true, true
+		}
+		return true, true
+	}
+	if answer != nil && answer.Result != nil {
+		var res struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		}
+		if json.Unmarshal(answer.Result, &res) == nil {
+			for _, v := range res.SupportedVersions {
+				if v == string(EraModern) {
+					return false, true
+				}
+			}
+		}
+	}
+	return true, true
+}
+
+// serveBridged answers a 2026-07-28 request on the principal's upstream
+// session.
+func (c *call) serveBridged() error {
+	if !c.validModern(false) || !c.guardOrigin() {
+		return nil
+	}
+	meta, _ := readRequestMeta(c.msg.Params)
+	switch c.msg.Method {
+	case "server/discover":
+		return c.bridgeDiscover(meta)
+	case "tools/call":
+		return c.serveBridgedToolsCall(meta)
+	}
+	return c.serveBridgedRequest(meta)
+}
+
+// bridgeDiscover answers server/discover from the upstream's initialize
+// result, with the tasks extension the gateway serves.
+func (c *call) bridgeDiscover(meta requestMeta) error {
+	s, err := c.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	if err != nil {
+		c.failModern(c.g.upstreamFailure(err))
+		return nil
+	}
+	defer s.release()
+	caps := s.capabilities
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = json.RawMessage("{}")
+	}
+	caps, _ = deleteMember(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
+	if caps, err = setPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
+		c.failModern(c.g.internalError("building the discover result", err))
+		return nil
+	}
+	res := map[string]any{
+		"resultType":        "complete",
+		"supportedVersions": supportedVersions,
+		"capabilities":      caps,
+		// Private: the answer comes from this principal's session; 0: an
+		// upstream session that is re-initialized may change it.
+		"ttlMs":      0,
+		"cacheScope": "private",
+	}
+	if s.instructions != "" {
+		res["instructions"] = s.instructions
+	}
+	if len(s.serverInfo) > 0 {
+		res["_meta"] = map[string]json.RawMessage{metaServerInfo: s.serverInfo}
+	}
+	return c.reply(res)
+}
+
+const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
+// cacheableMethods are those whose 2026-07-28 results are CacheableResults
+// (ttlMs and cacheScope required).
+var cacheableMethods = map[string]bool{
+	"tools/list": true, "prompts/list": true, "resources/list": true,
+	"resources/read": true, "resources/templates/list": true,
+}
+
+// serveBridgedRequest sends any other request (tools/list, resources/*,
+// prompts/*, completion/complete, ...) on the principal's session and
+// translates the answer. Input requests of the upstream are refused here:
+// only tools/call carries them to the client.
+func (c *call) serveBridgedRequest(meta requestMeta) error {
+	bc, e := c.startBridged(meta, c.msg.Method)
+	if e != nil {
+		c.failModern(e)
+		return nil
+	}
+	stop := context.AfterFunc(c.r.Context(), func() { bc.run.cancel(errClientGone) })
+	defer stop()
+	defer bc.run.release()
+	reply := &modernReply{c: c}
+	for {
+		ev, ok := <-bc.a.events
+		if !ok {
+			ev = attemptEvent{err: context.Cause(bc.run.ctx)}
+		}
+		switch {
+		case ev.notification != nil:
+			bc.relay(reply, ev.notification)
+			continue
+		case ev.request != nil:
+			bc.refuseUpstreamRequest(ev.request)
+			continue
+		case errors.Is(ev.err, errClientGone):
+			return nil
+		case bc.sessionLost(ev):
+			if e := bc.restart(c); e != nil {
+				reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+				return nil
+			}
+			continue
+		}
+		bc.sendFinal(reply, ev)
+		return nil
+	}
+}
+
+// translateResult gives a 2025-11-25 result the 2026-07-28 fields: the
+// resultType, the CacheableResult fields of list and read results, the
+// server info, and tools without the 2025-11-25 execution member.
+func translateResult(method string, result json.RawMessage, serverInfo json.RawMessage) json.RawMessage {
+	if len(result) == 0 || result[0] != '{' {
+		result = json.RawMessage("{}")
+	}
+	set := func(key string, value []byte) {
+		if _, ok := getMember(result, key); !ok {
+			if out, err := setMember(result, key, value); err == nil {
+				result = out
+			}
+		}
+	}
+	set("resultType", []byte(`"complete"`))
+	if cacheableMethods[method] {
+		set("ttlMs", []byte("0"))
+		set("cacheScope", []byte(`"private"`))
+	}
+	if len(serverInfo) > 0 {
+		if out, err := setPath(result, []string{"_meta", metaServerInfo}, serverInfo); err == nil {
+			result = out
+		}
+	}
+	if method == "tools/list" {
+		result = withoutToolExecution(result)
+	}
+	return result
+}
+
+// withoutToolExecution drops execution (2025-11-25 taskSupport) from every
+// tool: 2026-07-28 tools have none, tasks are server-directed.
+func withoutToolExecution(result json.RawMessage) json.RawMessage {
+	tools, ok := getMember(result, "tools")
+	if !ok {
+		return result
+	}
+	elems, err := arrayElements(tools)
+	if err != nil {
+		return result
+	}
+	out := []byte{'['}
+	for i, e := range elems {
+		tool := tools[e[0]:e[1]]
+		if t, err := deleteMember(tool, "execution"); err == nil {
+			tool = t
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, tool...)
+	}
+	out = append(out, ']')
+	if res, err := setMember(result, "tools", out); err == nil {
+		return res
+	}
+	return result
+}
+
+// translateError maps a 2025-11-25 error to the 2026-07-28 code: the
+// retired resource-not-found -32002 is invalid params now.
+func translateError(e *Error) *Error {
+	if e == nil {
+		return nil
+	}
+	if e.Code == -32002 {
+		out := *e
+		out.Code = CodeInvalidParams
+		return &out
+	}
+	return e
+}
+
+// legacyParams are a 2026-07-28 request's params as a 2025-11-25 server
+// takes them: without the per-request protocol fields in _meta (the
+// session carries them) and without the multi-round-trip members (the
+// gateway answers the upstream's requests itself).
+func legacyParams(params json.RawMessage) json.RawMessage {
+	params = orEmptyObject(params)
+	for _, k := range []string{"inputResponses", "requestState"} {
+		if p, err := deleteMember(params, k); err == nil {
+			params = p
+		}
+	}
+	meta, ok := getMember(params, "_meta")
+	if !ok {
+		return params
+	}
+	var keys []string
+	_, _ = eachMember(meta, func(m member) bool {
+		var k string
+		if json.Unmarshal(meta[m.keyStart:m.keyEnd], &k) == nil && strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			keys = append(keys, k)
+		}
+		return true
+	})
+	for _, k := range keys {
+		if m, err := deleteMember(meta, k); err == nil {
+			meta = m
+		}
+	}
+	var out json.RawMessage
+	var err error
+	if n, _ := countMembers(meta, 1); n == 0 {
+		out, err = deleteMember(params, "_meta")
+	} else {
+		out, err = setMember(params, "_meta", meta)
+	}
+	if err != nil {
+		return params
+	}
+	return out
+}

@@ -1,0 +1,434 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A bridged call: one 2026-07-28 request sent as 2025-11-25 on the caller's
+// upstream session. For tools/call the upstream may ask the client for
+// input (elicitation, sampling, roots) on the call's stream while the call
+// stays open:
+//
+//   - when the client declared the tasks extension and the tool may run as
+//     a task, the call becomes a task in input_required: its inputRequests
+//     are answered with tasks/update, which the gateway sends the upstream
+//     as the responses to its requests (input.go), and the task's worker
+//     follows the same upstream call to its end;
+//   - otherwise the client gets input_required with inputRequests and a
+//     requestState naming the call, which the gateway keeps open; the
+//     client's retry with inputResponses (and that requestState) answers
+//     the upstream's requests and takes over the rest of the call.
+//
+// A call that outlives task_after becomes a task as any 2026-07-28 call.
+
+// bridgeParkTimeout is how long a call waiting for the client's retry
+// with inputResponses is kept open before it is cancelled upstream.
+const bridgeParkTimeout = 5 * time.Minute
+
+type bridgedCall struct {
+	g       *Gateway
+	method  string
+	session *bridgeSession
+	meta    requestMeta
+	run     *runningTask
+	a       *attempt
+	// id names the call: the task id should it become one.
+	id         string
+	upstreamID json.RawMessage
+	body       []byte
+	params     json.RawMessage
+	restarted  bool
+	// unhold stops the release of the session at the end of the run.
+	unhold func() bool
+	// logLevel is the request's _meta logLevel: without one, 2026-07-28
+	// sends no notifications/message for the request.
+	logLevel string
+}
+
+// logLevels ranks the syslog severities MCP logging uses.
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// relay passes a notification of the request to the client: progress, and
+// log messages at or above the level the request asked for.
+func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
+	if m.Method == "notifications/message" {
+		want, ok := logLevels[bc.logLevel]
+		if !ok {
+			return
+		}
+		var p struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || logLevels[p.Level] < want {
+			return
+		}
+	}
+	reply.relay(m)
+}
+
+// startBridged acquires the caller's session and starts the request on it.
+func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Error) {
+	g := c.g
+	s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	if err != nil {
+		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
+	}
+	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: NewTaskID(), params: legacyParams(c.msg.Params)}
+	if lvl, ok := getMember(getMemberOr(c.msg.Params, "_meta"), "io.modelcontextprotocol/logLevel"); ok {
+		_ = json.Unmarshal(lvl, &bc.logLevel)
+	}
+	bc.upstreamID = upstreamCallID(bc.id, 1)
+	if bc.body, err = RequestBytes(bc.upstreamID, method, bc.params); err != nil {
+		s.release()
+		return nil, g.internalError("encoding the upstream request", err)
+	}
+	base := g.cfg.Detach(c.r)
+	base.Header.Del(headerMethod)
+	base.Header.Del(headerName)
+	bc.setSession(base, s)
+	bc.run = g.newRun(base, c.next)
+	// The session is held as long as the call runs, task or not.
+	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
+	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	return bc, nil
+}
+
+func (bc *bridgedCall) setSession(base *http.Request, s *bridgeSession) {
+	if s.id != "" {
+		base.Header.Set(headerSessionID, s.id)
+	} else {
+		base.Header.Del(headerSessionID)
+	}
+	base.Header.Set(headerProtocolVersion, s.version)
+}
+
+// sessionLost reports whether ev is the upstream saying it no longer knows
+// the session, which a re-initialized session cures, once: HTTP 404 to the
+// call's own POST, as the transport specifies, or a 400 whose error names
+// the session, as servers built on the TypeScript SDK v1 examples answer
+// an id they do not hold.
+func (bc *bridgedCall) sessionLost(ev attemptEvent) bool {
+	if bc.restarted || bc.session.id == "" || ev.final == nil || ev.head == nil {
+		return false
+	}
+	switch ev.head.status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusBadRequest:
+		return ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session")
+	}
+	return false
+}
+
+// restart opens a new session in place of the lost one and sends the
+// request again on it.
+func (bc *bridgedCall) restart(c *call) *Error {
+	bc.restarted = true
+	bc.g.bridge.sessions.drop(bc.session)
+	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
+	s, err := bc.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(bc.meta), c.openBridgeSession(bc.meta))
+	if err != nil {
+		return bc.g.upstreamFailure(fmt.Errorf("re-opening the upstream session: %w", err))
+	}
+	if bc.unhold() {
+		bc.session.release()
+	}
+	bc.session = s
+	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
+	bc.setSession(bc.run.base, s)
+	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	return nil
+}
+
+// refuseUpstreamRequest answers an upstream request that cannot reach the
+// client: a ping is answered, anything else refused.
+func (bc *bridgedCall) refuseUpstreamRequest(m *Message) {
+	answer := inputAnswer{Result: json.RawMessage("{}")}
+	if m.Method != "ping" {
+		answer = inputAnswer{Error: Errorf(CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
+	}
+	go func() { _ = bc.answer(bc.run.ctx, m.ID, answer) }()
+}
+
+// answer sends the upstream the response to one of its requests.
+func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer inputAnswer) error {
+	return bc.g.answerUpstream(ctx, &Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
+}
+
+// sendFinal answers the client with the upstream's last event, translated.
+func (bc *bridgedCall) sendFinal(reply *modernReply, ev attemptEvent) {
+	c := reply.c
+	if ev.err != nil {
+		e := bc.g.upstreamFailure(ev.err)
+		reply.send(ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
+		return
+	}
+	if e := translateError(ev.final.Error); e != nil {
+		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		return
+	}
+	data, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.final.Result, bc.session.serverInfo)})
+	if err != nil {
+		e := bc.g.internalError("encoding a result", err)
+		data = ErrorBytes(c.msg.ID, e)
+	}
+	reply.send(data, http.StatusOK)
+}
+
+// cancelUpstream tells the upstream the call is cancelled: on 2025-11-25
+// closing the stream is not a cancellation.
+func (bc *bridgedCall) cancelUpstream(reason string) {
+	bc.g.notifyUpstreamCancelled(bc.run.ctx, bc.run, &Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
+}
+
+// serveBridgedToolsCall serves a tools/call through the bridge: a retry of
+// a call waiting for input, or a new call.
+func (c *call) serveBridgedToolsCall(meta requestMeta) error {
+	g := c.g
+	name, _ := stringParam(c.msg.Params, "name")
+	mode := g.toolMode(name)
+	declared := meta.declaresTasks()
+	if !declared && mode == TaskRequired {
+		c.failModern(errMissingTasksCapability("tool " + name + " runs only as a task"))
+		return nil
+	}
+	canTask := declared && mode != TaskForbidden
+	if state, _ := stringParam(c.msg.Params, "requestState"); state != "" {
+		return c.resumeBridgedCall(state, canTask, mode)
+	}
+	if canTask {
+		if c.limited() {
+			return nil
+		}
+		if e := c.checkQuota(); e != nil {
+			c.failModern(e)
+			return nil
+		}
+	}
+	bc, e := c.startBridged(meta, "tools/call")
+	if e != nil {
+		c.failModern(e)
+		return nil
+	}
+	return bc.follow(c, name, canTask, mode)
+}
+
+// follow consumes the call's events for the client request c until the
+// call ends, becomes a task, or waits for the client's input.
+func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSupport) error {
+	g := bc.g
+	run := bc.run
+	stopFollowingClient := context.AfterFunc(c.r.Context(), func() {
+		bc.cancelUpstream("the client closed its request")
+		run.cancel(errClientGone)
+	})
+	reply := &modernReply{c: c}
+	var timerC <-chan time.Time
+	if canTask {
+		timer := time.NewTimer(g.cfg.TaskAfter)
+		defer timer.Stop()
+		timerC = timer.C
+	}
+	newTask := func() *Task {
+		t := c.newTask(EraModern, name, bc.params, g.cfg.DefaultTTL)
+		t.ID, t.UpstreamID, t.Session = bc.id, bc.upstreamID, bc.session.id
+		return t
+	}
+	for {
+		select {
+		case ev, ok := <-bc.a.events:
+			if !ok {
+				ev = attemptEvent{err: context.Cause(run.ctx)}
+			}
+			switch {
+			case ev.notification != nil:
+				bc.relay(reply, ev.notification)
+				continue
+			case ev.request != nil && ev.request.Method == "ping":
+				bc.refuseUpstreamRequest(ev.request)
+				continue
+			case ev.request != nil && canTask:
+				t := newTask()
+				t.AddInput(InputRequest{Method: ev.request.Method, Params: ev.request.Params, UpstreamID: ev.request.ID})
+				_ = t.SetStatus(StatusInputRequired, msgBridgedInput, clock())
+				return c.convert(t, run, stopFollowingClient, reply, bc.a, nil)
+			case ev.request != nil:
+				return bc.park(c, reply, stopFollowingClient, ev.request)
+			case errors.Is(ev.err, errClientGone):
+				run.release()
+				return nil
+			case bc.sessionLost(ev):
+				if e := bc.restart(c); e != nil {
+					stopFollowingClient()
+					run.release()
+					reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+					return nil
+				}
+				continue
+			case canTask && mode == TaskRequired && !(ev.head != nil && refusesCaller(ev.head.status)):
+				t := newTask()
+				if ev.final != nil && ev.final.Error == nil {
+					final := *ev.final
+					final.Result = bridgedResult(t, final.Result)
+					ev.final = &final
+				}
+				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			}
+			stopFollowingClient()
+			run.release()
+			bc.sendFinal(reply, ev)
+			return nil
+		case <-timerC:
+			return c.convert(newTask(), run, stopFollowingClient, reply, bc.a, nil)
+		}
+	}
+}
+
+const msgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
+
+// parkedCall is a call waiting for the client's retry with inputResponses.
+type parkedCall struct {
+	bc      *bridgedCall
+	owner   string
+	name    string
+	pending map[string]*Message // by input key: the upstream's request
+	nextKey int
+	timer   *time.Timer
+}
+
+// parkedCalls holds them by requestState.
+type parkedCalls struct {
+	mu    sync.Mutex
+	calls map[string]*parkedCall
+}
+
+func newParkedCalls() *parkedCalls { return &parkedCalls{calls: map[string]*parkedCall{}} }
+
+// take removes and returns the owner's call of state.
+func (p *parkedCalls) take(state, owner string) (*parkedCall, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.calls[state]
+	if !ok || pc.owner != owner {
+		return nil, false
+	}
+	delete(p.calls, state)
+	pc.timer.Stop()
+	return pc, true
+}
+
+// maxParkedCalls bounds the calls waiting for input on one route.
+const maxParkedCalls = 1024
+
+// park answers the client input_required for the upstream's request m and
+// keeps the call open for the retry.
+func (bc *bridgedCall) park(c *call, reply *modernReply, stopFollowingClient func() bool, m *Message) error {
+	if !stopFollowingClient() {
+		bc.run.release()
+		return nil
+	}
+	pc := &parkedCall{bc: bc, owner: c.owner, pending: map[string]*Message{}}
+	pc.name, _ = stringParam(c.msg.Params, "name")
+	return bc.g.parkAndReply(c, reply, pc, m)
+}
+
+func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *Message) error {
+	bc := pc.bc
+	if m != nil {
+		pc.nextKey++
+		pc.pending["input-"+strconv.Itoa(pc.nextKey)] = m
+	}
+	state := NewTaskID()
+	p := g.bridge.parked
+	p.mu.Lock()
+	if len(p.calls) >= maxParkedCalls {
+		p.mu.Unlock()
+		bc.cancelUpstream("too many calls wait for input")
+		bc.run.release()
+		e := Errorf(CodeInternalError, "too many calls wait for input (limit %d)", maxParkedCalls)
+		reply.send(ErrorBytes(c.msg.ID, e), http.StatusServiceUnavailable)
+		return nil
+	}
+	pc.timer = time.AfterFunc(bridgeParkTimeout, func() {
+		if _, ok := p.take(state, pc.owner); ok {
+			bc.cancelUpstream("the client did not answer the input requests in time")
+			bc.run.release()
+		}
+	})
+	p.calls[state] = pc
+	p.mu.Unlock()
+	requests := map[string]any{}
+	for k, req := range pc.pending {
+		requests[k] = struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{req.Method, req.Params}
+	}
+	data, err := ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
+	if err != nil {
+		data = ErrorBytes(c.msg.ID, g.internalError("encoding input_required", err))
+	}
+	reply.send(data, http.StatusOK)
+	return nil
+}
+
+// resumeBridgedCall serves the retry of a call that waits for input: the
+// answers go to the upstream as the responses to its requests, and the
+// call goes on for this request.
+func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) error {
+	g := c.g
+	pc, ok := g.bridge.parked.take(state, c.owner)
+	if !ok {
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
+		return nil
+	}
+	var p struct {
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	if err := json.Unmarshal(c.msg.Params, &p); err != nil {
+		p.InputResponses = nil
+	}
+	bc := pc.bc
+	for key, req := range pc.pending {
+		answer, ok := p.InputResponses[key]
+		if !ok {
+			continue
+		}
+		if err := bc.answer(c.r.Context(), req.ID, inputAnswer{Result: answer}); err != nil {
+			bc.cancelUpstream("the answer could not be sent")
+			bc.run.release()
+			c.failModern(g.upstreamFailure(err))
+			return nil
+		}
+		delete(pc.pending, key)
+	}
+	if len(pc.pending) > 0 { // some still unanswered: ask again
+		return g.parkAndReply(c, &modernReply{c: c}, pc, nil)
+	}
+	return bc.follow(c, pc.name, canTask, mode)
+}
+
+// upstreamSpeaksLegacy reports whether a task's upstream call is a
+// 2025-11-25 one (server-to-client requests, notifications/cancelled): a
+// 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
+// session).
+func upstreamSpeaksLegacy(t *Task) bool { return t.Era == EraLegacy || t.Session != "" }
+
+// bridgedResult is the result a task records: for a bridged task the
+// upstream's 2025-11-25 result with the 2026-07-28 fields.
+func bridgedResult(t *Task, result json.RawMessage) json.RawMessage {
+	if t.Era != EraModern || t.Session == "" || result == nil {
+		return result
+	}
+	return translateResult("tools/call", result, nil)
+}

@@ -1,0 +1,381 @@
+package taskproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Upstream sessions of the version bridge. A 2025-11-25 server keeps state
+// per session (what the client declared it can answer, the tools it lists
+// for that, its pending requests), so the gateway holds one session per
+// principal and per set of client capabilities, and never lets another
+// principal's request near it. The table is bounded: idle sessions expire,
+// the least recently used idle one goes when it is full, and a session the
+// gateway lets go is ended upstream with DELETE. Nothing of it is stored.
+
+const (
+	// maxBridgeSessions bounds the upstream sessions one route holds.
+	maxBridgeSessions = 256
+	// bridgeSessionIdle is how long an unused session is kept.
+	bridgeSessionIdle = 10 * time.Minute
+	// bridgeLegacyVersion is the version the bridge speaks upstream.
+	bridgeLegacyVersion = string(EraLegacy)
+)
+
+// bridgeSession is one upstream session.
+type bridgeSession struct {
+	table *bridgeSessions
+	key   string
+	owner string
+
+	// id is the upstream's Mcp-Session-Id ("" for a server without
+	// sessions) and version the protocol version it agreed to.
+	id, version string
+	// What its initialize result said, for server/discover.
+	capabilities, serverInfo json.RawMessage
+	instructions             string
+
+	// base and next send the DELETE that ends the session.
+	base *http.Request
+	next http.Handler
+
+	ready chan struct{} // closed once opened (or failed: err)
+	err   error
+	// Guarded by the table's lock.
+	refs     int
+	lastUsed time.Time
+}
+
+// release gives back what acquire handed out.
+func (s *bridgeSession) release() {
+	t := s.table
+	t.mu.Lock()
+	s.refs--
+	s.lastUsed = time.Now()
+	orphan := t.closed && s.refs == 0 && s.err == nil && isClosed(s.ready)
+	t.mu.Unlock()
+	if orphan { // the last call of a closed table's session has ended
+		t.end([]*bridgeSession{s})
+	}
+}
+
+// bridgeSessions is the table of a route's upstream sessions.
+type bridgeSessions struct {
+	mu      sync.Mutex
+	byKey   map[string]*bridgeSession
+	max     int
+	idle    time.Duration
+	closed  bool
+	sweeper bool
+	stop    chan struct{}
+	log     *zap.Logger
+}
+
+func newBridgeSessions(max int, idle time.Duration) *bridgeSessions {
+	return &bridgeSessions{byKey: map[string]*bridgeSession{}, max: max, idle: idle, stop: make(chan struct{}), log: zap.NewNop()}
+}
+
+// acquire returns the session of key, opening it with open when there is
+// none; concurrent callers of one key wait for the one open. The caller
+// must release it.
+func (t *bridgeSessions) acquire(ctx context.Context, key string, open func(ctx context.Context) (*bridgeSession, error)) (*bridgeSession, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errors.New("the gateway is shutting down")
+	}
+	if !t.sweeper {
+		t.sweeper = true
+		go t.sweep()
+	}
+	s, ok := t.byKey[key]
+	if !ok {
+		s = &bridgeSession{table: t, key: key, ready: make(chan struct{})}
+		t.byKey[key] = s
+		s.refs++
+		t.mu.Unlock()
+		// The open outlives the request that started it: others wait for it.
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		opened, err := open(octx)
+		cancel()
+		t.mu.Lock()
+		if err != nil {
+			s.err = err
+			delete(t.byKey, key)
+		} else {
+			s.id, s.version, s.owner = opened.id, opened.version, opened.owner
+			s.capabilities, s.serverInfo, s.instructions = opened.capabilities, opened.serverInfo, opened.instructions
+			s.base, s.next = opened.base, opened.next
+		}
+		close(s.ready)
+		evicted := t.evictLocked(time.Now())
+		t.mu.Unlock()
+		t.end(evicted)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s.refs++
+	t.mu.Unlock()
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		s.release()
+		return nil, context.Cause(ctx)
+	}
+	if s.err != nil {
+		s.release()
+		return nil, s.err
+	}
+	return s, nil
+}
+
+// drop forgets s, which the upstream no longer knows (it answered 404), so
+// that the next acquire opens a new session.
+func (t *bridgeSessions) drop(s *bridgeSession) {
+	t.mu.Lock()
+	if t.byKey[s.key] == s {
+		delete(t.byKey, s.key)
+	}
+	t.mu.Unlock()
+}
+
+// evictLocked removes the sessions idle for too long and, over the bound,
+// the least recently used idle ones; it returns them to be ended.
+func (t *bridgeSessions) evictLocked(now time.Time) []*bridgeSession {
+	var out []*bridgeSession
+	for k, s := range t.byKey {
+		if s.refs == 0 && isClosed(s.ready) && now.Sub(s.lastUsed) > t.idle {
+			delete(t.byKey, k)
+			out = append(out, s)
+		}
+	}
+	for len(t.byKey) > t.max {
+		var oldest *bridgeSession
+		for _, s := range t.byKey {
+			if s.refs == 0 && isClosed(s.ready) && (oldest == nil || s.lastUsed.Before(oldest.lastUsed)) {
+				oldest = s
+			}
+		}
+		if oldest == nil {
+			break // every session is in use: the bound is exceeded until one is free
+		}
+		delete(t.byKey, oldest.key)
+		out = append(out, oldest)
+	}
+	return out
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// sweep expires idle sessions while the table is open.
+func (t *bridgeSessions) sweep() {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			t.mu.Lock()
+			evicted := t.evictLocked(time.Now())
+			t.mu.Unlock()
+			t.end(evicted)
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+// close ends every session not in use (those in use end with their last
+// call, a task's say): the configuration is going away.
+func (t *bridgeSessions) close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	close(t.stop)
+	var all []*bridgeSession
+	for k, s := range t.byKey {
+		if isClosed(s.ready) && s.err == nil && s.refs == 0 {
+			all = append(all, s)
+		}
+		delete(t.byKey, k)
+	}
+	t.mu.Unlock()
+	t.end(all)
+}
+
+// end sends DELETE for each session, in the background.
+func (t *bridgeSessions) end(sessions []*bridgeSession) {
+	for _, s := range sessions {
+		if s.err != nil || s.id == "" || s.base == nil {
+			continue
+		}
+		go func(s *bridgeSession) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req := newUpstreamRequest(ctx, s.base, nil)
+			req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodDelete, http.NoBody, nil, 0
+			req.Header.Del("Content-Type")
+			req.Header.Set(headerSessionID, s.id)
+			req.Header.Set(headerProtocolVersion, s.version)
+			resp, err := callUpstream(s.next, req)
+			if err != nil {
+				t.log.Debug("ending an upstream session", zap.Error(err))
+				return
+			}
+			finishBody(resp.Body, time.Second)
+		}(s)
+	}
+}
+
+// bridgeClientCapabilities are the client capabilities a 2025-11-25
+// session declares for the bridge: those of the 2026-07-28 request that a
+// 2025-11-25 server can use (what it may ask the client for).
+var bridgeClientCapabilities = []string{"elicitation", "sampling", "roots"}
+
+// bridgeCapabilities picks them out of the request's client capabilities,
+// as canonical JSON (sorted keys, compact): the session key and the
+// initialize's capabilities.
+func bridgeCapabilities(meta requestMeta) json.RawMessage {
+	picked := map[string]json.RawMessage{}
+	for _, k := range bridgeClientCapabilities {
+		if v, ok := getMember(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
+			var buf bytes.Buffer
+			if json.Compact(&buf, v) == nil {
+				picked[k] = buf.Bytes()
+			}
+		}
+	}
+	out, _ := json.Marshal(picked)
+	return out
+}
+
+// bridgeSessionKey names the session of the caller with the request's
+// capabilities.
+func (c *call) bridgeSessionKey(meta requestMeta) string {
+	return c.owner + "\x00" + string(bridgeCapabilities(meta))
+}
+
+// openBridgeSession returns how to open the caller's session: initialize
+// with the request's capabilities and client info, then
+// notifications/initialized.
+func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*bridgeSession, error) {
+	g, owner := c.g, c.owner
+	base := g.cfg.Detach(c.r)
+	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
+	base.Header.Del(headerSessionID)
+	base.Header.Del(headerMethod)
+	base.Header.Del(headerName)
+	base.Header.Del(headerProtocolVersion)
+	next := c.next
+	clientInfo := json.RawMessage(`{"name":"caddy-mcp-tasks-bridge","version":"1"}`)
+	if info, ok := getMember(orEmptyObject(getMemberOr(c.msg.Params, "_meta")), "io.modelcontextprotocol/clientInfo"); ok && len(info) > 0 && info[0] == '{' {
+		clientInfo = info
+	}
+	caps := bridgeCapabilities(meta)
+	return func(ctx context.Context) (*bridgeSession, error) {
+		s, err := g.initializeUpstream(ctx, base, next, caps, clientInfo)
+		if err != nil {
+			g.log.Warn("version bridge: opening an upstream session", zap.Error(err))
+			g.bridge.forgetProbe() // the upstream may have changed: probe again
+			return nil, err
+		}
+		s.owner = owner
+		if ce := g.log.Check(zap.InfoLevel, "version bridge: upstream session opened"); ce != nil {
+			ce.Write(zap.String("owner", owner), zap.String("upstream_session", s.id), zap.String("version", s.version))
+		}
+		return s, nil
+	}
+}
+
+// initializeUpstream runs the 2025-11-25 handshake on base's endpoint.
+func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, next http.Handler, caps, clientInfo json.RawMessage) (*bridgeSession, error) {
+	id := json.RawMessage(`"` + gatewayIDPrefix + `bridge:initialize"`)
+	body, err := RequestBytes(id, "initialize", map[string]any{
+		"protocolVersion": bridgeLegacyVersion,
+		"capabilities":    caps,
+		"clientInfo":      clientInfo,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding initialize: %w", err)
+	}
+	resp, err := callUpstream(next, newUpstreamRequest(ctx, base, body))
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if resp.Status < 200 || resp.Status > 299 {
+		finishBody(resp.Body, time.Second)
+		return nil, fmt.Errorf("initialize: the upstream answered HTTP %d", resp.Status)
+	}
+	var answer *Message
+	err = readMessages(resp, &streamPosition{}, maxResultOf(base.Context()), func(m *Message) (bool, error) {
+		if m.IsResponse() && sameID(m.ID, id) {
+			answer = m
+			return true, nil
+		}
+		return false, nil
+	})
+	finishBody(resp.Body, time.Second)
+	if answer == nil {
+		return nil, fmt.Errorf("initialize: no answer: %w", err)
+	}
+	if answer.Error != nil {
+		return nil, fmt.Errorf("initialize: %w", answer.Error)
+	}
+	var res struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ServerInfo      json.RawMessage `json:"serverInfo"`
+		Instructions    string          `json:"instructions"`
+	}
+	if err := json.Unmarshal(answer.Result, &res); err != nil {
+		return nil, fmt.Errorf("initialize: reading the result: %w", err)
+	}
+	s := &bridgeSession{
+		id: resp.Header.Get(headerSessionID), version: res.ProtocolVersion,
+		capabilities: res.Capabilities, serverInfo: res.ServerInfo, instructions: res.Instructions,
+		base: base, next: next,
+	}
+	if s.version == "" {
+		s.version = bridgeLegacyVersion
+	}
+	note, _ := RequestBytes(nil, "notifications/initialized", nil)
+	req := newUpstreamRequest(ctx, base, note)
+	if s.id != "" {
+		req.Header.Set(headerSessionID, s.id)
+	}
+	req.Header.Set(headerProtocolVersion, s.version)
+	nresp, err := callUpstream(next, req)
+	if err != nil {
+		return nil, fmt.Errorf("notifications/initialized: %w", err)
+	}
+	finishBody(nresp.Body, time.Second)
+	if nresp.Status >= 300 {
+		return nil, fmt.Errorf("notifications/initialized: the upstream answered HTTP %d", nresp.Status)
+	}
+	return s, nil
+}
+
+// getMemberOr returns the member or nil.
+func getMemberOr(obj []byte, key string) json.RawMessage {
+	v, _ := getMember(obj, key)
+	return v
+}
