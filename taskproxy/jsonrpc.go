@@ -275,6 +275,9 @@ func paramsObject(params json.RawMessage) (map[string]json.RawMessage, error) {
 
 // stringParam returns the string member name of params.
 func stringParam(params json.RawMessage, name string) (string, error) {
+	if s, ok := plainStringParam(params, name); ok {
+		return s, nil
+	}
 	obj, err := paramsObject(params)
 	if err != nil {
 		return "", err
