@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // A cache of the tasks/get answers of finished tasks, so that polling a
@@ -30,8 +32,9 @@ const (
 	// maxCachedEntry is the largest entry cached: a task with a larger
 	// result is always read from the store.
 	maxCachedEntry = 16 << 10
-	// viewEntryOverhead approximates an entry's memory beyond its bytes.
-	viewEntryOverhead = 320
+	// viewEntryOverhead approximates an entry's memory beyond its bytes
+	// (measured: the entry, its map slot and allocation rounding).
+	viewEntryOverhead = 220
 )
 
 // viewWire names the rendering of a cached view.
@@ -53,69 +56,66 @@ type viewCache struct {
 }
 
 type viewEntry struct {
-	task       *Task // a slim copy of the terminal record
-	views      [numWires][]byte
-	size       int
-	prev, next *viewEntry
+	// What a hit is checked against, and what the audit log names.
+	id, owner, tool string
+	status          Status
+	createdAt       time.Time
+	expires         time.Time
+	views           [numWires][]byte
+	size            int
+	prev, next      *viewEntry
 }
 
-// slimTask copies what the views and the audit read of a terminal record,
-// leaving the arguments, routing and input history out.
-func slimTask(t *Task) *Task {
-	s := &Task{
-		ID: t.ID, Owner: t.Owner, Status: t.Status, StatusMessage: t.StatusMessage,
-		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, TTL: t.TTL, PollInterval: t.PollInterval,
-		Era: t.Era, Tool: t.Tool, Result: t.Result, IsError: t.IsError,
-	}
-	if t.Error != nil {
-		e := *t.Error
-		s.Error = &e
-	}
-	return s
+// stub is the record as far as the audit log reads it.
+func (e *viewEntry) stub() *Task {
+	return &Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
 }
 
-func entrySize(t *Task) int {
-	n := viewEntryOverhead + len(t.ID) + len(t.Owner) + len(t.Tool) + len(t.StatusMessage) + len(t.Result)
-	if t.Error != nil {
-		n += len(t.Error.Message) + len(t.Error.Data)
-	}
-	return n
-}
-
-// lookup returns the cached record of the owner's task id, and its view on
-// wire when it has been rendered, unless the task is unknown here, belongs
-// to another owner, or has reached the end of its ttl at now.
-func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*Task, []byte, bool) {
+// lookup returns the cached entry of the owner's task id with its view on
+// wire, unless there is none, the task belongs to another owner, or it has
+// reached the end of its ttl at now.
+func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*viewEntry, []byte, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	e, ok := vc.entries[id]
 	if !ok {
 		return nil, nil, false
 	}
-	if !now.Before(e.task.ExpiresAt()) {
+	if !now.Before(e.expires) {
 		vc.remove(e)
 		return nil, nil, false
 	}
-	if e.task.Owner != owner {
+	if e.owner != owner || e.views[wire] == nil {
 		return nil, nil, false
 	}
 	vc.touch(e)
-	return e.task, e.views[wire], true
+	return e, e.views[wire], true
 }
 
-// remember caches the terminal record t, its views to be rendered when
-// first asked for.
-func (vc *viewCache) remember(t *Task, now time.Time) { vc.put(t, wireLegacy, nil, now) }
+// remember caches the view of the terminal record t on the wire of its
+// era, the one its client most likely reads it on.
+func (vc *viewCache) remember(t *Task, now time.Time) {
+	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
+		return
+	}
+	wire := wireLegacy
+	if t.Era == EraModern {
+		wire = wireModern
+	}
+	if view, err := renderView(t, wire); err == nil {
+		vc.put(t, wire, view, now)
+	}
+}
 
-// put caches the terminal record t and, when not nil, its view on wire.
-// Records that are not terminal, have expired at now, or are too large are
-// not cached.
+// put caches view, the rendering of the terminal record t on wire. Records
+// that are not terminal, have expired at now, or are too large are not
+// cached.
 func (vc *viewCache) put(t *Task, wire viewWire, view []byte, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
-	size := entrySize(t) + len(view)
-	if size > maxCachedEntry {
+	base := viewEntryOverhead + len(t.ID) + len(t.Owner) + len(t.Tool)
+	if base+len(view) > maxCachedEntry {
 		return
 	}
 	vc.mu.Lock()
@@ -127,16 +127,16 @@ func (vc *viewCache) put(t *Task, wire viewWire, view []byte, now time.Time) {
 	e, ok := vc.entries[t.ID]
 	switch {
 	case !ok:
-		e = &viewEntry{task: slimTask(t), size: entrySize(t)}
+		e = &viewEntry{id: t.ID, owner: t.Owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
 		vc.entries[t.ID] = e
 		vc.bytes += e.size
 		vc.link(e)
-	case e.task.Owner != t.Owner: // ids are never reused; never mix owners
+	case e.owner != t.Owner: // ids are never reused; never mix owners
 		return
 	default:
 		vc.touch(e)
 	}
-	if view != nil && e.views[wire] == nil && e.size+len(view) <= maxCachedEntry {
+	if e.views[wire] == nil && e.size+len(view) <= maxCachedEntry {
 		e.views[wire] = view
 		e.size += len(view)
 		vc.bytes += len(view)
@@ -162,7 +162,7 @@ func (vc *viewCache) touch(e *viewEntry) {
 
 func (vc *viewCache) remove(e *viewEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
-	delete(vc.entries, e.task.ID)
+	delete(vc.entries, e.id)
 	vc.bytes -= e.size
 }
 
@@ -177,18 +177,13 @@ func renderView(t *Task, wire viewWire) ([]byte, error) {
 // serveCachedGet answers a tasks/get of a finished task from the cache, and
 // reports whether it did.
 func (c *call) serveCachedGet(id string, wire viewWire) bool {
-	t, view, ok := c.g.rt.views.lookup(c.owner, id, wire, clock())
+	e, view, ok := c.g.rt.views.lookup(c.owner, id, wire, clock())
 	if !ok {
 		return false
 	}
-	if view == nil {
-		var err error
-		if view, err = renderView(t, wire); err != nil {
-			return false // the store path answers, and reports the error
-		}
-		c.g.rt.views.put(t, wire, view, clock())
+	if c.g.auditLog.Core().Enabled(zap.InfoLevel) {
+		c.g.audit(auditRetrieved, id, e.stub(), c.caller)
 	}
-	c.g.audit(auditRetrieved, id, t, c.caller)
 	c.replyRaw(view)
 	return true
 }

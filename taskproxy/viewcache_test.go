@@ -98,11 +98,15 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 
+	// Leased to this process, so that recovery leaves them alone.
+	lease := Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
 	working := testTask("alice", clock())
+	working.Lease = lease
 	if err := g.rt.Store.Create(ctx, working); err != nil {
 		t.Fatal(err)
 	}
 	cancelled := testTask("alice", clock())
+	cancelled.Lease = lease
 	if err := g.rt.Store.Create(ctx, cancelled); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +213,7 @@ func TestViewCacheUnit(t *testing.T) {
 		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
 		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
 		{"input required", func() *Task { t := testTask("alice", now); t.Status = StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
-		{"too large", func() *Task { t := finished("alice"); t.Result = make(json.RawMessage, maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
+		{"too large", func() *Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,7 +223,7 @@ func TestViewCacheUnit(t *testing.T) {
 			if ok != tt.wantHit {
 				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
 			}
-			if ok && (got.Owner != tt.owner || string(v) != string(view)) {
+			if ok && (got.owner != tt.owner || string(v) != string(view)) {
 				t.Errorf("served %+v, %s", got, v)
 			}
 			if len(vc.entries) != tt.wantCount {
