@@ -228,6 +228,7 @@ func ResponseBytes(id json.RawMessage, result any) ([]byte, error) {
 		if raw, err = json.Marshal(result); err != nil {
 			return nil, fmt.Errorf("encoding result: %w", err)
 		}
+		return responseRaw(id, raw), nil // encoded here: compact and escaped already
 	}
 	return json.Marshal(Message{JSONRPC: "2.0", ID: orNull(id), Result: raw})
 }

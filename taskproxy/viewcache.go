@@ -212,7 +212,7 @@ func (c *call) replyRaw(result []byte) {
 // spacing) takes the encoder's path, so the bytes are always the same.
 func responseRaw(id json.RawMessage, result []byte) []byte {
 	if bytes.ContainsAny(id, "<>& \t\r\n\u2028\u2029") {
-		data, err := ResponseBytes(id, json.RawMessage(result))
+		data, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: result})
 		if err == nil {
 			return data
 		}

@@ -75,3 +75,15 @@ func BenchmarkTaskEnd(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResponseBytes encodes a CreateTaskResult answer, as every
+// create and cancel does.
+func BenchmarkResponseBytes(b *testing.B) {
+	result := legacyCreated(benchTask())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ResponseBytes(json.RawMessage("42"), result); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

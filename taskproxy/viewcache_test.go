@@ -279,5 +279,12 @@ func TestResponseRaw(t *testing.T) {
 		if got := responseRaw(json.RawMessage(id), result); string(got) != string(want) {
 			t.Errorf("id %s:\n got %s\nwant %s", id, got, want)
 		}
+		// ResponseBytes of a value it encodes, against encoding it twice.
+		value := map[string]any{"a": "<b>&\u2028", "n": 1, "nil": nil}
+		raw, _ := json.Marshal(value)
+		want, _ = json.Marshal(Message{JSONRPC: "2.0", ID: orNull(json.RawMessage(id)), Result: raw})
+		if got, err := ResponseBytes(json.RawMessage(id), value); err != nil || string(got) != string(want) {
+			t.Errorf("ResponseBytes, id %s:\n got %s, %v\nwant %s", id, got, err, want)
+		}
 	}
 }
