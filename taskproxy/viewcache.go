@@ -28,7 +28,7 @@ import (
 
 const (
 	// viewCacheBytes bounds the memory of one runtime's cache.
-	viewCacheBytes = 4 << 20
+	viewCacheBytes = 2 << 20
 	// maxCachedEntry is the largest entry cached: a task with a larger
 	// result is always read from the store.
 	maxCachedEntry = 16 << 10
