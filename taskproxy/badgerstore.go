@@ -208,7 +208,7 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
 	rec := *t
 	rec.Lease = Lease{}
-	data, err := json.Marshal(&rec)
+	data, err := encodeTask(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
