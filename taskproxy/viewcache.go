@@ -18,8 +18,9 @@ import (
 //   - only terminal records enter the cache, so no status change can leave a
 //     stale view behind: the one change left to a finished task is its
 //     deletion, and that comes only after its ExpiresAt;
-//   - an entry is served only before the task's ExpiresAt; from then on the
-//     store answers, with the record or, once swept, ErrExpired;
+//   - an entry is served only until shortly before the task's ExpiresAt
+//     (viewExpiryMargin); from then on the store answers, with the record
+//     or, once swept, ErrExpired;
 //   - an entry is served only to the owner of the record; any other caller
 //     goes to the store, which answers as for an unknown task and audits the
 //     denial, exactly as without the cache.
@@ -32,6 +33,10 @@ const (
 	// maxCachedEntry is the largest entry cached: a task with a larger
 	// result is always read from the store.
 	maxCachedEntry = 16 << 10
+	// viewExpiryMargin stops serving an entry this long before its task's
+	// ttl ends: another replica sharing the store may sweep the task by a
+	// clock running a little ahead of this one.
+	viewExpiryMargin = 5 * time.Second
 	// viewEntryOverhead approximates an entry's memory beyond its bytes
 	// (measured: the entry, its map slot and allocation rounding).
 	viewEntryOverhead = 220
@@ -81,7 +86,7 @@ func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*vi
 	if !ok {
 		return nil, nil, false
 	}
-	if !now.Before(e.expires) {
+	if !now.Add(viewExpiryMargin).Before(e.expires) {
 		vc.remove(e)
 		return nil, nil, false
 	}

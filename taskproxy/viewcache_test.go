@@ -163,12 +163,12 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	}
 }
 
-// A cached task that reaches the end of its ttl is answered by the store:
+// A cached task that comes near the end of its ttl is answered by the store:
 // once swept, as expired, never from the cache.
 func TestViewCacheExpiry(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	const ttl, left = 10 * time.Second, 2 * time.Second
+	const ttl, left = 20 * time.Second, viewExpiryMargin + 2*time.Second
 	task := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
 	if got := getTask(t, g, "alice", wireLegacy, task.ID); !strings.Contains(got, `"status":"completed"`) {
 		t.Fatalf("before expiry: %s", got)
@@ -209,6 +209,8 @@ func TestViewCacheUnit(t *testing.T) {
 		{"owner, before expiry", finished("alice"), "alice", now.Add(time.Minute), true, 1},
 		{"another owner", finished("alice"), "bob", now.Add(time.Minute), false, 1},
 		{"an owner that is a prefix", finished("alice"), "ali", now.Add(time.Minute), false, 1},
+		{"just before the margin", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin - time.Millisecond), true, 1},
+		{"within the margin before the end of the ttl", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin), false, 0},
 		{"at the end of the ttl", finished("alice"), "alice", now.Add(time.Hour), false, 0},
 		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
 		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
