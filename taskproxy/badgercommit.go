@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
@@ -44,25 +45,49 @@ func (s *BadgerStore) write(apply func(*badger.Txn) (error, error)) error {
 // commitWrites is the committer goroutine.
 func (s *BadgerStore) commitWrites() {
 	defer close(s.committerDone)
+	// With SyncWrites every commit costs Badger two fsyncs (value log and
+	// memtable log), whatever its size: before committing a small batch the
+	// committer yields a few times, so that the requests already running
+	// add their writes to it. Yielding waits for nothing when no other
+	// goroutine is runnable, so an idle store commits at once.
+	yields := 0
+	if s.db.Opts().SyncWrites {
+		yields = syncYields
+	}
 	for first := range s.writes {
-		batch := []writeOp{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case op, ok := <-s.writes:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, op)
-			default:
-				break drain
+		batch := s.drain([]writeOp{first})
+		for range yields {
+			if len(batch) >= maxBatch/2 {
+				break
 			}
+			runtime.Gosched()
+			batch = s.drain(batch)
 		}
 		results := s.commitBatch(batch)
 		for i, op := range batch {
 			op.done <- results[i]
 		}
 	}
+}
+
+// syncYields is how often the committer yields to gather writes for a
+// small batch on a store with SyncWrites.
+const syncYields = 3
+
+// drain adds the writes waiting, up to maxBatch, to batch.
+func (s *BadgerStore) drain(batch []writeOp) []writeOp {
+	for len(batch) < maxBatch {
+		select {
+		case op, ok := <-s.writes:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, op)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // commitBatch writes the batch in one transaction and returns each write's

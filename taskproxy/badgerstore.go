@@ -213,7 +213,7 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
 	rec := *t
 	rec.Lease = Lease{}
-	data, err := json.Marshal(&rec)
+	data, err := encodeTask(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
@@ -232,7 +232,7 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 		return nil, fmt.Errorf("reading task %s: %w", id, err)
 	}
 	var t Task
-	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t) }); err != nil {
+	if err := item.Value(func(v []byte) error { return decodeRecord(v, &t) }); err != nil {
 		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
 	// A record written before leases had their own key carries its lease.

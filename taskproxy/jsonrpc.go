@@ -228,6 +228,7 @@ func ResponseBytes(id json.RawMessage, result any) ([]byte, error) {
 		if raw, err = json.Marshal(result); err != nil {
 			return nil, fmt.Errorf("encoding result: %w", err)
 		}
+		return responseRaw(id, raw), nil // encoded here: compact and escaped already
 	}
 	return json.Marshal(Message{JSONRPC: "2.0", ID: orNull(id), Result: raw})
 }
@@ -275,6 +276,9 @@ func paramsObject(params json.RawMessage) (map[string]json.RawMessage, error) {
 
 // stringParam returns the string member name of params.
 func stringParam(params json.RawMessage, name string) (string, error) {
+	if s, ok := plainStringParam(params, name); ok {
+		return s, nil
+	}
 	obj, err := paramsObject(params)
 	if err != nil {
 		return "", err

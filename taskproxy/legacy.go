@@ -159,13 +159,16 @@ func (c *call) serveLegacyGet() error {
 		c.fail(e)
 		return nil
 	}
+	if c.serveCachedGet(id, wireLegacy) {
+		return nil
+	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
 	c.g.audit(auditRetrieved, id, t, c.caller)
-	return c.reply(toLegacyTask(t))
+	return c.replyView(t, wireLegacy)
 }
 
 func (c *call) serveLegacyList() error {

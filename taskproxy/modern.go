@@ -297,13 +297,16 @@ func toModernDetail(t *Task, resultType string) modernTask {
 
 func (c *call) serveModernGet() error {
 	id, _ := c.taskIDParam()
+	if c.serveCachedGet(id, wireModern) {
+		return nil
+	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
 		c.failModern(c.lookupFailure(id, err))
 		return nil
 	}
 	c.g.audit(auditRetrieved, id, t, c.caller)
-	return c.reply(toModernDetail(t, "complete"))
+	return c.replyView(t, wireModern)
 }
 
 func (c *call) serveModernUpdate() error {

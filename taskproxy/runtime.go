@@ -27,6 +27,7 @@ type Runtime struct {
 	workers  *workerTable
 	sessions *sessionTable
 	streams  *streamTable
+	views    viewCache // finished tasks' tasks/get answers (viewcache.go)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

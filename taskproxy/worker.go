@@ -191,6 +191,7 @@ func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
 	switch {
 	case err == nil:
 		g.auditOutcome(rec)
+		g.rt.views.remember(rec, clock()) // its first tasks/get need not read the store
 	case outcomeSettled(err):
 		if ce := g.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))

@@ -17,7 +17,7 @@ import (
 // from as many goroutines.
 func benchCreate(cfg config) ([]row, error) {
 	const clients = 64
-	_, p, url, stop, err := gatewayUnderTest(cfg, "create-store", "sync_writes on\nmax_active_per_principal -1")
+	_, p, url, stop, err := gatewayUnderTest(cfg, "create-store", "sync_writes on\nmax_active_per_principal -1\nrate_limit -1")
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,13 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,poll,fanout,memory")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,fanout,memory")
+	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
+	if *upstreamOnly {
+		serveUpstreamOnly()
+		return
+	}
 
 	work, err := os.MkdirTemp("", "mcp-tasks-bench-")
 	if err != nil {
@@ -62,7 +67,10 @@ func main() {
 	}{
 		{"passthrough", benchPassThrough},
 		{"create", benchCreate},
+		{"sync", benchSyncRatio},
 		{"poll", benchPollAndMemory},
+		{"respond", benchGetVsRespond},
+		{"lifecycle", benchLifecycleCPU},
 		{"fanout", benchFanOut},
 	}
 	for _, s := range steps {
@@ -84,12 +92,12 @@ func printTable(rows []row, took time.Duration) {
 	fmt.Println("| measure | result | target | met |")
 	fmt.Println("|---|---|---|---|")
 	for _, r := range rows {
-		met := "no"
+		met := "NOT MET"
 		switch {
 		case r.informational:
 			met = "—"
 		case r.met:
-			met = "yes"
+			met = "MET"
 		}
 		fmt.Printf("| %s | %s | %s | %s |\n", r.measure, r.result, r.target, met)
 	}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// benchLifecycleCPU measures the CPU time Caddy spends on one task's whole
+// life (the create, the call to the upstream, storing its completion, and
+// one tasks/get of the finished task) against one pass-through tools/call
+// through the same site, from /proc/<pid>/stat (utime+stime) before and
+// after each phase divided by its operations. The upstream runs in a
+// process of its own and is reported apart. Phases alternate, and each
+// kind's CPU and operations are summed over the rounds.
+func benchLifecycleCPU(cfg config) ([]row, error) {
+	const clients = 32
+	up, err := startUpstreamProc()
+	if err != nil {
+		return nil, err
+	}
+	defer up.stop()
+	port := freePort()
+	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\tmax_active_per_principal -1\n\t\trate_limit -1\n\t}\n\treverse_proxy /mcp* %s\n}",
+		port, filepath.Join(cfg.work, "lifecycle-store"), up.addr)
+	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	c := newClient(clients)
+	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	createBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"},"task":{"ttl":600000}}}`)
+	plainBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"}}}`)
+
+	// lifecycles creates tasks for d, then reads each once it has finished
+	// with one tasks/get; it returns how many tasks lived and how many
+	// extra reads found one not finished yet.
+	lifecycles := func(d time.Duration) (int, int, error) {
+		var mu sync.Mutex
+		var ids []string
+		r := closedLoop(clients, d, func(int, int) error {
+			data, err := post(c, url, createBody, headers)
+			if err != nil {
+				return err
+			}
+			var m struct {
+				Result struct {
+					Task struct{ TaskID string } `json:"task"`
+				} `json:"result"`
+			}
+			if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
+				return fmt.Errorf("not a CreateTaskResult: %s", data)
+			}
+			mu.Lock()
+			ids = append(ids, m.Result.Task.TaskID)
+			mu.Unlock()
+			return nil
+		})
+		if r.errs > 0 {
+			return 0, 0, fmt.Errorf("%d failed creates", r.errs)
+		}
+		next, extra := make(chan string, len(ids)), 0
+		for _, id := range ids {
+			next <- id
+		}
+		close(next)
+		var wg sync.WaitGroup
+		var getErr error
+		for range clients {
+			wg.Go(func() {
+				for id := range next {
+					body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, id)
+					for try := 0; ; try++ {
+						data, err := post(c, url, body, headers)
+						var m struct{ Result struct{ Status string } }
+						if err == nil && json.Unmarshal(data, &m) != nil {
+							err = fmt.Errorf("not a task: %s", data)
+						}
+						if err == nil && m.Result.Status != "completed" && try < 500 {
+							mu.Lock()
+							extra++
+							mu.Unlock()
+							time.Sleep(10 * time.Millisecond)
+							continue
+						}
+						if err == nil && m.Result.Status != "completed" {
+							err = fmt.Errorf("task %s still %s", id, m.Result.Status)
+						}
+						if err != nil {
+							mu.Lock()
+							getErr = err
+							mu.Unlock()
+						}
+						break
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return len(ids), extra, getErr
+	}
+	passes := func(d time.Duration) (int, error) {
+		r := closedLoop(clients, d, func(int, int) error {
+			_, err := post(c, url, plainBody, headers)
+			return err
+		})
+		if r.errs > 0 {
+			return 0, fmt.Errorf("%d failed pass-through calls", r.errs)
+		}
+		return r.n, nil
+	}
+	if _, _, err := lifecycles(time.Second); err != nil { // warm up
+		return nil, err
+	}
+	if _, err := passes(time.Second); err != nil {
+		return nil, err
+	}
+	var lifeN, passN, extra int
+	var lifeCPU, passCPU [2]time.Duration // Caddy, upstream
+	pids := []int{p.cmd.Process.Pid, up.cmd.Process.Pid}
+	for round := range cfg.rounds {
+		var profiled <-chan struct{}
+		if round == 0 {
+			profiled = p.profile(cfg.profiles, "lifecycle", cfg.duration)
+		}
+		m, err := meterCPU(pids...)
+		if err != nil {
+			return nil, err
+		}
+		n, x, err := lifecycles(cfg.duration)
+		if err != nil {
+			return nil, err
+		}
+		used, err := m.used()
+		if err != nil {
+			return nil, err
+		}
+		if profiled != nil {
+			<-profiled
+		}
+		lifeN, extra = lifeN+n, extra+x
+		lifeCPU[0], lifeCPU[1] = lifeCPU[0]+used[0], lifeCPU[1]+used[1]
+
+		if m, err = meterCPU(pids...); err != nil {
+			return nil, err
+		}
+		n, err = passes(cfg.duration)
+		if err != nil {
+			return nil, err
+		}
+		if used, err = m.used(); err != nil {
+			return nil, err
+		}
+		passN += n
+		passCPU[0], passCPU[1] = passCPU[0]+used[0], passCPU[1]+used[1]
+	}
+	per := func(d time.Duration, n int) time.Duration { return d / time.Duration(max(n, 1)) }
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+	ratio := float64(per(lifeCPU[0], lifeN)) / float64(per(passCPU[0], passN))
+	upRatio := float64(per(lifeCPU[1], lifeN)) / float64(per(passCPU[1], passN))
+	return []row{
+		{measure: fmt.Sprintf("CPU of Caddy per task lifecycle (create + upstream call + completion + one tasks/get) vs per pass-through tools/call, same site, %d clients, %d + %d operations", clients, lifeN, passN),
+			result: fmt.Sprintf("%s vs %s (%.2f×; %d extra tasks/get of unfinished tasks)", us(per(lifeCPU[0], lifeN)), us(per(passCPU[0], passN)), ratio, extra),
+			target: "≤ 2.5×", met: ratio <= 2.5},
+		{measure: "CPU of the upstream (its own process) per task lifecycle vs per pass-through tools/call",
+			result: fmt.Sprintf("%s vs %s (%.2f×)", us(per(lifeCPU[1], lifeN)), us(per(passCPU[1], passN)), upRatio),
+			target: "report", informational: true},
+	}, nil
+}

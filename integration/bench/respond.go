@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+)
+
+// respondTasks is how many finished tasks the clients poll: a working set
+// that the gateway's view cache (2 MiB, about 5000 tasks) holds. The poll
+// measurement reads 100000, mostly from the store.
+const respondTasks = 4000
+
+// benchGetVsRespond measures tasks/get of finished tasks through the
+// gateway against the ceiling of Caddy answering by itself: a second site
+// of the same Caddy that answers the same request with `respond` and a body
+// of exactly the bytes of a tasks/get answer. Same clients, same request,
+// alternating A B A B; medians.
+func benchGetVsRespond(cfg config) ([]row, error) {
+	up, err := startUpstream()
+	if err != nil {
+		return nil, err
+	}
+	defer up.srv.Close()
+	store := filepath.Join(cfg.work, "respond-store")
+	ids, err := fillStore(store, min(cfg.tasks, respondTasks))
+	if err != nil {
+		return nil, err
+	}
+	gateway := func(port int) string {
+		return fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\trate_limit -1\n\t}\n\treverse_proxy /mcp* %s\n}", port, store, up.addr)
+	}
+	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	getBody := func(id string) []byte {
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, id)
+	}
+
+	// One real answer, from a Caddy serving the gateway alone: its bytes
+	// are what the respond site answers.
+	portA := freePort()
+	p, err := startCaddy(cfg.caddy, cfg.work, gateway(portA), portA)
+	if err != nil {
+		return nil, err
+	}
+	answer, err := post(newClient(1), fmt.Sprintf("http://127.0.0.1:%d/mcp", portA), getBody(ids[0]), headers)
+	p.stop()
+	if err != nil {
+		return nil, fmt.Errorf("a first tasks/get: %w", err)
+	}
+	if !bytes.Contains(answer, []byte(`"status":"completed"`)) || bytes.ContainsRune(answer, '`') {
+		return nil, fmt.Errorf("unexpected tasks/get answer: %s", answer)
+	}
+
+	portA, portB := freePort(), freePort()
+	sites := gateway(portA) + fmt.Sprintf("\nhttp://:%d {\n\tbind 127.0.0.1\n\theader Content-Type application/json\n\trespond `%s` 200\n}", portB, answer)
+	p, err = startCaddy(cfg.caddy, cfg.work, sites, portA, portB)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	const clients = 16
+	c := newClient(clients)
+	urlA, urlB := fmt.Sprintf("http://127.0.0.1:%d/mcp", portA), fmt.Sprintf("http://127.0.0.1:%d/mcp", portB)
+	if got, err := post(c, urlB, getBody(ids[0]), headers); err != nil || !bytes.Equal(got, answer) {
+		return nil, fmt.Errorf("the respond site answers %q (%v), not the tasks/get answer %q", got, err, answer)
+	}
+	measure := func(url string, d time.Duration) result {
+		return closedLoop(clients, d, func(int, int) error {
+			data, err := post(c, url, getBody(ids[rand.IntN(len(ids))]), headers)
+			if err == nil && len(data) != len(answer) {
+				err = fmt.Errorf("answer of %d bytes, want %d: %s", len(data), len(answer), data)
+			}
+			return err
+		})
+	}
+	measure(urlA, time.Second)
+	measure(urlB, time.Second)
+	var rateA, rateB, p50A, p50B []float64
+	for round := range cfg.rounds {
+		var profiled <-chan struct{}
+		if round == 0 {
+			profiled = p.profile(cfg.profiles, "get-vs-respond", cfg.duration)
+		}
+		a := measure(urlA, cfg.duration)
+		if profiled != nil {
+			<-profiled
+		}
+		b := measure(urlB, cfg.duration)
+		if a.errs+b.errs > 0 {
+			return nil, fmt.Errorf("tasks/get vs respond: %d and %d errors", a.errs, b.errs)
+		}
+		rateA, rateB = append(rateA, a.rate()), append(rateB, b.rate())
+		p50A, p50B = append(p50A, float64(a.pct(0.5))), append(p50B, float64(b.pct(0.5)))
+	}
+	ra, rb := median(rateA), median(rateB)
+	ratio := ra / rb
+	return []row{{
+		measure: fmt.Sprintf("tasks/get of a finished task (%d finished tasks polled at random, %d B answer): req/s through the gateway vs Caddy `respond` of the same bytes, %d clients, %d rounds A B, medians",
+			len(ids), len(answer), clients, len(rateA)),
+		result: fmt.Sprintf("%.0f vs %.0f (ratio %.2f); p50 %s vs %s", ra, rb, ratio,
+			ms(time.Duration(median(p50A))), ms(time.Duration(median(p50B)))),
+		target: "ratio ≥ 0.8", met: ratio >= 0.8,
+	}}, nil
+}

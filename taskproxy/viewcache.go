@@ -1,0 +1,232 @@
+package taskproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A cache of the tasks/get answers of finished tasks, so that polling a
+// finished task reads neither the store nor encodes the answer again. It is
+// safe because a terminal record never changes (Store.Update and Acquire
+// refuse it with ErrTerminal) until it is deleted at the end of its ttl:
+//
+//   - only terminal records enter the cache, so no status change can leave a
+//     stale view behind: the one change left to a finished task is its
+//     deletion, and that comes only after its ExpiresAt;
+//   - an entry is served only until shortly before the task's ExpiresAt
+//     (viewExpiryMargin); from then on the store answers, with the record
+//     or, once swept, ErrExpired;
+//   - an entry is served only to the owner of the record; any other caller
+//     goes to the store, which answers as for an unknown task and audits the
+//     denial, exactly as without the cache.
+//
+// It is bounded by bytes and evicts the least recently used entry.
+
+const (
+	// viewCacheBytes bounds the memory of one runtime's cache.
+	viewCacheBytes = 2 << 20
+	// maxCachedEntry is the largest entry cached: a task with a larger
+	// result is always read from the store.
+	maxCachedEntry = 16 << 10
+	// viewExpiryMargin stops serving an entry this long before its task's
+	// ttl ends: another replica sharing the store may sweep the task by a
+	// clock running a little ahead of this one.
+	viewExpiryMargin = 5 * time.Second
+	// viewEntryOverhead approximates an entry's memory beyond its bytes
+	// (measured: the entry, its map slot and allocation rounding).
+	viewEntryOverhead = 220
+)
+
+// viewWire names the rendering of a cached view.
+type viewWire uint8
+
+const (
+	wireLegacy viewWire = iota // 2025-11-25 tasks/get: the Task object
+	wireModern                 // 2026-07-28 tasks/get: the DetailedTask
+	numWires
+)
+
+// viewCache is the cache; its zero value is ready for use.
+type viewCache struct {
+	mu      sync.Mutex
+	entries map[string]*viewEntry
+	lru     viewEntry // sentinel of the recency ring: lru.next is the newest
+	bytes   int
+	max     int // 0 means viewCacheBytes
+}
+
+type viewEntry struct {
+	// What a hit is checked against, and what the audit log names.
+	id, owner, tool string
+	status          Status
+	createdAt       time.Time
+	expires         time.Time
+	views           [numWires][]byte
+	size            int
+	prev, next      *viewEntry
+}
+
+// stub is the record as far as the audit log reads it.
+func (e *viewEntry) stub() *Task {
+	return &Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
+}
+
+// lookup returns the cached entry of the owner's task id with its view on
+// wire, unless there is none, the task belongs to another owner, or it has
+// reached the end of its ttl at now.
+func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*viewEntry, []byte, bool) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	e, ok := vc.entries[id]
+	if !ok {
+		return nil, nil, false
+	}
+	if !now.Add(viewExpiryMargin).Before(e.expires) {
+		vc.remove(e)
+		return nil, nil, false
+	}
+	if e.owner != owner || e.views[wire] == nil {
+		return nil, nil, false
+	}
+	vc.touch(e)
+	return e, e.views[wire], true
+}
+
+// remember caches the view of the terminal record t on the wire of its
+// era, the one its client most likely reads it on.
+func (vc *viewCache) remember(t *Task, now time.Time) {
+	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
+		return
+	}
+	wire := wireLegacy
+	if t.Era == EraModern {
+		wire = wireModern
+	}
+	if view, err := renderView(t, wire); err == nil {
+		vc.put(t, wire, view, now)
+	}
+}
+
+// put caches view, the rendering of the terminal record t on wire. Records
+// that are not terminal, have expired at now, or are too large are not
+// cached.
+func (vc *viewCache) put(t *Task, wire viewWire, view []byte, now time.Time) {
+	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
+		return
+	}
+	base := viewEntryOverhead + len(t.ID) + len(t.Owner) + len(t.Tool)
+	if base+len(view) > maxCachedEntry {
+		return
+	}
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	if vc.entries == nil {
+		vc.entries = map[string]*viewEntry{}
+		vc.lru.prev, vc.lru.next = &vc.lru, &vc.lru
+	}
+	e, ok := vc.entries[t.ID]
+	switch {
+	case !ok:
+		e = &viewEntry{id: t.ID, owner: t.Owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
+		vc.entries[t.ID] = e
+		vc.bytes += e.size
+		vc.link(e)
+	case e.owner != t.Owner: // ids are never reused; never mix owners
+		return
+	default:
+		vc.touch(e)
+	}
+	if e.views[wire] == nil && e.size+len(view) <= maxCachedEntry {
+		e.views[wire] = view
+		e.size += len(view)
+		vc.bytes += len(view)
+	}
+	limit := vc.max
+	if limit <= 0 {
+		limit = viewCacheBytes
+	}
+	for vc.bytes > limit && vc.lru.prev != e {
+		vc.remove(vc.lru.prev)
+	}
+}
+
+func (vc *viewCache) link(e *viewEntry) {
+	e.prev, e.next = &vc.lru, vc.lru.next
+	e.prev.next, e.next.prev = e, e
+}
+
+func (vc *viewCache) touch(e *viewEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	vc.link(e)
+}
+
+func (vc *viewCache) remove(e *viewEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	delete(vc.entries, e.id)
+	vc.bytes -= e.size
+}
+
+// renderView encodes the tasks/get result of t on wire.
+func renderView(t *Task, wire viewWire) ([]byte, error) {
+	if wire == wireModern {
+		return json.Marshal(toModernDetail(t, "complete"))
+	}
+	return json.Marshal(toLegacyTask(t))
+}
+
+// serveCachedGet answers a tasks/get of a finished task from the cache, and
+// reports whether it did.
+func (c *call) serveCachedGet(id string, wire viewWire) bool {
+	e, view, ok := c.g.rt.views.lookup(c.owner, id, wire, clock())
+	if !ok {
+		return false
+	}
+	if c.g.auditLog.Core().Enabled(zap.InfoLevel) {
+		c.g.audit(auditRetrieved, id, e.stub(), c.caller)
+	}
+	c.replyRaw(view)
+	return true
+}
+
+// replyView answers a tasks/get with the view of t read from the store,
+// caching it when t is finished.
+func (c *call) replyView(t *Task, wire viewWire) error {
+	view, err := renderView(t, wire)
+	if err != nil {
+		c.fail(c.g.internalError("encoding a result", err))
+		return nil
+	}
+	c.g.rt.views.put(t, wire, view, clock())
+	c.replyRaw(view)
+	return nil
+}
+
+// replyRaw writes a JSON-RPC success response around result, already
+// encoded, without encoding it again.
+func (c *call) replyRaw(result []byte) {
+	writeJSON(c.w, http.StatusOK, responseRaw(c.msg.ID, result))
+}
+
+// responseRaw is ResponseBytes(id, result) for an encoded result, built by
+// appending. An id that encoding would change (HTML-escaped characters,
+// spacing) takes the encoder's path, so the bytes are always the same.
+func responseRaw(id json.RawMessage, result []byte) []byte {
+	if bytes.ContainsAny(id, "<>& \t\r\n\u2028\u2029") {
+		data, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: result})
+		if err == nil {
+			return data
+		}
+	}
+	id = orNull(id)
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(result))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}

@@ -1,0 +1,292 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// getTask sends a tasks/get for id as owner on wire and returns the answer.
+func getTask(t *testing.T, g *Gateway, owner string, wire viewWire, id string) string {
+	t.Helper()
+	var r *http.Request
+	if wire == wireModern {
+		r = post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"`+id+`",`+declaring+`}}`,
+			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/get", "Mcp-Name", id)
+	} else {
+		r = post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"`+id+`"}}`, "MCP-Protocol-Version", "2025-11-25")
+	}
+	r = WithCaller(r, Caller{Owner: owner, Principal: owner})
+	rec := httptest.NewRecorder()
+	if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Body.String()
+}
+
+// storeFinished stores a completed task of owner, created at created.
+func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, ttl time.Duration) *Task {
+	t.Helper()
+	task := testTask(owner, created)
+	task.TTL = ttl
+	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+	if err := g.rt.Store.Create(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// A finished task's cached view reaches its owner only: another owner, on
+// either wire, gets the answer of an unknown task, before and after the
+// owner's reads filled the cache.
+func TestViewCacheOwnerOnly(t *testing.T) {
+	g := testGateway(t, Config{})
+	mustStart(t, g)
+	task := storeFinished(t, g, "alice", clock(), time.Hour)
+	for _, wire := range []viewWire{wireLegacy, wireModern} {
+		for i := range 3 {
+			if got := getTask(t, g, "alice", wire, task.ID); !strings.Contains(got, `"status":"completed"`) {
+				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
+			}
+			if _, _, ok := g.rt.views.lookup("alice", task.ID, wire, clock()); !ok {
+				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
+			}
+			if got := getTask(t, g, "bob", wire, task.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
+				t.Fatalf("wire %d, read %d by another owner: %s", wire, i, got)
+			}
+		}
+	}
+}
+
+// The two wires render a finished task differently, and a cached view of
+// one is never served on the other; cached answers are byte for byte the
+// uncached ones.
+func TestViewCacheWires(t *testing.T) {
+	g := testGateway(t, Config{})
+	mustStart(t, g)
+	task := storeFinished(t, g, "alice", clock(), time.Hour)
+	rec, err := g.rt.Store.Get(context.Background(), "alice", task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[viewWire]string{}
+	for wire, result := range map[viewWire]any{wireLegacy: toLegacyTask(rec), wireModern: toModernDetail(rec, "complete")} {
+		data, err := ResponseBytes(json.RawMessage("7"), result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[wire] = string(data)
+	}
+	for _, wire := range []viewWire{wireLegacy, wireModern, wireLegacy, wireModern} {
+		if got := getTask(t, g, "alice", wire, task.ID); got != want[wire] {
+			t.Errorf("wire %d:\n got %s\nwant %s", wire, got, want[wire])
+		}
+	}
+}
+
+// A task is read with its current status: one still working is never
+// cached, so its completion, a cancellation and a worker's outcome show at
+// the next read.
+func TestViewCacheStatusChanges(t *testing.T) {
+	ctx := context.Background()
+	g := testGateway(t, Config{})
+	mustStart(t, g)
+
+	// Leased to this process, so that recovery leaves them alone.
+	lease := Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
+	working := testTask("alice", clock())
+	working.Lease = lease
+	if err := g.rt.Store.Create(ctx, working); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := testTask("alice", clock())
+	cancelled.Lease = lease
+	if err := g.rt.Store.Create(ctx, cancelled); err != nil {
+		t.Fatal(err)
+	}
+	for _, wire := range []viewWire{wireLegacy, wireModern} {
+		for _, id := range []string{working.ID, cancelled.ID} {
+			if got := getTask(t, g, "alice", wire, id); !strings.Contains(got, `"status":"working"`) {
+				t.Fatalf("before the change: %s", got)
+			}
+		}
+	}
+	if _, err := g.rt.Store.Update(ctx, "alice", working.ID, func(rec *Task) error {
+		rec.Result = json.RawMessage(`{"content":[]}`)
+		return rec.SetStatus(StatusCompleted, "", clock())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.cancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
+		t.Fatal(err)
+	}
+	for _, wire := range []viewWire{wireLegacy, wireModern} {
+		if got := getTask(t, g, "alice", wire, working.ID); !strings.Contains(got, `"status":"completed"`) {
+			t.Errorf("wire %d after completion: %s", wire, got)
+		}
+		if got := getTask(t, g, "alice", wire, cancelled.ID); !strings.Contains(got, `"status":"cancelled"`) {
+			t.Errorf("wire %d after cancellation: %s", wire, got)
+		}
+	}
+
+	// A task run by a worker: read while it runs, then after its outcome,
+	// which the worker puts in the cache.
+	release := make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		body, _ := io.ReadAll(r.Body)
+		m, err := ParseMessage(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
+	})
+	id := createLegacy(t, g, next)
+	if got := getTask(t, g, Anonymous, wireLegacy, id); !strings.Contains(got, `"status":"working"`) {
+		t.Fatalf("while running: %s", got)
+	}
+	close(release)
+	waitEnded(t, g, Anonymous, id)
+	if _, _, ok := g.rt.views.lookup(Anonymous, id, wireLegacy, clock()); !ok {
+		t.Error("the worker's outcome is not in the cache")
+	}
+	if got := getTask(t, g, Anonymous, wireLegacy, id); !strings.Contains(got, `"status":"completed"`) {
+		t.Errorf("after the outcome: %s", got)
+	}
+}
+
+// A cached task that comes near the end of its ttl is answered by the store:
+// once swept, as expired, never from the cache.
+func TestViewCacheExpiry(t *testing.T) {
+	g := testGateway(t, Config{})
+	mustStart(t, g)
+	const ttl, left = 20 * time.Second, viewExpiryMargin + 2*time.Second
+	task := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
+	if got := getTask(t, g, "alice", wireLegacy, task.ID); !strings.Contains(got, `"status":"completed"`) {
+		t.Fatalf("before expiry: %s", got)
+	}
+	if _, _, ok := g.rt.views.lookup("alice", task.ID, wireLegacy, clock()); !ok {
+		t.Fatal("the read left nothing in the cache")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !clock().After(task.ExpiresAt()); {
+		if time.Now().After(deadline) {
+			t.Fatal("the task never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, err := g.rt.Store.Sweep(context.Background(), clock(), 100); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v", n, err)
+	}
+	if got := getTask(t, g, "alice", wireLegacy, task.ID); !strings.Contains(got, "Task has expired") {
+		t.Errorf("after the sweep: %s", got)
+	}
+}
+
+func TestViewCacheUnit(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	finished := func(owner string) *Task {
+		task := testTask(owner, now)
+		task.Status = StatusCompleted
+		return task
+	}
+	view := []byte(`{"taskId":"x"}`)
+	tests := []struct {
+		name      string
+		put       *Task
+		owner     string
+		at        time.Time
+		wantHit   bool
+		wantCount int
+	}{
+		{"owner, before expiry", finished("alice"), "alice", now.Add(time.Minute), true, 1},
+		{"another owner", finished("alice"), "bob", now.Add(time.Minute), false, 1},
+		{"an owner that is a prefix", finished("alice"), "ali", now.Add(time.Minute), false, 1},
+		{"just before the margin", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin - time.Millisecond), true, 1},
+		{"within the margin before the end of the ttl", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin), false, 0},
+		{"at the end of the ttl", finished("alice"), "alice", now.Add(time.Hour), false, 0},
+		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
+		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
+		{"input required", func() *Task { t := testTask("alice", now); t.Status = StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
+		{"too large", func() *Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var vc viewCache
+			vc.put(tt.put, wireLegacy, view, now)
+			got, v, ok := vc.lookup(tt.owner, tt.put.ID, wireLegacy, tt.at)
+			if ok != tt.wantHit {
+				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
+			}
+			if ok && (got.owner != tt.owner || string(v) != string(view)) {
+				t.Errorf("served %+v, %s", got, v)
+			}
+			if len(vc.entries) != tt.wantCount {
+				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
+			}
+			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, wireModern, now); v != nil {
+				t.Errorf("the legacy view served as the modern one: %s", v)
+			}
+		})
+	}
+}
+
+// The cache stays within its bytes, evicting the least recently used.
+func TestViewCacheBound(t *testing.T) {
+	now := time.Now()
+	vc := viewCache{max: 20 * viewEntryOverhead}
+	var ids []string
+	for i := range 100 {
+		task := testTask("alice", now)
+		task.Status = StatusCompleted
+		vc.put(task, wireLegacy, []byte(`{}`), now)
+		ids = append(ids, task.ID)
+		if i >= 1 {
+			vc.lookup("alice", ids[0], wireLegacy, now) // keeps the first one recent
+		}
+		if vc.bytes > vc.max {
+			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
+		}
+	}
+	if _, _, ok := vc.lookup("alice", ids[0], wireLegacy, now); !ok {
+		t.Error("the most recently read entry was evicted")
+	}
+	if _, _, ok := vc.lookup("alice", ids[1], wireLegacy, now); ok {
+		t.Error("an old entry survived")
+	}
+	total := 0
+	for _, e := range vc.entries {
+		total += e.size
+	}
+	if total != vc.bytes {
+		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
+	}
+}
+
+// responseRaw builds the bytes ResponseBytes encodes, for every id.
+func TestResponseRaw(t *testing.T) {
+	result := []byte(`{"taskId":"a","status":"completed"}`)
+	for _, id := range []string{``, `null`, `1`, `-1.5e3`, `"a"`, `"a<b>&c"`, `"\u2028"`, "\"\u2028\"", `"é"`} {
+		want, err := ResponseBytes(json.RawMessage(id), json.RawMessage(result))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := responseRaw(json.RawMessage(id), result); string(got) != string(want) {
+			t.Errorf("id %s:\n got %s\nwant %s", id, got, want)
+		}
+		// ResponseBytes of a value it encodes, against encoding it twice.
+		value := map[string]any{"a": "<b>&\u2028", "n": 1, "nil": nil}
+		raw, _ := json.Marshal(value)
+		want, _ = json.Marshal(Message{JSONRPC: "2.0", ID: orNull(json.RawMessage(id)), Result: raw})
+		if got, err := ResponseBytes(json.RawMessage(id), value); err != nil || string(got) != string(want) {
+			t.Errorf("ResponseBytes, id %s:\n got %s, %v\nwant %s", id, got, err, want)
+		}
+	}
+}
