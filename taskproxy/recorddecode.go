@@ -73,6 +73,10 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return t.UpstreamID.UnmarshalJSON(v) == nil
 	case "round":
 		return plainInt(v, &t.Round)
+	case "upstreamTask":
+		return json.Unmarshal(v, &t.UpstreamTask) == nil
+	case "upstreamTaskId":
+		return plainString(v, &t.UpstreamTaskID)
 	case "inputs":
 		return json.Unmarshal(v, &t.Inputs) == nil
 	case "nextInputKey":
@@ -101,6 +105,8 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return plainString(v, &t.RequestState)
 	case "loadShed":
 		return plainInt(v, &t.LoadShed)
+	case "history":
+		return json.Unmarshal(v, &t.History) == nil
 	}
 	return false // another key, or one json.Unmarshal would match ignoring case
 }

@@ -73,6 +73,10 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str("session", t.Session, true)
 	raw("upstreamId", t.UpstreamID, true)
 	num("round", int64(t.Round), true)
+	if ok && t.UpstreamTask {
+		b = append(appendKey(b, "upstreamTask"), "true"...)
+	}
+	str("upstreamTaskId", t.UpstreamTaskID, true)
 	value("inputs", t.Inputs, len(t.Inputs) == 0)
 	num("nextInputKey", int64(t.NextInputKey), true)
 	raw("result", t.Result, true)
@@ -92,6 +96,7 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str("route", t.Route, true)
 	str("requestState", t.RequestState, true)
 	num("loadShed", int64(t.LoadShed), true)
+	value("history", t.History, len(t.History) == 0)
 	return append(b, '}'), ok
 }
 
