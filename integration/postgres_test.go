@@ -78,6 +78,7 @@ func (g *postgresGateway) reload(directives string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		g.t.Fatalf("caddy reload: %v\n%s\ncaddy output:\n%s", err, out, tail(g.logs(), 4000))
 	}
+	forgetIdleConnections()
 }
 
 // stop runs caddy stop and waits for the process to exit.
@@ -311,10 +312,21 @@ func TestPostgresStorageDownAtStart(t *testing.T) {
 	_, upAddr := testUpstream(t)
 	gw := startPostgresGateway(t, upAddr, dsn, legacyTools)
 
-	var h adminHealth
-	code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
-	_ = json.Unmarshal([]byte(body), &h)
-	if code != http.StatusServiceUnavailable || len(h.Stores) != 1 || h.Stores[0].Open || !strings.Contains(h.Stores[0].Error, "not currently accepting connections") {
+	// The store is opened when Caddy's "started" event fires, a moment
+	// after the listener accepts: until then health says "not open yet".
+	var (
+		h    adminHealth
+		code int
+		body string
+	)
+	refused := func() bool {
+		h = adminHealth{}
+		code, body = adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
+		_ = json.Unmarshal([]byte(body), &h)
+		return len(h.Stores) == 1 && strings.Contains(h.Stores[0].Error, "not currently accepting connections")
+	}
+	waitFor(t, 30*time.Second, "health to report the database's refusal", refused)
+	if code != http.StatusServiceUnavailable || h.Stores[0].Open {
 		t.Errorf("health = %d %s, want 503 with the database's refusal", code, body)
 	}
 	c := newRPCClient(t, gw.URL)
