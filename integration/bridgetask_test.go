@@ -69,7 +69,7 @@ func TestBridgeUpstreamTask(t *testing.T) {
 		tasks := tasks.on(t)
 		res := tasks.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "tides"}})
 		if str(res["resultType"]) != "task" {
-			t.Fatalf("call = %v, want a task", mustJSON(res))
+			t.Fatalf("call = %s, want a task", mustJSON(res))
 		}
 		id := str(res["taskId"])
 		task := tasks.waitTask(id, "completed", "failed", "cancelled")
@@ -87,7 +87,7 @@ func TestBridgeUpstreamTask(t *testing.T) {
 		tasks := tasks.on(t)
 		res := tasks.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "python", "ambiguous": true}})
 		if str(res["resultType"]) != "task" {
-			t.Fatalf("call = %v, want a task", mustJSON(res))
+			t.Fatalf("call = %s, want a task", mustJSON(res))
 		}
 		id := str(res["taskId"])
 		task := tasks.waitTask(id, "input_required", "completed", "failed", "cancelled")
@@ -112,7 +112,7 @@ func TestBridgeUpstreamTask(t *testing.T) {
 		tasks := tasks.on(t)
 		res := tasks.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "python", "ambiguous": true}})
 		if str(res["resultType"]) != "task" {
-			t.Fatalf("call = %v, want a task", mustJSON(res))
+			t.Fatalf("call = %s, want a task", mustJSON(res))
 		}
 		id := str(res["taskId"])
 		// Waiting for the clarification: the upstream's task is surely
@@ -145,7 +145,7 @@ func TestBridgeUpstreamTaskRestart(t *testing.T) {
 	c := newBridgeClient(t, gw.URL, "", true)
 	res := c.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "python", "ambiguous": true}})
 	if str(res["resultType"]) != "task" {
-		t.Fatalf("call = %v, want a task", mustJSON(res))
+		t.Fatalf("call = %s, want a task", mustJSON(res))
 	}
 	id := str(res["taskId"])
 	c.waitTask(id, "input_required")
