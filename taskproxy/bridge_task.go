@@ -114,3 +114,37 @@ func bridgedHeaders(h http.Header, t *Task) {
 	}
 	h.Set(headerProtocolVersion, v)
 }
+
+// msgBridgeSessionLost is the error of a bridged task whose upstream
+// session the upstream no longer knew when the task was to be created.
+const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
+
+// bridgedSessionLost reports whether ev, the answer to a bridged task's
+// creating call, says the upstream no longer knows the task's session (as
+// bridgedCall.sessionLost reads it); the session then leaves the table, so
+// that the caller's next request opens a new one.
+func (g *Gateway) bridgedSessionLost(t *Task, ev *attemptEvent) bool {
+	if t.Era != EraModern || t.Session == "" || ev.final == nil || ev.head == nil {
+		return false
+	}
+	switch {
+	case ev.head.status == http.StatusNotFound:
+	case ev.head.status == http.StatusBadRequest && ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session"):
+	default:
+		return false
+	}
+	g.bridge.sessions.dropID(t.Session)
+	g.log.Info("version bridge: the upstream dropped a session; re-initializing at the next call", zap.String("task", t.ID), zap.String("upstream_session", t.Session))
+	return true
+}
+
+// dropID forgets the sessions with upstream id id (see drop).
+func (t *bridgeSessions) dropID(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, s := range t.byKey {
+		if s.id == id && isClosed(s.ready) {
+			delete(t.byKey, k)
+		}
+	}
+}

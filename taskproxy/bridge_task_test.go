@@ -20,6 +20,9 @@ type bridgedTaskUpstream struct {
 	*fakeTaskUpstream
 	mu   sync.Mutex
 	seen []string
+	// dropped makes s-1 unknown (HTTP 404, as the TypeScript SDK answers)
+	// and the next initialize open s-2.
+	dropped bool
 }
 
 func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -28,10 +31,16 @@ func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return // the GET that opens a route after a restart
 	}
+	u.mu.Lock()
+	live := "s-1"
+	if u.dropped {
+		live = "s-2"
+	}
+	u.mu.Unlock()
 	switch m.Method {
 	case "initialize":
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set(headerSessionID, "s-1")
+		w.Header().Set(headerSessionID, live)
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"fake","version":"1"}}}`))
 		return
 	case "notifications/initialized":
@@ -41,10 +50,16 @@ func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	u.mu.Lock()
 	u.seen = append(u.seen, m.Method+" "+r.Header.Get(headerSessionID)+" "+r.Header.Get(headerProtocolVersion)+" "+r.Header.Get(headerMethod))
 	u.mu.Unlock()
-	if r.Header.Get(headerSessionID) != "s-1" {
+	switch sess := r.Header.Get(headerSessionID); {
+	case sess == "":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"}}`))
+		return
+	case sess != live:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
 		return
 	}
 	r.Body = io.NopCloser(strings.NewReader(string(body)))
@@ -221,5 +236,42 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	}
 	if off := up.offSession(); len(off) > 0 || !strings.Contains(string(up.answer), "accept") {
 		t.Errorf("answer %s; requests off the session: %v", up.answer, off)
+	}
+}
+
+// A bridged task whose creating call finds the caller's upstream session
+// gone fails with why, and the session leaves the table: the next call
+// opens a new one and runs.
+func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
+	report := &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}
+	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, answered: make(chan struct{})}}
+	g := testGateway(t, Config{})
+	defer g.rt.Close(time.Second)
+	g.bridge.learned(true)
+	call := func() *Task {
+		w := httptest.NewRecorder()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{},` + declaring + `}}`
+		if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "job"), up); err != nil {
+			t.Fatal(err)
+		}
+		var created struct {
+			Result struct{ TaskID string } `json:"result"`
+		}
+		if json.Unmarshal(w.Body.Bytes(), &created) != nil || created.Result.TaskID == "" {
+			t.Fatalf("call answered HTTP %d %s, want a task", w.Code, w.Body)
+		}
+		return waitEnded(t, g, Anonymous, created.Result.TaskID)
+	}
+	if rec := call(); rec.Status != StatusCompleted || rec.Session != "s-1" {
+		t.Fatalf("first task %s on %q, want completed on s-1", rec.Status, rec.Session)
+	}
+	up.mu.Lock()
+	up.dropped = true
+	up.mu.Unlock()
+	if rec := call(); rec.Status != StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, "no longer knows the session") {
+		t.Errorf("task on the lost session: %s %+v, want failed with why", rec.Status, rec.Error)
+	}
+	if rec := call(); rec.Status != StatusCompleted || rec.Session != "s-2" {
+		t.Errorf("next task %s on %q, want completed on a new session s-2", rec.Status, rec.Session)
 	}
 }

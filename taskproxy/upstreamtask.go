@@ -84,6 +84,9 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (str
 	case ev.err != nil:
 		g.finishInterrupted(run.ctx, t, ev.err)
 		return "", false
+	case g.bridgedSessionLost(t, ev):
+		g.finish(t, nil, Errorf(CodeInternalError, "%s", msgBridgeSessionLost))
+		return "", false
 	case ev.final.Error != nil:
 		g.finish(t, nil, ev.final.Error)
 		return "", false
