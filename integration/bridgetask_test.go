@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,6 +130,30 @@ func TestBridgeUpstreamTask(t *testing.T) {
 		waitFor(t, 30*time.Second, "the upstream's task cancelled", func() bool {
 			return upstreamTaskStatus(t, upstreamURL, session, upID) == "cancelled"
 		})
+	})
+
+	// Last: it opens a second upstream session for dora.
+	t.Run("a session the upstream dropped fails one task with why, then is re-opened", func(t *testing.T) {
+		tasks := tasks.on(t)
+		req, _ := http.NewRequest(http.MethodDelete, upstreamURL, nil)
+		req.Header.Set("Mcp-Session-Id", bridgeSessionOf(t, gw, "dora"))
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("DELETE of the upstream session: HTTP %d", resp.StatusCode)
+		}
+		res := tasks.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "tides"}})
+		task := tasks.waitTask(str(res["taskId"]), "completed", "failed", "cancelled")
+		if str(task["status"]) != "failed" || !strings.Contains(string(task["error"]), "no longer knows the session") {
+			t.Errorf("task on the dropped session = %s, want failed with why", mustJSON(task))
+		}
+		res = tasks.ok("tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "tides"}})
+		task = tasks.waitTask(str(res["taskId"]), "completed", "failed", "cancelled")
+		researchReport(t, flat(task), "Research Report: tides")
 	})
 }
 
