@@ -454,7 +454,8 @@ func mustJSON(v any) json.RawMessage {
 // TestBridgeOfficialClient runs the official 2026-07-28 client, pinned to
 // that version, through the bridge: discover, a tool call, elicitation and
 // sampling answered by its own handlers (multi-round-trip), and calls run
-// as tasks by the ext-tasks requester.
+// as tasks by the ext-tasks requester, simulate-research-query (the server's
+// own task, with and without its clarification) among them.
 func TestBridgeOfficialClient(t *testing.T) {
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{
@@ -473,6 +474,8 @@ func TestBridgeOfficialClient(t *testing.T) {
 		"SAMPLE", "trigger-sampling-request RESULT", "pinned sample",
 		"trigger-long-running-operation TASK completed", "Long running operation completed",
 		"TASK INPUT elicitation", "trigger-elicitation-request TASK completed", "Name: Tasked",
+		"simulate-research-query TASK completed # Research Report: tides",
+		"simulate-research-query TASK completed # Research Report: python (comedy)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("client output lacks %q", want)

@@ -177,6 +177,9 @@ func (bc *bridgedCall) sendFinal(reply *modernReply, ev attemptEvent) {
 		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 		return
 	}
+	if bc.method == "tools/list" {
+		bc.g.caps.learnTools(ev.final.Result) // what the upstream runs as its own task
+	}
 	data, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.final.Result, bc.session.serverInfo)})
 	if err != nil {
 		e := bc.g.internalError("encoding a result", err)
@@ -196,14 +199,30 @@ func (bc *bridgedCall) cancelUpstream(reason string) {
 func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 	g := c.g
 	name, _ := stringParam(c.msg.Params, "name")
-	mode := g.toolMode(name)
 	declared := meta.declaresTasks()
+	state, _ := stringParam(c.msg.Params, "requestState")
+	if state == "" {
+		// A tool the upstream runs as its own task is followed there
+		// (bridge_task.go); what the upstream runs is learned on the
+		// caller's session.
+		s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+		if err != nil {
+			c.failModern(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
+			return nil
+		}
+		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
+			defer s.release()
+			return c.serveBridgedUpstreamTask(s, name)
+		}
+		s.release()
+	}
+	mode := g.effectiveMode(name)
 	if !declared && mode == TaskRequired {
 		c.failModern(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		return nil
 	}
 	canTask := declared && mode != TaskForbidden
-	if state, _ := stringParam(c.msg.Params, "requestState"); state != "" {
+	if state != "" {
 		return c.resumeBridgedCall(state, canTask, mode)
 	}
 	if canTask {

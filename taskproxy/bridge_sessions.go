@@ -299,6 +299,11 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 			return nil, err
 		}
 		s.owner = owner
+		// Whether the upstream runs tool calls as tasks of its own, as a
+		// passed-through initialize would teach it (upstreamcaps.go).
+		if init, err := json.Marshal(map[string]json.RawMessage{"capabilities": orEmptyObject(s.capabilities)}); err == nil {
+			g.caps.learnInitialize(init)
+		}
 		if ce := g.log.Check(zap.InfoLevel, "version bridge: upstream session opened"); ce != nil {
 			ce.Write(zap.String("owner", owner), zap.String("upstream_session", s.id), zap.String("version", s.version))
 		}

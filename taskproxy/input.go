@@ -65,6 +65,11 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 		base, via := caller, next
 		if run, ok := g.rt.workers.get(taskID); ok {
 			base, via = run.base, run.next
+		} else if t.Era == EraModern && t.Session != "" {
+			// A bridged task answered while no worker runs (just after a
+			// restart): the caller speaks 2026-07-28, its session 2025-11-25.
+			base = caller.Clone(ctx)
+			bridgedHeaders(base.Header, t)
 		}
 		if err := g.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
 			return nil, err

@@ -74,10 +74,12 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
 			g.failOrphan(ctx, t, msgRouteGone)
 		}
-	case t.Era == EraModern && t.Session != "":
+	case t.Era == EraModern && t.Session != "" && t.UpstreamTaskID == "":
 		// Bridged (bridge_call.go): its input and its outcome belonged to
 		// an upstream call on a 2025-11-25 session, which died with the
-		// process; answers would reach nothing.
+		// process; answers would reach nothing. A bridged task the
+		// upstream runs itself, whose id was recorded, lives on in the
+		// upstream's session and is followed again below (bridge_task.go).
 		g.failOrphan(ctx, t, msgRestarted)
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
 		g.resume(t, nil, "")

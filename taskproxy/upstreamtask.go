@@ -84,6 +84,9 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (str
 	case ev.err != nil:
 		g.finishInterrupted(run.ctx, t, ev.err)
 		return "", false
+	case g.bridgedSessionLost(t, ev):
+		g.finish(t, nil, Errorf(CodeInternalError, "%s", msgBridgeSessionLost))
+		return "", false
 	case ev.final.Error != nil:
 		g.finish(t, nil, ev.final.Error)
 		return "", false
@@ -95,7 +98,7 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (str
 		} `json:"task"`
 	}
 	if json.Unmarshal(ev.final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
-		g.finish(t, ev.final.Result, nil)
+		g.finish(t, bridgedResult(t, ev.final.Result), nil)
 		return "", false
 	}
 	id := created.Task.TaskID
@@ -167,7 +170,7 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 			return
 		}
 		if ev.err == nil && ev.final.Error == nil {
-			g.finish(t, withoutRelatedTask(ev.final.Result), nil)
+			g.finish(t, bridgedResult(t, withoutRelatedTask(ev.final.Result)), nil)
 			return
 		}
 		status, known, err := g.upstreamTaskStatus(run, t, n)

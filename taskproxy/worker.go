@@ -298,7 +298,13 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		if len(rec.Inputs) >= maxTaskInputs {
 			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
 		}
-		rec.AddInput(InputRequest{Method: m.Method, Params: m.Params, UpstreamID: m.ID})
+		params := m.Params
+		if rec.Era == EraModern && rec.UpstreamTaskID != "" {
+			// The related task the upstream names is its own: a
+			// 2026-07-28 input request needs none.
+			params = withoutRelatedTask(params)
+		}
+		rec.AddInput(InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
 		if rec.Era == EraModern { // a bridged task (bridge_call.go)
 			return rec.SetStatus(StatusInputRequired, msgBridgedInput, clock())
 		}

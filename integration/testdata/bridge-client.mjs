@@ -3,7 +3,8 @@
 // a 2025-11-25-only server behind the gateway's version bridge. It
 // discovers, lists and calls tools; the server's elicitation and sampling
 // arrive as input_required and are answered by the client's own handlers
-// (multi-round-trip); then the ext-tasks requester runs calls as tasks.
+// (multi-round-trip); then the ext-tasks requester runs calls as tasks,
+// among them the server's own task tool, simulate-research-query.
 // One line per outcome is printed for the Go test (TestBridgeOfficialClient).
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client';
@@ -59,9 +60,17 @@ const session = createTaskSessionFromClient(client, {
   endpointId: 'bridge',
   rawDispatch,
   v2RequestFraming: { protocolVersion: '2026-07-28', clientInfo, clientCapabilities: taskCaps },
-  onInputRequest: async (req) => { console.log('TASK INPUT', req.kind); return { action: 'accept', content: { name: 'Tasked' } }; },
+  onInputRequest: async (req) => {
+    console.log('TASK INPUT', req.kind);
+    // simulate-research-query asks which interpretation of its topic.
+    if (req.params?.requestedSchema?.properties?.interpretation) return { action: 'accept', content: { interpretation: 'comedy' } };
+    return { action: 'accept', content: { name: 'Tasked' } };
+  },
 });
-for (const [name, args] of [['trigger-long-running-operation', { duration: 2, steps: 2 }], ['trigger-elicitation-request', {}]]) {
+// simulate-research-query is a task the server runs itself (taskSupport
+// required): the gateway follows it there; ambiguous asks for clarification.
+for (const [name, args] of [['trigger-long-running-operation', { duration: 2, steps: 2 }], ['trigger-elicitation-request', {}],
+  ['simulate-research-query', { topic: 'tides' }], ['simulate-research-query', { topic: 'python', ambiguous: true }]]) {
   try {
     const execution = await session.callTool(name, args);
     const { outcome } = await execution.settle();

@@ -1,0 +1,150 @@
+package taskproxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Bridged calls of a tool the upstream runs as a task itself
+// (upstreamcaps.go): a 2026-07-28 client calling it through the version
+// bridge gets the gateway's task at once, and the task's worker creates the
+// upstream's task with params.task and follows it (upstreamtask.go), all on
+// the principal's 2025-11-25 upstream session with 2025-11-25 headers. The
+// upstream's input requests become the task's inputRequests, answered with
+// tasks/update; tasks/cancel becomes the upstream's tasks/cancel; the
+// outcome gets the 2026-07-28 fields as any bridged result. The task record
+// keeps the upstream session id and the 2025-11-25 headers, so that a
+// restarted gateway follows the upstream's task again on that session,
+// which lives in the upstream, not in the gateway's session table.
+
+// bridgeHeaders sets a request the bridge sends upstream on session s:
+// its session id and protocol version, without the 2026-07-28 routing
+// headers.
+func bridgeHeaders(h http.Header, s *bridgeSession) {
+	h.Del(headerMethod)
+	h.Del(headerName)
+	if s.id != "" {
+		h.Set(headerSessionID, s.id)
+	} else {
+		h.Del(headerSessionID)
+	}
+	h.Set(headerProtocolVersion, s.version)
+}
+
+// bridgedRunsUpstreamTask reports, for a bridged tools/call of name on
+// session s, whether the upstream runs the tool as a task of its own. The
+// upstream's tools/list is fetched on s first when the upstream declared
+// task calls but the tool was not seen yet.
+func (c *call) bridgedRunsUpstreamTask(s *bridgeSession, name string) bool {
+	g := c.g
+	if _, known := g.caps.toolMode(name); !known && g.caps.declaresTasks() {
+		base := g.cfg.Detach(c.r)
+		bridgeHeaders(base.Header, s)
+		g.learnToolsFor(c.r.Context(), base, c.next, name)
+	}
+	return g.upstreamRunsTask(name)
+}
+
+// serveBridgedUpstreamTask makes the gateway's task of a bridged call of a
+// tool the upstream runs as a task, and starts following it upstream on
+// session s (held by the caller until this returns; the task holds it
+// itself for as long as it runs).
+func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
+	g := c.g
+	if c.limited() {
+		return nil
+	}
+	if e := c.checkQuota(); e != nil {
+		c.failModern(e)
+		return nil
+	}
+	t := c.newTask(EraModern, name, legacyParams(c.msg.Params), g.cfg.DefaultTTL)
+	t.UpstreamTask, t.Session = true, s.id
+	// What a follow after a restart sends: the session's version, and no
+	// 2026-07-28 routing headers (they name this request, not the follow's).
+	for k := range t.Headers {
+		if k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-") {
+			delete(t.Headers, k)
+		}
+	}
+	t.Headers[headerProtocolVersion] = s.version
+	if !c.storeTask(t, func(t *Task) any { return toModernCreate(t) }, c.failModern) {
+		return nil
+	}
+	base := g.cfg.Detach(c.r)
+	bridgeHeaders(base.Header, s)
+	run := g.newRun(base, c.next)
+	params, err := upstreamTaskParams(t)
+	var body []byte
+	if err == nil {
+		body, err = RequestBytes(t.UpstreamID, "tools/call", params)
+	}
+	if err != nil {
+		run.release()
+		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
+		return c.reply(toModernCreate(t))
+	}
+	// The session stays held while the task runs: the table must not end
+	// it under the follow.
+	s.hold()
+	context.AfterFunc(run.ctx, s.release)
+	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	return c.reply(toModernCreate(t))
+}
+
+// hold takes one more reference to s, which the caller holds already.
+func (s *bridgeSession) hold() {
+	s.table.mu.Lock()
+	s.refs++
+	s.table.mu.Unlock()
+}
+
+// bridgedHeaders sets a request about a bridged task t to the headers of
+// its upstream session: the protocol version recorded with the task, and
+// no 2026-07-28 routing headers.
+func bridgedHeaders(h http.Header, t *Task) {
+	h.Del(headerMethod)
+	h.Del(headerName)
+	v := t.Headers[headerProtocolVersion]
+	if v == "" || v == string(EraModern) {
+		v = bridgeLegacyVersion
+	}
+	h.Set(headerProtocolVersion, v)
+}
+
+// msgBridgeSessionLost is the error of a bridged task whose upstream
+// session the upstream no longer knew when the task was to be created.
+const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
+
+// bridgedSessionLost reports whether ev, the answer to a bridged task's
+// creating call, says the upstream no longer knows the task's session (as
+// bridgedCall.sessionLost reads it); the session then leaves the table, so
+// that the caller's next request opens a new one.
+func (g *Gateway) bridgedSessionLost(t *Task, ev *attemptEvent) bool {
+	if t.Era != EraModern || t.Session == "" || ev.final == nil || ev.head == nil {
+		return false
+	}
+	switch {
+	case ev.head.status == http.StatusNotFound:
+	case ev.head.status == http.StatusBadRequest && ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session"):
+	default:
+		return false
+	}
+	g.bridge.sessions.dropID(t.Session)
+	g.log.Info("version bridge: the upstream dropped a session; re-initializing at the next call", zap.String("task", t.ID), zap.String("upstream_session", t.Session))
+	return true
+}
+
+// dropID forgets the sessions with upstream id id (see drop).
+func (t *bridgeSessions) dropID(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, s := range t.byKey {
+		if s.id == id && isClosed(s.ready) {
+			delete(t.byKey, k)
+		}
+	}
+}
