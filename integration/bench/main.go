@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,poll,fanout,memory")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,poll,fanout,memory,postgres")
 	flag.Parse()
 
 	work, err := os.MkdirTemp("", "mcp-tasks-bench-")
@@ -64,6 +64,7 @@ func main() {
 		{"create", benchCreate},
 		{"poll", benchPollAndMemory},
 		{"fanout", benchFanOut},
+		{"postgres", benchPostgres},
 	}
 	for _, s := range steps {
 		if !want(s.name) && !(s.name == "poll" && want("memory")) {
