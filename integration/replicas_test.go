@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -503,5 +506,22 @@ func TestReplicas(t *testing.T) {
 		passed, len(flows), len(c.created), takenOver, lost)
 	if passed != len(flows) || lost != 0 || takenOver != kinds[victim]["slow_echo"]+kinds[victim]["slow_compute"] {
 		t.Errorf("want every flow passed, every task of the killed replica taken over, none lost")
+	}
+}
+
+// The README's Caddyfiles of a replica and of the balancer are valid for
+// the built Caddy.
+func TestReadmeReplicasValidates(t *testing.T) {
+	for _, marker := range []string{"# on each replica", "# on the balancer"} {
+		config := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(config, []byte(readmeBlock(t, marker)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(caddyBinary, "validate", "--config", config, "--adapter", "caddyfile")
+		cmd.Env = append(os.Environ(), "MCP_TASKS_DSN=postgres://gw:pw-readme@127.0.0.1:1/tasks?connect_timeout=1",
+			"MCP_JWT_SECRET=readme-replicas-secret-of-32-bytes-or-more", "HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Valid configuration") {
+			t.Errorf("caddy validate of the README's block %q: %v\n%s", marker, err, out)
+		}
 	}
 }
