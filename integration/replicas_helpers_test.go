@@ -73,7 +73,7 @@ func balancerSite(addr string, backends []string) string {
 	reverse_proxy %s {
 		lb_policy round_robin
 		lb_try_duration 5s
-		fail_duration 60s
+		fail_duration 2m
 		flush_interval -1
 	}
 }
@@ -159,5 +159,49 @@ func (c *replicaCluster) waitEnded(mc *modernClient, id string, timeout time.Dur
 			return status, message
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// holderOf returns the index of the replica holding task id's lease, as a
+// live replica's admin API shows it (pg/<host>/p<pid>/…); -1 if none
+// does.
+func (c *replicaCluster) holderOf(id string) int {
+	c.t.Helper()
+	for _, g := range c.nodes {
+		if g.proc.Exited() {
+			continue
+		}
+		var v replicaTask
+		if code, _ := adminDo(c.t, g.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v); code != http.StatusOK {
+			continue
+		}
+		for i, n := range c.nodes {
+			if strings.Contains(v.LeaseHolder+"/", fmt.Sprintf("/p%d/", n.proc.Cmd.Process.Pid)) {
+				return i
+			}
+		}
+		return -1
+	}
+	return -1
+}
+
+// kill ends replica i with SIGKILL, then sends the balancer a few GETs
+// (which it retries on another replica, unlike POSTs whose request may
+// have been sent): a keep-alive connection to the dead replica fails one
+// of them, and the balancer leaves the replica out for fail_duration, as
+// it would after the first client's request.
+func (c *replicaCluster) kill(i int) {
+	c.t.Helper()
+	killGateway(c.t, c.nodes[i].gateway)
+	base := strings.TrimSuffix(c.URL, "/mcp") + "/"
+	for range 3 * len(c.nodes) {
+		resp, err := httpClient.Get(base)
+		if err != nil {
+			c.t.Fatalf("GET through the balancer after the kill: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			c.t.Fatalf("GET through the balancer after the kill: HTTP %d", resp.StatusCode)
+		}
 	}
 }

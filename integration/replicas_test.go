@@ -261,6 +261,29 @@ func TestReplicas(t *testing.T) {
 				}
 			}
 		}},
+		{"2025-11-25 notifications/cancelled of a plain call, sent to another replica, reaches the upstream", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
+			body, _ := taskproxy.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer pcancel()
+			done := make(chan struct{})
+			go func() { // the answer's head comes with its first message
+				defer close(done)
+				if resp, err := httpClient.Do(alice.newRequest(pctx, body)); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			if err := up.WaitCalls(pctx, "slow_compute", calls+1); err != nil {
+				t.Fatal(err)
+			}
+			alice.notify("notifications/cancelled", map[string]any{"requestId": 777, "reason": "rr"})
+			if err := up.WaitCancellations(pctx, "slow_compute", cancels+1); err != nil {
+				t.Errorf("the plain call was not cancelled upstream: %v", err)
+			}
+			pcancel()
+			<-done
+		}},
 		{"isolation: bob never sees alice's tasks on any replica", func(t *testing.T) {
 			alice, aliceM := c.legacy(t, "alice"), c.modern(t, "alice")
 			legacyTask := alice.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 600000)
@@ -403,82 +426,162 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 
-	// Kill -9 the replica running tasks mid-call. kim's slow_echo tasks
-	// (retry_on_restart) and ken's slow_compute ones alternate, so that
-	// round robin puts both kinds on each replica.
-	type running struct {
-		id, owner, tool string
-		node            int
+	// Kill -9 a replica while it runs tasks of every kind. Five kinds, one
+	// principal each (the quota is 3), three rounds: round robin puts
+	// every kind on every replica (five requests a round).
+	type kind struct {
+		owner, tool string
+		modern      bool
+		secs        float64
 	}
-	var tasks []running
-	kim, ken := c.legacy(t, "kim"), c.legacy(t, "ken")
-	echoes, computes := up.Calls("slow_echo"), up.Calls("slow_compute")
-	for i := range 6 {
-		client, owner, tool, secs := kim, "kim", "slow_echo", 8.0
-		if i%2 == 1 {
-			client, owner, tool, secs = ken, "ken", "slow_compute", 600.0
+	kindsOf := []kind{
+		{"kim", "slow_echo", false, 8},    // retry_on_restart: re-run
+		{"ken", "slow_compute", false, 0}, // not: fails with the reason
+		{"kai", "slow_echo", true, 8},
+		{"kat", "slow_compute", true, 0},
+		{"kay", "confirm_delete", true, 0}, // waits for input: waits on
+	}
+	type placed struct {
+		id   string
+		kind kind
+		node int
+	}
+	legacyOf := map[string]*rpcClient{}
+	modernOf := map[string]*modernClient{}
+	for _, k := range kindsOf {
+		if k.modern {
+			modernOf[k.owner] = c.modern(t, k.owner)
+		} else {
+			legacyOf[k.owner] = c.legacy(t, k.owner)
+			modernOf[k.owner] = c.modern(t, k.owner)
 		}
-		task := client.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("kill-", i)}, 600000)
-		c.track(task.TaskID, owner)
-		tasks = append(tasks, running{id: task.TaskID, owner: owner, tool: tool})
 	}
-	if err := up.WaitCalls(ctx, "slow_echo", echoes+3); err != nil {
-		t.Fatal(err)
+	echoes, computes, confirms := up.Calls("slow_echo"), up.Calls("slow_compute"), up.Calls("confirm_delete")
+	var tasks []placed
+	for round := range 3 {
+		for _, k := range kindsOf {
+			args := map[string]any{"seconds": k.secs, "label": fmt.Sprint("kill-", round)}
+			if k.secs == 0 {
+				args["seconds"] = 600
+			}
+			if k.tool == "confirm_delete" {
+				args = map[string]any{"filename": fmt.Sprint("kill-", round, ".txt")}
+			}
+			var id string
+			if k.modern {
+				res := modernOf[k.owner].ok("tools/call", map[string]any{"name": k.tool, "arguments": args})
+				if str(res["resultType"]) != "task" {
+					t.Fatalf("%s for %s answered %v, want a task", k.tool, k.owner, res)
+				}
+				id = str(res["taskId"])
+			} else {
+				id = legacyOf[k.owner].createTask(k.tool, args, 600000).TaskID
+			}
+			c.track(id, k.owner)
+			tasks = append(tasks, placed{id: id, kind: k})
+		}
 	}
-	if err := up.WaitCalls(ctx, "slow_compute", computes+3); err != nil {
-		t.Fatal(err)
+	for tool, n := range map[string]int{"slow_echo": echoes + 6, "slow_compute": computes + 6, "confirm_delete": confirms + 3} {
+		if err := up.WaitCalls(ctx, tool, n); err != nil {
+			t.Fatal(err)
+		}
 	}
-	kinds := map[int]map[string]int{}
+	for _, task := range tasks {
+		if task.kind.tool == "confirm_delete" {
+			modernOf[task.kind.owner].waitStatus(task.id, "input_required")
+		}
+	}
+	onNode := map[int]int{}
 	for i := range tasks {
-		tasks[i].node = c.runningOn(tasks[i].id)
-		if kinds[tasks[i].node] == nil {
-			kinds[tasks[i].node] = map[string]int{}
+		tasks[i].node = c.holderOf(tasks[i].id)
+		onNode[tasks[i].node]++
+	}
+	if len(onNode) != len(c.nodes) || onNode[-1] > 0 {
+		t.Errorf("tasks per replica %v: round robin should spread them over the %d replicas", onNode, len(c.nodes))
+	}
+	victim := tasks[0].node // it runs a retryable task, and by the rotation every other kind
+	var onVictim []placed
+	for _, task := range tasks {
+		if task.node == victim {
+			onVictim = append(onVictim, task)
 		}
-		kinds[tasks[i].node][tasks[i].tool]++
 	}
-	victim := -1
-	for n, k := range kinds {
-		if n >= 0 && k["slow_echo"] > 0 && k["slow_compute"] > 0 {
-			victim = n
-			break
-		}
-	}
-	if victim < 0 {
-		t.Fatalf("no replica runs both a slow_echo and a slow_compute task: %v", kinds)
-	}
-	computesBeforeKill := computes + 3
-	killGateway(t, c.nodes[victim].gateway)
+	c.kill(victim)
 	killedAt := time.Now()
 
-	// The others' tasks: slow_echo ones complete, slow_compute ones are
-	// cancelled by their owner (each through a live replica).
-	kenM, kimM := c.modern(t, "ken"), c.modern(t, "kim")
-	owners := map[string]*modernClient{"ken": kenM, "kim": kimM}
-	for _, task := range tasks {
-		if task.node != victim && task.tool == "slow_compute" {
-			kenM.ok("tasks/cancel", map[string]any{"taskId": task.id})
+	// The live replicas' tasks end as usual: slow_echo completes,
+	// slow_compute is cancelled, confirm_delete is answered.
+	answer := func(mc *modernClient, id string) {
+		task := mc.get(id)
+		var inputs map[string]json.RawMessage
+		_ = json.Unmarshal(task["inputRequests"], &inputs)
+		answers := map[string]any{}
+		for k := range inputs {
+			answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 		}
+		mc.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
 	}
-	takenOver := 0
 	for _, task := range tasks {
-		status, message := c.waitEnded(owners[task.owner], task.id, 90*time.Second)
 		switch {
-		case task.node != victim && task.tool == "slow_echo" && status == "completed",
-			task.node != victim && task.tool == "slow_compute" && status == "cancelled":
-		case task.node == victim && task.tool == "slow_echo" && status == "completed" && strings.Contains(message, "re-running"):
-			takenOver++
-		case task.node == victim && task.tool == "slow_compute" && status == "failed" && strings.Contains(message, "replica running the call stopped"):
-			takenOver++
-		default:
-			t.Errorf("%s task %s (on replica %d, killed %d) ended %s %q", task.tool, task.id, task.node, victim, status, message)
+		case task.node == victim:
+		case task.kind.tool == "slow_compute":
+			modernOf[task.kind.owner].ok("tasks/cancel", map[string]any{"taskId": task.id})
+		case task.kind.tool == "confirm_delete":
+			answer(modernOf[task.kind.owner], task.id)
 		}
 	}
-	t.Logf("takeover: %d tasks of the killed replica ended %s after the kill", takenOver, time.Since(killedAt).Round(time.Second))
-	if n := up.Calls("slow_echo") - echoes; n != 3+kinds[victim]["slow_echo"] {
-		t.Errorf("slow_echo ran %d times upstream, want %d (3, and once more each for the killed replica's)", n, 3+kinds[victim]["slow_echo"])
+	// The killed replica's: taken over once their lease expired.
+	takenOver := 0
+	for _, task := range onVictim {
+		if task.kind.tool != "confirm_delete" {
+			continue
+		}
+		waitFor(t, 90*time.Second, "a live replica to take over the task waiting for input", func() bool {
+			n := c.holderOf(task.id)
+			return n >= 0 && n != victim
+		})
+		if got := modernOf[task.kind.owner].get(task.id); str(got["status"]) != "input_required" {
+			t.Errorf("the task waiting for input, taken over: %v", got)
+		}
+		answer(modernOf[task.kind.owner], task.id)
 	}
-	if n := up.Calls("slow_compute"); n != computesBeforeKill {
-		t.Errorf("slow_compute ran %d times upstream, %d before the kill: a non-retryable call ran twice", n, computesBeforeKill)
+	for _, task := range tasks {
+		status, message := c.waitEnded(modernOf[task.kind.owner], task.id, 90*time.Second)
+		ok := false
+		switch {
+		case task.node != victim:
+			ok = status == map[string]string{"slow_echo": "completed", "slow_compute": "cancelled", "confirm_delete": "completed"}[task.kind.tool]
+		case task.kind.tool == "slow_echo":
+			ok = status == "completed" && strings.Contains(message, "re-running")
+		case task.kind.tool == "slow_compute":
+			ok = status == "failed" && strings.Contains(message, "replica running the call stopped")
+		case task.kind.tool == "confirm_delete":
+			ok = status == "completed"
+		}
+		if !ok {
+			t.Errorf("%s task %s of %s (on replica %d, killed %d) ended %s %q", task.kind.tool, task.id, task.kind.owner, task.node, victim, status, message)
+		} else if task.node == victim {
+			takenOver++
+		}
+	}
+	t.Logf("takeover: %d of the killed replica's %d tasks ended %s after the kill", takenOver, len(onVictim), time.Since(killedAt).Round(time.Second))
+	count := func(tool string) int {
+		n := 0
+		for _, task := range onVictim {
+			if task.kind.tool == tool {
+				n++
+			}
+		}
+		return n
+	}
+	if n := up.Calls("slow_echo") - echoes; n != 6+count("slow_echo") {
+		t.Errorf("slow_echo ran %d times upstream, want %d (6, and once more for each of the killed replica's)", n, 6+count("slow_echo"))
+	}
+	if n := up.Calls("slow_compute") - computes; n != 6 {
+		t.Errorf("slow_compute ran %d times upstream, want 6: a non-retryable call ran twice", n)
+	}
+	if n := up.Calls("confirm_delete") - confirms; n != 6 {
+		t.Errorf("confirm_delete ran %d rounds upstream, want 6 (two for each task)", n)
 	}
 	logged := 0
 	for i, g := range c.nodes {
@@ -486,8 +589,8 @@ func TestReplicas(t *testing.T) {
 			logged += strings.Count(g.logs(), "taking over a task whose replica stopped")
 		}
 	}
-	if logged != takenOver {
-		t.Errorf("the live replicas logged %d takeovers, %d tasks ended as taken over", logged, takenOver)
+	if logged != len(onVictim) {
+		t.Errorf("the live replicas logged %d takeovers, want %d (each of the killed replica's tasks once)", logged, len(onVictim))
 	}
 
 	// No task is lost: every task created is found, ended, by its owner.
@@ -504,7 +607,7 @@ func TestReplicas(t *testing.T) {
 	}
 	t.Logf("replicas: 3 gateways on one PostgreSQL behind round robin: flows passed %d/%d, tasks created %d, taken over %d, lost %d",
 		passed, len(flows), len(c.created), takenOver, lost)
-	if passed != len(flows) || lost != 0 || takenOver != kinds[victim]["slow_echo"]+kinds[victim]["slow_compute"] {
+	if passed != len(flows) || lost != 0 || takenOver != len(onVictim) {
 		t.Errorf("want every flow passed, every task of the killed replica taken over, none lost")
 	}
 }
