@@ -383,39 +383,54 @@ func TestReplicas(t *testing.T) {
 				t.Errorf("the two keys made %d upstream calls, want 2", n)
 			}
 		}},
-		{"quota: 30 concurrent creates at max_active_per_principal 3", func(t *testing.T) {
+		{"quota: 30 concurrent creates at max_active_per_principal 3, both eras", func(t *testing.T) {
 			const calls, limit = 30, 3
-			var mu sync.Mutex
-			var tasks []string
-			refused := 0
-			var wg sync.WaitGroup
-			for range calls {
-				wg.Go(func() {
-					q := c.legacy(t, "quinn")
-					m := q.callTool("slow_compute", map[string]any{"seconds": 60}, map[string]any{"ttl": 600000})
-					var created struct{ Task legacyTask }
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case m.Error == nil && json.Unmarshal(m.Result, &created) == nil && created.Task.TaskID != "":
-						tasks = append(tasks, created.Task.TaskID)
-					case m.Error != nil && m.Error.Code == -32000 && strings.Contains(m.Error.Message, fmt.Sprintf("too many active tasks (limit %d)", limit)):
-						refused++
-					default:
-						t.Errorf("neither a task nor the quota refusal: %s %+v", m.Result, m.Error)
-					}
-				})
-			}
-			wg.Wait()
-			for _, id := range tasks {
-				c.track(id, "quinn")
-			}
-			if len(tasks) != limit || refused != calls-limit {
-				t.Errorf("%d tasks created, %d refused; want %d and %d", len(tasks), refused, limit, calls-limit)
-			}
-			q := c.modern(t, "quinn")
-			for _, id := range tasks {
-				q.ok("tasks/cancel", map[string]any{"taskId": id})
+			for _, modern := range []bool{false, true} {
+				owner := fmt.Sprint("quinn-", modern)
+				var mu sync.Mutex
+				var tasks []string
+				refused := 0
+				var wg sync.WaitGroup
+				for range calls {
+					wg.Go(func() {
+						var id string
+						var e *taskproxy.Error
+						if modern {
+							m, _ := c.modern(t, owner).request(ctx, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+							var res struct{ ResultType, TaskID string }
+							if e = m.Error; e == nil && json.Unmarshal(m.Result, &res) == nil && res.ResultType == "task" {
+								id = res.TaskID
+							}
+						} else {
+							m := c.legacy(t, owner).callTool("slow_compute", map[string]any{"seconds": 60}, map[string]any{"ttl": 600000})
+							var created struct{ Task legacyTask }
+							if e = m.Error; e == nil && json.Unmarshal(m.Result, &created) == nil {
+								id = created.Task.TaskID
+							}
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case id != "":
+							tasks = append(tasks, id)
+						case e != nil && e.Code == -32000 && strings.Contains(e.Message, fmt.Sprintf("too many active tasks (limit %d)", limit)):
+							refused++
+						default:
+							t.Errorf("%s: neither a task nor the quota refusal: %+v", owner, e)
+						}
+					})
+				}
+				wg.Wait()
+				for _, id := range tasks {
+					c.track(id, owner)
+				}
+				if len(tasks) != limit || refused != calls-limit {
+					t.Errorf("%s: %d tasks created, %d refused; want %d and %d", owner, len(tasks), refused, limit, calls-limit)
+				}
+				q := c.modern(t, owner)
+				for _, id := range tasks {
+					q.ok("tasks/cancel", map[string]any{"taskId": id})
+				}
 			}
 		}},
 	}
