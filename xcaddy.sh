@@ -91,6 +91,7 @@ run_tests() {
 
 run_bench() {
 	build
+	ensure_postgres
 	go test -run '^$' -bench . -benchmem -benchtime 2s ./taskproxy
 	go run ./integration/bench -caddy ./caddy "$@"
 }

@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,fanout,memory")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,fanout,memory,postgres")
 	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
 	if *upstreamOnly {
@@ -72,6 +72,7 @@ func main() {
 		{"respond", benchGetVsRespond},
 		{"lifecycle", benchLifecycleCPU},
 		{"fanout", benchFanOut},
+		{"postgres", benchPostgres},
 	}
 	for _, s := range steps {
 		if !want(s.name) && !(s.name == "poll" && want("memory")) {

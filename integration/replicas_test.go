@@ -1,0 +1,645 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+)
+
+// Three gateway replicas (the real Caddy) on one PostgreSQL database behind
+// a fourth Caddy balancing round robin, in front of the go-sdk upstream.
+// Clients only ever talk to the balancer, so consecutive requests of one
+// flow land on different replicas: every flow that passes against one node
+// passes here. Then the replica running tasks is killed with SIGKILL: its
+// tasks are taken over once their leases expire, re-run when their tool is
+// retry_on_restart and failed with the reason otherwise, and none is lost.
+func TestReplicas(t *testing.T) {
+	c := startReplicaCluster(t, 3)
+	up := c.up
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	type flow struct {
+		name string
+		run  func(t *testing.T)
+	}
+	var aliceLegacy []string // alice's 2025-11-25 tasks, for her list
+	flows := []flow{
+		{"2025-11-25 session bound in the store, used on every replica", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			for range len(c.nodes) {
+				var tools struct {
+					Tools []json.RawMessage `json:"tools"`
+				}
+				alice.result("tools/list", nil, &tools)
+				if len(tools.Tools) == 0 {
+					t.Errorf("tools/list on the session: no tools")
+				}
+			}
+		}},
+		{"2025-11-25 create, poll, result from a waiter on another replica", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			before := up.Calls("slow_compute")
+			task := alice.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "rr-legacy"}, 600000)
+			c.track(task.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, task.TaskID)
+			if task.Status != "working" {
+				t.Fatalf("created task = %+v", task)
+			}
+			if c.runningOn(task.TaskID) < 0 {
+				t.Errorf("no replica's admin API says it runs task %s", task.TaskID)
+			}
+			if got := alice.getTask(task.TaskID); got.Status != "working" && got.Status != "completed" {
+				t.Errorf("tasks/get = %+v", got)
+			}
+			m := alice.call("tasks/result", map[string]string{"taskId": task.TaskID})
+			if m.Error != nil || !strings.Contains(string(m.Result), "rr-legacy") {
+				t.Fatalf("tasks/result = %s %+v", m.Result, m.Error)
+			}
+			for range len(c.nodes) {
+				if got := alice.getTask(task.TaskID); got.Status != "completed" {
+					t.Errorf("after the result, tasks/get = %+v", got)
+				}
+			}
+			if n := up.Calls("slow_compute") - before; n != 1 {
+				t.Errorf("upstream ran the call %d times, want 1", n)
+			}
+		}},
+		{"2025-11-25 cancel on another replica reaches the upstream", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
+			task := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 600000)
+			c.track(task.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, task.TaskID)
+			if err := up.WaitCalls(ctx, "slow_compute", calls+1); err != nil {
+				t.Fatal(err)
+			}
+			var cancelled legacyTask
+			alice.result("tasks/cancel", map[string]string{"taskId": task.TaskID}, &cancelled)
+			if cancelled.Status != "cancelled" {
+				t.Fatalf("tasks/cancel answered %+v", cancelled)
+			}
+			if err := up.WaitCancellations(ctx, "slow_compute", cancels+1); err != nil {
+				t.Fatalf("the upstream never saw the cancellation: %v", err)
+			}
+			if got := alice.getTask(task.TaskID); got.Status != "cancelled" {
+				t.Errorf("tasks/get after cancel = %+v", got)
+			}
+		}},
+		{"2025-11-25 input through tasks/result, answered on another replica", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			task := alice.createTask("confirm_delete", map[string]any{"filename": "rr.txt"}, 600000)
+			c.track(task.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, task.TaskID)
+			waitFor(t, 15*time.Second, "input_required", func() bool { return alice.getTask(task.TaskID).Status == "input_required" })
+			body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+			stream := alice.open(ctx, body)
+			defer stream.close()
+			var final *taskproxy.Message
+			answered := 0
+			for final == nil {
+				m := stream.next()
+				if m == nil {
+					t.Fatal("tasks/result stream ended without the result")
+				}
+				switch {
+				case m.IsRequest() && m.Method == "elicitation/create":
+					if !strings.Contains(string(m.Params), "rr.txt") {
+						t.Errorf("elicitation %s", m.Params)
+					}
+					answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
+					if code := alice.send(answer); code != http.StatusAccepted {
+						t.Fatalf("answering the elicitation: HTTP %d", code)
+					}
+					answered++
+				case m.IsResponse():
+					final = m
+				}
+			}
+			if answered != 1 || final.Error != nil || !strings.Contains(string(final.Result), "Deleted rr.txt") {
+				t.Fatalf("answered %d, final result = %s / %+v", answered, final.Result, final.Error)
+			}
+			if got := alice.getTask(task.TaskID); got.Status != "completed" {
+				t.Errorf("tasks/get = %+v", got)
+			}
+		}},
+		{"2025-11-25 tasks/list", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			for range len(c.nodes) {
+				var list struct {
+					Tasks []legacyTask `json:"tasks"`
+				}
+				alice.result("tasks/list", nil, &list)
+				var got []string
+				for _, task := range list.Tasks {
+					got = append(got, task.TaskID)
+				}
+				for _, id := range aliceLegacy {
+					if !strings.Contains(strings.Join(got, ","), id) {
+						t.Errorf("alice's list %v lacks %s", got, id)
+					}
+				}
+			}
+		}},
+		{"2026-07-28 create and get", func(t *testing.T) {
+			ann := c.modern(t, "ann")
+			res := ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "rr-modern"}})
+			if str(res["resultType"]) != "task" {
+				t.Fatalf("tools/call = %v, want a task", res)
+			}
+			id := str(res["taskId"])
+			c.track(id, "ann")
+			if got := ann.get(id); str(got["taskId"]) != id {
+				t.Errorf("tasks/get right after create = %v", got)
+			}
+			if done := ann.waitStatus(id, "completed"); !strings.Contains(string(done["result"]), "rr-modern") {
+				t.Errorf("result = %s", done["result"])
+			}
+		}},
+		{"2026-07-28 tasks/update answers confirm_delete", func(t *testing.T) {
+			ann := c.modern(t, "ann")
+			id := str(ann.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "m.txt"}})["taskId"])
+			c.track(id, "ann")
+			task := ann.waitStatus(id, "input_required")
+			var inputs map[string]json.RawMessage
+			_ = json.Unmarshal(task["inputRequests"], &inputs)
+			if len(inputs) != 1 {
+				t.Fatalf("inputRequests = %s", task["inputRequests"])
+			}
+			answers := map[string]any{}
+			for k := range inputs {
+				answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+			}
+			ann.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
+			if done := ann.waitStatus(id, "completed"); !strings.Contains(string(done["result"]), "Deleted m.txt") {
+				t.Errorf("result = %s", done["result"])
+			}
+		}},
+		{"2026-07-28 tasks/update answers multi_input in two parts", func(t *testing.T) {
+			ann := c.modern(t, "ann")
+			id := str(ann.ok("tools/call", map[string]any{"name": "multi_input", "arguments": map[string]any{}})["taskId"])
+			c.track(id, "ann")
+			task := ann.waitStatus(id, "input_required")
+			var inputs map[string]json.RawMessage
+			_ = json.Unmarshal(task["inputRequests"], &inputs)
+			if len(inputs) != 2 {
+				t.Fatalf("want 2 input requests, got %s", task["inputRequests"])
+			}
+			var keys []string
+			for k := range inputs {
+				keys = append(keys, k)
+			}
+			content := map[string]any{"name": "Ada", "color": "green"}
+			ann.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{keys[0]: map[string]any{"action": "accept", "content": content}}})
+			if got := ann.get(id); str(got["status"]) != "input_required" {
+				t.Errorf("after a partial answer: %v", got)
+			}
+			ann.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{keys[1]: map[string]any{"action": "accept", "content": content}}})
+			if done := ann.waitStatus(id, "completed"); !strings.Contains(string(done["result"]), "Ada") {
+				t.Errorf("result = %s", done["result"])
+			}
+		}},
+		{"2026-07-28 cancel on another replica reaches the upstream", func(t *testing.T) {
+			ann := c.modern(t, "ann")
+			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
+			id := str(ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"])
+			c.track(id, "ann")
+			if err := up.WaitCalls(ctx, "slow_compute", calls+1); err != nil {
+				t.Fatal(err)
+			}
+			ann.ok("tasks/cancel", map[string]any{"taskId": id})
+			if err := up.WaitCancellations(ctx, "slow_compute", cancels+1); err != nil {
+				t.Fatalf("the upstream never saw the cancellation: %v", err)
+			}
+			if got := ann.get(id); str(got["status"]) != "cancelled" {
+				t.Errorf("after cancel: %v", got)
+			}
+		}},
+		{"2026-07-28 subscriptions/listen sees a change made on another replica", func(t *testing.T) {
+			ann := c.modern(t, "ann")
+			id := str(ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 2, "label": "rr-listen"}})["taskId"])
+			c.track(id, "ann")
+			_, body := ann.body("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}})
+			lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer lcancel()
+			req := ann.newRequest(lctx, body)
+			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "subscriptions/listen")
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			events := taskproxy.NewSSEReader(resp.Body)
+			for {
+				ev, err := events.Next()
+				if err != nil {
+					t.Fatalf("stream ended before the terminal notification: %v", err)
+				}
+				if !ev.HasData || ev.Data == "" {
+					continue
+				}
+				m, err := taskproxy.ParseMessage([]byte(ev.Data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Method == "notifications/tasks" && strings.Contains(ev.Data, `"completed"`) {
+					if !strings.Contains(ev.Data, "rr-listen") {
+						t.Errorf("terminal notification lacks the result: %s", ev.Data)
+					}
+					return
+				}
+			}
+		}},
+		{"2025-11-25 notifications/cancelled of a plain call, sent to another replica, reaches the upstream", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
+			body, _ := taskproxy.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer pcancel()
+			done := make(chan struct{})
+			go func() { // the answer's head comes with its first message
+				defer close(done)
+				if resp, err := httpClient.Do(alice.newRequest(pctx, body)); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			if err := up.WaitCalls(pctx, "slow_compute", calls+1); err != nil {
+				t.Fatal(err)
+			}
+			alice.notify("notifications/cancelled", map[string]any{"requestId": 777, "reason": "rr"})
+			if err := up.WaitCancellations(pctx, "slow_compute", cancels+1); err != nil {
+				t.Errorf("the plain call was not cancelled upstream: %v", err)
+			}
+			pcancel()
+			<-done
+		}},
+		{"isolation: bob never sees alice's tasks on any replica", func(t *testing.T) {
+			alice, aliceM := c.legacy(t, "alice"), c.modern(t, "alice")
+			legacyTask := alice.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 600000)
+			c.track(legacyTask.TaskID, "alice")
+			modernTask := str(aliceM.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"])
+			c.track(modernTask, "alice")
+			bob := c.legacy(t, "bob")
+			bobToken := hmacToken(t, "bob", "t1")
+			send := func(method, id string, modern bool) rawAnswer {
+				if modern {
+					return postRaw(t, c.URL, bobToken, "", modernHeaders(method, id), modernBody(9, method, map[string]any{"taskId": id}))
+				}
+				b, _ := taskproxy.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
+				return postRaw(t, c.URL, bobToken, bob.session, nil, string(b))
+			}
+			for _, task := range []string{legacyTask.TaskID, modernTask} {
+				unknown := taskproxy.NewTaskID()
+				for _, m := range []struct {
+					method string
+					modern bool
+				}{{"tasks/get", false}, {"tasks/result", false}, {"tasks/cancel", false}, {"tasks/get", true}, {"tasks/cancel", true}} {
+					for range len(c.nodes) {
+						foreign, never := send(m.method, task, m.modern), send(m.method, unknown, m.modern)
+						if foreign.status != never.status || strings.ReplaceAll(foreign.body, task, unknown) != never.body {
+							t.Errorf("%s (2026-07-28 %v): alice's task answers bob differently from an unknown id:\nforeign %d %s\nunknown %d %s",
+								m.method, m.modern, foreign.status, foreign.body, never.status, never.body)
+						}
+					}
+				}
+			}
+			for range len(c.nodes) {
+				list := postRaw(t, c.URL, bobToken, bob.session, nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`)
+				if list.status != 200 || !strings.Contains(list.body, `"tasks":[]`) {
+					t.Errorf("bob lists %d %s, want no tasks", list.status, list.body)
+				}
+				ans := postRaw(t, c.URL, bobToken, alice.session, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+				if ans.status != http.StatusNotFound {
+					t.Errorf("bob on alice's session: HTTP %d %s, want 404", ans.status, ans.body)
+				}
+			}
+			if got := alice.getTask(legacyTask.TaskID); got.Status != "input_required" {
+				t.Errorf("alice's 2025-11-25 task disturbed: %+v", got)
+			}
+			if got := aliceM.get(modernTask); str(got["status"]) != "working" {
+				t.Errorf("alice's 2026-07-28 task disturbed: %v", got)
+			}
+			alice.result("tasks/cancel", map[string]string{"taskId": legacyTask.TaskID}, &legacyTask)
+			aliceM.ok("tasks/cancel", map[string]any{"taskId": modernTask})
+		}},
+		{"idempotency: one key on two replicas gives one task", func(t *testing.T) {
+			ida := c.legacy(t, "ida")
+			calls := up.Calls("slow_compute")
+			create := func(id int) string {
+				body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), "tools/call", map[string]any{
+					"name": "slow_compute", "arguments": map[string]any{"seconds": 0.5, "label": "once"}, "task": map[string]any{"ttl": 600000}})
+				req := ida.newRequest(ctx, body)
+				req.Header.Set("Idempotency-Key", "rr-order-1")
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var m taskproxy.Message
+				_ = json.NewDecoder(resp.Body).Decode(&m)
+				var created struct{ Task legacyTask }
+				_ = json.Unmarshal(m.Result, &created)
+				return created.Task.TaskID
+			}
+			first, second := create(500), create(501)
+			if first == "" || first != second {
+				t.Errorf("the key sent twice gave tasks %q and %q, want one", first, second)
+			}
+			c.track(first, "ida")
+			var mu sync.Mutex
+			ids := map[string]bool{}
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					mc := c.modern(t, "ida")
+					mc.header.Set("Idempotency-Key", "rr-order-2")
+					id := str(mc.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0.5, "label": "once"}})["taskId"])
+					mu.Lock()
+					ids[id] = true
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			if len(ids) != 1 || ids[""] {
+				t.Errorf("six concurrent 2026-07-28 creates with one key gave tasks %v, want one", ids)
+			}
+			for id := range ids {
+				c.track(id, "ida")
+				c.waitEnded(c.modern(t, "ida"), id, 30*time.Second)
+			}
+			c.waitEnded(c.modern(t, "ida"), first, 30*time.Second)
+			if n := up.Calls("slow_compute") - calls; n != 2 {
+				t.Errorf("the two keys made %d upstream calls, want 2", n)
+			}
+		}},
+		{"quota: 30 concurrent creates at max_active_per_principal 3, both eras", func(t *testing.T) {
+			const calls, limit = 30, 3
+			for _, modern := range []bool{false, true} {
+				owner := fmt.Sprint("quinn-", modern)
+				var mu sync.Mutex
+				var tasks []string
+				refused := 0
+				var wg sync.WaitGroup
+				for range calls {
+					wg.Go(func() {
+						var id string
+						var e *taskproxy.Error
+						if modern {
+							m, _ := c.modern(t, owner).request(ctx, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+							var res struct{ ResultType, TaskID string }
+							if e = m.Error; e == nil && json.Unmarshal(m.Result, &res) == nil && res.ResultType == "task" {
+								id = res.TaskID
+							}
+						} else {
+							m := c.legacy(t, owner).callTool("slow_compute", map[string]any{"seconds": 60}, map[string]any{"ttl": 600000})
+							var created struct{ Task legacyTask }
+							if e = m.Error; e == nil && json.Unmarshal(m.Result, &created) == nil {
+								id = created.Task.TaskID
+							}
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case id != "":
+							tasks = append(tasks, id)
+						case e != nil && e.Code == -32000 && strings.Contains(e.Message, fmt.Sprintf("too many active tasks (limit %d)", limit)):
+							refused++
+						default:
+							t.Errorf("%s: neither a task nor the quota refusal: %+v", owner, e)
+						}
+					})
+				}
+				wg.Wait()
+				for _, id := range tasks {
+					c.track(id, owner)
+				}
+				if len(tasks) != limit || refused != calls-limit {
+					t.Errorf("%s: %d tasks created, %d refused; want %d and %d", owner, len(tasks), refused, limit, calls-limit)
+				}
+				q := c.modern(t, owner)
+				for _, id := range tasks {
+					q.ok("tasks/cancel", map[string]any{"taskId": id})
+				}
+			}
+		}},
+	}
+	passed := 0
+	for _, f := range flows {
+		if t.Run(f.name, f.run) {
+			passed++
+		}
+	}
+
+	// Kill -9 a replica while it runs tasks of every kind. Five kinds, one
+	// principal each (the quota is 3), three rounds: round robin puts
+	// every kind on every replica (five requests a round).
+	type kind struct {
+		owner, tool string
+		modern      bool
+		secs        float64
+	}
+	kindsOf := []kind{
+		{"kim", "slow_echo", false, 8},    // retry_on_restart: re-run
+		{"ken", "slow_compute", false, 0}, // not: fails with the reason
+		{"kai", "slow_echo", true, 8},
+		{"kat", "slow_compute", true, 0},
+		{"kay", "confirm_delete", true, 0}, // waits for input: waits on
+	}
+	type placed struct {
+		id   string
+		kind kind
+		node int
+	}
+	legacyOf := map[string]*rpcClient{}
+	modernOf := map[string]*modernClient{}
+	for _, k := range kindsOf {
+		if k.modern {
+			modernOf[k.owner] = c.modern(t, k.owner)
+		} else {
+			legacyOf[k.owner] = c.legacy(t, k.owner)
+			modernOf[k.owner] = c.modern(t, k.owner)
+		}
+	}
+	echoes, computes, confirms := up.Calls("slow_echo"), up.Calls("slow_compute"), up.Calls("confirm_delete")
+	var tasks []placed
+	for round := range 3 {
+		for _, k := range kindsOf {
+			args := map[string]any{"seconds": k.secs, "label": fmt.Sprint("kill-", round)}
+			if k.secs == 0 {
+				args["seconds"] = 600
+			}
+			if k.tool == "confirm_delete" {
+				args = map[string]any{"filename": fmt.Sprint("kill-", round, ".txt")}
+			}
+			var id string
+			if k.modern {
+				res := modernOf[k.owner].ok("tools/call", map[string]any{"name": k.tool, "arguments": args})
+				if str(res["resultType"]) != "task" {
+					t.Fatalf("%s for %s answered %v, want a task", k.tool, k.owner, res)
+				}
+				id = str(res["taskId"])
+			} else {
+				id = legacyOf[k.owner].createTask(k.tool, args, 600000).TaskID
+			}
+			c.track(id, k.owner)
+			tasks = append(tasks, placed{id: id, kind: k})
+		}
+	}
+	for tool, n := range map[string]int{"slow_echo": echoes + 6, "slow_compute": computes + 6, "confirm_delete": confirms + 3} {
+		if err := up.WaitCalls(ctx, tool, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, task := range tasks {
+		if task.kind.tool == "confirm_delete" {
+			modernOf[task.kind.owner].waitStatus(task.id, "input_required")
+		}
+	}
+	onNode := map[int]int{}
+	for i := range tasks {
+		tasks[i].node = c.holderOf(tasks[i].id)
+		onNode[tasks[i].node]++
+	}
+	if len(onNode) != len(c.nodes) || onNode[-1] > 0 {
+		t.Errorf("tasks per replica %v: round robin should spread them over the %d replicas", onNode, len(c.nodes))
+	}
+	victim := tasks[0].node // it runs a retryable task, and by the rotation every other kind
+	var onVictim []placed
+	for _, task := range tasks {
+		if task.node == victim {
+			onVictim = append(onVictim, task)
+		}
+	}
+	c.kill(victim)
+	killedAt := time.Now()
+
+	// The live replicas' tasks end as usual: slow_echo completes,
+	// slow_compute is cancelled, confirm_delete is answered.
+	answer := func(mc *modernClient, id string) {
+		task := mc.get(id)
+		var inputs map[string]json.RawMessage
+		_ = json.Unmarshal(task["inputRequests"], &inputs)
+		answers := map[string]any{}
+		for k := range inputs {
+			answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+		}
+		mc.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
+	}
+	for _, task := range tasks {
+		switch {
+		case task.node == victim:
+		case task.kind.tool == "slow_compute":
+			modernOf[task.kind.owner].ok("tasks/cancel", map[string]any{"taskId": task.id})
+		case task.kind.tool == "confirm_delete":
+			answer(modernOf[task.kind.owner], task.id)
+		}
+	}
+	// The killed replica's: taken over once their lease expired.
+	takenOver := 0
+	for _, task := range onVictim {
+		if task.kind.tool != "confirm_delete" {
+			continue
+		}
+		waitFor(t, 90*time.Second, "a live replica to take over the task waiting for input", func() bool {
+			n := c.holderOf(task.id)
+			return n >= 0 && n != victim
+		})
+		if got := modernOf[task.kind.owner].get(task.id); str(got["status"]) != "input_required" {
+			t.Errorf("the task waiting for input, taken over: %v", got)
+		}
+		answer(modernOf[task.kind.owner], task.id)
+	}
+	for _, task := range tasks {
+		status, message := c.waitEnded(modernOf[task.kind.owner], task.id, 90*time.Second)
+		ok := false
+		switch {
+		case task.node != victim:
+			ok = status == map[string]string{"slow_echo": "completed", "slow_compute": "cancelled", "confirm_delete": "completed"}[task.kind.tool]
+		case task.kind.tool == "slow_echo":
+			ok = status == "completed" && strings.Contains(message, "re-running")
+		case task.kind.tool == "slow_compute":
+			ok = status == "failed" && strings.Contains(message, "replica running the call stopped")
+		case task.kind.tool == "confirm_delete":
+			ok = status == "completed"
+		}
+		if !ok {
+			t.Errorf("%s task %s of %s (on replica %d, killed %d) ended %s %q", task.kind.tool, task.id, task.kind.owner, task.node, victim, status, message)
+		} else if task.node == victim {
+			takenOver++
+		}
+	}
+	t.Logf("takeover: %d of the killed replica's %d tasks ended %s after the kill", takenOver, len(onVictim), time.Since(killedAt).Round(time.Second))
+	count := func(tool string) int {
+		n := 0
+		for _, task := range onVictim {
+			if task.kind.tool == tool {
+				n++
+			}
+		}
+		return n
+	}
+	if n := up.Calls("slow_echo") - echoes; n != 6+count("slow_echo") {
+		t.Errorf("slow_echo ran %d times upstream, want %d (6, and once more for each of the killed replica's)", n, 6+count("slow_echo"))
+	}
+	if n := up.Calls("slow_compute") - computes; n != 6 {
+		t.Errorf("slow_compute ran %d times upstream, want 6: a non-retryable call ran twice", n)
+	}
+	if n := up.Calls("confirm_delete") - confirms; n != 6 {
+		t.Errorf("confirm_delete ran %d rounds upstream, want 6 (two for each task)", n)
+	}
+	logged := 0
+	for i, g := range c.nodes {
+		if i != victim {
+			logged += strings.Count(g.logs(), "taking over a task whose replica stopped")
+		}
+	}
+	if logged != len(onVictim) {
+		t.Errorf("the live replicas logged %d takeovers, want %d (each of the killed replica's tasks once)", logged, len(onVictim))
+	}
+
+	// No task is lost: every task created is found, ended, by its owner.
+	lost := 0
+	clients := map[string]*modernClient{}
+	for id, owner := range c.created {
+		if clients[owner] == nil {
+			clients[owner] = c.modern(t, owner)
+		}
+		if status, message := c.waitEnded(clients[owner], id, 30*time.Second); status == "working" || status == "input_required" || status == "error" {
+			lost++
+			t.Errorf("task %s of %s: %s %q", id, owner, status, message)
+		}
+	}
+	t.Logf("replicas: 3 gateways on one PostgreSQL behind round robin: flows passed %d/%d, tasks created %d, taken over %d, lost %d",
+		passed, len(flows), len(c.created), takenOver, lost)
+	if passed != len(flows) || lost != 0 || takenOver != len(onVictim) {
+		t.Errorf("want every flow passed, every task of the killed replica taken over, none lost")
+	}
+}
+
+// The README's Caddyfiles of a replica and of the balancer are valid for
+// the built Caddy.
+func TestReadmeReplicasValidates(t *testing.T) {
+	for _, marker := range []string{"# on each replica", "# on the balancer"} {
+		config := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(config, []byte(readmeBlock(t, marker)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(caddyBinary, "validate", "--config", config, "--adapter", "caddyfile")
+		cmd.Env = append(os.Environ(), "MCP_TASKS_DSN=postgres://gw:pw-readme@127.0.0.1:1/tasks?connect_timeout=1",
+			"MCP_JWT_SECRET=readme-replicas-secret-of-32-bytes-or-more", "HOME="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Valid configuration") {
+			t.Errorf("caddy validate of the README's block %q: %v\n%s", marker, err, out)
+		}
+	}
+}
