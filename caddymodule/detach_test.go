@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // The upstream requests of one task run at once (the call's stream, and
@@ -26,7 +27,7 @@ import (
 // next handler here does), and two requests writing to one map is a
 // concurrent map write, which kills the process. Run with -race.
 func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
-	store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{InMemory: true})
+	store, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}

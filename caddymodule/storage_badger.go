@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 func init() {
@@ -80,7 +81,7 @@ func (b *BadgerStorage) OpenStore(logger *zap.Logger) (taskproxy.Store, error) {
 	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating task store directory %s: %w", b.Dir, err)
 	}
-	store, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: b.Dir, SyncWrites: b.SyncWrites == nil || *b.SyncWrites, Logger: logger})
+	store, err := badgerstore.Open(badgerstore.Options{Dir: b.Dir, SyncWrites: b.SyncWrites == nil || *b.SyncWrites, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening task store %s: %w", b.Dir, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // The configuration lifecycle: provisioning a configuration (caddy
@@ -33,7 +34,7 @@ func caddyValidate(t *testing.T, gw *gateway, config string) (string, error) {
 // the store counts as one open (the epoch in the holder name).
 func storeState(t *testing.T, dir string) (holder string, active map[string]*taskproxy.Task) {
 	t.Helper()
-	s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir})
+	s, err := badgerstore.Open(badgerstore.Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("opening the store: %v", err)
 	}

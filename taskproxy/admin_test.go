@@ -13,10 +13,7 @@ import (
 // owner's would.
 func TestRuntimeOperatorAccess(t *testing.T) {
 	ctx := context.Background()
-	store, err := OpenBadgerStore(BadgerOptions{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := newMemStore(t)
 	rt := NewLazyRuntime(func() (Store, error) { return store, nil })
 	t.Cleanup(func() { _ = rt.Close(time.Second) })
 

@@ -89,14 +89,8 @@ func BenchmarkSSERead(b *testing.B) {
 	}
 }
 
-func benchStore(b *testing.B, dir string, sync bool) *BadgerStore {
-	o := BadgerOptions{Dir: dir, InMemory: dir == "", SyncWrites: sync}
-	s, err := OpenBadgerStore(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	return s
+func benchStore(b *testing.B, dir string, sync bool) Store {
+	return OpenTestStore(b, dir, sync)
 }
 
 func benchTask() *Task {
@@ -167,11 +161,7 @@ func BenchmarkPassThrough(b *testing.B) {
 }
 
 func testGatewayB(b *testing.B) *Gateway {
-	s, err := OpenBadgerStore(BadgerOptions{InMemory: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := NewRuntime(s)
+	rt := NewRuntime(newMemStore(b))
 	b.Cleanup(func() { _ = rt.Close(0) })
 	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	if err != nil {

@@ -40,7 +40,7 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	g := &Gateway{log: zap.New(core)}
 	dial := refusedDial(t)
-	hexDump := fmt.Errorf("committing: %w", cleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
+	hexDump := fmt.Errorf("committing: %w", CleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
 	tests := []struct {
 		name    string
 		got     *Error

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// decodeRecord decodes a stored task record into t (a zero Task) exactly as
-// json.Unmarshal does, faster: every read of a task (each tasks/get that
+// DecodeRecord decodes a stored task record (EncodeRecord's or
+// json.Marshal's) into t (a zero Task) exactly as json.Unmarshal does, faster: every read of a task (each tasks/get that
 // misses the view cache, each compare-and-set of an update) decodes one,
 // and the profile showed the reflective decoder as the larger part of a
 // store read. The fast path walks the record's members and decodes the
@@ -16,7 +16,7 @@ import (
 // its own; anything it does not know (a key it does not recognise exactly,
 // a value that does not decode) sends the whole record to json.Unmarshal,
 // so that the result and the error are always the decoder's.
-func decodeRecord(data []byte, t *Task) error {
+func DecodeRecord(data []byte, t *Task) error {
 	if decodeRecordFast(data, t) {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// decodeRecord gives exactly what json.Unmarshal gives, for the records the
+// DecodeRecord gives exactly what json.Unmarshal gives, for the records the
 // store writes and for anything else a record could hold.
 func TestDecodeRecordMatchesJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -75,7 +75,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 		var want Task
 		wantErr := json.Unmarshal([]byte(data), &want)
 		var got Task
-		err := decodeRecord([]byte(data), &got)
+		err := DecodeRecord([]byte(data), &got)
 		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 			t.Errorf("%s: error %v, want %v", data, err, wantErr)
 			continue
@@ -91,7 +91,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 func TestDecodeRecordCopies(t *testing.T) {
 	data := []byte(`{"id":"abc","params":{"a":1},"upstreamId":"u","result":{"r":2},"headers":{"h":"v"}}`)
 	var task Task
-	if err := decodeRecord(data, &task); err != nil {
+	if err := DecodeRecord(data, &task); err != nil {
 		t.Fatal(err)
 	}
 	for i := range data {
@@ -118,7 +118,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 	}
 	for name, decode := range map[string]func([]byte, *Task) error{
 		"json.Unmarshal": func(d []byte, t *Task) error { return json.Unmarshal(d, t) },
-		"decodeRecord":   decodeRecord,
+		"DecodeRecord":   DecodeRecord,
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))

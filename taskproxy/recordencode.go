@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// encodeTask encodes a task record to exactly the bytes json.Marshal gives,
-// faster: every create and every update encodes one, and the reflective
+// EncodeRecord encodes a task record, for a Store to keep, to exactly the
+// bytes json.Marshal gives, faster: every create and every update encodes one, and the reflective
 // encoder showed in the profile of a task's life. Values of the usual
 // shapes (plain ASCII strings, numbers, times, compact raw JSON) are
 // appended by hand; any other value, and anything that fails, is left to
 // encoding/json, for the value or for the whole record.
-func encodeTask(t *Task) ([]byte, error) {
+func EncodeRecord(t *Task) ([]byte, error) {
 	if b, ok := t.appendJSON(make([]byte, 0, 512+len(t.Params)+len(t.Result))); ok {
 		return b, nil
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// encodeTask gives exactly the bytes (or the failure) of json.Marshal.
+// EncodeRecord gives exactly the bytes (or the failure) of json.Marshal.
 func TestEncodeTaskMatchesJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	texts := []string{"", "plain", "with \"quotes\"", "back\\slash", "é ü 世界", "line\nbreak", "<tag>&", "\u2028", "tab\t", "bad \xff utf8", "\x7f"}
@@ -54,7 +54,7 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 	)
 	for _, task := range tasks {
 		want, wantErr := json.Marshal(task)
-		got, err := encodeTask(task)
+		got, err := EncodeRecord(task)
 		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
 			t.Errorf("%+v: error %v, want %v", task, err, wantErr)
 			continue
@@ -77,7 +77,7 @@ func BenchmarkEncodeTask(b *testing.B) {
 	}
 	for name, encode := range map[string]func(*Task) ([]byte, error){
 		"json.Marshal": func(t *Task) ([]byte, error) { return json.Marshal(t) },
-		"encodeTask":   encodeTask,
+		"EncodeRecord": EncodeRecord,
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -103,11 +103,8 @@ func (u *sessionUpstream) reachedCount() int {
 // never displace bindings, and bindings survive a restart.
 func TestSessionBinding(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Gateway, *BadgerStore) {
-		s, err := OpenBadgerStore(BadgerOptions{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
+	open := func() (*Gateway, Store) {
+		s := OpenTestStore(t, dir, false)
 		g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(s))
 		if err != nil {
 			t.Fatal(err)

@@ -37,6 +37,9 @@ var (
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with different arguments")
 )
 
+// DefaultMaxRecordBytes is the record size limit unless configured.
+const DefaultMaxRecordBytes = 32 << 20
+
 // ErrRecordTooLarge means a task record would exceed the store's size
 // limit; the write is refused and nothing else fails with it. The error is
 // a *RecordTooLargeError.

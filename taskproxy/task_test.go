@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,7 +77,7 @@ func TestNewTaskID(t *testing.T) {
 			t.Fatalf("duplicate id %q", id)
 		}
 		seen[id] = true
-		if !validCursorPosition([]byte("0000000000000000/" + id)) {
+		if strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
 			t.Fatalf("id %q is not URL-safe", id)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // benchPollAndMemory fills a store with cfg.tasks finished tasks, then
@@ -110,7 +111,7 @@ func idleRSS(cfg config, handlers string, up *trivialUpstream) (int64, error) {
 
 // fillStore writes n finished tasks of the anonymous principal.
 func fillStore(dir string, n int) ([]string, error) {
-	s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: dir})
+	s, err := badgerstore.Open(badgerstore.Options{Dir: dir})
 	if err != nil {
 		return nil, err
 	}

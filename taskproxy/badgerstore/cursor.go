@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"crypto/hmac"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -22,7 +23,7 @@ var cursorSecretKey = []byte("m/cursor-secret")
 
 // loadCursorSecret reads the store's cursor secret, creating it on the
 // first open, so cursors stay valid across restarts.
-func (s *BadgerStore) loadCursorSecret() error {
+func (s *Store) loadCursorSecret() error {
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(cursorSecretKey)
 		if err == nil {
@@ -48,7 +49,7 @@ func (s *BadgerStore) loadCursorSecret() error {
 	return nil
 }
 
-func (s *BadgerStore) cursorMAC(owner string, pos []byte) []byte {
+func (s *Store) cursorMAC(owner string, pos []byte) []byte {
 	m := hmac.New(sha256.New, s.cursorSecret)
 	m.Write([]byte(ownerHash(owner)))
 	m.Write([]byte{0})
@@ -57,22 +58,22 @@ func (s *BadgerStore) cursorMAC(owner string, pos []byte) []byte {
 }
 
 // issueCursor returns the owner's cursor for a listing position.
-func (s *BadgerStore) issueCursor(owner string, pos []byte) string {
+func (s *Store) issueCursor(owner string, pos []byte) string {
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.cursorMAC(owner, pos))
 }
 
 // readCursor returns the position of a cursor the store issued to owner.
-func (s *BadgerStore) readCursor(owner, cursor string) ([]byte, error) {
+func (s *Store) readCursor(owner, cursor string) ([]byte, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {
-		return nil, ErrInvalidCursor
+		return nil, taskproxy.ErrInvalidCursor
 	}
 	pos, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(owner, pos)) || !validCursorPosition(pos) {
-		return nil, ErrInvalidCursor
+		return nil, taskproxy.ErrInvalidCursor
 	}
 	return pos, nil
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // recordVersion returns the Badger version of a task's record, and of its
 // lease key (0 when absent).
-func recordVersion(t *testing.T, s *BadgerStore, id string) (record, lease uint64) {
+func recordVersion(t *testing.T, s *Store, id string) (record, lease uint64) {
 	t.Helper()
 	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(recordKey(id))
@@ -43,7 +45,7 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	task := testTask("alice", t0)
 	task.Params = json.RawMessage(`{"arguments":{"blob":"` + strings.Repeat("x", 100<<10) + `"}}`)
-	task.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -76,27 +78,27 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 		t.Errorf("ListActive after renewals: %+v, %v", active, err)
 	}
 	// An update keeps the lease, and leaves it out of the record.
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.StatusMessage = "half way"; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.StatusMessage = "half way"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Get(ctx, "alice", task.ID); !got.Lease.Expires.Equal(want) || got.StatusMessage != "half way" {
 		t.Errorf("after an update: %+v", got)
 	}
 	// The end of the task drops the lease key.
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
 		t.Error("a terminal task keeps its lease key")
 	}
-	if got, _ := s.Get(ctx, "alice", task.ID); got.Lease != (Lease{}) {
+	if got, _ := s.Get(ctx, "alice", task.ID); got.Lease != (taskproxy.Lease{}) {
 		t.Errorf("terminal task's lease %+v", got.Lease)
 	}
 
 	// The sweep deletes a live task's lease key with it.
 	live := testTask("alice", t0)
 	live.TTL = time.Second
-	live.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
+	live.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
 	if err := s.Create(ctx, live); err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +121,10 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
 	task := testTask("alice", t0)
-	task.Lease = Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
+	task.Lease = taskproxy.Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
 	data, _ := json.Marshal(task)
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return createIn(txn, &Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: StatusWorking}, data)
+		return createIn(txn, &taskproxy.Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: taskproxy.StatusWorking}, data)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	if err != nil || got.Lease.Holder != task.Lease.Holder || !got.Lease.Expires.Equal(task.Lease.Expires) {
 		t.Fatalf("old record's lease = %+v, %v", got.Lease, err)
 	}
-	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0, time.Minute); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0, time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
 		t.Errorf("the embedded lease was not honoured: %v", err)
 	}
 }

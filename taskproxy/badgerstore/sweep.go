@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 )
@@ -24,18 +25,18 @@ func tombstoneKey(id string) []byte { return []byte("x/" + id) }
 func tombstone(txn *badger.Txn, owner, id string) error {
 	item, err := txn.Get(tombstoneKey(id))
 	if err != nil {
-		return ErrNotFound
+		return taskproxy.ErrNotFound
 	}
 	var mine bool
 	_ = item.Value(func(v []byte) error { mine = string(v) == ownerHash(owner); return nil })
 	if mine {
-		return ErrExpired
+		return taskproxy.ErrExpired
 	}
-	return ErrNotFound
+	return taskproxy.ErrNotFound
 }
 
 // Sweep deletes the tasks that expired before now, batch by batch.
-func (s *BadgerStore) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
+func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
 	total := 0
 	for {
 		ids, err := s.expired(now, batch)
@@ -63,7 +64,7 @@ func (s *BadgerStore) Sweep(ctx context.Context, now time.Time, batch int) (int,
 }
 
 // expired returns up to limit expiry-index keys due before now.
-func (s *BadgerStore) expired(now time.Time, limit int) ([][]byte, error) {
+func (s *Store) expired(now time.Time, limit int) ([][]byte, error) {
 	var keys [][]byte
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -95,7 +96,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) error {
 		return err
 	}
 	t, err := getRecord(txn, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, taskproxy.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -116,7 +117,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) error {
 
 // CollectGarbage rewrites value-log files that are mostly garbage, until
 // Badger finds none worth it.
-func (s *BadgerStore) CollectGarbage() error {
+func (s *Store) CollectGarbage() error {
 	return s.use(func() error {
 		for range 16 {
 			if err := s.db.RunValueLogGC(0.5); err != nil {
@@ -131,7 +132,7 @@ func (s *BadgerStore) CollectGarbage() error {
 }
 
 // collectGarbageEvery runs CollectGarbage on a schedule until Close.
-func (s *BadgerStore) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
+func (s *Store) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
 	defer close(s.gcDone)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -140,7 +141,7 @@ func (s *BadgerStore) collectGarbageEvery(interval time.Duration, log *zap.Logge
 		case <-s.gcStop:
 			return
 		case <-tick.C:
-			if err := s.CollectGarbage(); err != nil && !errors.Is(err, ErrClosed) && log != nil {
+			if err := s.CollectGarbage(); err != nil && !errors.Is(err, taskproxy.ErrClosed) && log != nil {
 				log.Warn("value log garbage collection", zap.Error(err))
 			}
 		}

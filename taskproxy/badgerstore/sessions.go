@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -32,7 +33,7 @@ func sessionKey(sessionID string) []byte {
 func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 	item, err := txn.Get(sessionKey(sessionID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return ErrNotFound
+		return taskproxy.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("reading a session binding: %w", err)
@@ -40,7 +41,7 @@ func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 	want := []byte(ownerHash(owner))
 	return item.Value(func(v []byte) error {
 		if !bytes.Equal(v, want) {
-			return ErrForeign
+			return taskproxy.ErrForeign
 		}
 		return nil
 	})
@@ -51,11 +52,11 @@ func setSessionBinding(txn *badger.Txn, sessionID, owner string, ttl time.Durati
 }
 
 // BindSession binds sessionID to owner for ttl, unless another owner has it.
-func (s *BadgerStore) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
+func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "binding a session", func(txn *badger.Txn) error {
 			err := sessionBinding(txn, sessionID, owner)
-			if err != nil && (errors.Is(err, ErrForeign) || !errors.Is(err, ErrNotFound)) {
+			if err != nil && (errors.Is(err, taskproxy.ErrForeign) || !errors.Is(err, taskproxy.ErrNotFound)) {
 				return err
 			}
 			return setSessionBinding(txn, sessionID, owner, ttl)
@@ -64,7 +65,7 @@ func (s *BadgerStore) BindSession(ctx context.Context, sessionID, owner string, 
 }
 
 // CheckSession checks, and with refresh > 0 extends, a session binding.
-func (s *BadgerStore) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
+func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
 	return s.use(func() error {
 		if refresh <= 0 {
 			return s.db.View(func(txn *badger.Txn) error { return sessionBinding(txn, sessionID, owner) })
@@ -79,7 +80,7 @@ func (s *BadgerStore) CheckSession(ctx context.Context, sessionID, owner string,
 }
 
 // ForgetSession deletes the binding of sessionID.
-func (s *BadgerStore) ForgetSession(ctx context.Context, sessionID string) error {
+func (s *Store) ForgetSession(ctx context.Context, sessionID string) error {
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "forgetting a session", func(txn *badger.Txn) error {
 			return txn.Delete(sessionKey(sessionID))

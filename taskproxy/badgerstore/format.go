@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"encoding/binary"
@@ -13,11 +13,11 @@ import (
 // existed, whose layout every build since reads) and refuses to open a
 // store whose version is newer than its own: an older gateway would
 // misread what a newer one wrote, and silently dropping tasks is worse
-// than not starting. Bump BadgerFormatVersion when a change of the key
+// than not starting. Bump FormatVersion when a change of the key
 // layout or of the record encoding is one an older build cannot read.
 
-// BadgerFormatVersion is the format this build writes and reads.
-const BadgerFormatVersion = 1
+// FormatVersion is the format this build writes and reads.
+const FormatVersion = 1
 
 var formatKey = []byte("m/format")
 
@@ -38,11 +38,11 @@ func (e *StoreFormatError) Is(target error) bool { return target == ErrStoreForm
 
 // checkFormat reads the store's format version, writing this build's into
 // a store that has none, and refuses a newer one.
-func (s *BadgerStore) checkFormat() error {
+func (s *Store) checkFormat() error {
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(formatKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
-			return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, BadgerFormatVersion))
+			return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, FormatVersion))
 		}
 		if err != nil {
 			return err
@@ -51,8 +51,8 @@ func (s *BadgerStore) checkFormat() error {
 			if len(v) != 8 {
 				return errors.New("malformed format version")
 			}
-			if found := binary.BigEndian.Uint64(v); found > BadgerFormatVersion {
-				return &StoreFormatError{Found: found, Known: BadgerFormatVersion}
+			if found := binary.BigEndian.Uint64(v); found > FormatVersion {
+				return &StoreFormatError{Found: found, Known: FormatVersion}
 			}
 			return nil
 		})
@@ -64,7 +64,7 @@ func (s *BadgerStore) checkFormat() error {
 }
 
 // FormatVersion returns the store's format version.
-func (s *BadgerStore) FormatVersion() (uint64, error) {
+func (s *Store) FormatVersion() (uint64, error) {
 	var version uint64
 	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(formatKey)

@@ -1,17 +1,18 @@
-package storetest_test
+package badgerstore_test
 
 import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
 )
 
 // The embedded Badger store passes the suite, in memory and on disk.
 
-func TestBadgerInMemory(t *testing.T) {
+func TestSuiteInMemory(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) taskproxy.Store {
-		s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{InMemory: true})
+		s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -20,9 +21,9 @@ func TestBadgerInMemory(t *testing.T) {
 	})
 }
 
-func TestBadgerOnDisk(t *testing.T) {
+func TestSuiteOnDisk(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) taskproxy.Store {
-		s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: t.TempDir(), SyncWrites: true})
+		s, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir(), SyncWrites: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +33,7 @@ func TestBadgerOnDisk(t *testing.T) {
 }
 
 func BenchmarkBadgerOnDisk(b *testing.B) {
-	s, err := taskproxy.OpenBadgerStore(taskproxy.BadgerOptions{Dir: b.TempDir(), SyncWrites: true})
+	s, err := badgerstore.Open(badgerstore.Options{Dir: b.TempDir(), SyncWrites: true})
 	if err != nil {
 		b.Fatal(err)
 	}

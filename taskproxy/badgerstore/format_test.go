@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"encoding/binary"
@@ -15,7 +15,7 @@ func TestBadgerFormatVersion(t *testing.T) {
 	dir := t.TempDir()
 	setFormat := func(t *testing.T, value []byte) {
 		t.Helper()
-		s, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+		s, err := Open(Options{Dir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestBadgerFormatVersion(t *testing.T) {
 	}
 	reopen := func(t *testing.T) (uint64, error) {
 		t.Helper()
-		s, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+		s, err := Open(Options{Dir: dir})
 		if err != nil {
 			return 0, err
 		}
@@ -48,10 +48,10 @@ func TestBadgerFormatVersion(t *testing.T) {
 		want    uint64
 		wantErr error
 	}{
-		{name: "new store", want: BadgerFormatVersion},
-		{name: "store without a format key", stored: nil, want: BadgerFormatVersion},
-		{name: "same format", stored: binary.BigEndian.AppendUint64(nil, BadgerFormatVersion), want: BadgerFormatVersion},
-		{name: "newer format", stored: binary.BigEndian.AppendUint64(nil, BadgerFormatVersion+1), wantErr: ErrStoreFormatTooNew},
+		{name: "new store", want: FormatVersion},
+		{name: "store without a format key", stored: nil, want: FormatVersion},
+		{name: "same format", stored: binary.BigEndian.AppendUint64(nil, FormatVersion), want: FormatVersion},
+		{name: "newer format", stored: binary.BigEndian.AppendUint64(nil, FormatVersion+1), wantErr: ErrStoreFormatTooNew},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestBadgerFormatVersion(t *testing.T) {
 			got, err := reopen(t)
 			if tt.wantErr != nil {
 				var fe *StoreFormatError
-				if !errors.Is(err, tt.wantErr) || !errors.As(err, &fe) || fe.Found != BadgerFormatVersion+1 {
+				if !errors.Is(err, tt.wantErr) || !errors.As(err, &fe) || fe.Found != FormatVersion+1 {
 					t.Fatalf("open = %v, want %v naming the version found", err, tt.wantErr)
 				}
 				return

@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func vlogDiskBytes(t *testing.T, dir string) int64 {
 func TestScheduledGCReclaimsSweptTasks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := OpenBadgerStore(BadgerOptions{Dir: dir, GCInterval: -1})
+	s, err := Open(Options{Dir: dir, GCInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestScheduledGCReclaimsSweptTasks(t *testing.T) {
 		t.Fatalf("2000 tasks of 10 KB take %d bytes of value log, want over 20 MB", before)
 	}
 
-	s, err = OpenBadgerStore(BadgerOptions{Dir: dir, GCInterval: 20 * time.Millisecond})
+	s, err = Open(Options{Dir: dir, GCInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,16 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 func TestBadgerStats(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBadgerStore(BadgerOptions{Dir: t.TempDir()})
+	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,8 @@ func TestBadgerStats(t *testing.T) {
 			if done == tt.finish || task.Status.Terminal() {
 				continue
 			}
-			if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error {
-				return t.SetStatus(StatusCompleted, "", time.Now())
+			if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error {
+				return t.SetStatus(taskproxy.StatusCompleted, "", time.Now())
 			}); err != nil {
 				t.Fatal(err)
 			}

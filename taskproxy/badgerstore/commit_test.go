@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // One write that Badger refuses fails alone: the good writes of its batch
@@ -22,10 +24,10 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 	}{{"first", 0}, {"middle", 3}, {"last", 5}}
 	for _, tt := range tests {
 		var batch []writeOp
-		var good []*Task
+		var good []*taskproxy.Task
 		for i := range 6 {
 			if i == tt.bad {
-				id := NewTaskID()
+				id := taskproxy.NewTaskID()
 				// Bypasses the store's own size guard, as a write Badger
 				// refuses would: Badger's error hex-dumps the value.
 				batch = append(batch, writeOp{apply: func(txn *badger.Txn) (error, error) {
@@ -70,7 +72,7 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 // it are unaffected.
 func TestStoreRecordTooLarge(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBadgerStore(BadgerOptions{InMemory: true, MaxRecordBytes: 64 << 10})
+	s, err := Open(Options{InMemory: true, MaxRecordBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,25 +80,25 @@ func TestStoreRecordTooLarge(t *testing.T) {
 	big := testTask("alice", time.Now())
 	big.Params = []byte(`{"arguments":"` + strings.Repeat("SECRET", 20000) + `"}`)
 	err = s.Create(ctx, big)
-	var tooLarge *RecordTooLargeError
-	if !errors.Is(err, ErrRecordTooLarge) || !errors.As(err, &tooLarge) || tooLarge.Limit != 64<<10 || strings.Contains(err.Error(), "SECRET") {
-		t.Errorf("oversized Create: err = %v, want a clean ErrRecordTooLarge with the limit", err)
+	var tooLarge *taskproxy.RecordTooLargeError
+	if !errors.Is(err, taskproxy.ErrRecordTooLarge) || !errors.As(err, &tooLarge) || tooLarge.Limit != 64<<10 || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("oversized Create: err = %v, want a clean taskproxy.ErrRecordTooLarge with the limit", err)
 	}
 	small := testTask("alice", time.Now())
 	if err := s.Create(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Update(ctx, "alice", small.ID, func(t *Task) error {
+	_, err = s.Update(ctx, "alice", small.ID, func(t *taskproxy.Task) error {
 		t.Result = []byte(`"` + strings.Repeat("SECRET", 20000) + `"`)
 		return nil
 	})
-	if !errors.Is(err, ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
-		t.Errorf("oversized Update: err = %v, want ErrRecordTooLarge", err)
+	if !errors.Is(err, taskproxy.ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("oversized Update: err = %v, want taskproxy.ErrRecordTooLarge", err)
 	}
 	if got, err := s.Get(ctx, "alice", small.ID); err != nil || got.Result != nil {
 		t.Errorf("after the refused update: %+v, %v; want the record unchanged", got, err)
 	}
-	if _, err := s.Get(ctx, "alice", big.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "alice", big.ID); !errors.Is(err, taskproxy.ErrNotFound) {
 		t.Errorf("the refused create was stored: %v", err)
 	}
 }

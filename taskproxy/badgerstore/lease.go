@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -24,7 +25,7 @@ import (
 var epochKey = []byte("m/epoch")
 
 // nextEpoch records that the store was opened once more.
-func (s *BadgerStore) nextEpoch() error {
+func (s *Store) nextEpoch() error {
 	err := s.db.Update(func(txn *badger.Txn) error {
 		var epoch uint64
 		item, err := txn.Get(epochKey)
@@ -53,11 +54,11 @@ func (s *BadgerStore) nextEpoch() error {
 }
 
 // Holder names this process as a lease holder.
-func (s *BadgerStore) Holder() string { return s.holder }
+func (s *Store) Holder() string { return s.holder }
 
 // holderGone reports whether holder belongs to an earlier opening of the
 // store, whose process cannot still be running.
-func (s *BadgerStore) holderGone(holder string) bool {
+func (s *Store) holderGone(holder string) bool {
 	epoch, _, ok := strings.Cut(strings.TrimPrefix(holder, "e"), "/")
 	if !ok || !strings.HasPrefix(holder, "e") {
 		return false
@@ -67,14 +68,14 @@ func (s *BadgerStore) holderGone(holder string) bool {
 }
 
 // leaseFree reports whether holder may take lease at now.
-func (s *BadgerStore) leaseFree(lease Lease, holder string, now time.Time) bool {
+func (s *Store) leaseFree(lease taskproxy.Lease, holder string, now time.Time) bool {
 	return lease.Holder == "" || lease.Holder == holder || !lease.Expires.After(now) || s.holderGone(lease.Holder)
 }
 
 // Acquire takes or renews the lease, as one compare-and-set. It writes the
 // lease key only, a few bytes, whatever the size of the record.
-func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error) {
-	var out *Task
+func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
+	var out *taskproxy.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
 		t, outcome, fatal := liveRecord(txn, owner, id)
@@ -82,9 +83,9 @@ func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now
 			return outcome, fatal
 		}
 		if !s.leaseFree(t.Lease, holder, now) {
-			return ErrLeaseHeld, nil
+			return taskproxy.ErrLeaseHeld, nil
 		}
-		t.Lease = Lease{Holder: holder, Expires: now.Add(ttl)}
+		t.Lease = taskproxy.Lease{Holder: holder, Expires: now.Add(ttl)}
 		// Only the lease key is written: the record stays as it is.
 		if err := setLease(txn, t.ID, t.Lease); err != nil {
 			return nil, err
@@ -97,8 +98,8 @@ func (s *BadgerStore) Acquire(ctx context.Context, owner, id, holder string, now
 
 // ListActive pages through the active index of every owner. The cursor is
 // the position of the last key returned.
-func (s *BadgerStore) ListActive(ctx context.Context, cursor string, limit int) ([]*Task, string, error) {
-	var tasks []*Task
+func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+	var tasks []*taskproxy.Task
 	next := ""
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -116,7 +117,7 @@ func (s *BadgerStore) ListActive(ctx context.Context, cursor string, limit int) 
 				}
 				next = string(key[len(prefix):])
 				t, err := getRecord(txn, string(key[bytes.LastIndexByte(key, '/')+1:]))
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue
 				}
 				if err != nil {

@@ -1,4 +1,8 @@
-package taskproxy
+// Package badgerstore is the task store on an embedded Badger database: the
+// default backend, for one Caddy process, no setup. It implements
+// taskproxy.Store with taskproxy.AdminLister and taskproxy.StatsReporter,
+// and value-log garbage collection after sweeps (CollectGarbage).
+package badgerstore
 
 import (
 	"bytes"
@@ -11,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 )
@@ -26,7 +31,7 @@ import (
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
 //	m/epoch                                    how many times the store was opened
 //	m/cursor-secret                            the key that signs listing cursors
-//	m/format                                   the format version (badgerformat.go)
+//	m/format                                   the format version (format.go)
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
 // looks like. The sweeper deletes a task and its index keys together; only
@@ -34,8 +39,8 @@ import (
 
 const maxConflictRetries = 64
 
-// BadgerOptions configures OpenBadgerStore.
-type BadgerOptions struct {
+// Options configures Open.
+type Options struct {
 	// Dir is the storage directory; empty with InMemory.
 	Dir string
 	// InMemory keeps everything in memory (tests only).
@@ -47,7 +52,7 @@ type BadgerOptions struct {
 	Logger *zap.Logger
 	// MaxRecordBytes caps the encoded size of one task record; a write of
 	// a larger one fails alone with ErrRecordTooLarge. 0 means
-	// DefaultMaxRecordBytes; it is never more than Badger can store in
+	// taskproxy.DefaultMaxRecordBytes; it is never more than Badger can store in
 	// one value.
 	MaxRecordBytes int
 	// GCInterval is how often value-log garbage collection runs, so that
@@ -61,28 +66,25 @@ type BadgerOptions struct {
 // collection unless configured.
 const DefaultGCInterval = 10 * time.Minute
 
-// DefaultMaxRecordBytes is the record size limit unless configured.
-const DefaultMaxRecordBytes = 32 << 20
-
-// BadgerStore is the Store on an embedded Badger database.
-type BadgerStore struct {
+// Store is the Store on an embedded Badger database.
+type Store struct {
 	db *badger.DB
 	// epoch counts the opens of this store. Badger holds a directory lock,
 	// so a lease held under an older epoch belongs to a process that is
 	// gone and can be taken over at once.
 	epoch  uint64
 	holder string
-	// cursorSecret signs listing cursors (badgercursor.go).
+	// cursorSecret signs listing cursors (cursor.go).
 	cursorSecret []byte
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
 
-	// gcStop ends the scheduled value-log GC (badgersweep.go); gcDone
+	// gcStop ends the scheduled value-log GC (sweep.go); gcDone
 	// closes when it has.
 	gcStop, gcDone chan struct{}
 	gcOnce         sync.Once
 
-	// writes feeds the group committer (badgercommit.go).
+	// writes feeds the group committer (commit.go).
 	writes        chan writeOp
 	committerDone chan struct{}
 
@@ -90,11 +92,11 @@ type BadgerStore struct {
 	closed bool
 }
 
-var _ Store = (*BadgerStore)(nil)
+var _ taskproxy.Store = (*Store)(nil)
 
-// OpenBadgerStore opens (creating if needed) a store with options sized for a
+// Open opens (creating if needed) a store with options sized for a
 // small gateway rather than Badger's defaults, which reserve hundreds of MiB.
-func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
+func Open(o Options) (*Store, error) {
 	opts := badger.DefaultOptions(o.Dir).
 		WithInMemory(o.InMemory).
 		WithSyncWrites(o.SyncWrites).
@@ -114,7 +116,7 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 		WithLogger(badgerLogger{o.Logger})
 	maxRecord := o.MaxRecordBytes
 	if maxRecord <= 0 {
-		maxRecord = DefaultMaxRecordBytes
+		maxRecord = taskproxy.DefaultMaxRecordBytes
 	}
 	// Badger refuses a value longer than a value-log file, and in memory
 	// one above the value threshold, with an error that hex-dumps it.
@@ -128,7 +130,7 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	s := &BadgerStore{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
+	s := &Store{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -156,7 +158,7 @@ func OpenBadgerStore(o BadgerOptions) (*BadgerStore, error) {
 }
 
 // Close closes the database; later calls to any method return ErrClosed.
-func (s *BadgerStore) Close() error {
+func (s *Store) Close() error {
 	// The GC loop first: it takes s.mu, which is held below until the end.
 	s.gcOnce.Do(func() { close(s.gcStop) })
 	<-s.gcDone
@@ -175,11 +177,11 @@ func (s *BadgerStore) Close() error {
 }
 
 // use runs fn unless the store is closed, keeping Close out meanwhile.
-func (s *BadgerStore) use(fn func() error) error {
+func (s *Store) use(fn func() error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return ErrClosed
+		return taskproxy.ErrClosed
 	}
 	return fn()
 }
@@ -193,15 +195,15 @@ func ownerHash(owner string) string {
 
 func ownerPrefix(owner string) []byte { return []byte("o/" + ownerHash(owner) + "/") }
 
-func ownerKey(t *Task) []byte {
+func ownerKey(t *taskproxy.Task) []byte {
 	return fmt.Appendf(ownerPrefix(t.Owner), "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
 }
 
 func activePrefix(owner string) []byte { return []byte("a/" + ownerHash(owner) + "/") }
 
-func activeKey(t *Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
+func activeKey(t *taskproxy.Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
 
-func expiryKey(t *Task) []byte {
+func expiryKey(t *taskproxy.Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
@@ -210,29 +212,29 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 // encodeRecord encodes t for storing, within the record size limit. The
 // lease is left out: it lives under its own key, so that renewing it every
 // few seconds does not rewrite the record, arguments and all.
-func (s *BadgerStore) encodeRecord(t *Task) ([]byte, error) {
+func (s *Store) encodeRecord(t *taskproxy.Task) ([]byte, error) {
 	rec := *t
-	rec.Lease = Lease{}
-	data, err := encodeTask(&rec)
+	rec.Lease = taskproxy.Lease{}
+	data, err := taskproxy.EncodeRecord(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
 	if len(data) > s.maxRecord {
-		return nil, &RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+		return nil, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
 	}
 	return data, nil
 }
 
-func getRecord(txn *badger.Txn, id string) (*Task, error) {
+func getRecord(txn *badger.Txn, id string) (*taskproxy.Task, error) {
 	item, err := txn.Get(recordKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, taskproxy.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", id, err)
 	}
-	var t Task
-	if err := item.Value(func(v []byte) error { return decodeRecord(v, &t) }); err != nil {
+	var t taskproxy.Task
+	if err := item.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &t) }); err != nil {
 		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
 	// A record written before leases had their own key carries its lease.
@@ -249,7 +251,7 @@ func getRecord(txn *badger.Txn, id string) (*Task, error) {
 }
 
 // setLease stores the lease of task id, or deletes it when it is empty.
-func setLease(txn *badger.Txn, id string, lease Lease) error {
+func setLease(txn *badger.Txn, id string, lease taskproxy.Lease) error {
 	if lease.Holder == "" {
 		return txn.Delete(leaseKey(id))
 	}
@@ -262,7 +264,7 @@ func setLease(txn *badger.Txn, id string, lease Lease) error {
 
 // retryConflicts runs fn in a read-write transaction, again on the current
 // data when a concurrent transaction conflicted with it: a compare-and-set.
-func (s *BadgerStore) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
+func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
 	for range maxConflictRetries {
 		err := s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) {
@@ -276,17 +278,17 @@ func (s *BadgerStore) retryConflicts(ctx context.Context, what string, fn func(*
 }
 
 // Get returns the owner's task.
-func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) {
-	var t *Task
+func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
+	var t *taskproxy.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
 			t, err = getRecord(txn, id)
 			switch {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, taskproxy.ErrNotFound):
 				err = tombstone(txn, owner, id)
 			case err == nil && t.Owner != owner:
-				t, err = nil, ErrForeign
+				t, err = nil, taskproxy.ErrForeign
 			}
 			return err
 		})
@@ -295,7 +297,7 @@ func (s *BadgerStore) Get(ctx context.Context, owner, id string) (*Task, error) 
 }
 
 // List pages through the owner index.
-func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error) {
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("listing tasks: the page size must be positive, got %d", limit)
 	}
@@ -308,7 +310,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 		}
 		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
 	}
-	var tasks []*Task
+	var tasks []*taskproxy.Task
 	var next string
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -322,7 +324,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
 				t, err := getRecord(txn, id)
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}
 				if err != nil {
@@ -339,7 +341,7 @@ func (s *BadgerStore) List(ctx context.Context, owner, cursor string, limit int)
 	return tasks, next, nil
 }
 
-func lastKeyPosition(t *Task) []byte {
+func lastKeyPosition(t *taskproxy.Task) []byte {
 	return fmt.Appendf(nil, "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
 }
 
@@ -361,7 +363,7 @@ func validCursorPosition(pos []byte) bool {
 
 // CountActive counts the owner's non-terminal tasks from the active index,
 // reading keys only.
-func (s *BadgerStore) CountActive(ctx context.Context, owner string) (int, error) {
+func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 	n := 0
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {

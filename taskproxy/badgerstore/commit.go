@@ -1,12 +1,12 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -34,7 +34,7 @@ type writeOp struct {
 }
 
 // write hands op to the committer and waits for its outcome.
-func (s *BadgerStore) write(apply func(*badger.Txn) (error, error)) error {
+func (s *Store) write(apply func(*badger.Txn) (error, error)) error {
 	return s.use(func() error {
 		done := make(chan error, 1)
 		s.writes <- writeOp{apply: apply, done: done}
@@ -43,7 +43,7 @@ func (s *BadgerStore) write(apply func(*badger.Txn) (error, error)) error {
 }
 
 // commitWrites is the committer goroutine.
-func (s *BadgerStore) commitWrites() {
+func (s *Store) commitWrites() {
 	defer close(s.committerDone)
 	// With SyncWrites every commit costs Badger two fsyncs (value log and
 	// memtable log), whatever its size: before committing a small batch the
@@ -75,7 +75,7 @@ func (s *BadgerStore) commitWrites() {
 const syncYields = 3
 
 // drain adds the writes waiting, up to maxBatch, to batch.
-func (s *BadgerStore) drain(batch []writeOp) []writeOp {
+func (s *Store) drain(batch []writeOp) []writeOp {
 	for len(batch) < maxBatch {
 		select {
 		case op, ok := <-s.writes:
@@ -95,7 +95,7 @@ func (s *BadgerStore) drain(batch []writeOp) []writeOp {
 // transaction too big for Badger), the batch is split in two and each half
 // committed on its own, down to single writes: only the write at fault
 // fails, and the others commit.
-func (s *BadgerStore) commitBatch(batch []writeOp) []error {
+func (s *Store) commitBatch(batch []writeOp) []error {
 	results := make([]error, len(batch))
 	err := s.retryConflicts(context.Background(), "committing task writes", func(txn *badger.Txn) error {
 		for i, op := range batch {
@@ -114,42 +114,20 @@ func (s *BadgerStore) commitBatch(batch []writeOp) []error {
 		half := len(batch) / 2
 		return append(s.commitBatch(batch[:half]), s.commitBatch(batch[half:])...)
 	}
-	results[0] = cleanStoreError(err)
+	results[0] = taskproxy.CleanStoreError(err)
 	return results
 }
 
-// cleanStoreError keeps the first line of an error: Badger's errors about
-// oversized keys and values go on with a hex dump of the data, which holds
-// another caller's arguments and must reach neither clients nor logs.
-func cleanStoreError(err error) error {
-	msg := err.Error()
-	i := strings.IndexByte(msg, '\n')
-	if i < 0 {
-		return err
-	}
-	return &cleanError{msg: strings.TrimSuffix(strings.TrimSpace(msg[:i]), ":"), err: err}
-}
-
-// cleanError shows a shortened message but still unwraps to the original,
-// so errors.Is keeps working.
-type cleanError struct {
-	msg string
-	err error
-}
-
-func (e *cleanError) Error() string { return e.msg }
-func (e *cleanError) Unwrap() error { return e.err }
-
-// Create stores t with its index keys; see Store.Create.
-func (s *BadgerStore) Create(ctx context.Context, t *Task) error {
+// Create stores t with its index keys; see taskproxy.Store.Create.
+func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
-// Store.CreateWithin. The count runs inside the committer's transaction,
-// whose iterators see the writes made earlier in the same batch, so a batch
-// of concurrent creates is counted as it goes.
-func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) error {
+// taskproxy.Store.CreateWithin. The count runs inside the committer's
+// transaction, whose iterators see the writes made earlier in the same
+// batch, so a batch of concurrent creates is counted as it goes.
+func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
 	apply, err := s.createOp(t, maxActive)
 	if err != nil {
 		return err
@@ -158,7 +136,7 @@ func (s *BadgerStore) CreateWithin(ctx context.Context, t *Task, maxActive int) 
 }
 
 // createOp returns the committer's write of a create.
-func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error, error), error) {
+func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (error, error), error) {
 	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
 	if err != nil {
 		return nil, err
@@ -178,7 +156,7 @@ func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error
 			}
 		}
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
-			return &QuotaError{Limit: maxActive}, nil
+			return &taskproxy.QuotaError{Limit: maxActive}, nil
 		}
 		err := createIn(txn, t, data)
 		if err == nil || refusal(err) {
@@ -190,32 +168,32 @@ func (s *BadgerStore) createOp(t *Task, maxActive int) (func(*badger.Txn) (error
 
 // liveRecord reads the owner's task for a write: a missing, foreign or
 // terminal task is the write's outcome; a read failure fails the batch.
-func liveRecord(txn *badger.Txn, owner, id string) (t *Task, outcome, fatal error) {
+func liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, outcome, fatal error) {
 	t, err := getRecord(txn, id)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, taskproxy.ErrNotFound):
 		return nil, err, nil
 	case err != nil:
 		return nil, nil, err
 	case t.Owner != owner:
-		return nil, ErrForeign, nil
+		return nil, taskproxy.ErrForeign, nil
 	case t.Status.Terminal():
-		return nil, ErrTerminal, nil
+		return nil, taskproxy.ErrTerminal, nil
 	}
 	return t, nil, nil
 }
 
 // refusal reports whether err refuses one create without failing the batch.
 func refusal(err error) bool {
-	var dup *DuplicateError
-	return errors.Is(err, ErrExists) || errors.Is(err, ErrIdempotencyMismatch) || errors.As(err, &dup)
+	var dup *taskproxy.DuplicateError
+	return errors.Is(err, taskproxy.ErrExists) || errors.Is(err, taskproxy.ErrIdempotencyMismatch) || errors.As(err, &dup)
 }
 
 // Update applies fn to the owner's task as a compare-and-set; see
-// Store.Update. A task becoming terminal leaves the active index and drops
-// its lease key.
-func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
-	var out *Task
+// taskproxy.Store.Update. A task becoming terminal leaves the active index
+// and drops its lease key.
+func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
+	var out *taskproxy.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
 		cur, outcome, fatal := liveRecord(txn, owner, id)
@@ -229,15 +207,15 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 		if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
 			return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id), nil
 		}
-		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
-			return fmt.Errorf("%w: %s to %s", ErrBadTransition, cur.Status, next.Status), nil
+		if next.Status != cur.Status && !taskproxy.CanTransition(cur.Status, next.Status) {
+			return fmt.Errorf("%w: %s to %s", taskproxy.ErrBadTransition, cur.Status, next.Status), nil
 		}
 		data, err := s.encodeRecord(next)
 		if err != nil {
 			return err, nil // too large: this write only
 		}
 		if next.Status.Terminal() {
-			next.Lease = Lease{}
+			next.Lease = taskproxy.Lease{}
 			if err := txn.Delete(activeKey(next)); err != nil {
 				return nil, err
 			}
@@ -256,9 +234,9 @@ func (s *BadgerStore) Update(ctx context.Context, owner, id string, fn func(*Tas
 
 // createIn writes t and its index keys in txn, unless its id exists or its
 // idempotency key belongs to a live task.
-func createIn(txn *badger.Txn, t *Task, data []byte) error {
+func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
 	if _, err := txn.Get(recordKey(t.ID)); err == nil {
-		return ErrExists
+		return taskproxy.ErrExists
 	} else if !errors.Is(err, badger.ErrKeyNotFound) {
 		return fmt.Errorf("checking task %s: %w", t.ID, err)
 	}
@@ -290,12 +268,12 @@ func createIn(txn *badger.Txn, t *Task, data []byte) error {
 	return nil
 }
 
-func idempotencyKey(t *Task) []byte {
+func idempotencyKey(t *taskproxy.Task) []byte {
 	return []byte("i/" + ownerHash(t.Owner) + "/" + t.IdempotencyKey)
 }
 
 // checkIdempotency refuses t when a live task of its owner has its key.
-func checkIdempotency(txn *badger.Txn, t *Task) error {
+func checkIdempotency(txn *badger.Txn, t *taskproxy.Task) error {
 	item, err := txn.Get(idempotencyKey(t))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil
@@ -308,14 +286,14 @@ func checkIdempotency(txn *badger.Txn, t *Task) error {
 		return fmt.Errorf("reading idempotency key: %w", err)
 	}
 	prev, err := getRecord(txn, string(id))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, taskproxy.ErrNotFound) {
 		return nil // swept: the key is free again
 	}
 	if err != nil {
 		return err
 	}
 	if prev.Fingerprint != t.Fingerprint {
-		return ErrIdempotencyMismatch
+		return taskproxy.ErrIdempotencyMismatch
 	}
-	return &DuplicateError{TaskID: prev.ID}
+	return &taskproxy.DuplicateError{TaskID: prev.ID}
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
-func newMemStore(t *testing.T) *BadgerStore {
+func newMemStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := OpenBadgerStore(BadgerOptions{InMemory: true})
+	s, err := Open(Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,8 +22,11 @@ func newMemStore(t *testing.T) *BadgerStore {
 	return s
 }
 
-func testTask(owner string, created time.Time) *Task {
-	return &Task{ID: NewTaskID(), Owner: owner, Status: StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
+// errNoChange is an error of an update's function, which aborts it.
+var errNoChange = errors.New("no change")
+
+func testTask(owner string, created time.Time) *taskproxy.Task {
+	return &taskproxy.Task{ID: taskproxy.NewTaskID(), Owner: owner, Status: taskproxy.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
 }
 
 func TestStoreCreateGet(t *testing.T) {
@@ -31,23 +36,23 @@ func TestStoreCreateGet(t *testing.T) {
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, task); !errors.Is(err, ErrExists) {
-		t.Errorf("second Create: err = %v, want ErrExists", err)
+	if err := s.Create(ctx, task); !errors.Is(err, taskproxy.ErrExists) {
+		t.Errorf("second Create: err = %v, want taskproxy.ErrExists", err)
 	}
 	got, err := s.Get(ctx, "alice", task.ID)
-	if err != nil || got.ID != task.ID || got.Status != StatusWorking {
+	if err != nil || got.ID != task.ID || got.Status != taskproxy.StatusWorking {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	tests := []struct{ name, owner, id string }{
 		{"foreign owner", "bob", task.ID},
-		{"unknown id", "alice", NewTaskID()},
+		{"unknown id", "alice", taskproxy.NewTaskID()},
 	}
 	for _, tt := range tests {
-		if _, err := s.Get(ctx, tt.owner, tt.id); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s: err = %v, want ErrNotFound", tt.name, err)
+		if _, err := s.Get(ctx, tt.owner, tt.id); !errors.Is(err, taskproxy.ErrNotFound) {
+			t.Errorf("%s: err = %v, want taskproxy.ErrNotFound", tt.name, err)
 		}
-		if _, err := s.Update(ctx, tt.owner, tt.id, func(*Task) error { return nil }); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s: Update err = %v, want ErrNotFound", tt.name, err)
+		if _, err := s.Update(ctx, tt.owner, tt.id, func(*taskproxy.Task) error { return nil }); !errors.Is(err, taskproxy.ErrNotFound) {
+			t.Errorf("%s: Update err = %v, want taskproxy.ErrNotFound", tt.name, err)
 		}
 	}
 }
@@ -61,15 +66,15 @@ func TestStoreUpdateRules(t *testing.T) {
 	}
 	steps := []struct {
 		name string
-		fn   func(*Task) error
+		fn   func(*taskproxy.Task) error
 		want error
 	}{
-		{"to input_required", func(t *Task) error { t.Status = StatusInputRequired; return nil }, nil},
-		{"fn error aborts", func(t *Task) error { t.Status = StatusFailed; return errNoChange }, errNoChange},
-		{"owner is immutable", func(t *Task) error { t.Owner = "bob"; return nil }, nil /* checked below */},
-		{"to completed", func(t *Task) error { t.Status = StatusCompleted; return nil }, nil},
-		{"terminal never changes", func(t *Task) error { t.Status = StatusWorking; return nil }, ErrTerminal},
-		{"terminal never changes, same status", func(t *Task) error { return nil }, ErrTerminal},
+		{"to input_required", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusInputRequired; return nil }, nil},
+		{"fn error aborts", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusFailed; return errNoChange }, errNoChange},
+		{"owner is immutable", func(t *taskproxy.Task) error { t.Owner = "bob"; return nil }, nil /* checked below */},
+		{"to completed", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }, nil},
+		{"terminal never changes", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusWorking; return nil }, taskproxy.ErrTerminal},
+		{"terminal never changes, same status", func(t *taskproxy.Task) error { return nil }, taskproxy.ErrTerminal},
 	}
 	for _, st := range steps {
 		_, err := s.Update(ctx, "alice", task.ID, st.fn)
@@ -84,16 +89,16 @@ func TestStoreUpdateRules(t *testing.T) {
 		}
 	}
 	got, _ := s.Get(ctx, "alice", task.ID)
-	if got.Status != StatusCompleted {
+	if got.Status != taskproxy.StatusCompleted {
 		t.Errorf("final status %s, want completed", got.Status)
 	}
 	// A forbidden transition is refused even when fn forces it.
 	other := testTask("alice", time.Now())
-	other.Status = StatusCancelled
+	other.Status = taskproxy.StatusCancelled
 	if err := s.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, "alice", other.ID, func(t *Task) error { t.Status = StatusWorking; return nil }); !errors.Is(err, ErrTerminal) {
+	if _, err := s.Update(ctx, "alice", other.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusWorking; return nil }); !errors.Is(err, taskproxy.ErrTerminal) {
 		t.Errorf("cancelled task changed: %v", err)
 	}
 }
@@ -111,7 +116,7 @@ func TestStoreUpdateConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.NextInputKey++; return nil }); err != nil {
+			if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.NextInputKey++; return nil }); err != nil {
 				t.Error(err)
 			}
 		})
@@ -123,15 +128,15 @@ func TestStoreUpdateConcurrent(t *testing.T) {
 	}
 	var wins, terminal int
 	var mu sync.Mutex
-	for _, to := range []Status{StatusCompleted, StatusCancelled, StatusFailed, StatusCancelled} {
+	for _, to := range []taskproxy.Status{taskproxy.StatusCompleted, taskproxy.StatusCancelled, taskproxy.StatusFailed, taskproxy.StatusCancelled} {
 		wg.Go(func() {
-			_, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { return t.SetStatus(to, "", time.Now()) })
+			_, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { return t.SetStatus(to, "", time.Now()) })
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, ErrTerminal):
+			case errors.Is(err, taskproxy.ErrTerminal):
 				terminal++
 			default:
 				t.Error(err)
@@ -159,7 +164,7 @@ func TestStoreListAndCount(t *testing.T) {
 	if err := s.Create(ctx, testTask("bob", base)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, "alice", ids[0], func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", ids[0], func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -207,8 +212,8 @@ func TestStoreListAndCount(t *testing.T) {
 		t.Fatal("bob's first page of one gave no cursor")
 	}
 	for _, bad := range forged {
-		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, ErrInvalidCursor) {
-			t.Errorf("List(cursor %q) err = %v, want ErrInvalidCursor", bad, err)
+		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, taskproxy.ErrInvalidCursor) {
+			t.Errorf("List(cursor %q) err = %v, want taskproxy.ErrInvalidCursor", bad, err)
 		}
 	}
 	if n, err := s.CountActive(ctx, "alice"); err != nil || n != 6 {
@@ -220,7 +225,7 @@ func TestStoreListAndCount(t *testing.T) {
 }
 
 func TestStoreClosed(t *testing.T) {
-	s, err := OpenBadgerStore(BadgerOptions{InMemory: true})
+	s, err := Open(Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +233,10 @@ func TestStoreClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := s.Create(ctx, testTask("a", time.Now())); !errors.Is(err, ErrClosed) {
+	if err := s.Create(ctx, testTask("a", time.Now())); !errors.Is(err, taskproxy.ErrClosed) {
 		t.Errorf("Create on closed store: %v", err)
 	}
-	if _, err := s.Get(ctx, "a", "x"); !errors.Is(err, ErrClosed) {
+	if _, err := s.Get(ctx, "a", "x"); !errors.Is(err, taskproxy.ErrClosed) {
 		t.Errorf("Get on closed store: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -242,7 +247,7 @@ func TestStoreClosed(t *testing.T) {
 func TestStoreOnDisk(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	s, err := OpenBadgerStore(BadgerOptions{Dir: dir, SyncWrites: true})
+	s, err := Open(Options{Dir: dir, SyncWrites: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,13 +255,13 @@ func TestStoreOnDisk(t *testing.T) {
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenBadgerStore(BadgerOptions{Dir: dir}); err == nil {
+	if _, err := Open(Options{Dir: dir}); err == nil {
 		t.Error("a second open of a locked directory succeeded")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	s2, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,29 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
+
+func benchStore(b *testing.B, dir string, sync bool) *Store {
+	s, err := Open(Options{Dir: dir, InMemory: dir == "", SyncWrites: sync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func benchTask() *taskproxy.Task {
+	t := testTask("anonymous", time.Now())
+	t.Params = json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"x"}}`)
+	return t
+}
 
 // processCPU is the CPU time (user and system) of this process so far.
 func processCPU(b *testing.B) time.Duration {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package taskproxy
+package badgerstore
 
 import "io/fs"
 

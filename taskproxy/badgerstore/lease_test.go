@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // Leases with an injected clock: renewal, takeover only after expiry, a
@@ -17,7 +19,7 @@ func TestLeases(t *testing.T) {
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
 	task := testTask("alice", t0)
-	task.Lease = Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +31,10 @@ func TestLeases(t *testing.T) {
 		want   error
 	}{
 		{"owner renews", s.Holder(), 10 * time.Second, nil},
-		{"another holder before expiry", other, 35 * time.Second, ErrLeaseHeld},
+		{"another holder before expiry", other, 35 * time.Second, taskproxy.ErrLeaseHeld},
 		{"owner renews again", s.Holder(), 20 * time.Second, nil},
 		{"another holder right at the renewed expiry", other, 50 * time.Second, nil},
-		{"the first holder has lost it", s.Holder(), 55 * time.Second, ErrLeaseHeld},
+		{"the first holder has lost it", s.Holder(), 55 * time.Second, taskproxy.ErrLeaseHeld},
 		{"the new holder renews", other, 60 * time.Second, nil},
 	}
 	for _, st := range steps {
@@ -44,17 +46,17 @@ func TestLeases(t *testing.T) {
 			t.Errorf("%s: lease = %+v", st.name, got.Lease)
 		}
 	}
-	if _, err := s.Acquire(ctx, "bob", task.ID, other, t0, time.Second); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Acquire(ctx, "bob", task.ID, other, t0, time.Second); !errors.Is(err, taskproxy.ErrNotFound) {
 		t.Errorf("foreign acquire: %v", err)
 	}
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *Task) error { t.Status = StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.Get(ctx, "alice", task.ID)
-	if got.Lease != (Lease{}) {
+	if got.Lease != (taskproxy.Lease{}) {
 		t.Errorf("terminal task keeps its lease %+v", got.Lease)
 	}
-	if _, err := s.Acquire(ctx, "alice", task.ID, other, t0.Add(time.Hour), time.Second); !errors.Is(err, ErrTerminal) {
+	if _, err := s.Acquire(ctx, "alice", task.ID, other, t0.Add(time.Hour), time.Second); !errors.Is(err, taskproxy.ErrTerminal) {
 		t.Errorf("acquire of a terminal task: %v", err)
 	}
 }
@@ -62,18 +64,18 @@ func TestLeases(t *testing.T) {
 func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	first, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	first, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	task := testTask("alice", now)
-	task.Lease = Lease{Holder: first.Holder(), Expires: now.Add(time.Hour)}
+	task.Lease = taskproxy.Lease{Holder: first.Holder(), Expires: now.Add(time.Hour)}
 	if err := first.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Close() // as a crash would leave it: a live-looking lease
-	second, err := OpenBadgerStore(BadgerOptions{Dir: dir})
+	second, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestConcurrentClaims(t *testing.T) {
 	s := newMemStore(t)
 	now := time.Now()
 	task := testTask("alice", now)
-	task.Lease = Lease{Holder: "e999999/p0", Expires: now.Add(-time.Second)} // expired
+	task.Lease = taskproxy.Lease{Holder: "e999999/p0", Expires: now.Add(-time.Second)} // expired
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestConcurrentClaims(t *testing.T) {
 			switch {
 			case err == nil:
 				wins.Add(1)
-			case !errors.Is(err, ErrLeaseHeld):
+			case !errors.Is(err, taskproxy.ErrLeaseHeld):
 				t.Error(err)
 			}
 		})
@@ -123,7 +125,7 @@ func TestListActive(t *testing.T) {
 		owner := []string{"a", "b", "c"}[i%3]
 		task := testTask(owner, time.Now())
 		if i == 3 {
-			task.Status = StatusCompleted
+			task.Status = taskproxy.StatusCompleted
 		} else {
 			want[task.ID] = true
 		}
@@ -166,7 +168,7 @@ func TestSweep(t *testing.T) {
 	old := testTask("alice", now.Add(-2*time.Hour)) // ttl 1h: expired
 	old.IdempotencyKey, old.Fingerprint = "k", "f"
 	fresh := testTask("alice", now)
-	for _, task := range []*Task{old, fresh} {
+	for _, task := range []*taskproxy.Task{old, fresh} {
 		if err := s.Create(ctx, task); err != nil {
 			t.Fatal(err)
 		}
@@ -175,11 +177,11 @@ func TestSweep(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1 deleted", n, err)
 	}
-	if _, err := s.Get(ctx, "alice", old.ID); !errors.Is(err, ErrExpired) {
-		t.Errorf("owner's lookup of a swept task: %v, want ErrExpired", err)
+	if _, err := s.Get(ctx, "alice", old.ID); !errors.Is(err, taskproxy.ErrExpired) {
+		t.Errorf("owner's lookup of a swept task: %v, want taskproxy.ErrExpired", err)
 	}
-	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) {
-		t.Errorf("non-owner's lookup of a swept task: %v, want plain ErrNotFound", err)
+	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrExpired) {
+		t.Errorf("non-owner's lookup of a swept task: %v, want plain taskproxy.ErrNotFound", err)
 	}
 	if _, err := s.Get(ctx, "alice", fresh.ID); err != nil {
 		t.Errorf("fresh task swept: %v", err)
@@ -217,14 +219,14 @@ func TestIdempotentCreate(t *testing.T) {
 		wantErr     error
 	}{
 		{"same key, same arguments", "alice", "args-1", first.ID, nil},
-		{"same key, other arguments", "alice", "args-2", "", ErrIdempotencyMismatch},
+		{"same key, other arguments", "alice", "args-2", "", taskproxy.ErrIdempotencyMismatch},
 		{"same key, other principal", "bob", "args-1", "", nil},
 	}
 	for _, tt := range tests {
 		task := testTask(tt.owner, time.Now())
 		task.IdempotencyKey, task.Fingerprint = "key", tt.fingerprint
 		err := s.Create(ctx, task)
-		var dup *DuplicateError
+		var dup *taskproxy.DuplicateError
 		switch {
 		case tt.dupOf != "":
 			if !errors.As(err, &dup) || dup.TaskID != tt.dupOf {
@@ -242,7 +244,7 @@ func TestIdempotentCreate(t *testing.T) {
 			task := testTask("carol", time.Now())
 			task.IdempotencyKey, task.Fingerprint = "burst", "same"
 			err := s.Create(ctx, task)
-			var dup *DuplicateError
+			var dup *taskproxy.DuplicateError
 			switch {
 			case err == nil:
 				created.Add(1)

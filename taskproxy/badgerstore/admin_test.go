@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // The store-wide listing pages through every owner's tasks newest first,
@@ -15,17 +17,17 @@ func TestBadgerListAll(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	var all []*Task // creation order
+	var all []*taskproxy.Task // creation order
 	for i, spec := range []struct {
 		owner, principal, tool string
-		status                 Status
+		status                 taskproxy.Status
 	}{
-		{"o:alice", "alice", "slow", StatusWorking},
-		{"o:bob", "bob", "slow", StatusCompleted},
-		{"o:alice", "alice", "greet", StatusCompleted},
-		{"o:carol", "carol", "slow", StatusWorking},
-		{"o:bob", "bob", "greet", StatusCancelled},
-		{"o:alice", "alice", "slow", StatusFailed},
+		{"o:alice", "alice", "slow", taskproxy.StatusWorking},
+		{"o:bob", "bob", "slow", taskproxy.StatusCompleted},
+		{"o:alice", "alice", "greet", taskproxy.StatusCompleted},
+		{"o:carol", "carol", "slow", taskproxy.StatusWorking},
+		{"o:bob", "bob", "greet", taskproxy.StatusCancelled},
+		{"o:alice", "alice", "slow", taskproxy.StatusFailed},
 	} {
 		task := testTask(spec.owner, base.Add(time.Duration(i)*time.Second))
 		task.Principal, task.Tool, task.Status = spec.principal, spec.tool, spec.status
@@ -34,7 +36,7 @@ func TestBadgerListAll(t *testing.T) {
 		}
 		all = append(all, task)
 	}
-	ids := func(ts []*Task) []string {
+	ids := func(ts []*taskproxy.Task) []string {
 		var out []string
 		for _, t := range ts {
 			out = append(out, t.ID)
@@ -53,14 +55,14 @@ func TestBadgerListAll(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		filter TaskFilter
+		filter taskproxy.TaskFilter
 		want   []string
 	}{
-		{"everything, newest first", TaskFilter{}, ids(newest)},
-		{"status", TaskFilter{Status: StatusWorking}, pick(3, 0)},
-		{"principal", TaskFilter{Principal: "alice"}, pick(5, 2, 0)},
-		{"tool and status", TaskFilter{Tool: "slow", Status: StatusCompleted}, pick(1)},
-		{"no match", TaskFilter{Principal: "dave"}, nil},
+		{"everything, newest first", taskproxy.TaskFilter{}, ids(newest)},
+		{"status", taskproxy.TaskFilter{Status: taskproxy.StatusWorking}, pick(3, 0)},
+		{"principal", taskproxy.TaskFilter{Principal: "alice"}, pick(5, 2, 0)},
+		{"tool and status", taskproxy.TaskFilter{Tool: "slow", Status: taskproxy.StatusCompleted}, pick(1)},
+		{"no match", taskproxy.TaskFilter{Principal: "dave"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,8 +94,8 @@ func TestBadgerListAll(t *testing.T) {
 	}
 
 	for _, bad := range []string{"x", "!!!", "MDAwMDAwMDAwMDAwMDAwMC8uLi8"} {
-		if _, _, err := s.ListAll(ctx, TaskFilter{}, bad, 10); !errors.Is(err, ErrInvalidCursor) {
-			t.Errorf("cursor %q: err = %v, want ErrInvalidCursor", bad, err)
+		if _, _, err := s.ListAll(ctx, taskproxy.TaskFilter{}, bad, 10); !errors.Is(err, taskproxy.ErrInvalidCursor) {
+			t.Errorf("cursor %q: err = %v, want taskproxy.ErrInvalidCursor", bad, err)
 		}
 	}
 
@@ -101,16 +103,16 @@ func TestBadgerListAll(t *testing.T) {
 	if err != nil || got.Owner != "o:carol" {
 		t.Fatalf("GetAny = %+v, %v", got, err)
 	}
-	if _, err := s.GetAny(ctx, NewTaskID()); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired) {
-		t.Errorf("GetAny of an unknown id: err = %v, want ErrNotFound", err)
+	if _, err := s.GetAny(ctx, taskproxy.NewTaskID()); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrExpired) {
+		t.Errorf("GetAny of an unknown id: err = %v, want taskproxy.ErrNotFound", err)
 	}
 	if _, err := s.Sweep(ctx, base.Add(2*time.Hour), 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetAny(ctx, all[3].ID); !errors.Is(err, ErrExpired) {
-		t.Errorf("GetAny of a swept task: err = %v, want ErrExpired", err)
+	if _, err := s.GetAny(ctx, all[3].ID); !errors.Is(err, taskproxy.ErrExpired) {
+		t.Errorf("GetAny of a swept task: err = %v, want taskproxy.ErrExpired", err)
 	}
-	if page, _, err := s.ListAll(ctx, TaskFilter{}, "", 10); err != nil || len(page) != 0 {
+	if page, _, err := s.ListAll(ctx, taskproxy.TaskFilter{}, "", 10); err != nil || len(page) != 0 {
 		t.Errorf("ListAll after the sweep: %d tasks, %v", len(page), err)
 	}
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // Concurrent creates at a quota: exactly the quota succeeds, whatever
@@ -28,13 +30,13 @@ func TestStoreCreateWithinQuota(t *testing.T) {
 		for range tt.callers {
 			wg.Go(func() {
 				err := s.CreateWithin(ctx, testTask("alice", time.Now()), tt.limit)
-				var q *QuotaError
+				var q *taskproxy.QuotaError
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case err == nil:
 					ok++
-				case errors.As(err, &q) && errors.Is(err, ErrQuotaExceeded) && q.Limit == tt.limit:
+				case errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Limit == tt.limit:
 					refused++
 				default:
 					t.Errorf("%s: unexpected error %v", tt.name, err)
@@ -67,14 +69,14 @@ func TestStoreQuotaCountsActiveOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := testTask("alice", time.Now())
-	ended.Status = StatusCompleted
+	ended.Status = taskproxy.StatusCompleted
 	if err := s.CreateWithin(ctx, ended, 2); err != nil {
 		t.Errorf("a task created terminal was refused: %v", err)
 	}
-	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); !errors.Is(err, ErrQuotaExceeded) {
-		t.Errorf("third active task: err = %v, want ErrQuotaExceeded", err)
+	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
+		t.Errorf("third active task: err = %v, want taskproxy.ErrQuotaExceeded", err)
 	}
-	if _, err := s.Update(ctx, "alice", a.ID, func(t *Task) error { t.Status = StatusCancelled; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", a.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCancelled; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); err != nil {
@@ -97,7 +99,7 @@ func TestStoreQuotaWithinOneBatch(t *testing.T) {
 	}
 	results := s.commitBatch(batch)
 	for i, err := range results {
-		if want := i >= 3; errors.Is(err, ErrQuotaExceeded) != want || (!want && err != nil) {
+		if want := i >= 3; errors.Is(err, taskproxy.ErrQuotaExceeded) != want || (!want && err != nil) {
 			t.Errorf("write %d of the batch: err = %v", i, err)
 		}
 	}

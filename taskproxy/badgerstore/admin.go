@@ -1,4 +1,4 @@
-package taskproxy
+package badgerstore
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -20,19 +21,19 @@ import (
 
 // ListAll pages through every owner's tasks, newest first. The cursor is the
 // position (<createdAt hex>/<taskId>) of the last task returned.
-func (s *BadgerStore) ListAll(ctx context.Context, filter TaskFilter, cursor string, limit int) ([]*Task, string, error) {
+func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor string, limit int) ([]*taskproxy.Task, string, error) {
 	var after []byte
 	if cursor != "" {
 		pos, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil || !validCursorPosition(pos) {
-			return nil, "", ErrInvalidCursor
+			return nil, "", taskproxy.ErrInvalidCursor
 		}
 		after = pos
 	}
 	if limit <= 0 {
 		return nil, "", nil
 	}
-	var tasks []*Task
+	var tasks []*taskproxy.Task
 	var next string
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -59,7 +60,7 @@ func (s *BadgerStore) ListAll(ctx context.Context, filter TaskFilter, cursor str
 				}
 				pos := positions[i]
 				t, err := getRecord(txn, string(pos[17:]))
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}
 				if err != nil {
@@ -105,15 +106,15 @@ func ownerIndexPositions(ctx context.Context, txn *badger.Txn) ([][]byte, error)
 }
 
 // GetAny returns the task with id whatever its owner.
-func (s *BadgerStore) GetAny(ctx context.Context, id string) (*Task, error) {
-	var t *Task
+func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) {
+	var t *taskproxy.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
 			t, err = getRecord(txn, id)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, taskproxy.ErrNotFound) {
 				if _, terr := txn.Get(tombstoneKey(id)); terr == nil {
-					return ErrExpired
+					return taskproxy.ErrExpired
 				}
 			}
 			return err
@@ -123,4 +124,4 @@ func (s *BadgerStore) GetAny(ctx context.Context, id string) (*Task, error) {
 }
 
 // Interface guard
-var _ AdminLister = (*BadgerStore)(nil)
+var _ taskproxy.AdminLister = (*Store)(nil)

@@ -1,0 +1,17 @@
+package taskproxy
+
+import (
+	"testing"
+	"time"
+)
+
+// newMemStore returns a real in-memory store (Badger, through
+// OpenTestStore), closed when the test ends.
+func newMemStore(t testing.TB) Store {
+	t.Helper()
+	return OpenTestStore(t, "", false)
+}
+
+func testTask(owner string, created time.Time) *Task {
+	return &Task{ID: NewTaskID(), Owner: owner, Status: StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
+}
