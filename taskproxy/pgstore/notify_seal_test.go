@@ -95,7 +95,17 @@ func TestRelaySealed(t *testing.T) {
 	defer sub.Close()
 
 	spy := outsider(t)
-	channel := eventChannel(t, sa, schema)
+	var listens int
+	if err := spy.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()").Scan(&listens); err != nil {
+		t.Fatal(err)
+	}
+	if listens != 0 {
+		t.Errorf("the outsider sees %d LISTEN statements of other roles: it can learn the channel", listens)
+	}
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'").Scan(&listens); err != nil || listens < 2 {
+		t.Fatalf("a superuser sees %d LISTEN statements (%v), want the two stores'", listens, err)
+	}
+	channel := eventChannel(t, sa, schema) // the worst case: it learned it anyway
 	if _, err := spy.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
