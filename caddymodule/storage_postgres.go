@@ -111,10 +111,10 @@ func (p *PostgresStorage) StoreName() string {
 func (p *PostgresStorage) Backend() string { return "postgres" }
 
 // OpenStore connects, and creates or migrates the schema.
-func (p *PostgresStorage) OpenStore(*zap.Logger) (taskproxy.Store, error) {
+func (p *PostgresStorage) OpenStore(logger *zap.Logger) (taskproxy.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 	defer cancel()
-	s, err := pgstore.Open(ctx, pgstore.Options{DSN: p.dsn, Schema: p.Schema, MaxConns: p.MaxConns})
+	s, err := pgstore.Open(ctx, pgstore.Options{DSN: p.dsn, Schema: p.Schema, MaxConns: p.MaxConns, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening task store %s: %w", p.StoreName(), err)
 	}

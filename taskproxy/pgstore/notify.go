@@ -3,14 +3,12 @@ package pgstore
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
@@ -21,7 +19,9 @@ import (
 // listens on one dedicated connection, outside the pool, that reconnects
 // with backoff. A payload is the sender's origin, the kind and the task id,
 // plus a progress notification's params when they fit: never task data,
-// receivers re-read the row. Notifications can be lost (the listener
+// receivers re-read the row. Payloads are sealed, and the channel is named,
+// under the schema's secret (seal.go): other roles of the database can
+// neither read nor forge them. Notifications can be lost (the listener
 // reconnecting, a pooler without LISTEN, NoNotify), so the tasks the process
 // has waiters for are also polled: their rows' versions are read every
 // EventPoll, and a version that moved wakes the waiters.
@@ -31,12 +31,13 @@ import (
 const DefaultEventPoll = time.Second
 
 // maxPayload keeps a notification under PostgreSQL's limit (8000 bytes).
+// Sealed and in base64, progress params of up to about 5,850 bytes fit.
 const maxPayload = 7900
 
 // Payload kinds.
 const (
-	kindChanged  = "c"
-	kindProgress = "p"
+	kindChanged  = 'c'
+	kindProgress = 'p'
 )
 
 // relay is the taskproxy.EventRelay of a store.
@@ -44,7 +45,9 @@ type relay struct {
 	s       *Store
 	hub     *taskproxy.Hub
 	channel string
-	origin  string
+	origin  string // originLen random bytes
+	seq     uint64 // numbers the sealed payloads; the sender's only
+	guard   replayGuard
 	out     chan taskproxy.TaskEvent
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -59,12 +62,12 @@ func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
 	if s.closed.Load() {
 		return nil, taskproxy.ErrClosed
 	}
-	var b [8]byte
+	var b [originLen]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, s.fail("naming the event origin", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &relay{s: s, hub: hub, channel: channelName(s.schema), origin: hex.EncodeToString(b[:]),
+	r := &relay{s: s, hub: hub, channel: s.eventChannel, origin: string(b[:]),
 		out: make(chan taskproxy.TaskEvent, 4096), ctx: ctx, cancel: cancel}
 	if !s.noNotify {
 		conn, _ := r.listen() // a failure is retried by the loop
@@ -80,17 +83,6 @@ func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
 		go r.pollLoop(poll)
 	}
 	return r, nil
-}
-
-// channelName is the notification channel of a schema: its name when short
-// enough for an identifier, else a hash of it.
-func channelName(schema string) string {
-	name := "mcp_tasks_events_" + schema
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(schema))
-	return "mcp_tasks_events_" + hex.EncodeToString(sum[:16])
 }
 
 // Send queues ev for NOTIFY; when the queue is full the event is dropped
@@ -112,17 +104,22 @@ func (r *relay) Close() error {
 	return nil
 }
 
-// payload encodes ev, or returns false when it does not fit (large
-// progress params are dropped; the worker's own process still gets them).
+// payload seals ev, or returns false when it does not fit (large progress
+// params are dropped; the worker's own process still gets them).
 func (r *relay) payload(ev taskproxy.TaskEvent) (string, bool) {
-	switch ev.Kind {
-	case taskproxy.EventProgress:
-		p := r.origin + "|" + kindProgress + "|" + ev.TaskID + "|" + string(ev.Params)
-		return p, len(p) <= maxPayload
-	default:
-		p := r.origin + "|" + kindChanged + "|" + ev.TaskID
-		return p, len(p) <= maxPayload
+	kind, params := byte(kindChanged), []byte(nil)
+	if ev.Kind == taskproxy.EventProgress {
+		kind, params = kindProgress, ev.Params
 	}
+	if sealedLen(ev.TaskID, params) > maxPayload {
+		return "", false
+	}
+	r.seq++
+	p, err := sealEvent(r.s.eventAEAD, r.origin, r.seq, kind, ev.TaskID, params)
+	if err != nil {
+		return "", false // polling finds the change
+	}
+	return p, true
 }
 
 // sendLoop sends queued events, as many as are waiting in one statement.
@@ -141,9 +138,12 @@ func (r *relay) sendLoop() {
 		batch = batch[:0]
 		clear(seen)
 		add := func(ev taskproxy.TaskEvent) {
-			p, ok := r.payload(ev)
-			if ok && !seen[p] {
-				seen[p] = true
+			key := string(ev.Kind) + "|" + ev.TaskID + "|" + string(ev.Params)
+			if seen[key] {
+				return
+			}
+			if p, ok := r.payload(ev); ok {
+				seen[key] = true
 				batch = append(batch, p)
 			}
 		}
@@ -220,26 +220,36 @@ func (r *relay) listenLoop(conn *pgx.Conn) {
 	}
 }
 
-// deliver hands a notification of another process to the hub.
+// deliver hands a notification of another process to the hub, if it opens
+// under the schema's key and is neither stale nor replayed. Events of tasks
+// without subscribers here cost the hub one map lookup.
 func (r *relay) deliver(payload string) {
-	origin, rest, ok := strings.Cut(payload, "|")
-	if !ok || origin == r.origin {
+	ev, err := openEvent(r.s.eventAEAD, payload)
+	if err == nil && ev.origin == r.origin {
 		return // ours, delivered locally already
 	}
-	kind, rest, ok := strings.Cut(rest, "|")
-	if !ok {
+	if err == nil && !r.guard.fresh(ev, time.Now()) {
+		err = errors.New("stale or replayed")
+	}
+	if err != nil {
+		r.s.droppedEvents.Add(1)
+		if ce := r.s.log.Check(zap.DebugLevel, "dropped a notification that is not a sealed event of this schema"); ce != nil {
+			ce.Write(zap.String("channel", r.channel), zap.Int("bytes", len(payload)), zap.Error(err))
+		}
 		return
 	}
-	switch kind {
+	switch ev.kind {
 	case kindChanged:
-		r.hub.Deliver(taskproxy.TaskEvent{TaskID: rest, Kind: taskproxy.EventChanged})
+		r.hub.Deliver(taskproxy.TaskEvent{TaskID: ev.id, Kind: taskproxy.EventChanged})
 	case kindProgress:
-		id, params, ok := strings.Cut(rest, "|")
-		if ok {
-			r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventProgress, Params: []byte(params)})
-		}
+		r.hub.Deliver(taskproxy.TaskEvent{TaskID: ev.id, Kind: taskproxy.EventProgress, Params: ev.params})
 	}
 }
+
+// DroppedEvents counts the notifications this store's relays dropped
+// because they did not open under the schema's key (forged, or another
+// schema's) or were stale or replayed (for tests and metrics).
+func (s *Store) DroppedEvents() uint64 { return s.droppedEvents.Load() }
 
 // pollLoop reads the versions of the watched tasks every interval and wakes
 // the waiters of a task whose version moved, appeared or vanished. A task

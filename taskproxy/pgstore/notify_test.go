@@ -88,12 +88,12 @@ func TestRelayBetweenStores(t *testing.T) {
 // again, and the watched tasks are woken since some may have been missed.
 func TestRelayReconnects(t *testing.T) {
 	schema := newSchema(t)
-	_, a := relayed(t, schema)
+	sa, _, a := relayedStore(t, schema)
 	b, _ := relayed(t, schema)
 	sub := b.Subscribe("task-1")
 	defer sub.Close()
 	ctx := context.Background()
-	listen := `LISTEN "mcp_tasks_events_` + schema + `"`
+	listen := `LISTEN "` + eventChannel(t, sa, schema) + `"`
 	listeners := func() int {
 		var n int
 		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = $1", listen).Scan(&n); err != nil {

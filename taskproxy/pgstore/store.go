@@ -11,7 +11,8 @@
 //	            that makes the quota count atomic with the create
 //	tombstones  swept tasks, so that their owner learns "expired"
 //	sessions    session-to-owner bindings
-//	meta        the cursor secret
+//	meta        the cursor secret (also the key of the events between
+//	            replicas, seal.go)
 //
 // Owners and session ids are stored hashed, as in the Badger store. Every
 // write is guarded: a task leaves a non-terminal state at most once, and an
@@ -20,6 +21,7 @@ package pgstore
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
@@ -63,6 +66,9 @@ type Options struct {
 	// NoNotify turns LISTEN/NOTIFY off: replicas learn of each other's
 	// changes by polling alone (for a pooler that does not carry LISTEN).
 	NoNotify bool
+	// Logger receives the store's debug messages (notifications dropped
+	// because they are not sealed events of the schema); nil discards them.
+	Logger *zap.Logger
 }
 
 // DefaultSchema is the schema of the store unless configured.
@@ -84,6 +90,12 @@ type Store struct {
 	// eventPoll and noNotify configure the event relay (notify.go).
 	eventPoll time.Duration
 	noNotify  bool
+	// eventAEAD seals the events and eventChannel is their channel, both
+	// derived from the cursor secret (seal.go).
+	eventAEAD     cipher.AEAD
+	eventChannel  string
+	droppedEvents atomic.Uint64
+	log           *zap.Logger
 }
 
 // Open connects, creates or migrates the schema (safe when several
@@ -105,7 +117,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: connecting: %w", err)
 	}
 	s := &Store{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), maxRecord: o.MaxRecordBytes, writeTimeout: o.WriteTimeout,
-		eventPoll: o.EventPoll, noNotify: o.NoNotify}
+		eventPoll: o.EventPoll, noNotify: o.NoNotify, log: o.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
 	if s.maxRecord <= 0 {
 		s.maxRecord = taskproxy.DefaultMaxRecordBytes
 	}
@@ -117,6 +132,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadCursorSecret(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if s.eventAEAD, s.eventChannel, err = eventKeys(s.cursorSecret); err != nil {
 		pool.Close()
 		return nil, err
 	}
