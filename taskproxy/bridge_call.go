@@ -335,15 +335,26 @@ func newParkedCalls() *parkedCalls { return &parkedCalls{calls: map[string]*park
 
 // take removes and returns the owner's call of state.
 func (p *parkedCalls) take(state, owner string) (*parkedCall, bool) {
+	pc, ok, _ := p.takeCall(state, owner, nil)
+	return pc, ok
+}
+
+// takeCall is take for a retry of a call of tool *name (nil: any tool): a
+// call of another tool is left parked and reported as otherName, since the
+// retry's mode and task decisions are made for the name it carries.
+func (p *parkedCalls) takeCall(state, owner string, name *string) (pc *parkedCall, ok, otherName bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc, ok := p.calls[state]
+	pc, ok = p.calls[state]
 	if !ok || pc.owner != owner {
-		return nil, false
+		return nil, false, false
+	}
+	if name != nil && pc.name != *name {
+		return nil, false, true
 	}
 	delete(p.calls, state)
 	pc.timer.Stop()
-	return pc, true
+	return pc, true, false
 }
 
 // maxParkedCalls bounds the calls waiting for input on one route.
@@ -406,7 +417,14 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 // call goes on for this request.
 func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) error {
 	g := c.g
-	pc, ok := g.bridge.parked.take(state, c.owner)
+	name, _ := stringParam(c.msg.Params, "name")
+	pc, ok, otherName := g.bridge.parked.takeCall(state, c.owner, &name)
+	if otherName {
+		// The tool's mode decided canTask for name: the parked call of
+		// another tool must not run under it.
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
+		return nil
+	}
 	if !ok {
 		c.failModern(Errorf(CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
 		return nil
