@@ -49,6 +49,7 @@ func (b *bridgeState) close() {
 	b.parked.mu.Lock()
 	calls := b.parked.calls
 	b.parked.calls = map[string]*parkedCall{}
+	b.parked.byOwner = map[string]int{}
 	b.parked.mu.Unlock()
 	for _, pc := range calls {
 		// Whether or not its timer fired meanwhile (its take now finds

@@ -225,10 +225,12 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 	if state != "" {
 		return c.resumeBridgedCall(state, canTask, mode)
 	}
+	// Every new call counts against the rate limit, task or not: a call
+	// that waits for input holds an upstream call and session.
+	if c.limited() {
+		return nil
+	}
 	if canTask {
-		if c.limited() {
-			return nil
-		}
 		if e := c.checkQuota(); e != nil {
 			c.failModern(e)
 			return nil
@@ -325,13 +327,24 @@ type parkedCall struct {
 	timer   *time.Timer
 }
 
-// parkedCalls holds them by requestState.
+// parkedCalls holds them by requestState, and counts them per owner.
 type parkedCalls struct {
-	mu    sync.Mutex
-	calls map[string]*parkedCall
+	mu      sync.Mutex
+	calls   map[string]*parkedCall
+	byOwner map[string]int
 }
 
-func newParkedCalls() *parkedCalls { return &parkedCalls{calls: map[string]*parkedCall{}} }
+func newParkedCalls() *parkedCalls {
+	return &parkedCalls{calls: map[string]*parkedCall{}, byOwner: map[string]int{}}
+}
+
+// removeLocked forgets the call of state.
+func (p *parkedCalls) removeLocked(state string, pc *parkedCall) {
+	delete(p.calls, state)
+	if p.byOwner[pc.owner]--; p.byOwner[pc.owner] <= 0 {
+		delete(p.byOwner, pc.owner)
+	}
+}
 
 // take removes and returns the owner's call of state.
 func (p *parkedCalls) take(state, owner string) (*parkedCall, bool) {
@@ -352,13 +365,29 @@ func (p *parkedCalls) takeCall(state, owner string, name *string) (pc *parkedCal
 	if name != nil && pc.name != *name {
 		return nil, false, true
 	}
-	delete(p.calls, state)
+	p.removeLocked(state, pc)
 	pc.timer.Stop()
 	return pc, true, false
 }
 
-// maxParkedCalls bounds the calls waiting for input on one route.
+// maxParkedCalls bounds the calls waiting for input on one route, a
+// backstop behind the per-owner bound.
 const maxParkedCalls = 1024
+
+// defaultParkedPerOwner bounds one owner's calls waiting for input when
+// max_active_per_principal is not set: each holds an upstream call, and
+// one principal must not fill the route's room.
+const defaultParkedPerOwner = 16
+
+// maxParkedPerOwner is the bound on one owner's calls waiting for input:
+// max_active_per_principal when set (a parked call is work in progress, as
+// a task is), else defaultParkedPerOwner.
+func (g *Gateway) maxParkedPerOwner() int {
+	if g.cfg.MaxActivePerOwner > 0 {
+		return g.cfg.MaxActivePerOwner
+	}
+	return defaultParkedPerOwner
+}
 
 // park answers the client input_required for the upstream's request m and
 // keeps the call open for the retry.
@@ -381,6 +410,17 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 	state := NewTaskID()
 	p := g.bridge.parked
 	p.mu.Lock()
+	if limit := g.maxParkedPerOwner(); p.byOwner[pc.owner] >= limit {
+		p.mu.Unlock()
+		bc.cancelUpstream("too many calls of the principal wait for input")
+		bc.run.release()
+		if o := g.cfg.Observer; o != nil {
+			o.Refused("bridge_input")
+		}
+		e := Errorf(CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
+		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		return nil
+	}
 	if len(p.calls) >= maxParkedCalls {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls wait for input")
@@ -396,6 +436,7 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 		}
 	})
 	p.calls[state] = pc
+	p.byOwner[pc.owner]++
 	p.mu.Unlock()
 	requests := map[string]any{}
 	for k, req := range pc.pending {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // askUpstream is a 2025-11-25 server with sessions whose tools ask the
@@ -160,3 +161,84 @@ func TestBridgeRetryOtherTool(t *testing.T) {
 }
 
 func first(m *Message, _ int) *Message { return m }
+
+// refusals is an Observer counting the refusals by reason.
+type refusals struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *refusals) TaskCreated(Era)                      {}
+func (r *refusals) TaskEnded(Era, Status, time.Duration) {}
+func (r *refusals) Refused(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[reason]++
+}
+
+func (r *refusals) of(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[reason]
+}
+
+// One principal's calls waiting for input are bounded by
+// max_active_per_principal (else 16), refused with -32000 over it, and do
+// not take the room of another principal's.
+func TestBridgeParkedPerOwner(t *testing.T) {
+	tests := []struct {
+		name      string
+		maxActive int
+		limit     int
+	}{
+		{"max_active_per_principal", 3, 3},
+		{"default", 0, defaultParkedPerOwner},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newAskUpstream()
+			obs := &refusals{}
+			g := bridgeGateway(t, Config{MaxActivePerOwner: tt.maxActive, Observer: obs})
+			for range tt.limit {
+				parkedState(t, first(bridgedCallOf(t, g, up, "bob", `"name":"ask"`)))
+			}
+			m, _ := bridgedCallOf(t, g, up, "bob", `"name":"ask"`)
+			if m.Error == nil || m.Error.Code != CodeTooManyTasks || !strings.Contains(m.Error.Message, fmt.Sprintf("limit %d", tt.limit)) {
+				t.Fatalf("bob's call over the bound: %s %v, want -32000 naming the limit", m.Result, m.Error)
+			}
+			if obs.of("bridge_input") != 1 {
+				t.Errorf("refusals counted %d, want 1", obs.of("bridge_input"))
+			}
+			// Alice's call still waits for input, and answering it frees
+			// nothing of bob's but ends hers.
+			state := parkedState(t, first(bridgedCallOf(t, g, up, "alice", `"name":"ask"`)))
+			m, _ = bridgedCallOf(t, g, up, "alice", `"name":"ask","inputResponses":{"input-1":{"action":"decline"}},"requestState":"`+state+`"`)
+			if m.Error != nil || !strings.Contains(string(m.Result), "decline") {
+				t.Errorf("alice's retry: %s %v", m.Result, m.Error)
+			}
+			g.bridge.parked.mu.Lock()
+			n, a := g.bridge.parked.byOwner["bob"], g.bridge.parked.byOwner["alice"]
+			g.bridge.parked.mu.Unlock()
+			if n != tt.limit || a != 0 {
+				t.Errorf("parked calls counted bob %d alice %d, want %d and 0", n, a, tt.limit)
+			}
+		})
+	}
+}
+
+// The rate limit applies to bridged calls that cannot become tasks too.
+func TestBridgeRateLimitsPlainCalls(t *testing.T) {
+	up := newAskUpstream()
+	g := bridgeGateway(t, Config{RateLimit: 1}) // bursts of 2
+	codes := []int{}
+	for range 3 {
+		_, status := bridgedCallOf(t, g, up, "bob", `"name":"echo"`)
+		codes = append(codes, status)
+	}
+	if codes[0] != http.StatusOK || codes[2] != http.StatusTooManyRequests {
+		t.Errorf("statuses %v, want the third refused with 429", codes)
+	}
+}
