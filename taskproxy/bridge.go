@@ -243,7 +243,7 @@ func (c *call) serveBridged() error {
 // bridgeDiscover answers server/discover from the upstream's initialize
 // result, with the tasks extension the gateway serves.
 func (c *call) bridgeDiscover(meta requestMeta) error {
-	s, err := c.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
 		c.failModern(c.g.upstreamFailure(err))
 		return nil

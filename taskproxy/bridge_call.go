@@ -79,7 +79,7 @@ func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
 // startBridged acquires the caller's session and starts the request on it.
 func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Error) {
 	g := c.g
-	s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
@@ -136,7 +136,7 @@ func (bc *bridgedCall) restart(c *call) *Error {
 	bc.restarted = true
 	bc.g.bridge.sessions.drop(bc.session)
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
-	s, err := bc.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(bc.meta), c.openBridgeSession(bc.meta))
+	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
 		return bc.g.upstreamFailure(fmt.Errorf("re-opening the upstream session: %w", err))
 	}
@@ -205,7 +205,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// A tool the upstream runs as its own task is followed there
 		// (bridge_task.go); what the upstream runs is learned on the
 		// caller's session.
-		s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
 			c.failModern(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
