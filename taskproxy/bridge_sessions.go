@@ -17,9 +17,9 @@ import (
 // Upstream sessions of the version bridge. A 2025-11-25 server keeps state
 // per session (what the client declared it can answer, the tools it lists
 // for that, its pending requests), so the gateway holds one session per
-// principal and per set of client capabilities it can use (elicitation,
-// sampling, roots: present or not, so at most eight per principal), and
-// never lets another principal's request near it. The table is bounded, in
+// principal, endpoint and set of client capabilities it can use
+// (elicitation, sampling, roots: present or not), and never lets another
+// principal's request near it. The table is bounded, in
 // all and per principal: idle sessions expire; when it is full a new
 // session takes the place of the principal's own least recently used idle
 // one, or of anyone's while the principal holds less than its share; when
@@ -31,7 +31,7 @@ const (
 	// maxBridgeSessions bounds the upstream sessions one route holds.
 	maxBridgeSessions = 256
 	// maxBridgeSessionsPerOwner bounds one principal's: one for each set
-	// of the capabilities the bridge tells apart.
+	// of the capabilities the bridge tells apart, on one endpoint.
 	maxBridgeSessionsPerOwner = 8
 	// bridgeSessionIdle is how long an unused session is kept.
 	bridgeSessionIdle = 10 * time.Minute
@@ -352,12 +352,12 @@ func bridgeCapabilityNames(meta requestMeta) string {
 	return strings.Join(names, ",")
 }
 
-// bridgeSessionKey names the session of the caller with the request's
-// capabilities: by their names only, so that a caller varying their
+// bridgeSessionKey names the session of the caller at the request's
+// endpoint with the request's capabilities: by their names only, so that a caller varying their
 // contents cannot open sessions without end (a later request with other
 // contents shares the session the first one opened).
 func (c *call) bridgeSessionKey(meta requestMeta) string {
-	return c.owner + "\x00" + bridgeCapabilityNames(meta)
+	return c.owner + "\x00" + bridgeEndpoint(c.r) + "\x00" + bridgeCapabilityNames(meta)
 }
 
 // openBridgeSession returns how to open the caller's session: initialize
@@ -377,13 +377,15 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)
+	endpoint := bridgeEndpoint(c.r)
 	return func(ctx context.Context) (*bridgeSession, error) {
 		s, err := g.initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {
 			g.log.Warn("version bridge: opening an upstream session", zap.Error(err))
-			g.bridge.forgetProbe() // the upstream may have changed: probe again
+			g.bridge.forget(endpoint) // the upstream may have changed: probe again
 			return nil, err
 		}
+		g.bridge.confirmLegacy(endpoint) // a 2025-11-25 server is there
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (upstreamcaps.go).
