@@ -146,3 +146,32 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+// A session the upstream no longer knows leaves the table and its owner's
+// count, by drop or by dropID: the owner may open others in its place.
+func TestBridgeSessionDropCounts(t *testing.T) {
+	up := &deleteRecorder{}
+	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	tab := newBridgeSessions(100, time.Hour)
+	defer tab.close()
+	for i := range maxBridgeSessionsPerOwner {
+		key := fmt.Sprintf("k%d", i)
+		s, err := tab.acquire(context.Background(), "bob", key, func(context.Context) (*bridgeSession, error) {
+			return &bridgeSession{id: key, version: "2025-11-25", base: base, next: up}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			tab.drop(s)
+		} else {
+			tab.dropID(key)
+		}
+	}
+	tab.mu.Lock()
+	n, left := tab.owners["bob"], len(tab.byKey)
+	tab.mu.Unlock()
+	if n != 0 || left != 0 {
+		t.Errorf("after dropping all: bob counted %d, table %d; want 0, 0", n, left)
+	}
+}
