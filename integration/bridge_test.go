@@ -513,3 +513,76 @@ func TestBridgeRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeLimits: one principal's calls waiting for input, and its
+// requests with ever other capability contents, take nothing from another
+// principal's (REVIEW 3, 4); a retry must name the waiting call's tool
+// (REVIEW 8).
+func TestBridgeLimits(t *testing.T) {
+	upstreamURL := startTSEverything(t)
+	gw := startGateway(t, gatewayOptions{
+		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
+		Directives: "task_after 300ms\nmax_active_per_principal 3\n" + hmacAuth,
+	})
+	checkNoRace(t, gw)
+	bob := newBridgeClient(t, gw.URL, hmacToken(t, "bob", "t1"), false)
+	alice := newBridgeClient(t, gw.URL, hmacToken(t, "alice", "t1"), false)
+	elicit := map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{}}
+	park := func(c *bridgeClient) (string, string) {
+		t.Helper()
+		res := c.ok("tools/call", map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{}})
+		if str(res["resultType"]) != "input_required" || str(res["requestState"]) == "" {
+			t.Fatalf("call = %v, want input_required", res)
+		}
+		key, _ := onlyInput(t, res["inputRequests"])
+		return str(res["requestState"]), key
+	}
+	var bobStates, bobKeys []string
+	for range 3 {
+		state, key := park(bob)
+		bobStates, bobKeys = append(bobStates, state), append(bobKeys, key)
+	}
+	if m, _, _ := bob.send("tools/call", elicit); m.Error == nil || m.Error.Code != -32000 || !strings.Contains(m.Error.Message, "limit 3") {
+		t.Errorf("bob's fourth call waiting for input: %s %+v, want -32000 naming the limit", m.Result, m.Error)
+	}
+	state, key := park(alice)
+	res := alice.ok("tools/call", map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{},
+		"inputResponses": map[string]any{key: elicitAnswer}, "requestState": state})
+	if !strings.Contains(resultText(t, mustJSON(res)), "Name: Bridget") {
+		t.Errorf("alice's retry = %v", res)
+	}
+
+	t.Run("a retry naming another tool", func(t *testing.T) {
+		bob := bob.on(t)
+		retry := func(name string) (*taskproxy.Message, int) {
+			m, _, status := bob.send("tools/call", map[string]any{"name": name, "arguments": map[string]any{"message": "x"},
+				"inputResponses": map[string]any{bobKeys[0]: elicitAnswer}, "requestState": bobStates[0]})
+			return m, status
+		}
+		if m, status := retry("echo"); m.Error == nil || m.Error.Code != -32602 || status != 400 {
+			t.Errorf("retry as echo: HTTP %d %s %+v, want 400 -32602", status, m.Result, m.Error)
+		}
+		if m, _ := retry("trigger-elicitation-request"); m.Error != nil || !strings.Contains(resultText(t, m.Result), "Name: Bridget") {
+			t.Errorf("retry of the call: %s %+v, want its result", m.Result, m.Error)
+		}
+	})
+
+	t.Run("capability contents do not multiply sessions", func(t *testing.T) {
+		opened := func(who string) int {
+			return len(regexp.MustCompile(`"owner":"[^"]*:`+who+`","upstream_session":"`).FindAllString(gw.logs(), -1))
+		}
+		bob := newBridgeClient(t, gw.URL, hmacToken(t, "bob", "t1"), false)
+		before, aliceBefore := opened("bob"), opened("alice")
+		for i := range 20 {
+			bob.caps["roots"] = map[string]any{"x" + string(rune('a'+i)): 1}
+			bob.ok("tools/list", nil)
+		}
+		if n := opened("bob") - before; n != 1 {
+			t.Errorf("bob's 20 tools/list with other roots contents opened %d sessions, want 1", n)
+		}
+		alice.on(t).ok("tools/list", nil)
+		if n := opened("alice"); n != aliceBefore || n != 1 {
+			t.Errorf("alice's sessions opened %d (before bob's %d), want her one session kept", n, aliceBefore)
+		}
+	})
+}

@@ -25,21 +25,32 @@ import (
 // upgraded (or replaced) is noticed after at most this long.
 const bridgeProbeTTL = 5 * time.Minute
 
-// bridgeState is a gateway's bridge: what the probe learned, the upstream
-// sessions and the multi-round-trip calls waiting for input.
-type bridgeState struct {
-	mu       sync.Mutex
+// maxProbeVerdicts bounds the endpoints whose probe answers one route
+// keeps: a route matching a prefix serves any path a caller sends.
+const maxProbeVerdicts = 64
+
+// probeVerdict is what the probe learned of one endpoint.
+type probeVerdict struct {
 	known    bool      // a probe gave a usable answer
-	legacy   bool      // the upstream does not speak 2026-07-28
+	legacy   bool      // the upstream does not speak 2026-07-28 there
 	probedAt time.Time // when
 	probing  chan struct{}
+}
+
+// bridgeState is a gateway's bridge: what the probe learned per endpoint,
+// the upstream sessions and the multi-round-trip calls waiting for input.
+type bridgeState struct {
+	mu       sync.Mutex
+	verdicts map[string]*probeVerdict // by bridgeEndpoint
+	// pinned, set by tests (learned), answers for every endpoint.
+	pinned *bool
 
 	sessions *bridgeSessions
 	parked   *parkedCalls
 }
 
 func newBridgeState() *bridgeState {
-	return &bridgeState{sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
+	return &bridgeState{verdicts: map[string]*probeVerdict{}, sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
 }
 
 // close lets go of what the bridge holds when its configuration goes: the
@@ -49,6 +60,7 @@ func (b *bridgeState) close() {
 	b.parked.mu.Lock()
 	calls := b.parked.calls
 	b.parked.calls = map[string]*parkedCall{}
+	b.parked.byOwner = map[string]int{}
 	b.parked.mu.Unlock()
 	for _, pc := range calls {
 		// Whether or not its timer fired meanwhile (its take now finds
@@ -78,20 +90,37 @@ func (c *call) bridges() bool {
 	return c.g.upstreamIsLegacy(c.r, c.next)
 }
 
-// upstreamIsLegacy returns the cached probe answer, probing when there is
-// none or it is stale. Only one probe runs at a time; the others wait for
-// it. A probe that learns nothing (the upstream is down, or refuses the
-// caller) is not kept, and the request is passed through as before.
+// bridgeEndpoint names the upstream endpoint a request goes to: a route
+// may serve several hosts and paths, and each may be another server.
+func bridgeEndpoint(r *http.Request) string {
+	return strings.ToLower(r.Host) + r.URL.Path
+}
+
+// upstreamIsLegacy returns the cached probe answer for the request's
+// endpoint, probing when there is none or it is stale. Only one probe of an
+// endpoint runs at a time; the others wait for it. A probe that learns
+// nothing (the upstream is down, or refuses the caller) is not kept, and
+// the request is passed through as before. Nor is a 404 or 405, which any
+// path the upstream does not serve answers: the request is bridged, and the
+// verdict kept only once an upstream session opens there (confirmLegacy).
 func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 	b := g.bridge
+	endpoint := bridgeEndpoint(r)
 	for {
 		b.mu.Lock()
-		if b.known && time.Since(b.probedAt) < bridgeProbeTTL {
-			legacy := b.legacy
+		if b.pinned != nil {
+			legacy := *b.pinned
 			b.mu.Unlock()
 			return legacy
 		}
-		if wait := b.probing; wait != nil {
+		v := b.verdicts[endpoint]
+		if v != nil && v.known && time.Since(v.probedAt) < bridgeProbeTTL {
+			legacy := v.legacy
+			b.mu.Unlock()
+			return legacy
+		}
+		if v != nil && v.probing != nil {
+			wait := v.probing
 			b.mu.Unlock()
 			select {
 			case <-wait:
@@ -100,37 +129,93 @@ func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 				return false
 			}
 		}
+		if v == nil {
+			v = &probeVerdict{}
+			b.makeRoomLocked()
+			b.verdicts[endpoint] = v
+		}
 		done := make(chan struct{})
-		b.probing = done
+		v.probing = done
 		b.mu.Unlock()
 
-		legacy, known := g.probeUpstream(r, next)
+		legacy, known, notFound := g.probeUpstream(r, next)
 		b.mu.Lock()
-		was, wasKnown := b.legacy, b.known
-		b.probing = nil
-		if known {
-			b.known, b.legacy, b.probedAt = true, legacy, time.Now()
+		was, wasKnown := v.legacy, v.known
+		v.probing = nil
+		if known && !(legacy && notFound) {
+			v.known, v.legacy, v.probedAt = true, legacy, time.Now()
+		}
+		kept := v.known
+		if !kept && b.verdicts[endpoint] == v {
+			delete(b.verdicts, endpoint)
 		}
 		b.mu.Unlock()
 		close(done)
-		if known && (!wasKnown || was != legacy) {
-			g.log.Info("upstream protocol probed", zap.Bool("speaks_2026_07_28", !legacy), zap.Bool("version_bridge", legacy))
+		if kept && (!wasKnown || was != legacy) {
+			g.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !legacy), zap.Bool("version_bridge", legacy))
 		}
 		return known && legacy
 	}
 }
 
-// learned records what the upstream speaks as a probe would.
+// makeRoomLocked keeps the verdicts within their bound: the stale ones go,
+// then the oldest.
+func (b *bridgeState) makeRoomLocked() {
+	if len(b.verdicts) < maxProbeVerdicts {
+		return
+	}
+	var oldest string
+	for k, v := range b.verdicts {
+		if v.probing != nil {
+			continue
+		}
+		if time.Since(v.probedAt) >= bridgeProbeTTL {
+			delete(b.verdicts, k)
+			continue
+		}
+		if oldest == "" || v.probedAt.Before(b.verdicts[oldest].probedAt) {
+			oldest = k
+		}
+	}
+	if len(b.verdicts) >= maxProbeVerdicts && oldest != "" {
+		delete(b.verdicts, oldest)
+	}
+}
+
+// confirmLegacy keeps the verdict that endpoint, which answered the probe
+// 404 or 405, speaks only 2025-11-25: an upstream session opened there.
+func (b *bridgeState) confirmLegacy(endpoint string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v := b.verdicts[endpoint]; v != nil && (v.known || v.probing != nil) {
+		return // probed meanwhile: that answer stands
+	}
+	b.makeRoomLocked()
+	b.verdicts[endpoint] = &probeVerdict{known: true, legacy: true, probedAt: time.Now()}
+}
+
+// learned pins what the upstream speaks at every endpoint, as tests need.
 func (b *bridgeState) learned(legacy bool) {
 	b.mu.Lock()
-	b.known, b.legacy, b.probedAt = true, legacy, time.Now()
+	b.pinned = &legacy
 	b.mu.Unlock()
 }
 
-// forgetProbe makes the next 2026-07-28 request probe again.
+// forgetProbe makes the next 2026-07-28 request of every endpoint probe
+// again.
 func (b *bridgeState) forgetProbe() {
 	b.mu.Lock()
-	b.known = false
+	b.pinned = nil
+	b.verdicts = map[string]*probeVerdict{}
+	b.mu.Unlock()
+}
+
+// forget makes the next 2026-07-28 request of endpoint probe again.
+func (b *bridgeState) forget(endpoint string) {
+	b.mu.Lock()
+	if v := b.verdicts[endpoint]; v != nil && v.probing == nil {
+		delete(b.verdicts, endpoint)
+	}
 	b.mu.Unlock()
 }
 
@@ -139,7 +224,9 @@ func (b *bridgeState) forgetProbe() {
 // 2026-07-28 error codes, is a modern server; a refusal of the caller (401,
 // 403) or a failure to reach it says nothing; anything else (a 400 asking
 // for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
-func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, known bool) {
+// notFound reports a 404 or 405, which says as much of a path the upstream
+// does not serve at all.
+func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, known, notFound bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	id := json.RawMessage(`"` + gatewayIDPrefix + `probe"`)
@@ -150,14 +237,25 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 	// A detached copy: the probe must not write to the client request's
 	// handler state (Caddy's variables), which the request itself uses next.
 	req := newUpstreamRequest(ctx, g.cfg.Detach(r), body)
-	req.Header.Del(headerSessionID)
-	req.Header.Del(headerName)
+	// The verdict serves every caller of the endpoint, so the probe carries
+	// none of this caller's headers (cookies, session ids, headers of its
+	// own choosing that could steer the upstream's answer), only the Host
+	// (the request's, which routes it) and Authorization: an upstream that
+	// wants credentials refuses the probe without them, and a refusal
+	// (401, 403) is never kept.
+	req.Header = http.Header{
+		"Content-Type": req.Header.Values("Content-Type"),
+		"Accept":       req.Header.Values("Accept"),
+	}
+	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
+		req.Header["Authorization"] = auth
+	}
 	req.Header.Set(headerProtocolVersion, string(EraModern))
 	req.Header.Set(headerMethod, "server/discover")
 	resp, err := callUpstream(next, req)
 	if err != nil {
 		g.log.Warn("probing the upstream's protocol", zap.Error(err))
-		return false, false
+		return false, false, false
 	}
 	var answer *Message
 	if resp.Status >= 200 && resp.Status <= 299 {
@@ -182,7 +280,8 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 		finishBody(resp.Body, time.Second)
 		answer, _ = ParseMessage(data)
 	}
-	return classifyProbe(resp.Status, answer)
+	legacy, known = classifyProbe(resp.Status, answer)
+	return legacy, known, resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed
 }
 
 // classifyProbe is probeUpstream's reading of an answer.
@@ -242,7 +341,7 @@ func (c *call) serveBridged() error {
 // bridgeDiscover answers server/discover from the upstream's initialize
 // result, with the tasks extension the gateway serves.
 func (c *call) bridgeDiscover(meta requestMeta) error {
-	s, err := c.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
 		c.failModern(c.g.upstreamFailure(err))
 		return nil

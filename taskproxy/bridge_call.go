@@ -79,7 +79,7 @@ func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
 // startBridged acquires the caller's session and starts the request on it.
 func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Error) {
 	g := c.g
-	s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
@@ -136,7 +136,7 @@ func (bc *bridgedCall) restart(c *call) *Error {
 	bc.restarted = true
 	bc.g.bridge.sessions.drop(bc.session)
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
-	s, err := bc.g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(bc.meta), c.openBridgeSession(bc.meta))
+	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
 		return bc.g.upstreamFailure(fmt.Errorf("re-opening the upstream session: %w", err))
 	}
@@ -205,7 +205,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// A tool the upstream runs as its own task is followed there
 		// (bridge_task.go); what the upstream runs is learned on the
 		// caller's session.
-		s, err := g.bridge.sessions.acquire(c.r.Context(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
 			c.failModern(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
@@ -225,10 +225,12 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 	if state != "" {
 		return c.resumeBridgedCall(state, canTask, mode)
 	}
+	// Every new call counts against the rate limit, task or not: a call
+	// that waits for input holds an upstream call and session.
+	if c.limited() {
+		return nil
+	}
 	if canTask {
-		if c.limited() {
-			return nil
-		}
 		if e := c.checkQuota(); e != nil {
 			c.failModern(e)
 			return nil
@@ -325,29 +327,67 @@ type parkedCall struct {
 	timer   *time.Timer
 }
 
-// parkedCalls holds them by requestState.
+// parkedCalls holds them by requestState, and counts them per owner.
 type parkedCalls struct {
-	mu    sync.Mutex
-	calls map[string]*parkedCall
+	mu      sync.Mutex
+	calls   map[string]*parkedCall
+	byOwner map[string]int
 }
 
-func newParkedCalls() *parkedCalls { return &parkedCalls{calls: map[string]*parkedCall{}} }
+func newParkedCalls() *parkedCalls {
+	return &parkedCalls{calls: map[string]*parkedCall{}, byOwner: map[string]int{}}
+}
+
+// removeLocked forgets the call of state.
+func (p *parkedCalls) removeLocked(state string, pc *parkedCall) {
+	delete(p.calls, state)
+	if p.byOwner[pc.owner]--; p.byOwner[pc.owner] <= 0 {
+		delete(p.byOwner, pc.owner)
+	}
+}
 
 // take removes and returns the owner's call of state.
 func (p *parkedCalls) take(state, owner string) (*parkedCall, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc, ok := p.calls[state]
-	if !ok || pc.owner != owner {
-		return nil, false
-	}
-	delete(p.calls, state)
-	pc.timer.Stop()
-	return pc, true
+	pc, ok, _ := p.takeCall(state, owner, nil)
+	return pc, ok
 }
 
-// maxParkedCalls bounds the calls waiting for input on one route.
+// takeCall is take for a retry of a call of tool *name (nil: any tool): a
+// call of another tool is left parked and reported as otherName, since the
+// retry's mode and task decisions are made for the name it carries.
+func (p *parkedCalls) takeCall(state, owner string, name *string) (pc *parkedCall, ok, otherName bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok = p.calls[state]
+	if !ok || pc.owner != owner {
+		return nil, false, false
+	}
+	if name != nil && pc.name != *name {
+		return nil, false, true
+	}
+	p.removeLocked(state, pc)
+	pc.timer.Stop()
+	return pc, true, false
+}
+
+// maxParkedCalls bounds the calls waiting for input on one route, a
+// backstop behind the per-owner bound.
 const maxParkedCalls = 1024
+
+// defaultParkedPerOwner bounds one owner's calls waiting for input when
+// max_active_per_principal is not set: each holds an upstream call, and
+// one principal must not fill the route's room.
+const defaultParkedPerOwner = 16
+
+// maxParkedPerOwner is the bound on one owner's calls waiting for input:
+// max_active_per_principal when set (a parked call is work in progress, as
+// a task is), else defaultParkedPerOwner.
+func (g *Gateway) maxParkedPerOwner() int {
+	if g.cfg.MaxActivePerOwner > 0 {
+		return g.cfg.MaxActivePerOwner
+	}
+	return defaultParkedPerOwner
+}
 
 // park answers the client input_required for the upstream's request m and
 // keeps the call open for the retry.
@@ -370,6 +410,17 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 	state := NewTaskID()
 	p := g.bridge.parked
 	p.mu.Lock()
+	if limit := g.maxParkedPerOwner(); p.byOwner[pc.owner] >= limit {
+		p.mu.Unlock()
+		bc.cancelUpstream("too many calls of the principal wait for input")
+		bc.run.release()
+		if o := g.cfg.Observer; o != nil {
+			o.Refused("bridge_input")
+		}
+		e := Errorf(CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
+		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		return nil
+	}
 	if len(p.calls) >= maxParkedCalls {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls wait for input")
@@ -385,6 +436,7 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 		}
 	})
 	p.calls[state] = pc
+	p.byOwner[pc.owner]++
 	p.mu.Unlock()
 	requests := map[string]any{}
 	for k, req := range pc.pending {
@@ -406,7 +458,14 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 // call goes on for this request.
 func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) error {
 	g := c.g
-	pc, ok := g.bridge.parked.take(state, c.owner)
+	name, _ := stringParam(c.msg.Params, "name")
+	pc, ok, otherName := g.bridge.parked.takeCall(state, c.owner, &name)
+	if otherName {
+		// The tool's mode decided canTask for name: the parked call of
+		// another tool must not run under it.
+		c.failModern(Errorf(CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
+		return nil
+	}
 	if !ok {
 		c.failModern(Errorf(CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
 		return nil

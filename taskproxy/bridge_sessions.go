@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,14 +17,22 @@ import (
 // Upstream sessions of the version bridge. A 2025-11-25 server keeps state
 // per session (what the client declared it can answer, the tools it lists
 // for that, its pending requests), so the gateway holds one session per
-// principal and per set of client capabilities, and never lets another
-// principal's request near it. The table is bounded: idle sessions expire,
-// the least recently used idle one goes when it is full, and a session the
-// gateway lets go is ended upstream with DELETE. Nothing of it is stored.
+// principal, endpoint and set of client capabilities it can use
+// (elicitation, sampling, roots: present or not), and never lets another
+// principal's request near it. The table is bounded, in
+// all and per principal: idle sessions expire; when it is full a new
+// session takes the place of the principal's own least recently used idle
+// one, or of anyone's while the principal holds less than its share; when
+// every session is in use the new one is refused (the bound is never
+// exceeded). A session the gateway lets go is ended upstream with DELETE.
+// Nothing of it is stored.
 
 const (
 	// maxBridgeSessions bounds the upstream sessions one route holds.
 	maxBridgeSessions = 256
+	// maxBridgeSessionsPerOwner bounds one principal's: one for each set
+	// of the capabilities the bridge tells apart, on one endpoint.
+	maxBridgeSessionsPerOwner = 8
 	// bridgeSessionIdle is how long an unused session is kept.
 	bridgeSessionIdle = 10 * time.Minute
 	// bridgeLegacyVersion is the version the bridge speaks upstream.
@@ -69,24 +78,33 @@ func (s *bridgeSession) release() {
 
 // bridgeSessions is the table of a route's upstream sessions.
 type bridgeSessions struct {
-	mu      sync.Mutex
-	byKey   map[string]*bridgeSession
-	max     int
-	idle    time.Duration
-	closed  bool
-	sweeper bool
-	stop    chan struct{}
-	log     *zap.Logger
+	mu       sync.Mutex
+	byKey    map[string]*bridgeSession
+	owners   map[string]int // sessions in byKey per owner
+	max      int
+	perOwner int
+	idle     time.Duration
+	closed   bool
+	sweeper  bool
+	stop     chan struct{}
+	log      *zap.Logger
 }
 
 func newBridgeSessions(max int, idle time.Duration) *bridgeSessions {
-	return &bridgeSessions{byKey: map[string]*bridgeSession{}, max: max, idle: idle, stop: make(chan struct{}), log: zap.NewNop()}
+	return &bridgeSessions{byKey: map[string]*bridgeSession{}, owners: map[string]int{}, max: max, perOwner: min(max, maxBridgeSessionsPerOwner),
+		idle: idle, stop: make(chan struct{}), log: zap.NewNop()}
 }
 
-// acquire returns the session of key, opening it with open when there is
-// none; concurrent callers of one key wait for the one open. The caller
-// must release it.
-func (t *bridgeSessions) acquire(ctx context.Context, key string, open func(ctx context.Context) (*bridgeSession, error)) (*bridgeSession, error) {
+// acquireBridgeSession returns the caller's session for the request's
+// capabilities (see acquire).
+func (c *call) acquireBridgeSession(meta requestMeta) (*bridgeSession, error) {
+	return c.g.bridge.sessions.acquire(c.r.Context(), c.owner, c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+}
+
+// acquire returns owner's session of key, opening it with open when there
+// is none and the table has room for it; concurrent callers of one key
+// wait for the one open. The caller must release it.
+func (t *bridgeSessions) acquire(ctx context.Context, owner, key string, open func(ctx context.Context) (*bridgeSession, error)) (*bridgeSession, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -98,10 +116,18 @@ func (t *bridgeSessions) acquire(ctx context.Context, key string, open func(ctx 
 	}
 	s, ok := t.byKey[key]
 	if !ok {
-		s = &bridgeSession{table: t, key: key, ready: make(chan struct{})}
+		evicted, refusal := t.makeRoomLocked(owner, time.Now())
+		if refusal != nil {
+			t.mu.Unlock()
+			t.end(evicted)
+			return nil, refusal
+		}
+		s = &bridgeSession{table: t, key: key, owner: owner, ready: make(chan struct{})}
 		t.byKey[key] = s
+		t.owners[owner]++
 		s.refs++
 		t.mu.Unlock()
+		t.end(evicted)
 		// The open outlives the request that started it: others wait for it.
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		opened, err := open(octx)
@@ -109,14 +135,14 @@ func (t *bridgeSessions) acquire(ctx context.Context, key string, open func(ctx 
 		t.mu.Lock()
 		if err != nil {
 			s.err = err
-			delete(t.byKey, key)
+			t.deleteLocked(s)
 		} else {
-			s.id, s.version, s.owner = opened.id, opened.version, opened.owner
+			s.id, s.version = opened.id, opened.version
 			s.capabilities, s.serverInfo, s.instructions = opened.capabilities, opened.serverInfo, opened.instructions
 			s.base, s.next = opened.base, opened.next
 		}
 		close(s.ready)
-		evicted := t.evictLocked(time.Now())
+		evicted = t.evictLocked(time.Now())
 		t.mu.Unlock()
 		t.end(evicted)
 		if err != nil {
@@ -143,34 +169,79 @@ func (t *bridgeSessions) acquire(ctx context.Context, key string, open func(ctx 
 // that the next acquire opens a new session.
 func (t *bridgeSessions) drop(s *bridgeSession) {
 	t.mu.Lock()
-	if t.byKey[s.key] == s {
-		delete(t.byKey, s.key)
-	}
+	t.deleteLocked(s)
 	t.mu.Unlock()
+}
+
+// deleteLocked removes s from the table, if it is still there.
+func (t *bridgeSessions) deleteLocked(s *bridgeSession) {
+	if t.byKey[s.key] != s {
+		return
+	}
+	delete(t.byKey, s.key)
+	if t.owners[s.owner]--; t.owners[s.owner] <= 0 {
+		delete(t.owners, s.owner)
+	}
+}
+
+// idleLocked reports whether s may be let go: opened, and no call uses it.
+func idleLocked(s *bridgeSession) bool { return s.refs == 0 && isClosed(s.ready) }
+
+// makeRoomLocked makes room for one more session of owner, or says why
+// there is none. It expires the idle sessions first; then, with owner at
+// its own bound, owner's least recently used idle session goes; with the
+// table full, owner's own goes first, and another owner's only while owner
+// holds less than its share of the table (the bound over the owners
+// holding sessions), so that no one displaces others to hold more. It
+// returns the sessions to be ended.
+func (t *bridgeSessions) makeRoomLocked(owner string, now time.Time) ([]*bridgeSession, *Error) {
+	out := t.evictLocked(now)
+	lru := func(ofOwner bool) *bridgeSession {
+		var oldest *bridgeSession
+		for _, s := range t.byKey {
+			if (s.owner == owner) == ofOwner && idleLocked(s) && (oldest == nil || s.lastUsed.Before(oldest.lastUsed)) {
+				oldest = s
+			}
+		}
+		return oldest
+	}
+	if t.owners[owner] >= t.perOwner {
+		s := lru(true)
+		if s == nil {
+			return out, Errorf(CodeTooManyTasks, "too many upstream sessions of the version bridge in use for this principal (limit %d); retry when a call has ended", t.perOwner)
+		}
+		t.deleteLocked(s)
+		out = append(out, s)
+	}
+	if len(t.byKey) < t.max {
+		return out, nil
+	}
+	s := lru(true)
+	if s == nil {
+		owners := len(t.owners)
+		if t.owners[owner] == 0 {
+			owners++
+		}
+		if t.owners[owner] < max(1, t.max/owners) {
+			s = lru(false)
+		}
+	}
+	if s == nil {
+		return out, Errorf(CodeTooManyTasks, "the version bridge holds as many upstream sessions as it may (limit %d), all in use; retry later", t.max)
+	}
+	t.deleteLocked(s)
+	return append(out, s), nil
 }
 
 // evictLocked removes the sessions idle for too long and, over the bound,
 // the least recently used idle ones; it returns them to be ended.
 func (t *bridgeSessions) evictLocked(now time.Time) []*bridgeSession {
 	var out []*bridgeSession
-	for k, s := range t.byKey {
-		if s.refs == 0 && isClosed(s.ready) && now.Sub(s.lastUsed) > t.idle {
-			delete(t.byKey, k)
+	for _, s := range t.byKey {
+		if idleLocked(s) && now.Sub(s.lastUsed) > t.idle {
+			t.deleteLocked(s)
 			out = append(out, s)
 		}
-	}
-	for len(t.byKey) > t.max {
-		var oldest *bridgeSession
-		for _, s := range t.byKey {
-			if s.refs == 0 && isClosed(s.ready) && (oldest == nil || s.lastUsed.Before(oldest.lastUsed)) {
-				oldest = s
-			}
-		}
-		if oldest == nil {
-			break // every session is in use: the bound is exceeded until one is free
-		}
-		delete(t.byKey, oldest.key)
-		out = append(out, oldest)
 	}
 	return out
 }
@@ -218,6 +289,7 @@ func (t *bridgeSessions) close() {
 		}
 		delete(t.byKey, k)
 	}
+	t.owners = map[string]int{}
 	t.mu.Unlock()
 	t.end(all)
 }
@@ -268,10 +340,24 @@ func bridgeCapabilities(meta requestMeta) json.RawMessage {
 	return out
 }
 
-// bridgeSessionKey names the session of the caller with the request's
-// capabilities.
+// bridgeCapabilityNames names the capabilities of bridgeCapabilities
+// the request declares, in a fixed order.
+func bridgeCapabilityNames(meta requestMeta) string {
+	var names []string
+	for _, k := range bridgeClientCapabilities {
+		if v, ok := getMember(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
+			names = append(names, k)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// bridgeSessionKey names the session of the caller at the request's
+// endpoint with the request's capabilities: by their names only, so that a caller varying their
+// contents cannot open sessions without end (a later request with other
+// contents shares the session the first one opened).
 func (c *call) bridgeSessionKey(meta requestMeta) string {
-	return c.owner + "\x00" + string(bridgeCapabilities(meta))
+	return c.owner + "\x00" + bridgeEndpoint(c.r) + "\x00" + bridgeCapabilityNames(meta)
 }
 
 // openBridgeSession returns how to open the caller's session: initialize
@@ -291,13 +377,15 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)
+	endpoint := bridgeEndpoint(c.r)
 	return func(ctx context.Context) (*bridgeSession, error) {
 		s, err := g.initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {
 			g.log.Warn("version bridge: opening an upstream session", zap.Error(err))
-			g.bridge.forgetProbe() // the upstream may have changed: probe again
+			g.bridge.forget(endpoint) // the upstream may have changed: probe again
 			return nil, err
 		}
+		g.bridge.confirmLegacy(endpoint) // a 2025-11-25 server is there
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (upstreamcaps.go).

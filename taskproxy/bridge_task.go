@@ -142,9 +142,9 @@ func (g *Gateway) bridgedSessionLost(t *Task, ev *attemptEvent) bool {
 func (t *bridgeSessions) dropID(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, s := range t.byKey {
+	for _, s := range t.byKey {
 		if s.id == id && isClosed(s.ready) {
-			delete(t.byKey, k)
+			t.deleteLocked(s)
 		}
 	}
 }

@@ -157,34 +157,35 @@ func TestBridgeSessionTable(t *testing.T) {
 	tab := newBridgeSessions(2, time.Hour)
 	defer tab.close()
 
-	a1, _ := tab.acquire(ctx, "alice", open("s-alice"))
-	a2, _ := tab.acquire(ctx, "alice", open("s-alice-2"))
-	b, _ := tab.acquire(ctx, "bob", open("s-bob"))
+	a1, _ := tab.acquire(ctx, "alice", "alice", open("s-alice"))
+	a2, _ := tab.acquire(ctx, "alice", "alice", open("s-alice-2"))
+	b, _ := tab.acquire(ctx, "bob", "bob", open("s-bob"))
 	if a1 != a2 || a1.id != "s-alice" || b.id != "s-bob" || opens["s-alice-2"] != 0 {
 		t.Fatalf("a key's callers must share one session, keys must not: alice %s/%s bob %s", a1.id, a2.id, b.id)
 	}
-	// Over the bound, in use: nothing is evicted.
-	c, _ := tab.acquire(ctx, "carol", open("s-carol"))
-	if len(tab.byKey) != 3 {
-		t.Errorf("sessions in use were evicted: %d left", len(tab.byKey))
+	// At the bound, all in use: nothing is evicted, and the new session
+	// is refused rather than exceed the bound.
+	if _, err := tab.acquire(ctx, "carol", "carol", open("s-carol")); err == nil || len(tab.byKey) != 2 {
+		t.Errorf("a session over the bound with all in use: err %v, table %d; want refused, 2", err, len(tab.byKey))
 	}
 	// Released, the least recently used goes at the next open, ended upstream.
 	a1.release()
 	a2.release()
 	time.Sleep(time.Millisecond)
 	b.release()
+	c, _ := tab.acquire(ctx, "carol", "carol", open("s-carol"))
 	c.release()
-	d, _ := tab.acquire(ctx, "dave", open("s-dave"))
+	d, _ := tab.acquire(ctx, "dave", "dave", open("s-dave"))
 	d.release()
 	waitUntil(t, func() bool { return len(up.ended()) == 2 })
 	if got := strings.Join(up.ended(), ","); !strings.Contains(got, "s-alice") || len(tab.byKey) != 2 {
 		t.Errorf("evicted %s (table %d), want alice's first", got, len(tab.byKey))
 	}
 	// A dropped session is opened anew.
-	cc, _ := tab.acquire(ctx, "carol", open("s-carol-2"))
+	cc, _ := tab.acquire(ctx, "carol", "carol", open("s-carol-2"))
 	tab.drop(cc)
 	cc.release()
-	cc2, _ := tab.acquire(ctx, "carol", open("s-carol-3"))
+	cc2, _ := tab.acquire(ctx, "carol", "carol", open("s-carol-3"))
 	if cc2.id != "s-carol-3" {
 		t.Errorf("after drop: %s, want a new session", cc2.id)
 	}
@@ -194,7 +195,7 @@ func TestBridgeSessionTable(t *testing.T) {
 	waitUntil(t, func() bool { return len(up.ended()) == before+1 })
 	cc2.release()
 	waitUntil(t, func() bool { return len(up.ended()) == before+2 })
-	if _, err := tab.acquire(ctx, "erin", open("s-erin")); err == nil {
+	if _, err := tab.acquire(ctx, "erin", "erin", open("s-erin")); err == nil {
 		t.Errorf("a closed table opened a session")
 	}
 }
@@ -209,10 +210,10 @@ func TestBridgeSessionIdleExpiry(t *testing.T) {
 			return &bridgeSession{id: id, version: "2025-11-25", base: base, next: up}, nil
 		}
 	}
-	s, _ := tab.acquire(context.Background(), "alice", open("s-1"))
+	s, _ := tab.acquire(context.Background(), "alice", "alice", open("s-1"))
 	s.release()
 	time.Sleep(5 * time.Millisecond)
-	s2, _ := tab.acquire(context.Background(), "bob", open("s-2"))
+	s2, _ := tab.acquire(context.Background(), "bob", "bob", open("s-2"))
 	defer s2.release()
 	waitUntil(t, func() bool { return len(up.ended()) == 1 })
 	if up.ended()[0] != "s-1" {

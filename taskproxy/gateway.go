@@ -115,7 +115,8 @@ type Observer interface {
 	// TaskEnded counts a task reaching status, age after its creation.
 	TaskEnded(era Era, status Status, age time.Duration)
 	// Refused counts a request refused for a limit: "quota" (too many
-	// active tasks) or "rate_limit".
+	// active tasks), "rate_limit", "streams" or "bridge_input" (too many
+	// bridged calls of the principal wait for input).
 	Refused(reason string)
 }
 
