@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -82,9 +84,9 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 		// upstream's session and is followed again below (bridge_task.go).
 		g.failOrphan(ctx, t, msgRestarted)
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
-		g.resume(t, nil, "")
+		g.resume(t, nil, "", lost)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
-		g.resume(t, nil, "")
+		g.resume(t, nil, "", lost)
 	case g.cfg.RetryOnRestart[t.Tool]:
 		params := t.Params
 		if t.UpstreamTask {
@@ -94,7 +96,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 				return
 			}
 		}
-		g.resume(t, params, msgRerun)
+		g.resume(t, params, msgRerun, lost)
 	default:
 		g.failOrphan(ctx, t, lost)
 	}
@@ -115,22 +117,40 @@ func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
 // resume restarts a worker for t once its route has served a request, whose
 // next handler the work goes through: with params, a new attempt of the
 // call; without, a wait for the client's input. g is the route's gateway;
-// the work runs under the route's gateway in charge by then.
-func (g *Gateway) resume(t *Task, params []byte, message string) {
+// the work runs under the route's gateway in charge by then. lost is why
+// the task fails if it cannot run again (recoverTask).
+//
+// While it waits its lease is renewed (renewResuming), for up to the
+// route's ResumeWait: then the lease is released, so that a replica whose
+// route serves requests takes the task over, and the task waits on here
+// without it. Should this route serve first, the lease is taken again and
+// the task recovered afresh from its record (another worker may have
+// moved it on meanwhile); if another worker holds it, it is left to it.
+func (g *Gateway) resume(t *Task, params []byte, message, lost string) {
 	rt := g.rt
 	route := g.cfg.Route
 	b := rt.routeBase(route)
 	b.awaiting.Store(true)
-	rt.resuming.Store(t.ID, t.Owner) // not an orphan while it waits; its lease is renewed
+	rs := &resumingTask{owner: t.Owner, lost: lost, since: clock(), wait: g.cfg.ResumeWait}
+	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()
-		defer rt.resuming.Delete(t.ID)
 		select {
 		case <-b.ready:
 		case <-rt.ctx.Done():
+			rt.resuming.CompareAndDelete(t.ID, rs)
 			return
 		}
+		if !rs.resume() { // its lease was released: take it again, if no one else did
+			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), leaseTTL)
+			rt.resuming.CompareAndDelete(t.ID, rs)
+			if err == nil {
+				rt.recoverTask(rt.ctx, rec, lost)
+			}
+			return
+		}
+		defer rt.resuming.CompareAndDelete(t.ID, rs)
 		current := rt.gatewayFor(route)
 		if current == nil {
 			current = g
@@ -150,6 +170,30 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 		}
 		current.startWorker(t, run, a, nil)
 	}()
+}
+
+// resumingTask is a recovered task waiting for its route to serve a
+// request (resume). mu orders the release of its lease (renewResuming)
+// against its resumption: once resumed, its lease is never released; once
+// released, it resumes only by taking the lease again.
+type resumingTask struct {
+	owner string
+	lost  string        // why it fails if it cannot run again
+	since time.Time     // when it started waiting
+	wait  time.Duration // how long it waits holding its lease
+
+	mu       sync.Mutex
+	released bool
+	resumed  bool
+}
+
+// resume marks the task resumed and reports whether it still holds its
+// lease (false: the lease was released).
+func (rs *resumingTask) resume() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.resumed = !rs.released
+	return rs.resumed
 }
 
 // rerunBase builds the request a re-run is made from: the context of a

@@ -103,12 +103,29 @@ func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) 
 
 // renewResuming renews the leases of recovered tasks that wait for their
 // route to serve a request (resume): another replica must not take them
-// over meanwhile and run them too.
+// over meanwhile and run them too. A task that has waited its ResumeWait
+// has its lease released instead, so that a replica whose route serves
+// requests takes it: a replica without traffic on the route would
+// otherwise hold it for ever.
 func (rt *Runtime) renewResuming() {
+	now := clock()
 	rt.resuming.Range(func(k, v any) bool {
-		if owner, ok := v.(string); ok {
-			_, _ = rt.Store.Acquire(rt.ctx, owner, k.(string), rt.Store.Holder(), clock(), leaseTTL)
+		id, rs := k.(string), v.(*resumingTask)
+		rs.mu.Lock()
+		switch {
+		case rs.released || rs.resumed: // its worker's lease is renewed with the workers'
+		case now.Sub(rs.since) >= rs.wait:
+			err := rt.releaseLease(rt.ctx, rs.owner, id)
+			// Not this process's lease any more, however it ended; a
+			// store that failed is asked again at the next round.
+			rs.released = err == nil || errors.Is(err, ErrLeaseHeld) || outcomeSettled(err)
+			if g := rt.gateway.Load(); g != nil && err == nil {
+				g.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
+			}
+		default:
+			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, leaseTTL)
 		}
+		rs.mu.Unlock()
 		return rt.ctx.Err() == nil
 	})
 }
