@@ -29,6 +29,15 @@ import (
 // replica stopped and whose tool may not run again.
 const msgReplicaLost = "the gateway replica running the call stopped; the upstream result is unknown"
 
+// msgReplicaRerun is the status message of a task re-run after its
+// worker's replica stopped.
+const msgReplicaRerun = "re-running the call after the gateway replica running it stopped (the tool is declared retry_on_restart)"
+
+// msgReplicaRouteGone is the status message (and error) of a task taken
+// over from a replica that stopped by a replica that does not configure
+// the route that created it.
+const msgReplicaRouteGone = "the gateway replica running the call stopped, and the route that created the task is not configured on the replica that took it over; the upstream result is unknown"
+
 // takeoverInterval spaces the passes that take over tasks of dead replicas.
 const takeoverInterval = leaseRenew
 
@@ -193,7 +202,7 @@ func (rt *Runtime) takeOver(now time.Time) int {
 			if g := rt.gateway.Load(); g != nil {
 				g.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
 			}
-			rt.recoverTask(ctx, rec, msgReplicaLost)
+			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
 		if next == "" {
 			return claimed
