@@ -157,8 +157,13 @@ func (g *Gateway) resume(t *Task, params []byte, message string, why *recovery) 
 		if !rs.resume() { // its lease was released: take it again, if no one else did
 			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), leaseTTL)
 			rt.resuming.CompareAndDelete(t.ID, rs)
-			if err == nil {
+			switch {
+			case err == nil:
 				rt.recoverTask(rt.ctx, rec, why)
+			case !errors.Is(err, ErrLeaseHeld) && !outcomeSettled(err) && rt.ctx.Err() == nil:
+				// Left released: another replica's takeover, or the
+				// orphan scan, settles it.
+				g.log.Warn("taking back the lease of a task to resume", zap.String("task", t.ID), zap.Error(err))
 			}
 			return
 		}
