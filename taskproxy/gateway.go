@@ -80,6 +80,11 @@ type Config struct {
 	RetryOnRestart map[string]bool
 	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.
 	SweepInterval time.Duration
+	// ResumeWait is how long a task taken over or recovered waits, holding
+	// its lease, for its route to serve a request here before the lease is
+	// released for a replica that serves the route (recover.go); it keeps
+	// waiting here too. 0 means twice the lease ttl.
+	ResumeWait time.Duration
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) per owner per second; 0 means no limit.
 	RateLimit float64
@@ -156,6 +161,9 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute
+	}
+	if cfg.ResumeWait <= 0 {
+		cfg.ResumeWait = 2 * leaseTTL
 	}
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -33,6 +35,18 @@ const msgRerun = "re-running the call after a gateway restart (the tool is decla
 // knows its next handler or whether its tool may run again.
 const msgRouteGone = "gateway restarted while the call was running, and the route that created the task is no longer configured; the upstream result is unknown"
 
+// recovery says why orphans are recovered, in the status messages of the
+// tasks: lost (the task fails, its outcome unknown), rerun (it runs again)
+// and routeGone (it fails, its route not configured here).
+type recovery struct{ lost, rerun, routeGone string }
+
+// Recovered after this process restarted, or taken over from another
+// replica that stopped (replicas.go): the messages say which.
+var (
+	afterRestart     = &recovery{lost: msgRestarted, rerun: msgRerun, routeGone: msgRouteGone}
+	afterReplicaStop = &recovery{lost: msgReplicaLost, rerun: msgReplicaRerun, routeGone: msgReplicaRouteGone}
+)
+
 // recover takes over the orphans of the store, once per runtime, each
 // through the route that created it.
 func (rt *Runtime) recover() {
@@ -56,7 +70,7 @@ func (rt *Runtime) recover() {
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
-			rt.recoverTask(ctx, claimed, msgRestarted)
+			rt.recoverTask(ctx, claimed, afterRestart)
 		}
 		if next == "" {
 			return
@@ -65,14 +79,14 @@ func (rt *Runtime) recover() {
 	}
 }
 
-// recoverTask resumes or fails t, an orphan this process claimed; lost is
-// why a task that cannot run again fails.
-func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
+// recoverTask resumes or fails t, an orphan this process claimed; why says
+// what happened to its worker.
+func (rt *Runtime) recoverTask(ctx context.Context, t *Task, why *recovery) {
 	g := rt.gatewayFor(t.Route)
 	switch {
 	case g == nil:
 		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
-			g.failOrphan(ctx, t, msgRouteGone)
+			g.failOrphan(ctx, t, why.routeGone)
 		}
 	case t.Era == EraModern && t.Session != "" && t.UpstreamTaskID == "":
 		// Bridged (bridge_call.go): its input and its outcome belonged to
@@ -80,23 +94,23 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, lost string) {
 		// process; answers would reach nothing. A bridged task the
 		// upstream runs itself, whose id was recorded, lives on in the
 		// upstream's session and is followed again below (bridge_task.go).
-		g.failOrphan(ctx, t, msgRestarted)
+		g.failOrphan(ctx, t, why.lost)
 	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
-		g.resume(t, nil, "")
+		g.resume(t, nil, "", why)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
-		g.resume(t, nil, "")
+		g.resume(t, nil, "", why)
 	case g.cfg.RetryOnRestart[t.Tool]:
 		params := t.Params
 		if t.UpstreamTask {
 			var err error
 			if params, err = upstreamTaskParams(t); err != nil {
-				g.failOrphan(ctx, t, msgRestarted)
+				g.failOrphan(ctx, t, why.lost)
 				return
 			}
 		}
-		g.resume(t, params, msgRerun)
+		g.resume(t, params, why.rerun, why)
 	default:
-		g.failOrphan(ctx, t, lost)
+		g.failOrphan(ctx, t, why.lost)
 	}
 }
 
@@ -115,22 +129,45 @@ func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
 // resume restarts a worker for t once its route has served a request, whose
 // next handler the work goes through: with params, a new attempt of the
 // call; without, a wait for the client's input. g is the route's gateway;
-// the work runs under the route's gateway in charge by then.
-func (g *Gateway) resume(t *Task, params []byte, message string) {
+// the work runs under the route's gateway in charge by then. why is how it
+// was recovered (recoverTask).
+//
+// While it waits its lease is renewed (renewResuming), for up to the
+// route's ResumeWait: then the lease is released, so that a replica whose
+// route serves requests takes the task over, and the task waits on here
+// without it. Should this route serve first, the lease is taken again and
+// the task recovered afresh from its record (another worker may have
+// moved it on meanwhile); if another worker holds it, it is left to it.
+func (g *Gateway) resume(t *Task, params []byte, message string, why *recovery) {
 	rt := g.rt
 	route := g.cfg.Route
 	b := rt.routeBase(route)
 	b.awaiting.Store(true)
-	rt.resuming.Store(t.ID, t.Owner) // not an orphan while it waits; its lease is renewed
+	rs := &resumingTask{owner: t.Owner, why: why, since: clock(), wait: g.cfg.ResumeWait}
+	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()
-		defer rt.resuming.Delete(t.ID)
 		select {
 		case <-b.ready:
 		case <-rt.ctx.Done():
+			rt.resuming.CompareAndDelete(t.ID, rs)
 			return
 		}
+		if !rs.resume() { // its lease was released: take it again, if no one else did
+			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), leaseTTL)
+			rt.resuming.CompareAndDelete(t.ID, rs)
+			switch {
+			case err == nil:
+				rt.recoverTask(rt.ctx, rec, why)
+			case !errors.Is(err, ErrLeaseHeld) && !outcomeSettled(err) && rt.ctx.Err() == nil:
+				// Left released: another replica's takeover, or the
+				// orphan scan, settles it.
+				g.log.Warn("taking back the lease of a task to resume", zap.String("task", t.ID), zap.Error(err))
+			}
+			return
+		}
+		defer rt.resuming.CompareAndDelete(t.ID, rs)
 		current := rt.gatewayFor(route)
 		if current == nil {
 			current = g
@@ -150,6 +187,30 @@ func (g *Gateway) resume(t *Task, params []byte, message string) {
 		}
 		current.startWorker(t, run, a, nil)
 	}()
+}
+
+// resumingTask is a recovered task waiting for its route to serve a
+// request (resume). mu orders the release of its lease (renewResuming)
+// against its resumption: once resumed, its lease is never released; once
+// released, it resumes only by taking the lease again.
+type resumingTask struct {
+	owner string
+	why   *recovery     // how it was recovered
+	since time.Time     // when it started waiting
+	wait  time.Duration // how long it waits holding its lease
+
+	mu       sync.Mutex
+	released bool
+	resumed  bool
+}
+
+// resume marks the task resumed and reports whether it still holds its
+// lease (false: the lease was released).
+func (rs *resumingTask) resume() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.resumed = !rs.released
+	return rs.resumed
 }
 
 // rerunBase builds the request a re-run is made from: the context of a

@@ -29,6 +29,15 @@ import (
 // replica stopped and whose tool may not run again.
 const msgReplicaLost = "the gateway replica running the call stopped; the upstream result is unknown"
 
+// msgReplicaRerun is the status message of a task re-run after its
+// worker's replica stopped.
+const msgReplicaRerun = "re-running the call after the gateway replica running it stopped (the tool is declared retry_on_restart)"
+
+// msgReplicaRouteGone is the status message (and error) of a task taken
+// over from a replica that stopped by a replica that does not configure
+// the route that created it.
+const msgReplicaRouteGone = "the gateway replica running the call stopped, and the route that created the task is not configured on the replica that took it over; the upstream result is unknown"
+
 // takeoverInterval spaces the passes that take over tasks of dead replicas.
 const takeoverInterval = leaseRenew
 
@@ -103,12 +112,29 @@ func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) 
 
 // renewResuming renews the leases of recovered tasks that wait for their
 // route to serve a request (resume): another replica must not take them
-// over meanwhile and run them too.
+// over meanwhile and run them too. A task that has waited its ResumeWait
+// has its lease released instead, so that a replica whose route serves
+// requests takes it: a replica without traffic on the route would
+// otherwise hold it for ever.
 func (rt *Runtime) renewResuming() {
+	now := clock()
 	rt.resuming.Range(func(k, v any) bool {
-		if owner, ok := v.(string); ok {
-			_, _ = rt.Store.Acquire(rt.ctx, owner, k.(string), rt.Store.Holder(), clock(), leaseTTL)
+		id, rs := k.(string), v.(*resumingTask)
+		rs.mu.Lock()
+		switch {
+		case rs.released || rs.resumed: // its worker's lease is renewed with the workers'
+		case now.Sub(rs.since) >= rs.wait:
+			err := rt.releaseLease(rt.ctx, rs.owner, id)
+			// Not this process's lease any more, however it ended; a
+			// store that failed is asked again at the next round.
+			rs.released = err == nil || errors.Is(err, ErrLeaseHeld) || outcomeSettled(err)
+			if g := rt.gateway.Load(); g != nil && err == nil {
+				g.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
+			}
+		default:
+			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, leaseTTL)
 		}
+		rs.mu.Unlock()
 		return rt.ctx.Err() == nil
 	})
 }
@@ -176,7 +202,7 @@ func (rt *Runtime) takeOver(now time.Time) int {
 			if g := rt.gateway.Load(); g != nil {
 				g.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
 			}
-			rt.recoverTask(ctx, rec, msgReplicaLost)
+			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
 		if next == "" {
 			return claimed

@@ -61,8 +61,8 @@ type Runtime struct {
 	// recovered is set when the recovery pass after the first start has
 	// gone through the store (Health).
 	recovered atomic.Bool
-	// resuming holds the ids of recovered tasks waiting for a base, so
-	// that the orphan pass leaves them alone.
+	// resuming holds the ids of recovered tasks waiting for a base (each
+	// a *resumingTask), so that the orphan pass leaves them alone.
 	resuming sync.Map
 	// unsettled holds the ids (and owners) of tasks whose worker could not
 	// store even a failure, for the orphan loop to retry.
@@ -161,8 +161,9 @@ func (rt *Runtime) open() error {
 var errShutdown = errors.New("gateway shutting down")
 
 // Close lets workers finish for up to grace, then stops the rest (their
-// tasks stay as they are in the store, for recovery at the next start),
-// waits briefly for them to return, and closes the store. A runtime that
+// tasks stay as they are in the store, for recovery at the next start or
+// another replica's takeover, their leases released), waits briefly for
+// them to return, and closes the store. A runtime that
 // never started has nothing running and closes at once.
 func (rt *Runtime) Close(grace time.Duration) error {
 	rt.mu.Lock()
@@ -182,12 +183,14 @@ func (rt *Runtime) Close(grace time.Duration) error {
 	case <-done:
 	case <-time.After(grace):
 	}
+	left := rt.leftBehind()
 	rt.cancel(errShutdown)
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
 	}
 	rt.loops.Wait()
+	rt.releaseLeftBehind(left) // another replica takes them at once (release.go)
 	rt.closeShared()
 	return rt.Store.Close()
 }

@@ -123,7 +123,9 @@ type Store interface {
 	// Acquire takes or renews the lease of the owner's task for holder,
 	// until now+ttl: it succeeds when the lease is free, expired, held by
 	// holder, or held by a holder the store knows to be gone. Otherwise it
-	// fails with ErrLeaseHeld. Terminal tasks give ErrTerminal.
+	// fails with ErrLeaseHeld. Terminal tasks give ErrTerminal. A zero
+	// ttl releases holder's lease: it is left expired at now, free for
+	// any holder (release.go).
 	Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error)
 	// Sweep deletes tasks whose ttl ended before now, with their index
 	// keys, at most batch per transaction, and returns how many it deleted.

@@ -241,7 +241,7 @@ func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
 
 // applyOutcome sets a task's final state from the upstream's answer.
 func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Time) {
-	to, message := StatusCompleted, rec.StatusMessage
+	to, message := StatusCompleted, completedMessage(rec.StatusMessage)
 	if rpcErr != nil {
 		rec.Error, to, message = rpcErr, StatusFailed, rpcErr.Message
 	} else {
@@ -259,6 +259,18 @@ func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Tim
 	// terminal one), so the transition is always allowed; SetStatus
 	// records it in the history.
 	_ = rec.SetStatus(to, message, now)
+}
+
+// completedMessage is the status message a task keeps when it completes,
+// given the one it had while working: the gateway's note that the call was
+// re-run (the result comes from a second run); a message that described
+// the work in progress, as an upstream's copied "Gathering sources...",
+// ends with the work.
+func completedMessage(working string) string {
+	if working == msgRerun || working == msgReplicaRerun {
+		return working
+	}
+	return ""
 }
 
 // toolErrorMessage is the status message of a tool result with isError: the

@@ -50,6 +50,7 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseSetByUpdate", testLeaseSetByUpdate},
 		{"LeaseConcurrentClaims", testLeaseConcurrentClaims},
 		{"LeaseVersusTerminal", testLeaseVersusTerminal},
+		{"LeaseRelease", testLeaseRelease},
 		{"Holder", testHolder},
 		{"Sweep", testSweep},
 		{"SweepBatches", testSweepBatches},

@@ -43,6 +43,7 @@ type replicaOptions struct {
 	eventPoll     time.Duration
 	retry         []string
 	sweepInterval time.Duration
+	resumeWait    time.Duration
 	wrap          func(*pgstore.Store) taskproxy.Store
 }
 
@@ -72,7 +73,7 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	}
 	g, err := taskproxy.New(taskproxy.Config{
 		TaskAfter: 50 * time.Millisecond, DefaultTTL: 10 * time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20,
-		PollInterval: time.Second, RetryOnRestart: retry, SweepInterval: o.sweepInterval,
+		PollInterval: time.Second, RetryOnRestart: retry, SweepInterval: o.sweepInterval, ResumeWait: o.resumeWait,
 		// A deep copy, as Caddy's glue makes: re-runs change their base's URL.
 		Detach: func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) },
 	}, rt)
@@ -98,7 +99,8 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 }
 
 // stop closes the replica's runtime at once, leaving its running tasks as
-// they are in the store: a replica that dies.
+// they are in the store, their leases released: a replica that stops.
+// Tests of a replica that dies expire its leases by hand besides.
 func (r *replica) stop() {
 	r.g.Close()
 	_ = r.rt.Close(0)
@@ -263,4 +265,18 @@ func (r *replica) stored(tb testing.TB, id string) *taskproxy.Task {
 		tb.Fatalf("reading task %s: %v", id, err)
 	}
 	return t
+}
+
+// longLeases grants every lease taken or renewed for an hour, far beyond
+// any test's deadline, so that only a release (a zero ttl) lets another
+// replica take a task over.
+func longLeases(s *pgstore.Store) taskproxy.Store { return hourLeases{s} }
+
+type hourLeases struct{ *pgstore.Store }
+
+func (s hourLeases) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
+	if ttl > 0 {
+		ttl = time.Hour
+	}
+	return s.Store.Acquire(ctx, owner, id, holder, now, ttl)
 }

@@ -375,3 +375,111 @@ func TestModernCancelOnAnotherReplica(t *testing.T) {
 	}
 	waitFor(t, "A's worker to stop", func() bool { return a.rt.RunningWorkers() == 0 })
 }
+
+// heldLong reports whether r holds the lease of task id for the hour
+// longLeases grants (renewed at least once), not the 30 s of creation.
+func heldLong(t *testing.T, r *replica, id string) bool {
+	l := r.stored(t, id).Lease
+	return l.Holder == r.store.Holder() && l.Expires.After(time.Now().Add(10*time.Minute))
+}
+
+// Replica A stops cleanly (Runtime.Close) in the middle of a call and with
+// a 2026-07-28 task waiting for input: it releases their leases, so that
+// replica B takes the tasks over at its next pass. A's leases last an hour
+// here, far beyond the test's deadline: only the release lets B in.
+func TestTakeoverAfterCleanStop(t *testing.T) {
+	f := newFixture(t)
+	a := f.replica(t, replicaOptions{wrap: longLeases})
+	b := f.replica(t, replicaOptions{})
+	session := legacySession(t, a.url)
+	lost := legacyTask(t, a.url, session, upstream.ToolSlowCompute, map[string]any{"seconds": 60})
+	waiting := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "c.txt"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.up.WaitCalls(ctx, upstream.ToolSlowCompute, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A to renew its leases for an hour", func() bool { return heldLong(t, a, lost) && heldLong(t, a, waiting) })
+	a.stop()
+	var failed *taskproxy.Task
+	waitFor(t, "B to take both tasks over", func() bool {
+		post(context.Background(), t, b.url, session, "tasks/get", map[string]any{"taskId": lost})
+		failed = b.stored(t, lost)
+		return failed.Status.Terminal() && b.stored(t, waiting).Lease.Holder == b.store.Holder()
+	})
+	if failed.Status != taskproxy.StatusFailed || !strings.Contains(failed.StatusMessage, "replica running the call stopped") {
+		t.Errorf("the task of a tool not retried ended %s: %q", failed.Status, failed.StatusMessage)
+	}
+	answerOn(t, b, waiting)
+	var task *taskproxy.Task
+	waitFor(t, "the answered task to end", func() bool {
+		task = b.stored(t, waiting)
+		return task.Status.Terminal()
+	})
+	if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted c.txt") {
+		t.Errorf("the task answered after the takeover ended %s: %s", task.Status, task.Result)
+	}
+}
+
+// stoppedMidCall starts a retry_on_restart task on a replica that stops
+// mid-call with its leases run out, and returns the task's id and session.
+func stoppedMidCall(t *testing.T, f *fixture) (string, map[string]string) {
+	a := f.replica(t, replicaOptions{retry: []string{upstream.ToolSlowEcho}})
+	session := legacySession(t, a.url)
+	id := legacyTask(t, a.url, session, upstream.ToolSlowEcho, map[string]any{"seconds": 1, "label": "elsewhere"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.up.WaitCalls(ctx, upstream.ToolSlowEcho, 1); err != nil {
+		t.Fatal(err)
+	}
+	holder := a.store.Holder()
+	a.stop()
+	if _, err := admin.Exec(ctx, "UPDATE "+pgx.Identifier{f.schema}.Sanitize()+".leases SET expires_ns = 0 WHERE holder = $1", holder); err != nil {
+		t.Fatal(err)
+	}
+	return id, session
+}
+
+// A task recovered by a replica whose route serves no request is not held
+// there for ever: after its ResumeWait, B releases the lease, and replica
+// C, whose route serves, takes the task over and re-runs it. B's leases
+// last an hour here: only the release lets C in.
+func TestIdleReplicaReleasesResumingTask(t *testing.T) {
+	f := newFixture(t)
+	retry := []string{upstream.ToolSlowEcho}
+	id, session := stoppedMidCall(t, f)
+	b := f.replica(t, replicaOptions{retry: retry, wrap: longLeases, resumeWait: time.Millisecond})
+	waitFor(t, "B to take the task over", func() bool { return heldLong(t, b, id) })
+	c := f.replica(t, replicaOptions{retry: retry})
+	var task *taskproxy.Task
+	waitFor(t, "C to take the task over and re-run it", func() bool {
+		post(context.Background(), t, c.url, session, "tasks/get", map[string]any{"taskId": id})
+		task = c.stored(t, id)
+		return task.Status.Terminal()
+	})
+	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	}
+}
+
+// The replica that released the lease of a task it waits to resume still
+// runs it when its route serves first: it takes the lease again.
+func TestIdleReplicaResumesReleasedTask(t *testing.T) {
+	f := newFixture(t)
+	id, session := stoppedMidCall(t, f)
+	b := f.replica(t, replicaOptions{retry: []string{upstream.ToolSlowEcho}, wrap: longLeases, resumeWait: time.Millisecond})
+	waitFor(t, "B to take the task over", func() bool { return heldLong(t, b, id) })
+	waitFor(t, "B to release the lease", func() bool {
+		l := b.stored(t, id).Lease
+		return l.Holder == b.store.Holder() && !l.Expires.After(time.Now())
+	})
+	var task *taskproxy.Task
+	waitFor(t, "B to re-run the task", func() bool {
+		post(context.Background(), t, b.url, session, "tasks/get", map[string]any{"taskId": id})
+		task = b.stored(t, id)
+		return task.Status.Terminal()
+	})
+	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	}
+}

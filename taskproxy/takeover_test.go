@@ -1,0 +1,89 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// Tasks taken over from a replica that stopped say so in their status
+// messages, not that the gateway restarted: the re-run of a
+// retry_on_restart tool, the failure of another tool, of a bridged call,
+// and of a task whose route this replica does not configure.
+func TestTakeoverMessages(t *testing.T) {
+	store := newMemStore(t)
+	ctx := t.Context()
+	rt := NewRuntime(store)
+	defer rt.Close(time.Second)
+	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20, Route: "a",
+		RetryOnRestart: map[string]bool{"echo": true}}, rt)
+	mustStart(t, g)
+	deadline := time.Now().Add(30 * time.Second)
+	for !rt.recovered.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("recovery did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	past := clock().Add(-time.Hour)
+	orphan := func(era Era, session, route, tool string) string {
+		id := NewTaskID()
+		err := store.Create(ctx, &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
+			TTL: 24 * time.Hour, Era: era, Session: session, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
+			Lease: Lease{Holder: "another-replica", Expires: past}, Endpoint: "/mcp", Route: route})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	rerun, lost := orphan(EraLegacy, "", "a", "echo"), orphan(EraLegacy, "", "a", "other")
+	bridged, gone := orphan(EraModern, "s1", "a", "other"), orphan(EraLegacy, "", "gone", "echo")
+	if n := rt.takeOver(clock()); n != 4 {
+		t.Fatalf("took over %d tasks, want 4", n)
+	}
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := ParseMessage(body)
+		if err != nil {
+			return // the GET that gives the route its base
+		}
+		data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	_ = g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream)
+	for _, c := range []struct {
+		name, id string
+		status   Status
+		message  string
+	}{
+		{"retry_on_restart tool", rerun, StatusCompleted, msgReplicaRerun},
+		{"other tool", lost, StatusFailed, msgReplicaLost},
+		{"bridged call", bridged, StatusFailed, msgReplicaLost},
+		{"route not configured here", gone, StatusFailed, msgReplicaRouteGone},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got *Task
+			for {
+				var err error
+				if got, err = store.Get(ctx, "o", c.id); err == nil && got.Status.Terminal() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("task %+v %v did not end", got, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			seen := false
+			for _, h := range got.History {
+				seen = seen || h.Message == c.message
+			}
+			if got.Status != c.status || !seen {
+				t.Errorf("ended %s, history %+v; want %s with %q", got.Status, got.History, c.status, c.message)
+			}
+		})
+	}
+}
