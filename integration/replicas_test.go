@@ -133,6 +133,33 @@ func TestReplicas(t *testing.T) {
 				t.Errorf("tasks/get = %+v", got)
 			}
 		}},
+		{"2025-11-25 input answered by a 2026-07-28 tasks/update on a replica without the worker", func(t *testing.T) {
+			alice := c.legacy(t, "alice")
+			task := alice.createTask("confirm_delete", map[string]any{"filename": "rr-mixed.txt"}, 600000)
+			c.track(task.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, task.TaskID)
+			i := c.runningOn(task.TaskID)
+			if i < 0 {
+				t.Fatalf("no replica runs task %s", task.TaskID)
+			}
+			// Straight to another replica, not through the balancer.
+			other := newModernClient(t, "http://"+c.nodes[(i+1)%len(c.nodes)].addr+"/mcp", true)
+			other.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+			got := other.waitStatus(task.TaskID, "input_required")
+			var inputs map[string]json.RawMessage
+			_ = json.Unmarshal(got["inputRequests"], &inputs)
+			if len(inputs) != 1 {
+				t.Fatalf("inputRequests = %s", got["inputRequests"])
+			}
+			answers := map[string]any{}
+			for k := range inputs {
+				answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+			}
+			other.ok("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": answers})
+			if done := other.waitStatus(task.TaskID, "completed"); !strings.Contains(string(done["result"]), "Deleted rr-mixed.txt") {
+				t.Errorf("result = %s", done["result"])
+			}
+		}},
 		{"2025-11-25 tasks/list", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
 			for range len(c.nodes) {

@@ -263,6 +263,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 	newTask := func() *Task {
 		t := c.newTask(EraModern, name, bc.params, g.cfg.DefaultTTL)
 		t.ID, t.UpstreamID, t.Session = bc.id, bc.upstreamID, bc.session.id
+		t.Headers[headerProtocolVersion] = bc.session.version // what its call speaks (taskCallHeaders)
 		return t
 	}
 	for {

@@ -102,19 +102,6 @@ func (s *bridgeSession) hold() {
 	s.table.mu.Unlock()
 }
 
-// bridgedHeaders sets a request about a bridged task t to the headers of
-// its upstream session: the protocol version recorded with the task, and
-// no 2026-07-28 routing headers.
-func bridgedHeaders(h http.Header, t *Task) {
-	h.Del(headerMethod)
-	h.Del(headerName)
-	v := t.Headers[headerProtocolVersion]
-	if v == "" || v == string(EraModern) {
-		v = bridgeLegacyVersion
-	}
-	h.Set(headerProtocolVersion, v)
-}
-
 // msgBridgeSessionLost is the error of a bridged task whose upstream
 // session the upstream no longer knew when the task was to be created.
 const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"

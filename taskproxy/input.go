@@ -65,11 +65,12 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 		base, via := caller, next
 		if run, ok := g.rt.workers.get(taskID); ok {
 			base, via = run.base, run.next
-		} else if t.Era == EraModern && t.Session != "" {
-			// A bridged task answered while no worker runs (just after a
-			// restart): the caller speaks 2026-07-28, its session 2025-11-25.
-			base = caller.Clone(ctx)
-			bridgedHeaders(base.Header, t)
+		} else {
+			// The worker runs on another replica, or not yet after a
+			// restart: the answer goes as the worker would send it, not
+			// on the caller's wire (a 2026-07-28 tasks/update answering
+			// a call on a 2025-11-25 session).
+			base = taskUpstreamBase(ctx, caller, t)
 		}
 		if err := g.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
 			return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -231,12 +230,8 @@ func (g *Gateway) rerunBase(served *http.Request, t *Task) *http.Request {
 	if t.Session != "" {
 		base.Header.Set(headerSessionID, t.Session)
 	}
-	if t.Host != "" {
-		base.Host = t.Host
-	}
-	if u, err := url.ParseRequestURI(t.Endpoint); err == nil {
-		base.URL.Path, base.URL.RawPath, base.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
-	}
+	taskCallHeaders(base.Header, t)
+	taskEndpoint(base, t)
 	return base
 }
 

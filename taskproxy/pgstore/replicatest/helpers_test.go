@@ -28,13 +28,56 @@ type fixture struct {
 	upURL  *url.URL
 }
 
-func newFixture(tb testing.TB) *fixture {
+func newFixture(tb testing.TB) *fixture { return newFixtureOf(tb, "") }
+
+// newFixtureOf is newFixture; with only set the upstream speaks that
+// protocol version and none newer, as a server built before 2026-07-28
+// does: initialize negotiates at most only, and a request with another
+// MCP-Protocol-Version header gets HTTP 400 (the gateway then bridges
+// 2026-07-28 clients).
+func newFixtureOf(tb testing.TB, only string) *fixture {
 	tb.Helper()
 	up := upstream.New(upstream.Options{})
-	srv := httptest.NewServer(up)
-	tb.Cleanup(srv.Close)
+	var h http.Handler = up
+	if only != "" {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != only {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Unsupported protocol version: `+v+`"}}`)
+				return
+			}
+			if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+				r.Body = io.NopCloser(bytes.NewReader(negotiateAtMost(r.Body, only)))
+				r.ContentLength = -1
+			}
+			up.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(h)
+	tb.Cleanup(func() {
+		srv.CloseClientConnections() // a failed test may leave a call waiting for input
+		srv.Close()
+	})
 	u, _ := url.Parse(srv.URL)
 	return &fixture{schema: newSchema(tb), up: up, upURL: u}
+}
+
+// negotiateAtMost reads an initialize request from body and asks for
+// version only when it asked for a newer one.
+func negotiateAtMost(body io.Reader, only string) []byte {
+	data, _ := io.ReadAll(body)
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil || m["method"] != "initialize" {
+		return data
+	}
+	if params, ok := m["params"].(map[string]any); ok {
+		if v, _ := params["protocolVersion"].(string); v > only {
+			params["protocolVersion"] = only
+			data, _ = json.Marshal(m)
+		}
+	}
+	return data
 }
 
 // replicaOptions tunes one replica.

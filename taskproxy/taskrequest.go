@@ -1,0 +1,66 @@
+package taskproxy
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The requests a task's upstream call is made of (its attempts, answers to
+// the upstream's requests, cancellations) go to the task's endpoint with
+// the headers its call speaks. A replica without the task's worker (the
+// answer landed on another replica, or came before a restarted gateway
+// resumed the task) builds them from the task record as the worker would
+// send them, whatever wire the client used to ask.
+
+// taskUpstreamBase returns the base of a request about t sent upstream
+// from r, a request of t's owner on this replica: r's headers (its
+// authentication, as the worker's requests carry their caller's) with the
+// call's protocol headers (taskCallHeaders), sent to t's endpoint and host.
+func taskUpstreamBase(ctx context.Context, r *http.Request, t *Task) *http.Request {
+	base := r.Clone(ctx)
+	taskCallHeaders(base.Header, t)
+	taskEndpoint(base, t)
+	return base
+}
+
+// taskCallHeaders sets h to the protocol headers of t's upstream call. A
+// call on a 2025-11-25 session (a 2025-11-25 task's, a bridged task's) is
+// made on the task's session with the version it negotiated, as recorded
+// with the task, and without the 2026-07-28 routing headers, which name
+// the request they came with, not the call.
+func taskCallHeaders(h http.Header, t *Task) {
+	if !upstreamSpeaksLegacy(t) {
+		return
+	}
+	for k := range h {
+		if k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-") {
+			delete(h, k)
+		}
+	}
+	switch v := t.Headers[headerProtocolVersion]; {
+	case v != "" && v != string(EraModern):
+		h.Set(headerProtocolVersion, v)
+	case t.Era == EraModern:
+		// Bridged, recorded before the session's version was.
+		h.Set(headerProtocolVersion, bridgeLegacyVersion)
+	default: // the call carried none
+		h.Del(headerProtocolVersion)
+	}
+	if t.Session != "" {
+		h.Set(headerSessionID, t.Session)
+	} else {
+		h.Del(headerSessionID)
+	}
+}
+
+// taskEndpoint points base at t's endpoint and host, where its call went.
+func taskEndpoint(base *http.Request, t *Task) {
+	if t.Host != "" {
+		base.Host = t.Host
+	}
+	if u, err := url.ParseRequestURI(t.Endpoint); err == nil {
+		base.URL.Path, base.URL.RawPath, base.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
+	}
+}
