@@ -160,15 +160,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "sync_writes":
-			v, err := oneArg(d)
+			on, err := parseSyncWrites(d)
 			if err != nil {
 				return err
 			}
-			on, err := parseOnOff(v)
-			if err != nil {
-				return d.Errf("sync_writes: want on/true or off/false, got %q", v)
-			}
-			h.SyncWrites = &on
+			h.SyncWrites = on
 		case "principal":
 			if !d.AllArgs(&h.Principal) {
 				return d.ArgErr()
@@ -297,4 +293,18 @@ func parseSize(d *caddyfile.Dispenser, into *int64) error {
 	}
 	*into = int64(size)
 	return nil
+}
+
+// parseSyncWrites reads the on/off argument of sync_writes, in the handler
+// block and in storage badger.
+func parseSyncWrites(d *caddyfile.Dispenser) (*bool, error) {
+	v, err := oneArg(d)
+	if err != nil {
+		return nil, err
+	}
+	on, err := parseOnOff(v)
+	if err != nil {
+		return nil, d.Errf("sync_writes: want on/true or off/false, got %q", v)
+	}
+	return &on, nil
 }

@@ -109,15 +109,11 @@ func (b *BadgerStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "sync_writes":
-			v, err := oneArg(d)
+			on, err := parseSyncWrites(d)
 			if err != nil {
 				return err
 			}
-			on, err := parseOnOff(v)
-			if err != nil {
-				return d.Errf("sync_writes: want on/true or off/false, got %q", v)
-			}
-			b.SyncWrites = &on
+			b.SyncWrites = on
 		default:
 			return d.Errf("unrecognized storage badger option %q", name)
 		}
