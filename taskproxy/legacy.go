@@ -103,7 +103,9 @@ func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) 
 	var meta struct {
 		TTL *float64 `json:"ttl"`
 	}
-	if err := json.Unmarshal(taskMeta, &meta); err != nil {
+	if ttl, ok := plainTTLParam(taskMeta); ok {
+		meta.TTL = ttl
+	} else if err := json.Unmarshal(taskMeta, &meta); err != nil {
 		return 0, errors.New("params.task must be an object")
 	}
 	if meta.TTL == nil {

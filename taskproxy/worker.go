@@ -249,7 +249,11 @@ func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Tim
 		var r struct {
 			IsError bool `json:"isError"`
 		}
-		_ = json.Unmarshal(result, &r)
+		if isError, ok := plainIsError(result); ok {
+			r.IsError = isError
+		} else {
+			_ = json.Unmarshal(result, &r)
+		}
 		rec.IsError = r.IsError
 		if r.IsError && rec.Era == EraLegacy {
 			to, message = StatusFailed, toolErrorMessage(result)

@@ -1,0 +1,83 @@
+package taskproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// plainTTLParam is requestedTTL's fast path for params.task, read on every
+// task creation: it finds ttl without the reflective decoder. It answers
+// only when the answer is certainly the one decoding into
+// struct{TTL *float64 `json:"ttl"`} gives (meta valid JSON and an object,
+// no key that decoding could also match to ttl by escapes or case folding,
+// the last ttl member null or a number in float64 range), and reports false
+// otherwise, leaving the case to the decoder.
+func plainTTLParam(meta []byte) (ttl *float64, ok bool) {
+	if !json.Valid(meta) {
+		return nil, false
+	}
+	var value []byte
+	plain := true
+	_, err := eachMember(meta, func(m member) bool {
+		key := meta[m.keyStart+1 : m.keyEnd-1]
+		switch {
+		case string(key) == "ttl":
+			value = meta[m.valueStart:m.valueEnd]
+		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("ttl")):
+			plain = false
+			return false
+		}
+		return true
+	})
+	if err != nil || !plain {
+		return nil, false
+	}
+	if value == nil || string(value) == "null" {
+		return nil, true
+	}
+	if c := value[0]; c != '-' && (c < '0' || c > '9') {
+		return nil, false // not a number: the decoder's error
+	}
+	f, err := strconv.ParseFloat(string(value), 64)
+	if err != nil {
+		return nil, false // out of range: the decoder's error
+	}
+	return &f, true
+}
+
+// plainIsError is applyOutcome's fast path for result.isError, read on every
+// completion: it scans the result's members instead of running the
+// reflective decoder over the whole result. It answers only when the answer
+// is certainly the one decoding into struct{IsError bool `json:"isError"`}
+// gives, ignoring its error (result valid JSON and an object, no key that
+// decoding could also match by escapes or case folding, every isError
+// member true, false or null), and reports false otherwise.
+func plainIsError(result []byte) (isError, ok bool) {
+	if !json.Valid(result) {
+		return false, true // the decoder fails before setting anything
+	}
+	plain := true
+	_, err := eachMember(result, func(m member) bool {
+		key := result[m.keyStart+1 : m.keyEnd-1]
+		switch {
+		case string(key) == "isError":
+			switch string(result[m.valueStart:m.valueEnd]) {
+			case "true":
+				isError = true
+			case "false":
+				isError = false
+			case "null": // leaves the field as it is
+			default:
+				plain = false
+			}
+		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("isError")):
+			plain = false
+		}
+		return plain
+	})
+	if err != nil || !plain {
+		return false, false
+	}
+	return isError, true
+}

@@ -1,0 +1,127 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// plainTTLParam answers only where it agrees with the decoder requestedTTL
+// used alone, and leaves every doubtful case to it.
+func TestPlainTTLParamAgreesWithDecoder(t *testing.T) {
+	tests := []struct {
+		meta     string
+		wantFast bool
+	}{
+		{`{}`, true},
+		{` { } `, true},
+		{`{"ttl":null}`, true},
+		{`{"ttl":60000}`, true},
+		{`{"ttl": 1500.5 }`, true},
+		{`{"ttl":-5}`, true},
+		{`{"ttl":-0}`, true},
+		{`{"ttl":1e13}`, true},
+		{`{"ttl":1E-3}`, true},
+		{`{"ttl":1,"ttl":2}`, true},
+		{`{"ttl":1,"ttl":null}`, true},
+		{`{"other":{"ttl":5},"ttl":7}`, true},
+		{`{"x":"\"ttl\"","ttl":7}`, true},
+		{`{"ttl":1e400}`, false},
+		{`{"ttl":"60000"}`, false},
+		{`{"ttl":true}`, false},
+		{`{"ttl":{}}`, false},
+		{`{"TTL":5}`, false},
+		{`{"ttl":5,"Ttl":6}`, false},
+		{`{"t\u0074l":5}`, false},
+		{`3`, false},
+		{`[]`, false},
+		{`null`, false},
+		{`{"ttl":5`, false},
+		{`{"ttl":05}`, false},
+		{``, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.meta, func(t *testing.T) {
+			got, ok := plainTTLParam([]byte(tt.meta))
+			if ok != tt.wantFast {
+				t.Fatalf("fast path answered = %v, want %v", ok, tt.wantFast)
+			}
+			if !ok {
+				return
+			}
+			var meta struct {
+				TTL *float64 `json:"ttl"`
+			}
+			if err := json.Unmarshal([]byte(tt.meta), &meta); err != nil {
+				t.Fatalf("fast path answered where the decoder fails: %v", err)
+			}
+			switch {
+			case (got == nil) != (meta.TTL == nil):
+				t.Fatalf("ttl = %v, decoder %v", got, meta.TTL)
+			case got != nil && *got != *meta.TTL:
+				t.Fatalf("ttl = %v, decoder %v", *got, *meta.TTL)
+			}
+		})
+	}
+}
+
+func BenchmarkRequestedTTL(b *testing.B) {
+	g := testGatewayB(b)
+	meta := []byte(`{"ttl":60000}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.requestedTTL(meta); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// plainIsError answers only where it agrees with the decoder applyOutcome
+// used alone.
+func TestPlainIsErrorAgreesWithDecoder(t *testing.T) {
+	tests := []struct {
+		result   string
+		wantFast bool
+	}{
+		{`{"content":[{"type":"text","text":"ok"}]}`, true},
+		{`{"content":[],"isError":true}`, true},
+		{`{"isError":false}`, true},
+		{`{"isError": true , "x":{"isError":false}}`, true},
+		{`{"isError":true,"isError":null}`, true},
+		{`{"isError":true,"isError":false}`, true},
+		{`{"x":"isError","isError":true}`, true},
+		{`not json`, true},
+		{`{"isError":true`, true},
+		{`{"isError":"true"}`, false},
+		{`{"isError":1}`, false},
+		{`{"IsError":true}`, false},
+		{`{"is\u0045rror":true}`, false},
+		{`[{"isError":true}]`, false},
+		{`null`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.result, func(t *testing.T) {
+			got, ok := plainIsError([]byte(tt.result))
+			if ok != tt.wantFast {
+				t.Fatalf("fast path answered = %v, want %v", ok, tt.wantFast)
+			}
+			var r struct {
+				IsError bool `json:"isError"`
+			}
+			_ = json.Unmarshal([]byte(tt.result), &r)
+			if ok && got != r.IsError {
+				t.Fatalf("isError = %v, decoder %v", got, r.IsError)
+			}
+		})
+	}
+}
+
+func BenchmarkApplyOutcome(b *testing.B) {
+	result := json.RawMessage(`{"content":[{"type":"text","text":"the answer of the tool, a few words long"}],"structuredContent":{"n":42},"isError":false}`)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := &Task{Status: StatusWorking, Era: EraLegacy}
+		applyOutcome(rec, result, nil, now)
+	}
+}
