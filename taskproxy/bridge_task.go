@@ -66,7 +66,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
 	for k := range t.Headers {
-		if k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-") {
+		if isRoutingHeader(k) {
 			delete(t.Headers, k)
 		}
 	}
@@ -77,11 +77,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	base := g.cfg.Detach(c.r)
 	bridgeHeaders(base.Header, s)
 	run := g.newRun(base, c.next)
-	params, err := upstreamTaskParams(t)
-	var body []byte
-	if err == nil {
-		body, err = RequestBytes(t.UpstreamID, "tools/call", params)
-	}
+	body, err := upstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.release()
 		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,13 +98,10 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, why *recovery) {
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
 		g.resume(t, nil, "", why)
 	case g.cfg.RetryOnRestart[t.Tool]:
-		params := t.Params
-		if t.UpstreamTask {
-			var err error
-			if params, err = upstreamTaskParams(t); err != nil {
-				g.failOrphan(ctx, t, why.lost)
-				return
-			}
+		params, err := upstreamCallParams(t)
+		if err != nil {
+			g.failOrphan(ctx, t, why.lost)
+			return
 		}
 		g.resume(t, params, why.rerun, why)
 	default:
@@ -244,7 +240,7 @@ func routingHeaders(r *http.Request) map[string]string {
 			continue
 		}
 		switch k := http.CanonicalHeaderKey(k); {
-		case k == headerProtocolVersion, k == headerMethod, k == headerName, strings.HasPrefix(k, "Mcp-Param-"):
+		case k == headerProtocolVersion, isRoutingHeader(k):
 			out[k] = v[0]
 		}
 	}

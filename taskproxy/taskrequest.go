@@ -35,7 +35,7 @@ func taskCallHeaders(h http.Header, t *Task) {
 		return
 	}
 	for k := range h {
-		if k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-") {
+		if isRoutingHeader(k) {
 			delete(h, k)
 		}
 	}
@@ -53,6 +53,12 @@ func taskCallHeaders(h http.Header, t *Task) {
 	} else {
 		h.Del(headerSessionID)
 	}
+}
+
+// isRoutingHeader reports whether the canonical header name k is one of
+// the 2026-07-28 routing headers, which name the request they come with.
+func isRoutingHeader(k string) bool {
+	return k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-")
 }
 
 // taskEndpoint points base at t's endpoint and host, where its call went.

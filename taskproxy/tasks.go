@@ -99,14 +99,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) boo
 func (c *call) startTask(t *Task) {
 	g := c.g
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
-	params, err := t.Params, error(nil)
-	if t.UpstreamTask { // the upstream makes the task: ask it to
-		params, err = upstreamTaskParams(t)
-	}
-	var body []byte
-	if err == nil {
-		body, err = RequestBytes(t.UpstreamID, "tools/call", params)
-	}
+	body, err := upstreamCallBody(t)
 	if err != nil {
 		run.release()
 		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))

@@ -40,6 +40,24 @@ func upstreamTaskParams(t *Task) (json.RawMessage, error) {
 	return p, nil
 }
 
+// upstreamCallParams returns the params of t's tools/call as the upstream
+// receives them: with params.task when the upstream makes the task.
+func upstreamCallParams(t *Task) (json.RawMessage, error) {
+	if t.UpstreamTask {
+		return upstreamTaskParams(t)
+	}
+	return t.Params, nil
+}
+
+// upstreamCallBody encodes t's tools/call to the upstream.
+func upstreamCallBody(t *Task) ([]byte, error) {
+	params, err := upstreamCallParams(t)
+	if err != nil {
+		return nil, err
+	}
+	return RequestBytes(t.UpstreamID, "tools/call", params)
+}
+
 // followID is the id of the worker's n-th request about the upstream's task.
 func followID(taskID, what string, n int) json.RawMessage {
 	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", gatewayIDPrefix, taskID, what, n))
