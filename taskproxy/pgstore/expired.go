@@ -29,29 +29,7 @@ func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor str
 	if err != nil {
 		return nil, "", s.fail("listing expired leases", err)
 	}
-	defer rows.Close()
-	var tasks []*taskproxy.Task
-	for rows.Next() {
-		if len(tasks) == limit {
-			return tasks, tasks[len(tasks)-1].ID, nil
-		}
-		var id string
-		var record []byte
-		var holder string
-		var expires int64
-		if err := rows.Scan(&id, &record, &holder, &expires); err != nil {
-			return nil, "", s.fail("listing expired leases", err)
-		}
-		t, err := decodeTask(record, &holder, &expires)
-		if err != nil {
-			return nil, "", s.fail("listing expired leases", err)
-		}
-		tasks = append(tasks, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", s.fail("listing expired leases", err)
-	}
-	return tasks, "", nil
+	return s.idPage(rows, limit, "listing expired leases")
 }
 
 var _ taskproxy.ExpiredLeaseLister = (*Store)(nil)

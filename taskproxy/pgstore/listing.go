@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
@@ -150,6 +152,14 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 	if err != nil {
 		return nil, "", s.fail("listing active tasks", err)
 	}
+	return s.idPage(rows, limit, "listing active tasks")
+}
+
+// idPage reads up to limit tasks from rows of (id, record, lease holder,
+// lease expiry), ordered by id with one row more than the page, and
+// returns them with the cursor of the next page: the last id returned, or
+// "" when there is none.
+func (s *Store) idPage(rows pgx.Rows, limit int, what string) ([]*taskproxy.Task, string, error) {
 	defer rows.Close()
 	var tasks []*taskproxy.Task
 	for rows.Next() {
@@ -161,16 +171,16 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 		var holder *string
 		var expires *int64
 		if err := rows.Scan(&id, &record, &holder, &expires); err != nil {
-			return nil, "", s.fail("listing active tasks", err)
+			return nil, "", s.fail(what, err)
 		}
 		t, err := decodeTask(record, holder, expires)
 		if err != nil {
-			return nil, "", s.fail("listing active tasks", err)
+			return nil, "", s.fail(what, err)
 		}
 		tasks = append(tasks, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", s.fail("listing active tasks", err)
+		return nil, "", s.fail(what, err)
 	}
 	return tasks, "", nil
 }
