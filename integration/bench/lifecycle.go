@@ -145,6 +145,9 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 		lifeN, extra = lifeN+n, extra+x
 		lifeCPU[0], lifeCPU[1] = lifeCPU[0]+used[0], lifeCPU[1]+used[1]
 
+		if round == 0 { // the same profile of the pass-through, to compare
+			profiled = p.profile(cfg.profiles, "lifecycle-passthrough", cfg.duration)
+		}
 		if m, err = meterCPU(pids...); err != nil {
 			return nil, err
 		}
@@ -154,6 +157,9 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 		}
 		if used, err = m.used(); err != nil {
 			return nil, err
+		}
+		if profiled != nil {
+			<-profiled
 		}
 		passN += n
 		passCPU[0], passCPU[1] = passCPU[0]+used[0], passCPU[1]+used[1]
