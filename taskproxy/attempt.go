@@ -62,7 +62,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			return false
 		}
 	}
-	go func() {
+	runners.run(func() {
 		defer close(events)
 		resp, err := callUpstream(next, newUpstreamRequest(ctx, base, body))
 		if err != nil {
@@ -123,7 +123,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			err = errors.New("the upstream ended its answer without a response to the call")
 		}
 		send(attemptEvent{err: err})
-	}()
+	})
 	return &attempt{events: events}
 }
 

@@ -2,15 +2,16 @@ package taskproxy
 
 import "time"
 
-// upstreamRunners runs the next handler for the gateway's own upstream
-// calls (a task's call, its answers to the upstream, cancellations). A
+// runners runs the goroutines of tasks: their workers, the pumps of their
+// upstream calls, and the next handler for the gateway's own upstream calls
+// (a task's call, its answers to the upstream, cancellations). A
 // pass-through runs reverse_proxy on the connection's goroutine, whose
 // stack has long grown to what reverse_proxy needs; a fresh goroutine per
 // call would grow (copy) its stack on every call instead, several percent of
-// a task's CPU. So a goroutine that has served a call waits a while for the
-// next one. There is no bound: every call gets a goroutine at once, as it
+// a task's CPU. So a goroutine that has done its work waits a while for the
+// next. There is no bound: every function gets a goroutine at once, as it
 // would with go; idle ones end after runnerIdle.
-var upstreamRunners = runnerPool{work: make(chan func())}
+var runners = runnerPool{work: make(chan func()), idle: runnerIdle}
 
 // runnerIdle is how long an idle runner waits for more work before it ends.
 const runnerIdle = 20 * time.Second
@@ -18,6 +19,7 @@ const runnerIdle = 20 * time.Second
 // runnerPool hands functions to idle goroutines, or starts one.
 type runnerPool struct {
 	work chan func() // unbuffered: a send succeeds only to a waiting runner
+	idle time.Duration
 }
 
 // run calls f on a goroutine of the pool.
@@ -29,14 +31,14 @@ func (p *runnerPool) run(f func()) {
 	}
 }
 
-// serve calls f, then whatever run hands it, until it has waited runnerIdle
+// serve calls f, then whatever run hands it, until it has waited p.idle
 // without work.
 func (p *runnerPool) serve(f func()) {
-	idle := time.NewTimer(runnerIdle)
+	idle := time.NewTimer(p.idle)
 	defer idle.Stop()
 	for {
 		f()
-		idle.Reset(runnerIdle)
+		idle.Reset(p.idle)
 		select {
 		case f = <-p.work:
 		case <-idle.C:

@@ -134,20 +134,20 @@ func releaseRequest(req *http.Request) {
 	}
 }
 
-// callUpstream sends req through next on its own goroutine and returns as
+// callUpstream sends req through next on a goroutine of runners and returns as
 // soon as the answer's head is written. Cancelling req's context ends the
 // call; closing the body stops reading it.
 func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, error) {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
-	go func() {
+	runners.run(func() {
 		defer releaseRequest(req)
 		err := serveNextRecovering(next, w, req)
 		if err == nil && !w.wroteHeader() {
 			err = errors.New("the next handler wrote no response")
 		}
 		w.finish(err)
-	}()
+	})
 	select {
 	case <-w.head:
 	case <-req.Context().Done():

@@ -62,13 +62,13 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 		g.stopUpstreamCall(run.ctx, run, call, "task expired")
 		run.cancel(errTaskExpired)
 	})
-	go func() {
+	runners.run(func() {
 		defer g.rt.workers.wg.Done()
 		defer g.rt.workers.remove(t.ID, run)
 		defer run.release()
 		defer expire.Stop()
 		g.work(t, run, a, pending)
-	}()
+	})
 }
 
 func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
