@@ -98,6 +98,7 @@ func (s *Store) drain(batch []writeOp) []writeOp {
 func (s *Store) commitBatch(batch []writeOp) []error {
 	results := make([]error, len(batch))
 	err := s.retryConflicts(context.Background(), "committing task writes", func(txn *badger.Txn) error {
+		clear(s.staged) // a run again after a conflict starts afresh
 		for i, op := range batch {
 			outcome, fatal := op.apply(txn)
 			if fatal != nil {
@@ -107,6 +108,7 @@ func (s *Store) commitBatch(batch []writeOp) []error {
 		}
 		return nil
 	})
+	s.settle(err == nil)
 	if err == nil {
 		return results
 	}
@@ -137,7 +139,7 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 
 // createOp returns the committer's write of a create.
 func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (error, error), error) {
-	data, err := s.encodeRecord(t) // here, not on the committer's goroutine
+	data, err := s.encodeRecord(t, !t.Status.Terminal()) // here, not on the committer's goroutine
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +161,9 @@ func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (e
 			return &taskproxy.QuotaError{Limit: maxActive}, nil
 		}
 		err := createIn(txn, t, data)
+		if err == nil {
+			s.stage(t.ID, t, true, len(data))
+		}
 		if err == nil || refusal(err) {
 			return err, nil
 		}
@@ -166,21 +171,23 @@ func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (e
 	}, nil
 }
 
-// liveRecord reads the owner's task for a write: a missing, foreign or
-// terminal task is the write's outcome; a read failure fails the batch.
-func liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, outcome, fatal error) {
-	t, err := getRecord(txn, id)
+// liveRecord reads the owner's task for a write (from the committer's
+// cache when it holds the task): a missing, foreign or terminal task is the
+// write's outcome; a read failure fails the batch.
+// leaseInRecord reports where the task's lease lives (see encodeRecord).
+func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, leaseInRecord bool, outcome, fatal error) {
+	t, leaseInRecord, err := s.readLive(txn, id)
 	switch {
 	case errors.Is(err, taskproxy.ErrNotFound):
-		return nil, err, nil
+		return nil, false, err, nil
 	case err != nil:
-		return nil, nil, err
+		return nil, false, nil, err
 	case t.Owner != owner:
-		return nil, taskproxy.ErrForeign, nil
+		return nil, false, taskproxy.ErrForeign, nil
 	case t.Status.Terminal():
-		return nil, taskproxy.ErrTerminal, nil
+		return nil, false, taskproxy.ErrTerminal, nil
 	}
-	return t, nil, nil
+	return t, leaseInRecord, nil, nil
 }
 
 // refusal reports whether err refuses one create without failing the batch.
@@ -196,7 +203,7 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 	var out *taskproxy.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
-		cur, outcome, fatal := liveRecord(txn, owner, id)
+		cur, leaseInRecord, outcome, fatal := s.liveRecord(txn, owner, id)
 		if cur == nil {
 			return outcome, fatal
 		}
@@ -210,12 +217,15 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		if next.Status != cur.Status && !taskproxy.CanTransition(cur.Status, next.Status) {
 			return fmt.Errorf("%w: %s to %s", taskproxy.ErrBadTransition, cur.Status, next.Status), nil
 		}
-		data, err := s.encodeRecord(next)
+		if next.Status.Terminal() {
+			next.Lease = taskproxy.Lease{}
+		}
+		// The lease stays where it was: in the record, or under its key.
+		data, err := s.encodeRecord(next, leaseInRecord)
 		if err != nil {
 			return err, nil // too large: this write only
 		}
 		if next.Status.Terminal() {
-			next.Lease = taskproxy.Lease{}
 			if err := txn.Delete(activeKey(next)); err != nil {
 				return nil, err
 			}
@@ -223,17 +233,25 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		if err := txn.Set(recordKey(next.ID), data); err != nil {
 			return nil, err
 		}
-		if err := setLease(txn, next.ID, next.Lease); err != nil {
-			return nil, err
+		if !leaseInRecord && !sameLease(next.Lease, cur.Lease) {
+			if err := setLease(txn, next.ID, next.Lease); err != nil {
+				return nil, err
+			}
 		}
+		s.stage(next.ID, next, leaseInRecord, len(data))
 		out = next
 		return nil, nil
 	})
 	return out, err
 }
 
-// createIn writes t and its index keys in txn, unless its id exists or its
-// idempotency key belongs to a live task.
+// sameLease reports whether a and b are the same lease.
+func sameLease(a, b taskproxy.Lease) bool {
+	return a.Holder == b.Holder && a.Expires.Equal(b.Expires)
+}
+
+// createIn writes t (data, its lease included) and its index keys in txn,
+// unless its id exists or its idempotency key belongs to a live task.
 func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
 	if _, err := txn.Get(recordKey(t.ID)); err == nil {
 		return taskproxy.ErrExists
@@ -248,13 +266,8 @@ func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
 			return err
 		}
 	}
-	if err := txn.Set(recordKey(t.ID), data); err != nil {
+	if err := txn.Set(recordKey(t.ID), data); err != nil { // with its lease
 		return err
-	}
-	if t.Lease.Holder != "" {
-		if err := setLease(txn, t.ID, t.Lease); err != nil {
-			return err
-		}
 	}
 	if err := txn.Set(ownerKey(t), nil); err != nil {
 		return err

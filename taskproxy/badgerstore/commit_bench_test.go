@@ -60,3 +60,36 @@ func BenchmarkStoreCreateConcurrent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStoreLifecycle is the store's share of a task's life as the
+// gateway lives it: a durable create holding a lease, then the update that
+// stores the result and ends it, by 32 concurrent workers on a store with
+// SyncWrites. It reports the process's CPU per task, Badger's flushes,
+// compactions and fsyncs included: the store's part of the lifecycle CPU
+// row of ./xcaddy.sh bench.
+func BenchmarkStoreLifecycle(b *testing.B) {
+	s := benchStore(b, b.TempDir(), true)
+	result := json.RawMessage(`{"content":[{"type":"text","text":"benchmark"}]}`)
+	b.SetParallelism(16)
+	b.ReportAllocs()
+	cpu := processCPU(b)
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			t := benchTask()
+			t.Params = json.RawMessage(`{"name":"fast","arguments":{"a":"benchmark"},"task":{"ttl":600000}}`)
+			t.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: time.Now().Add(30 * time.Second)}
+			if err := s.Create(ctx, t); err != nil {
+				b.Fatal(err)
+			}
+			_, err := s.Update(ctx, t.Owner, t.ID, func(rec *taskproxy.Task) error {
+				rec.Result = result
+				return rec.SetStatus(taskproxy.StatusCompleted, "", time.Now())
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+}

@@ -36,7 +36,7 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 				continue
 			}
 			task := testTask("alice", time.Now())
-			data, err := s.encodeRecord(task)
+			data, err := s.encodeRecord(task, true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -73,12 +73,13 @@ func (s *Store) leaseFree(lease taskproxy.Lease, holder string, now time.Time) b
 }
 
 // Acquire takes or renews the lease, as one compare-and-set. It writes the
-// lease key only, a few bytes, whatever the size of the record.
+// lease key only, a few bytes, whatever the size of the record; the first
+// time, it also rewrites the record without the lease it was created with.
 func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
 	var out *taskproxy.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
-		t, outcome, fatal := liveRecord(txn, owner, id)
+		t, leaseInRecord, outcome, fatal := s.liveRecord(txn, owner, id)
 		if t == nil {
 			return outcome, fatal
 		}
@@ -86,10 +87,21 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 			return taskproxy.ErrLeaseHeld, nil
 		}
 		t.Lease = taskproxy.Lease{Holder: holder, Expires: now.Add(ttl)}
-		// Only the lease key is written: the record stays as it is.
+		size := 0 // unknown unless rewritten: kept only if already cached
+		if leaseInRecord {
+			data, err := s.encodeRecord(t, false)
+			if err != nil {
+				return err, nil
+			}
+			if err := txn.Set(recordKey(t.ID), data); err != nil {
+				return nil, err
+			}
+			size = len(data)
+		}
 		if err := setLease(txn, t.ID, t.Lease); err != nil {
 			return nil, err
 		}
+		s.stage(t.ID, t, false, size)
 		out = t
 		return nil, nil
 	})

@@ -36,9 +36,11 @@ func recordVersion(t *testing.T, s *Store, id string) (record, lease uint64) {
 	return record, lease
 }
 
-// Renewing a lease writes the lease key only: the record, with its
-// arguments, is not rewritten. Updates, recovery listing, the end of the
-// task and the sweep see and drop the lease as before.
+// A task is created with its lease in the record and writes no lease key;
+// the first renewal moves the lease to its own key, and later renewals
+// write that key only: the record, with its arguments, is not rewritten.
+// Updates, recovery listing, the end of the task and the sweep see and drop
+// the lease wherever it lives.
 func TestLeaseRenewalKeepsRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
@@ -49,10 +51,13 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 	if err := s.Create(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	rec0, lease0 := recordVersion(t, s, task.ID)
-	if lease0 == 0 {
-		t.Fatal("a created task's lease has no key of its own")
+	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+		t.Fatal("a created task's lease has a key of its own")
 	}
+	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !sameLease(got.Lease, task.Lease) {
+		t.Fatalf("created task's lease = %+v, %v; want %+v", got.Lease, err, task.Lease)
+	}
+	var rec0, lease0 uint64
 	for i := range 5 {
 		at := t0.Add(time.Duration(i+1) * 10 * time.Second)
 		got, err := s.Acquire(ctx, "alice", task.ID, s.Holder(), at, 30*time.Second)
@@ -62,10 +67,15 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 		if !got.Lease.Expires.Equal(at.Add(30 * time.Second)) {
 			t.Errorf("renewal %d: lease %+v", i, got.Lease)
 		}
+		if i == 0 {
+			if rec0, lease0 = recordVersion(t, s, task.ID); lease0 == 0 {
+				t.Fatal("the first renewal wrote no lease key")
+			}
+		}
 	}
 	rec1, lease1 := recordVersion(t, s, task.ID)
 	if rec1 != rec0 {
-		t.Errorf("lease renewals rewrote the record: version %d to %d", rec0, rec1)
+		t.Errorf("lease renewals after the first rewrote the record: version %d to %d", rec0, rec1)
 	}
 	if lease1 == lease0 {
 		t.Error("lease renewals did not write the lease key")
@@ -83,6 +93,9 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 	}
 	if got, _ := s.Get(ctx, "alice", task.ID); !got.Lease.Expires.Equal(want) || got.StatusMessage != "half way" {
 		t.Errorf("after an update: %+v", got)
+	}
+	if _, lease := recordVersion(t, s, task.ID); lease != lease1 {
+		t.Error("an update that kept the lease rewrote its key")
 	}
 	// The end of the task drops the lease key.
 	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
@@ -134,5 +147,42 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	}
 	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0, time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
 		t.Errorf("the embedded lease was not honoured: %v", err)
+	}
+}
+
+// A task that ends before its lease is renewed never writes a lease key:
+// the lease lives in the record, an update keeps it there, and the end of
+// the task drops it with the record's rewrite. Another holder is refused
+// while the lease in the record holds.
+func TestLeaseInRecordUntilRenewed(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	t0 := time.Unix(1_800_000_000, 0)
+	task := testTask("alice", t0)
+	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0.Add(time.Second), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+		t.Errorf("another holder took a lease kept in the record: %v", err)
+	}
+	got, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.StatusMessage = "half way"; return nil })
+	if err != nil || !sameLease(got.Lease, task.Lease) {
+		t.Fatalf("update: lease %+v, %v; want %+v", got.Lease, err, task.Lease)
+	}
+	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !sameLease(got.Lease, task.Lease) || got.StatusMessage != "half way" {
+		t.Errorf("after an update: %+v, %v", got, err)
+	}
+	if active, _, err := s.ListActive(ctx, "", 10); err != nil || len(active) != 1 || !sameLease(active[0].Lease, task.Lease) {
+		t.Errorf("ListActive: %+v, %v", active, err)
+	}
+	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+		t.Error("a task that was never renewed wrote a lease key")
+	}
+	if got, err := s.Get(ctx, "alice", task.ID); err != nil || got.Lease != (taskproxy.Lease{}) {
+		t.Errorf("terminal task: lease %+v, %v", got.Lease, err)
 	}
 }

@@ -22,8 +22,8 @@ import (
 
 // Key layout (see DESIGN.md, "Store rules"):
 //
-//	t/<taskId>                                 the record (its lease excepted)
-//	l/<taskId>                                 the lease: renewing it writes only this
+//	t/<taskId>                                 the record, with its lease until that is renewed
+//	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
@@ -87,6 +87,9 @@ type Store struct {
 	// writes feeds the group committer (commit.go).
 	writes        chan writeOp
 	committerDone chan struct{}
+	// live and staged are the committer's cache of live records
+	// (livecache.go); only the committer goroutine touches them.
+	live, staged map[string]*liveEntry
 
 	mu     sync.RWMutex // guards closed against the methods in flight
 	closed bool
@@ -209,13 +212,23 @@ func expiryKey(t *taskproxy.Task) []byte {
 
 func leaseKey(id string) []byte { return []byte("l/" + id) }
 
-// encodeRecord encodes t for storing, within the record size limit. The
-// lease is left out: it lives under its own key, so that renewing it every
-// few seconds does not rewrite the record, arguments and all.
-func (s *Store) encodeRecord(t *taskproxy.Task) ([]byte, error) {
-	rec := *t
-	rec.Lease = taskproxy.Lease{}
-	data, err := taskproxy.EncodeRecord(&rec)
+// encodeRecord encodes t for storing, within the record size limit, with
+// its lease when withLease is set and without it otherwise.
+//
+// Where a lease lives: a task is created with its lease in the record, so
+// a task that ends before its lease is renewed (most do) never writes a
+// lease key. The first renewal moves the lease out to its own key, so that
+// renewing it every few seconds does not rewrite the record, arguments and
+// all. A record that carries a lease therefore has no lease key; one that
+// does not may have one. A terminal task holds no lease.
+func (s *Store) encodeRecord(t *taskproxy.Task, withLease bool) ([]byte, error) {
+	rec := t
+	if !withLease && t.Lease != (taskproxy.Lease{}) {
+		c := *t
+		c.Lease = taskproxy.Lease{}
+		rec = &c
+	}
+	data, err := taskproxy.EncodeRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
@@ -226,28 +239,37 @@ func (s *Store) encodeRecord(t *taskproxy.Task) ([]byte, error) {
 }
 
 func getRecord(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+	t, _, err := readRecord(txn, id)
+	return t, err
+}
+
+// readRecord reads task id with its lease, and reports whether the lease
+// is in the record (see encodeRecord) rather than under its own key.
+func readRecord(txn *badger.Txn, id string) (*taskproxy.Task, bool, error) {
 	item, err := txn.Get(recordKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, taskproxy.ErrNotFound
+		return nil, false, taskproxy.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading task %s: %w", id, err)
+		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
 	}
 	var t taskproxy.Task
 	if err := item.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &t) }); err != nil {
-		return nil, fmt.Errorf("decoding task %s: %w", id, err)
+		return nil, false, fmt.Errorf("decoding task %s: %w", id, err)
 	}
-	// A record written before leases had their own key carries its lease.
+	if t.Lease.Holder != "" || t.Status.Terminal() {
+		return &t, t.Lease.Holder != "", nil
+	}
 	item, err = txn.Get(leaseKey(id))
 	switch {
 	case err == nil:
 		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
-			return nil, fmt.Errorf("decoding the lease of task %s: %w", id, err)
+			return nil, false, fmt.Errorf("decoding the lease of task %s: %w", id, err)
 		}
 	case !errors.Is(err, badger.ErrKeyNotFound):
-		return nil, fmt.Errorf("reading the lease of task %s: %w", id, err)
+		return nil, false, fmt.Errorf("reading the lease of task %s: %w", id, err)
 	}
-	return &t, nil
+	return &t, false, nil
 }
 
 // setLease stores the lease of task id, or deletes it when it is empty.

@@ -43,15 +43,17 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error
 		if err != nil || len(ids) == 0 {
 			return total, err
 		}
-		err = s.use(func() error {
-			return s.retryConflicts(ctx, "sweeping", func(txn *badger.Txn) error {
-				for _, k := range ids {
-					if err := deleteTask(txn, k); err != nil {
-						return err
-					}
+		// Through the committer, which keeps a cache of the live records
+		// it wrote (livecache.go): it learns of the deletions.
+		err = s.write(func(txn *badger.Txn) (error, error) {
+			for _, k := range ids {
+				id, err := deleteTask(txn, k)
+				if err != nil {
+					return nil, err
 				}
-				return nil
-			})
+				s.stage(id, nil, false, 0)
+			}
+			return nil, nil
 		})
 		if err != nil {
 			return total, err
@@ -89,18 +91,18 @@ func (s *Store) expired(now time.Time, limit int) ([][]byte, error) {
 }
 
 // deleteTask removes the task of an expiry key and every key of it, and
-// leaves its tombstone for one more ttl.
-func deleteTask(txn *badger.Txn, expiry []byte) error {
+// leaves its tombstone for one more ttl. It returns the task's id.
+func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 	id := string(expiry[bytes.LastIndexByte(expiry, '/')+1:])
 	if err := txn.Delete(expiry); err != nil {
-		return err
+		return id, err
 	}
 	t, err := getRecord(txn, id)
 	if errors.Is(err, taskproxy.ErrNotFound) {
-		return nil
+		return id, nil
 	}
 	if err != nil {
-		return err
+		return id, err
 	}
 	keys := [][]byte{recordKey(id), leaseKey(id), ownerKey(t), activeKey(t)}
 	if t.IdempotencyKey != "" {
@@ -108,11 +110,11 @@ func deleteTask(txn *badger.Txn, expiry []byte) error {
 	}
 	for _, k := range keys {
 		if err := txn.Delete(k); err != nil {
-			return err
+			return id, err
 		}
 	}
 	stone := badger.NewEntry(tombstoneKey(id), []byte(ownerHash(t.Owner))).WithTTL(max(t.TTL, time.Second))
-	return txn.SetEntry(stone)
+	return id, txn.SetEntry(stone)
 }
 
 // CollectGarbage rewrites value-log files that are mostly garbage, until

@@ -1,0 +1,80 @@
+package badgerstore
+
+import (
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The committer's cache of live records. Every write of a task record or
+// lease goes through the committer (commit.go), the sweep's deletions
+// included, so the committer knows the last committed state of every task
+// it wrote; an update or a lease renewal of such a task (the worker storing
+// its outcome, most often) then starts from that state instead of reading
+// and decoding the record and its lease key again, about a third of the
+// committer's work per task. Only the committer goroutine touches the cache.
+// A batch's writes are staged and reach the cache only once its transaction
+// has committed: a batch that fails, or runs again on a conflict, leaves it
+// as it was.
+
+// Bounds of the cache: records of live tasks only (a task leaves when it
+// ends or is swept), small ones only, and so many at most; a task the cache
+// has no room for is read from the store as before.
+const (
+	maxLiveRecords   = 4096
+	maxLiveRecordLen = 8 << 10
+)
+
+// liveEntry is the committed state of a live task: the record as decoded,
+// and where its lease lives (see encodeRecord). A nil entry in a batch's
+// staging marks a task that ended or was deleted.
+type liveEntry struct {
+	task          *taskproxy.Task
+	leaseInRecord bool
+}
+
+// readLive returns task id as the batch so far left it, from the staging,
+// the cache, or the store. The task is the caller's to change.
+func (s *Store) readLive(txn *badger.Txn, id string) (*taskproxy.Task, bool, error) {
+	e, staged := s.staged[id]
+	if !staged {
+		e = s.live[id]
+	}
+	if e != nil {
+		return e.task.Clone(), e.leaseInRecord, nil
+	}
+	return readRecord(txn, id) // the transaction holds the batch's own writes
+}
+
+// stage records what a write of the batch left of task t: its state, with
+// size the length of its encoded record (0 when the write did not encode
+// it: kept only if the task is cached, so known to be small), or nil t when
+// the task ended or was deleted. t is copied.
+func (s *Store) stage(id string, t *taskproxy.Task, leaseInRecord bool, size int) {
+	if s.staged == nil {
+		s.staged = map[string]*liveEntry{}
+	}
+	_, cached := s.live[id]
+	fits := cached || size > 0 && len(s.live) < maxLiveRecords
+	if t == nil || t.Status.Terminal() || size > maxLiveRecordLen || !fits {
+		s.staged[id] = nil
+		return
+	}
+	s.staged[id] = &liveEntry{task: t.Clone(), leaseInRecord: leaseInRecord}
+}
+
+// settle applies a batch's staging to the cache once its transaction has
+// committed. When it failed, the tasks it touched leave the cache too, to
+// be read from the store again: what the store holds of them is its word.
+func (s *Store) settle(committed bool) {
+	if s.live == nil {
+		s.live = map[string]*liveEntry{}
+	}
+	for id, e := range s.staged {
+		if e == nil || !committed {
+			delete(s.live, id)
+		} else {
+			s.live[id] = e
+		}
+	}
+	clear(s.staged)
+}
