@@ -4,24 +4,44 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
+
+// fanoutSecret is the HS256 key of the fan-out site's auth jwt; the bench
+// mints every subscriber's token with it.
+const fanoutSecret = "the-fan-out-bench-hmac-secret-of-32-bytes-or-more"
+
+// fanoutAuth makes the fan-out site verify bearer JWTs, so that each
+// subscriber is a principal of its own, as 1000 listeners of a real
+// deployment are (the gateway caps open streams per principal).
+const fanoutAuth = "auth jwt {\n\thmac_secret " + fanoutSecret + "\n\tissuer https://idp.bench\n\taudience mcp-gateway\n}"
 
 // benchFanOut opens one subscriptions/listen stream per task for
 // cfg.subscribers tasks held upstream, then cancels the tasks one at a time
 // and measures how long the status change takes to reach its subscriber,
-// and how long the cancellation takes to reach the upstream call.
+// and how long the cancellation takes to reach the upstream call. Each task
+// and its stream belong to a principal of their own.
 func benchFanOut(cfg config) ([]row, error) {
-	up, _, url, stop, err := gatewayUnderTest(cfg, "fanout-store", "task_after 10ms\nmax_active_per_principal -1\nrate_limit -1")
+	up, _, url, stop, err := gatewayUnderTest(cfg, "fanout-store", "task_after 10ms\nmax_active_per_principal -1\nrate_limit -1\n"+fanoutAuth)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	n := cfg.subscribers
+	// One bearer token per subscriber, minted before any timing starts.
+	tokens := make([]string, n)
+	for i := range tokens {
+		if tokens[i], err = benchToken(fmt.Sprint("listener-", i)); err != nil {
+			return nil, err
+		}
+	}
 
 	// The tasks: calls of the hold tool, which answers only when cancelled.
 	c := newClient(32)
@@ -35,6 +55,7 @@ func benchFanOut(cfg config) ([]row, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			body, headers := modernRequest(i, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": fmt.Sprint("h", i)}}, "hold")
+			headers["Authorization"] = "Bearer " + tokens[i]
 			data, err := post(c, url, body, headers)
 			var m struct{ Result struct{ TaskID string } }
 			if err == nil && (json.Unmarshal(data, &m) != nil || m.Result.TaskID == "") {
@@ -61,6 +82,7 @@ func benchFanOut(cfg config) ([]row, error) {
 	var bodies []interface{ Close() error }
 	for i, id := range ids {
 		body, headers := modernRequest(100000+i, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, "")
+		headers["Authorization"] = "Bearer " + tokens[i]
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		for k, v := range headers {
 			req.Header.Set(k, v)
@@ -68,6 +90,13 @@ func benchFanOut(cfg config) ([]row, error) {
 		resp, err := streams.Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("opening subscription %d: %w", i, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			// Say why (a cap, a refused token) rather than wait for an
+			// acknowledgement that will not come.
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			return nil, fmt.Errorf("opening subscription %d: HTTP %d: %s", i, resp.StatusCode, data)
 		}
 		bodies = append(bodies, resp.Body)
 		go readSubscription(resp, id, ready, received)
@@ -93,6 +122,7 @@ func benchFanOut(cfg config) ([]row, error) {
 			cancelSem <- struct{}{}
 			defer func() { <-cancelSem }()
 			body, headers := modernRequest(200000+i, "tasks/cancel", map[string]any{"taskId": id}, id)
+			headers["Authorization"] = "Bearer " + tokens[i]
 			t0 := time.Now()
 			sent.Store(id, t0)
 			if _, err := post(c, url, body, headers); err != nil {
@@ -128,6 +158,17 @@ func benchFanOut(cfg config) ([]row, error) {
 		{measure: "fan-out: tasks/cancel reaching the upstream call, p50 / p99",
 			result: fmt.Sprintf("%s / %s", ms(upstream.pct(0.5)), ms(upstream.pct(0.99))), target: "p99 ≤ 20 ms", met: upstream.pct(0.99) <= 20*time.Millisecond},
 	}, nil
+}
+
+// benchToken mints an HS256 token for subject that the fan-out site's
+// auth jwt accepts, valid for an hour (longer than any bench run).
+func benchToken(subject string) (string, error) {
+	claims := jwt.MapClaims{"sub": subject, "iss": "https://idp.bench", "aud": "mcp-gateway", "exp": time.Now().Add(time.Hour).Unix()}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(fanoutSecret))
+	if err != nil {
+		return "", fmt.Errorf("minting the token of %s: %w", subject, err)
+	}
+	return s, nil
 }
 
 type fanoutEvent struct {

@@ -14,7 +14,12 @@ import (
 // trivialUpstream is the fastest MCP server we can put behind the gateway:
 // it answers JSON-RPC from memory, so that what is measured is Caddy and the
 // gateway. The tool "fast" answers at once; "hold" answers only when its
-// request is cancelled, recording when that happened.
+// request is cancelled, recording when that happened. It answers
+// server/discover as a 2026-07-28 server (without the tasks extension), so
+// the gateway serves 2026-07-28 callers natively rather than through the
+// version bridge, whose upstream sessions (at most 256 per route, one or
+// more per principal) would otherwise be what the fan-out of 1000
+// principals measures.
 type trivialUpstream struct {
 	addr string
 	srv  *http.Server
@@ -31,6 +36,10 @@ var toolsList = func() []byte {
 	}
 	return []byte(`{"tools":[` + strings.Join(tools, ",") + `,{"name":"fast","inputSchema":{"type":"object"}},{"name":"hold","inputSchema":{"type":"object"}}]}`)
 }()
+
+// discoverResult lists 2026-07-28 among the versions, which is what the
+// gateway's probe reads; no tasks extension, so the gateway makes the tasks.
+var discoverResult = []byte(`{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"bench-upstream","version":"1"}},"ttlMs":0,"cacheScope":"private"}`)
 
 func startUpstream() (*trivialUpstream, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,6 +74,8 @@ func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case m.Method == "tools/list":
 		result = toolsList
+	case m.Method == "server/discover":
+		result = discoverResult
 	case m.Method == "tools/call" && m.Params.Name == "hold":
 		<-r.Context().Done()
 		u.mu.Lock()
