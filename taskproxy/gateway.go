@@ -70,7 +70,9 @@ type Config struct {
 	// tasks.
 	ListTasks bool
 	// Detach returns a copy of r that outlives the client's request, for
-	// workers. Nil uses context.WithoutCancel. For a re-run after a restart
+	// workers, with headers of its own (a deep copy, as Request.Clone
+	// makes: the gateway edits them). Nil clones r onto
+	// context.WithoutCancel. For a re-run after a restart
 	// (IsRerun of r's context) r is another caller's request: the copy must
 	// carry none of that caller's connection or authentication state.
 	Detach func(r *http.Request) *http.Request
@@ -157,7 +159,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		return nil, errors.New("taskproxy: max body must be positive")
 	}
 	if cfg.Detach == nil {
-		cfg.Detach = func(r *http.Request) *http.Request { return r.WithContext(context.WithoutCancel(r.Context())) }
+		cfg.Detach = func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) }
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute

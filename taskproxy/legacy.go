@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +25,31 @@ type legacyTask struct {
 }
 
 const isoMillis = "2006-01-02T15:04:05.000Z07:00"
+
+// appendJSON appends lt encoded as json.Marshal encodes it, byte for byte,
+// without reflection: every create, and every tasks/get of a finished task
+// once, encodes one.
+func (lt legacyTask) appendJSON(b []byte) []byte {
+	b = append(b, `{"taskId":`...)
+	b, _ = appendString(b, lt.TaskID)
+	b = append(b, `,"status":`...)
+	b, _ = appendString(b, string(lt.Status))
+	if lt.StatusMessage != "" {
+		b = append(b, `,"statusMessage":`...)
+		b, _ = appendString(b, lt.StatusMessage)
+	}
+	b = append(b, `,"createdAt":`...)
+	b, _ = appendString(b, lt.CreatedAt)
+	b = append(b, `,"lastUpdatedAt":`...)
+	b, _ = appendString(b, lt.LastUpdatedAt)
+	b = append(b, `,"ttl":`...)
+	b = strconv.AppendInt(b, lt.TTL, 10)
+	if lt.PollInterval != 0 {
+		b = append(b, `,"pollInterval":`...)
+		b = strconv.AppendInt(b, lt.PollInterval, 10)
+	}
+	return append(b, '}')
+}
 
 func toLegacyTask(t *Task) legacyTask {
 	status := t.Status
@@ -141,18 +167,19 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		return nil
 	}
 	t := c.newTask(EraLegacy, tool, params, ttl)
-	if !c.storeTask(t, legacyCreated, c.fail) {
+	if !c.storeTask(t, func(t *Task) any { return legacyCreated(t) }, c.fail) {
 		return nil
 	}
 	c.startTask(t)
-	return c.reply(legacyCreated(t))
+	c.replyRaw(legacyCreated(t))
+	return nil
 }
 
-// legacyCreated is the 2025-11-25 CreateTaskResult.
-func legacyCreated(t *Task) any {
-	return struct {
-		Task legacyTask `json:"task"`
-	}{toLegacyTask(t)}
+// legacyCreated is the 2025-11-25 CreateTaskResult, encoded.
+func legacyCreated(t *Task) json.RawMessage {
+	b := append(make([]byte, 0, 256), `{"task":`...)
+	b = toLegacyTask(t).appendJSON(b)
+	return append(b, '}')
 }
 
 func (c *call) serveLegacyGet() error {

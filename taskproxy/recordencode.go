@@ -84,7 +84,14 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	if ok && t.IsError {
 		b = append(appendKey(b, "isError"), "true"...)
 	}
-	value("lease", t.Lease, t.Lease == Lease{})
+	if ok && t.Lease != (Lease{}) { // by hand: every create writes one
+		b = append(appendKey(b, "lease"), '{')
+		str("holder", t.Lease.Holder, true)
+		if !t.Lease.Expires.IsZero() {
+			stamp("expires", t.Lease.Expires)
+		}
+		b = append(b, '}')
+	}
 	str("idempotencyKey", t.IdempotencyKey, true)
 	str("fingerprint", t.Fingerprint, true)
 	str("endpoint", t.Endpoint, true)
@@ -96,7 +103,21 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str("route", t.Route, true)
 	str("requestState", t.RequestState, true)
 	num("loadShed", int64(t.LoadShed), true)
-	value("history", t.History, len(t.History) == 0)
+	if ok && len(t.History) > 0 { // by hand: every task that ends writes one
+		b = append(appendKey(b, "history"), '[')
+		for i, h := range t.History {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			str("from", string(h.From), false)
+			str("to", string(h.To), false)
+			str("message", h.Message, true)
+			stamp("at", h.At)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), ok
 }
 

@@ -38,6 +38,12 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 		}
 		if rng.IntN(3) == 0 {
 			task.Lease = Lease{Holder: text(), Expires: now}
+			if rng.IntN(3) == 0 {
+				task.Lease.Expires = time.Time{}
+			}
+		}
+		for range rng.IntN(4) {
+			task.History = append(task.History, StatusChange{From: Status(text()), To: Status(text()), Message: text(), At: now.Add(time.Duration(rng.IntN(1e12)))})
 		}
 		if n := rng.IntN(4); n > 0 {
 			task.Headers = map[string]string{}
@@ -51,6 +57,8 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 		&Task{}, &Task{Params: json.RawMessage{}}, &Task{Params: json.RawMessage(`{`)}, &Task{Result: json.RawMessage(`nope`)},
 		&Task{CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, &Task{Lease: Lease{Expires: time.Time{}.In(time.UTC)}},
 		&Task{Inputs: []InputRequest{}}, &Task{Headers: map[string]string{}}, &Task{Error: &Error{Data: json.RawMessage(`x`)}},
+		&Task{History: []StatusChange{}}, &Task{History: []StatusChange{{}}}, &Task{History: []StatusChange{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}},
+		&Task{Lease: Lease{Holder: "h"}}, &Task{Lease: Lease{Expires: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	)
 	for _, task := range tasks {
 		want, wantErr := json.Marshal(task)

@@ -61,7 +61,7 @@ type upstreamResponse struct {
 // with base's headers (session, authorization and the like) and ctx. The
 // client's Accept-Encoding is dropped: the gateway must read the answer.
 func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
-	req := withOwnValues(base.Clone(ctx), base)
+	req := withOwnValues(base.WithContext(ctx), base) // a deep copy: its headers are edited below
 	req.Method = http.MethodPost
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -101,13 +101,15 @@ func maxResultOf(ctx context.Context) int64 {
 // requests, cancellations), and reverse_proxy writing to one shared
 // variables map from two of them is a concurrent map write, which kills the
 // process. Detach drops cancellation, so req's own is put back. The detach
-// is found on req's context or on base's (a task's run).
+// is found on req's context or on base's (a task's run). The request
+// returned is a deep copy of req (Detach's contract): its headers may be
+// edited.
 func withOwnValues(req, base *http.Request) *http.Request {
 	ctx := req.Context()
 	detach, ok := ctx.Value(detachKey{}).(func(*http.Request) *http.Request)
 	if !ok { // a client's request (tasks/cancel) made with a task's base
 		if detach, ok = base.Context().Value(detachKey{}).(func(*http.Request) *http.Request); !ok {
-			return req
+			return req.Clone(ctx)
 		}
 	}
 	own := detach(req)

@@ -176,7 +176,7 @@ func renderView(t *Task, wire viewWire) ([]byte, error) {
 	if wire == wireModern {
 		return json.Marshal(toModernDetail(t, "complete"))
 	}
-	return json.Marshal(toLegacyTask(t))
+	return toLegacyTask(t).appendJSON(nil), nil
 }
 
 // serveCachedGet answers a tasks/get of a finished task from the cache, and
