@@ -11,6 +11,18 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
+// createLeased creates alice's task at t0 holding this store's lease for
+// 30 s, as the gateway creates a task.
+func createLeased(t *testing.T, s *Store, t0 time.Time) *taskproxy.Task {
+	t.Helper()
+	task := testTask("alice", t0)
+	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
 // Leases with an injected clock: renewal, takeover only after expiry, a
 // holder of an earlier opening of the store taken over at once, and exactly
 // one winner among concurrent claims.
@@ -18,11 +30,7 @@ func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	task := createLeased(t, s, t0)
 	other := "e999999/p1" // a holder of a later epoch: never taken for gone
 	steps := []struct {
 		name   string

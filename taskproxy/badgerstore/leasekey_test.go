@@ -158,11 +158,7 @@ func TestLeaseInRecordUntilRenewed(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	task := createLeased(t, s, t0)
 	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0.Add(time.Second), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
 		t.Errorf("another holder took a lease kept in the record: %v", err)
 	}
