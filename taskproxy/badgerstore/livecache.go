@@ -44,7 +44,7 @@ func (s *Store) readLive(txn *badger.Txn, id string) (*taskproxy.Task, bool, err
 	if e != nil {
 		return ownCopy(e.task), e.leaseInRecord, nil
 	}
-	return readRecord(txn, id) // the transaction holds the batch's own writes
+	return readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
 }
 
 // stage records what a write of the batch left of task t: its state, with

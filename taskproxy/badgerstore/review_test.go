@@ -134,11 +134,13 @@ func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
 // under its lease key: a build of 52d886e..62d46a9 renewing a task created
 // with the lease in its record (by a build before 52d886e, or by this build
 // before a downgrade) writes the lease key only and leaves the record's
-// lease as it was; those builds let the key win. readRecord now stops at
-// the record's (stale) lease and never reads the key.
+// lease as it was; those builds let the key win. readRecord stopped at the
+// record's stale lease and never read the key; it now skips the key only
+// for a lease of this opening of the store, which only this process wrote.
 func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
+	s.epoch, s.holder = 3, "e3/p300" // the third opening: epochs 1 and 2 wrote the task
 	t0 := time.Unix(1_800_000_000, 0)
 	task := testTask("alice", t0)
 	stale := taskproxy.Lease{Holder: "e1/p100", Expires: t0.Add(30 * time.Second)}
@@ -163,5 +165,27 @@ func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 	}
 	if !sameLease(got.Lease, renewed) {
 		t.Errorf("lease = %+v, want the renewed one under its key %+v", got.Lease, renewed)
+	}
+	// An update goes on from the key's lease (and writes the record without
+	// the stale one); the end of the task drops the key.
+	up, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.StatusMessage = "on"; return nil })
+	if err != nil || !sameLease(up.Lease, renewed) {
+		t.Fatalf("update: lease %+v, %v; want %+v", up.Lease, err, renewed)
+	}
+	if _, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+		t.Error("the ended task kept its lease key")
+	}
+	// A task created by this opening, lease in its record, is read without
+	// a lookup of its key and as it was written.
+	fresh := testTask("alice", t0)
+	fresh.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
+	if err := s.Create(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "alice", fresh.ID); err != nil || !sameLease(got.Lease, fresh.Lease) {
+		t.Errorf("fresh task: lease %+v, %v; want %+v", got.Lease, err, fresh.Lease)
 	}
 }
