@@ -59,7 +59,7 @@ func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor
 					return ctx.Err()
 				}
 				pos := positions[i]
-				t, err := getRecord(txn, string(pos[17:]))
+				t, err := s.getTask(txn, string(pos[17:]))
 				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}
@@ -111,7 +111,7 @@ func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) 
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
-			t, err = getRecord(txn, id)
+			t, err = s.getTask(txn, id)
 			if errors.Is(err, taskproxy.ErrNotFound) {
 				if _, terr := txn.Get(tombstoneKey(id)); terr == nil {
 					return taskproxy.ErrExpired

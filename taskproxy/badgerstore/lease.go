@@ -128,7 +128,7 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 					return nil
 				}
 				next = string(key[len(prefix):])
-				t, err := getRecord(txn, string(key[bytes.LastIndexByte(key, '/')+1:]))
+				t, err := s.getTask(txn, string(key[bytes.LastIndexByte(key, '/')+1:]))
 				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue
 				}

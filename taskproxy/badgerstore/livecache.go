@@ -1,6 +1,8 @@
 package badgerstore
 
 import (
+	"maps"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/dgraph-io/badger/v4"
 )
@@ -40,9 +42,9 @@ func (s *Store) readLive(txn *badger.Txn, id string) (*taskproxy.Task, bool, err
 		e = s.live[id]
 	}
 	if e != nil {
-		return e.task.Clone(), e.leaseInRecord, nil
+		return ownCopy(e.task), e.leaseInRecord, nil
 	}
-	return readRecord(txn, id) // the transaction holds the batch's own writes
+	return readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
 }
 
 // stage records what a write of the batch left of task t: its state, with
@@ -53,13 +55,29 @@ func (s *Store) stage(id string, t *taskproxy.Task, leaseInRecord bool, size int
 	if s.staged == nil {
 		s.staged = map[string]*liveEntry{}
 	}
-	_, cached := s.live[id]
-	fits := cached || size > 0 && len(s.live) < maxLiveRecords
+	// Cached means cached as the batch so far left it: a task an earlier
+	// write of the batch dropped (too big, say) is not, whatever s.live
+	// still says until the batch settles.
+	e, staged := s.staged[id]
+	cached := e != nil || !staged && s.live[id] != nil
+	fits := cached || size > 0 && len(s.live)+len(s.staged) < maxLiveRecords
 	if t == nil || t.Status.Terminal() || size > maxLiveRecordLen || !fits {
 		s.staged[id] = nil
 		return
 	}
-	s.staged[id] = &liveEntry{task: t.Clone(), leaseInRecord: leaseInRecord}
+	s.staged[id] = &liveEntry{task: ownCopy(t), leaseInRecord: leaseInRecord}
+}
+
+// ownCopy copies t for or from the cache, its Headers map included: Clone
+// shares the map, and the cache must share nothing with the Tasks its
+// callers hold (the one handed to Create, the one Update returns) or with
+// the one an update's function edits, as it shared nothing when every
+// write read the record back from Badger. Raw JSON values are shared: no
+// code edits them in place.
+func ownCopy(t *taskproxy.Task) *taskproxy.Task {
+	c := t.Clone()
+	c.Headers = maps.Clone(t.Headers)
+	return c
 }
 
 // settle applies a batch's staging to the cache once its transaction has

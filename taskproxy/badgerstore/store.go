@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,14 +239,39 @@ func (s *Store) encodeRecord(t *taskproxy.Task, withLease bool) ([]byte, error) 
 	return data, nil
 }
 
+// getRecord reads task id with its lease, wherever the lease lives.
 func getRecord(txn *badger.Txn, id string) (*taskproxy.Task, error) {
-	t, _, err := readRecord(txn, id)
+	t, _, err := readRecord(txn, id, "")
 	return t, err
+}
+
+// getTask is getRecord for a method of s: it spares the lease key's
+// lookup for a task whose record carries a lease of this opening
+// (readRecord), which is every task created since the store was opened and
+// not yet renewed.
+func (s *Store) getTask(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+	t, _, err := readRecord(txn, id, s.holderPrefix())
+	return t, err
+}
+
+// holderPrefix is what every lease holder of this opening of the store
+// starts with (see nextEpoch).
+func (s *Store) holderPrefix() string {
+	return s.holder[:strings.IndexByte(s.holder, '/')+1]
 }
 
 // readRecord reads task id with its lease, and reports whether the lease
 // is in the record (see encodeRecord) rather than under its own key.
-func readRecord(txn *badger.Txn, id string) (*taskproxy.Task, bool, error) {
+//
+// A record carrying a lease may still have a lease key, which then wins:
+// the builds before this one renewed a lease by writing its key only,
+// leaving whatever lease the record carried (one it was created with by a
+// build before leases had keys, or by this build before a downgrade). Only
+// a lease whose holder starts with current, this opening's prefix, is
+// known to be the record's own: this process wrote it when it created the
+// task, and no other build has written since. An empty current never
+// skips the lookup.
+func readRecord(txn *badger.Txn, id, current string) (*taskproxy.Task, bool, error) {
 	item, err := txn.Get(recordKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, taskproxy.ErrNotFound
@@ -257,19 +283,21 @@ func readRecord(txn *badger.Txn, id string) (*taskproxy.Task, bool, error) {
 	if err := item.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &t) }); err != nil {
 		return nil, false, fmt.Errorf("decoding task %s: %w", id, err)
 	}
-	if t.Lease.Holder != "" || t.Status.Terminal() {
+	if t.Status.Terminal() || current != "" && strings.HasPrefix(t.Lease.Holder, current) {
 		return &t, t.Lease.Holder != "", nil
 	}
 	item, err = txn.Get(leaseKey(id))
 	switch {
 	case err == nil:
+		t.Lease = taskproxy.Lease{} // the key's lease, not a mix with the record's
 		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
 			return nil, false, fmt.Errorf("decoding the lease of task %s: %w", id, err)
 		}
+		return &t, false, nil
 	case !errors.Is(err, badger.ErrKeyNotFound):
 		return nil, false, fmt.Errorf("reading the lease of task %s: %w", id, err)
 	}
-	return &t, false, nil
+	return &t, t.Lease.Holder != "", nil
 }
 
 // setLease stores the lease of task id, or deletes it when it is empty.
@@ -305,7 +333,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, err
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
-			t, err = getRecord(txn, id)
+			t, err = s.getTask(txn, id)
 			switch {
 			case errors.Is(err, taskproxy.ErrNotFound):
 				err = tombstone(txn, owner, id)
@@ -345,7 +373,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 					return nil
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
-				t, err := getRecord(txn, id)
+				t, err := s.getTask(txn, id)
 				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}
