@@ -22,7 +22,9 @@ func TestReviewRecordLeaseHistoryMatchJSON(t *testing.T) {
 		{"lease without expiry", func(tk *Task) { tk.Lease = Lease{Holder: "e1/p1"} }},
 		{"lease holder to escape", func(tk *Task) { tk.Lease = Lease{Holder: awkward, Expires: t0} }},
 		{"lease in year 0", func(tk *Task) { tk.Lease = Lease{Holder: "h", Expires: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)} }},
-		{"lease in year 9999", func(tk *Task) { tk.Lease = Lease{Holder: "h", Expires: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)} }},
+		{"lease in year 9999", func(tk *Task) {
+			tk.Lease = Lease{Holder: "h", Expires: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}
+		}},
 		{"lease in year 10000", func(tk *Task) { tk.Lease = Lease{Holder: "h", Expires: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} }},
 		{"lease in year -1", func(tk *Task) { tk.Lease = Lease{Holder: "h", Expires: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)} }},
 		{"lease with monotonic clock", func(tk *Task) { tk.Lease = Lease{Holder: "h", Expires: time.Now()} }},
