@@ -220,8 +220,9 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 // a task that ends before its lease is renewed (most do) never writes a
 // lease key. The first renewal moves the lease out to its own key, so that
 // renewing it every few seconds does not rewrite the record, arguments and
-// all. A record that carries a lease therefore has no lease key; one that
-// does not may have one. A terminal task holds no lease.
+// all. A record this build writes with a lease therefore has no lease key
+// (records of older builds may have both: readRecord); one without may
+// have one. A terminal task holds no lease.
 func (s *Store) encodeRecord(t *taskproxy.Task, withLease bool) ([]byte, error) {
 	rec := t
 	if !withLease && t.Lease != (taskproxy.Lease{}) {
