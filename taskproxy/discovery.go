@@ -51,7 +51,6 @@ func (g *Gateway) legacyTasksCapability() []byte {
 // configured modes (effectiveMode: the upstream's required wins), copying
 // the result once. It learns the upstream's own modes first.
 func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
-	g.caps.learnTools(result)
 	m, found, _, _, err := findMember(result, "tools")
 	if err != nil || !found {
 		return result, err
@@ -61,14 +60,15 @@ func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.caps.learnToolElems(tools, elems) // before the rewrite: effectiveMode reads the upstream's modes
 	out := make([]byte, 0, len(result)+len(elems)*40)
 	out = append(out, result[:m.valueStart]...)
 	last := 0
 	for _, span := range elems {
 		tool := tools[span[0]:span[1]]
-		name, _ := getMember(tool, "name")
+		name, _ := toolName(tool) // a tool without one gets the default mode
 		out = append(out, tools[last:span[0]]...)
-		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.effectiveMode(unquote(name)))); err != nil {
+		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.effectiveMode(string(name)))); err != nil {
 			return nil, err
 		}
 		last = span[1]

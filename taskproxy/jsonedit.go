@@ -167,7 +167,7 @@ func arrayElements(b []byte) ([][2]int, error) {
 		return nil, errBadJSON
 	}
 	i++
-	var elems [][2]int
+	elems := make([][2]int, 0, 16) // tools/list pages are often this long: one allocation
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) {

@@ -1,6 +1,7 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,31 +59,72 @@ func (u *upstreamCaps) learnInitialize(result []byte) {
 
 // learnTools records the taskSupport of the tools of one tools/list page.
 func (u *upstreamCaps) learnTools(result []byte) {
-	var r struct {
-		Tools []struct {
-			Name      string `json:"name"`
-			Execution *struct {
-				TaskSupport string `json:"taskSupport"`
-			} `json:"execution"`
-		} `json:"tools"`
+	m, found, _, _, err := findMember(result, "tools")
+	if err != nil || !found {
+		return
 	}
-	if json.Unmarshal(result, &r) != nil || len(r.Tools) == 0 {
+	tools := result[m.valueStart:m.valueEnd]
+	if elems, err := arrayElements(tools); err == nil {
+		u.learnToolElems(tools, elems)
+	}
+}
+
+// learnToolElems records the taskSupport of the tools at elems, the spans of
+// the array tools. It scans the tools instead of decoding them: every
+// tools/list answer passing through comes here, and decoding a long list
+// cost twice the rewrite that follows it. A tool without a string name is
+// passed over; an execution without a valid taskSupport counts as none
+// ("forbidden", the spec's default).
+func (u *upstreamCaps) learnToolElems(tools []byte, elems [][2]int) {
+	if len(elems) == 0 {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tools == nil {
-		u.tools = map[string]TaskSupport{}
+		u.tools = make(map[string]TaskSupport, len(elems))
 	}
-	for _, tool := range r.Tools {
-		mode := TaskForbidden // the spec's default when absent
-		if tool.Execution != nil {
-			if m, err := ParseTaskSupport(tool.Execution.TaskSupport); err == nil {
-				mode = m
-			}
+	for _, span := range elems {
+		tool := tools[span[0]:span[1]]
+		name, ok := toolName(tool)
+		if !ok {
+			continue
 		}
-		u.tools[tool.Name] = mode
+		mode := declaredTaskSupport(tool)
+		if old, ok := u.tools[string(name)]; !ok || old != mode { // a lookup by bytes allocates nothing
+			u.tools[string(name)] = mode
+		}
 	}
+}
+
+// toolName is the name of a tool of a tools/list answer, unescaped; ok is
+// false when it has no string name.
+func toolName(tool []byte) (name []byte, ok bool) {
+	raw, ok := getMember(tool, "name")
+	if !ok || len(raw) < 2 || raw[0] != '"' {
+		return nil, false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], true
+	}
+	return []byte(unquote(raw)), true
+}
+
+// declaredTaskSupport is the execution.taskSupport a tool of a tools/list
+// answer declares, "forbidden" when it declares none or no valid one.
+func declaredTaskSupport(tool []byte) TaskSupport {
+	exec, ok := getMember(tool, "execution")
+	if !ok || len(exec) == 0 || exec[0] != '{' {
+		return TaskForbidden
+	}
+	raw, ok := getMember(exec, "taskSupport")
+	if !ok || len(raw) < 2 || raw[0] != '"' {
+		return TaskForbidden
+	}
+	if m, err := ParseTaskSupport(unquote(raw)); err == nil {
+		return m
+	}
+	return TaskForbidden
 }
 
 // toolMode returns the upstream's own task mode of a tool, and whether the

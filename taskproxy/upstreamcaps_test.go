@@ -1,0 +1,111 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"maps"
+	"testing"
+)
+
+// decodedToolModes is what learnTools recorded before it scanned instead of
+// decoding: the reference for well-formed answers.
+func decodedToolModes(t *testing.T, result []byte) map[string]TaskSupport {
+	t.Helper()
+	var r struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil {
+		t.Fatalf("reference decode: %v", err)
+	}
+	out := map[string]TaskSupport{}
+	for _, tool := range r.Tools {
+		mode := TaskForbidden
+		if tool.Execution != nil {
+			if m, err := ParseTaskSupport(tool.Execution.TaskSupport); err == nil {
+				mode = m
+			}
+		}
+		out[tool.Name] = mode
+	}
+	return out
+}
+
+func TestLearnTools(t *testing.T) {
+	tests := []struct {
+		name   string
+		result string
+		want   map[string]TaskSupport
+		// decodes is set when encoding/json reads the answer too, so
+		// that the scan must agree with it.
+		decodes bool
+	}{
+		{"modes", `{"tools":[{"name":"a"},{"name":"b","execution":{"taskSupport":"required"}},{"name":"c","execution":{"taskSupport":"optional"}},{"name":"d","execution":{"taskSupport":"forbidden"}}]}`,
+			map[string]TaskSupport{"a": TaskForbidden, "b": TaskRequired, "c": TaskOptional, "d": TaskForbidden}, true},
+		{"escaped and unicode names", `{"tools":[{"name":"tab\tq\"uote","execution":{"taskSupport":"required"}},{"name":"\u00e9t\u00e9","execution":{"taskSupport":"optional"}},{"name":"日本"}]}`,
+			map[string]TaskSupport{"tab\tq\"uote": TaskRequired, "été": TaskOptional, "日本": TaskForbidden}, true},
+		{"members in any order, whitespace, nesting", "{ \"nextCursor\":\"x\" , \"tools\" : [ { \"inputSchema\":{\"name\":\"not me\",\"execution\":{\"taskSupport\":\"required\"}}, \"execution\" : { \"other\":[1,{\"taskSupport\":\"required\"}], \"taskSupport\" : \"optional\" } , \"name\" : \"e\" } ] }",
+			map[string]TaskSupport{"e": TaskOptional}, true},
+		{"execution null or without taskSupport", `{"tools":[{"name":"f","execution":null},{"name":"g","execution":{}}]}`,
+			map[string]TaskSupport{"f": TaskForbidden, "g": TaskForbidden}, true},
+		{"unknown taskSupport", `{"tools":[{"name":"h","execution":{"taskSupport":"always"}}]}`,
+			map[string]TaskSupport{"h": TaskForbidden}, true},
+		{"odd values count as none", `{"tools":[{"name":"i","execution":"required"},{"name":"j","execution":{"taskSupport":true}}]}`,
+			map[string]TaskSupport{"i": TaskForbidden, "j": TaskForbidden}, false},
+		{"tools without a string name are passed over", `{"tools":[{"name":7,"execution":{"taskSupport":"required"}},{"execution":{"taskSupport":"required"}},"x",{"name":"k"}]}`,
+			map[string]TaskSupport{"k": TaskForbidden}, false},
+		{"no tools", `{"tools":[]}`, nil, false},
+		{"not a list", `{"tools":{"name":"l"}}`, nil, false},
+		{"malformed", `{"tools":[{"name":"m"`, nil, false},
+		{"no tools member", `{"nextCursor":"x"}`, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var u upstreamCaps
+			u.learnTools([]byte(tt.result))
+			if !maps.Equal(u.tools, tt.want) {
+				t.Errorf("learned %v, want %v", u.tools, tt.want)
+			}
+			if tt.decodes {
+				if ref := decodedToolModes(t, []byte(tt.result)); !maps.Equal(u.tools, ref) {
+					t.Errorf("learned %v, encoding/json reads %v", u.tools, ref)
+				}
+			}
+		})
+	}
+}
+
+// TestLearnToolsReplaces checks that a later answer replaces what an
+// earlier one said of a tool and keeps the tools it does not list.
+func TestLearnToolsReplaces(t *testing.T) {
+	var u upstreamCaps
+	u.learnTools([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"}]}`))
+	u.learnTools([]byte(`{"tools":[{"name":"a"}]}`))
+	want := map[string]TaskSupport{"a": TaskForbidden, "b": TaskForbidden}
+	if !maps.Equal(u.tools, want) {
+		t.Errorf("learned %v, want %v", u.tools, want)
+	}
+}
+
+// TestRewriteToolsListAllocs holds the rewrite of every tools/list passing
+// through to a few allocations whatever the number of tools: it once
+// decoded the whole answer to learn the upstream's modes (62 allocations
+// for 20 tools).
+func TestRewriteToolsListAllocs(t *testing.T) {
+	g := &Gateway{cfg: Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}}
+	result := benchToolsList(20)
+	if _, err := g.rewriteToolsList(result); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := g.rewriteToolsList(result); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 8 {
+		t.Errorf("rewriting a tools/list of 20 tools made %.0f allocations, want at most 8", allocs)
+	}
+}
