@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"errors"
+	"github.com/dgraph-io/badger/v4"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,5 +265,42 @@ func TestIdempotentCreate(t *testing.T) {
 	wg.Wait()
 	if created.Load() != 1 {
 		t.Errorf("%d of 10 concurrent creates with one key stored a task, want 1", created.Load())
+	}
+}
+
+// TestTombstoneLastsTheTTL checks that a swept task answers "expired" for at
+// least its ttl: Badger keeps an entry's expiry in whole seconds, rounded
+// down, so a tombstone of a short ttl could vanish at once.
+func TestTombstoneLastsTheTTL(t *testing.T) {
+	ctx := context.Background()
+	for _, ttl := range []time.Duration{time.Second, 1500 * time.Millisecond, 3 * time.Second} {
+		t.Run(ttl.String(), func(t *testing.T) {
+			s := newMemStore(t)
+			task := testTask("alice", time.Now().Add(-ttl-time.Second))
+			task.TTL = ttl
+			if err := s.Create(ctx, task); err != nil {
+				t.Fatal(err)
+			}
+			swept := time.Now()
+			if n, err := s.Sweep(ctx, swept, 10); err != nil || n != 1 {
+				t.Fatalf("Sweep = %d, %v; want 1 deleted", n, err)
+			}
+			var expiresAt uint64
+			err := s.db.View(func(txn *badger.Txn) error {
+				item, err := txn.Get(tombstoneKey(task.ID))
+				if err == nil {
+					expiresAt = item.ExpiresAt()
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatalf("reading the tombstone: %v", err)
+			}
+			// Badger serves the entry while the Unix second is below
+			// expiresAt.
+			if until := time.Unix(int64(expiresAt), 0); until.Before(swept.Add(ttl)) {
+				t.Errorf("the tombstone expires at %s, %s after the sweep; want at least the ttl %s", until, until.Sub(swept), ttl)
+			}
+		})
 	}
 }

@@ -113,7 +113,10 @@ func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 			return id, err
 		}
 	}
-	stone := badger.NewEntry(tombstoneKey(id), []byte(ownerHash(t.Owner))).WithTTL(max(t.TTL, time.Second))
+	// Badger keeps expiry in whole seconds, rounding down: a second more
+	// keeps the tombstone for at least the ttl (a task of a 1 s ttl had its
+	// "expired" turn into "not found" within a fraction of a second).
+	stone := badger.NewEntry(tombstoneKey(id), []byte(ownerHash(t.Owner))).WithTTL(max(t.TTL, time.Second) + time.Second)
 	return id, txn.SetEntry(stone)
 }
 
