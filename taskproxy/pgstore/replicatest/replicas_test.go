@@ -198,7 +198,7 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 		t.Errorf("the task of a tool not retried ended %s: %q", failed.Status, failed.StatusMessage)
 	}
 	if done.Status != taskproxy.StatusCompleted || !strings.Contains(string(done.Result), "Computed again") {
-		t.Errorf("the retried task ended %s: %s", done.Status, done.Result)
+		t.Errorf("the retried task ended %s (%q): %s", done.Status, done.StatusMessage, done.Result)
 	}
 	if n := f.up.Calls(upstream.ToolSlowEcho); n != 2 {
 		t.Errorf("the retry_on_restart tool ran %d times, want 2 (once on A, once on B)", n)
