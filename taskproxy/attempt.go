@@ -89,6 +89,15 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 				// An HTTP error with a JSON-RPC body is the upstream's answer.
 				data, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPFailureBody+1))
 				finishBody(resp.Body, 2*time.Second)
+				if ctx.Err() != nil {
+					// Unless the call was cancelled (shutdown, lost lease,
+					// cancelled or expired task) before it came: then it is
+					// what the next handler made of the abort (a proxy
+					// answers 502), and the task is the cancellation's to
+					// settle, not failed with the 502.
+					send(attemptEvent{err: fmt.Errorf("the upstream call was interrupted (HTTP %d): %w", resp.Status, context.Cause(ctx))})
+					return
+				}
 				head := &upstreamHead{status: resp.Status, header: resp.Header}
 				if len(data) <= maxHTTPFailureBody {
 					head.body = data
