@@ -124,7 +124,11 @@ func TestClientCancellation(t *testing.T) {
 func TestPassThroughStripsTasksExtension(t *testing.T) {
 	g := testGateway(t, Config{Tools: map[string]TaskSupport{"nope": TaskForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
 	now := clock()
-	busy := &Task{ID: NewTaskID(), Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern}
+	// Held by this process, as a running worker's task is: without a
+	// lease, the recovery that runs at the start could take it for an
+	// orphan and fail it, which left room for the call now and then.
+	busy := &Task{ID: NewTaskID(), Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern,
+		Lease: Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
 	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
 		t.Fatal(err)
 	}
