@@ -98,7 +98,25 @@ func newBridgeSessions(max int, idle time.Duration) *bridgeSessions {
 // acquireBridgeSession returns the caller's session for the request's
 // capabilities (see acquire).
 func (c *call) acquireBridgeSession(meta requestMeta) (*bridgeSession, error) {
-	return c.g.bridge.sessions.acquire(c.r.Context(), c.owner, c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	return c.g.bridge.sessions.acquire(c.r.Context(), c.bridgeOwner(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+}
+
+// bridgeOwner is whom the caller's upstream sessions belong to: the
+// caller's owner key. Anonymous callers are one owner to the gateway, but
+// not to an upstream that authenticates them itself with the bearer token
+// each one sends: an upstream session opened with one caller's credentials
+// must never serve a request bearing another's (the upstream would serve
+// it with what it keeps of the first caller's session), so for anonymous
+// callers the credentials the upstream sees count too, as a digest.
+func (c *call) bridgeOwner() string {
+	if c.owner != Anonymous {
+		return c.owner
+	}
+	auth := c.r.Header.Values("Authorization")
+	if len(auth) == 0 {
+		return c.owner
+	}
+	return c.owner + "\x00" + hashHex(strings.Join(auth, "\n"))
 }
 
 // acquire returns owner's session of key, opening it with open when there
@@ -357,14 +375,14 @@ func bridgeCapabilityNames(meta requestMeta) string {
 // contents cannot open sessions without end (a later request with other
 // contents shares the session the first one opened).
 func (c *call) bridgeSessionKey(meta requestMeta) string {
-	return c.owner + "\x00" + bridgeEndpoint(c.r) + "\x00" + bridgeCapabilityNames(meta)
+	return c.bridgeOwner() + "\x00" + bridgeEndpoint(c.r) + "\x00" + bridgeCapabilityNames(meta)
 }
 
 // openBridgeSession returns how to open the caller's session: initialize
 // with the request's capabilities and client info, then
 // notifications/initialized.
 func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*bridgeSession, error) {
-	g, owner := c.g, c.owner
+	g, owner := c.g, c.bridgeOwner()
 	base := g.cfg.Detach(c.r)
 	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
 	base.Header.Del(headerSessionID)

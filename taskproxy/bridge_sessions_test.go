@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,6 +47,43 @@ func TestBridgeSessionKeyNames(t *testing.T) {
 	}
 	if len(keys) != 1 {
 		t.Errorf("600 requests of varied contents made %d keys, want 1", len(keys))
+	}
+}
+
+// Anonymous callers are one owner, but an upstream that authenticates them
+// itself tells them apart by their Authorization: a session opened with one
+// caller's credentials never serves another's. Authenticated callers are
+// told apart by their owner already, whatever token they present.
+func TestBridgeSessionKeyCredentials(t *testing.T) {
+	key := func(owner, authorization string) string {
+		r := post(`{}`)
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		c := &call{owner: owner, r: r}
+		return c.bridgeSessionKey(requestMeta{capabilities: json.RawMessage(`{}`)})
+	}
+	tests := []struct {
+		name      string
+		ownerA, a string
+		ownerB, b string
+		same      bool
+	}{
+		{"anonymous, two tokens", Anonymous, "Bearer alice-token", Anonymous, "Bearer bob-token", false},
+		{"anonymous, one token", Anonymous, "Bearer alice-token", Anonymous, "Bearer alice-token", true},
+		{"anonymous, token and none", Anonymous, "Bearer alice-token", Anonymous, "", false},
+		{"anonymous, none", Anonymous, "", Anonymous, "", true},
+		{"a principal, two of its tokens", "p2|alice", "Bearer t1", "p2|alice", "Bearer t2", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if same := key(tt.ownerA, tt.a) == key(tt.ownerB, tt.b); same != tt.same {
+				t.Errorf("the same session: %v, want %v", same, tt.same)
+			}
+		})
+	}
+	if k := key(Anonymous, "Bearer alice-token"); strings.Contains(k, "alice-token") {
+		t.Errorf("the key %q holds the token", k)
 	}
 }
 

@@ -94,6 +94,9 @@ func checkID(id []byte) error {
 	return errInvalidID
 }
 
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // envelopeMembers are the members of a JSON-RPC message.
 var envelopeMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
@@ -155,7 +158,11 @@ func malformedRequest(err error) *Error {
 // not copies: it is read on every request, so it is scanned, not decoded;
 // the parts the gateway acts on are decoded where they are used.
 func ParseMessage(data []byte) (*Message, error) {
-	data = bytes.TrimSpace(data)
+	// A leading UTF-8 byte order mark is no JSON, but readers that decode
+	// the body as text first drop it (the TypeScript SDK's TextDecoder
+	// does): left unread here, such a message would pass to the upstream
+	// as "not JSON-RPC" and act there unseen by the gateway.
+	data = bytes.TrimSpace(bytes.TrimPrefix(data, utf8BOM))
 	if len(data) == 0 || data[0] != '{' {
 		return nil, errNotJSONRPC
 	}
@@ -196,7 +203,9 @@ func ParseMessage(data []byte) (*Message, error) {
 	if err != nil || skipSpace(data, closing+1) != len(data) {
 		return nil, fmt.Errorf("%w: malformed JSON object", errNotJSONRPC)
 	}
-	if string(version) != `"2.0"` {
+	// The version as every JSON reader decodes it: "2\u002e0" is "2.0" to
+	// the upstream, so it must be to the gateway too.
+	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || unquote(version) != "2.0") {
 		return nil, errNotJSONRPC
 	}
 	if err := checkID(m.ID); err != nil {

@@ -22,6 +22,12 @@ func TestParseMessage(t *testing.T) {
 		{name: "error", in: `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}`, answer: true},
 		{name: "batch", in: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, wantErr: true},
 		{name: "wrong version", in: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, wantErr: true},
+		// Read as the upstream reads them: an escaped version is the version,
+		// and a byte order mark is dropped by readers that decode text first.
+		{name: "escaped version", in: `{"jsonrpc":"2\u002e0","id":1,"method":"tasks/list"}`, request: true, method: "tasks/list"},
+		{name: "escaped wrong version", in: `{"jsonrpc":"1\u002e0","id":1,"method":"ping"}`, wantErr: true},
+		{name: "version not a string", in: `{"jsonrpc":2.0,"id":1,"method":"ping"}`, wantErr: true},
+		{name: "byte order mark", in: "\xef\xbb\xbf" + `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`, request: true, method: "tasks/get"},
 		{name: "not json", in: `hello`, wantErr: true},
 		{name: "truncated", in: `{"jsonrpc":"2.0","id":1,`, wantErr: true},
 		{name: "empty", in: ``, wantErr: true},

@@ -91,11 +91,37 @@ func (c *call) guarded() bool {
 	return c.owner == Anonymous && !peerOf(c.r).ViaTrustedProxy
 }
 
-// guardOrigin answers 403 and returns false for a rebinding suspect.
+// guardOrigin answers 403 and returns false for a rebinding suspect, and
+// 415 for a post a web page could have sent cross-site (crossSiteSimple),
+// whoever the caller.
 func (c *call) guardOrigin() bool {
+	if crossSiteSimple(c.r) {
+		writeJSONError(c.w, http.StatusUnsupportedMediaType, c.msg.ID, Errorf(CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
+		return false
+	}
 	if !c.guarded() || !rebindingSuspect(c.r) {
 		return true
 	}
 	writeJSONError(c.w, http.StatusForbidden, c.msg.ID, Errorf(CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
 	return false
+}
+
+// crossSiteSimple reports whether r is a post that a web page on any site
+// can make a browser send without a CORS preflight, with the gateway's
+// ambient credentials attached (cookies of a forward_auth login, cached
+// basic_auth credentials): a body declared text/plain or a form type, or
+// not declared at all by a page (it carries Origin). MCP posts are
+// application/json, and MCP servers refuse others (the official SDKs answer
+// 415), so a request passing through meets that check upstream; a request
+// the gateway answers, or turns into a task whose call reaches the upstream
+// as the gateway's own application/json request, meets it here.
+func crossSiteSimple(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return r.Header.Get("Origin") != ""
+	}
+	return mediaType(ct) != "application/json"
 }

@@ -101,3 +101,49 @@ func TestRateLimitKeyIsClientIP(t *testing.T) {
 		t.Errorf("third request without a peer: %d, want 429", code)
 	}
 }
+
+// A post a page can send cross-site without a preflight is refused for
+// what the gateway answers itself, whoever the caller; an MCP client's
+// post (application/json), or a non-browser one without a type, is not.
+func TestCrossSiteSimple(t *testing.T) {
+	alice := Caller{Owner: "alice", Principal: "alice"}
+	tests := []struct {
+		name, method, contentType, origin string
+		want                              bool
+	}{
+		{"json", http.MethodPost, "application/json", "", false},
+		{"json with charset and origin", http.MethodPost, "Application/JSON; charset=utf-8", "https://app.example", false},
+		{"text/plain", http.MethodPost, "text/plain;charset=UTF-8", "https://evil.example", true},
+		{"text/plain without origin", http.MethodPost, "text/plain", "", true},
+		{"form", http.MethodPost, "application/x-www-form-urlencoded", "", true},
+		{"multipart", http.MethodPost, "multipart/form-data; boundary=x", "https://evil.example", true},
+		{"no type from a page", http.MethodPost, "", "https://evil.example", true},
+		{"no type, no page", http.MethodPost, "", "", false},
+		{"a GET resuming a stream", http.MethodGet, "", "https://evil.example", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, "/mcp", nil)
+			if tt.contentType != "" {
+				r.Header.Set("Content-Type", tt.contentType)
+			}
+			if tt.origin != "" {
+				r.Header.Set("Origin", tt.origin)
+			}
+			if got := crossSiteSimple(r); got != tt.want {
+				t.Errorf("crossSiteSimple = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	t.Run("an authenticated caller's tasks/get", func(t *testing.T) {
+		g := testGateway(t, Config{})
+		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`, "Content-Type", "text/plain", "Origin", "https://evil.example")
+		rec := httptest.NewRecorder()
+		if err := g.ServeHTTP(rec, WithCaller(r, alice), http.NotFoundHandler()); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("HTTP %d %s, want 415", rec.Code, rec.Body)
+		}
+	})
+}
