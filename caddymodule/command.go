@@ -155,9 +155,39 @@ func runList(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(out, "\nmore: caddy mcp-tasks list --cursor %s\n", page.NextCursor)
+		fmt.Fprintf(out, "\nmore: %s\n", nextPageCommand(cmd, page.NextCursor))
 	}
 	return nil
+}
+
+// nextPageCommand is the command that lists the page after this one: this
+// one's filters, limit, store and admin address with the new cursor. The
+// cursor continues this listing only: without the filters it would list
+// other tasks, and without the address it would ask another Caddy.
+func nextPageCommand(cmd *cobra.Command, cursor string) string {
+	args := []string{"caddy", "mcp-tasks", "list"}
+	for _, name := range []string{"address", "config", "adapter", "store", "status", "principal", "tool", "limit"} {
+		if f := cmd.Flags().Lookup(name); f != nil && cmd.Flags().Changed(name) {
+			args = append(args, "--"+name, shellQuote(f.Value.String()))
+		}
+	}
+	return strings.Join(append(args, "--cursor", shellQuote(cursor)), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// characters that are safe bare.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func runShow(cmd *cobra.Command, args []string) error {

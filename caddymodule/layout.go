@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 )
 
@@ -37,16 +38,23 @@ func warnShadowed(ctx caddy.Context, logger *zap.Logger) {
 	if len(mods) < 2 {
 		return
 	}
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv != nil { // with many sites, say which one
+		logger = logger.With(zap.String("server", srv.Name()))
+	}
 	var routes caddyhttp.RouteList
 	switch parent := mods[len(mods)-2].(type) {
 	case *caddyhttp.Subroute:
 		routes = parent.Routes
 	case *caddyhttp.App:
-		for _, srv := range parent.Servers {
-			if k, _ := currentRoute(srv.Routes); k >= 0 {
-				routes = srv.Routes
-			}
+		// The server being provisioned, not any server with an mcp_tasks
+		// route still to load: Caddy provisions its servers one by one, in
+		// map order, so before the last one every later server's routes
+		// look like that too, and the warning would judge another site.
+		if srv == nil {
+			return
 		}
+		routes = srv.Routes
 	default:
 		return
 	}
@@ -128,13 +136,25 @@ func currentRoute(routes caddyhttp.RouteList) (int, int) {
 	return -1, -1
 }
 
+// rawRoute is what rawAnswers reads of a route's JSON.
+type rawRoute struct {
+	Terminal bool              `json:"terminal"`
+	Handle   []json.RawMessage `json:"handle"`
+}
+
 // rawHandler is what rawAnswers reads of a handler's JSON.
 type rawHandler struct {
-	Handler string `json:"handler"`
-	Routes  []struct {
-		Terminal bool              `json:"terminal"`
-		Handle   []json.RawMessage `json:"handle"`
-	} `json:"routes"`
+	Handler string     `json:"handler"`
+	Routes  []rawRoute `json:"routes"`
+	// HandleResponse is reverse_proxy's: routes for some answers of the
+	// upstream, which fall through to the next handler unless they answer.
+	HandleResponse []struct {
+		Match *struct {
+			StatusCode []int `json:"status_code"`
+		} `json:"match"`
+		StatusCode any        `json:"status_code"`
+		Routes     []rawRoute `json:"routes"`
+	} `json:"handle_response"`
 }
 
 func handlerName(raw json.RawMessage) string {
@@ -149,10 +169,29 @@ func rawAnswers(raw json.RawMessage) bool {
 	if json.Unmarshal(raw, &h) != nil {
 		return false
 	}
+	if h.Handler == "reverse_proxy" {
+		// forward_auth is a reverse_proxy whose handle_response routes
+		// for the auth service's 2xx answer copy headers and fall through:
+		// it answers only the requests it refuses, which never reach the
+		// upstream either. A proxy whose successful answers pass on is
+		// such a gate.
+		for _, rh := range h.HandleResponse {
+			passes2xx := rh.Match == nil || matches2xx(rh.Match.StatusCode)
+			if passes2xx && (rh.StatusCode == nil || rh.StatusCode == "") && !rawRoutesAnswer(rh.Routes) {
+				return false
+			}
+		}
+	}
 	if h.Handler != "subroute" {
 		return answeringHandlers["http.handlers."+h.Handler]
 	}
-	for _, r := range h.Routes {
+	return rawRoutesAnswer(h.Routes)
+}
+
+// rawRoutesAnswer reports whether a route list not yet loaded may end the
+// handler chain.
+func rawRoutesAnswer(routes []rawRoute) bool {
+	for _, r := range routes {
 		if r.Terminal {
 			return true
 		}
@@ -179,7 +218,43 @@ func routeAnswers(r caddyhttp.Route) bool {
 			}
 			continue
 		}
+		if rp, ok := h.(*reverseproxy.Handler); ok && passesOn(rp) {
+			continue // forward_auth: see rawAnswers
+		}
 		if mod, ok := h.(caddy.Module); ok && answeringHandlers[string(mod.CaddyModule().ID)] {
+			return true
+		}
+	}
+	return false
+}
+
+// passesOn reports whether a loaded reverse_proxy hands the upstream's
+// successful answers to the next handler, as forward_auth does for the auth
+// service's 2xx: routes of its handle_response for them that do not answer.
+func passesOn(rp *reverseproxy.Handler) bool {
+	for _, rh := range rp.HandleResponse {
+		if rh.StatusCode != "" {
+			continue // changes the status, then answers as usual
+		}
+		if rh.Match != nil && !matches2xx(rh.Match.StatusCode) {
+			continue // other answers pass on; successful ones are answered
+		}
+		answers := false
+		for _, r := range rh.Routes {
+			answers = answers || routeAnswers(r)
+		}
+		if !answers {
+			return true
+		}
+	}
+	return false
+}
+
+// matches2xx reports whether a response matcher's status codes (a class
+// such as 2, or full codes) take in successful answers.
+func matches2xx(codes []int) bool {
+	for _, c := range codes {
+		if c == 2 || c >= 200 && c < 300 {
 			return true
 		}
 	}

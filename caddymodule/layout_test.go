@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 	zapobserver "go.uber.org/zap/zaptest/observer"
 )
@@ -51,6 +52,16 @@ func TestRouteShadowing(t *testing.T) {
 		{"subroute that answers", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{Routes: caddyhttp.RouteList{{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}}}}}, nil, true},
 		{"subroute that does not", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{}}}, nil, false},
 		{"host matcher", caddyhttp.Route{Terminal: true, MatcherSets: host}, path("/mcp*"), true},
+		{"reverse_proxy", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&reverseproxy.Handler{}}}, path("/mcp*"), true},
+		// forward_auth: its 2xx routes copy headers and fall through.
+		{"forward_auth", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&reverseproxy.Handler{HandleResponse: []caddyhttp.ResponseHandler{
+			{Routes: caddyhttp.RouteList{{Handlers: []caddyhttp.MiddlewareHandler{caddyhttp.VarsMiddleware{}}}}}}}}}, path("/mcp*"), false},
+		{"reverse_proxy copying the answer in handle_response", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&reverseproxy.Handler{HandleResponse: []caddyhttp.ResponseHandler{
+			{Routes: caddyhttp.RouteList{{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}}}}}}}, path("/mcp*"), true},
+		{"reverse_proxy changing a status in handle_response", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&reverseproxy.Handler{HandleResponse: []caddyhttp.ResponseHandler{
+			{StatusCode: "404"}}}}}, path("/mcp*"), true},
+		{"reverse_proxy passing on only its 404s", caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&reverseproxy.Handler{HandleResponse: []caddyhttp.ResponseHandler{
+			{Match: &caddyhttp.ResponseMatcher{StatusCode: []int{404}}, Routes: caddyhttp.RouteList{{Handlers: []caddyhttp.MiddlewareHandler{caddyhttp.VarsMiddleware{}}}}}}}}}, path("/mcp*"), true},
 	}
 	for _, tt := range tests {
 		got := routeAnswers(tt.earlier) && mayOverlap(tt.earlier.MatcherSets, tt.ours)
@@ -69,6 +80,11 @@ func TestCurrentRoute(t *testing.T) {
 		return out
 	}
 	const proxy, gateway = `{"handler":"reverse_proxy"}`, `{"handler":"mcp_tasks"}`
+	const forwardAuth = `{"handler":"reverse_proxy","handle_response":[{"match":{"status_code":[2]},"routes":[` +
+		`{"handle":[{"handler":"vars"}]},` +
+		`{"handle":[{"handler":"headers","request":{"set":{"X-Auth-User":["{http.reverse_proxy.header.X-Auth-User}"]}}}],` +
+		`"match":[{"not":[{"vars":{"{http.reverse_proxy.header.X-Auth-User}":[""]}}]}]}]}],` +
+		`"rewrite":{"method":"GET","uri":"/auth"},"upstreams":[{"dial":"127.0.0.1:9000"}]}`
 	loaded := caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{&caddyhttp.StaticResponse{}}}
 	tests := []struct {
 		name     string
@@ -80,6 +96,16 @@ func TestCurrentRoute(t *testing.T) {
 		{"merged route, proxy first", caddyhttp.RouteList{{HandlersRaw: raw(proxy, gateway)}}, 0, 1, true},
 		{"merged route, handle block first", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"subroute","routes":[{"handle":[`+proxy+`]}]}`, gateway)}}, 0, 1, true},
 		{"header first", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"headers"}`, gateway, proxy)}}, 0, 1, false},
+		// What "forward_auth /mcp* …" adapts to: a reverse_proxy whose
+		// handle_response routes for the auth service's 2xx copy headers
+		// and fall through to mcp_tasks; it answers only refused requests.
+		{"forward_auth first", caddyhttp.RouteList{{HandlersRaw: raw(forwardAuth, gateway, proxy)}}, 0, 1, false},
+		{"proxy copying the answer in handle_response first", caddyhttp.RouteList{{HandlersRaw: raw(
+			`{"handler":"reverse_proxy","handle_response":[{"routes":[{"handle":[{"handler":"copy_response"}]}]}]}`, gateway)}}, 0, 1, true},
+		{"proxy changing a status in handle_response first", caddyhttp.RouteList{{HandlersRaw: raw(
+			`{"handler":"reverse_proxy","handle_response":[{"status_code":404}]}`, gateway)}}, 0, 1, true},
+		{"proxy passing on only its 404s first", caddyhttp.RouteList{{HandlersRaw: raw(
+			`{"handler":"reverse_proxy","handle_response":[{"match":{"status_code":[404]},"routes":[{"handle":[{"handler":"vars"}]}]}]}`, gateway)}}, 0, 1, true},
 		{"another route is loading", caddyhttp.RouteList{loaded, {HandlersRaw: raw(proxy)}, {HandlersRaw: raw(gateway)}}, -1, -1, false},
 		{"after an empty route", caddyhttp.RouteList{{}, loaded, {HandlersRaw: raw(gateway)}}, 2, 0, false},
 		{"mcp_tasks nested deeper", caddyhttp.RouteList{{HandlersRaw: raw(`{"handler":"subroute","routes":[{"handle":[` + gateway + `]}]}`)}}, -1, -1, false},

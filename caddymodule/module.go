@@ -371,6 +371,7 @@ func (h *Handler) watchStopping(ctx caddy.Context) error {
 type stoppingHandler struct{ h *Handler }
 
 func (s stoppingHandler) Handle(ctx context.Context, _ caddy.Event) error {
+	markStopping()
 	s.h.stop()
 	return nil
 }

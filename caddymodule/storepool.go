@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -27,6 +28,27 @@ var runtimes = caddy.NewUsagePool()
 // notice and return before the store closes under them.
 const shutdownGrace = 5 * time.Second
 
+// stoppingSince is when a configuration last announced that it stops
+// (Caddy's "stopping" event), in Unix nanoseconds; 0 before any did.
+// Caddy cleans up a configuration's handlers one after the other, so a
+// grace period per store would add up: with three stores running tasks,
+// caddy stop took 15 s, past what systemd and docker wait before SIGKILL.
+// The stores share one grace period, counted from the stopping event.
+var stoppingSince atomic.Int64
+
+// markStopping records that a configuration stops now.
+func markStopping() { stoppingSince.Store(time.Now().UnixNano()) }
+
+// graceLeft is what is left of the shared grace period: shutdownGrace
+// after the last stopping event, or all of it when none was announced.
+func graceLeft(now time.Time) time.Duration {
+	since := stoppingSince.Load()
+	if since == 0 {
+		return shutdownGrace
+	}
+	return min(max(shutdownGrace-now.Sub(time.Unix(0, since)), 0), shutdownGrace)
+}
+
 // pooledRuntime is the usage pool's value: destructed when the last
 // configuration using the store is cleaned up.
 type pooledRuntime struct {
@@ -35,7 +57,7 @@ type pooledRuntime struct {
 	backend string
 }
 
-func (p pooledRuntime) Destruct() error { return p.rt.Close(shutdownGrace) }
+func (p pooledRuntime) Destruct() error { return p.rt.Close(graceLeft(time.Now())) }
 
 // acquireRuntime returns the runtime of the backend's store. Its store is
 // not opened here: a configuration that is only provisioned (caddy

@@ -72,14 +72,22 @@ func TestCommandMCPTasks(t *testing.T) {
 	})
 
 	t.Run("paging", func(t *testing.T) {
-		out, _, ok := runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr, "--limit", "1")
-		if !ok || !strings.Contains(out, "more: caddy mcp-tasks list --cursor ") {
+		out, _, ok := runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr, "--limit", "1", "--tool", "slow_compute")
+		i := strings.Index(out, "more: caddy mcp-tasks list ")
+		if !ok || i < 0 {
 			t.Fatalf("list --limit 1:\n%s", out)
 		}
-		cursor := strings.TrimSpace(out[strings.LastIndex(out, "--cursor ")+len("--cursor "):])
-		out, _, ok = runCaddy(t, "mcp-tasks", "list", "--address", gw.adminAddr, "--limit", "1", "--cursor", cursor)
+		// The hint is the command for the next page of this listing: the
+		// same admin address, filter and limit, and the cursor.
+		hint := strings.Fields(out[i+len("more: caddy "):])
+		for _, want := range []string{"--address " + gw.adminAddr, "--limit 1", "--tool slow_compute", "--cursor "} {
+			if !strings.Contains(strings.Join(hint, " ")+" ", want) {
+				t.Errorf("next page hint %q lacks %q", hint, want)
+			}
+		}
+		out, errOut, ok := runCaddy(t, hint...)
 		if !ok || !strings.Contains(out, quick.TaskID) || strings.Contains(out, slow.TaskID) {
-			t.Errorf("second page:\n%s", out)
+			t.Errorf("second page, from the hint %q:\n%s\n%s", hint, out, errOut)
 		}
 	})
 

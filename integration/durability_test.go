@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -268,5 +269,58 @@ func TestIdempotency(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&mismatch)
 	if resp.StatusCode != http.StatusOK || mismatch.Error == nil || mismatch.Error.Code != -32602 || !strings.Contains(mismatch.Error.Message, "idempotency key reused with different arguments") {
 		t.Errorf("reused key: %s / %+v", mismatch.Result, mismatch.Error)
+	}
+}
+
+// caddy stop with tasks running in three stores: the workers of all the
+// stores share one grace period (5 s) rather than waiting 5 s each, one
+// store after the other (15 s here, past docker's 10 s before SIGKILL), and
+// every task is recovered after the restart as the README says.
+func TestStopGraceSharedByStores(t *testing.T) {
+	up, addr := testUpstream(t)
+	dir := t.TempDir()
+	config := func(admin, port string) string {
+		site := ""
+		for _, name := range []string{"a", "b", "c"} {
+			site += "\thandle_path /" + name + "/* {\n\t\tmcp_tasks {\n\t\t\tstorage_dir " + filepath.Join(dir, name) +
+				"\n\t\t}\n\t\treverse_proxy " + addr + "\n\t}\n"
+		}
+		return globalHead(admin, "") + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "}\n"
+	}
+	gw := startCaddyfile(t, config)
+	base := strings.TrimSuffix(gw.URL, "/mcp")
+	tasks := map[string]string{}
+	for _, name := range []string{"a", "b", "c"} {
+		c := newRPCClient(t, base+"/"+name+"/mcp")
+		c.initialize("")
+		tasks[name] = c.createTask("slow_compute", map[string]any{"seconds": 60}, 600000).TaskID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCalls(ctx, "slow_compute", 3); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, err := exec.Command(caddyBinary, "stop", "--address", gw.adminAddr).CombinedOutput(); err != nil {
+		t.Fatalf("caddy stop: %v\n%s", err, out)
+	}
+	waitFor(t, 60*time.Second, "caddy to exit", gw.proc.Exited)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("caddy stop with three stores running tasks took %s, want about one grace period (5 s)", took.Round(100*time.Millisecond))
+	}
+
+	again := startCaddyfile(t, config)
+	base = strings.TrimSuffix(again.URL, "/mcp")
+	for name, id := range tasks {
+		c := newRPCClient(t, base+"/"+name+"/mcp")
+		c.initialize("")
+		var got legacyTask
+		waitFor(t, 30*time.Second, "the task of store "+name+" to be recovered", func() bool {
+			got = c.getTask(id)
+			return got.Status != "working"
+		})
+		if got.Status != "failed" || !strings.Contains(got.StatusMessage, "gateway restarted") {
+			t.Errorf("task of store %s after the restart: %s %q", name, got.Status, got.StatusMessage)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -206,6 +207,66 @@ func TestHandleLayouts(t *testing.T) {
 
 const shadowWarning = "before mcp_tasks runs"
 
+// forward_auth before mcp_tasks with a principal placeholder, as the README
+// suggests: tasks are bound to the user the auth service names, a refused
+// request never reaches the gateway or the upstream, and loading the
+// configuration warns about nothing (forward_auth answers only the requests
+// it refuses; it is no handler that skips the gateway).
+func TestForwardAuthLayout(t *testing.T) {
+	_, addr := testUpstream(t)
+	authService := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("Authorization") {
+		case "Bearer alice-token":
+			w.Header().Set("X-Auth-User", "alice")
+		case "Bearer bob-token":
+			w.Header().Set("X-Auth-User", "bob")
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(authService.Close)
+	gw := startCaddyfile(t, func(admin, port string) string {
+		return globalHead(admin, "") + `
+http://:` + port + ` {
+	bind 127.0.0.1
+	forward_auth /mcp* ` + strings.TrimPrefix(authService.URL, "http://") + ` {
+		uri /auth
+		copy_headers X-Auth-User
+	}
+	mcp_tasks /mcp* {
+		storage_dir ` + filepath.Join(t.TempDir(), "store") + `
+		principal {http.request.header.X-Auth-User}
+` + legacyTools + `
+	}
+	reverse_proxy /mcp* ` + addr + `
+}
+`
+	})
+	resp, err := httpClient.Post(gw.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: HTTP %d, want the auth service's 401", resp.StatusCode)
+	}
+	alice, bob := newRPCClient(t, gw.URL), newRPCClient(t, gw.URL)
+	alice.header.Set("Authorization", "Bearer alice-token")
+	bob.header.Set("Authorization", "Bearer bob-token")
+	alice.initialize("")
+	bob.initialize("")
+	task := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	if got := alice.getTask(task.TaskID); got.TaskID != task.TaskID {
+		t.Errorf("alice's tasks/get: %+v", got)
+	}
+	if m := bob.call("tasks/get", map[string]string{"taskId": task.TaskID}); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("bob's tasks/get of alice's task: %s %+v, want -32602", m.Result, m.Error)
+	}
+	if strings.Contains(gw.logs(), shadowWarning) {
+		t.Errorf("forward_auth before the gateway is warned about as a handler that skips it:\n%s", grepLines(gw.logs(), shadowWarning))
+	}
+}
+
 // Layouts where an earlier route answers first are warned about when Caddy
 // loads them: a route block with reverse_proxy written first, and a global
 // order that puts handle before mcp_tasks.
@@ -237,6 +298,59 @@ func TestShadowedGatewayWarned(t *testing.T) {
 			})
 			waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(gw.logs(), shadowWarning) })
 		})
+	}
+}
+
+// With several sites, the warning judges the site being loaded, and names
+// it: Caddy provisions its servers one at a time, in no fixed order, and
+// every site not yet loaded looks like the one being loaded. One site of
+// three is shadowed (redir answers before mcp_tasks); exactly that one is
+// warned about, on every load.
+func TestShadowWarningPerSite(t *testing.T) {
+	dir := t.TempDir()
+	site := func(port, extra string) string {
+		return "http://:" + port + " {\n" + extra + "\tmcp_tasks /mcp* {\n\t\tstorage_dir " + filepath.Join(dir, "store") +
+			"\n\t}\n\treverse_proxy /mcp* 127.0.0.1:9\n}\n"
+	}
+	cfg := filepath.Join(dir, "Caddyfile")
+	body := "{\n\tadmin off\n\tauto_https off\n}\n" + site("9401", "") + site("9402", "\tredir /mcp* /elsewhere\n") + site("9403", "")
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(caddyBinary, "adapt", "--config", cfg, "--adapter", "caddyfile").Output()
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	var adapted struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &adapted); err != nil {
+		t.Fatal(err)
+	}
+	shadowed := ""
+	for name, srv := range adapted.Apps.HTTP.Servers {
+		if len(srv.Listen) == 1 && strings.HasSuffix(srv.Listen[0], ":9402") {
+			shadowed = name
+		}
+	}
+	if shadowed == "" {
+		t.Fatalf("no server listens on :9402 in %s", out)
+	}
+	for i := 0; i < 6; i++ { // the servers' order changes from load to load
+		_, errOut, ok := runCaddy(t, "validate", "--config", cfg, "--adapter", "caddyfile")
+		if !ok {
+			t.Fatalf("validate: %s", errOut)
+		}
+		warnings := grepLines(errOut, shadowWarning)
+		if n := strings.Count(warnings, shadowWarning); n != 1 || !strings.Contains(warnings, `"server":"`+shadowed+`"`) {
+			t.Fatalf("load %d: %d warnings, want one naming %s:\n%s", i, n, shadowed, warnings)
+		}
 	}
 }
 
