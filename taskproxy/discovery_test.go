@@ -236,6 +236,11 @@ func TestRebindingGuard(t *testing.T) {
 		{"loopback, 127.0.0.1 with origin", loopback, "127.0.0.1:8080", "http://localhost:3000", http.StatusOK},
 		{"loopback, foreign host", loopback, "evil.example.com", "", http.StatusForbidden},
 		{"loopback, foreign origin", loopback, "localhost:8080", "http://evil.example.com", http.StatusForbidden},
+		{"loopback, names under localhost", loopback, "mcp.localhost:8080", "http://App.Localhost.:3000", http.StatusOK},
+		{"loopback, localhost. with a dot", loopback, "LOCALHOST.:8080", "", http.StatusOK},
+		{"loopback, localhost inside a foreign name", loopback, "localhost.evil.example.com", "", http.StatusForbidden},
+		{"loopback, a name ending in localhost", loopback, "evillocalhost:8080", "", http.StatusForbidden},
+		{"loopback, foreign origin under a localhost host", loopback, "a.localhost:8080", "http://localhost.evil.example.com", http.StatusForbidden},
 		{"public listener, any host", public, "mcp.example.com", "https://app.example.com", http.StatusOK},
 	}
 	for _, tt := range tests {
