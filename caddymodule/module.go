@@ -223,6 +223,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 
+	h.warnIgnoredTrustDomain()
 	switch {
 	case h.Auth != nil && h.Principal != "":
 		return errors.New("mcp_tasks: auth and principal exclude each other")
@@ -388,6 +389,17 @@ func (s startedHandler) Handle(ctx context.Context, _ caddy.Event) error {
 		s.h.logger.Error("starting the task gateway", zap.String("store", s.h.storeName), zap.Error(err))
 	}
 	return nil
+}
+
+// warnIgnoredTrustDomain warns of a trust_domain on a route without auth or
+// principal: its callers are anonymous, and anonymous callers have no trust
+// domain, so the route shares its tasks with every other anonymous route on
+// the same store whatever trust_domain says.
+func (h *Handler) warnIgnoredTrustDomain() {
+	if h.Auth == nil && h.Principal == "" && h.TrustDomain != "" {
+		h.logger.Warn("mcp_tasks: trust_domain without auth or principal has no effect: callers are anonymous, and anonymous routes on one store share their tasks",
+			zap.String("trust_domain", h.TrustDomain))
+	}
 }
 
 // Validate checks the configuration after Provision. Errors name the

@@ -11,6 +11,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
@@ -140,5 +143,31 @@ func TestPlaceholderOwnerKeys(t *testing.T) {
 		if (tt.key == site1) != tt.same {
 			t.Errorf("%s: owner %q vs %q, same = %v, want %v", tt.name, tt.key, site1, tt.key == site1, tt.same)
 		}
+	}
+}
+
+// A trust_domain on a route whose callers are anonymous does nothing, and
+// the operator is told so; with auth or principal it is not warned about.
+func TestIgnoredTrustDomainWarned(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Handler
+		warn bool
+	}{
+		{"anonymous with trust_domain", Handler{TrustDomain: "team-a"}, true},
+		{"anonymous without", Handler{}, false},
+		{"principal with trust_domain", Handler{Principal: "{http.auth.user.id}", TrustDomain: "team-a"}, false},
+		{"auth with trust_domain", Handler{Auth: &AuthConfig{}, TrustDomain: "team-a"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core, logs := zapobserver.New(zap.WarnLevel)
+			h := tt.h
+			h.logger = zap.New(core)
+			h.warnIgnoredTrustDomain()
+			if got := logs.Len() > 0; got != tt.warn {
+				t.Errorf("warned = %v, want %v", got, tt.warn)
+			}
+		})
 	}
 }
