@@ -101,6 +101,10 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
+	if sessionHeaderAlias(r.Header) {
+		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
+		return false
+	}
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
 		if _, present := r.Header[headerSessionID]; present {
@@ -121,6 +125,19 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 	default:
 		g.log.Error("checking a session binding", zap.Error(err))
 		writeJSONError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "the session could not be checked; retry later"))
+	}
+	return false
+}
+
+// sessionHeaderAlias reports whether h has a header that reads as
+// Mcp-Session-Id once underscores are taken for hyphens (Mcp_Session_Id):
+// servers behind CGI-style header mapping (WSGI, PHP, some proxies) read it
+// as the session header, which the gateway would not have checked.
+func sessionHeaderAlias(h http.Header) bool {
+	for k := range h {
+		if len(k) == len(headerSessionID) && strings.IndexByte(k, '_') >= 0 && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), headerSessionID) {
+			return true
+		}
 	}
 	return false
 }

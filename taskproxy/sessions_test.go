@@ -213,8 +213,9 @@ func TestSessionBinding(t *testing.T) {
 }
 
 // A request names one session or none: several Mcp-Session-Id values, a
-// list in one, or an empty one are refused before anything else, so the
-// gateway never checks one session while the upstream serves another.
+// list in one, an empty one, or the header spelled with underscores are
+// refused before anything else, so the gateway never checks one session
+// while the upstream serves another.
 func TestSessionHeaderAmbiguity(t *testing.T) {
 	g := testGateway(t, Config{})
 	ctx := context.Background()
@@ -227,20 +228,30 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 	tests := []struct {
 		name   string
 		values []string
-		want   int
+		// aliases are set under header names of their own, as a client
+		// may send them (not canonicalized).
+		aliases map[string]string
+		want    int
 	}{
-		{"own session", []string{"bob-session"}, http.StatusOK},
-		{"no session", nil, http.StatusOK},
-		{"empty first, foreign second", []string{"", "alice-session"}, http.StatusBadRequest},
-		{"own first, foreign second", []string{"bob-session", "alice-session"}, http.StatusBadRequest},
-		{"a list in one value", []string{"bob-session, alice-session"}, http.StatusBadRequest},
-		{"empty", []string{""}, http.StatusBadRequest},
+		{"own session", []string{"bob-session"}, nil, http.StatusOK},
+		{"no session", nil, nil, http.StatusOK},
+		{"empty first, foreign second", []string{"", "alice-session"}, nil, http.StatusBadRequest},
+		{"own first, foreign second", []string{"bob-session", "alice-session"}, nil, http.StatusBadRequest},
+		{"a list in one value", []string{"bob-session, alice-session"}, nil, http.StatusBadRequest},
+		{"empty", []string{""}, nil, http.StatusBadRequest},
+		// Read as Mcp-Session-Id by servers that map headers CGI-style.
+		{"underscores, foreign", nil, map[string]string{"Mcp_Session_Id": "alice-session"}, http.StatusBadRequest},
+		{"underscores beside the own session", []string{"bob-session"}, map[string]string{"mcp_session-id": "alice-session"}, http.StatusBadRequest},
+		{"another header with underscores", []string{"bob-session"}, map[string]string{"X_Trace_Id": "1"}, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 			for _, v := range tt.values {
 				r.Header.Add(headerSessionID, v)
+			}
+			for k, v := range tt.aliases {
+				r.Header[k] = []string{v}
 			}
 			r = WithCaller(r, Caller{Owner: "bob", Principal: "bob"})
 			up := &recordingUpstream{}
