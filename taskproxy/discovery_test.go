@@ -1,6 +1,7 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -259,5 +260,31 @@ func TestRebindingGuard(t *testing.T) {
 				t.Errorf("status %d, want %d (%s)", rec.Code, tt.want, rec.Body)
 			}
 		})
+	}
+}
+
+// TestPassThroughAllocs holds what the gateway allocates for a request it
+// only passes on (the envelope it parses, its reader of the body): every
+// request of a busy MCP server pays it. An error check that ran on every
+// request once added one.
+func TestPassThroughAllocs(t *testing.T) {
+	g := testGateway(t, Config{})
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"file:///a"}}`)
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	const runs = 100
+	reqs := make([]*http.Request, runs+1) // AllocsPerRun runs once more, to warm up
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+	}
+	_ = g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body)), next) // starts the runtime
+	w, i := httptest.NewRecorder(), 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if err := g.ServeHTTP(w, reqs[i], next); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if allocs > 7 {
+		t.Errorf("passing a request on made %.0f allocations, want at most 7", allocs)
 	}
 }

@@ -243,16 +243,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			Errorf(CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
 		return nil
 	}
-	// An earlier handler's limit (Caddy's request_body max_size wraps the
-	// body in http.MaxBytesReader) is met while reading a body sent
-	// without Content-Length: as oversized as one over max_body, not
-	// malformed JSON.
-	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
-			Errorf(CodeInvalidRequest, "request body exceeds %d bytes", mbe.Limit))
-		return nil
-	}
 	if err != nil {
+		// An earlier handler's limit (Caddy's request_body max_size wraps
+		// the body in http.MaxBytesReader) is met while reading a body sent
+		// without Content-Length: as oversized as one over max_body, not
+		// malformed JSON. (Only on an error: errors.As's target escapes,
+		// one allocation per request.)
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
+				Errorf(CodeInvalidRequest, "request body exceeds %d bytes", mbe.Limit))
+			return nil
+		}
 		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeParseError, "reading request body: %v", err))
 		return nil
 	}
