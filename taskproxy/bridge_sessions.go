@@ -382,7 +382,10 @@ func (c *call) bridgeSessionKey(meta requestMeta) string {
 // with the request's capabilities and client info, then
 // notifications/initialized.
 func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*bridgeSession, error) {
-	g, owner := c.g, c.bridgeOwner()
+	// owner keys the session; principal is what the log says of whose it
+	// is: for anonymous callers owner holds an unsalted digest of their
+	// Authorization, which for basic credentials is a password hash.
+	g, owner, principal := c.g, c.bridgeOwner(), c.owner
 	base := g.cfg.Detach(c.r)
 	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
 	base.Header.Del(headerSessionID)
@@ -411,7 +414,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 			g.caps.learnInitialize(init)
 		}
 		if ce := g.log.Check(zap.InfoLevel, "version bridge: upstream session opened"); ce != nil {
-			ce.Write(zap.String("owner", owner), zap.String("upstream_session", s.id), zap.String("version", s.version))
+			ce.Write(zap.String("owner", principal), zap.String("upstream_session", s.id), zap.String("version", s.version))
 		}
 		return s, nil
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Sessions are keyed by the names of the capabilities a request declares,
@@ -211,5 +214,36 @@ func TestBridgeSessionDropCounts(t *testing.T) {
 	tab.mu.Unlock()
 	if n != 0 || left != 0 {
 		t.Errorf("after dropping all: bob counted %d, table %d; want 0, 0", n, left)
+	}
+}
+
+// The log of an opened upstream session names the principal, not the
+// digest that tells anonymous callers' sessions apart: an unsalted SHA-256
+// of "Basic base64(user:password)" in a log is a password hash anyone
+// reading the log can guess offline.
+func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	up := &legacyUpstream{}
+	g := testGateway(t, Config{Logger: zap.New(core)})
+	g.bridge.forgetProbe()
+	const auth = "Basic YWxpY2U6aHVudGVyMg==" // alice:hunter2
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	w := httptest.NewRecorder()
+	if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list", "Authorization", auth), up); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusOK {
+		t.Fatalf("tools/list: HTTP %d %s", w.Code, w.Body)
+	}
+	if logs.FilterMessage("version bridge: upstream session opened").Len() != 1 {
+		t.Fatalf("no session opened: %v", logs.All())
+	}
+	digest := hashHex(auth)
+	for _, e := range logs.All() {
+		for k, v := range e.ContextMap() {
+			if strings.Contains(fmt.Sprint(v), digest) {
+				t.Errorf("log %q: %s = %q holds the digest of the caller's Authorization", e.Message, k, v)
+			}
+		}
 	}
 }

@@ -82,7 +82,10 @@ func (u *upstreamCaps) learnToolElems(tools []byte, elems [][2]int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.tools == nil {
-		u.tools = make(map[string]TaskSupport, len(elems))
+		// Sized for a usual page at most: a map keeps its size for ever,
+		// and the elements of a hostile or broken answer need not be
+		// tools (four million of them once kept 312 MiB).
+		u.tools = make(map[string]TaskSupport, min(len(elems), maxToolsHint))
 	}
 	for _, span := range elems {
 		tool := tools[span[0]:span[1]]
@@ -96,6 +99,9 @@ func (u *upstreamCaps) learnToolElems(tools []byte, elems [][2]int) {
 		}
 	}
 }
+
+// maxToolsHint bounds the size the learned modes' map is made with.
+const maxToolsHint = 64
 
 // toolName is the name of a tool of a tools/list answer, unescaped; ok is
 // false when it has no string name.

@@ -3,6 +3,8 @@ package taskproxy
 import (
 	"encoding/json"
 	"maps"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -107,5 +109,28 @@ func TestRewriteToolsListAllocs(t *testing.T) {
 	})
 	if allocs > 8 {
 		t.Errorf("rewriting a tools/list of 20 tools made %.0f allocations, want at most 8", allocs)
+	}
+}
+
+// TestLearnToolsMemoryFollowsTools holds what the learned modes keep to the
+// tools actually named: a map sized by the answer's element count once
+// kept 312 MiB, for ever (maps do not shrink), of an 8 MiB answer listing
+// four million elements that are no tools, which encoding/json had refused.
+func TestLearnToolsMemoryFollowsTools(t *testing.T) {
+	tools := []byte("[{}" + strings.Repeat(",{}", 200_000-1) + "]")
+	elems, err := arrayElements(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u upstreamCaps
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	u.learnToolElems(tools, elems)
+	runtime.ReadMemStats(&after)
+	if len(u.tools) != 0 {
+		t.Fatalf("learned %d tools from elements without names", len(u.tools))
+	}
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("learning %d elements without a tool among them allocated %d KiB, want under 1 MiB", len(elems), grown>>10)
 	}
 }
