@@ -98,7 +98,16 @@ func newBridgeSessions(max int, idle time.Duration) *bridgeSessions {
 // acquireBridgeSession returns the caller's session for the request's
 // capabilities (see acquire).
 func (c *call) acquireBridgeSession(meta requestMeta) (*bridgeSession, error) {
-	return c.g.bridge.sessions.acquire(c.r.Context(), c.bridgeOwner(), c.bridgeSessionKey(meta), c.openBridgeSession(meta))
+	return c.acquireBridgeSessionIn(c.g.bridge.sessions, meta, c.openBridgeSession(meta))
+}
+
+// acquireBridgeSessionIn is acquireBridgeSession on table t. The session is
+// keyed by bridgeOwner but counted against the caller's owner: anonymous
+// callers with many credentials are one owner to the table's limits, so
+// one of them cannot take every session (and evict everyone's idle ones)
+// by sending another made-up token with each call.
+func (c *call) acquireBridgeSessionIn(t *bridgeSessions, meta requestMeta, open func(context.Context) (*bridgeSession, error)) (*bridgeSession, error) {
+	return t.acquire(c.r.Context(), c.owner, c.bridgeSessionKey(meta), open)
 }
 
 // bridgeOwner is whom the caller's upstream sessions belong to: the

@@ -247,3 +247,46 @@ func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
 		}
 	}
 }
+
+// Anonymous callers are one owner to the session table's limits, whatever
+// Authorization each sends: one caller making up a token per call must not
+// take every session of the route and evict the others' idle ones.
+func TestBridgeAnonymousCredentialsShareOneQuota(t *testing.T) {
+	tab := newBridgeSessions(8, time.Hour)
+	defer tab.close()
+	open := func(context.Context) (*bridgeSession, error) { return &bridgeSession{id: "up"}, nil }
+	meta := requestMeta{capabilities: json.RawMessage(`{}`)}
+	hold := func(owner, authorization string, endpoint int) (*bridgeSession, error) {
+		// Each endpoint is a session of its own.
+		r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/mcp%d", endpoint), strings.NewReader(`{}`))
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		c := &call{owner: owner, r: r}
+		return c.acquireBridgeSessionIn(tab, meta, open)
+	}
+	for _, owner := range []string{"p2|alice", "p2|bob"} {
+		for i := range 4 {
+			s, err := hold(owner, "Bearer "+owner, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.release() // idle: evictable
+		}
+	}
+	for i := range 8 {
+		if s, err := hold(Anonymous, fmt.Sprintf("Bearer junk-%d", i), 0); err == nil {
+			defer s.release() // held: the anonymous caller keeps what it got
+		}
+	}
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	if n := tab.owners[Anonymous]; n > 8/3+1 {
+		t.Errorf("the anonymous caller holds %d of 8 sessions, want at most its fair share", n)
+	}
+	for _, owner := range []string{"p2|alice", "p2|bob"} {
+		if tab.owners[owner] == 0 {
+			t.Errorf("%s's idle session was evicted for made-up anonymous credentials", owner)
+		}
+	}
+}
