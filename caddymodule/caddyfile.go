@@ -52,6 +52,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_active_per_principal <n>|off
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
+//		pass_unreadable
 //		max_result               <size>
 //		tool <name> forbidden|optional|required [retry_on_restart]
 //		sync_writes              on|off
@@ -147,6 +148,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseSize(d, &h.MaxBody); err != nil {
 				return err
 			}
+		case "pass_unreadable":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.PassUnreadable = true
 		case "max_result":
 			if err := parseSize(d, &h.MaxResult); err != nil {
 				return err

@@ -90,6 +90,15 @@ type Handler struct {
 	// HTTP 413 with a JSON-RPC error. Default: 4 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
 
+	// PassUnreadable hands POST bodies the gateway cannot read as exactly
+	// one JSON-RPC message (batches, bytes after the message, invalid JSON,
+	// members of the envelope or of params the gateway reads named twice or
+	// in another case) to the next handler unread, instead of refusing them
+	// with HTTP 400 and a JSON-RPC error. The gateway is fail-closed by
+	// default because MCP SDKs run such bodies: what they run then escapes
+	// tool modes, quotas, tasks and the audit log. Default: false.
+	PassUnreadable bool `json:"pass_unreadable,omitempty"`
+
 	// MaxResult caps, in bytes, one message of an upstream's answer to a
 	// task's call (its result, or one event of its stream). A task whose
 	// upstream answers more fails with "result too large (N bytes, limit
@@ -338,6 +347,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		RetryOnRestart:     retry,
 		SweepInterval:      time.Duration(h.SweepInterval),
 		MaxBody:            h.MaxBody,
+		PassUnreadable:     h.PassUnreadable,
 		MaxResultBytes:     h.MaxResult,
 		RateLimit:          max(h.RateLimit, 0),
 		Detach:             detachRequest,

@@ -374,7 +374,12 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	return c.reply(res)
 }
 
-const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+// The _meta members of 2026-07-28 the bridge reads or writes.
+const (
+	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+	metaClientInfo = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel   = "io.modelcontextprotocol/logLevel"
+)
 
 // cacheableMethods are those whose 2026-07-28 results are CacheableResults
 // (ttlMs and cacheScope required).

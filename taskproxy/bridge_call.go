@@ -84,7 +84,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Err
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: NewTaskID(), params: legacyParams(c.msg.Params)}
-	if lvl, ok := getMember(getMemberOr(c.msg.Params, "_meta"), "io.modelcontextprotocol/logLevel"); ok {
+	if lvl, ok := getMember(getMemberOr(c.msg.Params, "_meta"), metaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
 	bc.upstreamID = upstreamCallID(bc.id, 1)

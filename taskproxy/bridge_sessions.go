@@ -403,7 +403,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 	base.Header.Del(headerProtocolVersion)
 	next := c.next
 	clientInfo := json.RawMessage(`{"name":"caddy-mcp-tasks-bridge","version":"1"}`)
-	if info, ok := getMember(orEmptyObject(getMemberOr(c.msg.Params, "_meta")), "io.modelcontextprotocol/clientInfo"); ok && len(info) > 0 && info[0] == '{' {
+	if info, ok := getMember(orEmptyObject(getMemberOr(c.msg.Params, "_meta")), metaClientInfo); ok && len(info) > 0 && info[0] == '{' {
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)

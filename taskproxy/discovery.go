@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Discovery rewriting: the upstream knows nothing of tasks, so the gateway
@@ -107,9 +108,10 @@ var quotedModes = map[TaskSupport][]byte{
 
 func quotedMode(m TaskSupport) []byte { return quotedModes[m] }
 
-// unquote returns the string a raw JSON string holds ("" for anything else).
+// unquote returns the string a raw JSON string holds ("" for anything else),
+// as encoding/json decodes it: invalid UTF-8 becomes U+FFFD.
 func unquote(raw []byte) string {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1])
 	}
 	var s string
@@ -248,7 +250,7 @@ func (rw *rewriteWriter) writeEvents(chunk []byte) error {
 		}
 		if ev.HasData && bytes.Contains([]byte(ev.Data), []byte(`"result"`)) {
 			if edited := rewriteMessage([]byte(ev.Data), rw.id, rw.fn); !bytes.Equal(edited, []byte(ev.Data)) {
-				appendSSEEvent(&out, ev.ID, ev.Type, edited)
+				appendSSEEvent(&out, ev.ID, ev.HasID, ev.Type, edited)
 				continue
 			}
 		}

@@ -189,8 +189,6 @@ func TestPassThroughUnchanged(t *testing.T) {
 	}{
 		{"GET stream", http.MethodGet, ""},
 		{"DELETE session", http.MethodDelete, ""},
-		{"non-JSON body", http.MethodPost, "not json at all"},
-		{"batch", http.MethodPost, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`},
 		{"other method", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"resources/list"}`},
 		{"notification", http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
 		{"client response", http.MethodPost, `{"jsonrpc":"2.0","id":5,"result":{}}`},

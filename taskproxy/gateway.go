@@ -59,6 +59,13 @@ type Config struct {
 	Tools map[string]TaskSupport
 	// MaxBody caps request bodies; larger ones get 413.
 	MaxBody int64
+	// PassUnreadable hands a POST body that is not one JSON-RPC message the
+	// gateway can read exactly as an upstream's JSON reader would (a batch,
+	// bytes after the message, keys that differ only in case) to the next
+	// handler unread, instead of refusing it with HTTP 400. Whatever the
+	// upstream then runs escapes the gateway's tool modes, quotas, tasks and
+	// audit log: leave it off unless the upstream refuses such bodies itself.
+	PassUnreadable bool
 	// MaxResultBytes caps one message of an upstream answer (above all the
 	// result of a call, and each event of its stream): a task whose
 	// upstream sends more fails with "result too large (N bytes, limit M)",
@@ -258,12 +265,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return nil
 	}
 	msg, err := ParseMessage(body)
+	if err == nil {
+		err = checkReadMembers(msg.Params, paramsRead)
+	}
 	if err != nil {
-		if e := malformedRequest(err); e != nil {
-			writeJSONError(w, http.StatusBadRequest, nil, e)
-			return nil
-		}
-		return serveNext(next, w, r)
+		return g.refuseUnreadable(w, r, next, msg, err)
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}
 	if detectEra(r, msg) == EraModern {
@@ -283,6 +289,29 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 	}
 	return serveNext(next, w, r)
+}
+
+// refuseUnreadable answers a POST body the gateway cannot read exactly as
+// the upstream will (readError): with HTTP 400 and the JSON-RPC error, the id
+// echoed when the envelope itself was read. With PassUnreadable set, the body
+// goes to the next handler instead, unread by the gateway.
+func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next http.Handler, msg *Message, err error) error {
+	if g.cfg.PassUnreadable {
+		return serveNext(next, w, r)
+	}
+	var re *readError
+	if !errors.As(err, &re) {
+		re = errMalformedJSON
+	}
+	var id json.RawMessage
+	if msg != nil {
+		id = msg.ID
+	}
+	if ce := g.log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
+		ce.Write(zap.String("reason", re.reason))
+	}
+	writeJSONError(w, http.StatusBadRequest, id, re.rpcError())
+	return nil
 }
 
 // call is one client request the gateway looks at.

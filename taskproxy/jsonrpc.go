@@ -69,23 +69,51 @@ func (m *Message) IsResponse() bool {
 	return m.Method == "" && m.HasID() && (m.Result != nil || m.Error != nil)
 }
 
+// errNotJSONRPC is the root of every reason ParseMessage refuses a body.
 var errNotJSONRPC = errors.New("not a JSON-RPC 2.0 message")
 
-// errInvalidID is a JSON-RPC message whose id is neither a string, a number
-// nor null (an object, an array, a boolean), and errUnparseableID one whose
-// id is not even valid JSON.
+// readError is a body ParseMessage refused, with the JSON-RPC error the
+// gateway answers it with: the gateway is fail-closed, so what it cannot read
+// exactly as the upstream's JSON reader will is refused, never passed on
+// unread (an upstream SDK could run what the gateway's tool modes, quota,
+// task table and audit log never saw).
+type readError struct {
+	code   int
+	reason string
+}
+
+func (e *readError) Error() string { return errNotJSONRPC.Error() + ": " + e.reason }
+
+// Unwrap makes every readError an errNotJSONRPC.
+func (e *readError) Unwrap() error { return errNotJSONRPC }
+
+// rpcError is the JSON-RPC error answering e.
+func (e *readError) rpcError() *Error {
+	prefix := "Invalid Request: "
+	if e.code == CodeParseError {
+		prefix = "Parse error: "
+	}
+	return Errorf(e.code, "%s%s", prefix, e.reason)
+}
+
+// The reasons a body is refused. Batches left the protocol in 2025-06-18, and
+// SDKs that still run them would run each element unseen by the gateway.
 var (
-	errInvalidID     = fmt.Errorf("%w: id must be a string or a number", errNotJSONRPC)
-	errUnparseableID = fmt.Errorf("%w: id is not valid JSON", errNotJSONRPC)
+	errMalformedJSON   = &readError{CodeParseError, "the body is not one valid JSON value"}
+	errBatch           = &readError{CodeInvalidRequest, "batches are not supported: send one JSON-RPC message per request"}
+	errNotObject       = &readError{CodeInvalidRequest, "the body is not a JSON-RPC message object"}
+	errVersion         = &readError{CodeInvalidRequest, `"jsonrpc" must be "2.0"`}
+	errMethodType      = &readError{CodeInvalidRequest, "the method must be a string"}
+	errErrorMember     = &readError{CodeInvalidRequest, "the error member is not a JSON-RPC error object"}
+	errInvalidID       = &readError{CodeInvalidRequest, "the id must be a string or a number"}
+	errAmbiguousMember = &readError{CodeInvalidRequest, "a member of the message appears twice or in another case"}
 )
 
-// checkID checks a raw id: a string, a number or null (or absent).
+// checkID checks a raw id, already known to be valid JSON: a string, a
+// number or null (or absent).
 func checkID(id []byte) error {
 	if len(id) == 0 {
 		return nil
-	}
-	if !json.Valid(id) { // ids are short: this costs next to nothing
-		return errUnparseableID
 	}
 	switch c := id[0]; {
 	case c == '"', c == '-', c >= '0' && c <= '9', string(id) == "null":
@@ -100,77 +128,53 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // envelopeMembers are the members of a JSON-RPC message.
 var envelopeMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
 
-// errAmbiguousMember is a message that names a member of the envelope twice,
-// or in another case ("Method"): readers differ on which one counts (Go's
-// encoding/json matches keys case-insensitively and takes the last), so the
-// gateway would act on one message and the upstream on another.
-var errAmbiguousMember = fmt.Errorf("%w: a member of the envelope appears twice or in another case", errNotJSONRPC)
-
 // envelopeMember returns the index of mem's key in envelopeMembers, -1
 // when it is none of them, or len(envelopeMembers) when it is one of them
-// in another case.
+// in another case (Unicode simple folding, as Go's encoding/json matches
+// keys: "jſonrpc" with U+017F is "jsonrpc" to an upstream in Go).
 func envelopeMember(obj []byte, mem member) int {
-	key := obj[mem.keyStart+1 : mem.keyEnd-1]
-	if bytes.IndexByte(key, '\\') >= 0 {
-		var decoded string
-		if json.Unmarshal(obj[mem.keyStart:mem.keyEnd], &decoded) != nil {
-			return -1
-		}
-		key = []byte(decoded)
-	}
-	if len(key) < 2 || len(key) > 7 {
-		return -1 // cheap: no envelope member has another length
-	}
-	for i, name := range envelopeMembers {
-		if string(key) == name {
-			return i
-		}
-	}
-	for _, name := range envelopeMembers {
-		if bytes.EqualFold(key, []byte(name)) {
-			return len(envelopeMembers)
-		}
+	exact, folded := matchKey(obj, mem, envelopeMembers[:])
+	switch {
+	case exact >= 0:
+		return exact
+	case folded:
+		return len(envelopeMembers)
 	}
 	return -1
 }
 
-// malformedRequest is the JSON-RPC error of a request body ParseMessage
-// refused with err, when the gateway must answer it: a message whose id is
-// not valid JSON (-32700, Parse error) or not a kind of id JSON-RPC allows
-// (-32600, Invalid Request); its id cannot be echoed, so the answer's is
-// null. Anything else that is not one JSON-RPC message (batches, other JSON,
-// text) is nil: it passes through, for the upstream to judge.
-func malformedRequest(err error) *Error {
-	switch {
-	case errors.Is(err, errUnparseableID):
-		return Errorf(CodeParseError, "Parse error: the request id is not valid JSON")
-	case errors.Is(err, errInvalidID):
-		return Errorf(CodeInvalidRequest, "Invalid Request: the id must be a string or a number")
-	case errors.Is(err, errAmbiguousMember):
-		return Errorf(CodeInvalidRequest, "Invalid Request: a member of the message appears twice or in another case")
-	}
-	return nil
-}
-
-// ParseMessage reads one JSON-RPC 2.0 message. Batches and anything that is
-// not a single JSON-RPC object are rejected with errNotJSONRPC, so callers can
-// pass them through untouched. The message's raw parts are slices of data,
-// not copies: it is read on every request, so it is scanned, not decoded;
-// the parts the gateway acts on are decoded where they are used.
+// ParseMessage reads one JSON-RPC 2.0 message, exactly as Go's encoding/json
+// (and the other readers MCP SDKs use) would: the body is one valid JSON
+// value with nothing after it but whitespace, and a member of the envelope
+// named twice or in another case is refused rather than guessed at. Anything
+// else is refused with a *readError (an errNotJSONRPC) that says what the
+// gateway answers. The message's raw parts are slices of data, not copies: it
+// is read on every request, so it is validated and scanned, not decoded; the
+// parts the gateway acts on are decoded where they are used.
 func ParseMessage(data []byte) (*Message, error) {
 	// A leading UTF-8 byte order mark is no JSON, but readers that decode
 	// the body as text first drop it (the TypeScript SDK's TextDecoder
-	// does): left unread here, such a message would pass to the upstream
-	// as "not JSON-RPC" and act there unseen by the gateway.
-	data = bytes.TrimSpace(bytes.TrimPrefix(data, utf8BOM))
-	if len(data) == 0 || data[0] != '{' {
-		return nil, errNotJSONRPC
+	// does), so the gateway reads past it too.
+	data = bytes.TrimPrefix(data, utf8BOM)
+	// Validated whole first: the scanner below relies on valid JSON, and
+	// bytes after the value ("{…}x", "{…}{…}") are where readers that stop
+	// at the first value part ways with the gateway.
+	if !json.Valid(data) {
+		return nil, errMalformedJSON
+	}
+	data = data[skipSpace(data, 0):]
+	switch data[0] {
+	case '{':
+	case '[':
+		return nil, errBatch
+	default:
+		return nil, errNotObject
 	}
 	var m Message
 	var version, method, rpcErr []byte
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
-	closing, err := eachMember(data, func(mem member) bool {
+	if _, err := eachMember(data, func(mem member) bool {
 		v := data[mem.valueStart:mem.valueEnd]
 		i := envelopeMember(data, mem)
 		switch {
@@ -196,31 +200,30 @@ func ParseMessage(data []byte) (*Message, error) {
 			rpcErr = v
 		}
 		return true
-	})
+	}); err != nil {
+		return nil, errMalformedJSON // unreachable for valid JSON
+	}
 	if ambiguous {
 		return nil, errAmbiguousMember
-	}
-	if err != nil || skipSpace(data, closing+1) != len(data) {
-		return nil, fmt.Errorf("%w: malformed JSON object", errNotJSONRPC)
 	}
 	// The version as every JSON reader decodes it: "2\u002e0" is "2.0" to
 	// the upstream, so it must be to the gateway too.
 	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || unquote(version) != "2.0") {
-		return nil, errNotJSONRPC
+		return nil, errVersion
 	}
 	if err := checkID(m.ID); err != nil {
 		return nil, err
 	}
 	if method != nil {
 		if method[0] != '"' {
-			return nil, fmt.Errorf("%w: method is not a string", errNotJSONRPC)
+			return nil, errMethodType
 		}
 		m.Method = unquote(method)
 	}
 	m.JSONRPC = "2.0"
 	if rpcErr != nil && string(rpcErr) != "null" {
 		if err := json.Unmarshal(rpcErr, &m.Error); err != nil {
-			return nil, fmt.Errorf("%w: %v", errNotJSONRPC, err)
+			return nil, errErrorMember
 		}
 	}
 	if string(m.Result) == "null" && m.Error != nil {

@@ -27,35 +27,63 @@ func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// A JSON-RPC message whose id is not valid JSON gets -32700, and one with
-// an id JSON-RPC does not allow, or a member named twice or in another case
-// (which readers resolve differently), -32600, from the gateway; whatever is not
-// one JSON-RPC message (text, truncated JSON, batches) is the upstream's.
+// The gateway is fail-closed: a POST body it cannot read exactly as an
+// upstream's JSON reader will (Go's encoding/json matches keys under Unicode
+// case folding and takes the last duplicate; readers that stop after the
+// first value ignore what follows; SDKs that still run batches run each
+// element) is refused with HTTP 400, -32700 for what is not one JSON value
+// and -32600 for the rest, and never reaches the upstream.
 func TestMalformedRequests(t *testing.T) {
 	g := testGateway(t, Config{})
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`
 	tests := []struct {
 		name     string
 		body     string
-		wantCode int // 0: passed through
+		wantCode int    // 0: passed through
+		wantID   string // the id echoed in the error; "" means null
 	}{
-		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"ping"}`, CodeParseError},
-		{"unparseable string id", `{"jsonrpc":"2.0","id":"a\q","method":"ping"}`, CodeParseError},
-		{"unparseable id of a response", `{"jsonrpc":"2.0","id":1.2.3,"result":{}}`, CodeParseError},
-		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest},
-		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest},
-		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest},
-		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, CodeInvalidRequest},
-		{"method in another case too", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest},
-		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, CodeInvalidRequest},
-		{"escaped method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","\u006dethod":"tools/call"}`, CodeInvalidRequest},
-		{"params in another case only", `{"jsonrpc":"2.0","id":1,"method":"tools/call","PARAMS":{"name":"x"}}`, CodeInvalidRequest},
-		{"other members in any case", `{"jsonrpc":"2.0","id":1,"method":"ping","Extra":1,"meta":{}}`, 0},
-		{"not JSON", `hello`, 0},
-		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, 0},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 0},
-		{"other JSON", `{"hello":"world"}`, 0},
-		{"string id", `{"jsonrpc":"2.0","id":"a","method":"ping"}`, 0},
-		{"negative id", `{"jsonrpc":"2.0","id":-3,"method":"ping"}`, 0},
+		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"ping"}`, CodeParseError, ""},
+		{"unparseable string id", `{"jsonrpc":"2.0","id":"a\q","method":"ping"}`, CodeParseError, ""},
+		{"unparseable id of a response", `{"jsonrpc":"2.0","id":1.2.3,"result":{}}`, CodeParseError, ""},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest, ""},
+		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest, ""},
+		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, CodeInvalidRequest, ""},
+		{"method in another case too", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, CodeInvalidRequest, ""},
+		{"escaped method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","\u006dethod":"tools/call"}`, CodeInvalidRequest, ""},
+		{"params in another case only", `{"jsonrpc":"2.0","id":1,"method":"tools/call","PARAMS":{"name":"x"}}`, CodeInvalidRequest, ""},
+		// U+017F (long s) folds to "s", U+212A (Kelvin) to "k": the length
+		// of such a key is not the length of the name it stands for.
+		{"version key with a long s", `{"j\u017fonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"raw long s", "{\"j\u017fonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}", CodeInvalidRequest, ""},
+		{"tool name in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","NAME":"dangerous"}}`, CodeInvalidRequest, "7"},
+		{"tool name only in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"Name":"dangerous"}}`, CodeInvalidRequest, "7"},
+		{"tool name twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","name":"dangerous"}}`, CodeInvalidRequest, "7"},
+		{"task twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{},"task":{"ttl":1000}}}`, CodeInvalidRequest, "7"},
+		{"ttl in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{"ttl":1000,"TTL":5}}}`, CodeInvalidRequest, "7"},
+		{"task id with a Kelvin sign", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"a","tas\u212aId":"b"}}`, CodeInvalidRequest, "7"},
+		{"meta twice", `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{},"_meta":{"progressToken":1}}}`, CodeInvalidRequest, "7"},
+		{"meta member twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"progressToken":2}}}`, CodeInvalidRequest, "7"},
+		{"extension declared twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, CodeInvalidRequest, "7"},
+		{"bytes after the message", call + `x`, CodeParseError, ""},
+		{"a second message", call + call, CodeParseError, ""},
+		{"a stray brace", call + `}`, CodeParseError, ""},
+		{"not JSON", `hello`, CodeParseError, ""},
+		{"empty", ``, CodeParseError, ""},
+		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, CodeParseError, ""},
+		{"invalid string inside params", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"\x"}}`, CodeParseError, ""},
+		{"form feed before the message", "\f" + call, CodeParseError, ""},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, CodeInvalidRequest, ""},
+		{"empty batch", `[]`, CodeInvalidRequest, ""},
+		{"other JSON", `{"hello":"world"}`, CodeInvalidRequest, ""},
+		{"a string", `"tools/call"`, CodeInvalidRequest, ""},
+		{"no version", `{"id":1,"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"other members in any case", `{"jsonrpc":"2.0","id":1,"method":"ping","Extra":1,"meta":{}}`, 0, ""},
+		{"other params members in any case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"Name":1,"name":2},"Other":1,"other":2}}`, 0, ""},
+		{"string id", `{"jsonrpc":"2.0","id":"a","method":"ping"}`, 0, ""},
+		{"negative id", `{"jsonrpc":"2.0","id":-3,"method":"ping"}`, 0, ""},
+		{"whitespace around", " \t\r\n" + call + "\n ", 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +94,7 @@ func TestMalformedRequests(t *testing.T) {
 			}
 			if tt.wantCode == 0 {
 				if len(up.bodies) != 1 || up.bodies[0] != tt.body {
-					t.Errorf("upstream got %q, want the body as is", up.bodies)
+					t.Errorf("upstream got %q, want the body as is (HTTP %d %s)", up.bodies, rec.Code, rec.Body)
 				}
 				return
 			}
@@ -80,10 +108,34 @@ func TestMalformedRequests(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
 				t.Fatalf("HTTP %d %s: not a JSON-RPC error", rec.Code, rec.Body)
 			}
-			if rec.Code != http.StatusBadRequest || m.Error.Code != tt.wantCode || string(m.ID) != "null" {
-				t.Errorf("HTTP %d, error %d %q, id %s; want 400, %d, id null", rec.Code, m.Error.Code, m.Error.Message, m.ID, tt.wantCode)
+			wantID := tt.wantID
+			if wantID == "" {
+				wantID = "null"
+			}
+			if rec.Code != http.StatusBadRequest || m.Error.Code != tt.wantCode || string(m.ID) != wantID {
+				t.Errorf("HTTP %d, error %d %q, id %s; want 400, %d, id %s", rec.Code, m.Error.Code, m.Error.Message, m.ID, tt.wantCode, wantID)
 			}
 		})
+	}
+}
+
+// PassUnreadable hands what the gateway cannot read to the upstream as is.
+func TestPassUnreadable(t *testing.T) {
+	g := testGateway(t, Config{PassUnreadable: true})
+	for _, body := range []string{
+		`hello`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}x`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","NAME":"dangerous"}}`,
+	} {
+		up := &recordingUpstream{}
+		rec := httptest.NewRecorder()
+		if err := g.ServeHTTP(rec, post(body), up); err != nil {
+			t.Fatal(err)
+		}
+		if len(up.bodies) != 1 || up.bodies[0] != body {
+			t.Errorf("%s: upstream got %q, want the body as is (HTTP %d %s)", body, up.bodies, rec.Code, rec.Body)
+		}
 	}
 }
 

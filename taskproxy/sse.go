@@ -19,9 +19,14 @@ const maxSSEEvent = 64 << 20
 // lines joined with "\n", plus the raw bytes it came in, so that a pass-through
 // can re-emit it unchanged.
 type Event struct {
-	ID      string
-	Type    string // the "event" field; empty means "message"
-	Data    string
+	// ID is the event's id field; with HasID, even empty, it replaces the
+	// stream's last event id (an empty "id:" resets it, as the rules say).
+	ID    string
+	HasID bool
+	Type  string // the "event" field; empty means "message"
+	Data  string
+	// Retry is the reconnection time in milliseconds, only ever ASCII
+	// digits: a retry field with anything else is ignored, as the rules say.
 	Retry   string
 	HasData bool
 	Raw     []byte // every line of the event, including its blank terminator
@@ -32,6 +37,9 @@ type SSEReader struct {
 	sc    *bufio.Scanner
 	raw   bytes.Buffer
 	limit int
+	// started is set once the first line is read: a byte order mark is
+	// ignored only at the start of the stream.
+	started bool
 }
 
 // NewSSEReader returns a reader of the events in r.
@@ -66,6 +74,10 @@ func (s *SSEReader) Next() (*Event, error) {
 	size := 0 // of the event so far; past the limit it is counted, not kept
 	for s.sc.Scan() {
 		line := s.sc.Bytes()
+		if !s.started {
+			s.started = true
+			line = bytes.TrimPrefix(line, utf8BOM)
+		}
 		size += len(line) + 1
 		if size <= s.limit {
 			s.raw.Write(line)
@@ -100,10 +112,12 @@ func (s *SSEReader) Next() (*Event, error) {
 			ev.Type = value
 		case "id":
 			if !strings.ContainsRune(value, 0) {
-				ev.ID = value
+				ev.ID, ev.HasID = value, true
 			}
 		case "retry":
-			ev.Retry = value
+			if isASCIIDigits(value) {
+				ev.Retry = value
+			}
 		}
 	}
 	if err := s.sc.Err(); err != nil {
@@ -116,6 +130,17 @@ func (s *SSEReader) Next() (*Event, error) {
 		return nil, io.ErrUnexpectedEOF
 	}
 	return nil, io.EOF
+}
+
+// isASCIIDigits reports whether s is one or more of the digits 0-9, the
+// only retry value an event stream may carry.
+func isASCIIDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // parseSSELine splits "field: value"; a line starting with ':' is a comment.
@@ -187,7 +212,7 @@ func StartSSE(w http.ResponseWriter) *SSEWriter {
 func (s *SSEWriter) WriteEvent(id string, data []byte) error {
 	var b bytes.Buffer
 	b.Grow(len(data) + 32)
-	appendSSEEvent(&b, id, "", data)
+	appendSSEEvent(&b, id, id != "", "", data)
 	if err := s.write(b.Bytes()); err != nil {
 		return fmt.Errorf("writing event: %w", err)
 	}
@@ -237,10 +262,11 @@ func (s *SSEWriter) flush() error {
 	return nil
 }
 
-// appendSSEEvent encodes one event; data containing newlines becomes several
-// data lines, which the reader joins back.
-func appendSSEEvent(b *bytes.Buffer, id, typ string, data []byte) {
-	if id != "" {
+// appendSSEEvent encodes one event, with an id line when hasID (an empty
+// one resets the reader's last event id); data containing newlines becomes
+// several data lines, which the reader joins back.
+func appendSSEEvent(b *bytes.Buffer, id string, hasID bool, typ string, data []byte) {
+	if hasID {
 		b.WriteString("id: ")
 		b.WriteString(id)
 		b.WriteByte('\n')

@@ -288,7 +288,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 				}
 				return err
 			}
-			if ev.ID != "" {
+			if ev.HasID {
 				pos.lastID = ev.ID
 			}
 			if ms, err := strconv.Atoi(ev.Retry); err == nil && ms >= 0 {
