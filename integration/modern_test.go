@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // The 2026-07-28 tasks extension end to end: the real Caddy binary in front
@@ -367,7 +368,7 @@ func TestModernSubscription(t *testing.T) {
 	if resp.Header.Get("X-Accel-Buffering") != "no" {
 		t.Error("listen stream lacks X-Accel-Buffering: no")
 	}
-	events := taskproxy.NewSSEReader(resp.Body)
+	events := sse.NewReader(resp.Body)
 	var first = true
 	for {
 		ev, err := events.Next()

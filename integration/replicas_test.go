@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // Three gateway replicas (the real Caddy) on one PostgreSQL database behind
@@ -267,7 +268,7 @@ func TestReplicas(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			events := taskproxy.NewSSEReader(resp.Body)
+			events := sse.NewReader(resp.Body)
 			for {
 				ev, err := events.Next()
 				if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // rpcClient speaks raw JSON-RPC over Streamable HTTP, so the tests see the
@@ -145,7 +146,7 @@ type messageStream struct {
 	t      testing.TB
 	resp   *http.Response
 	status int
-	events *taskproxy.SSEReader
+	events *sse.Reader
 	json   bool
 	done   bool
 	cancel context.CancelFunc
@@ -176,7 +177,7 @@ func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *m
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		s.events = taskproxy.NewSSEReader(resp.Body)
+		s.events = sse.NewReader(resp.Body)
 	case "application/json":
 		s.json = true
 	default:

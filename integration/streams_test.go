@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // Long-lived answers (tasks/result, subscriptions/listen) against reloads,
@@ -168,10 +169,10 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Fatalf("tasks/result answered %s", ct)
 	}
-	events := make(chan *taskproxy.Event, 100)
+	events := make(chan *sse.Event, 100)
 	go func() {
 		defer close(events)
-		r := taskproxy.NewSSEReader(resp.Body)
+		r := sse.NewReader(resp.Body)
 		for {
 			ev, err := r.Next()
 			if err != nil {
@@ -214,7 +215,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 		t.Errorf("JSON tasks/result during the reload: HTTP %d, Retry-After %q, body %q; want 503 with Retry-After and a JSON-RPC error",
 			got.resp.StatusCode, got.resp.Header.Get("Retry-After"), got.data)
 	}
-	var last *taskproxy.Event
+	var last *sse.Event
 	for ev := range events {
 		if ev.HasData && strings.Contains(ev.Data, `"id":"r-1"`) {
 			t.Fatalf("the task ended before the reload ended the stream: %s", ev.Data)

@@ -58,37 +58,6 @@ func BenchmarkRewriteInitialize(b *testing.B) {
 	}
 }
 
-func BenchmarkSSEWriteEvent(b *testing.B) {
-	w := &SSEWriter{w: io.Discard, rc: http.NewResponseController(httptest.NewRecorder())}
-	data := benchCall
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := w.WriteEvent("", data); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkSSERead(b *testing.B) {
-	var stream bytes.Buffer
-	for range 100 {
-		stream.WriteString("event: message\ndata: ")
-		stream.Write(benchCall)
-		stream.WriteString("\n\n")
-	}
-	b.SetBytes(int64(stream.Len()))
-	b.ReportAllocs()
-	for b.Loop() {
-		r := NewSSEReader(bytes.NewReader(stream.Bytes()))
-		for {
-			if _, err := r.Next(); err != nil {
-				break
-			}
-		}
-	}
-}
-
 func benchStore(b *testing.B, dir string, sync bool) Store {
 	return OpenTestStore(b, dir, sync)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // askUpstream is a 2025-11-25 server with sessions whose tools ask the
@@ -102,7 +104,7 @@ func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params stri
 	}
 	text := w.Body.String()
 	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
-		events := NewSSEReader(strings.NewReader(text))
+		events := sse.NewReader(strings.NewReader(text))
 		for {
 			ev, err := events.Next()
 			if err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 func TestClassifyProbe(t *testing.T) {
@@ -367,7 +369,7 @@ func TestBridgeRequestOnSession(t *testing.T) {
 		}
 		var msgs []*Message
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
-			events := NewSSEReader(w.Body)
+			events := sse.NewReader(w.Body)
 			for {
 				ev, err := events.Next()
 				if err != nil {

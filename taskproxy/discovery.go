@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // Discovery rewriting: the upstream knows nothing of tasks, so the gateway
@@ -226,7 +228,7 @@ func (rw *rewriteWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	case modeSSE:
 		rw.buf = append(rw.buf, p...)
-		n := completeEventsLen(rw.buf)
+		n := sse.CompleteLen(rw.buf)
 		if n == 0 {
 			return len(p), nil
 		}
@@ -241,7 +243,7 @@ func (rw *rewriteWriter) Write(p []byte) (int, error) {
 
 // writeEvents passes whole events on, rewriting the one with the response.
 func (rw *rewriteWriter) writeEvents(chunk []byte) error {
-	events := NewSSEReader(bytes.NewReader(chunk))
+	events := sse.NewReader(bytes.NewReader(chunk))
 	var out bytes.Buffer
 	for {
 		ev, err := events.Next()
@@ -250,7 +252,7 @@ func (rw *rewriteWriter) writeEvents(chunk []byte) error {
 		}
 		if ev.HasData && bytes.Contains([]byte(ev.Data), []byte(`"result"`)) {
 			if edited := rewriteMessage([]byte(ev.Data), rw.id, rw.fn); !bytes.Equal(edited, []byte(ev.Data)) {
-				appendSSEEvent(&out, ev.ID, ev.HasID, ev.Type, edited)
+				sse.AppendEvent(&out, ev.ID, ev.HasID, ev.Type, edited)
 				continue
 			}
 		}
@@ -292,29 +294,4 @@ func (rw *rewriteWriter) finish() {
 		}
 	}
 	rw.buf = nil
-}
-
-// completeEventsLen returns the length of the prefix of b that holds whole
-// events: everything up to and including the last blank line.
-func completeEventsLen(b []byte) int {
-	end, lineStart := 0, 0
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\n' && b[i] != '\r' {
-			continue
-		}
-		lineLen := i - lineStart
-		if b[i] == '\r' {
-			if i+1 >= len(b) {
-				break // cannot tell "\r" from "\r\n" yet
-			}
-			if b[i+1] == '\n' {
-				i++
-			}
-		}
-		if lineLen == 0 {
-			end = i + 1
-		}
-		lineStart = i + 1
-	}
-	return end
 }

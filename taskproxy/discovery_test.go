@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 func testGateway(t *testing.T, cfg Config) *Gateway {
@@ -121,7 +123,7 @@ func TestDiscoveryRewrite(t *testing.T) {
 			}
 			data := got
 			if tt.contentType == "text/event-stream" {
-				r := NewSSEReader(strings.NewReader(got))
+				r := sse.NewReader(strings.NewReader(got))
 				for {
 					ev, err := r.Next()
 					if err != nil {

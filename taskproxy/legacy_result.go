@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // tasks/result (2025-11-25): a blocking answer that, while it waits, relays
@@ -53,12 +55,12 @@ func (c *call) streamResult(id string) error {
 		return nil
 	}
 	defer release()
-	var sse *SSEWriter
+	var stream *sse.Writer
 	if acceptsSSE(c.r) {
-		sse = StartSSE(c.w)
+		stream = sse.Start(c.w, 0)
 	}
-	s := &resultStream{c: c, sse: sse, sent: map[string]bool{}}
-	if run, ok := g.rt.workers.get(id); ok && sse != nil {
+	s := &resultStream{c: c, sse: stream, sent: map[string]bool{}}
+	if run, ok := g.rt.workers.get(id); ok && stream != nil {
 		if p := run.progress(); p != nil {
 			s.progress(p)
 		}
@@ -80,7 +82,7 @@ func (c *call) streamResult(id string) error {
 			s.progress(p)
 			continue
 		case <-keepAlive.C:
-			if sse != nil && sse.WriteComment("keep-alive") != nil {
+			if stream != nil && stream.WriteComment("keep-alive") != nil {
 				return nil
 			}
 			continue
@@ -135,7 +137,7 @@ func acceptsSSE(r *http.Request) bool {
 // resultStream is one tasks/result answer in progress.
 type resultStream struct {
 	c          *call
-	sse        *SSEWriter
+	sse        *sse.Writer
 	sent       map[string]bool // input keys already relayed on this stream
 	lastStatus Status
 	broken     bool // a write failed: the client is gone or stopped reading

@@ -3,6 +3,8 @@ package taskproxy
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // subscriptions/listen with notifications.taskIds (2026-07-28): a
@@ -116,12 +118,12 @@ func (c *call) serveListen(taskIDs []string) error {
 	}
 	defer release()
 	subMeta := map[string]json.RawMessage{metaSubscriptionID: c.msg.ID}
-	sse := StartSSE(c.w)
+	stream := sse.Start(c.w, 0)
 	ack, _ := RequestBytes(nil, "notifications/subscriptions/acknowledged", map[string]any{
 		"_meta":         subMeta,
 		"notifications": map[string]any{"taskIds": orEmpty(watched)},
 	})
-	if sse.WriteEvent("", ack) != nil {
+	if stream.WriteEvent("", ack) != nil {
 		return nil
 	}
 	send := func() bool {
@@ -138,7 +140,7 @@ func (c *call) serveListen(taskIDs []string) error {
 			params := toModernDetail(t, "")
 			params.Meta = subMeta
 			data, _ := RequestBytes(nil, "notifications/tasks", params)
-			if sse.WriteEvent("", data) != nil {
+			if stream.WriteEvent("", data) != nil {
 				return false
 			}
 		}
@@ -154,7 +156,7 @@ func (c *call) serveListen(taskIDs []string) error {
 		case <-sub.Changed:
 		case <-sub.Progress: // progress is not carried on task streams
 		case <-keepAlive.C:
-			if sse.WriteComment("keep-alive") != nil {
+			if stream.WriteComment("keep-alive") != nil {
 				return nil
 			}
 		case <-ctx.Done():
@@ -162,7 +164,7 @@ func (c *call) serveListen(taskIDs []string) error {
 		case <-g.cfg.Stopping:
 			// A graceful end: the empty SubscriptionsListenResult.
 			final, _ := ResponseBytes(c.msg.ID, map[string]any{"resultType": "complete", "_meta": subMeta})
-			_ = sse.WriteEvent("", final)
+			_ = stream.WriteEvent("", final)
 			return nil
 		}
 	}

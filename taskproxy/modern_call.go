@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // Server-directed task creation (2026-07-28). The gateway starts the
@@ -262,7 +264,7 @@ func withoutTasksExtension(params json.RawMessage) (json.RawMessage, error) {
 // stream, and the final message goes out as JSON or as the last event.
 type modernReply struct {
 	c   *call
-	sse *SSEWriter
+	sse *sse.Writer
 }
 
 func (r *modernReply) relay(m *Message) {
@@ -273,7 +275,7 @@ func (r *modernReply) relay(m *Message) {
 		if !acceptsSSE(r.c.r) {
 			return
 		}
-		r.sse = StartSSE(r.c.w)
+		r.sse = sse.Start(r.c.w, 0)
 	}
 	if data, err := json.Marshal(m); err == nil {
 		_ = r.sse.WriteEvent("", data)

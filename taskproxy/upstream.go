@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // ErrorHandler is an http.Handler that can also report the error its chain
@@ -276,12 +278,12 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 		}
 		return io.EOF
 	case "text/event-stream":
-		events := newLimitedSSEReader(resp.Body, int(min(limit, maxSSEEvent)))
+		events := sse.NewLimitedReader(resp.Body, int(min(limit, sse.MaxEvent)))
 		for {
 			ev, err := events.Next()
 			if err != nil {
-				if tooLarge := (*tooLargeError)(nil); errors.As(err, &tooLarge) {
-					return err
+				if tooLarge := (*sse.TooLargeError)(nil); errors.As(err, &tooLarge) {
+					return &tooLargeError{size: tooLarge.Size, limit: tooLarge.Limit}
 				}
 				if errors.Is(err, io.ErrUnexpectedEOF) {
 					return errors.New("upstream event stream broke off in the middle of an event")
@@ -330,4 +332,11 @@ func describeHTTPFailure(status int, data []byte) *Error {
 // sameID reports whether two raw JSON-RPC ids are the same value.
 func sameID(a, b json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+}
+
+// tooLargeError is an upstream answer over the configured size limit.
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("result too large (%d bytes, limit %d)", e.size, e.limit)
 }

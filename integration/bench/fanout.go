@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // fanoutSecret is the HS256 key of the fan-out site's auth jwt; the bench
@@ -179,7 +180,7 @@ type fanoutEvent struct {
 // readSubscription reports ready after the acknowledgement, then the time
 // the task's cancelled state arrives.
 func readSubscription(resp *http.Response, id string, ready chan<- error, received chan<- fanoutEvent) {
-	events := taskproxy.NewSSEReader(resp.Body)
+	events := sse.NewReader(resp.Body)
 	acked := false
 	for {
 		ev, err := events.Next()

@@ -1,17 +1,14 @@
-package taskproxy
+package sse
 
 import (
 	"bytes"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
-func TestSSEReader(t *testing.T) {
+func TestReader(t *testing.T) {
 	type ev struct {
 		id, typ, data, retry string
 		hasID                bool
@@ -42,7 +39,7 @@ func TestSSEReader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewSSEReader(strings.NewReader(tt.in))
+			r := NewReader(strings.NewReader(tt.in))
 			var got []ev
 			var err error
 			for {
@@ -71,9 +68,9 @@ func TestSSEReader(t *testing.T) {
 	}
 }
 
-func TestSSERawRoundTrip(t *testing.T) {
+func TestRawRoundTrip(t *testing.T) {
 	in := "id: 9\nevent: message\ndata: {\"x\":1}\n\n: c\n\n"
-	r := NewSSEReader(strings.NewReader(in))
+	r := NewReader(strings.NewReader(in))
 	var raw bytes.Buffer
 	for {
 		e, err := r.Next()
@@ -87,29 +84,7 @@ func TestSSERawRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSSEWriter(t *testing.T) {
-	rec := httptest.NewRecorder()
-	w := StartSSE(rec)
-	if err := w.WriteEvent("", []byte("line1\nline2")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteComment("keep-alive"); err != nil {
-		t.Fatal(err)
-	}
-	if got := rec.Header().Get("Content-Type"); got != "text/event-stream" {
-		t.Errorf("Content-Type = %q", got)
-	}
-	if got := rec.Header().Get("X-Accel-Buffering"); got != "no" {
-		t.Errorf("X-Accel-Buffering = %q", got)
-	}
-	r := NewSSEReader(rec.Body)
-	e, err := r.Next()
-	if err != nil || e.Data != "line1\nline2" {
-		t.Fatalf("read back %+v, %v", e, err)
-	}
-}
-
-func TestCompleteEventsLen(t *testing.T) {
+func TestCompleteLen(t *testing.T) {
 	tests := []struct {
 		in   string
 		want int
@@ -123,43 +98,8 @@ func TestCompleteEventsLen(t *testing.T) {
 		{"data: a\r\rx", 9},
 	}
 	for _, tt := range tests {
-		if got := completeEventsLen([]byte(tt.in)); got != tt.want {
-			t.Errorf("completeEventsLen(%q) = %d, want %d", tt.in, got, tt.want)
+		if got := CompleteLen([]byte(tt.in)); got != tt.want {
+			t.Errorf("CompleteLen(%q) = %d, want %d", tt.in, got, tt.want)
 		}
-	}
-}
-
-// A worker reading an upstream's event stream keeps the position the rules
-// give: an empty id clears the id a resumption would send, a retry that is
-// not all digits leaves the delay as it was, and a leading byte order mark
-// does not hide the first event.
-func TestReadMessagesStreamPosition(t *testing.T) {
-	const note = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`
-	tests := []struct {
-		name      string
-		stream    string
-		wantID    string
-		wantRetry time.Duration
-		wantMsgs  int
-	}{
-		{"id kept", "id: 5\nretry: 50\ndata: " + note + "\n\n", "5", 50 * time.Millisecond, 1},
-		{"empty id resets", "id: 5\ndata: " + note + "\n\nid:\ndata: " + note + "\n\n", "", 0, 2},
-		{"bare id resets", "id: 5\ndata: " + note + "\n\nid\ndata: " + note + "\n\n", "", 0, 2},
-		{"signed retry ignored", "retry: 50\ndata: " + note + "\n\nretry: +100\ndata: " + note + "\n\n", "", 50 * time.Millisecond, 2},
-		{"byte order mark", "\xef\xbb\xbfid: 1\ndata: " + note + "\n\n", "1", 0, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(tt.stream))}
-			var pos streamPosition
-			msgs := 0
-			err := readMessages(resp, &pos, 1<<20, func(*Message) (bool, error) { msgs++; return false, nil })
-			if err != nil && !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			if pos.lastID != tt.wantID || pos.retry != tt.wantRetry || msgs != tt.wantMsgs {
-				t.Errorf("last id %q, retry %s, %d messages; want %q, %s, %d", pos.lastID, pos.retry, msgs, tt.wantID, tt.wantRetry, tt.wantMsgs)
-			}
-		})
 	}
 }
