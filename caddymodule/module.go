@@ -124,7 +124,7 @@ type Handler struct {
 	// {http.auth.user.id} after forward_auth or basic_auth. It is only safe
 	// when that handler runs first on every request to this route: the
 	// gateway trusts whatever the placeholder says. A request for which it
-	// is empty gets 401.
+	// is empty or not valid UTF-8 gets 401.
 	Principal string `json:"principal,omitempty"`
 
 	// TrustDomain names who vouches for this route's callers. Owner keys
