@@ -26,6 +26,22 @@ const authRealm = "mcp"
 // caller's subject in, as Caddy's own authentication handler does.
 const userIDPlaceholder = "http.auth.user.id"
 
+// identityPlaceholders are every placeholder authenticator sets.
+var identityPlaceholders = [...]string{userIDPlaceholder}
+
+// withoutIdentity publishes "no caller" in the placeholders authenticator
+// would set, for a request that passes without authentication (a CORS
+// preflight). Unset, Caddy leaves a placeholder's text in place: header_up
+// X-User {http.auth.user.id} would send the upstream that literal, or keep
+// an X-User the client chose. Set to "", it expands to nothing.
+func withoutIdentity(r *http.Request) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		for _, name := range identityPlaceholders {
+			repl.Set(name, "")
+		}
+	}
+}
+
 // authenticator identifies the caller of each request.
 type authenticator struct {
 	verifier            *auth.Verifier
