@@ -5,81 +5,72 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// exactClaims are a token's claims as jwt/v5 validates them (exp, nbf,
-// iss, aud through the embedded MapClaims) together with the JSON text of
-// each claim, from the very payload bytes the signature covers.
-//
-// The text is needed because decoding loses information: encoding/json
-// turns invalid UTF-8 and lone surrogate escapes ("\udc80", "\ud800")
-// into U+FFFD, so "victim\udc80", "victim\ud800", "victim" followed by a
-// 0xFF byte, and "victim\ufffd" all decode to one string. Owner keys built
-// from decoded values would make them one principal.
-type exactClaims struct {
-	jwt.MapClaims
-	raw map[string]json.RawMessage
+// ownerClaim is a decoded claim that goes into the owner key.
+type ownerClaim struct {
+	role, name, value string // role names it in errors: "principal"
 }
 
-// UnmarshalJSON decodes the payload twice: into the map jwt/v5 validates,
-// and into raw texts. Both use encoding/json on the same bytes, so they
-// agree on which member a name selects (the last of duplicates).
-func (c *exactClaims) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, &c.MapClaims); err != nil {
-		return fmt.Errorf("decoding claims: %w", err)
-	}
-	if err := json.Unmarshal(b, &c.raw); err != nil {
-		return fmt.Errorf("decoding claim texts: %w", err)
+// exactText refuses a token whose owner claims decoded with loss.
+//
+// encoding/json turns invalid UTF-8 and lone surrogate escapes ("\udc80",
+// "\ud800") into U+FFFD, so "victim\udc80", "victim\ud800", "victim"
+// followed by a 0xFF byte, and a genuine "victim\ufffd" all decode to one
+// string: owner keys built from decoded values would make them one
+// principal. Every lossy decoding leaves a U+FFFD, so a value without one
+// decoded exactly, and only a value with one (rare) has its JSON text read
+// from the signed payload and checked. A genuine U+FFFD, the escape
+// "\ufffd" or its UTF-8 bytes, is accepted: it is valid text, and with the
+// lossy spellings refused it names one principal only.
+func (v *Verifier) exactText(token string, claims [3]ownerClaim) error {
+	var raw map[string]json.RawMessage
+	for _, c := range claims {
+		if !strings.ContainsRune(c.value, utf8.RuneError) {
+			continue
+		}
+		if raw == nil {
+			var err error
+			if raw, err = v.rawClaims(token); err != nil {
+				return invalid("token is malformed", jwt.ErrTokenMalformed)
+			}
+		}
+		if !exactString(raw[c.name]) {
+			return invalid(fmt.Sprintf("%s claim %q is not valid Unicode text", c.role, c.name), jwt.ErrInvalidType)
+		}
 	}
 	return nil
 }
 
-// claimState says what exactString found.
-type claimState int
-
-const (
-	claimAbsent    claimState = iota // no such claim, or null
-	claimNotString                   // a number, object, array or boolean
-	claimInexact                     // a string that does not decode losslessly
-	claimOK
-)
-
-// stringClaim returns the claim name as an exact string. A literal U+FFFD
-// (the escape "\ufffd" or its UTF-8 bytes) is accepted: it is a valid
-// character, and once every lossy spelling is refused nothing else decodes
-// to it, so it names one principal only.
-func (c *exactClaims) stringClaim(name string) (string, claimState) {
-	raw, ok := c.raw[name]
-	if !ok {
-		return "", claimAbsent
+// rawClaims returns the JSON text of each claim of token, decoded from the
+// payload segment as the parser decoded it to verify the token. Both use
+// encoding/json on the same bytes, so they agree on which member a name
+// selects (the last of duplicates).
+func (v *Verifier) rawClaims(token string) (map[string]json.RawMessage, error) {
+	_, rest, _ := strings.Cut(token, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	b, err := v.parser.DecodeSegment(payload)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the payload: %w", err)
 	}
-	return exactString(raw)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("decoding the claims: %w", err)
+	}
+	return raw, nil
 }
 
-// exactString decodes raw, one JSON value, when it is a string that
+// exactString reports whether raw, one JSON value, is a string that
 // encoding/json decodes without loss: valid UTF-8 throughout, and every
-// \u escape of a surrogate half part of a high-then-low pair. Numbers and
-// other types are refused rather than stringified, so that 42 and "42"
-// never name one principal.
-func exactString(raw json.RawMessage) (string, claimState) {
+// \u escape of a surrogate half part of a high-then-low pair.
+func exactString(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return "", claimAbsent
-	case raw[0] != '"':
-		return "", claimNotString
-	case !utf8.Valid(raw) || !pairedSurrogates(raw):
-		return "", claimInexact
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", claimInexact
-	}
-	return s, claimOK
+	return len(raw) >= 2 && raw[0] == '"' && utf8.Valid(raw) && pairedSurrogates(raw)
 }
 
 // pairedSurrogates reports whether every \u escape of a surrogate half in
@@ -105,7 +96,7 @@ func pairedSurrogates(raw []byte) bool {
 		if r >= 0xdc00 { // a low half with no high half before it
 			return false
 		}
-		if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+		if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
 			return false
 		}
 		low, ok := hex4(raw, i+3)

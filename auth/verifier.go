@@ -301,10 +301,10 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 // jwt/v5 sentinel such as jwt.ErrTokenExpired) with a reason that never
 // quotes the token.
 //
-// The principal's fields are read from the payload's JSON text, not from
-// its decoded values: "iss", the principal claim and the tenant claim must
-// be strings that decode without loss, valid UTF-8 with every surrogate
-// escape in a pair. Otherwise "victim\udc80", "victim\ud800" and "victim"
+// The principal's fields must have decoded exactly from the payload's JSON
+// text: "iss", the principal claim and the tenant claim must be strings
+// that decode without loss, valid UTF-8 with every surrogate escape in a
+// pair. Otherwise "victim\udc80", "victim\ud800" and "victim"
 // with a raw 0xFF byte would all decode to "victim\ufffd" and be one owner
 // with each other and with a genuine "victim\ufffd". A genuine U+FFFD is
 // accepted: it is valid text, and with the lossy spellings refused it
@@ -326,52 +326,45 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 		}
 		return v.keyfunc(t)
 	}
-	claims := &exactClaims{}
+	claims := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(token, claims, kf); err != nil {
 		if critical {
 			return Principal{}, invalid("token has unsupported critical header parameters", jwt.ErrTokenUnverifiable)
 		}
 		return Principal{}, classify(err, keyfuncCalled)
 	}
-	return v.principal(claims)
+	return v.principal(token, claims)
 }
 
-// principal extracts the Principal from verified claims. The issuer,
-// principal and tenant claims go into the owner key, so each must be a JSON
-// string that decodes without loss (see exactString): anything else is
+// principal extracts the Principal from the verified claims of token. The
+// issuer, principal and tenant claims go into the owner key, so each must
+// be a string that decoded without loss (see exactText): anything else is
 // refused, never normalised into another principal's name.
-func (v *Verifier) principal(c *exactClaims) (Principal, error) {
-	iss, st := c.stringClaim("iss")
-	switch st {
-	case claimNotString:
-		return Principal{}, invalid(`claim "iss" is not a string`, jwt.ErrInvalidType)
-	case claimInexact:
-		return Principal{}, invalid(`claim "iss" is not valid Unicode text`, jwt.ErrInvalidType)
-	}
-	sub, err := requiredClaim(c, "principal", v.principalClaim)
+func (v *Verifier) principal(token string, c jwt.MapClaims) (Principal, error) {
+	iss, err := c.GetIssuer()
 	if err != nil {
-		return Principal{}, err
+		return Principal{}, invalid(`claim "iss" is not a string`, jwt.ErrInvalidType)
+	}
+	sub, ok := c[v.principalClaim].(string)
+	if !ok || sub == "" {
+		return Principal{}, invalid(fmt.Sprintf("principal claim %q is missing, empty or not a string", v.principalClaim), jwt.ErrTokenRequiredClaimMissing)
 	}
 	p := Principal{TrustDomain: v.trustDomain, Issuer: iss, Subject: sub}
 	if v.tenantClaim != "" {
-		if p.Tenant, err = requiredClaim(c, "tenant", v.tenantClaim); err != nil {
-			return Principal{}, err
+		tenant, ok := c[v.tenantClaim].(string)
+		if !ok || tenant == "" {
+			return Principal{}, invalid(fmt.Sprintf("tenant claim %q is missing, empty or not a string", v.tenantClaim), jwt.ErrTokenRequiredClaimMissing)
 		}
+		p.Tenant = tenant
+	}
+	if err := v.exactText(token, [...]ownerClaim{
+		{"issuer", "iss", p.Issuer},
+		{"principal", v.principalClaim, p.Subject},
+		{"tenant", v.tenantClaim, p.Tenant},
+	}); err != nil {
+		return Principal{}, err
 	}
 	return p, nil
-}
-
-// requiredClaim returns the claim name, which must be a non-empty exact
-// string. role names it in the error ("principal", "tenant").
-func requiredClaim(c *exactClaims, role, name string) (string, error) {
-	s, st := c.stringClaim(name)
-	switch {
-	case st == claimInexact:
-		return "", invalid(fmt.Sprintf("%s claim %q is not valid Unicode text", role, name), jwt.ErrInvalidType)
-	case st != claimOK || s == "":
-		return "", invalid(fmt.Sprintf("%s claim %q is missing, empty or not a string", role, name), jwt.ErrTokenRequiredClaimMissing)
-	}
-	return s, nil
 }
 
 var (
