@@ -12,6 +12,37 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
+// principal extracts the Principal from the verified claims of token. The
+// issuer, principal and tenant claims go into the owner key, so each must
+// be a string that decoded without loss (see exactText): anything else is
+// refused, never normalised into another principal's name.
+func (v *Verifier) principal(token string, c jwt.MapClaims) (Principal, error) {
+	iss, err := c.GetIssuer()
+	if err != nil {
+		return Principal{}, invalid(`claim "iss" is not a string`, jwt.ErrInvalidType)
+	}
+	sub, ok := c[v.principalClaim].(string)
+	if !ok || sub == "" {
+		return Principal{}, invalid(fmt.Sprintf("principal claim %q is missing, empty or not a string", v.principalClaim), jwt.ErrTokenRequiredClaimMissing)
+	}
+	p := Principal{TrustDomain: v.trustDomain, Issuer: iss, Subject: sub}
+	if v.tenantClaim != "" {
+		tenant, ok := c[v.tenantClaim].(string)
+		if !ok || tenant == "" {
+			return Principal{}, invalid(fmt.Sprintf("tenant claim %q is missing, empty or not a string", v.tenantClaim), jwt.ErrTokenRequiredClaimMissing)
+		}
+		p.Tenant = tenant
+	}
+	if err := v.exactText(token, [...]ownerClaim{
+		{"issuer", "iss", p.Issuer},
+		{"principal", v.principalClaim, p.Subject},
+		{"tenant", v.tenantClaim, p.Tenant},
+	}); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
 // ownerClaim is a decoded claim that goes into the owner key.
 type ownerClaim struct {
 	role, name, value string // role names it in errors: "principal"
