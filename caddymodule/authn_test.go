@@ -14,12 +14,12 @@ import (
 
 // withReplacer gives r a replacer, as Caddy's server does, with the given
 // static placeholders.
-func withReplacer(r *http.Request, vars map[string]string) (*http.Request, *caddy.Replacer) {
+func withReplacer(r *http.Request, vars map[string]string) *http.Request {
 	repl := caddy.NewReplacer()
 	for k, v := range vars {
 		repl.Set(k, v)
 	}
-	return r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl)), repl
+	return r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
 }
 
 // A principal placeholder must name exact text: a name with invalid UTF-8
@@ -40,7 +40,7 @@ func TestPlaceholderPrincipalRefusesInvalidUTF8(t *testing.T) {
 		{who: "victim\xc0\xaf", want: "not valid UTF-8"},     // overlong
 	} {
 		t.Run(strconv.QuoteToASCII(tc.who), func(t *testing.T) {
-			r, _ := withReplacer(httptest.NewRequest(http.MethodPost, "/mcp", nil), map[string]string{"http.auth.user.id": tc.who})
+			r := withReplacer(httptest.NewRequest(http.MethodPost, "/mcp", nil), map[string]string{"http.auth.user.id": tc.who})
 			w := httptest.NewRecorder()
 			got := p.authenticate(w, r)
 			if tc.want == "" {
@@ -82,7 +82,7 @@ func TestPreflightClearsIdentityPlaceholders(t *testing.T) {
 			req := httptest.NewRequest(http.MethodOptions, "/mcp", nil)
 			req.Header.Set("Origin", "https://app.example.com")
 			req.Header.Set("Access-Control-Request-Method", "POST")
-			req, _ = withReplacer(req, tc.before)
+			req = withReplacer(req, tc.before)
 			var got string
 			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 				repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
