@@ -17,6 +17,11 @@
 //     algorithm (an RSA key is never offered for ES256, and so on).
 //   - "exp" is required; "exp" and "nbf" are checked with a leeway.
 //   - "iss" and "aud" are checked when configured.
+//   - The claims that name the principal (issuer, principal claim, tenant
+//     claim) are taken exactly as the signed payload spells them: a value
+//     that is not a JSON string, or a string holding invalid UTF-8 or an
+//     unpaired surrogate escape such as "\udc80" (which decoding would turn
+//     into U+FFFD, the name of another principal), is refused.
 //   - Error messages describe the failure and never contain token contents.
 package auth
 
@@ -117,13 +122,17 @@ type Options struct {
 	TrustDomain string
 
 	// PrincipalClaim names the claim identifying the principal; it must be a
-	// non-empty string in every token. Default: DefaultPrincipalClaim.
+	// non-empty string in every token. A number or any other JSON type is
+	// refused, not stringified, and so is a string with invalid UTF-8 or
+	// an unpaired surrogate escape (see [Verifier.Verify]).
+	// Default: DefaultPrincipalClaim.
 	PrincipalClaim string
 
 	// TenantClaim, when non-empty, names the claim identifying the tenant.
 	// It is then required: a token without it, or with a non-string or
 	// empty value, is rejected, so that a tenant-scoped deployment never
-	// files a principal under the empty tenant.
+	// files a principal under the empty tenant. Its value must be exact
+	// text as PrincipalClaim's must.
 	TenantClaim string
 
 	// Leeway is the clock skew tolerated on "exp" and "nbf". Zero means
@@ -291,6 +300,15 @@ func NewVerifier(ctx context.Context, o Options) (*Verifier, error) {
 // failure wraps [ErrInvalidToken] (and, where one applies, the matching
 // jwt/v5 sentinel such as jwt.ErrTokenExpired) with a reason that never
 // quotes the token.
+//
+// The principal's fields must have decoded exactly from the payload's JSON
+// text: "iss", the principal claim and the tenant claim must be strings
+// that decode without loss, valid UTF-8 with every surrogate escape in a
+// pair. Otherwise "victim\udc80", "victim\ud800" and "victim"
+// with a raw 0xFF byte would all decode to "victim\ufffd" and be one owner
+// with each other and with a genuine "victim\ufffd". A genuine U+FFFD is
+// accepted: it is valid text, and with the lossy spellings refused it
+// names one principal only.
 func (v *Verifier) Verify(token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, ErrMissingToken
@@ -315,28 +333,7 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 		}
 		return Principal{}, classify(err, keyfuncCalled)
 	}
-	return v.principal(claims)
-}
-
-// principal extracts the Principal from verified claims.
-func (v *Verifier) principal(c jwt.MapClaims) (Principal, error) {
-	iss, err := c.GetIssuer()
-	if err != nil {
-		return Principal{}, invalid(`claim "iss" is not a string`, jwt.ErrInvalidType)
-	}
-	sub, ok := c[v.principalClaim].(string)
-	if !ok || sub == "" {
-		return Principal{}, invalid(fmt.Sprintf("principal claim %q is missing, empty or not a string", v.principalClaim), jwt.ErrTokenRequiredClaimMissing)
-	}
-	p := Principal{TrustDomain: v.trustDomain, Issuer: iss, Subject: sub}
-	if v.tenantClaim != "" {
-		tenant, ok := c[v.tenantClaim].(string)
-		if !ok || tenant == "" {
-			return Principal{}, invalid(fmt.Sprintf("tenant claim %q is missing, empty or not a string", v.tenantClaim), jwt.ErrTokenRequiredClaimMissing)
-		}
-		p.Tenant = tenant
-	}
-	return p, nil
+	return v.principal(token, claims)
 }
 
 var (

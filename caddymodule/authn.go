@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -20,6 +21,26 @@ import (
 
 // authRealm names the protected resource in WWW-Authenticate.
 const authRealm = "mcp"
+
+// userIDPlaceholder is the placeholder authenticator publishes the
+// caller's subject in, as Caddy's own authentication handler does.
+const userIDPlaceholder = "http.auth.user.id"
+
+// identityPlaceholders are every placeholder authenticator sets.
+var identityPlaceholders = [...]string{userIDPlaceholder}
+
+// withoutIdentity publishes "no caller" in the placeholders authenticator
+// would set, for a request that passes without authentication (a CORS
+// preflight). Unset, Caddy leaves a placeholder's text in place: header_up
+// X-User {http.auth.user.id} would send the upstream that literal, or keep
+// an X-User the client chose. Set to "", it expands to nothing.
+func withoutIdentity(r *http.Request) {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		for _, name := range identityPlaceholders {
+			repl.Set(name, "")
+		}
+	}
+}
 
 // authenticator identifies the caller of each request.
 type authenticator struct {
@@ -104,7 +125,7 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 		return nil
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("http.auth.user.id", p.Subject)
+		repl.Set(userIDPlaceholder, p.Subject)
 	}
 	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: p.Key(), Principal: p.Subject, Tenant: p.Tenant})
 }
@@ -134,18 +155,33 @@ func newPlaceholderPrincipal(placeholder, trustDomain string) placeholderPrincip
 
 func (p placeholderPrincipal) trustDomain() string { return p.domain }
 
+// authenticate takes the principal from the placeholder. A name that is not
+// valid UTF-8 is refused like an empty one: owner keys are stored as JSON
+// text, where each invalid byte becomes U+FFFD, so "victim" followed by a
+// 0xFF byte would be stored as, and read back for, "victim\ufffd".
 func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Request) *http.Request {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var who string
 	if repl != nil {
 		who = repl.ReplaceKnown(p.placeholder, "")
 	}
-	if who == "" {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "Unauthorized: no authenticated principal")))
+	switch {
+	case who == "":
+		refusePrincipal(w, "Unauthorized: no authenticated principal")
+		return nil
+	case !utf8.ValidString(who):
+		refusePrincipal(w, "Unauthorized: the authenticated principal is not valid UTF-8")
 		return nil
 	}
 	owner := auth.Principal{TrustDomain: p.domain, Subject: who}.Key()
 	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: owner, Principal: who})
+}
+
+// refusePrincipal answers 401 for a request whose placeholder names no
+// acceptable principal. There is no WWW-Authenticate: the handler that
+// authenticates the route, not this one, knows the scheme to challenge.
+func refusePrincipal(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "%s", msg)))
 }

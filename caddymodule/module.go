@@ -124,6 +124,8 @@ type Handler struct {
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
 	// Auth identifies callers; tasks are bound to the caller's principal.
+	// A CORS preflight passes unauthenticated, with the placeholder it
+	// would set ({http.auth.user.id}) set to the empty string.
 	// Without it every caller is one anonymous principal: any caller that
 	// knows a task id reaches the task, and tasks/list is not offered.
 	Auth *AuthConfig `json:"auth,omitempty"`
@@ -133,7 +135,7 @@ type Handler struct {
 	// {http.auth.user.id} after forward_auth or basic_auth. It is only safe
 	// when that handler runs first on every request to this route: the
 	// gateway trusts whatever the placeholder says. A request for which it
-	// is empty gets 401.
+	// is empty or not valid UTF-8 gets 401.
 	Principal string `json:"principal,omitempty"`
 
 	// TrustDomain names who vouches for this route's callers. Owner keys
@@ -472,12 +474,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// requests are checked as any request. What passes unchecked is
 		// only the preflight itself: no body, no session, no credentials,
 		// so an upstream that reads any method as JSON-RPC gets nothing to
-		// act on.
+		// act on. Nor does it carry an identity: the placeholders auth jwt
+		// sets expand to nothing rather than to their own text.
 		r = r.Clone(r.Context())
 		r.Body, r.ContentLength, r.GetBody = http.NoBody, 0, nil
 		r.Header.Del("Content-Length")
 		r.Header.Del("Authorization")
 		r.Header.Del("Mcp-Session-Id")
+		if _, ok := h.authn.(*authenticator); ok {
+			withoutIdentity(r)
+		}
 		return next.ServeHTTP(w, r)
 	}
 	r = withPeer(r)

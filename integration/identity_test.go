@@ -115,3 +115,54 @@ http://:` + port + ` {
 		t.Errorf("the upstream saw %+v on a preflight, want no body, session or credentials", s)
 	}
 }
+
+// An unauthenticated CORS preflight still reaches the upstream (which may
+// answer CORS itself), but without an identity: the README's header_up
+// X-User {http.auth.user.id} sets X-User to nothing, neither the
+// placeholder's literal text nor what the client put in X-User.
+func TestPreflightCarriesNoIdentityPlaceholder(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen [][]string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions {
+			mu.Lock()
+			seen = append(seen, r.Header.Values("X-User"))
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	gw := startGateway(t, gatewayOptions{
+		Upstream:   strings.TrimPrefix(srv.URL, "http://") + " {\n\t\theader_up X-User {http.auth.user.id}\n\t}",
+		Directives: hmacAuth,
+	})
+	for _, spoof := range []string{"", "victim"} {
+		req, _ := http.NewRequest(http.MethodOptions, gw.URL, nil)
+		req.Header.Set("Origin", "https://app.example.com")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		if spoof != "" {
+			req.Header.Set("X-User", spoof)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("preflight: HTTP %d, want the upstream's 204", resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Fatalf("the upstream saw %d preflights, want 2", len(seen))
+	}
+	for i, got := range seen {
+		if len(got) != 1 || got[0] != "" {
+			t.Errorf("preflight %d: the upstream saw X-User %q, want one empty value", i+1, got)
+		}
+	}
+}
