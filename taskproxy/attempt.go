@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // An attempt is one upstream tools/call in flight. A pump goroutine sends
@@ -166,6 +168,6 @@ func newResumeRequest(ctx context.Context, base *http.Request, lastID string) *h
 // isInputRequired reports whether a result asks for input (2026-07-28
 // multi-round-trip): the call must be retried with inputResponses.
 func isInputRequired(result json.RawMessage) bool {
-	rt, ok := getMember(result, "resultType")
+	rt, ok := jsonx.Get(result, "resultType")
 	return ok && string(rt) == `"input_required"`
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // The version bridge: a 2026-07-28 client in front of an upstream that
@@ -351,8 +353,8 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	if len(caps) == 0 || caps[0] != '{' {
 		caps = json.RawMessage("{}")
 	}
-	caps, _ = deleteMember(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
-	if caps, err = setPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
+	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
+	if caps, err = jsonx.SetPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
 		c.failModern(c.g.internalError("building the discover result", err))
 		return nil
 	}
@@ -436,8 +438,8 @@ func translateResult(method string, result json.RawMessage, serverInfo json.RawM
 		result = json.RawMessage("{}")
 	}
 	set := func(key string, value []byte) {
-		if _, ok := getMember(result, key); !ok {
-			if out, err := setMember(result, key, value); err == nil {
+		if _, ok := jsonx.Get(result, key); !ok {
+			if out, err := jsonx.Set(result, key, value); err == nil {
 				result = out
 			}
 		}
@@ -448,7 +450,7 @@ func translateResult(method string, result json.RawMessage, serverInfo json.RawM
 		set("cacheScope", []byte(`"private"`))
 	}
 	if len(serverInfo) > 0 {
-		if out, err := setPath(result, []string{"_meta", metaServerInfo}, serverInfo); err == nil {
+		if out, err := jsonx.SetPath(result, []string{"_meta", metaServerInfo}, serverInfo); err == nil {
 			result = out
 		}
 	}
@@ -461,18 +463,18 @@ func translateResult(method string, result json.RawMessage, serverInfo json.RawM
 // withoutToolExecution drops execution (2025-11-25 taskSupport) from every
 // tool: 2026-07-28 tools have none, tasks are server-directed.
 func withoutToolExecution(result json.RawMessage) json.RawMessage {
-	tools, ok := getMember(result, "tools")
+	tools, ok := jsonx.Get(result, "tools")
 	if !ok {
 		return result
 	}
-	elems, err := arrayElements(tools)
+	elems, err := jsonx.ArrayElements(tools)
 	if err != nil {
 		return result
 	}
 	out := []byte{'['}
 	for i, e := range elems {
 		tool := tools[e[0]:e[1]]
-		if t, err := deleteMember(tool, "execution"); err == nil {
+		if t, err := jsonx.Delete(tool, "execution"); err == nil {
 			tool = t
 		}
 		if i > 0 {
@@ -481,7 +483,7 @@ func withoutToolExecution(result json.RawMessage) json.RawMessage {
 		out = append(out, tool...)
 	}
 	out = append(out, ']')
-	if res, err := setMember(result, "tools", out); err == nil {
+	if res, err := jsonx.Set(result, "tools", out); err == nil {
 		return res
 	}
 	return result
@@ -506,35 +508,35 @@ func translateError(e *Error) *Error {
 // session carries them) and without the multi-round-trip members (the
 // gateway answers the upstream's requests itself).
 func legacyParams(params json.RawMessage) json.RawMessage {
-	params = orEmptyObject(params)
+	params = jsonx.OrEmptyObject(params)
 	for _, k := range []string{"inputResponses", "requestState"} {
-		if p, err := deleteMember(params, k); err == nil {
+		if p, err := jsonx.Delete(params, k); err == nil {
 			params = p
 		}
 	}
-	meta, ok := getMember(params, "_meta")
+	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return params
 	}
 	var keys []string
-	_, _ = eachMember(meta, func(m member) bool {
+	_, _ = jsonx.EachMember(meta, func(m jsonx.Member) bool {
 		var k string
-		if json.Unmarshal(meta[m.keyStart:m.keyEnd], &k) == nil && strings.HasPrefix(k, "io.modelcontextprotocol/") {
+		if json.Unmarshal(meta[m.KeyStart:m.KeyEnd], &k) == nil && strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			keys = append(keys, k)
 		}
 		return true
 	})
 	for _, k := range keys {
-		if m, err := deleteMember(meta, k); err == nil {
+		if m, err := jsonx.Delete(meta, k); err == nil {
 			meta = m
 		}
 	}
 	var out json.RawMessage
 	var err error
 	if n, _ := countMembers(meta, 1); n == 0 {
-		out, err = deleteMember(params, "_meta")
+		out, err = jsonx.Delete(params, "_meta")
 	} else {
-		out, err = setMember(params, "_meta", meta)
+		out, err = jsonx.Set(params, "_meta", meta)
 	}
 	if err != nil {
 		return params

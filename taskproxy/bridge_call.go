@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // A bridged call: one 2026-07-28 request sent as 2025-11-25 on the caller's
@@ -84,7 +86,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Err
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: NewTaskID(), params: legacyParams(c.msg.Params)}
-	if lvl, ok := getMember(getMemberOr(c.msg.Params, "_meta"), metaLogLevel); ok {
+	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), metaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
 	bc.upstreamID = upstreamCallID(bc.id, 1)

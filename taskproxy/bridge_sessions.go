@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // Upstream sessions of the version bridge. A 2025-11-25 server keeps state
@@ -356,7 +358,7 @@ var bridgeClientCapabilities = []string{"elicitation", "sampling", "roots"}
 func bridgeCapabilities(meta requestMeta) json.RawMessage {
 	picked := map[string]json.RawMessage{}
 	for _, k := range bridgeClientCapabilities {
-		if v, ok := getMember(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
+		if v, ok := jsonx.Get(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
 			var buf bytes.Buffer
 			if json.Compact(&buf, v) == nil {
 				picked[k] = buf.Bytes()
@@ -372,7 +374,7 @@ func bridgeCapabilities(meta requestMeta) json.RawMessage {
 func bridgeCapabilityNames(meta requestMeta) string {
 	var names []string
 	for _, k := range bridgeClientCapabilities {
-		if v, ok := getMember(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
+		if v, ok := jsonx.Get(meta.capabilities, k); ok && len(v) > 0 && v[0] == '{' {
 			names = append(names, k)
 		}
 	}
@@ -403,7 +405,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 	base.Header.Del(headerProtocolVersion)
 	next := c.next
 	clientInfo := json.RawMessage(`{"name":"caddy-mcp-tasks-bridge","version":"1"}`)
-	if info, ok := getMember(orEmptyObject(getMemberOr(c.msg.Params, "_meta")), metaClientInfo); ok && len(info) > 0 && info[0] == '{' {
+	if info, ok := jsonx.Get(jsonx.OrEmptyObject(jsonx.GetOr(c.msg.Params, "_meta")), metaClientInfo); ok && len(info) > 0 && info[0] == '{' {
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)
@@ -419,7 +421,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (upstreamcaps.go).
-		if init, err := json.Marshal(map[string]json.RawMessage{"capabilities": orEmptyObject(s.capabilities)}); err == nil {
+		if init, err := json.Marshal(map[string]json.RawMessage{"capabilities": jsonx.OrEmptyObject(s.capabilities)}); err == nil {
 			g.caps.learnInitialize(init)
 		}
 		if ce := g.log.Check(zap.InfoLevel, "version bridge: upstream session opened"); ce != nil {
@@ -495,10 +497,4 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		return nil, fmt.Errorf("notifications/initialized: the upstream answered HTTP %d", nresp.Status)
 	}
 	return s, nil
-}
-
-// getMemberOr returns the member or nil.
-func getMemberOr(obj []byte, key string) json.RawMessage {
-	v, _ := getMember(obj, key)
-	return v
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -39,7 +39,7 @@ func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
 	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(EraLegacy) {
 		return result, nil
 	}
-	return setPath(result, []string{"capabilities", "tasks"}, g.legacyTasksCapability())
+	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.legacyTasksCapability())
 }
 
 // legacyTasksCapability is the server capability the gateway declares.
@@ -54,18 +54,18 @@ func (g *Gateway) legacyTasksCapability() []byte {
 // configured modes (effectiveMode: the upstream's required wins), copying
 // the result once. It learns the upstream's own modes first.
 func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
-	m, found, _, _, err := findMember(result, "tools")
+	m, found, _, _, err := jsonx.FindMember(result, "tools")
 	if err != nil || !found {
 		return result, err
 	}
-	tools := result[m.valueStart:m.valueEnd]
-	elems, err := arrayElements(tools)
+	tools := result[m.ValueStart:m.ValueEnd]
+	elems, err := jsonx.ArrayElements(tools)
 	if err != nil {
 		return nil, err
 	}
 	g.caps.learnToolElems(tools, elems) // before the rewrite: effectiveMode reads the upstream's modes
 	out := make([]byte, 0, len(result)+len(elems)*40)
-	out = append(out, result[:m.valueStart]...)
+	out = append(out, result[:m.ValueStart]...)
 	last := 0
 	for _, span := range elems {
 		tool := tools[span[0]:span[1]]
@@ -77,18 +77,18 @@ func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
 		last = span[1]
 	}
 	out = append(out, tools[last:]...)
-	return append(out, result[m.valueEnd:]...), nil
+	return append(out, result[m.ValueEnd:]...), nil
 }
 
 // appendWithTaskSupport appends tool to out with execution.taskSupport set
 // to mode (a JSON string).
 func appendWithTaskSupport(out, tool, mode []byte) ([]byte, error) {
-	_, found, closing, count, err := findMember(tool, "execution")
+	_, found, closing, count, err := jsonx.FindMember(tool, "execution")
 	if err != nil {
 		return nil, err
 	}
 	if found {
-		edited, err := setPath(tool, []string{"execution", "taskSupport"}, mode)
+		edited, err := jsonx.SetPath(tool, []string{"execution", "taskSupport"}, mode)
 		return append(out, edited...), err
 	}
 	// The common case: add the whole member before the closing brace.
@@ -110,17 +110,6 @@ var quotedModes = map[TaskSupport][]byte{
 
 func quotedMode(m TaskSupport) []byte { return quotedModes[m] }
 
-// unquote returns the string a raw JSON string holds ("" for anything else),
-// as encoding/json decodes it: invalid UTF-8 becomes U+FFFD.
-func unquote(raw []byte) string {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1])
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
-}
-
 // rewriteMessage applies fn to the result of data when data is the
 // response with id; anything else comes back unchanged.
 func rewriteMessage(data []byte, id json.RawMessage, fn rewriteFunc) []byte {
@@ -128,35 +117,35 @@ func rewriteMessage(data []byte, id json.RawMessage, fn rewriteFunc) []byte {
 	if !ok {
 		return data
 	}
-	return splice(data, start, end, edited)
+	return jsonx.Splice(data, start, end, edited)
 }
 
 // rewriteSpan finds the result of the response with id in data and returns
 // its span and fn's edit of it; ok is false when there is nothing to edit.
 // It scans the message rather than decoding it: results can be large.
 func rewriteSpan(data []byte, id json.RawMessage, fn rewriteFunc) (start, end int, edited []byte, ok bool) {
-	var result, gotID member
+	var result, gotID jsonx.Member
 	var hasResult, hasID, isRequest bool
-	_, err := eachMember(data, func(m member) bool {
+	_, err := jsonx.EachMember(data, func(m jsonx.Member) bool {
 		switch {
-		case m.is(data, "result"):
+		case m.Is(data, "result"):
 			result, hasResult = m, true
-		case m.is(data, "id"):
+		case m.Is(data, "id"):
 			gotID, hasID = m, true
-		case m.is(data, "method"):
+		case m.Is(data, "method"):
 			isRequest = true
 		}
 		return true
 	})
-	if err != nil || !hasResult || !hasID || isRequest || !sameID(data[gotID.valueStart:gotID.valueEnd], id) {
+	if err != nil || !hasResult || !hasID || isRequest || !sameID(data[gotID.ValueStart:gotID.ValueEnd], id) {
 		return 0, 0, nil, false
 	}
-	original := data[result.valueStart:result.valueEnd]
+	original := data[result.ValueStart:result.ValueEnd]
 	edited, err = fn(original)
 	if err != nil || bytes.Equal(edited, original) {
 		return 0, 0, nil, false
 	}
-	return result.valueStart, result.valueEnd, edited, true
+	return result.ValueStart, result.ValueEnd, edited, true
 }
 
 // maxRewriteBuffer bounds a JSON answer held for rewriting; a larger one

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // TaskSupport is a tool's task mode, as 2025-11-25 execution.taskSupport.
@@ -422,8 +424,8 @@ func detectEra(r *http.Request, msg *Message) Era {
 		return EraModern
 	}
 	if len(msg.Params) > 0 && bytes.Contains(msg.Params, []byte(metaProtocolVersion)) {
-		if meta, ok := getMember(msg.Params, "_meta"); ok {
-			if _, ok := getMember(meta, metaProtocolVersion); ok {
+		if meta, ok := jsonx.Get(msg.Params, "_meta"); ok {
+			if _, ok := jsonx.Get(meta, metaProtocolVersion); ok {
 				return EraModern
 			}
 		}

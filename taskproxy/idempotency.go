@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // Idempotent task creation. A task-creating tools/call may carry an
@@ -27,8 +29,8 @@ const (
 func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint string) {
 	raw := r.Header.Get(headerIdempotencyKey)
 	if raw == "" {
-		if meta, ok := getMember(params, "_meta"); ok {
-			if v, ok := getMember(meta, metaIdempotencyKey); ok {
+		if meta, ok := jsonx.Get(params, "_meta"); ok {
+			if v, ok := jsonx.Get(meta, metaIdempotencyKey); ok {
 				_ = json.Unmarshal(v, &raw)
 			}
 		}
@@ -50,11 +52,11 @@ func hasIdempotencyKey(r *http.Request, params json.RawMessage) bool {
 	if r.Header.Get(headerIdempotencyKey) != "" {
 		return true
 	}
-	meta, ok := getMember(params, "_meta")
+	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return false
 	}
-	v, ok := getMember(meta, metaIdempotencyKey)
+	v, ok := jsonx.Get(meta, metaIdempotencyKey)
 	return ok && string(v) != `""` && string(v) != "null"
 }
 

@@ -1,55 +1,56 @@
 package taskproxy
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strconv"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
-// The core knows no store backend, no Caddy and not auth/ (DESIGN.md,
-// "Packages"): no non-test file of this package imports one. Its own tests
-// link a backend in from the external test package (store_link_test.go).
-func TestCoreImportsNoBackend(t *testing.T) {
-	forbidden := []string{
+const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
+
+// importRules are the layers of the core, lowest first: what each package
+// must never import, directly or through another package (tests aside: the
+// core's own tests link a backend in from the external test package,
+// store_link_test.go). The leaves import nothing of the module; the core
+// knows no store backend, no Caddy and not auth/.
+var importRules = []struct {
+	pkg       string
+	forbidden []string
+}{
+	{"taskproxy/internal/jsonx", []string{module}},
+	{"taskproxy/sse", []string{module}},
+	{"taskproxy", []string{
 		"github.com/dgraph-io/badger",
 		"github.com/jackc/pgx",
 		"github.com/caddyserver/caddy",
-		"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore",
-		"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore",
-		"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth",
-	}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked++
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			for _, bad := range forbidden {
-				if strings.HasPrefix(path, bad) {
-					t.Errorf("%s imports %s: the core must not know a backend, Caddy or auth/", name, path)
+		module + "taskproxy/badgerstore",
+		module + "taskproxy/pgstore",
+		module + "auth",
+		module + "caddymodule",
+	}},
+}
+
+func TestImportRules(t *testing.T) {
+	for _, rule := range importRules {
+		t.Run(rule.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+rule.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", rule.pkg, err)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) == 0 {
+				t.Fatal("go list names no packages")
+			}
+			for _, dep := range deps {
+				if dep == module+rule.pkg {
+					continue
+				}
+				for _, bad := range rule.forbidden {
+					if strings.HasPrefix(dep, bad) {
+						t.Errorf("%s imports %s, which its layer forbids", rule.pkg, dep)
+					}
 				}
 			}
-		}
-	}
-	if checked == 0 {
-		t.Fatal("no source files found")
+		})
 	}
 }

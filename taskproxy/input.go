@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // One input path serves both eras. A 2025-11-25 upstream asks for input with
@@ -28,7 +30,7 @@ const (
 // limit+1 of them, without decoding any.
 func countMembers(b []byte, limit int) (int, error) {
 	n := 0
-	_, err := eachMember(b, func(member) bool {
+	_, err := jsonx.EachMember(b, func(jsonx.Member) bool {
 		n++
 		return n <= limit
 	})

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // JSON-RPC and MCP error codes the gateway answers with.
@@ -132,8 +134,8 @@ var envelopeMembers = [...]string{"jsonrpc", "id", "method", "params", "result",
 // when it is none of them, or len(envelopeMembers) when it is one of them
 // in another case (Unicode simple folding, as Go's encoding/json matches
 // keys: "jſonrpc" with U+017F is "jsonrpc" to an upstream in Go).
-func envelopeMember(obj []byte, mem member) int {
-	exact, folded := matchKey(obj, mem, envelopeMembers[:])
+func envelopeMember(obj []byte, mem jsonx.Member) int {
+	exact, folded := jsonx.MatchKey(obj, mem, envelopeMembers[:])
 	switch {
 	case exact >= 0:
 		return exact
@@ -162,7 +164,7 @@ func ParseMessage(data []byte) (*Message, error) {
 	if !json.Valid(data) {
 		return nil, errMalformedJSON
 	}
-	data = data[skipSpace(data, 0):]
+	data = data[jsonx.SkipSpace(data, 0):]
 	switch data[0] {
 	case '{':
 	case '[':
@@ -174,8 +176,8 @@ func ParseMessage(data []byte) (*Message, error) {
 	var version, method, rpcErr []byte
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
-	if _, err := eachMember(data, func(mem member) bool {
-		v := data[mem.valueStart:mem.valueEnd]
+	if _, err := jsonx.EachMember(data, func(mem jsonx.Member) bool {
+		v := data[mem.ValueStart:mem.ValueEnd]
 		i := envelopeMember(data, mem)
 		switch {
 		case i < 0:
@@ -208,7 +210,7 @@ func ParseMessage(data []byte) (*Message, error) {
 	}
 	// The version as every JSON reader decodes it: "2\u002e0" is "2.0" to
 	// the upstream, so it must be to the gateway too.
-	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || unquote(version) != "2.0") {
+	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || jsonx.Unquote(version) != "2.0") {
 		return nil, errVersion
 	}
 	if err := checkID(m.ID); err != nil {
@@ -218,7 +220,7 @@ func ParseMessage(data []byte) (*Message, error) {
 		if method[0] != '"' {
 			return nil, errMethodType
 		}
-		m.Method = unquote(method)
+		m.Method = jsonx.Unquote(method)
 	}
 	m.JSONRPC = "2.0"
 	if rpcErr != nil && string(rpcErr) != "null" {

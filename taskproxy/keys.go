@@ -1,10 +1,7 @@
 package taskproxy
 
 import (
-	"bytes"
-	"encoding/json"
-	"unicode"
-	"unicode/utf8"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // Upstream SDKs do not all read object keys alike: Go's encoding/json (go-sdk,
@@ -14,62 +11,6 @@ import (
 // gateway reads a member it acts on (a tool's name, params.task, a task id,
 // _meta), a key that another reader could take for that member is refused:
 // both readers then see the same message.
-
-// matchKey returns the index in names of mem's key (decoded, when it has
-// escapes, as encoding/json decodes it) and, when no name matches exactly,
-// whether one matches under simple case folding.
-func matchKey(obj []byte, mem member, names []string) (exact int, folded bool) {
-	key := obj[mem.keyStart+1 : mem.keyEnd-1]
-	if bytes.IndexByte(key, '\\') >= 0 {
-		var decoded string
-		if json.Unmarshal(obj[mem.keyStart:mem.keyEnd], &decoded) != nil {
-			return -1, false
-		}
-		key = []byte(decoded)
-	}
-	for i, name := range names {
-		if string(key) == name {
-			return i, false
-		}
-	}
-	for _, name := range names {
-		// The names are ASCII, and a rune that folds to an ASCII one is at
-		// most 3 bytes long (U+212A, the Kelvin sign, for "k"): a key of
-		// another length cannot match, and most keys stop here.
-		if len(key) >= len(name) && len(key) <= 3*len(name) && equalFold(key, name) {
-			return -1, true
-		}
-	}
-	return -1, false
-}
-
-// equalFold is bytes.EqualFold(b, []byte(s)) without the conversion: it
-// reports whether b and s, read as UTF-8 (an invalid byte is U+FFFD), are
-// equal under simple Unicode case folding, the rule encoding/json matches
-// keys with.
-func equalFold(b []byte, s string) bool {
-	for len(b) > 0 && len(s) > 0 {
-		r1, n1 := utf8.DecodeRune(b)
-		r2, n2 := utf8.DecodeRuneInString(s)
-		b, s = b[n1:], s[n2:]
-		if r1 == r2 {
-			continue
-		}
-		if r2 < r1 {
-			r1, r2 = r2, r1
-		}
-		// The fold orbit of r1, in ascending order, as strings.EqualFold
-		// walks it.
-		r := unicode.SimpleFold(r1)
-		for r != r1 && r < r2 {
-			r = unicode.SimpleFold(r)
-		}
-		if r != r2 {
-			return false
-		}
-	}
-	return len(b) == 0 && len(s) == 0
-}
 
 // readMembers names the members of one object the gateway reads, with the
 // rules for the objects nested under some of them (nil where there are
@@ -118,8 +59,8 @@ func checkReadMembers(obj []byte, rule *readMembers) error {
 	}
 	var seen uint64
 	var failed error
-	_, err := eachMember(obj, func(mem member) bool {
-		i, folded := matchKey(obj, mem, rule.names)
+	_, err := jsonx.EachMember(obj, func(mem jsonx.Member) bool {
+		i, folded := jsonx.MatchKey(obj, mem, rule.names)
 		switch {
 		case folded:
 			failed = errAmbiguousParam
@@ -130,7 +71,7 @@ func checkReadMembers(obj []byte, rule *readMembers) error {
 		default:
 			seen |= 1 << i
 			if i < len(rule.nested) && rule.nested[i] != nil {
-				failed = checkReadMembers(obj[mem.valueStart:mem.valueEnd], rule.nested[i])
+				failed = checkReadMembers(obj[mem.ValueStart:mem.ValueEnd], rule.nested[i])
 			}
 		}
 		return failed == nil

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // The 2025-11-25 wire adapter: requestor-driven tasks (params.task), the
@@ -161,7 +163,7 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(e)
 		return nil
 	}
-	params, err := deleteMember(c.msg.Params, "task")
+	params, err := jsonx.Delete(c.msg.Params, "task")
 	if err != nil {
 		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
 		return nil
@@ -208,7 +210,7 @@ func (c *call) serveLegacyList() error {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
-	if err := json.Unmarshal(orEmptyObject(c.msg.Params), &p); err != nil {
+	if err := json.Unmarshal(jsonx.OrEmptyObject(c.msg.Params), &p); err != nil {
 		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -179,7 +180,7 @@ func (s *resultStream) update(t *Task) {
 		if s.sent[in.Key] {
 			continue
 		}
-		params, err := setPath(orEmptyObject(in.Params), []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		params, err := jsonx.SetPath(jsonx.OrEmptyObject(in.Params), []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
 		if err != nil {
 			continue
 		}
@@ -221,7 +222,7 @@ func relatedTaskMeta(id string) []byte {
 func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 	switch {
 	case t.Result != nil:
-		result, err := setPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		result, err := jsonx.SetPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
 		if err != nil {
 			result = t.Result
 		}

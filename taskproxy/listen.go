@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -26,15 +27,15 @@ const maxListenTasks = 1000
 // is decoded, let alone looked up: ids are cheap to send and each costs a
 // store lookup.
 func listenTaskIDs(params json.RawMessage) ([]string, bool, *Error) {
-	notifications, ok := getMember(orEmptyObject(params), "notifications")
+	notifications, ok := jsonx.Get(jsonx.OrEmptyObject(params), "notifications")
 	if !ok {
 		return nil, false, nil
 	}
-	raw, ok := getMember(notifications, "taskIds")
+	raw, ok := jsonx.Get(notifications, "taskIds")
 	if !ok || string(raw) == "null" {
 		return nil, false, nil
 	}
-	if n, err := countElements(raw, maxListenTasks); err == nil && n > maxListenTasks {
+	if n, err := jsonx.CountElements(raw, maxListenTasks); err == nil && n > maxListenTasks {
 		return nil, true, Errorf(CodeInvalidParams, "Invalid params: notifications.taskIds lists more than %d task ids (limit %d per subscription)", maxListenTasks, maxListenTasks)
 	}
 	var ids []string
@@ -42,36 +43,6 @@ func listenTaskIDs(params json.RawMessage) ([]string, bool, *Error) {
 		return nil, false, nil // not a list of ids: the upstream's to judge
 	}
 	return dedupe(ids), true, nil
-}
-
-// countElements counts the elements of the JSON array at b, stopping after
-// limit+1 of them, without decoding any.
-func countElements(b []byte, limit int) (int, error) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return 0, errBadJSON
-	}
-	i++
-	for n := 0; ; n++ {
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, errBadJSON
-		}
-		if b[i] == ']' || n > limit {
-			return n, nil
-		}
-		if n > 0 {
-			if b[i] != ',' {
-				return 0, errBadJSON
-			}
-			i = skipSpace(b, i+1)
-		}
-		end, err := skipValue(b, i)
-		if err != nil {
-			return 0, err
-		}
-		i = end
-	}
 }
 
 // dedupe drops repeated strings, keeping the first of each in order.

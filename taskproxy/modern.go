@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // The 2026-07-28 wire adapter: the io.modelcontextprotocol/tasks extension.
@@ -98,11 +100,11 @@ type requestMeta struct {
 // declaresTasks reports whether the request's client capabilities list the
 // tasks extension.
 func (m requestMeta) declaresTasks() bool {
-	ext, ok := getMember(m.capabilities, "extensions")
+	ext, ok := jsonx.Get(m.capabilities, "extensions")
 	if !ok {
 		return false
 	}
-	v, ok := getMember(ext, extensionTasks)
+	v, ok := jsonx.Get(ext, extensionTasks)
 	return ok && len(v) > 0 && v[0] == '{'
 }
 
@@ -113,7 +115,7 @@ func readRequestMeta(params json.RawMessage) (requestMeta, *Error) {
 			Capabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 		} `json:"_meta"`
 	}
-	if err := json.Unmarshal(orEmptyObject(params), &m); err != nil {
+	if err := json.Unmarshal(jsonx.OrEmptyObject(params), &m); err != nil {
 		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: %v", err)
 	}
 	switch {
@@ -228,7 +230,7 @@ func printable(s string) string {
 // rewriteDiscover adds the tasks extension to the upstream's capabilities
 // and leaves everything else (ttlMs, cacheScope, supportedVersions) alone.
 func rewriteDiscover(result []byte) ([]byte, error) {
-	return setPath(result, []string{"capabilities", "extensions", extensionTasks}, []byte("{}"))
+	return jsonx.SetPath(result, []string{"capabilities", "extensions", extensionTasks}, []byte("{}"))
 }
 
 // modernTask renders a task on the 2026-07-28 wire: a CreateTaskResult
@@ -311,7 +313,7 @@ func (c *call) serveModernGet() error {
 
 func (c *call) serveModernUpdate() error {
 	id, _ := c.taskIDParam()
-	if raw, ok := getMember(c.msg.Params, "inputResponses"); ok {
+	if raw, ok := jsonx.Get(c.msg.Params, "inputResponses"); ok {
 		if n, err := countMembers(raw, maxInputResponses); err == nil && n > maxInputResponses {
 			c.failModern(Errorf(CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
 			return nil

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -233,29 +234,29 @@ func (c *call) passWithoutTasks() error {
 // capabilities the upstream sees: the gateway owns tasks, so an upstream
 // that knows the extension must not make tasks of its own under it.
 func withoutTasksExtension(params json.RawMessage) (json.RawMessage, error) {
-	meta, ok := getMember(params, "_meta")
+	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return params, nil
 	}
-	caps, ok := getMember(meta, metaClientCapabilities)
+	caps, ok := jsonx.Get(meta, metaClientCapabilities)
 	if !ok {
 		return params, nil
 	}
-	ext, ok := getMember(caps, "extensions")
+	ext, ok := jsonx.Get(caps, "extensions")
 	if !ok {
 		return params, nil
 	}
-	ext, err := deleteMember(ext, extensionTasks)
+	ext, err := jsonx.Delete(ext, extensionTasks)
 	if err != nil {
 		return nil, err
 	}
-	if caps, err = setMember(caps, "extensions", ext); err != nil {
+	if caps, err = jsonx.Set(caps, "extensions", ext); err != nil {
 		return nil, err
 	}
-	if meta, err = setMember(meta, metaClientCapabilities, caps); err != nil {
+	if meta, err = jsonx.Set(meta, metaClientCapabilities, caps); err != nil {
 		return nil, err
 	}
-	return setMember(params, "_meta", meta)
+	return jsonx.Set(params, "_meta", meta)
 }
 
 // modernReply is the answer to a call that may become a task. It starts as

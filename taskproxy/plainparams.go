@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // plainTTLParam is requestedTTL's fast path for params.task, read on every
@@ -19,11 +21,11 @@ func plainTTLParam(meta []byte) (ttl *float64, ok bool) {
 	}
 	var value []byte
 	plain := true
-	_, err := eachMember(meta, func(m member) bool {
-		key := meta[m.keyStart+1 : m.keyEnd-1]
+	_, err := jsonx.EachMember(meta, func(m jsonx.Member) bool {
+		key := meta[m.KeyStart+1 : m.KeyEnd-1]
 		switch {
 		case string(key) == "ttl":
-			value = meta[m.valueStart:m.valueEnd]
+			value = meta[m.ValueStart:m.ValueEnd]
 		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("ttl")):
 			plain = false
 			return false
@@ -58,11 +60,11 @@ func plainIsError(result []byte) (isError, ok bool) {
 		return false, true // the decoder fails before setting anything
 	}
 	plain := true
-	_, err := eachMember(result, func(m member) bool {
-		key := result[m.keyStart+1 : m.keyEnd-1]
+	_, err := jsonx.EachMember(result, func(m jsonx.Member) bool {
+		key := result[m.KeyStart+1 : m.KeyEnd-1]
 		switch {
 		case string(key) == "isError":
-			switch string(result[m.valueStart:m.valueEnd]) {
+			switch string(result[m.ValueStart:m.ValueEnd]) {
 			case "true":
 				isError = true
 			case "false":

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // At the quota, a repeat of a create (same idempotency key) is answered
@@ -42,8 +44,8 @@ func TestIdempotentRepeatAtQuota(t *testing.T) {
 // sameTask compares the task ids of two CreateTaskResults.
 func sameTask(a, b []byte) bool {
 	id := func(raw []byte) string {
-		task, _ := getMember(raw, "task")
-		v, _ := getMember(task, "taskId")
+		task, _ := jsonx.Get(raw, "task")
+		v, _ := jsonx.Get(task, "taskId")
 		return string(v)
 	}
 	return id(a) != "" && id(a) == id(b)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // readableSeeds are messages as real clients send them, and the spellings
@@ -119,23 +121,10 @@ func FuzzCheckReadMembers(f *testing.F) {
 			{"task", p.Task},
 			{"_meta", p.Meta},
 		} {
-			scanned, _ := getMember(params, c.name)
+			scanned, _ := jsonx.Get(params, c.name)
 			if !sameJSON(scanned, c.decoded) {
 				t.Fatalf("params %q: the gateway reads %s = %s, encoding/json %s", params, c.name, scanned, c.decoded)
 			}
-		}
-	})
-}
-
-// FuzzEqualFold checks equalFold against bytes.EqualFold.
-func FuzzEqualFold(f *testing.F) {
-	f.Add([]byte("jsonrpc"), "jsonrpc")
-	f.Add([]byte("j\u017fonrpc"), "jsonrpc")
-	f.Add([]byte("tas\u212aId"), "taskId")
-	f.Add([]byte("\xff"), "\ufffd")
-	f.Fuzz(func(t *testing.T, b []byte, s string) {
-		if got, want := equalFold(b, s), bytes.EqualFold(b, []byte(s)); got != want {
-			t.Fatalf("equalFold(%q, %q) = %v, bytes.EqualFold %v", b, s, got, want)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // DecodeRecord decodes a stored task record (EncodeRecord's or
@@ -25,13 +27,13 @@ func DecodeRecord(data []byte, t *Task) error {
 }
 
 func decodeRecordFast(data []byte, t *Task) bool {
-	i := skipSpace(data, 0)
+	i := jsonx.SkipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' || !json.Valid(data) {
 		return false
 	}
 	ok := true
-	_, err := eachMember(data, func(m member) bool {
-		ok = t.decodeMember(data[m.keyStart+1:m.keyEnd-1], data[m.valueStart:m.valueEnd])
+	_, err := jsonx.EachMember(data, func(m jsonx.Member) bool {
+		ok = t.decodeMember(data[m.KeyStart+1:m.KeyEnd-1], data[m.ValueStart:m.ValueEnd])
 		return ok
 	})
 	return err == nil && ok
@@ -163,9 +165,9 @@ func plainStringMap(v []byte, dst *map[string]string) bool {
 	}
 	var keys, values [16]string
 	n, plain := 0, true
-	_, err := eachMember(v, func(m member) bool {
-		k, ok1 := unescaped(v[m.keyStart:m.keyEnd])
-		s, ok2 := unescaped(v[m.valueStart:m.valueEnd])
+	_, err := jsonx.EachMember(v, func(m jsonx.Member) bool {
+		k, ok1 := unescaped(v[m.KeyStart:m.KeyEnd])
+		s, ok2 := unescaped(v[m.ValueStart:m.ValueEnd])
 		if !ok1 || !ok2 || n == len(keys) {
 			plain = false
 			return false

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // plainStringParam is stringParam's fast path, for the task methods read on
@@ -18,14 +20,14 @@ func plainStringParam(params []byte, name string) (string, bool) {
 	}
 	var value []byte
 	plain := true
-	_, err := eachMember(params, func(m member) bool {
-		key := params[m.keyStart+1 : m.keyEnd-1]
+	_, err := jsonx.EachMember(params, func(m jsonx.Member) bool {
+		key := params[m.KeyStart+1 : m.KeyEnd-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			plain = false
 			return false
 		}
 		if string(key) == name {
-			value = params[m.valueStart:m.valueEnd]
+			value = params[m.ValueStart:m.ValueEnd]
 		}
 		return true
 	})

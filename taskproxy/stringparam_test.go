@@ -3,6 +3,8 @@ package taskproxy
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // stringParam answers exactly as decoding params does, with or without its
@@ -22,11 +24,11 @@ func TestStringParamFastPath(t *testing.T) {
 			}
 			raw, ok := obj["taskId"]
 			if !ok {
-				return "", errBadJSON
+				return "", jsonx.ErrMalformed
 			}
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil || s == "" {
-				return "", errBadJSON
+				return "", jsonx.ErrMalformed
 			}
 			return s, nil
 		}

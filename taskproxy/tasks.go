@@ -136,13 +136,6 @@ func (g *Gateway) quotaRefused() *Error {
 	return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
 }
 
-func orEmptyObject(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || string(raw) == "null" {
-		return json.RawMessage("{}")
-	}
-	return raw
-}
-
 // cancelTask records the cancellation, then stops the upstream call: it
 // sends the upstream tasks/cancel for a task the upstream runs, else
 // notifications/cancelled with the id the upstream knows, and closes the

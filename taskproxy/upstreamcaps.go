@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // What the gateway knows of its upstream's own tasks (2025-11-25): whether
@@ -59,12 +61,12 @@ func (u *upstreamCaps) learnInitialize(result []byte) {
 
 // learnTools records the taskSupport of the tools of one tools/list page.
 func (u *upstreamCaps) learnTools(result []byte) {
-	m, found, _, _, err := findMember(result, "tools")
+	m, found, _, _, err := jsonx.FindMember(result, "tools")
 	if err != nil || !found {
 		return
 	}
-	tools := result[m.valueStart:m.valueEnd]
-	if elems, err := arrayElements(tools); err == nil {
+	tools := result[m.ValueStart:m.ValueEnd]
+	if elems, err := jsonx.ArrayElements(tools); err == nil {
 		u.learnToolElems(tools, elems)
 	}
 }
@@ -106,28 +108,28 @@ const maxToolsHint = 64
 // toolName is the name of a tool of a tools/list answer, unescaped; ok is
 // false when it has no string name.
 func toolName(tool []byte) (name []byte, ok bool) {
-	raw, ok := getMember(tool, "name")
+	raw, ok := jsonx.Get(tool, "name")
 	if !ok || len(raw) < 2 || raw[0] != '"' {
 		return nil, false
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return raw[1 : len(raw)-1], true
 	}
-	return []byte(unquote(raw)), true
+	return []byte(jsonx.Unquote(raw)), true
 }
 
 // declaredTaskSupport is the execution.taskSupport a tool of a tools/list
 // answer declares, "forbidden" when it declares none or no valid one.
 func declaredTaskSupport(tool []byte) TaskSupport {
-	exec, ok := getMember(tool, "execution")
+	exec, ok := jsonx.Get(tool, "execution")
 	if !ok || len(exec) == 0 || exec[0] != '{' {
 		return TaskForbidden
 	}
-	raw, ok := getMember(exec, "taskSupport")
+	raw, ok := jsonx.Get(exec, "taskSupport")
 	if !ok || len(raw) < 2 || raw[0] != '"' {
 		return TaskForbidden
 	}
-	if m, err := ParseTaskSupport(unquote(raw)); err == nil {
+	if m, err := ParseTaskSupport(jsonx.Unquote(raw)); err == nil {
 		return m
 	}
 	return TaskForbidden

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // decodedToolModes is what learnTools recorded before it scanned instead of
@@ -118,7 +120,7 @@ func TestRewriteToolsListAllocs(t *testing.T) {
 // four million elements that are no tools, which encoding/json had refused.
 func TestLearnToolsMemoryFollowsTools(t *testing.T) {
 	tools := []byte("[{}" + strings.Repeat(",{}", 200_000-1) + "]")
-	elems, err := arrayElements(tools)
+	elems, err := jsonx.ArrayElements(tools)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // Task-aware upstreams. For a tool the upstream runs as a task itself
@@ -33,7 +35,7 @@ const maxFollowFailures = 10
 // gateway task's ttl.
 func upstreamTaskParams(t *Task) (json.RawMessage, error) {
 	meta, _ := json.Marshal(map[string]int64{"ttl": t.TTL.Milliseconds()})
-	p, err := setMember(orEmptyObject(t.Params), "task", meta)
+	p, err := jsonx.Set(jsonx.OrEmptyObject(t.Params), "task", meta)
 	if err != nil {
 		return nil, fmt.Errorf("adding params.task: %w", err)
 	}
@@ -329,22 +331,22 @@ func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *Tas
 // tasks/result answer: it names the upstream's task id, and the task's
 // answer carries the gateway's own instead.
 func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	meta, ok := getMember(result, "_meta")
+	meta, ok := jsonx.Get(result, "_meta")
 	if !ok {
 		return result
 	}
-	if _, ok := getMember(meta, metaRelatedTask); !ok {
+	if _, ok := jsonx.Get(meta, metaRelatedTask); !ok {
 		return result
 	}
-	meta, err := deleteMember(meta, metaRelatedTask)
+	meta, err := jsonx.Delete(meta, metaRelatedTask)
 	if err != nil {
 		return result
 	}
 	var out []byte
 	if n, cerr := countMembers(meta, 1); cerr == nil && n == 0 {
-		out, err = deleteMember(result, "_meta")
+		out, err = jsonx.Delete(result, "_meta")
 	} else {
-		out, err = setMember(result, "_meta", meta)
+		out, err = jsonx.Set(result, "_meta", meta)
 	}
 	if err != nil {
 		return result

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // fakeTaskUpstream is a FAKE 2025-11-25 task-aware upstream, for the edge
@@ -70,7 +72,7 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "tools/list":
 		reply(json.RawMessage(`{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"plain","inputSchema":{"type":"object"}}]}`), nil)
 	case m.Method == "tools/call":
-		task, _ := getMember(m.Params, "task")
+		task, _ := jsonx.Get(m.Params, "task")
 		u.mu.Lock()
 		u.taskParam = task
 		u.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // A worker follows a task's upstream call, on a context detached from the
@@ -419,13 +421,13 @@ func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.R
 			params := t.Params
 			if len(answers) > 0 {
 				responses, _ := json.Marshal(answers)
-				if params, err = setMember(params, "inputResponses", responses); err != nil {
+				if params, err = jsonx.Set(params, "inputResponses", responses); err != nil {
 					return nil, err
 				}
 			}
 			if rec.RequestState != "" {
 				state, _ := json.Marshal(rec.RequestState)
-				if params, err = setMember(params, "requestState", state); err != nil {
+				if params, err = jsonx.Set(params, "requestState", state); err != nil {
 					return nil, err
 				}
 			}
@@ -441,11 +443,11 @@ func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.R
 
 // progressToken returns params._meta.progressToken, or nil.
 func progressToken(params json.RawMessage) json.RawMessage {
-	meta, ok := getMember(params, "_meta")
+	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return nil
 	}
-	tok, ok := getMember(meta, "progressToken")
+	tok, ok := jsonx.Get(meta, "progressToken")
 	if !ok {
 		return nil
 	}
@@ -453,6 +455,6 @@ func progressToken(params json.RawMessage) json.RawMessage {
 }
 
 func progressTokenOf(params json.RawMessage) json.RawMessage {
-	tok, _ := getMember(params, "progressToken")
+	tok, _ := jsonx.Get(params, "progressToken")
 	return tok
 }

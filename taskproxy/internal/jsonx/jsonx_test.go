@@ -1,6 +1,7 @@
-package taskproxy
+package jsonx
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestSetMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := setMember([]byte(tt.obj), tt.key, []byte(tt.value))
+			got, err := Set([]byte(tt.obj), tt.key, []byte(tt.value))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,12 +41,12 @@ func TestDeleteMember(t *testing.T) {
 		{`{"a":1}`, "task", `{"a":1}`},
 	}
 	for _, tt := range tests {
-		got, err := deleteMember([]byte(tt.obj), tt.key)
+		got, err := Delete([]byte(tt.obj), tt.key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != tt.want {
-			t.Errorf("deleteMember(%s, %s) = %s, want %s", tt.obj, tt.key, got, tt.want)
+			t.Errorf("Delete(%s, %s) = %s, want %s", tt.obj, tt.key, got, tt.want)
 		}
 	}
 }
@@ -57,27 +58,27 @@ func TestSetPath(t *testing.T) {
 		{`{"_meta":null,"c":[]}`, `{"_meta":{"k":{"taskId":"t"}},"c":[]}`},
 	}
 	for _, tt := range tests {
-		got, err := setPath([]byte(tt.obj), []string{"_meta", "k"}, []byte(`{"taskId":"t"}`))
+		got, err := SetPath([]byte(tt.obj), []string{"_meta", "k"}, []byte(`{"taskId":"t"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != tt.want {
-			t.Errorf("setPath(%s) = %s, want %s", tt.obj, got, tt.want)
+			t.Errorf("SetPath(%s) = %s, want %s", tt.obj, got, tt.want)
 		}
 	}
 }
 
 func TestMalformedJSON(t *testing.T) {
 	for _, bad := range []string{``, `[]`, `{"a"}`, `{"a":}`, `{"a":1`, `{"a":"x}`, `{1:2}`} {
-		if _, err := setMember([]byte(bad), "k", []byte(`1`)); err == nil {
-			t.Errorf("setMember(%q) accepted malformed JSON", bad)
+		if _, err := Set([]byte(bad), "k", []byte(`1`)); err == nil {
+			t.Errorf("Set(%q) accepted malformed JSON", bad)
 		}
 	}
 }
 
 func TestArrayElements(t *testing.T) {
 	in := []byte(`[ {"name":"a"}, "s,]", 3 ,[1,[2]] ]`)
-	spans, err := arrayElements(in)
+	spans, err := ArrayElements(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +95,17 @@ func TestArrayElements(t *testing.T) {
 			t.Errorf("element %d = %s, want %s", i, got[i], want[i])
 		}
 	}
+}
+
+// FuzzEqualFold checks EqualFold against bytes.EqualFold.
+func FuzzEqualFold(f *testing.F) {
+	f.Add([]byte("jsonrpc"), "jsonrpc")
+	f.Add([]byte("j\u017fonrpc"), "jsonrpc")
+	f.Add([]byte("tas\u212aId"), "taskId")
+	f.Add([]byte("\xff"), "\ufffd")
+	f.Fuzz(func(t *testing.T, b []byte, s string) {
+		if got, want := EqualFold(b, s), bytes.EqualFold(b, []byte(s)); got != want {
+			t.Fatalf("EqualFold(%q, %q) = %v, bytes.EqualFold %v", b, s, got, want)
+		}
+	})
 }

@@ -1,0 +1,131 @@
+package jsonx
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Get returns the raw value of key in the object obj.
+func Get(obj []byte, key string) ([]byte, bool) {
+	m, found, _, _, err := FindMember(obj, key)
+	if err != nil || !found {
+		return nil, false
+	}
+	return obj[m.ValueStart:m.ValueEnd], true
+}
+
+// Set returns obj with key set to value: an existing member's value is
+// replaced in place, a new member is appended before the closing brace.
+func Set(obj []byte, key string, value []byte) ([]byte, error) {
+	m, found, closing, count, err := FindMember(obj, key)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return Splice(obj, m.ValueStart, m.ValueEnd, value), nil
+	}
+	ins := make([]byte, 0, len(key)+len(value)+4)
+	if count > 0 {
+		ins = append(ins, ',')
+	}
+	ins = AppendString(ins, key)
+	ins = append(ins, ':')
+	ins = append(ins, value...)
+	return Splice(obj, closing, closing, ins), nil
+}
+
+// AppendString appends key as a JSON string.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			quoted, _ := json.Marshal(s)
+			return append(b, quoted...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// Delete returns obj without key (unchanged when key is absent).
+func Delete(obj []byte, key string) ([]byte, error) {
+	var prev, target, next Member
+	var found, hasPrev, hasNext bool
+	_, err := EachMember(obj, func(cur Member) bool {
+		switch {
+		case found:
+			next, hasNext = cur, true
+			return false
+		case cur.Is(obj, key):
+			target, found = cur, true
+		default:
+			prev, hasPrev = cur, true
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return obj, nil
+	}
+	start, end := target.KeyStart, target.ValueEnd
+	switch {
+	case hasNext: // remove through the next key
+		end = next.KeyStart
+	case hasPrev: // last member: remove from the previous value's end
+		start = prev.ValueEnd
+	}
+	return Splice(obj, start, end, nil), nil
+}
+
+// SetPath sets the member at path (a chain of object keys) to value,
+// creating intermediate objects as needed.
+func SetPath(obj []byte, path []string, value []byte) ([]byte, error) {
+	if len(path) == 1 {
+		return Set(obj, path[0], value)
+	}
+	inner, ok := Get(obj, path[0])
+	if !ok || len(inner) == 0 || inner[0] != '{' {
+		inner = []byte("{}")
+	}
+	updated, err := SetPath(inner, path[1:], value)
+	if err != nil {
+		return nil, err
+	}
+	return Set(obj, path[0], updated)
+}
+
+// Splice returns a copy of b with b[start:end] replaced by with.
+func Splice(b []byte, start, end int, with []byte) []byte {
+	out := make([]byte, 0, len(b)-(end-start)+len(with))
+	out = append(out, b[:start]...)
+	out = append(out, with...)
+	return append(out, b[end:]...)
+}
+
+// Unquote returns the string a raw JSON string holds ("" for anything else),
+// as encoding/json decodes it: invalid UTF-8 becomes U+FFFD.
+func Unquote(raw []byte) string {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// GetOr returns the member key of obj, or nil.
+func GetOr(obj []byte, key string) json.RawMessage {
+	v, _ := Get(obj, key)
+	return v
+}
+
+// OrEmptyObject returns raw, or {} when raw is absent or null.
+func OrEmptyObject(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
