@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 )
 
-// The gateway keeps two tables (DESIGN.md, "Two tables, never one"): task
+// The gateway keeps two tables, never one: task
 // routes live in the Store; this file holds the in-memory one of this
 // process, the running workers. Plain calls need no table: they pass
 // through with the client's own ids, so a client's notifications/cancelled
