@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 func init() {
@@ -189,7 +190,7 @@ type adminTask struct {
 
 	Params json.RawMessage          `json:"params,omitempty"`
 	Result json.RawMessage          `json:"result,omitempty"`
-	Error  *taskproxy.Error         `json:"error,omitempty"`
+	Error  *jsonrpc.Error           `json:"error,omitempty"`
 	Inputs []taskproxy.InputRequest `json:"inputs,omitempty"`
 }
 
@@ -226,7 +227,7 @@ func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail boo
 	} else if t.Error != nil {
 		// The error's code and message say why a task failed; its data
 		// may carry what the upstream returned, so it is detail.
-		v.Error = &taskproxy.Error{Code: t.Error.Code, Message: t.Error.Message}
+		v.Error = &jsonrpc.Error{Code: t.Error.Code, Message: t.Error.Message}
 	}
 	return v
 }

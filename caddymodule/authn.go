@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // authRealm names the protected resource in WWW-Authenticate.
@@ -121,7 +122,7 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "%s", msg)))
+		_, _ = w.Write(jsonrpc.ErrorBytes(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "%s", msg)))
 		return nil
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
@@ -183,5 +184,5 @@ func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Reques
 func refusePrincipal(w http.ResponseWriter, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write(taskproxy.ErrorBytes(nil, taskproxy.Errorf(taskproxy.CodeInvalidRequest, "%s", msg)))
+	_, _ = w.Write(jsonrpc.ErrorBytes(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "%s", msg)))
 }

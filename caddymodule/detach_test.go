@@ -19,6 +19,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The upstream requests of one task run at once (the call's stream, and
@@ -47,7 +48,7 @@ func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
 		}
 		setVars(1)
 		body, _ := io.ReadAll(r.Body)
-		msg, err := taskproxy.ParseMessage(body)
+		msg, err := jsonrpc.Parse(body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The version bridge end to end: 2026-07-28 requests through the real Caddy
@@ -45,7 +45,7 @@ func (c *bridgeClient) on(t *testing.T) *bridgeClient {
 
 // send posts one request and returns its response, the notifications
 // before it, and the HTTP status.
-func (c *bridgeClient) send(method string, params map[string]any) (*taskproxy.Message, []*taskproxy.Message, int) {
+func (c *bridgeClient) send(method string, params map[string]any) (*jsonrpc.Message, []*jsonrpc.Message, int) {
 	c.t.Helper()
 	if params == nil {
 		params = map[string]any{}
@@ -59,7 +59,7 @@ func (c *bridgeClient) send(method string, params map[string]any) (*taskproxy.Me
 	meta["io.modelcontextprotocol/clientCapabilities"] = c.caps
 	params["_meta"] = meta
 	id := c.id()
-	body, err := taskproxy.RequestBytes(id, method, params)
+	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func (c *bridgeClient) send(method string, params map[string]any) (*taskproxy.Me
 	}
 	s := c.openRequest(req, cancel)
 	defer s.close()
-	var notes []*taskproxy.Message
+	var notes []*jsonrpc.Message
 	for {
 		m := s.next()
 		if m == nil {
@@ -554,7 +554,7 @@ func TestBridgeLimits(t *testing.T) {
 
 	t.Run("a retry naming another tool", func(t *testing.T) {
 		bob := bob.on(t)
-		retry := func(name string) (*taskproxy.Message, int) {
+		retry := func(name string) (*jsonrpc.Message, int) {
 			m, _, status := bob.send("tools/call", map[string]any{"name": name, "arguments": map[string]any{"message": "x"},
 				"inputResponses": map[string]any{bobKeys[0]: elicitAnswer}, "requestState": bobStates[0]})
 			return m, status

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // killGateway ends the Caddy process with SIGKILL: no cleanup, no stopping
@@ -104,7 +105,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 				got := mc.get(task.id)
 				status, message = str(got["status"]), str(got["statusMessage"])
 				if status == "failed" {
-					var e taskproxy.Error
+					var e jsonrpc.Error
 					if json.Unmarshal(got["error"], &e) != nil || e.Code != -32603 || !strings.Contains(e.Message, "gateway restarted") {
 						t.Errorf("modern failed task lacks the -32603 restart error: %v", got)
 					}
@@ -217,7 +218,7 @@ func TestIdempotency(t *testing.T) {
 		return ids
 	}
 	ids := burst(func(i int) string {
-		body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(500+i)), "tools/call", map[string]any{
+		body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(500+i)), "tools/call", map[string]any{
 			"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "once"}, "task": map[string]any{"ttl": 60000}})
 		req := legacy.newRequest(context.Background(), body)
 		req.Header.Set("Idempotency-Key", "order-42")
@@ -227,7 +228,7 @@ func TestIdempotency(t *testing.T) {
 			return ""
 		}
 		defer resp.Body.Close()
-		var m taskproxy.Message
+		var m jsonrpc.Message
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		var created struct{ Task legacyTask }
 		_ = json.Unmarshal(m.Result, &created)
@@ -256,7 +257,7 @@ func TestIdempotency(t *testing.T) {
 		t.Errorf("the modern burst made %d upstream calls, want 1", n)
 	}
 
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`600`), "tools/call", map[string]any{
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`600`), "tools/call", map[string]any{
 		"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "changed"}, "task": map[string]any{}})
 	req := legacy.newRequest(context.Background(), body)
 	req.Header.Set("Idempotency-Key", "order-42")
@@ -265,7 +266,7 @@ func TestIdempotency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var mismatch taskproxy.Message
+	var mismatch jsonrpc.Message
 	_ = json.NewDecoder(resp.Body).Decode(&mismatch)
 	if resp.StatusCode != http.StatusOK || mismatch.Error == nil || mismatch.Error.Code != -32602 || !strings.Contains(mismatch.Error.Message, "idempotency key reused with different arguments") {
 		t.Errorf("reused key: %s / %+v", mismatch.Result, mismatch.Error)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // brokenUpstream answers initialize like an MCP server and tools/call with the
@@ -26,13 +26,13 @@ func brokenUpstream(t *testing.T, fail http.HandlerFunc) string {
 			fail(w, r)
 			return
 		}
-		var m taskproxy.Message
+		var m jsonrpc.Message
 		_ = json.Unmarshal(body, &m)
 		if !m.IsRequest() {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		out, _ := taskproxy.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"broken","version":"0"}}`))
+		out, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"broken","version":"0"}}`))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	}))
@@ -93,10 +93,10 @@ func TestUpstreamFailures(t *testing.T) {
 			task := c.createTask("anything", map[string]any{}, 60000)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			body, _ := taskproxy.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 			s := c.open(ctx, body)
 			defer s.close()
-			var final *taskproxy.Message
+			var final *jsonrpc.Message
 			for final == nil {
 				m := s.next()
 				if m == nil {
@@ -137,7 +137,7 @@ func TestLegacyProgressRelay(t *testing.T) {
 	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil {
 		t.Fatalf("create: %s / %v", m.Result, m.Error)
 	}
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r"`), "tasks/result", map[string]string{"taskId": created.Task.TaskID})
 	s := c.open(context.Background(), body)
 	defer s.close()
 	progress := 0
@@ -180,12 +180,12 @@ func TestLegacyStreamResumption(t *testing.T) {
 			id := callID
 			mu.Unlock()
 			w.Header().Set("Content-Type", "text/event-stream")
-			out, _ := taskproxy.ResponseBytes(id, json.RawMessage(`{"content":[{"type":"text","text":"resumed answer"}]}`))
+			out, _ := jsonrpc.ResponseBytes(id, json.RawMessage(`{"content":[{"type":"text","text":"resumed answer"}]}`))
 			fmt.Fprintf(w, "id: ev-2\ndata: %s\n\n", out)
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		m, err := taskproxy.ParseMessage(body)
+		m, err := jsonrpc.Parse(body)
 		switch {
 		case err != nil || !m.IsRequest():
 			w.WriteHeader(http.StatusAccepted)
@@ -196,7 +196,7 @@ func TestLegacyStreamResumption(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "id: ev-1\nretry: 20\ndata: \n\n") // priming, then the stream ends
 		default:
-			out, _ := taskproxy.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"resuming","version":"0"}}`))
+			out, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"resuming","version":"0"}}`))
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Mcp-Session-Id", "session-7")
 			_, _ = w.Write(out)

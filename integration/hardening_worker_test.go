@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // postModern posts one 2026-07-28 request with its routing headers and
@@ -89,7 +89,7 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
 			t.Fatalf("HTTP %d, WWW-Authenticate %q, body %s; want 401 with the upstream's challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
-		m, err := taskproxy.ParseMessage(body)
+		m, err := jsonrpc.Parse(body)
 		if err != nil || m.Error == nil || m.Error.Message != "unauthorized" || strings.Contains(string(m.ID), "mcp-tasks:") {
 			t.Errorf("body %s: want the upstream's error under the client's id", body)
 		}
@@ -102,7 +102,7 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 	})
 	t.Run("authorized", func(t *testing.T) {
 		resp, body := postModern(t, c, "tools/call", call, "Authorization", "Bearer good")
-		m, err := taskproxy.ParseMessage(body)
+		m, err := jsonrpc.Parse(body)
 		if resp.StatusCode != http.StatusOK || err != nil || m.Result == nil {
 			t.Fatalf("HTTP %d %s", resp.StatusCode, body)
 		}
@@ -133,11 +133,11 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := postModern(t, c, tt.method, tt.params)
-			m, err := taskproxy.ParseMessage(body)
+			m, err := jsonrpc.Parse(body)
 			if err != nil || m.Error == nil {
 				t.Fatalf("HTTP %d %.300s: not a JSON-RPC error", resp.StatusCode, body)
 			}
-			if resp.StatusCode != http.StatusBadRequest || m.Error.Code != taskproxy.CodeInvalidParams || !strings.Contains(m.Error.Message, "1000") {
+			if resp.StatusCode != http.StatusBadRequest || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "1000") {
 				t.Errorf("HTTP %d %d %q, want 400 -32602 naming the limit", resp.StatusCode, m.Error.Code, m.Error.Message)
 			}
 		})
@@ -195,7 +195,7 @@ func TestInvalidIDsEndToEnd(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			data, _ := io.ReadAll(resp.Body)
-			m, err := taskproxy.ParseMessage(data)
+			m, err := jsonrpc.Parse(data)
 			if err != nil || m.Error == nil || m.Error.Code != tt.code || resp.StatusCode != http.StatusBadRequest {
 				t.Errorf("HTTP %d %s, want 400 with error %d", resp.StatusCode, data, tt.code)
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Principal binding end to end: principals A and B share tenant t1, C is in
@@ -69,7 +70,7 @@ func modernBody(id int, method string, params map[string]any) string {
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
 	}
-	b, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
+	b, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
 	return string(b)
 }
 
@@ -111,7 +112,7 @@ func TestPrincipalIsolation(t *testing.T) {
 	}
 	legacy := func(method string, params func(id string) map[string]any) func(who, id string) rawAnswer {
 		return func(who, id string) rawAnswer {
-			body, _ := taskproxy.RequestBytes(json.RawMessage(`77`), method, params(id))
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`77`), method, params(id))
 			return postRaw(t, gw.URL, tokens[who], sessions[who], nil, string(body))
 		}
 	}
@@ -215,7 +216,7 @@ func TestQuotaAndRateLimit(t *testing.T) {
 
 	limited := 0
 	for i := range 20 {
-		body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(100+i)), "tasks/get", map[string]string{"taskId": "x"})
+		body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(100+i)), "tasks/get", map[string]string{"taskId": "x"})
 		resp := c.post(context.Background(), body)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusTooManyRequests {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The 2025-11-25 task flows, end to end: a real Caddy binary with the module,
@@ -254,10 +255,10 @@ func TestLegacyElicitation(t *testing.T) {
 	task := c.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 60000)
 	waitFor(t, 10*time.Second, "input_required", func() bool { return c.getTask(task.TaskID).Status == "input_required" })
 
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
-	var final *taskproxy.Message
+	var final *jsonrpc.Message
 	answered := 0
 	for final == nil {
 		m := stream.next()
@@ -279,7 +280,7 @@ func TestLegacyElicitation(t *testing.T) {
 			if !strings.Contains(p.Message, "notes.txt") {
 				t.Errorf("elicitation message %q", p.Message)
 			}
-			answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
+			answer, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
 			if code := c.send(answer); code != http.StatusAccepted {
 				t.Fatalf("answering the elicitation: HTTP %d", code)
 			}
@@ -303,7 +304,7 @@ func TestLegacyElicitation(t *testing.T) {
 // request id it never touches the task.
 func TestLegacyPlainCancellation(t *testing.T) {
 	c, _, up := legacySetup(t, "")
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go func() { // the upstream sends no head until it has a message
@@ -332,10 +333,10 @@ func TestLegacyPlainCancellation(t *testing.T) {
 func TestBodyCapEndToEnd(t *testing.T) {
 	c, _, _ := legacySetup(t, "max_body 1KiB")
 	big := strings.Repeat("x", 2048)
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`1`), "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": big}})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": big}})
 	resp := c.post(context.Background(), body)
 	defer resp.Body.Close()
-	var m taskproxy.Message
+	var m jsonrpc.Message
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -40,7 +40,7 @@ func (c *modernClient) body(method string, params map[string]any) (json.RawMessa
 		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	id := c.id()
-	body, err := taskproxy.RequestBytes(id, method, params)
+	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func (c *modernClient) body(method string, params map[string]any) (json.RawMessa
 }
 
 // request posts one call and returns its response and HTTP status.
-func (c *modernClient) request(ctx context.Context, method string, params map[string]any) (*taskproxy.Message, int) {
+func (c *modernClient) request(ctx context.Context, method string, params map[string]any) (*jsonrpc.Message, int) {
 	c.t.Helper()
 	id, body := c.body(method, params)
 	req := c.newRequest(ctx, body)
@@ -201,7 +201,7 @@ func TestModernFailedTask(t *testing.T) {
 		t.Fatalf("answered %v", res)
 	}
 	done := c.waitStatus(str(res["taskId"]), "failed")
-	var e taskproxy.Error
+	var e jsonrpc.Error
 	if err := json.Unmarshal(done["error"], &e); err != nil || e.Code != -32603 || e.Message != "Simulated protocol error" || done["result"] != nil {
 		t.Errorf("failed task = %v", done)
 	}
@@ -378,7 +378,7 @@ func TestModernSubscription(t *testing.T) {
 		if !ev.HasData || ev.Data == "" {
 			continue
 		}
-		m, err := taskproxy.ParseMessage([]byte(ev.Data))
+		m, err := jsonrpc.Parse([]byte(ev.Data))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The quota holds under concurrency on both wires: 30 concurrent creates
@@ -23,15 +23,15 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 		era  string
 		// create makes one call and returns whether it created a task, or
 		// the JSON-RPC error.
-		create func(t *testing.T, gw *gateway) (bool, *taskproxy.Error)
+		create func(t *testing.T, gw *gateway) (bool, *jsonrpc.Error)
 	}{
-		{"2025-11-25", "2025-11-25", func(t *testing.T, gw *gateway) (bool, *taskproxy.Error) {
+		{"2025-11-25", "2025-11-25", func(t *testing.T, gw *gateway) (bool, *jsonrpc.Error) {
 			c := newRPCClient(t, gw.URL)
 			c.initialize("")
 			m := c.callTool("slow_compute", map[string]any{"seconds": 30}, map[string]any{"ttl": 60000})
 			return m.Error == nil && strings.Contains(string(m.Result), `"taskId"`), m.Error
 		}},
-		{"2026-07-28", "2026-07-28", func(t *testing.T, gw *gateway) (bool, *taskproxy.Error) {
+		{"2026-07-28", "2026-07-28", func(t *testing.T, gw *gateway) (bool, *jsonrpc.Error) {
 			c := newModernClient(t, gw.URL, true)
 			m, status := c.request(context.Background(), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 30}})
 			if m.Error != nil && status != http.StatusOK {
@@ -84,10 +84,10 @@ func TestRateLimitTaskCreation(t *testing.T) {
 	c.initialize("")
 	limited := 0
 	for range 8 {
-		body, _ := taskproxy.RequestBytes(c.id(), "tools/call", map[string]any{
+		body, _ := jsonrpc.RequestBytes(c.id(), "tools/call", map[string]any{
 			"name": "slow_compute", "arguments": map[string]any{"seconds": 0.01}, "task": map[string]any{"ttl": 60000}})
 		resp := c.post(context.Background(), body)
-		var m taskproxy.Message
+		var m jsonrpc.Message
 		_ = json.NewDecoder(resp.Body).Decode(&m)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusTooManyRequests {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -103,10 +104,10 @@ func TestReplicas(t *testing.T) {
 			c.track(task.TaskID, "alice")
 			aliceLegacy = append(aliceLegacy, task.TaskID)
 			waitFor(t, 15*time.Second, "input_required", func() bool { return alice.getTask(task.TaskID).Status == "input_required" })
-			body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 			stream := alice.open(ctx, body)
 			defer stream.close()
-			var final *taskproxy.Message
+			var final *jsonrpc.Message
 			answered := 0
 			for final == nil {
 				m := stream.next()
@@ -118,7 +119,7 @@ func TestReplicas(t *testing.T) {
 					if !strings.Contains(string(m.Params), "rr.txt") {
 						t.Errorf("elicitation %s", m.Params)
 					}
-					answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
+					answer, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
 					if code := alice.send(answer); code != http.StatusAccepted {
 						t.Fatalf("answering the elicitation: HTTP %d", code)
 					}
@@ -277,7 +278,7 @@ func TestReplicas(t *testing.T) {
 				if !ev.HasData || ev.Data == "" {
 					continue
 				}
-				m, err := taskproxy.ParseMessage([]byte(ev.Data))
+				m, err := jsonrpc.Parse([]byte(ev.Data))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -292,7 +293,7 @@ func TestReplicas(t *testing.T) {
 		{"2025-11-25 notifications/cancelled of a plain call, sent to another replica, reaches the upstream", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
 			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
-			body, _ := taskproxy.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer pcancel()
 			done := make(chan struct{})
@@ -324,7 +325,7 @@ func TestReplicas(t *testing.T) {
 				if modern {
 					return postRaw(t, c.URL, bobToken, "", modernHeaders(method, id), modernBody(9, method, map[string]any{"taskId": id}))
 				}
-				b, _ := taskproxy.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
+				b, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
 				return postRaw(t, c.URL, bobToken, bob.session, nil, string(b))
 			}
 			for _, task := range []string{legacyTask.TaskID, modernTask} {
@@ -365,7 +366,7 @@ func TestReplicas(t *testing.T) {
 			ida := c.legacy(t, "ida")
 			calls := up.Calls("slow_compute")
 			create := func(id int) string {
-				body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), "tools/call", map[string]any{
+				body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(id)), "tools/call", map[string]any{
 					"name": "slow_compute", "arguments": map[string]any{"seconds": 0.5, "label": "once"}, "task": map[string]any{"ttl": 600000}})
 				req := ida.newRequest(ctx, body)
 				req.Header.Set("Idempotency-Key", "rr-order-1")
@@ -374,7 +375,7 @@ func TestReplicas(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer resp.Body.Close()
-				var m taskproxy.Message
+				var m jsonrpc.Message
 				_ = json.NewDecoder(resp.Body).Decode(&m)
 				var created struct{ Task legacyTask }
 				_ = json.Unmarshal(m.Result, &created)
@@ -422,7 +423,7 @@ func TestReplicas(t *testing.T) {
 				for range calls {
 					wg.Go(func() {
 						var id string
-						var e *taskproxy.Error
+						var e *jsonrpc.Error
 						if modern {
 							m, _ := c.modern(t, owner).request(ctx, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 							var res struct{ ResultType, TaskID string }

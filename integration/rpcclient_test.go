@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -31,7 +31,7 @@ func newRPCClient(t testing.TB, url string) *rpcClient {
 }
 
 // initialize opens a 2025-11-25 session declaring the given capabilities.
-func (c *rpcClient) initialize(capabilities string) *taskproxy.Message {
+func (c *rpcClient) initialize(capabilities string) *jsonrpc.Message {
 	c.t.Helper()
 	if capabilities == "" {
 		capabilities = `{"elicitation":{}}`
@@ -83,10 +83,10 @@ func (c *rpcClient) id() json.RawMessage {
 }
 
 // call sends a request and returns its response, read from JSON or SSE.
-func (c *rpcClient) call(method string, params any) *taskproxy.Message {
+func (c *rpcClient) call(method string, params any) *jsonrpc.Message {
 	c.t.Helper()
 	id := c.id()
-	body, err := taskproxy.RequestBytes(id, method, params)
+	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func (c *rpcClient) call(method string, params any) *taskproxy.Message {
 }
 
 // response reads the stream up to the response with id.
-func (s *messageStream) response(method string, id json.RawMessage) *taskproxy.Message {
+func (s *messageStream) response(method string, id json.RawMessage) *jsonrpc.Message {
 	s.t.Helper()
 	for {
 		m := s.next()
@@ -132,7 +132,7 @@ func (c *rpcClient) send(body []byte) int {
 
 func (c *rpcClient) notify(method string, params any) {
 	c.t.Helper()
-	body, err := taskproxy.RequestBytes(nil, method, params)
+	body, err := jsonrpc.RequestBytes(nil, method, params)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *m
 }
 
 // next returns the next message, or nil at the end of the answer.
-func (s *messageStream) next() *taskproxy.Message {
+func (s *messageStream) next() *jsonrpc.Message {
 	s.t.Helper()
 	if s.done {
 		return nil
@@ -198,7 +198,7 @@ func (s *messageStream) next() *taskproxy.Message {
 		if err != nil {
 			s.t.Fatalf("reading answer: %v", err)
 		}
-		m, err := taskproxy.ParseMessage(data)
+		m, err := jsonrpc.Parse(data)
 		if err != nil {
 			s.t.Fatalf("answer %q: %v", data, err)
 		}
@@ -213,7 +213,7 @@ func (s *messageStream) next() *taskproxy.Message {
 		if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 			continue
 		}
-		m, err := taskproxy.ParseMessage([]byte(ev.Data))
+		m, err := jsonrpc.Parse([]byte(ev.Data))
 		if err != nil {
 			s.t.Fatalf("event %q: %v", ev.Data, err)
 		}
@@ -238,7 +238,7 @@ type legacyTask struct {
 }
 
 // callTool sends a tools/call, task-augmented when ttl is not nil.
-func (c *rpcClient) callTool(name string, args any, task any) *taskproxy.Message {
+func (c *rpcClient) callTool(name string, args any, task any) *jsonrpc.Message {
 	c.t.Helper()
 	params := map[string]any{"name": name, "arguments": args}
 	if task != nil {

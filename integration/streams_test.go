@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -42,7 +42,7 @@ func floodingUpstream(t *testing.T, sent *atomic.Int64) string {
 		_ = json.Unmarshal(body, &m)
 		switch {
 		case m.Method == "initialize":
-			out, _ := taskproxy.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"flood","version":"0"}}`))
+			out, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"flood","version":"0"}}`))
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(out)
 			return
@@ -160,7 +160,7 @@ http://:%s {
 func TestReloadEndsResultStreamResumably(t *testing.T) {
 	c, gw, _ := legacySetup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 8}, 60000)
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	resp, err := httpClient.Do(c.newRequest(context.Background(), body))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 		}
 	}()
 	// A client that takes JSON only waits on the same task meanwhile.
-	jsonBody, _ := taskproxy.RequestBytes(json.RawMessage(`"j-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	jsonBody, _ := jsonrpc.RequestBytes(json.RawMessage(`"j-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	jsonReq := c.newRequest(context.Background(), jsonBody)
 	jsonReq.Header.Set("Accept", "application/json")
 	type answer struct {
@@ -210,7 +210,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 	if got.resp == nil {
 		t.Fatal("JSON tasks/result: no answer")
 	}
-	if m, err := taskproxy.ParseMessage(got.data); got.resp.StatusCode != http.StatusServiceUnavailable || got.resp.Header.Get("Retry-After") == "" ||
+	if m, err := jsonrpc.Parse(got.data); got.resp.StatusCode != http.StatusServiceUnavailable || got.resp.Header.Get("Retry-After") == "" ||
 		err != nil || m.Error == nil {
 		t.Errorf("JSON tasks/result during the reload: HTTP %d, Retry-After %q, body %q; want 503 with Retry-After and a JSON-RPC error",
 			got.resp.StatusCode, got.resp.Header.Get("Retry-After"), got.data)
@@ -246,7 +246,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 func TestStreamsPerPrincipalCapped(t *testing.T) {
 	c, _, _ := legacySetup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`1`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	for i := range 16 {
 		s := c.open(context.Background(), body)
 		defer s.close()
@@ -257,7 +257,7 @@ func TestStreamsPerPrincipalCapped(t *testing.T) {
 	resp := c.post(context.Background(), body)
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	m, err := taskproxy.ParseMessage(data)
+	m, err := jsonrpc.Parse(data)
 	if resp.StatusCode != http.StatusTooManyRequests || err != nil || m.Error == nil || m.Error.Code > -32000 || m.Error.Code < -32099 || !strings.Contains(m.Error.Message, "16") {
 		t.Fatalf("stream 17: HTTP %d %s", resp.StatusCode, data)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // multiSiteCaddy is one Caddy process serving several sites from one
@@ -142,7 +143,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 				}
 				return postRaw(t, other.url, "", "", headers, modernBody(9, method, map[string]any{"taskId": id}))
 			}
-			body, _ := taskproxy.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
 			return postRaw(t, other.url, "", c.session, headers, string(body))
 		}
 		for _, m := range []struct {

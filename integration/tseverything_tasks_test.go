@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The 2025-11-25 flows of issue 11 against the official TypeScript
@@ -20,9 +20,9 @@ import (
 // resultStream opens tasks/result for the task and answers each request
 // that arrives on it with answer(method); it returns the final response and
 // the methods of the requests answered.
-func resultStream(t *testing.T, c *rpcClient, taskID string, answer func(method string) any) (*taskproxy.Message, []string) {
+func resultStream(t *testing.T, c *rpcClient, taskID string, answer func(method string) any) (*jsonrpc.Message, []string) {
 	t.Helper()
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"result-1"`), "tasks/result", map[string]string{"taskId": taskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"result-1"`), "tasks/result", map[string]string{"taskId": taskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
 	var asked []string
@@ -37,7 +37,7 @@ func resultStream(t *testing.T, c *rpcClient, taskID string, answer func(method 
 				t.Errorf("%s params %s: want the gateway's related task %s", m.Method, m.Params, taskID)
 			}
 			asked = append(asked, m.Method)
-			res, _ := taskproxy.ResponseBytes(m.ID, answer(m.Method))
+			res, _ := jsonrpc.ResponseBytes(m.ID, answer(m.Method))
 			if code := c.send(res); code != http.StatusAccepted {
 				t.Fatalf("answering %s: HTTP %d", m.Method, code)
 			}
@@ -97,7 +97,7 @@ func TestTSEverythingLegacyTasks(t *testing.T) {
 			t.Fatalf("task-augmented call = %s / %+v", m.Result, m.Error)
 		}
 		id := created.Task.TaskID
-		body, _ := taskproxy.RequestBytes(json.RawMessage(`"result-2"`), "tasks/result", map[string]string{"taskId": id})
+		body, _ := jsonrpc.RequestBytes(json.RawMessage(`"result-2"`), "tasks/result", map[string]string{"taskId": id})
 		stream := c.open(context.Background(), body)
 		defer stream.close()
 		for {
@@ -114,7 +114,7 @@ func TestTSEverythingLegacyTasks(t *testing.T) {
 		if cancelled.Status != "cancelled" {
 			t.Fatalf("tasks/cancel = %+v", cancelled)
 		}
-		var final *taskproxy.Message
+		var final *jsonrpc.Message
 		for final == nil {
 			m := stream.next()
 			if m == nil {

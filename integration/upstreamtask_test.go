@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Task-aware upstreams, end to end against the official TypeScript
@@ -153,10 +153,10 @@ func TestUpstreamTaskElicitation(t *testing.T) {
 	task := c.createTask("simulate-research-query", map[string]any{"topic": "python", "ambiguous": true}, 120000)
 	waitStatus(t, c, task.TaskID, "input_required", 60*time.Second)
 
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
-	var final *taskproxy.Message
+	var final *jsonrpc.Message
 	answered := 0
 	for final == nil {
 		m := stream.next()
@@ -168,7 +168,7 @@ func TestUpstreamTaskElicitation(t *testing.T) {
 			if !strings.Contains(string(m.Params), task.TaskID) || !strings.Contains(string(m.Params), "python") {
 				t.Errorf("elicitation params %s: want the upstream's question under the gateway's task id", m.Params)
 			}
-			answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
+			answer, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
 			if code := c.send(answer); code != http.StatusAccepted {
 				t.Fatalf("answering the elicitation: HTTP %d", code)
 			}
@@ -253,10 +253,10 @@ func TestUpstreamTaskRestartResume(t *testing.T) {
 	}
 	// The elicitation the upstream sent before the crash is still the
 	// task's input request; answering it lets the upstream's task finish.
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r2"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r2"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
-	var final *taskproxy.Message
+	var final *jsonrpc.Message
 	for final == nil {
 		m := stream.next()
 		if m == nil {
@@ -264,7 +264,7 @@ func TestUpstreamTaskRestartResume(t *testing.T) {
 		}
 		switch {
 		case m.IsRequest() && m.Method == "elicitation/create":
-			answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "comedy"}})
+			answer, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "comedy"}})
 			if code := c.send(answer); code != http.StatusAccepted {
 				t.Fatalf("answering the elicitation: HTTP %d", code)
 			}
@@ -299,11 +299,11 @@ func TestUpstreamForbiddenToolAsGatewayTask(t *testing.T) {
 	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
 		t.Fatalf("task-augmented call = %s / %+v", m.Result, m.Error)
 	}
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": created.Task.TaskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
 	progress := 0
-	var final *taskproxy.Message
+	var final *jsonrpc.Message
 	for final == nil {
 		m := stream.next()
 		if m == nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // countingStore counts the lookups made through it.
@@ -75,11 +77,11 @@ func TestOversizedListsRefused(t *testing.T) {
 			if err := g.ServeHTTP(rec, post(tt.body, tt.headers...), next); err != nil {
 				t.Fatal(err)
 			}
-			var m Message
+			var m jsonrpc.Message
 			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
 				t.Fatalf("HTTP %d %.200s: not a JSON-RPC error", rec.Code, rec.Body)
 			}
-			if rec.Code != http.StatusBadRequest || m.Error.Code != CodeInvalidParams || !strings.Contains(m.Error.Message, "1000") {
+			if rec.Code != http.StatusBadRequest || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "1000") {
 				t.Errorf("HTTP %d %d %q, want 400 -32602 naming the limit 1000", rec.Code, m.Error.Code, m.Error.Message)
 			}
 			if n := store.gets.Load() - before; n != 0 {

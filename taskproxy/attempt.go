@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // An attempt is one upstream tools/call in flight. A pump goroutine sends
@@ -24,12 +25,12 @@ type attempt struct {
 // attemptEvent is one thing the upstream said, or the end of the call.
 type attemptEvent struct {
 	// notification is an upstream notification (progress, logging).
-	notification *Message
+	notification *jsonrpc.Message
 	// request is a request the upstream sent during the call (2025-11-25
 	// elicitation, sampling, roots, ping).
-	request *Message
+	request *jsonrpc.Message
 	// final is the upstream's response to the call: the last event.
-	final *Message
+	final *jsonrpc.Message
 	// err ends the call without a response: a transport failure, an HTTP
 	// error without a JSON-RPC body, or a stream that ended early.
 	err error
@@ -72,7 +73,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			return
 		}
 		answered := false
-		handle := func(m *Message) (bool, error) {
+		handle := func(m *jsonrpc.Message) (bool, error) {
 			switch {
 			case m.IsResponse() && sameID(m.ID, upstreamID):
 				answered = true
@@ -105,7 +106,7 @@ func startAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 					head.body = data
 				}
 				e := describeHTTPFailure(resp.Status, data)
-				send(attemptEvent{final: &Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, head: head})
+				send(attemptEvent{final: &jsonrpc.Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, head: head})
 				return
 			}
 			err = readMessages(resp, &pos, maxResultOf(ctx), handle)

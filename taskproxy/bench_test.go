@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Micro-benchmarks of the hot paths. They report allocations; the figures
@@ -21,7 +23,7 @@ var benchCall = []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":
 func BenchmarkParseMessage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseMessage(benchCall); err != nil {
+		if _, err := jsonrpc.Parse(benchCall); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The version bridge: a 2026-07-28 client in front of an upstream that
@@ -231,8 +232,8 @@ func (b *bridgeState) forget(endpoint string) {
 func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, known, notFound bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	id := json.RawMessage(`"` + gatewayIDPrefix + `probe"`)
-	body, _ := RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
+	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
+	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
 		metaProtocolVersion:    string(EraModern),
 		metaClientCapabilities: map[string]any{},
 	}})
@@ -259,9 +260,9 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 		g.log.Warn("probing the upstream's protocol", zap.Error(err))
 		return false, false, false
 	}
-	var answer *Message
+	var answer *jsonrpc.Message
 	if resp.Status >= 200 && resp.Status <= 299 {
-		_ = readMessages(resp, &streamPosition{}, 1<<20, func(m *Message) (bool, error) {
+		_ = readMessages(resp, &streamPosition{}, 1<<20, func(m *jsonrpc.Message) (bool, error) {
 			if m.IsResponse() {
 				answer = m
 				return true, nil
@@ -280,22 +281,22 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 			}
 		}
 		finishBody(resp.Body, time.Second)
-		answer, _ = ParseMessage(data)
+		answer, _ = jsonrpc.Parse(data)
 	}
 	legacy, known = classifyProbe(resp.Status, answer)
 	return legacy, known, resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed
 }
 
 // classifyProbe is probeUpstream's reading of an answer.
-func classifyProbe(status int, answer *Message) (legacy, known bool) {
+func classifyProbe(status int, answer *jsonrpc.Message) (legacy, known bool) {
 	if refusesCaller(status) || status >= 500 {
 		return false, false
 	}
 	if answer != nil && answer.Error != nil {
 		switch answer.Error.Code {
-		case CodeHeaderMismatch, CodeMissingRequiredClientCapability:
+		case jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingRequiredClientCapability:
 			return false, true
-		case CodeUnsupportedProtocolVersion:
+		case jsonrpc.CodeUnsupportedProtocolVersion:
 			var data struct {
 				Supported []string `json:"supported"`
 			}
@@ -420,7 +421,7 @@ func (c *call) serveBridgedRequest(meta requestMeta) error {
 			return nil
 		case bc.sessionLost(ev):
 			if e := bc.restart(c); e != nil {
-				reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+				reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 				return nil
 			}
 			continue
@@ -491,13 +492,13 @@ func withoutToolExecution(result json.RawMessage) json.RawMessage {
 
 // translateError maps a 2025-11-25 error to the 2026-07-28 code: the
 // retired resource-not-found -32002 is invalid params now.
-func translateError(e *Error) *Error {
+func translateError(e *jsonrpc.Error) *jsonrpc.Error {
 	if e == nil {
 		return nil
 	}
 	if e.Code == -32002 {
 		out := *e
-		out.Code = CodeInvalidParams
+		out.Code = jsonrpc.CodeInvalidParams
 		return &out
 	}
 	return e

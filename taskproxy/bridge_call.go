@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A bridged call: one 2026-07-28 request sent as 2025-11-25 on the caller's
@@ -62,7 +63,7 @@ var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 
 // relay passes a notification of the request to the client: progress, and
 // log messages at or above the level the request asked for.
-func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
+func (bc *bridgedCall) relay(reply *modernReply, m *jsonrpc.Message) {
 	if m.Method == "notifications/message" {
 		want, ok := logLevels[bc.logLevel]
 		if !ok {
@@ -79,7 +80,7 @@ func (bc *bridgedCall) relay(reply *modernReply, m *Message) {
 }
 
 // startBridged acquires the caller's session and starts the request on it.
-func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Error) {
+func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jsonrpc.Error) {
 	g := c.g
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
@@ -89,8 +90,8 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *Err
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), metaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
-	bc.upstreamID = upstreamCallID(bc.id, 1)
-	if bc.body, err = RequestBytes(bc.upstreamID, method, bc.params); err != nil {
+	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
+	if bc.body, err = jsonrpc.RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
 		return nil, g.internalError("encoding the upstream request", err)
 	}
@@ -134,7 +135,7 @@ func (bc *bridgedCall) sessionLost(ev attemptEvent) bool {
 
 // restart opens a new session in place of the lost one and sends the
 // request again on it.
-func (bc *bridgedCall) restart(c *call) *Error {
+func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.restarted = true
 	bc.g.bridge.sessions.drop(bc.session)
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
@@ -154,10 +155,10 @@ func (bc *bridgedCall) restart(c *call) *Error {
 
 // refuseUpstreamRequest answers an upstream request that cannot reach the
 // client: a ping is answered, anything else refused.
-func (bc *bridgedCall) refuseUpstreamRequest(m *Message) {
+func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
 	answer := inputAnswer{Result: json.RawMessage("{}")}
 	if m.Method != "ping" {
-		answer = inputAnswer{Error: Errorf(CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
+		answer = inputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
 	}
 	go func() { _ = bc.answer(bc.run.ctx, m.ID, answer) }()
 }
@@ -172,20 +173,20 @@ func (bc *bridgedCall) sendFinal(reply *modernReply, ev attemptEvent) {
 	c := reply.c
 	if ev.err != nil {
 		e := bc.g.upstreamFailure(ev.err)
-		reply.send(ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
 	if e := translateError(ev.final.Error); e != nil {
-		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 		return
 	}
 	if bc.method == "tools/list" {
 		bc.g.caps.learnTools(ev.final.Result) // what the upstream runs as its own task
 	}
-	data, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.final.Result, bc.session.serverInfo)})
+	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.final.Result, bc.session.serverInfo)})
 	if err != nil {
 		e := bc.g.internalError("encoding a result", err)
-		data = ErrorBytes(c.msg.ID, e)
+		data = jsonrpc.ErrorBytes(c.msg.ID, e)
 	}
 	reply.send(data, http.StatusOK)
 }
@@ -295,7 +296,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				if e := bc.restart(c); e != nil {
 					stopFollowingClient()
 					run.release()
-					reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+					reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 					return nil
 				}
 				continue
@@ -325,7 +326,7 @@ type parkedCall struct {
 	bc      *bridgedCall
 	owner   string
 	name    string
-	pending map[string]*Message // by input key: the upstream's request
+	pending map[string]*jsonrpc.Message // by input key: the upstream's request
 	nextKey int
 	timer   *time.Timer
 }
@@ -394,17 +395,17 @@ func (g *Gateway) maxParkedPerOwner() int {
 
 // park answers the client input_required for the upstream's request m and
 // keeps the call open for the retry.
-func (bc *bridgedCall) park(c *call, reply *modernReply, stopFollowingClient func() bool, m *Message) error {
+func (bc *bridgedCall) park(c *call, reply *modernReply, stopFollowingClient func() bool, m *jsonrpc.Message) error {
 	if !stopFollowingClient() {
 		bc.run.release()
 		return nil
 	}
-	pc := &parkedCall{bc: bc, owner: c.owner, pending: map[string]*Message{}}
+	pc := &parkedCall{bc: bc, owner: c.owner, pending: map[string]*jsonrpc.Message{}}
 	pc.name, _ = stringParam(c.msg.Params, "name")
 	return bc.g.parkAndReply(c, reply, pc, m)
 }
 
-func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *Message) error {
+func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *jsonrpc.Message) error {
 	bc := pc.bc
 	if m != nil {
 		pc.nextKey++
@@ -420,16 +421,16 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 		if o := g.cfg.Observer; o != nil {
 			o.Refused("bridge_input")
 		}
-		e := Errorf(CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
-		reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		e := jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 		return nil
 	}
 	if len(p.calls) >= maxParkedCalls {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls wait for input")
 		bc.run.release()
-		e := Errorf(CodeInternalError, "too many calls wait for input (limit %d)", maxParkedCalls)
-		reply.send(ErrorBytes(c.msg.ID, e), http.StatusServiceUnavailable)
+		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many calls wait for input (limit %d)", maxParkedCalls)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusServiceUnavailable)
 		return nil
 	}
 	pc.timer = time.AfterFunc(bridgeParkTimeout, func() {
@@ -448,9 +449,9 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *M
 			Params json.RawMessage `json:"params,omitempty"`
 		}{req.Method, req.Params}
 	}
-	data, err := ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
+	data, err := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = ErrorBytes(c.msg.ID, g.internalError("encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.msg.ID, g.internalError("encoding input_required", err))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -466,11 +467,11 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 	if otherName {
 		// The tool's mode decided canTask for name: the parked call of
 		// another tool must not run under it.
-		c.failModern(Errorf(CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
 		return nil
 	}
 	if !ok {
-		c.failModern(Errorf(CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
 		return nil
 	}
 	var p struct {

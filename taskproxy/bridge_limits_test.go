@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -34,7 +35,7 @@ func (u *askUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	m, err := ParseMessage(body)
+	m, err := jsonrpc.Parse(body)
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		return
@@ -93,7 +94,7 @@ const askCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"
 
 // bridgedCallOf sends who's bridged tools/call with params (a JSON object's
 // members without braces) and returns the answer and its HTTP status.
-func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params string) (*Message, int) {
+func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params string) (*jsonrpc.Message, int) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `,` + askCaps + `}}`
 	name, _ := stringParam(json.RawMessage(`{`+params+`}`), "name")
@@ -113,7 +114,7 @@ func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params stri
 			text = ev.Data
 		}
 	}
-	m, err := ParseMessage([]byte(text))
+	m, err := jsonrpc.Parse([]byte(text))
 	if err != nil {
 		t.Fatalf("HTTP %d %q: %v", w.Code, w.Body.String(), err)
 	}
@@ -130,7 +131,7 @@ func bridgeGateway(t *testing.T, cfg Config) *Gateway {
 }
 
 // parkedState returns the requestState of an input_required answer.
-func parkedState(t *testing.T, m *Message) string {
+func parkedState(t *testing.T, m *jsonrpc.Message) string {
 	t.Helper()
 	var res struct {
 		ResultType   string `json:"resultType"`
@@ -149,11 +150,11 @@ func TestBridgeRetryOtherTool(t *testing.T) {
 	up := newAskUpstream()
 	g := bridgeGateway(t, Config{Tools: map[string]TaskSupport{"ask": TaskForbidden, "other": TaskOptional}})
 	state := parkedState(t, first(bridgedCallOf(t, g, up, "alice", `"name":"ask"`)))
-	retry := func(name string) (*Message, int) {
+	retry := func(name string) (*jsonrpc.Message, int) {
 		return bridgedCallOf(t, g, up, "alice", `"name":"`+name+`","inputResponses":{"input-1":{"action":"accept","content":{}}},"requestState":"`+state+`"`)
 	}
 	m, status := retry("other")
-	if m.Error == nil || m.Error.Code != CodeInvalidParams || status != http.StatusBadRequest {
+	if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || status != http.StatusBadRequest {
 		t.Fatalf("retry naming another tool: HTTP %d %s %v, want 400 -32602", status, m.Result, m.Error)
 	}
 	m, _ = retry("ask")
@@ -162,7 +163,7 @@ func TestBridgeRetryOtherTool(t *testing.T) {
 	}
 }
 
-func first(m *Message, _ int) *Message { return m }
+func first(m *jsonrpc.Message, _ int) *jsonrpc.Message { return m }
 
 // refusals is an Observer counting the refusals by reason.
 type refusals struct {
@@ -208,7 +209,7 @@ func TestBridgeParkedPerOwner(t *testing.T) {
 				parkedState(t, first(bridgedCallOf(t, g, up, "bob", `"name":"ask"`)))
 			}
 			m, _ := bridgedCallOf(t, g, up, "bob", `"name":"ask"`)
-			if m.Error == nil || m.Error.Code != CodeTooManyTasks || !strings.Contains(m.Error.Message, fmt.Sprintf("limit %d", tt.limit)) {
+			if m.Error == nil || m.Error.Code != jsonrpc.CodeTooManyTasks || !strings.Contains(m.Error.Message, fmt.Sprintf("limit %d", tt.limit)) {
 				t.Fatalf("bob's call over the bound: %s %v, want -32000 naming the limit", m.Result, m.Error)
 			}
 			if obs.of("bridge_input") != 1 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // endpointsUpstream serves several endpoints behind one route: /modern
@@ -22,7 +24,7 @@ type endpointsUpstream struct {
 
 func (u *endpointsUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	m, _ := ParseMessage(body)
+	m, _ := jsonrpc.Parse(body)
 	method := ""
 	if m != nil {
 		method = m.Method

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Upstream sessions of the version bridge. A 2025-11-25 server keeps state
@@ -223,7 +224,7 @@ func idleLocked(s *bridgeSession) bool { return s.refs == 0 && isClosed(s.ready)
 // holds less than its share of the table (the bound over the owners
 // holding sessions), so that no one displaces others to hold more. It
 // returns the sessions to be ended.
-func (t *bridgeSessions) makeRoomLocked(owner string, now time.Time) ([]*bridgeSession, *Error) {
+func (t *bridgeSessions) makeRoomLocked(owner string, now time.Time) ([]*bridgeSession, *jsonrpc.Error) {
 	out := t.evictLocked(now)
 	lru := func(ofOwner bool) *bridgeSession {
 		var oldest *bridgeSession
@@ -237,7 +238,7 @@ func (t *bridgeSessions) makeRoomLocked(owner string, now time.Time) ([]*bridgeS
 	if t.owners[owner] >= t.perOwner {
 		s := lru(true)
 		if s == nil {
-			return out, Errorf(CodeTooManyTasks, "too many upstream sessions of the version bridge in use for this principal (limit %d); retry when a call has ended", t.perOwner)
+			return out, jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many upstream sessions of the version bridge in use for this principal (limit %d); retry when a call has ended", t.perOwner)
 		}
 		t.deleteLocked(s)
 		out = append(out, s)
@@ -256,7 +257,7 @@ func (t *bridgeSessions) makeRoomLocked(owner string, now time.Time) ([]*bridgeS
 		}
 	}
 	if s == nil {
-		return out, Errorf(CodeTooManyTasks, "the version bridge holds as many upstream sessions as it may (limit %d), all in use; retry later", t.max)
+		return out, jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "the version bridge holds as many upstream sessions as it may (limit %d), all in use; retry later", t.max)
 	}
 	t.deleteLocked(s)
 	return append(out, s), nil
@@ -433,8 +434,8 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 
 // initializeUpstream runs the 2025-11-25 handshake on base's endpoint.
 func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, next http.Handler, caps, clientInfo json.RawMessage) (*bridgeSession, error) {
-	id := json.RawMessage(`"` + gatewayIDPrefix + `bridge:initialize"`)
-	body, err := RequestBytes(id, "initialize", map[string]any{
+	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `bridge:initialize"`)
+	body, err := jsonrpc.RequestBytes(id, "initialize", map[string]any{
 		"protocolVersion": bridgeLegacyVersion,
 		"capabilities":    caps,
 		"clientInfo":      clientInfo,
@@ -450,8 +451,8 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		finishBody(resp.Body, time.Second)
 		return nil, fmt.Errorf("initialize: the upstream answered HTTP %d", resp.Status)
 	}
-	var answer *Message
-	err = readMessages(resp, &streamPosition{}, maxResultOf(base.Context()), func(m *Message) (bool, error) {
+	var answer *jsonrpc.Message
+	err = readMessages(resp, &streamPosition{}, maxResultOf(base.Context()), func(m *jsonrpc.Message) (bool, error) {
 		if m.IsResponse() && sameID(m.ID, id) {
 			answer = m
 			return true, nil
@@ -482,7 +483,7 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 	if s.version == "" {
 		s.version = bridgeLegacyVersion
 	}
-	note, _ := RequestBytes(nil, "notifications/initialized", nil)
+	note, _ := jsonrpc.RequestBytes(nil, "notifications/initialized", nil)
 	req := newUpstreamRequest(ctx, base, note)
 	if s.id != "" {
 		req.Header.Set(headerSessionID, s.id)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // bridgedTaskUpstream puts fakeTaskUpstream (a 2025-11-25 server running
@@ -27,7 +29,7 @@ type bridgedTaskUpstream struct {
 
 func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	m, err := ParseMessage(body)
+	m, err := jsonrpc.Parse(body)
 	if err != nil {
 		return // the GET that opens a route after a restart
 	}
@@ -86,7 +88,7 @@ func (u *bridgedTaskUpstream) offSession() []string {
 // inputRequests, the result with the 2026-07-28 fields, without the
 // upstream's related-task.
 func TestBridgedUpstreamTask(t *testing.T) {
-	report := &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
+	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
 	tests := []struct {
 		name   string
 		caps   string
@@ -243,7 +245,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 // gone fails with why, and the session leaves the table: the next call
 // opens a new one and runs.
 func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
-	report := &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}
+	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}
 	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, answered: make(chan struct{})}}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 func TestClassifyProbe(t *testing.T) {
-	msg := func(s string) *Message {
-		m, err := ParseMessage([]byte(s))
+	msg := func(s string) *jsonrpc.Message {
+		m, err := jsonrpc.Parse([]byte(s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,7 @@ func TestClassifyProbe(t *testing.T) {
 	tests := []struct {
 		name          string
 		status        int
-		answer        *Message
+		answer        *jsonrpc.Message
 		legacy, known bool
 	}{
 		{"discover result with 2026-07-28", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`), false, true},
@@ -113,10 +114,10 @@ func TestBridgeLegacyParams(t *testing.T) {
 }
 
 func TestBridgeTranslateError(t *testing.T) {
-	if e := translateError(Errorf(-32002, "Resource not found")); e.Code != CodeInvalidParams {
+	if e := translateError(jsonrpc.Errorf(-32002, "Resource not found")); e.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("-32002 became %d, want -32602", e.Code)
 	}
-	if e := translateError(Errorf(CodeMethodNotFound, "x")); e.Code != CodeMethodNotFound || modernStatus(e.Code) != http.StatusNotFound {
+	if e := translateError(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "x")); e.Code != jsonrpc.CodeMethodNotFound || modernStatus(e.Code) != http.StatusNotFound {
 		t.Errorf("-32601 became %d (HTTP %d)", e.Code, modernStatus(e.Code))
 	}
 }
@@ -319,7 +320,7 @@ type legacyUpstream struct {
 
 func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	m, _ := ParseMessage(body)
+	m, _ := jsonrpc.Parse(body)
 	method := ""
 	if m != nil {
 		method = m.Method
@@ -361,13 +362,13 @@ func TestBridgeRequestOnSession(t *testing.T) {
 	up := &legacyUpstream{}
 	g := testGateway(t, Config{})
 	g.bridge.forgetProbe()
-	send := func(method, meta string) (*Message, []*Message) {
+	send := func(method, meta string) (*jsonrpc.Message, []*jsonrpc.Message) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}` + meta + `}}}`
 		w := httptest.NewRecorder()
 		if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method), up); err != nil {
 			t.Fatal(err)
 		}
-		var msgs []*Message
+		var msgs []*jsonrpc.Message
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
 			events := sse.NewReader(w.Body)
 			for {
@@ -375,11 +376,11 @@ func TestBridgeRequestOnSession(t *testing.T) {
 				if err != nil {
 					break
 				}
-				if m, err := ParseMessage([]byte(ev.Data)); err == nil {
+				if m, err := jsonrpc.Parse([]byte(ev.Data)); err == nil {
 					msgs = append(msgs, m)
 				}
 			}
-		} else if m, err := ParseMessage(w.Body.Bytes()); err == nil {
+		} else if m, err := jsonrpc.Parse(w.Body.Bytes()); err == nil {
 			msgs = append(msgs, m)
 		}
 		if len(msgs) == 0 || !msgs[len(msgs)-1].IsResponse() {

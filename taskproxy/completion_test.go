@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A task that completes drops a status message that described its work in
@@ -16,7 +18,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 		name, working string
 		era           Era
 		result        string
-		rpcErr        *Error
+		rpcErr        *jsonrpc.Error
 		status        Status
 		want          string
 	}{
@@ -27,7 +29,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 		{"re-run after a replica stopped", msgReplicaRerun, EraModern, `{"content":[]}`, nil, StatusCompleted, msgReplicaRerun},
 		{"tool error on 2026-07-28 completes", "Gathering sources...", EraModern, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, StatusCompleted, ""},
 		{"tool error on 2025-11-25 fails", "Gathering sources...", EraLegacy, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, StatusFailed, "Tool error: no"},
-		{"JSON-RPC error", "Gathering sources...", EraLegacy, "", Errorf(CodeInternalError, "boom"), StatusFailed, "boom"},
+		{"JSON-RPC error", "Gathering sources...", EraLegacy, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), StatusFailed, "boom"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &Task{ID: "t", Status: StatusWorking, StatusMessage: c.working, Era: c.era}

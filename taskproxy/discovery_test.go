@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -176,8 +177,8 @@ func TestBodyLimit(t *testing.T) {
 			if rec.Code != http.StatusRequestEntityTooLarge || called {
 				t.Fatalf("status %d, next called %v; want 413 and not called", rec.Code, called)
 			}
-			var m Message
-			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil || m.Error.Code != CodeInvalidRequest {
+			var m jsonrpc.Message
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest {
 				t.Errorf("body %s is not a JSON-RPC -32600 error", rec.Body)
 			}
 		})

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // TaskSupport is a tool's task mode, as 2025-11-25 execution.taskSupport.
@@ -227,7 +228,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if !g.started.Load() {
 		if err := g.Start(); err != nil {
 			g.log.Error("task store unavailable", zap.Error(err))
-			writeJSONError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "task store unavailable"))
+			writeJSONError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
 			return nil
 		}
 	}
@@ -238,7 +239,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	if r.Method != http.MethodPost {
 		if taskID, id, ok := parseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
-			c := &call{g: g, w: w, r: r, next: next, msg: &Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
+			c := &call{g: g, w: w, r: r, next: next, msg: &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
 			return c.serveResumedResult(taskID)
 		}
 		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
@@ -249,7 +250,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	body, err := readBody(r, g.cfg.MaxBody)
 	if errors.Is(err, errBodyTooLarge) {
 		writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
-			Errorf(CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
+			jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
 		return nil
 	}
 	if err != nil {
@@ -260,13 +261,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		// one allocation per request.)
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
-				Errorf(CodeInvalidRequest, "request body exceeds %d bytes", mbe.Limit))
+				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body exceeds %d bytes", mbe.Limit))
 			return nil
 		}
-		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeParseError, "reading request body: %v", err))
+		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
 		return nil
 	}
-	msg, err := ParseMessage(body)
+	msg, err := jsonrpc.Parse(body)
 	if err == nil {
 		err = checkReadMembers(msg.Params, paramsRead)
 	}
@@ -283,7 +284,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	case msg.IsNotification() && msg.Method == "notifications/cancelled":
 		return c.serveCancelled()
 	case msg.IsResponse():
-		if taskID, key, ok := parseInputID(msg.ID); ok {
+		if taskID, key, ok := jsonrpc.ParseInputID(msg.ID); ok {
 			if !c.guardOrigin() || c.limited() {
 				return nil
 			}
@@ -294,25 +295,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 }
 
 // refuseUnreadable answers a POST body the gateway cannot read exactly as
-// the upstream will (readError): with HTTP 400 and the JSON-RPC error, the id
+// the upstream will (jsonrpc.ReadError): with HTTP 400 and the JSON-RPC error, the id
 // echoed when the envelope itself was read. With PassUnreadable set, the body
 // goes to the next handler instead, unread by the gateway.
-func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next http.Handler, msg *Message, err error) error {
+func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next http.Handler, msg *jsonrpc.Message, err error) error {
 	if g.cfg.PassUnreadable {
 		return serveNext(next, w, r)
 	}
-	var re *readError
+	var re *jsonrpc.ReadError
 	if !errors.As(err, &re) {
-		re = errMalformedJSON
+		re = jsonrpc.ErrMalformedJSON
 	}
 	var id json.RawMessage
 	if msg != nil {
 		id = msg.ID
 	}
 	if ce := g.log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
-		ce.Write(zap.String("reason", re.reason))
+		ce.Write(zap.String("reason", re.Reason))
 	}
-	writeJSONError(w, http.StatusBadRequest, id, re.rpcError())
+	writeJSONError(w, http.StatusBadRequest, id, re.RPCError())
 	return nil
 }
 
@@ -322,7 +323,7 @@ type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	next   http.Handler
-	msg    *Message
+	msg    *jsonrpc.Message
 	owner  string
 	caller Caller
 }
@@ -355,7 +356,7 @@ func (c *call) serveLegacyRequest() error {
 
 // reply writes a JSON-RPC success response.
 func (c *call) reply(result any) error {
-	data, err := ResponseBytes(c.msg.ID, result)
+	data, err := jsonrpc.ResponseBytes(c.msg.ID, result)
 	if err != nil {
 		c.fail(c.g.internalError("encoding a result", err, zap.String("method", c.msg.Method)))
 		return nil
@@ -366,7 +367,7 @@ func (c *call) reply(result any) error {
 
 // fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
 // transport does for errors of a request it accepted.
-func (c *call) fail(e *Error) { writeJSONError(c.w, http.StatusOK, c.msg.ID, e) }
+func (c *call) fail(e *jsonrpc.Error) { writeJSONError(c.w, http.StatusOK, c.msg.ID, e) }
 
 func writeJSON(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
@@ -375,8 +376,8 @@ func writeJSON(w http.ResponseWriter, status int, data []byte) {
 	_, _ = w.Write(data)
 }
 
-func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *Error) {
-	writeJSON(w, status, ErrorBytes(id, e))
+func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
+	writeJSON(w, status, jsonrpc.ErrorBytes(id, e))
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -419,7 +420,7 @@ const (
 
 // detectEra tells the protocol generation of a request: 2026-07-28 carries
 // its version in the header and in params._meta on every request.
-func detectEra(r *http.Request, msg *Message) Era {
+func detectEra(r *http.Request, msg *jsonrpc.Message) Era {
 	if v := r.Header.Get(headerProtocolVersion); v >= string(EraModern) {
 		return EraModern
 	}
@@ -441,37 +442,4 @@ func (g *Gateway) toolMode(name string) TaskSupport {
 		return m
 	}
 	return g.cfg.DefaultTaskSupport
-}
-
-// gatewayIDPrefix marks the JSON-RPC ids the gateway makes up: its own calls
-// to the upstream and the input requests it relays to clients.
-const gatewayIDPrefix = "mcp-tasks:"
-
-func upstreamCallID(taskID string, attempt int) json.RawMessage {
-	id, _ := json.Marshal(fmt.Sprintf("%s%s:call:%d", gatewayIDPrefix, taskID, attempt))
-	return id
-}
-
-func inputID(taskID, key string) json.RawMessage {
-	id, _ := json.Marshal(gatewayIDPrefix + taskID + ":input:" + key)
-	return id
-}
-
-// parseInputID recognises an id made by inputID.
-func parseInputID(raw json.RawMessage) (taskID, key string, ok bool) {
-	var s string
-	if json.Unmarshal(raw, &s) != nil || !strings.HasPrefix(s, gatewayIDPrefix) {
-		return "", "", false
-	}
-	parts := strings.Split(strings.TrimPrefix(s, gatewayIDPrefix), ":")
-	if len(parts) != 3 || parts[1] != "input" || parts[0] == "" || parts[2] == "" {
-		return "", "", false
-	}
-	return parts[0], parts[2], true
-}
-
-// isGatewayID reports whether a raw id is one the gateway made up.
-func isGatewayID(raw json.RawMessage) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && strings.HasPrefix(s, gatewayIDPrefix)
 }

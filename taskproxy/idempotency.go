@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Idempotent task creation. A task-creating tools/call may carry an
@@ -87,6 +88,6 @@ func hashHex(s string) string {
 }
 
 // errIdempotencyMismatch is the JSON-RPC answer to a reused key.
-func errIdempotencyMismatch() *Error {
-	return Errorf(CodeInvalidParams, "idempotency key reused with different arguments")
+func errIdempotencyMismatch() *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "idempotency key reused with different arguments")
 }

@@ -8,26 +8,45 @@ import (
 
 const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 
-// importRules are the layers of the core, lowest first: what each package
-// must never import, directly or through another package (tests aside: the
-// core's own tests link a backend in from the external test package,
-// store_link_test.go). The leaves import nothing of the module; the core
+// importRules are the layers of the core, lowest first: the packages of
+// the module each may import (directly or through another package), and
+// other packages it must never import. Tests aside: the core's own tests link
+// a backend in from the external test package (store_link_test.go). The
+// leaves import nothing of the module; jsonrpc only the scanner; the core
 // knows no store backend, no Caddy and not auth/.
 var importRules = []struct {
 	pkg       string
-	forbidden []string
+	allowed   []string // packages of the module, by prefix; nil means any
+	forbidden []string // packages outside the module, by prefix
 }{
-	{"taskproxy/internal/jsonx", []string{module}},
-	{"taskproxy/sse", []string{module}},
-	{"taskproxy", []string{
-		"github.com/dgraph-io/badger",
-		"github.com/jackc/pgx",
-		"github.com/caddyserver/caddy",
-		module + "taskproxy/badgerstore",
-		module + "taskproxy/pgstore",
-		module + "auth",
-		module + "caddymodule",
-	}},
+	{"taskproxy/internal/jsonx", []string{}, nil},
+	{"taskproxy/sse", []string{}, nil},
+	{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}},
+	{"taskproxy", []string{"taskproxy"}, []string{"github.com/dgraph-io/badger", "github.com/jackc/pgx", "github.com/caddyserver/caddy"}},
+}
+
+// forbiddenDep says why a package with these rules may not import dep, or "".
+func forbiddenDep(allowed, forbidden []string, dep string) string {
+	if rest, ok := strings.CutPrefix(dep, module); ok {
+		if allowed == nil {
+			return ""
+		}
+		for _, a := range allowed {
+			if rest == a || strings.HasPrefix(rest, a+"/") {
+				if a == "taskproxy" && (strings.HasPrefix(rest, "taskproxy/badgerstore") || strings.HasPrefix(rest, "taskproxy/pgstore")) {
+					return "the core knows no store backend"
+				}
+				return ""
+			}
+		}
+		return "a package of the module its layer may not use"
+	}
+	for _, bad := range forbidden {
+		if dep == bad || strings.HasPrefix(dep, bad+"/") {
+			return "a package its layer may not use"
+		}
+	}
+	return ""
 }
 
 func TestImportRules(t *testing.T) {
@@ -45,12 +64,37 @@ func TestImportRules(t *testing.T) {
 				if dep == module+rule.pkg {
 					continue
 				}
-				for _, bad := range rule.forbidden {
-					if strings.HasPrefix(dep, bad) {
-						t.Errorf("%s imports %s, which its layer forbids", rule.pkg, dep)
-					}
+				if why := forbiddenDep(rule.allowed, rule.forbidden, dep); why != "" {
+					t.Errorf("%s imports %s: %s", rule.pkg, dep, why)
 				}
 			}
 		})
+	}
+}
+
+// The rules catch what they must: a check of the checker.
+func TestForbiddenDep(t *testing.T) {
+	tests := []struct {
+		pkg       string
+		allowed   []string
+		forbidden []string
+		dep       string
+		refused   bool
+	}{
+		{"taskproxy/sse", []string{}, nil, module + "taskproxy", true},
+		{"taskproxy/sse", []string{}, nil, "net/http", false},
+		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, module + "taskproxy/internal/jsonx", false},
+		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, "net/http", true},
+		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, "net/http/httptrace", true},
+		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, "net/netip", false},
+		{"taskproxy", []string{"taskproxy"}, nil, module + "taskproxy/badgerstore", true},
+		{"taskproxy", []string{"taskproxy"}, nil, module + "auth", true},
+		{"taskproxy", []string{"taskproxy"}, nil, module + "taskproxy/sse", false},
+		{"taskproxy", []string{"taskproxy"}, []string{"github.com/caddyserver/caddy"}, "github.com/caddyserver/caddy/v2", true},
+	}
+	for _, tt := range tests {
+		if got := forbiddenDep(tt.allowed, tt.forbidden, tt.dep) != ""; got != tt.refused {
+			t.Errorf("%s importing %s: refused %v, want %v", tt.pkg, tt.dep, got, tt.refused)
+		}
 	}
 }

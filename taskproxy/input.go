@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // One input path serves both eras. A 2025-11-25 upstream asks for input with
@@ -41,7 +42,7 @@ func countMembers(b []byte, limit int) (int, error) {
 // 2025-11-25, a JSON-RPC error (the client declined).
 type inputAnswer struct {
 	Result json.RawMessage
-	Error  *Error
+	Error  *jsonrpc.Error
 }
 
 // answerInputs applies answers, by input key, to the owner's task. Answers to
@@ -114,7 +115,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 // answerUpstream sends the upstream a JSON-RPC response to one of its
 // requests, on the task's session.
 func (g *Gateway) answerUpstream(ctx context.Context, t *Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
-	body, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
+	body, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
 	if err != nil {
 		return fmt.Errorf("encoding the answer: %w", err)
 	}

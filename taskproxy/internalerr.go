@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Internal errors and clients. The text of an internal error (a store
@@ -31,24 +33,24 @@ func newErrorRef() string {
 // internalError logs err under a new reference, with what the gateway was
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
-func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *Error {
+func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	ref := newErrorRef()
 	if ce := g.log.Check(zap.ErrorLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(CleanStoreError(err)))...)
 	}
-	return Errorf(CodeInternalError, "internal error (ref %s)", ref)
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref %s)", ref)
 }
 
 // clientError maps an error of the gateway's own work to the client's
 // error: a JSON-RPC error as is, one of the store's refusals with its text,
 // anything else through internalError.
-func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *Error {
-	var rpcErr *Error
+func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		return rpcErr
 	}
 	if safeStoreError(err) {
-		return Errorf(CodeInternalError, "%s", err.Error())
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", err.Error())
 	}
 	return g.internalError(what, err, fields...)
 }
@@ -69,15 +71,15 @@ func safeStoreError(err error) bool {
 // becomes "upstream unreachable" and any other foreign error (the next
 // handler's, a panic) "upstream call failed", each with a reference to the
 // details in the log.
-func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *Error {
-	var rpcErr *Error
+func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
 		return rpcErr
 	case errors.Is(err, errTaskExpired):
-		return Errorf(CodeInternalError, "%v", errTaskExpired)
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired)
 	case !foreignError(err):
-		return Errorf(CodeInternalError, "%v", err)
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", err)
 	}
 	ref := newErrorRef()
 	msg := "upstream call failed"
@@ -87,7 +89,7 @@ func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *Error {
 	if ce := g.log.Check(zap.WarnLevel, msg); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(CleanStoreError(err)))...)
 	}
-	return Errorf(CodeInternalError, "%s (ref %s)", msg, ref)
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", msg, ref)
 }
 
 // unreachable reports a failure to connect to the upstream.
@@ -125,7 +127,7 @@ func foreignError(err error) bool {
 
 // answerFailure is the error of a client's input answer that could not be
 // delivered: forwarding it upstream or recording it failed.
-func (g *Gateway) answerFailure(err error, taskID string) *Error {
+func (g *Gateway) answerFailure(err error, taskID string) *jsonrpc.Error {
 	if strings.Contains(err.Error(), "upstream") { // the gateway's own wording: forwarding failed
 
 		return g.upstreamFailure(err, zap.String("task", taskID))

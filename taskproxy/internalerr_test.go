@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // dialError is a real refused connection, wrapped as reverse_proxy wraps
@@ -43,7 +45,7 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	hexDump := fmt.Errorf("committing: %w", CleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
 	tests := []struct {
 		name    string
-		got     *Error
+		got     *jsonrpc.Error
 		want    string   // the client's message starts with it
 		secrets []string // none may appear in the client's message
 		logged  bool     // the details are in the log under the ref
@@ -57,7 +59,7 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 		{"expiry kept", g.upstreamFailure(fmt.Errorf("calling upstream: %w", errTaskExpired)), "task expired before completion", nil, false},
 		{"store refusal kept", g.clientError("x", fmt.Errorf("%w: working to completed", ErrBadTransition)), "task status transition not allowed", nil, false},
 		{"answer forwarding", g.answerFailure(fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"JSON-RPC error as is", g.clientError("x", Errorf(CodeInvalidParams, "bad")), "bad", nil, false},
+		{"JSON-RPC error as is", g.clientError("x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}
 	for _, tt := range tests {
 		msg := tt.got.Message

@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Upstream SDKs do not all read object keys alike: Go's encoding/json (go-sdk,
@@ -46,7 +47,7 @@ var paramsRead = &readMembers{
 
 // errAmbiguousParam is a message whose params name a member the gateway
 // reads twice, or in another case.
-var errAmbiguousParam = &readError{CodeInvalidRequest, "a member of params the gateway reads appears twice or in another case"}
+var errAmbiguousParam = &jsonrpc.ReadError{Code: jsonrpc.CodeInvalidRequest, Reason: "a member of params the gateway reads appears twice or in another case"}
 
 // checkReadMembers refuses, with errAmbiguousParam, an object (and the
 // objects nested in it that rule covers) in which a member the rule names
@@ -77,7 +78,7 @@ func checkReadMembers(obj []byte, rule *readMembers) error {
 		return failed == nil
 	})
 	if err != nil {
-		return errMalformedJSON
+		return jsonrpc.ErrMalformedJSON
 	}
 	return failed
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The 2025-11-25 wire adapter: requestor-driven tasks (params.task), the
@@ -74,7 +75,7 @@ func toLegacyTask(t *Task) legacyTask {
 func (c *call) serveLegacyToolsCall() error {
 	params, err := paramsObject(c.msg.Params)
 	if err != nil {
-		c.fail(Errorf(CodeInvalidParams, "%v", err))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
 		return nil
 	}
 	var name string
@@ -88,10 +89,10 @@ func (c *call) serveLegacyToolsCall() error {
 	}
 	switch mode := c.g.effectiveMode(name); {
 	case augmented && mode == TaskForbidden:
-		c.fail(Errorf(CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
 		return nil
 	case !augmented && mode == TaskRequired:
-		c.fail(Errorf(CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
 		return nil
 	case augmented:
 		if !c.guardOrigin() {
@@ -112,7 +113,7 @@ func (c *call) serveCancelled() error {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	_ = json.Unmarshal(c.msg.Params, &p)
-	if isGatewayID(p.RequestID) {
+	if jsonrpc.IsGatewayID(p.RequestID) {
 		c.w.WriteHeader(http.StatusAccepted)
 		return nil
 	}
@@ -153,7 +154,7 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 	g := c.g
 	ttl, err := g.requestedTTL(taskMeta)
 	if err != nil {
-		c.fail(Errorf(CodeInvalidParams, "%v", err))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
 		return nil
 	}
 	if c.limited() { // creating a task is the most expensive operation
@@ -165,7 +166,7 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 	}
 	params, err := jsonx.Delete(c.msg.Params, "task")
 	if err != nil {
-		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params: %v", err))
 		return nil
 	}
 	t := c.newTask(EraLegacy, tool, params, ttl)
@@ -204,14 +205,14 @@ func (c *call) serveLegacyGet() error {
 
 func (c *call) serveLegacyList() error {
 	if !c.g.cfg.ListTasks {
-		c.fail(Errorf(CodeMethodNotFound, "tasks/list is not offered: callers are not authenticated, so tasks cannot be listed per caller"))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tasks/list is not offered: callers are not authenticated, so tasks cannot be listed per caller"))
 		return nil
 	}
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
 	if err := json.Unmarshal(jsonx.OrEmptyObject(c.msg.Params), &p); err != nil {
-		c.fail(Errorf(CodeInvalidParams, "params: %v", err))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params: %v", err))
 		return nil
 	}
 	cursor := ""
@@ -220,7 +221,7 @@ func (c *call) serveLegacyList() error {
 	}
 	tasks, next, err := c.g.rt.Store.List(c.r.Context(), c.owner, cursor, listPageSize)
 	if errors.Is(err, ErrInvalidCursor) {
-		c.fail(Errorf(CodeInvalidParams, "Invalid cursor"))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid cursor"))
 		return nil
 	}
 	if err != nil {
@@ -252,7 +253,7 @@ func (c *call) serveLegacyCancel() error {
 			c.fail(c.lookupFailure(id, gerr))
 			return nil
 		}
-		c.fail(Errorf(CodeInvalidParams, "Cannot cancel task: already in terminal status '%s'", cur.Status))
+		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Cannot cancel task: already in terminal status '%s'", cur.Status))
 		return nil
 	}
 	if err != nil {

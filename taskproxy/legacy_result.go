@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -114,12 +115,12 @@ func (c *call) serveResumedResult(taskID string) error {
 // for task taskID was ended by the server: unique, and carrying what the
 // resumed answer needs.
 func resultResumeID(taskID string, id json.RawMessage) string {
-	return gatewayIDPrefix + taskID + ":result:" + base64.RawURLEncoding.EncodeToString(id) + ":" + NewTaskID()[:8]
+	return jsonrpc.GatewayIDPrefix + taskID + ":result:" + base64.RawURLEncoding.EncodeToString(id) + ":" + NewTaskID()[:8]
 }
 
 // parseResultResumeID recognises an id made by resultResumeID.
 func parseResultResumeID(s string) (taskID string, id json.RawMessage, ok bool) {
-	rest, found := strings.CutPrefix(s, gatewayIDPrefix)
+	rest, found := strings.CutPrefix(s, jsonrpc.GatewayIDPrefix)
 	parts := strings.Split(rest, ":")
 	if !found || len(parts) != 4 || parts[0] == "" || parts[1] != "result" {
 		return "", nil, false
@@ -162,7 +163,7 @@ func (s *resultStream) resumable(taskID string) {
 	}
 	s.c.w.Header().Set("Retry-After", strconv.Itoa(int(resumeRetry.Seconds())))
 	writeJSONError(s.c.w, http.StatusServiceUnavailable, s.c.msg.ID,
-		Errorf(CodeInternalError, "the gateway is reloading or stopping; call tasks/result again"))
+		jsonrpc.Errorf(jsonrpc.CodeInternalError, "the gateway is reloading or stopping; call tasks/result again"))
 }
 
 // update relays outstanding input requests and status changes.
@@ -171,7 +172,7 @@ func (s *resultStream) update(t *Task) {
 		return
 	}
 	if t.Status != s.lastStatus && s.lastStatus != "" {
-		if data, err := RequestBytes(nil, "notifications/tasks/status", toLegacyTask(t)); err == nil {
+		if data, err := jsonrpc.RequestBytes(nil, "notifications/tasks/status", toLegacyTask(t)); err == nil {
 			s.write(data)
 		}
 	}
@@ -184,7 +185,7 @@ func (s *resultStream) update(t *Task) {
 		if err != nil {
 			continue
 		}
-		if data, err := RequestBytes(inputID(t.ID, in.Key), in.Method, json.RawMessage(params)); err == nil {
+		if data, err := jsonrpc.RequestBytes(jsonrpc.InputID(t.ID, in.Key), in.Method, json.RawMessage(params)); err == nil {
 			s.write(data)
 			s.sent[in.Key] = true
 		}
@@ -192,14 +193,14 @@ func (s *resultStream) update(t *Task) {
 }
 
 func (s *resultStream) progress(params json.RawMessage) {
-	if data, err := RequestBytes(nil, "notifications/progress", params); err == nil {
+	if data, err := jsonrpc.RequestBytes(nil, "notifications/progress", params); err == nil {
 		s.write(data)
 	}
 }
 
 func (s *resultStream) final(t *Task) { s.answer(legacyFinalAnswer(s.c.msg.ID, t)) }
 
-func (s *resultStream) fail(e *Error) { s.answer(ErrorBytes(s.c.msg.ID, e)) }
+func (s *resultStream) fail(e *jsonrpc.Error) { s.answer(jsonrpc.ErrorBytes(s.c.msg.ID, e)) }
 
 // answer ends the stream with the response: its last event, or the JSON
 // body when the client took no event stream.
@@ -226,17 +227,17 @@ func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 		if err != nil {
 			result = t.Result
 		}
-		data, err := ResponseBytes(id, json.RawMessage(result))
+		data, err := jsonrpc.ResponseBytes(id, json.RawMessage(result))
 		if err == nil {
 			return data
 		}
-		return ErrorBytes(id, Errorf(CodeInternalError, "internal error: the stored result could not be encoded")) // no text of it
+		return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error: the stored result could not be encoded")) // no text of it
 	case t.Error != nil:
-		return ErrorBytes(id, t.Error)
+		return jsonrpc.ErrorBytes(id, t.Error)
 	case t.Status == StatusCancelled:
-		return ErrorBytes(id, Errorf(CodeInternalError, "Task %s was cancelled", t.ID))
+		return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "Task %s was cancelled", t.ID))
 	}
-	return ErrorBytes(id, Errorf(CodeInternalError, "Task %s ended %s without a result", t.ID, t.Status))
+	return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "Task %s ended %s without a result", t.ID, t.Status))
 }
 
 // serveInputAnswer takes a client's response to an input request relayed on
@@ -249,7 +250,7 @@ func (c *call) serveInputAnswer(taskID, key string) error {
 		return nil
 	}
 	if _, ok := t.Input(key); !ok {
-		writeJSONError(c.w, http.StatusBadRequest, nil, Errorf(CodeInvalidParams, "no input request %q for this task", key))
+		writeJSONError(c.w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no input request %q for this task", key))
 		return nil
 	}
 	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}

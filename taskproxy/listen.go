@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -26,7 +27,7 @@ const maxListenTasks = 1000
 // repeats. A list longer than maxListenTasks is refused with -32602 before it
 // is decoded, let alone looked up: ids are cheap to send and each costs a
 // store lookup.
-func listenTaskIDs(params json.RawMessage) ([]string, bool, *Error) {
+func listenTaskIDs(params json.RawMessage) ([]string, bool, *jsonrpc.Error) {
 	notifications, ok := jsonx.Get(jsonx.OrEmptyObject(params), "notifications")
 	if !ok {
 		return nil, false, nil
@@ -36,7 +37,7 @@ func listenTaskIDs(params json.RawMessage) ([]string, bool, *Error) {
 		return nil, false, nil
 	}
 	if n, err := jsonx.CountElements(raw, maxListenTasks); err == nil && n > maxListenTasks {
-		return nil, true, Errorf(CodeInvalidParams, "Invalid params: notifications.taskIds lists more than %d task ids (limit %d per subscription)", maxListenTasks, maxListenTasks)
+		return nil, true, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: notifications.taskIds lists more than %d task ids (limit %d per subscription)", maxListenTasks, maxListenTasks)
 	}
 	var ids []string
 	if err := json.Unmarshal(raw, &ids); err != nil {
@@ -90,7 +91,7 @@ func (c *call) serveListen(taskIDs []string) error {
 	defer release()
 	subMeta := map[string]json.RawMessage{metaSubscriptionID: c.msg.ID}
 	stream := sse.Start(c.w, 0)
-	ack, _ := RequestBytes(nil, "notifications/subscriptions/acknowledged", map[string]any{
+	ack, _ := jsonrpc.RequestBytes(nil, "notifications/subscriptions/acknowledged", map[string]any{
 		"_meta":         subMeta,
 		"notifications": map[string]any{"taskIds": orEmpty(watched)},
 	})
@@ -110,7 +111,7 @@ func (c *call) serveListen(taskIDs []string) error {
 			l.sent, l.seen, l.stat = true, t.UpdatedAt, t.Status
 			params := toModernDetail(t, "")
 			params.Meta = subMeta
-			data, _ := RequestBytes(nil, "notifications/tasks", params)
+			data, _ := jsonrpc.RequestBytes(nil, "notifications/tasks", params)
 			if stream.WriteEvent("", data) != nil {
 				return false
 			}
@@ -134,7 +135,7 @@ func (c *call) serveListen(taskIDs []string) error {
 			return nil
 		case <-g.cfg.Stopping:
 			// A graceful end: the empty SubscriptionsListenResult.
-			final, _ := ResponseBytes(c.msg.ID, map[string]any{"resultType": "complete", "_meta": subMeta})
+			final, _ := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "complete", "_meta": subMeta})
 			_ = stream.WriteEvent("", final)
 			return nil
 		}

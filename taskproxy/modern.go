@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The 2026-07-28 wire adapter: the io.modelcontextprotocol/tasks extension.
@@ -31,17 +32,17 @@ var supportedVersions = []string{string(EraModern), string(EraLegacy)}
 // wire: 404 for an unknown method, 400 for malformed requests.
 func modernStatus(code int) int {
 	switch code {
-	case CodeMethodNotFound:
+	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
-	case CodeInvalidParams, CodeInvalidRequest, CodeParseError, CodeHeaderMismatch,
-		CodeMissingRequiredClientCapability, CodeUnsupportedProtocolVersion:
+	case jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest, jsonrpc.CodeParseError, jsonrpc.CodeHeaderMismatch,
+		jsonrpc.CodeMissingRequiredClientCapability, jsonrpc.CodeUnsupportedProtocolVersion:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
 }
 
 // failModern writes a JSON-RPC error with its 2026-07-28 HTTP status.
-func (c *call) failModern(e *Error) {
+func (c *call) failModern(e *jsonrpc.Error) {
 	writeJSONError(c.w, modernStatus(e.Code), c.msg.ID, e)
 }
 
@@ -74,7 +75,7 @@ func (c *call) serveModern() error {
 		if !c.validModern(false) {
 			return nil
 		}
-		c.failModern(Errorf(CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
 		return nil
 	case "subscriptions/listen":
 		if taskIDs, ok, e := listenTaskIDs(c.msg.Params); ok {
@@ -108,7 +109,7 @@ func (m requestMeta) declaresTasks() bool {
 	return ok && len(v) > 0 && v[0] == '{'
 }
 
-func readRequestMeta(params json.RawMessage) (requestMeta, *Error) {
+func readRequestMeta(params json.RawMessage) (requestMeta, *jsonrpc.Error) {
 	var m struct {
 		Meta *struct {
 			Version      *string         `json:"io.modelcontextprotocol/protocolVersion"`
@@ -116,15 +117,15 @@ func readRequestMeta(params json.RawMessage) (requestMeta, *Error) {
 		} `json:"_meta"`
 	}
 	if err := json.Unmarshal(jsonx.OrEmptyObject(params), &m); err != nil {
-		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: %v", err)
+		return requestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
 	}
 	switch {
 	case m.Meta == nil:
-		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required params._meta")
+		return requestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required params._meta")
 	case m.Meta.Version == nil:
-		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required _meta field %s", metaProtocolVersion)
+		return requestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", metaProtocolVersion)
 	case len(m.Meta.Capabilities) == 0 || m.Meta.Capabilities[0] != '{':
-		return requestMeta{}, Errorf(CodeInvalidParams, "Invalid params: missing required _meta field %s", metaClientCapabilities)
+		return requestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", metaClientCapabilities)
 	}
 	return requestMeta{version: *m.Meta.Version, capabilities: m.Meta.Capabilities}, nil
 }
@@ -148,17 +149,17 @@ func (c *call) validModern(needsTasks bool) bool {
 	return true
 }
 
-func errMissingTasksCapability(why string) *Error {
-	e := Errorf(CodeMissingRequiredClientCapability, "Missing required client capability: %s", why)
+func errMissingTasksCapability(why string) *jsonrpc.Error {
+	e := jsonrpc.Errorf(jsonrpc.CodeMissingRequiredClientCapability, "Missing required client capability: %s", why)
 	e.Data = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + extensionTasks + `":{}}}}`)
 	return e
 }
 
 // checkModernHeaders validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
 // against the body.
-func checkModernHeaders(r *http.Request, msg *Message, meta requestMeta) *Error {
+func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta) *jsonrpc.Error {
 	if !isSupportedModern(meta.version) {
-		e := Errorf(CodeUnsupportedProtocolVersion, "Unsupported protocol version")
+		e := jsonrpc.Errorf(jsonrpc.CodeUnsupportedProtocolVersion, "Unsupported protocol version")
 		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": meta.version})
 		return e
 	}
@@ -179,7 +180,7 @@ func checkModernHeaders(r *http.Request, msg *Message, meta requestMeta) *Error 
 	}
 	name, err := stringParam(msg.Params, nameParam)
 	if err != nil {
-		return Errorf(CodeInvalidParams, "Invalid params: %v", err)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
 	}
 	return headerMatches(r, headerName, headerName, name)
 }
@@ -187,14 +188,14 @@ func checkModernHeaders(r *http.Request, msg *Message, meta requestMeta) *Error 
 func isSupportedModern(v string) bool { return v == string(EraModern) }
 
 // headerMatches checks that header is present and, decoded, equals want.
-func headerMatches(r *http.Request, header, display, want string) *Error {
+func headerMatches(r *http.Request, header, display, want string) *jsonrpc.Error {
 	values := r.Header.Values(header)
 	if len(values) == 0 {
-		return Errorf(CodeHeaderMismatch, "Header mismatch: required header %s is missing", display)
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "Header mismatch: required header %s is missing", display)
 	}
 	got, ok := decodeHeaderValue(values[0])
 	if !ok || len(values) > 1 || got != want {
-		return Errorf(CodeHeaderMismatch, "Header mismatch: %s header value '%s' does not match body value '%s'", display, printable(values[0]), printable(want))
+		return jsonrpc.Errorf(jsonrpc.CodeHeaderMismatch, "Header mismatch: %s header value '%s' does not match body value '%s'", display, printable(values[0]), printable(want))
 	}
 	return nil
 }
@@ -247,7 +248,7 @@ type modernTask struct {
 	PollIntervalMs int64                      `json:"pollIntervalMs,omitempty"`
 	InputRequests  map[string]json.RawMessage `json:"inputRequests,omitempty"`
 	Result         json.RawMessage            `json:"result,omitempty"`
-	Error          *Error                     `json:"error,omitempty"`
+	Error          *jsonrpc.Error             `json:"error,omitempty"`
 	Meta           map[string]json.RawMessage `json:"_meta,omitempty"`
 }
 
@@ -291,7 +292,7 @@ func toModernDetail(t *Task, resultType string) modernTask {
 	case StatusFailed:
 		v.Error = t.Error
 		if v.Error == nil {
-			v.Error = Errorf(CodeInternalError, "%s", t.StatusMessage)
+			v.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", t.StatusMessage)
 		}
 	}
 	return v
@@ -315,7 +316,7 @@ func (c *call) serveModernUpdate() error {
 	id, _ := c.taskIDParam()
 	if raw, ok := jsonx.Get(c.msg.Params, "inputResponses"); ok {
 		if n, err := countMembers(raw, maxInputResponses); err == nil && n > maxInputResponses {
-			c.failModern(Errorf(CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
+			c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
 			return nil
 		}
 	}
@@ -323,7 +324,7 @@ func (c *call) serveModernUpdate() error {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
 	if err := json.Unmarshal(c.msg.Params, &p); err != nil || p.InputResponses == nil {
-		c.failModern(Errorf(CodeInvalidParams, "Invalid params: inputResponses must be an object"))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object"))
 		return nil
 	}
 	answers := make(map[string]inputAnswer, len(p.InputResponses))

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -73,7 +74,7 @@ func (c *call) serveModernToolsCall() error {
 func (c *call) runIdempotentCall(name string) error {
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {
-		c.failModern(Errorf(CodeInvalidParams, "Invalid params: %v", err))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
 	t := c.newTask(EraModern, name, params, c.g.cfg.DefaultTTL)
@@ -87,13 +88,13 @@ func (c *call) runIdempotentCall(name string) error {
 func (c *call) runModernCall(name string, mode TaskSupport) error {
 	g := c.g
 	id := NewTaskID()
-	upstreamID := upstreamCallID(id, 1)
+	upstreamID := jsonrpc.UpstreamCallID(id, 1)
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {
-		c.failModern(Errorf(CodeInvalidParams, "Invalid params: %v", err))
+		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
-	body, err := RequestBytes(upstreamID, "tools/call", params)
+	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
 		c.failModern(g.internalError("encoding the upstream call", err))
 		return nil
@@ -111,14 +112,14 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 		stopFollowingClient()
 		defer run.release()
 		if ev.err != nil {
-			reply.send(ErrorBytes(c.msg.ID, g.upstreamFailure(ev.err)), http.StatusBadGateway)
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.upstreamFailure(ev.err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
 		if ev.final.Error != nil {
 			status = modernStatus(ev.final.Error.Code)
 		}
-		data, _ := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
+		data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
 		reply.sendUpstream(data, status, ev.head)
 		return nil
 	}
@@ -187,10 +188,10 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 		run.release()
 		if errors.Is(err, ErrQuotaExceeded) {
 			e := g.quotaRefused()
-			reply.send(ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 			return nil
 		}
-		reply.send(ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
 	g.auditTask(auditCreated, t)
@@ -200,9 +201,9 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	} else {
 		g.startWorker(t, run, a, pending)
 	}
-	data, err := ResponseBytes(c.msg.ID, toModernCreate(t))
+	data, err := jsonrpc.ResponseBytes(c.msg.ID, toModernCreate(t))
 	if err != nil {
-		data = ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -217,7 +218,7 @@ func (c *call) passWithoutTasks() error {
 	if err != nil || bytes.Equal(params, c.msg.Params) {
 		return c.pass()
 	}
-	body, err := json.Marshal(Message{JSONRPC: "2.0", ID: c.msg.ID, Method: c.msg.Method, Params: params})
+	body, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Method: c.msg.Method, Params: params})
 	if err != nil {
 		return c.pass()
 	}
@@ -268,7 +269,7 @@ type modernReply struct {
 	sse *sse.Writer
 }
 
-func (r *modernReply) relay(m *Message) {
+func (r *modernReply) relay(m *jsonrpc.Message) {
 	if m.Method != "notifications/progress" && m.Method != "notifications/message" {
 		return
 	}
@@ -302,7 +303,7 @@ func (r *modernReply) sendUpstream(data []byte, status int, head *upstreamHead) 
 		h[k] = v
 	}
 	if head.status < 200 || head.status > 299 {
-		if _, err := ParseMessage(head.body); err != nil && head.body != nil {
+		if _, err := jsonrpc.Parse(head.body); err != nil && head.body != nil {
 			if ct := head.header.Get("Content-Type"); ct != "" {
 				h.Set("Content-Type", ct)
 			}

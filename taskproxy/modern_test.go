@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 const declaring = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
@@ -25,7 +27,7 @@ func TestDetectEra(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseMessage([]byte(tt.body))
+			m, err := jsonrpc.Parse([]byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,37 +62,37 @@ func TestModernValidation(t *testing.T) {
 		inMsg   string
 	}{
 		{"tasks/get unknown id", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope",` + declaring + `}}`,
-			hdr("tasks/get", "nope"), 400, CodeInvalidParams, "not found"},
+			hdr("tasks/get", "nope"), 400, jsonrpc.CodeInvalidParams, "not found"},
 		{"tasks/get without the extension", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope",` + plainCaps + `}}`,
-			hdr("tasks/get", "nope"), 400, CodeMissingRequiredClientCapability, "Missing required client capability"},
+			hdr("tasks/get", "nope"), 400, jsonrpc.CodeMissingRequiredClientCapability, "Missing required client capability"},
 		{"Mcp-Name mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tasks/get", "b"), 400, CodeHeaderMismatch, "Mcp-Name"},
+			hdr("tasks/get", "b"), 400, jsonrpc.CodeHeaderMismatch, "Mcp-Name"},
 		{"Mcp-Name base64", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tasks/cancel", "=?base64?YQ==?="), 400, CodeInvalidParams, "not found"},
+			hdr("tasks/cancel", "=?base64?YQ==?="), 400, jsonrpc.CodeInvalidParams, "not found"},
 		{"Mcp-Name missing", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tasks/get", ""), 400, CodeHeaderMismatch, "missing"},
+			hdr("tasks/get", ""), 400, jsonrpc.CodeHeaderMismatch, "missing"},
 		{"Mcp-Method mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tools/call", "a"), 400, CodeHeaderMismatch, "Mcp-Method"},
+			hdr("tools/call", "a"), 400, jsonrpc.CodeHeaderMismatch, "Mcp-Method"},
 		{"version header mismatch", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`,
-			[]string{"MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, CodeHeaderMismatch, "MCP-Protocol-Version"},
+			[]string{"MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, jsonrpc.CodeHeaderMismatch, "MCP-Protocol-Version"},
 		{"unsupported version", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-			[]string{"MCP-Protocol-Version", "2099-01-01", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, CodeUnsupportedProtocolVersion, "Unsupported"},
+			[]string{"MCP-Protocol-Version", "2099-01-01", "Mcp-Method", "tasks/get", "Mcp-Name", "a"}, 400, jsonrpc.CodeUnsupportedProtocolVersion, "Unsupported"},
 		{"missing _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}`,
-			hdr("tasks/get", "a"), 400, CodeInvalidParams, "_meta"},
+			hdr("tasks/get", "a"), 400, jsonrpc.CodeInvalidParams, "_meta"},
 		{"missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
-			hdr("tasks/get", "a"), 400, CodeInvalidParams, "clientCapabilities"},
+			hdr("tasks/get", "a"), 400, jsonrpc.CodeInvalidParams, "clientCapabilities"},
 		{"tasks/result removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tasks/result", ""), 404, CodeMethodNotFound, "not part"},
+			hdr("tasks/result", ""), 404, jsonrpc.CodeMethodNotFound, "not part"},
 		{"tasks/list removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{` + declaring + `}}`,
-			hdr("tasks/list", ""), 404, CodeMethodNotFound, "not part"},
+			hdr("tasks/list", ""), 404, jsonrpc.CodeMethodNotFound, "not part"},
 		{"required tool without the extension", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job",` + plainCaps + `}}`,
-			hdr("tools/call", "job"), 400, CodeMissingRequiredClientCapability, "job"},
+			hdr("tools/call", "job"), 400, jsonrpc.CodeMissingRequiredClientCapability, "job"},
 		{"tools/call with wrong Mcp-Method", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow",` + declaring + `}}`,
-			hdr("tasks/get", "slow"), 400, CodeHeaderMismatch, "Mcp-Method"},
+			hdr("tasks/get", "slow"), 400, jsonrpc.CodeHeaderMismatch, "Mcp-Method"},
 		{"listen taskIds without the extension", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"]},` + plainCaps + `}}`,
-			hdr("subscriptions/listen", ""), 400, CodeMissingRequiredClientCapability, "subscriptions/listen"},
+			hdr("subscriptions/listen", ""), 400, jsonrpc.CodeMissingRequiredClientCapability, "subscriptions/listen"},
 		{"tasks/update without inputResponses", `{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"a",` + declaring + `}}`,
-			hdr("tasks/update", "a"), 400, CodeInvalidParams, "inputResponses"},
+			hdr("tasks/update", "a"), 400, jsonrpc.CodeInvalidParams, "inputResponses"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,17 +105,17 @@ func TestModernValidation(t *testing.T) {
 			if called {
 				t.Fatal("the upstream was called")
 			}
-			var m Message
+			var m jsonrpc.Message
 			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
 				t.Fatalf("body %s is not a JSON-RPC error", rec.Body)
 			}
 			if rec.Code != tt.status || m.Error.Code != tt.code || !strings.Contains(m.Error.Message, tt.inMsg) {
 				t.Errorf("HTTP %d %d %q, want %d %d containing %q", rec.Code, m.Error.Code, m.Error.Message, tt.status, tt.code, tt.inMsg)
 			}
-			if tt.code == CodeMissingRequiredClientCapability && !strings.Contains(string(m.Error.Data), `"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`) {
+			if tt.code == jsonrpc.CodeMissingRequiredClientCapability && !strings.Contains(string(m.Error.Data), `"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}`) {
 				t.Errorf("-32021 without data.requiredCapabilities: %s", m.Error.Data)
 			}
-			if tt.code == CodeUnsupportedProtocolVersion && !strings.Contains(string(m.Error.Data), `"requested":"2099-01-01"`) {
+			if tt.code == jsonrpc.CodeUnsupportedProtocolVersion && !strings.Contains(string(m.Error.Data), `"requested":"2099-01-01"`) {
 				t.Errorf("-32022 data = %s", m.Error.Data)
 			}
 		})
@@ -155,7 +157,7 @@ func TestModernRender(t *testing.T) {
 		}, StatusCompleted, []string{`"result":{"isError":true}`}, []string{`"error"`}},
 		{"rpc error is failed", func() *Task {
 			t := *base
-			t.Status, t.Error = StatusFailed, Errorf(-32603, "boom")
+			t.Status, t.Error = StatusFailed, jsonrpc.Errorf(-32603, "boom")
 			return &t
 		}, StatusFailed, []string{`"error":{"code":-32603,"message":"boom"}`}, []string{`"result"`}},
 	}

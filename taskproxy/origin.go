@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // DNS rebinding protection for what the gateway answers itself. The spec has
@@ -99,13 +101,13 @@ func (c *call) guarded() bool {
 // whoever the caller.
 func (c *call) guardOrigin() bool {
 	if crossSiteSimple(c.r) {
-		writeJSONError(c.w, http.StatusUnsupportedMediaType, c.msg.ID, Errorf(CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
+		writeJSONError(c.w, http.StatusUnsupportedMediaType, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
 		return false
 	}
 	if !c.guarded() || !rebindingSuspect(c.r) {
 		return true
 	}
-	writeJSONError(c.w, http.StatusForbidden, c.msg.ID, Errorf(CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
+	writeJSONError(c.w, http.StatusForbidden, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
 	return false
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Tasks left working by this process. A worker that cannot store even a
@@ -60,7 +62,7 @@ func (g *Gateway) settleUnsettled(ctx context.Context) int {
 	g.rt.unsettled.Range(func(k, v any) bool {
 		id, owner := k.(string), v.(string)
 		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *Task) error {
-			applyOutcome(rec, nil, Errorf(CodeInternalError, "%s", msgOutcomeLost), clock())
+			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 			return nil
 		})
 		switch {
@@ -106,7 +108,7 @@ func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 				if !orphaned(rec) {
 					return errNoChange
 				}
-				applyOutcome(rec, nil, Errorf(CodeInternalError, "%s", msgWorkerLost), clock())
+				applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgWorkerLost), clock())
 				return nil
 			})
 			switch {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 var errInjected = errors.New("injected write failure")
@@ -65,8 +67,8 @@ func TestOutcomeWriteFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				msg, _ := ParseMessage(mustRead(r))
-				data, _ := ResponseBytes(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`))
+				msg, _ := jsonrpc.Parse(mustRead(r))
+				data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`))
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write(data)
 			})
@@ -183,8 +185,8 @@ func TestUnsettledTaskRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		msg, _ := ParseMessage(mustRead(r))
-		data, _ := ResponseBytes(msg.ID, json.RawMessage(`{"content":[]}`))
+		msg, _ := jsonrpc.Parse(mustRead(r))
+		data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(`{"content":[]}`))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})

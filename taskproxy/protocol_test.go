@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // recordingUpstream is a next handler that keeps the bodies it is sent and
@@ -18,8 +20,8 @@ type recordingUpstream struct{ bodies []string }
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	u.bodies = append(u.bodies, string(body))
-	if m, err := ParseMessage(body); err == nil && m.IsRequest() {
-		data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+	if m, err := jsonrpc.Parse(body); err == nil && m.IsRequest() {
+		data, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 		return
@@ -42,43 +44,43 @@ func TestMalformedRequests(t *testing.T) {
 		wantCode int    // 0: passed through
 		wantID   string // the id echoed in the error; "" means null
 	}{
-		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"ping"}`, CodeParseError, ""},
-		{"unparseable string id", `{"jsonrpc":"2.0","id":"a\q","method":"ping"}`, CodeParseError, ""},
-		{"unparseable id of a response", `{"jsonrpc":"2.0","id":1.2.3,"result":{}}`, CodeParseError, ""},
-		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
-		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest, ""},
-		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest, ""},
-		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, CodeInvalidRequest, ""},
-		{"method in another case too", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
-		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, CodeInvalidRequest, ""},
-		{"escaped method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","\u006dethod":"tools/call"}`, CodeInvalidRequest, ""},
-		{"params in another case only", `{"jsonrpc":"2.0","id":1,"method":"tools/call","PARAMS":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"unparseable id", `{"jsonrpc":"2.0","id":01x,"method":"ping"}`, jsonrpc.CodeParseError, ""},
+		{"unparseable string id", `{"jsonrpc":"2.0","id":"a\q","method":"ping"}`, jsonrpc.CodeParseError, ""},
+		{"unparseable id of a response", `{"jsonrpc":"2.0","id":1.2.3,"result":{}}`, jsonrpc.CodeParseError, ""},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"x"}}`, jsonrpc.CodeInvalidRequest, ""},
+		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, jsonrpc.CodeInvalidRequest, ""},
+		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, jsonrpc.CodeInvalidRequest, ""},
+		{"object id on 2026-07-28", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"taskId":"a",` + declaring + `}}`, jsonrpc.CodeInvalidRequest, ""},
+		{"method in another case too", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call","params":{"name":"x"}}`, jsonrpc.CodeInvalidRequest, ""},
+		{"method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, jsonrpc.CodeInvalidRequest, ""},
+		{"escaped method twice", `{"jsonrpc":"2.0","id":1,"method":"ping","\u006dethod":"tools/call"}`, jsonrpc.CodeInvalidRequest, ""},
+		{"params in another case only", `{"jsonrpc":"2.0","id":1,"method":"tools/call","PARAMS":{"name":"x"}}`, jsonrpc.CodeInvalidRequest, ""},
 		// U+017F (long s) folds to "s", U+212A (Kelvin) to "k": the length
 		// of such a key is not the length of the name it stands for.
-		{"version key with a long s", `{"j\u017fonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
-		{"raw long s", "{\"j\u017fonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}", CodeInvalidRequest, ""},
-		{"tool name in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","NAME":"dangerous"}}`, CodeInvalidRequest, "7"},
-		{"tool name only in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"Name":"dangerous"}}`, CodeInvalidRequest, "7"},
-		{"tool name twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","name":"dangerous"}}`, CodeInvalidRequest, "7"},
-		{"task twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{},"task":{"ttl":1000}}}`, CodeInvalidRequest, "7"},
-		{"ttl in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{"ttl":1000,"TTL":5}}}`, CodeInvalidRequest, "7"},
-		{"task id with a Kelvin sign", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"a","tas\u212aId":"b"}}`, CodeInvalidRequest, "7"},
-		{"meta twice", `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{},"_meta":{"progressToken":1}}}`, CodeInvalidRequest, "7"},
-		{"meta member twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"progressToken":2}}}`, CodeInvalidRequest, "7"},
-		{"extension declared twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, CodeInvalidRequest, "7"},
-		{"bytes after the message", call + `x`, CodeParseError, ""},
-		{"a second message", call + call, CodeParseError, ""},
-		{"a stray brace", call + `}`, CodeParseError, ""},
-		{"not JSON", `hello`, CodeParseError, ""},
-		{"empty", ``, CodeParseError, ""},
-		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, CodeParseError, ""},
-		{"invalid string inside params", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"\x"}}`, CodeParseError, ""},
-		{"form feed before the message", "\f" + call, CodeParseError, ""},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, CodeInvalidRequest, ""},
-		{"empty batch", `[]`, CodeInvalidRequest, ""},
-		{"other JSON", `{"hello":"world"}`, CodeInvalidRequest, ""},
-		{"a string", `"tools/call"`, CodeInvalidRequest, ""},
-		{"no version", `{"id":1,"method":"tools/call","params":{"name":"x"}}`, CodeInvalidRequest, ""},
+		{"version key with a long s", `{"j\u017fonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, jsonrpc.CodeInvalidRequest, ""},
+		{"raw long s", "{\"j\u017fonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}", jsonrpc.CodeInvalidRequest, ""},
+		{"tool name in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","NAME":"dangerous"}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"tool name only in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"Name":"dangerous"}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"tool name twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"safe","name":"dangerous"}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"task twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{},"task":{"ttl":1000}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"ttl in another case", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","task":{"ttl":1000,"TTL":5}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"task id with a Kelvin sign", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"a","tas\u212aId":"b"}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"meta twice", `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{},"_meta":{"progressToken":1}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"meta member twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"progressToken":2}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"extension declared twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"bytes after the message", call + `x`, jsonrpc.CodeParseError, ""},
+		{"a second message", call + call, jsonrpc.CodeParseError, ""},
+		{"a stray brace", call + `}`, jsonrpc.CodeParseError, ""},
+		{"not JSON", `hello`, jsonrpc.CodeParseError, ""},
+		{"empty", ``, jsonrpc.CodeParseError, ""},
+		{"truncated", `{"jsonrpc":"2.0","id":1,"method":"ping"`, jsonrpc.CodeParseError, ""},
+		{"invalid string inside params", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"\x"}}`, jsonrpc.CodeParseError, ""},
+		{"form feed before the message", "\f" + call, jsonrpc.CodeParseError, ""},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, jsonrpc.CodeInvalidRequest, ""},
+		{"empty batch", `[]`, jsonrpc.CodeInvalidRequest, ""},
+		{"other JSON", `{"hello":"world"}`, jsonrpc.CodeInvalidRequest, ""},
+		{"a string", `"tools/call"`, jsonrpc.CodeInvalidRequest, ""},
+		{"no version", `{"id":1,"method":"tools/call","params":{"name":"x"}}`, jsonrpc.CodeInvalidRequest, ""},
 		{"other members in any case", `{"jsonrpc":"2.0","id":1,"method":"ping","Extra":1,"meta":{}}`, 0, ""},
 		{"other params members in any case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"Name":1,"name":2},"Other":1,"other":2}}`, 0, ""},
 		{"string id", `{"jsonrpc":"2.0","id":"a","method":"ping"}`, 0, ""},
@@ -103,7 +105,7 @@ func TestMalformedRequests(t *testing.T) {
 			}
 			var m struct {
 				ID    json.RawMessage `json:"id"`
-				Error *Error          `json:"error"`
+				Error *jsonrpc.Error  `json:"error"`
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.Error == nil {
 				t.Fatalf("HTTP %d %s: not a JSON-RPC error", rec.Code, rec.Body)
@@ -195,8 +197,8 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	}
 	t.Run("over the cap", func(t *testing.T) {
 		up, rec := call(t, "any")
-		m, err := ParseMessage(rec.Body.Bytes())
-		if len(up.bodies) != 0 || err != nil || m.Error == nil || m.Error.Code != CodeTooManyTasks {
+		m, err := jsonrpc.Parse(rec.Body.Bytes())
+		if len(up.bodies) != 0 || err != nil || m.Error == nil || m.Error.Code != jsonrpc.CodeTooManyTasks {
 			t.Errorf("upstream got %d bodies, answer HTTP %d %s; want the quota refusal only", len(up.bodies), rec.Code, rec.Body)
 		}
 	})
@@ -210,7 +212,7 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 			if strings.Contains(got, extensionTasks) || !strings.Contains(got, `"arguments":{"q":1}`) || !strings.Contains(got, `"id":5`) {
 				t.Errorf("upstream got %s, want the call without the tasks extension", got)
 			}
-			if m, err := ParseMessage(rec.Body.Bytes()); err != nil || m.Result == nil {
+			if m, err := jsonrpc.Parse(rec.Body.Bytes()); err != nil || m.Result == nil {
 				t.Errorf("answer HTTP %d %s, want the upstream's result", rec.Code, rec.Body)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // At the quota, a repeat of a create (same idempotency key) is answered
@@ -16,14 +17,14 @@ func TestIdempotentRepeatAtQuota(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }) // keeps the task active
-	create := func(key string) *Message {
+	create := func(key string) *jsonrpc.Message {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"n":9007199254740993},"task":{}}}`
 		rec := httptest.NewRecorder()
 		if err := g.ServeHTTP(rec, post(body, "Idempotency-Key", key), slow); err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseMessage(rec.Body.Bytes())
+		m, err := jsonrpc.Parse(rec.Body.Bytes())
 		if err != nil {
 			t.Fatalf("HTTP %d %s", rec.Code, rec.Body)
 		}
@@ -36,7 +37,7 @@ func TestIdempotentRepeatAtQuota(t *testing.T) {
 	if again := create("k1"); again.Error != nil || !sameTask(again.Result, first.Result) {
 		t.Errorf("repeat at the quota: %s %v, want the first task %s", again.Result, again.Error, first.Result)
 	}
-	if other := create("k2"); other.Error == nil || other.Error.Code != CodeTooManyTasks {
+	if other := create("k2"); other.Error == nil || other.Error.Code != jsonrpc.CodeTooManyTasks {
 		t.Errorf("new key at the quota: %s %v, want -32000", other.Result, other.Error)
 	}
 }

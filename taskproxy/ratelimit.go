@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // rateLimiter caps task operations per owner with a token bucket each.
@@ -85,6 +87,6 @@ func (c *call) limited() bool {
 		c.g.cfg.Observer.Refused("rate_limit")
 	}
 	c.w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-	writeJSONError(c.w, http.StatusTooManyRequests, c.msg.ID, Errorf(CodeRateLimited, "rate limit exceeded: too many task operations; retry after %s", wait.Round(time.Millisecond)))
+	writeJSONError(c.w, http.StatusTooManyRequests, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited, "rate limit exceeded: too many task operations; retry after %s", wait.Round(time.Millisecond)))
 	return true
 }

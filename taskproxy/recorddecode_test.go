@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // DecodeRecord gives exactly what json.Unmarshal gives, for the records the
@@ -31,11 +33,11 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 			task.Params = json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{"a":[1,2,{"b":null}]}}`, text()))
 		}
 		if rng.IntN(2) == 0 {
-			task.UpstreamID = upstreamCallID(task.ID, 1)
+			task.UpstreamID = jsonrpc.UpstreamCallID(task.ID, 1)
 			task.Result = json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)
 		}
 		if rng.IntN(3) == 0 {
-			task.Error = &Error{Code: -32603, Message: text(), Data: json.RawMessage(`{"x":1}`)}
+			task.Error = &jsonrpc.Error{Code: -32603, Message: text(), Data: json.RawMessage(`{"x":1}`)}
 		}
 		if rng.IntN(3) == 0 {
 			task.Inputs = []InputRequest{{Key: "1", Method: "elicitation/create", Params: json.RawMessage(`{"m":1}`), Round: 1, Answered: true, Response: json.RawMessage(`{}`)}}
@@ -109,7 +111,7 @@ func TestDecodeRecordCopies(t *testing.T) {
 // with json.Unmarshal, on a record of the size the gateway writes.
 func BenchmarkDecodeRecord(b *testing.B) {
 	task := benchTask()
-	task.UpstreamID = upstreamCallID(task.ID, 1)
+	task.UpstreamID = jsonrpc.UpstreamCallID(task.ID, 1)
 	task.Endpoint, task.Host, task.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
 	data, err := json.Marshal(task)

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // EncodeRecord gives exactly the bytes (or the failure) of json.Marshal.
@@ -31,7 +33,7 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 			Route: text(), RequestState: text(), LoadShed: rng.IntN(3),
 		}
 		if rng.IntN(3) == 0 {
-			task.Error = &Error{Code: -32603, Message: text(), Data: raw()}
+			task.Error = &jsonrpc.Error{Code: -32603, Message: text(), Data: raw()}
 		}
 		if rng.IntN(3) == 0 {
 			task.Inputs = []InputRequest{{Key: "1", Method: text(), Params: raw(), Round: 1, Answered: true}}
@@ -56,7 +58,7 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 	tasks = append(tasks,
 		&Task{}, &Task{Params: json.RawMessage{}}, &Task{Params: json.RawMessage(`{`)}, &Task{Result: json.RawMessage(`nope`)},
 		&Task{CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, &Task{Lease: Lease{Expires: time.Time{}.In(time.UTC)}},
-		&Task{Inputs: []InputRequest{}}, &Task{Headers: map[string]string{}}, &Task{Error: &Error{Data: json.RawMessage(`x`)}},
+		&Task{Inputs: []InputRequest{}}, &Task{Headers: map[string]string{}}, &Task{Error: &jsonrpc.Error{Data: json.RawMessage(`x`)}},
 		&Task{History: []StatusChange{}}, &Task{History: []StatusChange{{}}}, &Task{History: []StatusChange{{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}},
 		&Task{Lease: Lease{Holder: "h"}}, &Task{Lease: Lease{Expires: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	)
@@ -77,7 +79,7 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 // with json.Marshal, on a record of the size the gateway writes.
 func BenchmarkEncodeTask(b *testing.B) {
 	task := benchTask()
-	task.UpstreamID = upstreamCallID(task.ID, 1)
+	task.UpstreamID = jsonrpc.UpstreamCallID(task.ID, 1)
 	task.Endpoint, task.Host, task.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
 	if _, ok := task.appendJSON(make([]byte, 0, 512)); !ok {

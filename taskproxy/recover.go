@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Recovery after a restart. A task that is not terminal and whose lease no
@@ -112,7 +114,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, why *recovery) {
 // failOrphan fails an orphan whose call's outcome is unknown.
 func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
 	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
-		rec.Error = Errorf(CodeInternalError, "%s", message)
+		rec.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", message)
 		return rec.SetStatus(StatusFailed, message, clock())
 	})
 	if err == nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 func TestReadMessagesLimit(t *testing.T) {
@@ -34,7 +36,7 @@ func TestReadMessagesLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
 			var pos streamPosition
-			err := readMessages(resp, &pos, limit, func(m *Message) (bool, error) { return m.IsResponse(), nil })
+			err := readMessages(resp, &pos, limit, func(m *jsonrpc.Message) (bool, error) { return m.IsResponse(), nil })
 			var tooLarge *tooLargeError
 			if tt.wantSize == 0 {
 				if err != nil {
@@ -61,7 +63,7 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 		t.Run(fmt.Sprint("sse=", sse), func(t *testing.T) {
 			g := testGateway(t, Config{MaxResultBytes: 1000})
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				m, _ := ParseMessage(mustRead(r))
+				m, _ := jsonrpc.Parse(mustRead(r))
 				data := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`
 				if sse {
 					w.Header().Set("Content-Type", "text/event-stream")

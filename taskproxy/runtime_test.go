@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A configuration that is only provisioned opens nothing and takes charge of
@@ -142,11 +144,11 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			body, _ := io.ReadAll(r.Body)
-			m, err := ParseMessage(body)
+			m, err := jsonrpc.Parse(body)
 			if err != nil {
 				return // the GET that opens the route
 			}
-			data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+			data, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(data)
 		})

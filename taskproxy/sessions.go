@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Session binding: a 2025-11-25 session belongs to the owner whose
@@ -98,17 +100,17 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 	// the gateway would check one and an upstream that reads another would
 	// serve a session nobody checked.
 	if vals := r.Header.Values(headerSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
-		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
+		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
 	if sessionHeaderAlias(r.Header) {
-		writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
+		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
 		return false
 	}
 	sid := r.Header.Get(headerSessionID)
 	if sid == "" {
 		if _, present := r.Header[headerSessionID]; present {
-			writeJSONError(w, http.StatusBadRequest, nil, Errorf(CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))
+			writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))
 			return false
 		}
 		return true
@@ -121,10 +123,10 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		if errors.Is(err, ErrForeign) {
 			g.audit(auditDenied, "", nil, CallerOf(r.Context()))
 		}
-		writeJSONError(w, http.StatusNotFound, nil, Errorf(CodeSessionNotFound, "Session not found"))
+		writeJSONError(w, http.StatusNotFound, nil, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))
 	default:
 		g.log.Error("checking a session binding", zap.Error(err))
-		writeJSONError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "the session could not be checked; retry later"))
+		writeJSONError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the session could not be checked; retry later"))
 	}
 	return false
 }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Long-lived answers (a blocking tasks/result, a subscriptions/listen
@@ -58,7 +60,7 @@ func (c *call) openStream() (release func()) {
 			o.Refused("streams")
 		}
 		c.w.Header().Set("Retry-After", "1")
-		writeJSONError(c.w, http.StatusTooManyRequests, c.msg.ID, Errorf(CodeRateLimited,
+		writeJSONError(c.w, http.StatusTooManyRequests, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited,
 			"too many open streams for this principal (limit %d); close one first", maxStreamsPerOwner))
 		return nil
 	}

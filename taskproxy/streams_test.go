@@ -3,6 +3,8 @@ package taskproxy
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 func TestStreamTable(t *testing.T) {
@@ -36,9 +38,9 @@ func TestResultResumeID(t *testing.T) {
 	}{
 		{"number id", resultResumeID("T1", json.RawMessage(`7`)), "T1", `7`, true},
 		{"string id", resultResumeID("T2", json.RawMessage(`"a:b"`)), "T2", `"a:b"`, true},
-		{"input id", string(inputID("T3", "k")), "", "", false},
+		{"input id", string(jsonrpc.InputID("T3", "k")), "", "", false},
 		{"foreign", "42", "", "", false},
-		{"bad id", gatewayIDPrefix + "T:result:!!:x", "", "", false},
+		{"bad id", jsonrpc.GatewayIDPrefix + "T:result:!!:x", "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

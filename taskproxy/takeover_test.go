@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Tasks taken over from a replica that stopped say so in their status
@@ -46,11 +48,11 @@ func TestTakeoverMessages(t *testing.T) {
 	}
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		m, err := ParseMessage(body)
+		m, err := jsonrpc.Parse(body)
 		if err != nil {
 			return // the GET that gives the route its base
 		}
-		data, _ := ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
+		data, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{"content":[]}`))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Status is a task's lifecycle state; the names are the wire names of both
@@ -92,7 +94,7 @@ type Task struct {
 	// Result is the upstream's result object; Error its JSON-RPC error, or
 	// the gateway's account of a failure that had none.
 	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Error  *jsonrpc.Error  `json:"error,omitempty"`
 	// IsError records a tool result with isError:true (failed in the legacy
 	// era, completed in the modern one).
 	IsError bool `json:"isError,omitempty"`

@@ -8,20 +8,22 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // What both wire adapters share: creating, storing and starting tasks,
 // cancelling them, and answering failed lookups.
 
 // errTaskNotFound is the one answer for unknown, expired and foreign ids.
-func errTaskNotFound() *Error {
-	return Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
+func errTaskNotFound() *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
 }
 
 // lookupFailure maps a store error to the client's error. A task of another
 // owner answers exactly as an unknown one; only the audit log records the
 // denial.
-func (c *call) lookupFailure(id string, err error) *Error {
+func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
 	if errors.Is(err, ErrForeign) {
 		c.g.audit(auditDenied, id, nil, c.caller)
 	}
@@ -30,9 +32,9 @@ func (c *call) lookupFailure(id string, err error) *Error {
 
 // storeFailure maps a store error to the JSON-RPC error a client sees; an
 // internal one is logged and answered with a reference only.
-func (g *Gateway) storeFailure(err error) *Error {
+func (g *Gateway) storeFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, ErrExpired) {
-		return Errorf(CodeInvalidParams, "Failed to retrieve task: Task has expired")
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task has expired")
 	}
 	if errors.Is(err, ErrNotFound) {
 		return errTaskNotFound()
@@ -40,10 +42,10 @@ func (g *Gateway) storeFailure(err error) *Error {
 	return g.clientError("task store", err)
 }
 
-func (c *call) taskIDParam() (string, *Error) {
+func (c *call) taskIDParam() (string, *jsonrpc.Error) {
 	id, err := stringParam(c.msg.Params, "taskId")
 	if err != nil {
-		return "", Errorf(CodeInvalidParams, "%v", err)
+		return "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err)
 	}
 	return id, nil
 }
@@ -56,7 +58,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 	t := &Task{
 		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
-		Era: era, Tool: tool, Params: params, UpstreamID: upstreamCallID(id, 1), Round: 1,
+		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
 		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
 		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
 		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
@@ -71,7 +73,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 // storeTask stores a new task. It answers for itself, and returns false,
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
-func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*Error)) bool {
+func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Error)) bool {
 	err := c.g.rt.Store.CreateWithin(c.r.Context(), t, c.g.cfg.MaxActivePerOwner)
 	var dup *DuplicateError
 	switch {
@@ -111,7 +113,7 @@ func (c *call) startTask(t *Task) {
 // checkQuota refuses a new task when the caller has too many active ones.
 // A create with an idempotency key is left to the store, which answers a
 // repeat with its task even at the quota.
-func (c *call) checkQuota() *Error {
+func (c *call) checkQuota() *jsonrpc.Error {
 	g, ctx, owner := c.g, c.r.Context(), c.owner
 	if g.cfg.MaxActivePerOwner <= 0 || hasIdempotencyKey(c.r, c.msg.Params) {
 		return nil
@@ -129,11 +131,11 @@ func (c *call) checkQuota() *Error {
 // quotaRefused counts and answers a create over the quota, on both wires.
 // checkQuota is only the early answer: the store enforces the quota
 // atomically with the create (Store.CreateWithin).
-func (g *Gateway) quotaRefused() *Error {
+func (g *Gateway) quotaRefused() *jsonrpc.Error {
 	if g.cfg.Observer != nil {
 		g.cfg.Observer.Refused("quota")
 	}
-	return Errorf(CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
+	return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
 }
 
 // cancelTask records the cancellation, then stops the upstream call: it
@@ -158,7 +160,7 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 
 // notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
 func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task, reason string) {
-	body, err := RequestBytes(nil, "notifications/cancelled", map[string]any{
+	body, err := jsonrpc.RequestBytes(nil, "notifications/cancelled", map[string]any{
 		"requestId": t.UpstreamID,
 		"reason":    reason,
 	})

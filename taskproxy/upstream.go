@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -256,7 +257,7 @@ const maxJSONAnswer = 64 << 20
 // SSE, handing each to fn until fn returns done or an error, and keeps pos at
 // the stream's last event id and retry delay. It returns io.EOF if the
 // answer ended before fn was done.
-func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn func(*Message) (done bool, err error)) error {
+func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn func(*jsonrpc.Message) (done bool, err error)) error {
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -268,7 +269,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 			rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSONAnswer))
 			return &tooLargeError{size: int64(len(data)) + rest, limit: limit}
 		}
-		msg, err := ParseMessage(data)
+		msg, err := jsonrpc.Parse(data)
 		if err != nil {
 			return fmt.Errorf("upstream answer is not JSON-RPC: %w", err)
 		}
@@ -299,7 +300,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 				continue // keep-alives and priming events
 			}
-			msg, err := ParseMessage([]byte(ev.Data))
+			msg, err := jsonrpc.Parse([]byte(ev.Data))
 			if err != nil {
 				return fmt.Errorf("upstream event is not JSON-RPC: %w", err)
 			}
@@ -314,15 +315,15 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 
 // describeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
 // the upstream's own error when its body carries one, else a summary.
-func describeHTTPFailure(status int, data []byte) *Error {
-	if msg, err := ParseMessage(data); err == nil && msg.Error != nil {
+func describeHTTPFailure(status int, data []byte) *jsonrpc.Error {
+	if msg, err := jsonrpc.Parse(data); err == nil && msg.Error != nil {
 		return msg.Error
 	}
 	text := strings.TrimSpace(string(data))
 	if len(text) > 200 {
 		text = text[:200] + "…"
 	}
-	e := Errorf(CodeInternalError, "upstream answered HTTP %d", status)
+	e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream answered HTTP %d", status)
 	if text != "" {
 		e.Message += ": " + text
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A worker reading an upstream's event stream keeps the position the rules
@@ -33,7 +35,7 @@ func TestReadMessagesStreamPosition(t *testing.T) {
 			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(tt.stream))}
 			var pos streamPosition
 			msgs := 0
-			err := readMessages(resp, &pos, 1<<20, func(*Message) (bool, error) { msgs++; return false, nil })
+			err := readMessages(resp, &pos, 1<<20, func(*jsonrpc.Message) (bool, error) { msgs++; return false, nil })
 			if err != nil && !errors.Is(err, io.EOF) {
 				t.Fatal(err)
 			}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // varsKey stands for Caddy's request variables: a map in the request's
@@ -41,7 +43,7 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 			vars[fmt.Sprint("k", i)] = i
 		}
 		body, _ := io.ReadAll(r.Body)
-		msg, err := ParseMessage(body)
+		msg, err := jsonrpc.Parse(body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

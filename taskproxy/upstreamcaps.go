@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // What the gateway knows of its upstream's own tasks (2025-11-25): whether
@@ -219,7 +220,7 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", gatewayIDPrefix+"tools-list:"+NewTaskID())), "tools/list", params)
+		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", jsonrpc.GatewayIDPrefix+"tools-list:"+NewTaskID())), "tools/list", params)
 		if err != nil || answer.Error != nil {
 			return
 		}
@@ -239,8 +240,8 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 // upstream's response to it: from a JSON answer or an event stream (other
 // messages on the stream are skipped). An HTTP error with a JSON-RPC body
 // is that response.
-func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next http.Handler, session string, id json.RawMessage, method string, params any) (*Message, error) {
-	body, err := RequestBytes(id, method, params)
+func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next http.Handler, session string, id json.RawMessage, method string, params any) (*jsonrpc.Message, error) {
+	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", method, err)
 	}
@@ -255,11 +256,11 @@ func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next 
 	defer finishBody(resp.Body, time.Second)
 	if resp.Status < 200 || resp.Status > 299 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPFailureBody))
-		return &Message{JSONRPC: "2.0", ID: id, Error: describeHTTPFailure(resp.Status, data)}, nil
+		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: describeHTTPFailure(resp.Status, data)}, nil
 	}
-	var answer *Message
+	var answer *jsonrpc.Message
 	var pos streamPosition
-	err = readMessages(resp, &pos, maxResultOf(ctx), func(m *Message) (bool, error) {
+	err = readMessages(resp, &pos, maxResultOf(ctx), func(m *jsonrpc.Message) (bool, error) {
 		if m.IsResponse() && sameID(m.ID, id) {
 			answer = m
 			return true, nil

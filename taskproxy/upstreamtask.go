@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Task-aware upstreams. For a tool the upstream runs as a task itself
@@ -57,12 +58,12 @@ func upstreamCallBody(t *Task) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return RequestBytes(t.UpstreamID, "tools/call", params)
+	return jsonrpc.RequestBytes(t.UpstreamID, "tools/call", params)
 }
 
 // followID is the id of the worker's n-th request about the upstream's task.
 func followID(taskID, what string, n int) json.RawMessage {
-	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", gatewayIDPrefix, taskID, what, n))
+	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", jsonrpc.GatewayIDPrefix, taskID, what, n))
 	return id
 }
 
@@ -71,7 +72,7 @@ func followID(taskID, what string, n int) json.RawMessage {
 func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
-			g.finish(t, nil, Errorf(CodeInternalError, "%s", msgRestarted))
+			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
 			return
 		}
 		id, ok := g.createUpstreamTask(t, run, a)
@@ -105,7 +106,7 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (str
 		g.finishInterrupted(run.ctx, t, ev.err)
 		return "", false
 	case g.bridgedSessionLost(t, ev):
-		g.finish(t, nil, Errorf(CodeInternalError, "%s", msgBridgeSessionLost))
+		g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
 		return "", false
 	case ev.final.Error != nil:
 		g.finish(t, nil, ev.final.Error)
@@ -179,7 +180,7 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 	failures := 0
 	for n := 1; ; n++ {
 		id := followID(t.ID, "result", n)
-		body, err := RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
+		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
 			g.finish(t, nil, g.internalError("encoding tasks/result", err, zap.String("task", t.ID)))
 			return
@@ -196,7 +197,7 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 		status, known, err := g.upstreamTaskStatus(run, t, n)
 		switch {
 		case err == nil && !known:
-			g.finish(t, nil, Errorf(CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		case err == nil && status.Terminal() && ev.err == nil:
 			g.finish(t, nil, ev.final.Error) // the upstream's outcome is an error
@@ -229,7 +230,7 @@ func (g *Gateway) upstreamTaskStatus(run *runningTask, t *Task, n int) (Status, 
 		return "", false, err
 	}
 	if answer.Error != nil {
-		if answer.Error.Code == CodeInvalidParams {
+		if answer.Error.Code == jsonrpc.CodeInvalidParams {
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // fakeTaskUpstream is a FAKE 2025-11-25 task-aware upstream, for the edge
@@ -26,7 +27,7 @@ type fakeTaskUpstream struct {
 	// result answers tasks/result: a result, a JSON-RPC error, or, with
 	// elicit, first an elicitation/create (id 7) and the result once the
 	// answer arrived.
-	result *Message
+	result *jsonrpc.Message
 	elicit bool
 	// known says whether tasks/get and tasks/result know the task.
 	known bool
@@ -42,7 +43,7 @@ type fakeTaskUpstream struct {
 
 func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	m, err := ParseMessage(body)
+	m, err := jsonrpc.Parse(body)
 	if err != nil {
 		return // the GET that opens a route after a restart
 	}
@@ -51,17 +52,17 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.methods = append(u.methods, m.Method)
 	}
 	u.mu.Unlock()
-	reply := func(result any, e *Error) {
+	reply := func(result any, e *jsonrpc.Error) {
 		var data []byte
 		if e != nil {
-			data = ErrorBytes(m.ID, e)
+			data = jsonrpc.ErrorBytes(m.ID, e)
 		} else {
-			data, _ = ResponseBytes(m.ID, result)
+			data, _ = jsonrpc.ResponseBytes(m.ID, result)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	}
-	notFound := Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
+	notFound := jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
 	switch {
 	case m.IsResponse(): // the client's answer to the elicitation
 		u.mu.Lock()
@@ -109,7 +110,7 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
-		req, _ := RequestBytes(json.RawMessage(`7`), "elicitation/create", map[string]any{"message": "which one?", "requestedSchema": map[string]any{"type": "object"}})
+		req, _ := jsonrpc.RequestBytes(json.RawMessage(`7`), "elicitation/create", map[string]any{"message": "which one?", "requestedSchema": map[string]any{"type": "object"}})
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", req)
 		w.(http.Flusher).Flush()
 		select {
@@ -117,7 +118,7 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
-		data, _ := ResponseBytes(m.ID, u.result.Result)
+		data, _ := jsonrpc.ResponseBytes(m.ID, u.result.Result)
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", data)
 	case m.Method == "tasks/cancel":
 		reply(json.RawMessage(`{"taskId":"up-1","status":"cancelled","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`), nil)
@@ -145,7 +146,7 @@ func (u *fakeTaskUpstream) saw(method string) bool {
 // A task of a tool the upstream runs as a task is created there with
 // params.task and followed to the upstream's outcome, whatever it is.
 func TestUpstreamTaskFollow(t *testing.T) {
-	report := &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
+	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
 	tests := []struct {
 		name        string
 		up          *fakeTaskUpstream
@@ -157,7 +158,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 	}{
 		{name: "completed", up: &fakeTaskUpstream{result: report, known: true},
 			want: StatusCompleted, wantResult: "the report", wantUpID: "up-1", wantMethods: []string{"tools/list", "tools/call", "tasks/result"}},
-		{name: "upstream task failed", up: &fakeTaskUpstream{result: &Message{Error: Errorf(-32000, "research failed")}, known: true},
+		{name: "upstream task failed", up: &fakeTaskUpstream{result: &jsonrpc.Message{Error: jsonrpc.Errorf(-32000, "research failed")}, known: true},
 			want: StatusFailed, wantError: "research failed", wantUpID: "up-1", wantMethods: []string{"tasks/result", "tasks/get"}},
 		{name: "upstream forgot the task", up: &fakeTaskUpstream{known: false},
 			want: StatusFailed, wantError: "no longer knows its task up-1", wantUpID: "up-1"},
@@ -229,7 +230,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	}
 }
 
-func report0() *Message { return &Message{Result: json.RawMessage(`{"content":[]}`)} }
+func report0() *jsonrpc.Message { return &jsonrpc.Message{Result: json.RawMessage(`{"content":[]}`)} }
 
 // After a restart, a task whose upstream task id is recorded is followed
 // again there; one the upstream no longer knows fails with why, one it
@@ -333,7 +334,7 @@ func TestEffectiveMode(t *testing.T) {
 // requires) becomes the gateway's task at once, created at the upstream and
 // followed; without the extension declared it is refused with -32021.
 func TestUpstreamTaskModern(t *testing.T) {
-	up := &fakeTaskUpstream{result: &Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
+	up := &fakeTaskUpstream{result: &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())

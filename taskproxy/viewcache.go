@@ -1,13 +1,14 @@
 package taskproxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A cache of the tasks/get answers of finished tasks, so that polling a
@@ -209,24 +210,5 @@ func (c *call) replyView(t *Task, wire viewWire) error {
 // replyRaw writes a JSON-RPC success response around result, already
 // encoded, without encoding it again.
 func (c *call) replyRaw(result []byte) {
-	writeJSON(c.w, http.StatusOK, responseRaw(c.msg.ID, result))
-}
-
-// responseRaw is ResponseBytes(id, result) for an encoded result, built by
-// appending. An id that encoding would change (HTML-escaped characters,
-// spacing) takes the encoder's path, so the bytes are always the same.
-func responseRaw(id json.RawMessage, result []byte) []byte {
-	if bytes.ContainsAny(id, "<>& \t\r\n\u2028\u2029") {
-		data, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: result})
-		if err == nil {
-			return data
-		}
-	}
-	id = orNull(id)
-	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(result))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	return append(b, '}')
+	writeJSON(c.w, http.StatusOK, jsonrpc.ResponseRaw(c.msg.ID, result))
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // BenchmarkTasksGetFinished is a 2025-11-25 tasks/get of a finished task
@@ -83,7 +85,7 @@ func BenchmarkResponseBytes(b *testing.B) {
 	result := legacyCreated(benchTask())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ResponseBytes(json.RawMessage("42"), result); err != nil {
+		if _, err := jsonrpc.ResponseBytes(json.RawMessage("42"), result); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // getTask sends a tasks/get for id as owner on wire and returns the answer.
@@ -77,7 +79,7 @@ func TestViewCacheWires(t *testing.T) {
 	}
 	want := map[viewWire]string{}
 	for wire, result := range map[viewWire]any{wireLegacy: toLegacyTask(rec), wireModern: toModernDetail(rec, "complete")} {
-		data, err := ResponseBytes(json.RawMessage("7"), result)
+		data, err := jsonrpc.ResponseBytes(json.RawMessage("7"), result)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +143,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		body, _ := io.ReadAll(r.Body)
-		m, err := ParseMessage(body)
+		m, err := jsonrpc.Parse(body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -267,26 +269,5 @@ func TestViewCacheBound(t *testing.T) {
 	}
 	if total != vc.bytes {
 		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
-	}
-}
-
-// responseRaw builds the bytes ResponseBytes encodes, for every id.
-func TestResponseRaw(t *testing.T) {
-	result := []byte(`{"taskId":"a","status":"completed"}`)
-	for _, id := range []string{``, `null`, `1`, `-1.5e3`, `"a"`, `"a<b>&c"`, `"\u2028"`, "\"\u2028\"", `"é"`} {
-		want, err := ResponseBytes(json.RawMessage(id), json.RawMessage(result))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := responseRaw(json.RawMessage(id), result); string(got) != string(want) {
-			t.Errorf("id %s:\n got %s\nwant %s", id, got, want)
-		}
-		// ResponseBytes of a value it encodes, against encoding it twice.
-		value := map[string]any{"a": "<b>&\u2028", "n": 1, "nil": nil}
-		raw, _ := json.Marshal(value)
-		want, _ = json.Marshal(Message{JSONRPC: "2.0", ID: orNull(json.RawMessage(id)), Result: raw})
-		if got, err := ResponseBytes(json.RawMessage(id), value); err != nil || string(got) != string(want) {
-			t.Errorf("ResponseBytes, id %s:\n got %s, %v\nwant %s", id, got, err, want)
-		}
 	}
 }

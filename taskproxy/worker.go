@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // A worker follows a task's upstream call, on a context detached from the
@@ -60,7 +61,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
-		g.finish(call, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
+		g.finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
 		g.stopUpstreamCall(run.ctx, run, call, "task expired")
 		run.cancel(errTaskExpired)
 	})
@@ -122,7 +123,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEv
 func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage, message string) (*attempt, error) {
 	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
 		rec.Round++
-		rec.UpstreamID = upstreamCallID(rec.ID, rec.Round)
+		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		if message != "" {
 			return rec.SetStatus(StatusWorking, message, clock())
 		}
@@ -132,7 +133,7 @@ func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage,
 		return nil, err
 	}
 	t.Round, t.UpstreamID = rec.Round, rec.UpstreamID
-	body, err := RequestBytes(rec.UpstreamID, "tools/call", params)
+	body, err := jsonrpc.RequestBytes(rec.UpstreamID, "tools/call", params)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the upstream call: %w", err)
 	}
@@ -170,7 +171,7 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 		g.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
 	case errors.Is(cause, errTaskExpired):
-		g.finish(t, nil, Errorf(CodeInternalError, "%v", errTaskExpired))
+		g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
 		return
 	}
 	g.finish(t, nil, g.upstreamFailure(err, zap.String("task", t.ID)))
@@ -182,12 +183,12 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
-func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *Error) {
+func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	rec, err := g.storeOutcome(t, func(rec *Task) { applyOutcome(rec, result, rpcErr, clock()) })
 	if err != nil && !outcomeSettled(err) {
 		g.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
 		rec, err = g.storeOutcome(t, func(rec *Task) {
-			applyOutcome(rec, nil, Errorf(CodeInternalError, "%s", msgOutcomeLost), clock())
+			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 		})
 	}
 	switch {
@@ -242,7 +243,7 @@ func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
 }
 
 // applyOutcome sets a task's final state from the upstream's answer.
-func applyOutcome(rec *Task, result json.RawMessage, rpcErr *Error, now time.Time) {
+func applyOutcome(rec *Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
 	to, message := StatusCompleted, completedMessage(rec.StatusMessage)
 	if rpcErr != nil {
 		rec.Error, to, message = rpcErr, StatusFailed, rpcErr.Message
@@ -303,7 +304,7 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask, m *Message) {
+func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask, m *jsonrpc.Message) {
 	if m.Method == "ping" {
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return

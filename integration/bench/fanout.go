@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -216,7 +216,7 @@ func modernRequest(id int, method string, params map[string]any, name string) ([
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
 	}
-	body, _ := taskproxy.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(id)), method, params)
 	headers := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
 	if name != "" {
 		headers["Mcp-Name"] = name

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // Records: create, read back, the state machine, compare-and-set updates.
@@ -52,7 +53,7 @@ func testRecordRoundTrip(t *testing.T, s taskproxy.Store) {
 			{Key: "2", Method: "sampling/createMessage", UpstreamKey: "u-2", Round: 2, Response: json.RawMessage(`{"x":1}`)},
 		},
 		NextInputKey:   2,
-		Error:          &taskproxy.Error{Code: -32000, Message: "boom", Data: json.RawMessage(`{"why":"because"}`)},
+		Error:          &jsonrpc.Error{Code: -32000, Message: "boom", Data: json.RawMessage(`{"why":"because"}`)},
 		IsError:        true,
 		Lease:          taskproxy.Lease{Holder: "storetest/holder", Expires: created.Add(30*time.Second + 5)},
 		IdempotencyKey: "k-hash", Fingerprint: "f-hash",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 )
 
@@ -153,13 +154,13 @@ var ids atomic.Int64
 
 // post sends one JSON-RPC message and returns the response to it (read
 // from a JSON answer or from the SSE stream), or nil for a notification.
-func post(ctx context.Context, tb testing.TB, url string, headers map[string]string, method string, params any) (*taskproxy.Message, http.Header) {
+func post(ctx context.Context, tb testing.TB, url string, headers map[string]string, method string, params any) (*jsonrpc.Message, http.Header) {
 	tb.Helper()
 	var id json.RawMessage
 	if !strings.HasPrefix(method, "notifications/") {
 		id, _ = json.Marshal(ids.Add(1))
 	}
-	body, err := taskproxy.RequestBytes(id, method, params)
+	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func post(ctx context.Context, tb testing.TB, url string, headers map[string]str
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data, _ := io.ReadAll(resp.Body)
-		m, err := taskproxy.ParseMessage(data)
+		m, err := jsonrpc.Parse(data)
 		if err != nil {
 			tb.Fatalf("%s: HTTP %d %q: %v", method, resp.StatusCode, data, err)
 		}
@@ -196,7 +197,7 @@ func post(ctx context.Context, tb testing.TB, url string, headers map[string]str
 		if !ok {
 			continue
 		}
-		m, err := taskproxy.ParseMessage([]byte(data))
+		m, err := jsonrpc.Parse([]byte(data))
 		if err == nil && m.IsResponse() && string(m.ID) == string(id) {
 			return m, resp.Header
 		}
@@ -205,7 +206,7 @@ func post(ctx context.Context, tb testing.TB, url string, headers map[string]str
 	return nil, nil
 }
 
-func ok(tb testing.TB, m *taskproxy.Message, what string) map[string]json.RawMessage {
+func ok(tb testing.TB, m *jsonrpc.Message, what string) map[string]json.RawMessage {
 	tb.Helper()
 	if m.Error != nil {
 		tb.Fatalf("%s: error %d %s", what, m.Error.Code, m.Error.Message)
@@ -258,7 +259,7 @@ func legacyTask(tb testing.TB, url string, session map[string]string, tool strin
 }
 
 // modern sends a 2026-07-28 request declaring the tasks extension.
-func modern(ctx context.Context, tb testing.TB, url, method string, params map[string]any) *taskproxy.Message {
+func modern(ctx context.Context, tb testing.TB, url, method string, params map[string]any) *jsonrpc.Message {
 	tb.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 )
 
@@ -120,7 +121,7 @@ func TestSubscriptionOnAnotherReplica(t *testing.T) {
 	params := map[string]any{"notifications": map[string]any{"taskIds": []string{id}},
 		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}}
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"listen-1"`), "subscriptions/listen", params)
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"listen-1"`), "subscriptions/listen", params)
 	// The stream re-reads its tasks at every keep-alive (15 s): the change
 	// must arrive before the first one to have crossed as an event.
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
@@ -262,7 +263,7 @@ func TestLegacyInputOnAnotherReplica(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	body, _ := taskproxy.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": id})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": id})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -282,12 +283,12 @@ func TestLegacyInputOnAnotherReplica(t *testing.T) {
 		if !found {
 			continue
 		}
-		m, err := taskproxy.ParseMessage([]byte(data))
+		m, err := jsonrpc.Parse([]byte(data))
 		switch {
 		case err != nil:
 			continue
 		case m.IsRequest() && m.Method == "elicitation/create":
-			answer, _ := taskproxy.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
+			answer, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"confirm": true}})
 			post, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(answer))
 			post.Header.Set("Content-Type", "application/json")
 			post.Header.Set("Accept", "application/json, text/event-stream")

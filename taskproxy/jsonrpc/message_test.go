@@ -1,4 +1,4 @@
-package taskproxy
+package jsonrpc
 
 import (
 	"encoding/json"
@@ -34,15 +34,15 @@ func TestParseMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseMessage([]byte(tt.in))
+			m, err := Parse([]byte(tt.in))
 			if tt.wantErr {
-				if err == nil || !errors.Is(err, errNotJSONRPC) {
-					t.Fatalf("ParseMessage(%q) err = %v, want errNotJSONRPC", tt.in, err)
+				if err == nil || !errors.Is(err, ErrNotJSONRPC) {
+					t.Fatalf("Parse(%q) err = %v, want ErrNotJSONRPC", tt.in, err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ParseMessage(%q): %v", tt.in, err)
+				t.Fatalf("Parse(%q): %v", tt.in, err)
 			}
 			if m.IsRequest() != tt.request || m.IsNotification() != tt.notification || m.IsResponse() != tt.answer {
 				t.Errorf("kinds = request %v notification %v response %v, want %v %v %v",
@@ -63,9 +63,13 @@ func TestEncoders(t *testing.T) {
 	}{
 		{"result", func() ([]byte, error) { return ResponseBytes(json.RawMessage(`3`), map[string]int{"a": 1}) },
 			`{"jsonrpc":"2.0","id":3,"result":{"a":1}}`},
-		{"raw result kept", func() ([]byte, error) { return ResponseBytes(json.RawMessage(`"x"`), json.RawMessage(`{"b":2,"a":1}`)) },
+		{"raw result kept", func() ([]byte, error) {
+			return ResponseBytes(json.RawMessage(`"x"`), json.RawMessage(`{"b":2,"a":1}`))
+		},
 			`{"jsonrpc":"2.0","id":"x","result":{"b":2,"a":1}}`},
-		{"error with null id", func() ([]byte, error) { return ErrorBytes(nil, Errorf(CodeInvalidParams, "bad %s", "cursor")), nil },
+		{"error with null id", func() ([]byte, error) {
+			return ErrorBytes(nil, Errorf(CodeInvalidParams, "bad %s", "cursor")), nil
+		},
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"bad cursor"}}`},
 		{"notification", func() ([]byte, error) {
 			return RequestBytes(nil, "notifications/cancelled", map[string]int{"requestId": 4})
@@ -90,17 +94,38 @@ func TestEncoders(t *testing.T) {
 }
 
 func TestInputIDs(t *testing.T) {
-	id := inputID("abc_-12", "7")
-	task, key, ok := parseInputID(id)
+	id := InputID("abc_-12", "7")
+	task, key, ok := ParseInputID(id)
 	if !ok || task != "abc_-12" || key != "7" {
-		t.Fatalf("parseInputID(%s) = %q %q %v", id, task, key, ok)
+		t.Fatalf("ParseInputID(%s) = %q %q %v", id, task, key, ok)
 	}
 	for _, bad := range []string{`7`, `"x"`, `"mcp-tasks:t:call:1"`, `"mcp-tasks::input:1"`, `"mcp-tasks:t:input:"`} {
-		if _, _, ok := parseInputID(json.RawMessage(bad)); ok {
-			t.Errorf("parseInputID(%s) accepted", bad)
+		if _, _, ok := ParseInputID(json.RawMessage(bad)); ok {
+			t.Errorf("ParseInputID(%s) accepted", bad)
 		}
 	}
-	if !isGatewayID(upstreamCallID("t", 1)) || isGatewayID(json.RawMessage(`"other"`)) {
-		t.Error("isGatewayID misjudges ids")
+	if !IsGatewayID(UpstreamCallID("t", 1)) || IsGatewayID(json.RawMessage(`"other"`)) {
+		t.Error("IsGatewayID misjudges ids")
+	}
+}
+
+// ResponseRaw builds the bytes ResponseBytes encodes, for every id.
+func TestResponseRaw(t *testing.T) {
+	result := []byte(`{"taskId":"a","status":"completed"}`)
+	for _, id := range []string{``, `null`, `1`, `-1.5e3`, `"a"`, `"a<b>&c"`, `"\u2028"`, "\"\u2028\"", `"é"`} {
+		want, err := ResponseBytes(json.RawMessage(id), json.RawMessage(result))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ResponseRaw(json.RawMessage(id), result); string(got) != string(want) {
+			t.Errorf("id %s:\n got %s\nwant %s", id, got, want)
+		}
+		// ResponseBytes of a value it encodes, against encoding it twice.
+		value := map[string]any{"a": "<b>&\u2028", "n": 1, "nil": nil}
+		raw, _ := json.Marshal(value)
+		want, _ = json.Marshal(Message{JSONRPC: "2.0", ID: orNull(json.RawMessage(id)), Result: raw})
+		if got, err := ResponseBytes(json.RawMessage(id), value); err != nil || string(got) != string(want) {
+			t.Errorf("ResponseBytes, id %s:\n got %s, %v\nwant %s", id, got, err, want)
+		}
 	}
 }
