@@ -25,12 +25,34 @@ DEMO_BIN=$CACHE_DIR/demo-upstream
 export GOPROXY="$(go env GOPROXY | cut -d, -f1)|off"
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
+# source_hash names what goes into ./caddy: Caddy's version, the Go
+# toolchain, the module's requirements and every non-test Go file the plugin
+# is built from. A build of the same sources is taken from the cache.
+source_hash() {
+	{
+		echo "$CADDY_VERSION $(go env GOVERSION)"
+		cat go.mod go.sum
+		find caddymodule taskproxy auth -name '*.go' ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+	} | sha256sum | cut -c1-16
+}
+
 build() {
-	mkdir -p "$CACHE_DIR"
-	echo "building ./caddy ($CADDY_VERSION with $MODULE)" >&2
-	# The plugin package is caddymodule; the module root holds no Go package,
-	# so the module is replaced by this directory and the package imported.
-	go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy
+	mkdir -p "$CACHE_DIR/builds"
+	local cached
+	cached="$CACHE_DIR/builds/caddy-$(source_hash)"
+	if [[ -x $cached ]]; then
+		echo "using ./caddy built from the same sources ($cached)" >&2
+		cp "$cached" ./caddy
+	else
+		echo "building ./caddy ($CADDY_VERSION with $MODULE)" >&2
+		# The plugin package is caddymodule; the module root holds no Go
+		# package, so the module is replaced by this directory and the
+		# package imported.
+		go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy
+		cp ./caddy "$cached.tmp" && mv "$cached.tmp" "$cached"
+		# Keep the five newest builds.
+		ls -1t "$CACHE_DIR"/builds/caddy-* 2>/dev/null | tail -n +6 | xargs -r rm -f
+	fi
 	go build -o "$DEMO_BIN" ./integration/cmd/demo-upstream
 }
 
