@@ -1,7 +1,6 @@
 package taskproxy
 
 import (
-	"net"
 	"net/http"
 	"sync"
 
@@ -45,15 +44,15 @@ func (s *streamTable) release(key string) {
 
 // openStream takes one of the caller's stream slots and returns its
 // release, or answers HTTP 429 with a JSON-RPC error naming the limit and
-// returns nil. Anonymous callers are counted per client address.
+// returns nil. Anonymous callers are counted per client address (the one
+// the glue determined, as for the rate limit).
 func (c *call) openStream() (release func()) {
 	key := c.owner
 	if key == Anonymous {
-		host, _, err := net.SplitHostPort(c.r.RemoteAddr)
-		if err != nil {
-			host = c.r.RemoteAddr
-		}
-		key = "ip:" + host
+		// The client address the glue determined, as the rate limiter
+		// keys them: behind a trusted proxy the connection's address is
+		// the proxy's, and every anonymous client would share one budget.
+		key = "ip:" + peerOf(c.r).ClientIP
 	}
 	if !c.g.rt.streams.acquire(key) {
 		if o := c.g.cfg.Observer; o != nil {

@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -52,5 +53,30 @@ func TestResultResumeID(t *testing.T) {
 	}
 	if resultResumeID("T", json.RawMessage(`1`)) == resultResumeID("T", json.RawMessage(`1`)) {
 		t.Error("resume ids repeat")
+	}
+}
+
+// Anonymous callers' long-lived answers are counted per client address as
+// the glue determined it, as the rate limit counts them: behind a trusted
+// proxy every connection comes from the proxy's address.
+func TestStreamSlotsKeyIsClientIP(t *testing.T) {
+	g := testGateway(t, Config{})
+	open := func(clientIP string) bool {
+		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`)
+		r.RemoteAddr = "10.0.0.1:4000" // the same front proxy for everybody
+		r = WithPeer(r, Peer{ClientIP: clientIP, ViaTrustedProxy: true})
+		c := &call{g: g, w: httptest.NewRecorder(), r: r, msg: &jsonrpc.Message{ID: json.RawMessage("1")}, owner: Anonymous}
+		return c.openStream() != nil
+	}
+	for i := range maxStreamsPerOwner {
+		if !open("198.51.100.1") {
+			t.Fatalf("stream %d of one client refused", i+1)
+		}
+	}
+	if open("198.51.100.1") {
+		t.Error("one client opened more than its streams")
+	}
+	if !open("198.51.100.2") {
+		t.Error("another client behind the same proxy shares the first one's streams")
 	}
 }
