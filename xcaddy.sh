@@ -5,6 +5,7 @@
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    build, then run every test (unit and end-to-end)
+#   ./xcaddy.sh fuzz [time]  run every Go fuzz target for time each (default 10m)
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
@@ -109,6 +110,29 @@ run_tests() {
 	ensure_postgres
 	CADDY_BINARY="$PWD/caddy" DEMO_UPSTREAM_BINARY="$DEMO_BIN" \
 		go test -race -count=1 -timeout 20m ./... "$@"
+	# A short run of every fuzz target (their seeds and saved failures ran
+	# above as ordinary tests); ./xcaddy.sh fuzz runs long campaigns. A
+	# count, not a duration: a duration can run out while the fuzzer still
+	# measures its corpus on a loaded machine, which go test reports as a
+	# failure ("context deadline exceeded").
+	run_fuzz "${MCP_TASKS_FUZZ_TIME:-100000x}"
+}
+
+# fuzz_targets prints "package target" for every Go fuzz target of the module.
+fuzz_targets() {
+	grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . |
+		sed -E 's|^\./(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*|./\1 \2|' | LC_ALL=C sort
+}
+
+# run_fuzz runs every fuzz target for the given time each. A failing input
+# is written under the package's testdata/fuzz, where it stays as a test
+# case of every later run: commit it with the fix.
+run_fuzz() {
+	local each=$1 pkg target
+	fuzz_targets | while read -r pkg target; do
+		echo "fuzzing $target ($pkg) for $each" >&2
+		go test -run '^$' -fuzz "^$target\$" -fuzztime "$each" "$pkg"
+	done
 }
 
 run_bench() {
@@ -123,8 +147,9 @@ build) build ;;
 bench) shift; run_bench "$@" ;;
 run) run ;;
 test) shift; run_tests "$@" ;;
+fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|bench [bench flags]" >&2
+	echo "usage: $0 build|run|test [go test flags]|fuzz [time per target]|bench [bench flags]" >&2
 	exit 2
 	;;
 esac
