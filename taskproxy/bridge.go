@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -239,7 +240,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 	}})
 	// A detached copy: the probe must not write to the client request's
 	// handler state (Caddy's variables), which the request itself uses next.
-	req := newUpstreamRequest(ctx, g.cfg.Detach(r), body)
+	req := upstream.NewRequest(ctx, g.cfg.Detach(r), body)
 	// The verdict serves every caller of the endpoint, so the probe carries
 	// none of this caller's headers (cookies, session ids, headers of its
 	// own choosing that could steer the upstream's answer), only the Host
@@ -253,23 +254,23 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
 		req.Header["Authorization"] = auth
 	}
-	req.Header.Set(headerProtocolVersion, string(EraModern))
-	req.Header.Set(headerMethod, "server/discover")
-	resp, err := callUpstream(next, req)
+	req.Header.Set(upstream.HeaderProtocolVersion, string(EraModern))
+	req.Header.Set(upstream.HeaderMethod, "server/discover")
+	resp, err := upstream.Call(next, req)
 	if err != nil {
 		g.log.Warn("probing the upstream's protocol", zap.Error(err))
 		return false, false, false
 	}
 	var answer *jsonrpc.Message
 	if resp.Status >= 200 && resp.Status <= 299 {
-		_ = readMessages(resp, &streamPosition{}, 1<<20, func(m *jsonrpc.Message) (bool, error) {
+		_ = upstream.ReadMessages(resp, &upstream.StreamPosition{}, 1<<20, func(m *jsonrpc.Message) (bool, error) {
 			if m.IsResponse() {
 				answer = m
 				return true, nil
 			}
 			return false, nil
 		})
-		finishBody(resp.Body, time.Second)
+		upstream.FinishBody(resp.Body, time.Second)
 	} else {
 		data := make([]byte, 0, 512)
 		buf := make([]byte, 4096)
@@ -280,7 +281,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 				break
 			}
 		}
-		finishBody(resp.Body, time.Second)
+		upstream.FinishBody(resp.Body, time.Second)
 		answer, _ = jsonrpc.Parse(data)
 	}
 	legacy, known = classifyProbe(resp.Status, answer)
@@ -406,18 +407,18 @@ func (c *call) serveBridgedRequest(meta requestMeta) error {
 	defer bc.run.release()
 	reply := &modernReply{c: c}
 	for {
-		ev, ok := <-bc.a.events
+		ev, ok := <-bc.a.Events
 		if !ok {
-			ev = attemptEvent{err: context.Cause(bc.run.ctx)}
+			ev = upstream.Event{Err: context.Cause(bc.run.ctx)}
 		}
 		switch {
-		case ev.notification != nil:
-			bc.relay(reply, ev.notification)
+		case ev.Notification != nil:
+			bc.relay(reply, ev.Notification)
 			continue
-		case ev.request != nil:
-			bc.refuseUpstreamRequest(ev.request)
+		case ev.Request != nil:
+			bc.refuseUpstreamRequest(ev.Request)
 			continue
-		case errors.Is(ev.err, errClientGone):
+		case errors.Is(ev.Err, errClientGone):
 			return nil
 		case bc.sessionLost(ev):
 			if e := bc.restart(c); e != nil {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -44,7 +45,7 @@ type bridgedCall struct {
 	session *bridgeSession
 	meta    requestMeta
 	run     *runningTask
-	a       *attempt
+	a       *upstream.Attempt
 	// id names the call: the task id should it become one.
 	id         string
 	upstreamID json.RawMessage
@@ -96,23 +97,23 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 		return nil, g.internalError("encoding the upstream request", err)
 	}
 	base := g.cfg.Detach(c.r)
-	base.Header.Del(headerMethod)
-	base.Header.Del(headerName)
+	base.Header.Del(upstream.HeaderMethod)
+	base.Header.Del(upstream.HeaderName)
 	bc.setSession(base, s)
 	bc.run = g.newRun(base, c.next)
 	// The session is held as long as the call runs, task or not.
 	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
-	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	bc.a = upstream.StartAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
 	return bc, nil
 }
 
 func (bc *bridgedCall) setSession(base *http.Request, s *bridgeSession) {
 	if s.id != "" {
-		base.Header.Set(headerSessionID, s.id)
+		base.Header.Set(upstream.HeaderSessionID, s.id)
 	} else {
-		base.Header.Del(headerSessionID)
+		base.Header.Del(upstream.HeaderSessionID)
 	}
-	base.Header.Set(headerProtocolVersion, s.version)
+	base.Header.Set(upstream.HeaderProtocolVersion, s.version)
 }
 
 // sessionLost reports whether ev is the upstream saying it no longer knows
@@ -120,15 +121,15 @@ func (bc *bridgedCall) setSession(base *http.Request, s *bridgeSession) {
 // call's own POST, as the transport specifies, or a 400 whose error names
 // the session, as servers built on the TypeScript SDK v1 examples answer
 // an id they do not hold.
-func (bc *bridgedCall) sessionLost(ev attemptEvent) bool {
-	if bc.restarted || bc.session.id == "" || ev.final == nil || ev.head == nil {
+func (bc *bridgedCall) sessionLost(ev upstream.Event) bool {
+	if bc.restarted || bc.session.id == "" || ev.Final == nil || ev.Head == nil {
 		return false
 	}
-	switch ev.head.status {
+	switch ev.Head.Status {
 	case http.StatusNotFound:
 		return true
 	case http.StatusBadRequest:
-		return ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session")
+		return ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session")
 	}
 	return false
 }
@@ -149,7 +150,7 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.session = s
 	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
 	bc.setSession(bc.run.base, s)
-	bc.a = startAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	bc.a = upstream.StartAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
 	return nil
 }
 
@@ -169,21 +170,21 @@ func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer in
 }
 
 // sendFinal answers the client with the upstream's last event, translated.
-func (bc *bridgedCall) sendFinal(reply *modernReply, ev attemptEvent) {
+func (bc *bridgedCall) sendFinal(reply *modernReply, ev upstream.Event) {
 	c := reply.c
-	if ev.err != nil {
-		e := bc.g.upstreamFailure(ev.err)
+	if ev.Err != nil {
+		e := bc.g.upstreamFailure(ev.Err)
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
-	if e := translateError(ev.final.Error); e != nil {
+	if e := translateError(ev.Final.Error); e != nil {
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 		return
 	}
 	if bc.method == "tools/list" {
-		bc.g.caps.learnTools(ev.final.Result) // what the upstream runs as its own task
+		bc.g.caps.learnTools(ev.Final.Result) // what the upstream runs as its own task
 	}
-	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.final.Result, bc.session.serverInfo)})
+	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
 		e := bc.g.internalError("encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.msg.ID, e)
@@ -266,30 +267,30 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 	newTask := func() *Task {
 		t := c.newTask(EraModern, name, bc.params, g.cfg.DefaultTTL)
 		t.ID, t.UpstreamID, t.Session = bc.id, bc.upstreamID, bc.session.id
-		t.Headers[headerProtocolVersion] = bc.session.version // what its call speaks (taskCallHeaders)
+		t.Headers[upstream.HeaderProtocolVersion] = bc.session.version // what its call speaks (taskCallHeaders)
 		return t
 	}
 	for {
 		select {
-		case ev, ok := <-bc.a.events:
+		case ev, ok := <-bc.a.Events:
 			if !ok {
-				ev = attemptEvent{err: context.Cause(run.ctx)}
+				ev = upstream.Event{Err: context.Cause(run.ctx)}
 			}
 			switch {
-			case ev.notification != nil:
-				bc.relay(reply, ev.notification)
+			case ev.Notification != nil:
+				bc.relay(reply, ev.Notification)
 				continue
-			case ev.request != nil && ev.request.Method == "ping":
-				bc.refuseUpstreamRequest(ev.request)
+			case ev.Request != nil && ev.Request.Method == "ping":
+				bc.refuseUpstreamRequest(ev.Request)
 				continue
-			case ev.request != nil && canTask:
+			case ev.Request != nil && canTask:
 				t := newTask()
-				t.AddInput(InputRequest{Method: ev.request.Method, Params: ev.request.Params, UpstreamID: ev.request.ID})
+				t.AddInput(InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
 				_ = t.SetStatus(StatusInputRequired, msgBridgedInput, clock())
 				return c.convert(t, run, stopFollowingClient, reply, bc.a, nil)
-			case ev.request != nil:
-				return bc.park(c, reply, stopFollowingClient, ev.request)
-			case errors.Is(ev.err, errClientGone):
+			case ev.Request != nil:
+				return bc.park(c, reply, stopFollowingClient, ev.Request)
+			case errors.Is(ev.Err, errClientGone):
 				run.release()
 				return nil
 			case bc.sessionLost(ev):
@@ -300,12 +301,12 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 					return nil
 				}
 				continue
-			case canTask && mode == TaskRequired && !(ev.head != nil && refusesCaller(ev.head.status)):
+			case canTask && mode == TaskRequired && !(ev.Head != nil && refusesCaller(ev.Head.Status)):
 				t := newTask()
-				if ev.final != nil && ev.final.Error == nil {
-					final := *ev.final
+				if ev.Final != nil && ev.Final.Error == nil {
+					final := *ev.Final
 					final.Result = bridgedResult(t, final.Result)
-					ev.final = &final
+					ev.Final = &final
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
@@ -47,7 +48,7 @@ func (u *askUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("s-%d", u.inits)
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set(headerSessionID, id)
+		w.Header().Set(upstream.HeaderSessionID, id)
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"ask","version":"1"}}}`))
 	case m.Method == "server/discover":
 		w.Header().Set("Content-Type", "application/json")

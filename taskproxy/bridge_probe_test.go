@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -44,7 +45,7 @@ func (u *endpointsUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/stateless" && method == "server/discover":
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	case r.URL.Path == "/stateless" && method == "initialize":
-		w.Header().Set(headerSessionID, "s-1")
+		w.Header().Set(upstream.HeaderSessionID, "s-1")
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`))
 	case r.URL.Path == "/stateless" && method == "tools/list":
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[]}}`))
@@ -70,7 +71,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer tok")
 		r.Header.Set("Cookie", "sid=secret")
 		r.Header.Set("X-Steer", "legacy-please")
-		r.Header.Set(headerSessionID, "caller-session")
+		r.Header.Set(upstream.HeaderSessionID, "caller-session")
 		return r
 	}
 	up := &endpointsUpstream{}
@@ -109,12 +110,12 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		if h.Get("Authorization") != "Bearer tok" {
 			t.Errorf("probe Authorization %q, want the caller's", h.Get("Authorization"))
 		}
-		for _, k := range []string{"Cookie", "X-Steer", headerSessionID} {
+		for _, k := range []string{"Cookie", "X-Steer", upstream.HeaderSessionID} {
 			if h.Get(k) != "" {
 				t.Errorf("probe carries the caller's %s: %q", k, h.Get(k))
 			}
 		}
-		if h.Get(headerMethod) != "server/discover" || h.Get(headerProtocolVersion) != "2026-07-28" {
+		if h.Get(upstream.HeaderMethod) != "server/discover" || h.Get(upstream.HeaderProtocolVersion) != "2026-07-28" {
 			t.Errorf("probe headers %v", h)
 		}
 	})

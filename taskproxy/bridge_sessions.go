@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -333,17 +334,17 @@ func (t *bridgeSessions) end(sessions []*bridgeSession) {
 		go func(s *bridgeSession) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			req := newUpstreamRequest(ctx, s.base, nil)
+			req := upstream.NewRequest(ctx, s.base, nil)
 			req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodDelete, http.NoBody, nil, 0
 			req.Header.Del("Content-Type")
-			req.Header.Set(headerSessionID, s.id)
-			req.Header.Set(headerProtocolVersion, s.version)
-			resp, err := callUpstream(s.next, req)
+			req.Header.Set(upstream.HeaderSessionID, s.id)
+			req.Header.Set(upstream.HeaderProtocolVersion, s.version)
+			resp, err := upstream.Call(s.next, req)
 			if err != nil {
 				t.log.Debug("ending an upstream session", zap.Error(err))
 				return
 			}
-			finishBody(resp.Body, time.Second)
+			upstream.FinishBody(resp.Body, time.Second)
 		}(s)
 	}
 }
@@ -399,11 +400,11 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 	// Authorization, which for basic credentials is a password hash.
 	g, owner, principal := c.g, c.bridgeOwner(), c.owner
 	base := g.cfg.Detach(c.r)
-	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
-	base.Header.Del(headerSessionID)
-	base.Header.Del(headerMethod)
-	base.Header.Del(headerName)
-	base.Header.Del(headerProtocolVersion)
+	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), g.cfg.Detach), g.cfg.MaxResultBytes))
+	base.Header.Del(upstream.HeaderSessionID)
+	base.Header.Del(upstream.HeaderMethod)
+	base.Header.Del(upstream.HeaderName)
+	base.Header.Del(upstream.HeaderProtocolVersion)
 	next := c.next
 	clientInfo := json.RawMessage(`{"name":"caddy-mcp-tasks-bridge","version":"1"}`)
 	if info, ok := jsonx.Get(jsonx.OrEmptyObject(jsonx.GetOr(c.msg.Params, "_meta")), metaClientInfo); ok && len(info) > 0 && info[0] == '{' {
@@ -443,23 +444,23 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 	if err != nil {
 		return nil, fmt.Errorf("encoding initialize: %w", err)
 	}
-	resp, err := callUpstream(next, newUpstreamRequest(ctx, base, body))
+	resp, err := upstream.Call(next, upstream.NewRequest(ctx, base, body))
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
-		finishBody(resp.Body, time.Second)
+		upstream.FinishBody(resp.Body, time.Second)
 		return nil, fmt.Errorf("initialize: the upstream answered HTTP %d", resp.Status)
 	}
 	var answer *jsonrpc.Message
-	err = readMessages(resp, &streamPosition{}, maxResultOf(base.Context()), func(m *jsonrpc.Message) (bool, error) {
-		if m.IsResponse() && sameID(m.ID, id) {
+	err = upstream.ReadMessages(resp, &upstream.StreamPosition{}, upstream.MaxResultOf(base.Context()), func(m *jsonrpc.Message) (bool, error) {
+		if m.IsResponse() && upstream.SameID(m.ID, id) {
 			answer = m
 			return true, nil
 		}
 		return false, nil
 	})
-	finishBody(resp.Body, time.Second)
+	upstream.FinishBody(resp.Body, time.Second)
 	if answer == nil {
 		return nil, fmt.Errorf("initialize: no answer: %w", err)
 	}
@@ -476,7 +477,7 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		return nil, fmt.Errorf("initialize: reading the result: %w", err)
 	}
 	s := &bridgeSession{
-		id: resp.Header.Get(headerSessionID), version: res.ProtocolVersion,
+		id: resp.Header.Get(upstream.HeaderSessionID), version: res.ProtocolVersion,
 		capabilities: res.Capabilities, serverInfo: res.ServerInfo, instructions: res.Instructions,
 		base: base, next: next,
 	}
@@ -484,16 +485,16 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		s.version = bridgeLegacyVersion
 	}
 	note, _ := jsonrpc.RequestBytes(nil, "notifications/initialized", nil)
-	req := newUpstreamRequest(ctx, base, note)
+	req := upstream.NewRequest(ctx, base, note)
 	if s.id != "" {
-		req.Header.Set(headerSessionID, s.id)
+		req.Header.Set(upstream.HeaderSessionID, s.id)
 	}
-	req.Header.Set(headerProtocolVersion, s.version)
-	nresp, err := callUpstream(next, req)
+	req.Header.Set(upstream.HeaderProtocolVersion, s.version)
+	nresp, err := upstream.Call(next, req)
 	if err != nil {
 		return nil, fmt.Errorf("notifications/initialized: %w", err)
 	}
-	finishBody(nresp.Body, time.Second)
+	upstream.FinishBody(nresp.Body, time.Second)
 	if nresp.Status >= 300 {
 		return nil, fmt.Errorf("notifications/initialized: the upstream answered HTTP %d", nresp.Status)
 	}

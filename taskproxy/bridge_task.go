@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 // Bridged calls of a tool the upstream runs as a task itself
@@ -24,14 +26,14 @@ import (
 // its session id and protocol version, without the 2026-07-28 routing
 // headers.
 func bridgeHeaders(h http.Header, s *bridgeSession) {
-	h.Del(headerMethod)
-	h.Del(headerName)
+	h.Del(upstream.HeaderMethod)
+	h.Del(upstream.HeaderName)
 	if s.id != "" {
-		h.Set(headerSessionID, s.id)
+		h.Set(upstream.HeaderSessionID, s.id)
 	} else {
-		h.Del(headerSessionID)
+		h.Del(upstream.HeaderSessionID)
 	}
-	h.Set(headerProtocolVersion, s.version)
+	h.Set(upstream.HeaderProtocolVersion, s.version)
 }
 
 // bridgedRunsUpstreamTask reports, for a bridged tools/call of name on
@@ -70,7 +72,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 			delete(t.Headers, k)
 		}
 	}
-	t.Headers[headerProtocolVersion] = s.version
+	t.Headers[upstream.HeaderProtocolVersion] = s.version
 	if !c.storeTask(t, func(t *Task) any { return toModernCreate(t) }, c.failModern) {
 		return nil
 	}
@@ -87,7 +89,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	// it under the follow.
 	s.hold()
 	context.AfterFunc(run.ctx, s.release)
-	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	g.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 	return c.reply(toModernCreate(t))
 }
 
@@ -106,13 +108,13 @@ const msgBridgeSessionLost = "the upstream no longer knows the session the versi
 // creating call, says the upstream no longer knows the task's session (as
 // bridgedCall.sessionLost reads it); the session then leaves the table, so
 // that the caller's next request opens a new one.
-func (g *Gateway) bridgedSessionLost(t *Task, ev *attemptEvent) bool {
-	if t.Era != EraModern || t.Session == "" || ev.final == nil || ev.head == nil {
+func (g *Gateway) bridgedSessionLost(t *Task, ev *upstream.Event) bool {
+	if t.Era != EraModern || t.Session == "" || ev.Final == nil || ev.Head == nil {
 		return false
 	}
 	switch {
-	case ev.head.status == http.StatusNotFound:
-	case ev.head.status == http.StatusBadRequest && ev.final.Error != nil && strings.Contains(strings.ToLower(ev.final.Error.Message), "session"):
+	case ev.Head.Status == http.StatusNotFound:
+	case ev.Head.Status == http.StatusBadRequest && ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session"):
 	default:
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -42,7 +43,7 @@ func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 	switch m.Method {
 	case "initialize":
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set(headerSessionID, live)
+		w.Header().Set(upstream.HeaderSessionID, live)
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"fake","version":"1"}}}`))
 		return
 	case "notifications/initialized":
@@ -50,9 +51,9 @@ func (u *bridgedTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	u.mu.Lock()
-	u.seen = append(u.seen, m.Method+" "+r.Header.Get(headerSessionID)+" "+r.Header.Get(headerProtocolVersion)+" "+r.Header.Get(headerMethod))
+	u.seen = append(u.seen, m.Method+" "+r.Header.Get(upstream.HeaderSessionID)+" "+r.Header.Get(upstream.HeaderProtocolVersion)+" "+r.Header.Get(upstream.HeaderMethod))
 	u.mu.Unlock()
-	switch sess := r.Header.Get(headerSessionID); {
+	switch sess := r.Header.Get(upstream.HeaderSessionID); {
 	case sess == "":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -143,7 +144,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 			if !strings.Contains(string(rec.Result), `"resultType":"complete"`) || strings.Contains(string(rec.Result), metaRelatedTask) {
 				t.Errorf("result %s, want the 2026-07-28 fields and no upstream related-task", rec.Result)
 			}
-			if v := rec.Headers[headerProtocolVersion]; v != "2025-11-25" || rec.Headers[headerMethod] != "" {
+			if v := rec.Headers[upstream.HeaderProtocolVersion]; v != "2025-11-25" || rec.Headers[upstream.HeaderMethod] != "" {
 				t.Errorf("recorded headers %v, want the session's version for a follow after a restart", rec.Headers)
 			}
 			if string(up.taskParam) == "" {
@@ -179,7 +180,7 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 			id := NewTaskID()
 			err := store.Create(t.Context(), &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
 				TTL: time.Hour, Era: EraModern, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s-1",
-				Headers:      map[string]string{headerProtocolVersion: "2025-11-25"},
+				Headers:      map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 				UpstreamTask: tt.upstreamTaskID != "", UpstreamTaskID: tt.upstreamTaskID, Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
 			if err != nil {
 				t.Fatal(err)
@@ -222,7 +223,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	now := clock()
 	id := NewTaskID()
 	rec := &Task{ID: id, Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
-		Era: EraModern, Tool: "job", Session: "s-1", Headers: map[string]string{headerProtocolVersion: "2025-11-25"},
+		Era: EraModern, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 		UpstreamTask: true, UpstreamTaskID: "up-1"}
 	rec.AddInput(InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
 	if err := rec.SetStatus(StatusInputRequired, msgBridgedInput, now); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
@@ -131,7 +132,7 @@ type deleteRecorder struct {
 func (d *deleteRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete {
 		d.mu.Lock()
-		d.deleted = append(d.deleted, r.Header.Get(headerSessionID))
+		d.deleted = append(d.deleted, r.Header.Get(upstream.HeaderSessionID))
 		d.mu.Unlock()
 	}
 	w.WriteHeader(http.StatusOK)
@@ -253,7 +254,7 @@ func TestBridgeProbe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var probes atomic.Int32
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get(headerMethod) == "server/discover" {
+				if r.Header.Get(upstream.HeaderMethod) == "server/discover" {
 					probes.Add(1)
 				}
 				w.Header().Set("Content-Type", "application/json")
@@ -286,7 +287,7 @@ func TestBridgeSessionFailureReprobes(t *testing.T) {
 	var probes atomic.Int32
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.Header.Get(headerMethod) == "server/discover" {
+		if r.Header.Get(upstream.HeaderMethod) == "server/discover" {
 			probes.Add(1)
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`))
@@ -326,7 +327,7 @@ func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		method = m.Method
 	}
 	u.mu.Lock()
-	u.seen = append(u.seen, method+" "+r.Header.Get(headerSessionID)+" "+r.Header.Get(headerProtocolVersion))
+	u.seen = append(u.seen, method+" "+r.Header.Get(upstream.HeaderSessionID)+" "+r.Header.Get(upstream.HeaderProtocolVersion))
 	u.mu.Unlock()
 	switch {
 	case method == "initialize":
@@ -334,11 +335,11 @@ func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.inits++
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set(headerSessionID, "s-1")
+		w.Header().Set(upstream.HeaderSessionID, "s-1")
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"legacy","version":"1"},"instructions":"be nice"}}`))
-	case method == "notifications/initialized" && r.Header.Get(headerSessionID) == "s-1":
+	case method == "notifications/initialized" && r.Header.Get(upstream.HeaderSessionID) == "s-1":
 		w.WriteHeader(http.StatusAccepted)
-	case method == "tools/list" && r.Header.Get(headerSessionID) == "s-1":
+	case method == "tools/list" && r.Header.Get(upstream.HeaderSessionID) == "s-1":
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, ev := range []string{
 			`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"chatter"}}`,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
@@ -24,7 +25,7 @@ type rewriteFunc func(result []byte) ([]byte, error)
 func (c *call) passRewriting(fn rewriteFunc) error {
 	c.r.Header.Del("Accept-Encoding")
 	rw := &rewriteWriter{ResponseWriter: c.w, id: c.msg.ID, fn: fn}
-	err := serveNext(c.next, rw, c.r)
+	err := upstream.ServeNext(c.next, rw, c.r)
 	rw.finish()
 	return err
 }
@@ -137,7 +138,7 @@ func rewriteSpan(data []byte, id json.RawMessage, fn rewriteFunc) (start, end in
 		}
 		return true
 	})
-	if err != nil || !hasResult || !hasID || isRequest || !sameID(data[gotID.ValueStart:gotID.ValueEnd], id) {
+	if err != nil || !hasResult || !hasID || isRequest || !upstream.SameID(data[gotID.ValueStart:gotID.ValueEnd], id) {
 		return 0, 0, nil, false
 	}
 	original := data[result.ValueStart:result.ValueEnd]
@@ -182,7 +183,7 @@ func (rw *rewriteWriter) WriteHeader(code int) {
 	rw.wroteHeader = true
 	rw.mode = modePass
 	if code == http.StatusOK && rw.Header().Get("Content-Encoding") == "" {
-		switch mediaType(rw.Header().Get("Content-Type")) {
+		switch upstream.MediaType(rw.Header().Get("Content-Type")) {
 		case "application/json":
 			rw.mode = modeJSON
 		case "text/event-stream":

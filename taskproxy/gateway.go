@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -43,6 +44,15 @@ func ParseTaskSupport(s string) (TaskSupport, error) {
 		return m, nil
 	}
 	return "", fmt.Errorf("unknown task support %q (want forbidden, optional or required)", s)
+}
+
+// ErrorHandler is an http.Handler that can also report the error its chain
+// ended with, as Caddy's handlers do. Hand the gateway a next handler that
+// implements it, and a pass-through keeps Caddy's error handling and a worker
+// learns why its upstream call failed.
+type ErrorHandler interface {
+	http.Handler
+	ServeHTTPErr(w http.ResponseWriter, r *http.Request) error
 }
 
 // Config is what one loaded configuration asks of the gateway.
@@ -122,7 +132,7 @@ type Config struct {
 // DefaultMaxResultBytes is the default Config.MaxResultBytes: 8 MiB, far
 // above what a tool result normally is, and small enough that a task
 // record stays well within the store's limits.
-const DefaultMaxResultBytes = 8 << 20
+const DefaultMaxResultBytes = upstream.DefaultMaxResultBytes
 
 // Observer is told of task lifecycle events, for metrics. Its methods must
 // be cheap and safe for concurrent use.
@@ -242,10 +252,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			c := &call{g: g, w: w, r: r, next: next, msg: &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
 			return c.serveResumedResult(taskID)
 		}
-		if r.Method == http.MethodDelete && r.Header.Get(headerSessionID) != "" {
+		if r.Method == http.MethodDelete && r.Header.Get(upstream.HeaderSessionID) != "" {
 			return g.serveSessionDelete(w, r, next)
 		}
-		return serveNext(next, w, r)
+		return upstream.ServeNext(next, w, r)
 	}
 	body, err := readBody(r, g.cfg.MaxBody)
 	if errors.Is(err, errBodyTooLarge) {
@@ -291,7 +301,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			return c.serveInputAnswer(taskID, key)
 		}
 	}
-	return serveNext(next, w, r)
+	return upstream.ServeNext(next, w, r)
 }
 
 // refuseUnreadable answers a POST body the gateway cannot read exactly as
@@ -300,7 +310,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 // goes to the next handler instead, unread by the gateway.
 func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next http.Handler, msg *jsonrpc.Message, err error) error {
 	if g.cfg.PassUnreadable {
-		return serveNext(next, w, r)
+		return upstream.ServeNext(next, w, r)
 	}
 	var re *jsonrpc.ReadError
 	if !errors.As(err, &re) {
@@ -328,7 +338,7 @@ type call struct {
 	caller Caller
 }
 
-func (c *call) pass() error { return serveNext(c.next, c.w, c.r) }
+func (c *call) pass() error { return upstream.ServeNext(c.next, c.w, c.r) }
 
 func (c *call) serveLegacyRequest() error {
 	if strings.HasPrefix(c.msg.Method, "tasks/") && (!c.guardOrigin() || c.limited()) {
@@ -412,16 +422,10 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// Header names of the MCP Streamable HTTP transport.
-const (
-	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerSessionID       = "Mcp-Session-Id"
-)
-
 // detectEra tells the protocol generation of a request: 2026-07-28 carries
 // its version in the header and in params._meta on every request.
 func detectEra(r *http.Request, msg *jsonrpc.Message) Era {
-	if v := r.Header.Get(headerProtocolVersion); v >= string(EraModern) {
+	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(EraModern) {
 		return EraModern
 	}
 	if len(msg.Params) > 0 && bytes.Contains(msg.Params, []byte(metaProtocolVersion)) {

@@ -12,8 +12,9 @@ const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 // the module each may import (directly or through another package), and
 // other packages it must never import. Tests aside: the core's own tests link
 // a backend in from the external test package (store_link_test.go). The
-// leaves import nothing of the module; jsonrpc only the scanner; the core
-// knows no store backend, no Caddy and not auth/.
+// leaves import nothing of the module; jsonrpc only the scanner; calls to
+// the next handler only what is below them; the core knows no store
+// backend, no Caddy and not auth/.
 var importRules = []struct {
 	pkg       string
 	allowed   []string // packages of the module, by prefix; nil means any
@@ -21,7 +22,9 @@ var importRules = []struct {
 }{
 	{"taskproxy/internal/jsonx", []string{}, nil},
 	{"taskproxy/sse", []string{}, nil},
+	{"taskproxy/internal/runners", []string{}, nil},
 	{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}},
+	{"taskproxy/internal/upstream", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy", []string{"taskproxy"}, []string{"github.com/dgraph-io/badger", "github.com/jackc/pgx", "github.com/caddyserver/caddy"}},
 }
 

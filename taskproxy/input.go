@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -119,11 +120,11 @@ func (g *Gateway) answerUpstream(ctx context.Context, t *Task, base *http.Reques
 	if err != nil {
 		return fmt.Errorf("encoding the answer: %w", err)
 	}
-	req := newUpstreamRequest(ctx, base, body)
+	req := upstream.NewRequest(ctx, base, body)
 	if t.Session != "" {
-		req.Header.Set(headerSessionID, t.Session)
+		req.Header.Set(upstream.HeaderSessionID, t.Session)
 	}
-	resp, err := callUpstream(next, req)
+	resp, err := upstream.Call(next, req)
 	if err != nil {
 		return fmt.Errorf("forwarding the answer upstream: %w", err)
 	}

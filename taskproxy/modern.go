@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -21,8 +22,6 @@ const (
 	extensionTasks         = "io.modelcontextprotocol/tasks"
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
-	headerMethod           = "Mcp-Method"
-	headerName             = "Mcp-Name"
 )
 
 // supportedVersions are the protocol versions the gateway serves.
@@ -163,10 +162,10 @@ func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta)
 		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": meta.version})
 		return e
 	}
-	if e := headerMatches(r, headerProtocolVersion, "MCP-Protocol-Version", meta.version); e != nil {
+	if e := headerMatches(r, upstream.HeaderProtocolVersion, "MCP-Protocol-Version", meta.version); e != nil {
 		return e
 	}
-	if e := headerMatches(r, headerMethod, headerMethod, msg.Method); e != nil {
+	if e := headerMatches(r, upstream.HeaderMethod, upstream.HeaderMethod, msg.Method); e != nil {
 		return e
 	}
 	var nameParam string
@@ -182,7 +181,7 @@ func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta)
 	if err != nil {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
 	}
-	return headerMatches(r, headerName, headerName, name)
+	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
 }
 
 func isSupportedModern(v string) bool { return v == string(EraModern) }

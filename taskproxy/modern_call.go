@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
@@ -101,49 +102,49 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	}
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
-	a := startAttempt(run.ctx, run.base, run.next, upstreamID, body)
+	a := upstream.StartAttempt(run.ctx, run.base, run.next, upstreamID, body)
 	reply := &modernReply{c: c}
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
 
 	t := c.newTask(EraModern, name, params, g.cfg.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
-	passThrough := func(ev attemptEvent) error {
+	passThrough := func(ev upstream.Event) error {
 		stopFollowingClient()
 		defer run.release()
-		if ev.err != nil {
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.upstreamFailure(ev.err)), http.StatusBadGateway)
+		if ev.Err != nil {
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.upstreamFailure(ev.Err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
-		if ev.final.Error != nil {
-			status = modernStatus(ev.final.Error.Code)
+		if ev.Final.Error != nil {
+			status = modernStatus(ev.Final.Error.Code)
 		}
-		data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.final.Result, Error: ev.final.Error})
-		reply.sendUpstream(data, status, ev.head)
+		data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
+		reply.sendUpstream(data, status, ev.Head)
 		return nil
 	}
 	for {
 		select {
-		case ev, ok := <-a.events:
+		case ev, ok := <-a.Events:
 			if !ok {
-				ev = attemptEvent{err: context.Cause(run.ctx)}
+				ev = upstream.Event{Err: context.Cause(run.ctx)}
 			}
 			switch {
-			case ev.notification != nil:
-				reply.relay(ev.notification)
+			case ev.Notification != nil:
+				reply.relay(ev.Notification)
 				continue
-			case ev.request != nil:
+			case ev.Request != nil:
 				continue // no server-to-client requests on this wire
-			case errors.Is(ev.err, errClientGone):
+			case errors.Is(ev.Err, errClientGone):
 				run.release()
 				return nil
-			case ev.final != nil && isInputRequired(ev.final.Result):
+			case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
 				if mode == TaskRequired {
 					return passThrough(ev)
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
-			case ev.head != nil && refusesCaller(ev.head.status):
+			case ev.Head != nil && refusesCaller(ev.Head.Status):
 				// Not an outcome of the tool: the caller must act on it
 				// (MCP authorization starts from a 401), so it passes
 				// through even for a tool that always runs as a task.
@@ -167,19 +168,19 @@ func refusesCaller(status int) bool {
 // convert stores the task and answers the CreateTaskResult; a worker takes
 // over the attempt (or its answer, pending). A pending final answer is
 // recorded before the task is stored, so the task is created already ended.
-func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *attempt, pending *attemptEvent) error {
+func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *upstream.Attempt, pending *upstream.Event) error {
 	g := c.g
 	if !stopFollowingClient() {
 		run.release() // the client left just now: the call was cancelled with it
 		return nil
 	}
-	ended := pending != nil && !(pending.final != nil && isInputRequired(pending.final.Result))
+	ended := pending != nil && !(pending.Final != nil && upstream.IsInputRequired(pending.Final.Result))
 	if ended {
 		t.Lease = Lease{}
-		if pending.err != nil {
-			applyOutcome(t, nil, g.upstreamFailure(pending.err, zap.String("task", t.ID)), clock())
+		if pending.Err != nil {
+			applyOutcome(t, nil, g.upstreamFailure(pending.Err, zap.String("task", t.ID)), clock())
 		} else {
-			applyOutcome(t, pending.final.Result, pending.final.Error, clock())
+			applyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
 		}
 	}
 	if err := g.rt.Store.CreateWithin(c.r.Context(), t, g.cfg.MaxActivePerOwner); err != nil {
@@ -228,7 +229,7 @@ func (c *call) passWithoutTasks() error {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.ContentLength = int64(len(body))
-	return serveNext(c.next, c.w, r)
+	return upstream.ServeNext(c.next, c.w, r)
 }
 
 // withoutTasksExtension removes the tasks extension from the client
@@ -289,30 +290,30 @@ func (r *modernReply) relay(m *jsonrpc.Message) {
 // (an HTTP 401 with WWW-Authenticate is how MCP authorization discovery
 // starts), and for a non-2xx answer its body as is, unless that body is a
 // JSON-RPC message, which data (under the client's id) replaces.
-func (r *modernReply) sendUpstream(data []byte, status int, head *upstreamHead) {
+func (r *modernReply) sendUpstream(data []byte, status int, head *upstream.Head) {
 	if head == nil || r.sse != nil { // a stream has begun: its status is sent
 		r.send(data, status)
 		return
 	}
 	h := r.c.w.Header()
-	for k, v := range head.header {
+	for k, v := range head.Header {
 		switch http.CanonicalHeaderKey(k) {
 		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding", "Connection", "Trailer":
 			continue
 		}
 		h[k] = v
 	}
-	if head.status < 200 || head.status > 299 {
-		if _, err := jsonrpc.Parse(head.body); err != nil && head.body != nil {
-			if ct := head.header.Get("Content-Type"); ct != "" {
+	if head.Status < 200 || head.Status > 299 {
+		if _, err := jsonrpc.Parse(head.Body); err != nil && head.Body != nil {
+			if ct := head.Header.Get("Content-Type"); ct != "" {
 				h.Set("Content-Type", ct)
 			}
 			h.Del("Content-Length")
-			r.c.w.WriteHeader(head.status)
-			_, _ = r.c.w.Write(head.body)
+			r.c.w.WriteHeader(head.Status)
+			_, _ = r.c.w.Write(head.Body)
 			return
 		}
-		status = head.status
+		status = head.Status
 	}
 	writeJSON(r.c.w, status, data)
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -128,5 +129,5 @@ func crossSiteSimple(r *http.Request) bool {
 	if ct == "" {
 		return r.Header.Get("Origin") != ""
 	}
-	return mediaType(ct) != "application/json"
+	return upstream.MediaType(ct) != "application/json"
 }

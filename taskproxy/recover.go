@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -226,7 +227,7 @@ func (g *Gateway) rerunBase(served *http.Request, t *Task) *http.Request {
 		base.Header.Set(k, v)
 	}
 	if t.Session != "" {
-		base.Header.Set(headerSessionID, t.Session)
+		base.Header.Set(upstream.HeaderSessionID, t.Session)
 	}
 	taskCallHeaders(base.Header, t)
 	taskEndpoint(base, t)
@@ -242,7 +243,7 @@ func routingHeaders(r *http.Request) map[string]string {
 			continue
 		}
 		switch k := http.CanonicalHeaderKey(k); {
-		case k == headerProtocolVersion, isRoutingHeader(k):
+		case k == upstream.HeaderProtocolVersion, isRoutingHeader(k):
 			out[k] = v[0]
 		}
 	}

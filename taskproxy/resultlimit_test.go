@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -34,10 +35,10 @@ func TestReadMessagesLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
-			var pos streamPosition
-			err := readMessages(resp, &pos, limit, func(m *jsonrpc.Message) (bool, error) { return m.IsResponse(), nil })
-			var tooLarge *tooLargeError
+			resp := &upstream.Response{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
+			var pos upstream.StreamPosition
+			err := upstream.ReadMessages(resp, &pos, limit, func(m *jsonrpc.Message) (bool, error) { return m.IsResponse(), nil })
+			var tooLarge *upstream.TooLargeError
 			if tt.wantSize == 0 {
 				if err != nil {
 					t.Fatalf("err = %v, want none", err)

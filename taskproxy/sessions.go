@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -99,7 +100,7 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 	// One session per request: with several values (or a list in one),
 	// the gateway would check one and an upstream that reads another would
 	// serve a session nobody checked.
-	if vals := r.Header.Values(headerSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
+	if vals := r.Header.Values(upstream.HeaderSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
 		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
@@ -107,9 +108,9 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
 		return false
 	}
-	sid := r.Header.Get(headerSessionID)
+	sid := r.Header.Get(upstream.HeaderSessionID)
 	if sid == "" {
-		if _, present := r.Header[headerSessionID]; present {
+		if _, present := r.Header[upstream.HeaderSessionID]; present {
 			writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))
 			return false
 		}
@@ -137,7 +138,7 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 // as the session header, which the gateway would not have checked.
 func sessionHeaderAlias(h http.Header) bool {
 	for k := range h {
-		if len(k) == len(headerSessionID) && strings.IndexByte(k, '_') >= 0 && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), headerSessionID) {
+		if len(k) == len(upstream.HeaderSessionID) && strings.IndexByte(k, '_') >= 0 && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), upstream.HeaderSessionID) {
 			return true
 		}
 	}
@@ -177,13 +178,13 @@ func (g *Gateway) bindSessionOf(ctx context.Context, w http.ResponseWriter, owne
 
 func (b *bindingWriter) bind(code int) {
 	b.done = true
-	sid := b.Header().Get(headerSessionID)
+	sid := b.Header().Get(upstream.HeaderSessionID)
 	if sid == "" || code < 200 || code > 299 {
 		return
 	}
 	if err := b.g.rt.Store.BindSession(b.ctx, sid, b.owner, sessionIdleTTL); err != nil {
 		b.g.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
-		b.Header().Del(headerSessionID)
+		b.Header().Del(upstream.HeaderSessionID)
 		return
 	}
 	b.g.rt.sessions.remember(sid, b.owner, clock())
@@ -218,9 +219,9 @@ func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 // has checked the owner), and forgets the binding once the upstream ended
 // the session or no longer knows it.
 func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	sid := r.Header.Get(headerSessionID)
+	sid := r.Header.Get(upstream.HeaderSessionID)
 	sw := &deleteStatusWriter{ResponseWriter: w}
-	err := serveNext(next, sw, r)
+	err := upstream.ServeNext(next, sw, r)
 	if err == nil && (sw.status >= 200 && sw.status <= 299 || sw.status == http.StatusNotFound) {
 		g.rt.sessions.forget(sid)
 		if ferr := g.rt.Store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {

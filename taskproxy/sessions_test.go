@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 func TestBadgerSessionBindings(t *testing.T) {
@@ -71,7 +73,7 @@ type sessionUpstream struct {
 func (u *sessionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	sid := r.Header.Get(headerSessionID)
+	sid := r.Header.Get(upstream.HeaderSessionID)
 	u.reached = append(u.reached, r.Method+" "+sid)
 	body, _ := io.ReadAll(r.Body)
 	switch {
@@ -79,7 +81,7 @@ func (u *sessionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.next++
 		sid = fmt.Sprintf("session-%d", u.next)
 		u.live[sid] = true
-		w.Header().Set(headerSessionID, sid)
+		w.Header().Set(upstream.HeaderSessionID, sid)
 		writeJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
 	case !u.live[sid]:
 		http.Error(w, "unknown session", http.StatusNotFound)
@@ -125,7 +127,7 @@ func TestSessionBinding(t *testing.T) {
 			}
 		}
 		if sid != "" {
-			r.Header.Set(headerSessionID, sid)
+			r.Header.Set(upstream.HeaderSessionID, sid)
 		}
 		r = WithCaller(r, Caller{Owner: who, Principal: who})
 		w := httptest.NewRecorder()
@@ -141,7 +143,7 @@ func TestSessionBinding(t *testing.T) {
 		if err := g.ServeHTTP(w, r, up); err != nil {
 			t.Fatal(err)
 		}
-		sid := w.Header().Get(headerSessionID)
+		sid := w.Header().Get(upstream.HeaderSessionID)
 		if w.Code != http.StatusOK || sid == "" {
 			t.Fatalf("initialize: %d %s", w.Code, w.Body)
 		}
@@ -157,10 +159,10 @@ func TestSessionBinding(t *testing.T) {
 		headers []string
 	}{
 		{"POST", http.MethodPost, nil},
-		{"POST 2026", http.MethodPost, []string{headerProtocolVersion, "2026-07-28"}},
+		{"POST 2026", http.MethodPost, []string{upstream.HeaderProtocolVersion, "2026-07-28"}},
 		{"GET", http.MethodGet, []string{"Accept", "text/event-stream"}},
 		{"DELETE", http.MethodDelete, nil},
-		{"DELETE 2026", http.MethodDelete, []string{headerProtocolVersion, "2026-07-28"}},
+		{"DELETE 2026", http.MethodDelete, []string{upstream.HeaderProtocolVersion, "2026-07-28"}},
 	}
 	refused := func(g *Gateway, phase string) {
 		t.Helper()
@@ -248,7 +250,7 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 			for _, v := range tt.values {
-				r.Header.Add(headerSessionID, v)
+				r.Header.Add(upstream.HeaderSessionID, v)
 			}
 			for k, v := range tt.aliases {
 				r.Header[k] = []string{v}

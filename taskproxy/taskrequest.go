@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 // The requests a task's upstream call is made of (its attempts, answers to
@@ -39,26 +41,26 @@ func taskCallHeaders(h http.Header, t *Task) {
 			delete(h, k)
 		}
 	}
-	switch v := t.Headers[headerProtocolVersion]; {
+	switch v := t.Headers[upstream.HeaderProtocolVersion]; {
 	case v != "" && v != string(EraModern):
-		h.Set(headerProtocolVersion, v)
+		h.Set(upstream.HeaderProtocolVersion, v)
 	case t.Era == EraModern:
 		// Bridged, recorded before the session's version was.
-		h.Set(headerProtocolVersion, bridgeLegacyVersion)
+		h.Set(upstream.HeaderProtocolVersion, bridgeLegacyVersion)
 	default: // the call carried none
-		h.Del(headerProtocolVersion)
+		h.Del(upstream.HeaderProtocolVersion)
 	}
 	if t.Session != "" {
-		h.Set(headerSessionID, t.Session)
+		h.Set(upstream.HeaderSessionID, t.Session)
 	} else {
-		h.Del(headerSessionID)
+		h.Del(upstream.HeaderSessionID)
 	}
 }
 
 // isRoutingHeader reports whether the canonical header name k is one of
 // the 2026-07-28 routing headers, which name the request they come with.
 func isRoutingHeader(k string) bool {
-	return k == headerMethod || k == headerName || strings.HasPrefix(k, "Mcp-Param-")
+	return k == upstream.HeaderMethod || k == upstream.HeaderName || strings.HasPrefix(k, "Mcp-Param-")
 }
 
 // taskEndpoint points base at t's endpoint and host, where its call went.

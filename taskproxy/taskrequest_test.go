@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 // A request about a task made on a replica without its worker carries what
@@ -15,8 +17,8 @@ func TestTaskUpstreamBase(t *testing.T) {
 	caller := func() *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "http://other.example/mcp/b?x=1", strings.NewReader(`{}`))
 		for k, v := range map[string]string{
-			"Authorization": "Bearer tok", headerProtocolVersion: "2026-07-28", headerMethod: "tasks/update",
-			headerName: "T1", "Mcp-Param-Region": "eu", headerSessionID: "callers",
+			"Authorization": "Bearer tok", upstream.HeaderProtocolVersion: "2026-07-28", upstream.HeaderMethod: "tasks/update",
+			upstream.HeaderName: "T1", "Mcp-Param-Region": "eu", upstream.HeaderSessionID: "callers",
 		} {
 			r.Header.Set(k, v)
 		}
@@ -29,25 +31,25 @@ func TestTaskUpstreamBase(t *testing.T) {
 		session string
 		routing bool // the 2026-07-28 routing headers stay
 	}{
-		{"2025-11-25 task", Task{Era: EraLegacy, Session: "s-1", Headers: map[string]string{headerProtocolVersion: "2025-11-25"}}, "2025-11-25", "s-1", false},
+		{"2025-11-25 task", Task{Era: EraLegacy, Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "s-1", false},
 		{"2025-11-25 task created without a version header", Task{Era: EraLegacy, Session: "s-1"}, "", "s-1", false},
-		{"2025-11-25 task of an upstream without sessions", Task{Era: EraLegacy, Headers: map[string]string{headerProtocolVersion: "2025-11-25"}}, "2025-11-25", "", false},
-		{"bridged task on an older session", Task{Era: EraModern, Session: "s-2", Headers: map[string]string{headerProtocolVersion: "2025-06-18", headerMethod: "tools/call"}}, "2025-06-18", "s-2", false},
-		{"bridged task recorded with the caller's version", Task{Era: EraModern, Session: "s-3", Headers: map[string]string{headerProtocolVersion: "2026-07-28"}}, bridgeLegacyVersion, "s-3", false},
-		{"2026-07-28 task: the caller's wire", Task{Era: EraModern, Headers: map[string]string{headerProtocolVersion: "2026-07-28"}}, "2026-07-28", "callers", true},
+		{"2025-11-25 task of an upstream without sessions", Task{Era: EraLegacy, Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "", false},
+		{"bridged task on an older session", Task{Era: EraModern, Session: "s-2", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-06-18", upstream.HeaderMethod: "tools/call"}}, "2025-06-18", "s-2", false},
+		{"bridged task recorded with the caller's version", Task{Era: EraModern, Session: "s-3", Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, bridgeLegacyVersion, "s-3", false},
+		{"2026-07-28 task: the caller's wire", Task{Era: EraModern, Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, "2026-07-28", "callers", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.task.Endpoint, tt.task.Host = "/mcp/a", "gw.example"
 			base := taskUpstreamBase(t.Context(), caller(), &tt.task)
 			h := base.Header
-			if got := h.Get(headerProtocolVersion); got != tt.version {
+			if got := h.Get(upstream.HeaderProtocolVersion); got != tt.version {
 				t.Errorf("version %q, want %q", got, tt.version)
 			}
-			if got := h.Get(headerSessionID); got != tt.session {
+			if got := h.Get(upstream.HeaderSessionID); got != tt.session {
 				t.Errorf("session %q, want %q", got, tt.session)
 			}
-			routing := h.Get(headerMethod) != "" || h.Get(headerName) != "" || h.Get("Mcp-Param-Region") != ""
+			routing := h.Get(upstream.HeaderMethod) != "" || h.Get(upstream.HeaderName) != "" || h.Get("Mcp-Param-Region") != ""
 			if routing != tt.routing {
 				t.Errorf("routing headers kept: %v, want %v (%v)", routing, tt.routing, h)
 			}

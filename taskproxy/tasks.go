@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -64,7 +65,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
 	}
 	if era == EraLegacy {
-		t.Session = c.r.Header.Get(headerSessionID)
+		t.Session = c.r.Header.Get(upstream.HeaderSessionID)
 	}
 	t.IdempotencyKey, t.Fingerprint = idempotencyOf(c.r, c.msg.Params)
 	return t
@@ -107,7 +108,7 @@ func (c *call) startTask(t *Task) {
 		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
-	g.startWorker(t, run, startAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	g.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 }
 
 // checkQuota refuses a new task when the caller has too many active ones.
@@ -169,11 +170,11 @@ func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	req := newUpstreamRequest(ctx, run.base, body)
+	req := upstream.NewRequest(ctx, run.base, body)
 	if t.Session != "" {
-		req.Header.Set(headerSessionID, t.Session)
+		req.Header.Set(upstream.HeaderSessionID, t.Session)
 	}
-	resp, err := callUpstream(run.next, req)
+	resp, err := upstream.Call(run.next, req)
 	if err != nil {
 		g.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
 		return

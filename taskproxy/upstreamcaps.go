@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -245,23 +246,23 @@ func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next 
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", method, err)
 	}
-	req := newUpstreamRequest(ctx, base, body)
+	req := upstream.NewRequest(ctx, base, body)
 	if session != "" {
-		req.Header.Set(headerSessionID, session)
+		req.Header.Set(upstream.HeaderSessionID, session)
 	}
-	resp, err := callUpstream(next, req)
+	resp, err := upstream.Call(next, req)
 	if err != nil {
 		return nil, err
 	}
-	defer finishBody(resp.Body, time.Second)
+	defer upstream.FinishBody(resp.Body, time.Second)
 	if resp.Status < 200 || resp.Status > 299 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPFailureBody))
-		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: describeHTTPFailure(resp.Status, data)}, nil
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, upstream.MaxHTTPFailureBody))
+		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: upstream.DescribeHTTPFailure(resp.Status, data)}, nil
 	}
 	var answer *jsonrpc.Message
-	var pos streamPosition
-	err = readMessages(resp, &pos, maxResultOf(ctx), func(m *jsonrpc.Message) (bool, error) {
-		if m.IsResponse() && sameID(m.ID, id) {
+	var pos upstream.StreamPosition
+	err = upstream.ReadMessages(resp, &pos, upstream.MaxResultOf(ctx), func(m *jsonrpc.Message) (bool, error) {
+		if m.IsResponse() && upstream.SameID(m.ID, id) {
 			answer = m
 			return true, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -69,7 +70,7 @@ func followID(taskID, what string, n int) json.RawMessage {
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
-func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *attempt) {
+func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *upstream.Attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
 			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
@@ -99,17 +100,17 @@ func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *attempt) {
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
 // meanwhile, in which case the upstream's task is cancelled.
-func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (string, bool) {
+func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *upstream.Attempt) (string, bool) {
 	ev := g.followEvents(t, run, a)
 	switch {
-	case ev.err != nil:
-		g.finishInterrupted(run.ctx, t, ev.err)
+	case ev.Err != nil:
+		g.finishInterrupted(run.ctx, t, ev.Err)
 		return "", false
 	case g.bridgedSessionLost(t, ev):
 		g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
 		return "", false
-	case ev.final.Error != nil:
-		g.finish(t, nil, ev.final.Error)
+	case ev.Final.Error != nil:
+		g.finish(t, nil, ev.Final.Error)
 		return "", false
 	}
 	var created struct {
@@ -118,8 +119,8 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *attempt) (str
 			StatusMessage string `json:"statusMessage"`
 		} `json:"task"`
 	}
-	if json.Unmarshal(ev.final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
-		g.finish(t, bridgedResult(t, ev.final.Result), nil)
+	if json.Unmarshal(ev.Final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
+		g.finish(t, bridgedResult(t, ev.Final.Result), nil)
 		return "", false
 	}
 	id := created.Task.TaskID
@@ -159,18 +160,18 @@ const auditUpstreamTask = "task created at the upstream"
 // followEvents consumes an attempt's events up to its last one: the
 // upstream's requests become the task's input requests, status
 // notifications of its task update the status message.
-func (g *Gateway) followEvents(t *Task, run *runningTask, a *attempt) *attemptEvent {
-	for ev := range a.events {
+func (g *Gateway) followEvents(t *Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+	for ev := range a.Events {
 		switch {
-		case ev.last():
+		case ev.Last():
 			return &ev
-		case ev.request != nil:
-			g.upstreamRequest(run.ctx, t, run, ev.request)
-		case ev.notification.Method == "notifications/tasks/status":
-			g.mirrorUpstreamStatus(run.ctx, t, ev.notification.Params)
+		case ev.Request != nil:
+			g.upstreamRequest(run.ctx, t, run, ev.Request)
+		case ev.Notification.Method == "notifications/tasks/status":
+			g.mirrorUpstreamStatus(run.ctx, t, ev.Notification.Params)
 		}
 	}
-	return &attemptEvent{err: context.Cause(run.ctx)}
+	return &upstream.Event{Err: context.Cause(run.ctx)}
 }
 
 // followUpstreamTask waits for the upstream task's outcome with tasks/result
@@ -185,13 +186,13 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 			g.finish(t, nil, g.internalError("encoding tasks/result", err, zap.String("task", t.ID)))
 			return
 		}
-		ev := g.followEvents(t, run, startAttempt(run.ctx, run.base, run.next, id, body))
+		ev := g.followEvents(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, id, body))
 		if run.ctx.Err() != nil {
 			g.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
 			return
 		}
-		if ev.err == nil && ev.final.Error == nil {
-			g.finish(t, bridgedResult(t, withoutRelatedTask(ev.final.Result)), nil)
+		if ev.Err == nil && ev.Final.Error == nil {
+			g.finish(t, bridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
 			return
 		}
 		status, known, err := g.upstreamTaskStatus(run, t, n)
@@ -199,14 +200,14 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 		case err == nil && !known:
 			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
-		case err == nil && status.Terminal() && ev.err == nil:
-			g.finish(t, nil, ev.final.Error) // the upstream's outcome is an error
+		case err == nil && status.Terminal() && ev.Err == nil:
+			g.finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
 			return
 		}
 		if failures++; failures > maxFollowFailures {
-			cause := ev.err
+			cause := ev.Err
 			if cause == nil {
-				cause = fmt.Errorf("tasks/result: %s", ev.final.Error.Message)
+				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
 			}
 			g.finishInterrupted(run.ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
 			return

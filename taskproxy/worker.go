@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -30,7 +32,7 @@ var (
 // or by the runtime's shutdown, and by the task's expiry once startWorker
 // arms it.
 func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
-	base = base.WithContext(context.WithValue(withDetach(base.Context(), g.cfg.Detach), maxResultKey{}, g.cfg.MaxResultBytes))
+	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), g.cfg.Detach), g.cfg.MaxResultBytes))
 	ctx, cancel := context.WithCancelCause(base.Context())
 	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
 	return &runningTask{
@@ -49,7 +51,7 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
 // or, when pending is set, an answer already taken from it.
 // At the task's expiry its call is stopped: on 2025-11-25 the upstream is
 // told first, since there closing the stream is not a cancellation.
-func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+func (g *Gateway) startWorker(t *Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
@@ -65,7 +67,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 		g.stopUpstreamCall(run.ctx, run, call, "task expired")
 		run.cancel(errTaskExpired)
 	})
-	runners.run(func() {
+	runners.Run(func() {
 		defer g.rt.workers.wg.Done()
 		defer g.rt.workers.remove(t.ID, run)
 		defer run.release()
@@ -74,7 +76,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *attempt, pending *at
 	})
 }
 
-func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEvent) {
+func (g *Gateway) work(t *Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	if t.UpstreamTask {
 		g.workUpstreamTask(t, run, a)
 		return
@@ -90,18 +92,18 @@ func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEv
 			}
 			pending = nil
 			switch {
-			case ev.err != nil:
-				g.finishInterrupted(run.ctx, t, ev.err)
+			case ev.Err != nil:
+				g.finishInterrupted(run.ctx, t, ev.Err)
 				return
-			case ev.final.Error != nil:
-				g.finish(t, nil, ev.final.Error)
+			case ev.Final.Error != nil:
+				g.finish(t, nil, ev.Final.Error)
 				return
-			case t.Era != EraModern || !isInputRequired(ev.final.Result):
-				g.finish(t, bridgedResult(t, ev.final.Result), nil)
+			case t.Era != EraModern || !upstream.IsInputRequired(ev.Final.Result):
+				g.finish(t, bridgedResult(t, ev.Final.Result), nil)
 				return
 			}
 			var err error
-			if keys, err = g.recordInput(t, run, ev.final.Result); err != nil {
+			if keys, err = g.recordInput(t, run, ev.Final.Result); err != nil {
 				g.finishInterrupted(run.ctx, t, err)
 				return
 			}
@@ -120,7 +122,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *attempt, pending *attemptEv
 
 // nextAttempt starts the task's next upstream call with params, under a
 // new JSON-RPC id, recording the id (and message, when not empty) first.
-func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage, message string) (*attempt, error) {
+func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
 	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
@@ -137,28 +139,28 @@ func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage,
 	if err != nil {
 		return nil, fmt.Errorf("encoding the upstream call: %w", err)
 	}
-	return startAttempt(run.ctx, run.base, run.next, rec.UpstreamID, body), nil
+	return upstream.StartAttempt(run.ctx, run.base, run.next, rec.UpstreamID, body), nil
 }
 
 // follow consumes an attempt's events up to its last one, relaying progress
 // to waiters and turning 2025-11-25 upstream requests into input requests.
-func (g *Gateway) follow(t *Task, run *runningTask, a *attempt) *attemptEvent {
+func (g *Gateway) follow(t *Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
 	token := progressToken(t.Params)
-	for ev := range a.events {
+	for ev := range a.Events {
 		switch {
-		case ev.last():
+		case ev.Last():
 			return &ev
-		case ev.request != nil:
-			g.upstreamRequest(run.ctx, t, run, ev.request)
-		case ev.notification.Method == "notifications/progress" && t.Era == EraLegacy:
-			if token != nil && sameID(progressTokenOf(ev.notification.Params), token) {
-				run.setProgress(ev.notification.Params)
-				g.rt.Hub.Progress(t.ID, ev.notification.Params)
+		case ev.Request != nil:
+			g.upstreamRequest(run.ctx, t, run, ev.Request)
+		case ev.Notification.Method == "notifications/progress" && t.Era == EraLegacy:
+			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
+				run.setProgress(ev.Notification.Params)
+				g.rt.Hub.Progress(t.ID, ev.Notification.Params)
 			}
 		}
 	}
 	// The pump stops without a last event only when the context ended.
-	return &attemptEvent{err: context.Cause(run.ctx)}
+	return &upstream.Event{Err: context.Cause(run.ctx)}
 }
 
 // finishInterrupted records a call that ended without an answer. A cancelled

@@ -1,4 +1,4 @@
-package taskproxy
+package upstream
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
@@ -27,8 +28,8 @@ type ErrorHandler interface {
 	ServeHTTPErr(w http.ResponseWriter, r *http.Request) error
 }
 
-// serveNext calls next, returning its error when it can report one.
-func serveNext(next http.Handler, w http.ResponseWriter, r *http.Request) error {
+// ServeNext calls next, returning its error when it can report one.
+func ServeNext(next http.Handler, w http.ResponseWriter, r *http.Request) error {
 	if eh, ok := next.(ErrorHandler); ok {
 		return eh.ServeHTTPErr(w, r)
 	}
@@ -36,10 +37,10 @@ func serveNext(next http.Handler, w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// serveNextRecovering is serveNext on a goroutine of the gateway's own: a
+// ServeNextRecovering is ServeNext on a goroutine of the gateway's own: a
 // handler that aborts, as reverse_proxy does with http.ErrAbortHandler when
 // its reader goes away mid-stream, must end this call, not the process.
-func serveNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
+func ServeNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
@@ -49,22 +50,22 @@ func serveNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Reque
 			err = fmt.Errorf("panic in the next handler: %v", v)
 		}
 	}()
-	return serveNext(next, w, r)
+	return ServeNext(next, w, r)
 }
 
-// upstreamResponse is the head of an answer from the next handler, with a
+// Response is the head of an answer from the next handler, with a
 // body that streams while the handler is still writing it.
-type upstreamResponse struct {
+type Response struct {
 	Status int
 	Header http.Header
 	Body   io.ReadCloser
 }
 
-// newUpstreamRequest builds a POST of body to the same endpoint as base,
+// NewRequest builds a POST of body to the same endpoint as base,
 // with base's headers (session, authorization and the like) and ctx. The
 // client's Accept-Encoding is dropped: the gateway must read the answer.
-func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
-	req := withOwnValues(base.WithContext(ctx), base) // a deep copy: its headers are edited below
+func NewRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
+	req := WithOwnValues(base.WithContext(ctx), base) // a deep copy: its headers are edited below
 	req.Method = http.MethodPost
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -81,24 +82,36 @@ func newUpstreamRequest(ctx context.Context, base *http.Request, body []byte) *h
 // detachKey keys, in a task's run context, the configuration's Detach.
 type detachKey struct{}
 
-// withDetach marks ctx so that every upstream request made on it gets
+// WithDetach marks ctx so that every upstream request made on it gets
 // writable request state of its own from detach.
-func withDetach(ctx context.Context, detach func(*http.Request) *http.Request) context.Context {
+func WithDetach(ctx context.Context, detach func(*http.Request) *http.Request) context.Context {
 	return context.WithValue(ctx, detachKey{}, detach)
 }
 
-// maxResultKey keys, in a task's run context, Config.MaxResultBytes.
+// maxResultKey keys, in a task's run context, the limit on one upstream
+// message.
 type maxResultKey struct{}
 
-// maxResultOf returns the limit on one upstream message of ctx's run.
-func maxResultOf(ctx context.Context) int64 {
+// MaxResultOf returns the limit on one upstream message of ctx's run.
+func MaxResultOf(ctx context.Context) int64 {
 	if n, ok := ctx.Value(maxResultKey{}).(int64); ok && n > 0 {
 		return n
 	}
 	return DefaultMaxResultBytes
 }
 
-// withOwnValues gives req, an upstream request of a task, fresh copies of
+// WithMaxResult returns ctx carrying the limit on one upstream message of a
+// run (n <= 0 means DefaultMaxResultBytes).
+func WithMaxResult(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, maxResultKey{}, n)
+}
+
+// DefaultMaxResultBytes limits one upstream message when nothing else does:
+// 8 MiB, far above what a tool result normally is, and small enough that a
+// task record stays well within the stores' limits.
+const DefaultMaxResultBytes = 8 << 20
+
+// WithOwnValues gives req, an upstream request of a task, fresh copies of
 // what handlers write to (Caddy's variables and replacer): one task makes
 // several requests at once (its call, answers to the upstream's pings and
 // requests, cancellations), and reverse_proxy writing to one shared
@@ -107,7 +120,7 @@ func maxResultOf(ctx context.Context) int64 {
 // is found on req's context or on base's (a task's run). The request
 // returned is a deep copy of req (Detach's contract): its headers may be
 // edited.
-func withOwnValues(req, base *http.Request) *http.Request {
+func WithOwnValues(req, base *http.Request) *http.Request {
 	ctx := req.Context()
 	detach, ok := ctx.Value(detachKey{}).(func(*http.Request) *http.Request)
 	if !ok { // a client's request (tasks/cancel) made with a task's base
@@ -118,7 +131,7 @@ func withOwnValues(req, base *http.Request) *http.Request {
 	own := detach(req)
 	owned, cancel := context.WithCancelCause(own.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	// callUpstream releases it once the handler returns; otherwise it
+	// Call releases it once the handler returns; otherwise it
 	// goes when ctx ends.
 	owned = context.WithValue(owned, releaseKey{}, func() {
 		stop()
@@ -127,27 +140,27 @@ func withOwnValues(req, base *http.Request) *http.Request {
 	return own.WithContext(owned)
 }
 
-// releaseKey keys the function that frees what withOwnValues set up.
+// releaseKey keys the function that frees what WithOwnValues set up.
 type releaseKey struct{}
 
-// releaseRequest frees the context of an upstream request whose handler
+// ReleaseRequest frees the context of an upstream request whose handler
 // has returned: a task may make many (one per ping of the upstream), each
 // otherwise registered on the task's context until the task ends.
-func releaseRequest(req *http.Request) {
+func ReleaseRequest(req *http.Request) {
 	if release, ok := req.Context().Value(releaseKey{}).(func()); ok {
 		release()
 	}
 }
 
-// callUpstream sends req through next on a goroutine of runners and returns as
+// Call sends req through next on a goroutine of runners and returns as
 // soon as the answer's head is written. Cancelling req's context ends the
 // call; closing the body stops reading it.
-func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, error) {
+func Call(next http.Handler, req *http.Request) (*Response, error) {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
-	runners.run(func() {
-		defer releaseRequest(req)
-		err := serveNextRecovering(next, w, req)
+	runners.Run(func() {
+		defer ReleaseRequest(req)
+		err := ServeNextRecovering(next, w, req)
 		if err == nil && !w.wroteHeader() {
 			err = errors.New("the next handler wrote no response")
 		}
@@ -169,7 +182,7 @@ func callUpstream(next http.Handler, req *http.Request) (*upstreamResponse, erro
 		_ = pr.Close()
 		return nil, fmt.Errorf("calling upstream: %w", w.err)
 	}
-	return &upstreamResponse{Status: w.status, Header: w.sent, Body: pr}, nil
+	return &Response{Status: w.status, Header: w.sent, Body: pr}, nil
 }
 
 // pipeWriter is the http.ResponseWriter a worker hands to the next handler:
@@ -227,9 +240,9 @@ func (w *pipeWriter) finish(err error) {
 	_ = w.pipe.Close()
 }
 
-// finishBody reads briefly what is left of an answer, so that the handler
+// FinishBody reads briefly what is left of an answer, so that the handler
 // writing it ends cleanly instead of aborting mid-stream, then closes it.
-func finishBody(body io.ReadCloser, wait time.Duration) {
+func FinishBody(body io.ReadCloser, wait time.Duration) {
 	done := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<20))
@@ -242,8 +255,8 @@ func finishBody(body io.ReadCloser, wait time.Duration) {
 	_ = body.Close()
 }
 
-// mediaType returns the lower-cased media type of a Content-Type value.
-func mediaType(contentType string) string {
+// MediaType returns the lower-cased media type of a Content-Type value.
+func MediaType(contentType string) string {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return strings.ToLower(strings.TrimSpace(strings.Split(contentType, ";")[0]))
@@ -251,14 +264,14 @@ func mediaType(contentType string) string {
 	return mt
 }
 
-const maxJSONAnswer = 64 << 20
+const MaxJSONAnswer = 64 << 20
 
-// readMessages decodes the JSON-RPC messages of an upstream answer, JSON or
+// ReadMessages decodes the JSON-RPC messages of an upstream answer, JSON or
 // SSE, handing each to fn until fn returns done or an error, and keeps pos at
 // the stream's last event id and retry delay. It returns io.EOF if the
 // answer ended before fn was done.
-func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn func(*jsonrpc.Message) (done bool, err error)) error {
-	switch mediaType(resp.Header.Get("Content-Type")) {
+func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jsonrpc.Message) (done bool, err error)) error {
+	switch MediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
@@ -266,8 +279,8 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 		}
 		if int64(len(data)) > limit {
 			// Counted, not kept, up to the most the gateway ever reads.
-			rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, maxJSONAnswer))
-			return &tooLargeError{size: int64(len(data)) + rest, limit: limit}
+			rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, MaxJSONAnswer))
+			return &TooLargeError{Size: int64(len(data)) + rest, Limit: limit}
 		}
 		msg, err := jsonrpc.Parse(data)
 		if err != nil {
@@ -284,7 +297,7 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 			ev, err := events.Next()
 			if err != nil {
 				if tooLarge := (*sse.TooLargeError)(nil); errors.As(err, &tooLarge) {
-					return &tooLargeError{size: tooLarge.Size, limit: tooLarge.Limit}
+					return &TooLargeError{Size: tooLarge.Size, Limit: tooLarge.Limit}
 				}
 				if errors.Is(err, io.ErrUnexpectedEOF) {
 					return errors.New("upstream event stream broke off in the middle of an event")
@@ -292,10 +305,10 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 				return err
 			}
 			if ev.HasID {
-				pos.lastID = ev.ID
+				pos.LastID = ev.ID
 			}
 			if ms, err := strconv.Atoi(ev.Retry); err == nil && ms >= 0 {
-				pos.retry = min(time.Duration(ms)*time.Millisecond, 5*time.Second)
+				pos.Retry = min(time.Duration(ms)*time.Millisecond, 5*time.Second)
 			}
 			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 				continue // keep-alives and priming events
@@ -313,9 +326,9 @@ func readMessages(resp *upstreamResponse, pos *streamPosition, limit int64, fn f
 	}
 }
 
-// describeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
+// DescribeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
 // the upstream's own error when its body carries one, else a summary.
-func describeHTTPFailure(status int, data []byte) *jsonrpc.Error {
+func DescribeHTTPFailure(status int, data []byte) *jsonrpc.Error {
 	if msg, err := jsonrpc.Parse(data); err == nil && msg.Error != nil {
 		return msg.Error
 	}
@@ -330,14 +343,22 @@ func describeHTTPFailure(status int, data []byte) *jsonrpc.Error {
 	return e
 }
 
-// sameID reports whether two raw JSON-RPC ids are the same value.
-func sameID(a, b json.RawMessage) bool {
+// SameID reports whether two raw JSON-RPC ids are the same value.
+func SameID(a, b json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
 }
 
-// tooLargeError is an upstream answer over the configured size limit.
-type tooLargeError struct{ size, limit int64 }
+// TooLargeError is an upstream answer over the configured size limit.
+type TooLargeError struct{ Size, Limit int64 }
 
-func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("result too large (%d bytes, limit %d)", e.size, e.limit)
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("result too large (%d bytes, limit %d)", e.Size, e.Limit)
 }
+
+// Header names of the MCP Streamable HTTP transport.
+const (
+	HeaderMethod          = "Mcp-Method"
+	HeaderName            = "Mcp-Name"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
+	HeaderSessionID       = "Mcp-Session-Id"
+)

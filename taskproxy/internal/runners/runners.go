@@ -1,8 +1,11 @@
-package taskproxy
+// Package runners runs the goroutines of tasks on a pool that keeps idle
+// goroutines a while, so that their grown stacks are reused. It imports
+// nothing of the module.
+package runners
 
 import "time"
 
-// runners runs the goroutines of tasks: their workers, the pumps of their
+// pool runs the goroutines of tasks: their workers, the pumps of their
 // upstream calls, and the next handler for the gateway's own upstream calls
 // (a task's call, its answers to the upstream, cancellations). A
 // pass-through runs reverse_proxy on the connection's goroutine, whose
@@ -11,7 +14,10 @@ import "time"
 // a task's CPU. So a goroutine that has done its work waits a while for the
 // next. There is no bound: every function gets a goroutine at once, as it
 // would with go; idle ones end after runnerIdle.
-var runners = runnerPool{work: make(chan func()), idle: runnerIdle}
+var pool = runnerPool{work: make(chan func()), idle: runnerIdle}
+
+// Run calls f on a goroutine of the pool.
+func Run(f func()) { pool.run(f) }
 
 // runnerIdle is how long an idle runner waits for more work before it ends.
 const runnerIdle = 20 * time.Second

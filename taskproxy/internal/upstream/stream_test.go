@@ -1,4 +1,4 @@
-package taskproxy
+package upstream
 
 import (
 	"errors"
@@ -32,15 +32,15 @@ func TestReadMessagesStreamPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := &upstreamResponse{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(tt.stream))}
-			var pos streamPosition
+			resp := &Response{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(tt.stream))}
+			var pos StreamPosition
 			msgs := 0
-			err := readMessages(resp, &pos, 1<<20, func(*jsonrpc.Message) (bool, error) { msgs++; return false, nil })
+			err := ReadMessages(resp, &pos, 1<<20, func(*jsonrpc.Message) (bool, error) { msgs++; return false, nil })
 			if err != nil && !errors.Is(err, io.EOF) {
 				t.Fatal(err)
 			}
-			if pos.lastID != tt.wantID || pos.retry != tt.wantRetry || msgs != tt.wantMsgs {
-				t.Errorf("last id %q, retry %s, %d messages; want %q, %s, %d", pos.lastID, pos.retry, msgs, tt.wantID, tt.wantRetry, tt.wantMsgs)
+			if pos.LastID != tt.wantID || pos.Retry != tt.wantRetry || msgs != tt.wantMsgs {
+				t.Errorf("last id %q, retry %s, %d messages; want %q, %s, %d", pos.LastID, pos.Retry, msgs, tt.wantID, tt.wantRetry, tt.wantMsgs)
 			}
 		})
 	}

@@ -1,0 +1,176 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+)
+
+// An attempt is one upstream tools/call in flight. A pump goroutine sends
+// the call through the next handler and turns its answer into events; whoever
+// holds the attempt consumes them: the client's request while a 2026-07-28
+// call may still finish before task_after, then the task's worker. The final
+// event is the answer or the failure; after it the channel closes.
+type Attempt struct {
+	Events <-chan Event
+}
+
+// Event is one thing the upstream said, or the end of the call.
+type Event struct {
+	// Notification is an upstream notification (progress, logging).
+	Notification *jsonrpc.Message
+	// Request is a request the upstream sent during the call (2025-11-25
+	// elicitation, sampling, roots, ping).
+	Request *jsonrpc.Message
+	// Final is the upstream's response to the call: the last event.
+	Final *jsonrpc.Message
+	// Err ends the call without a response: a transport failure, an HTTP
+	// error without a JSON-RPC body, or a stream that ended early.
+	Err error
+	// Head is the HTTP answer Final came in, for a pass-through to repeat.
+	Head *Head
+}
+
+// Head is the HTTP status and headers of an upstream answer and,
+// for a non-2xx one, its body (up to MaxHTTPFailureBody; nil if longer).
+type Head struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// MaxHTTPFailureBody bounds the body of a non-2xx upstream answer the
+// gateway keeps to repeat.
+const MaxHTTPFailureBody = 64 << 10
+
+// Last reports whether e ends the call.
+func (e Event) Last() bool { return e.Final != nil || e.Err != nil }
+
+// StartAttempt sends body, a tools/call with upstreamID, through next on
+// ctx. Cancelling ctx closes the upstream stream, which on 2026-07-28 is the
+// cancellation of the call.
+func StartAttempt(ctx context.Context, base *http.Request, next http.Handler, upstreamID json.RawMessage, body []byte) *Attempt {
+	events := make(chan Event)
+	send := func(ev Event) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	runners.Run(func() {
+		defer close(events)
+		resp, err := Call(next, NewRequest(ctx, base, body))
+		if err != nil {
+			send(Event{Err: fmt.Errorf("calling the upstream: %w", err)})
+			return
+		}
+		answered := false
+		handle := func(m *jsonrpc.Message) (bool, error) {
+			switch {
+			case m.IsResponse() && SameID(m.ID, upstreamID):
+				answered = true
+				send(Event{Final: m, Head: &Head{Status: resp.Status, Header: resp.Header}})
+				return true, nil
+			case m.IsRequest():
+				return !send(Event{Request: m}), nil
+			case m.IsNotification():
+				return !send(Event{Notification: m}), nil
+			}
+			return false, nil
+		}
+		var pos StreamPosition
+		for resumes := 0; ; resumes++ {
+			if resp.Status < 200 || resp.Status > 299 {
+				// An HTTP error with a JSON-RPC body is the upstream's answer.
+				data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPFailureBody+1))
+				FinishBody(resp.Body, 2*time.Second)
+				if ctx.Err() != nil {
+					// Unless the call was cancelled (shutdown, lost lease,
+					// cancelled or expired task) before it came: then it is
+					// what the next handler made of the abort (a proxy
+					// answers 502), and the task is the cancellation's to
+					// settle, not failed with the 502.
+					send(Event{Err: fmt.Errorf("the upstream call was interrupted (HTTP %d): %w", resp.Status, context.Cause(ctx))})
+					return
+				}
+				head := &Head{Status: resp.Status, Header: resp.Header}
+				if len(data) <= MaxHTTPFailureBody {
+					head.Body = data
+				}
+				e := DescribeHTTPFailure(resp.Status, data)
+				send(Event{Final: &jsonrpc.Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, Head: head})
+				return
+			}
+			err = ReadMessages(resp, &pos, MaxResultOf(ctx), handle)
+			FinishBody(resp.Body, 2*time.Second)
+			if answered {
+				return
+			}
+			if !resumable(err, &pos, base) || resumes == maxResumes || ctx.Err() != nil {
+				break
+			}
+			// A 2025-11-25 server may end a stream after an event with an
+			// id and expect the client to resume it with GET and
+			// Last-Event-ID, after the retry delay it gave.
+			select {
+			case <-time.After(pos.Retry):
+			case <-ctx.Done():
+				send(Event{Err: context.Cause(ctx)})
+				return
+			}
+			if resp, err = Call(next, newResumeRequest(ctx, base, pos.LastID)); err != nil {
+				send(Event{Err: fmt.Errorf("resuming the upstream stream: %w", err)})
+				return
+			}
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("the upstream ended its answer without a response to the call")
+		}
+		send(Event{Err: err})
+	})
+	return &Attempt{Events: events}
+}
+
+// maxResumes bounds how often one call's stream is resumed.
+const maxResumes = 10
+
+// StreamPosition is where an SSE answer stood: the id of its last event and
+// the reconnection delay it asked for.
+type StreamPosition struct {
+	LastID string
+	Retry  time.Duration
+}
+
+// resumable reports whether a stream that ended cleanly can be resumed: it
+// gave event ids, and the call runs in a 2025-11-25 session (resumption is a
+// GET on the session).
+func resumable(err error, pos *StreamPosition, base *http.Request) bool {
+	return (err == nil || errors.Is(err, io.EOF)) && pos.LastID != "" && base.Header.Get(HeaderSessionID) != ""
+}
+
+// newResumeRequest is the GET that resumes a session's stream after lastID.
+func newResumeRequest(ctx context.Context, base *http.Request, lastID string) *http.Request {
+	req := NewRequest(ctx, base, nil)
+	req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodGet, http.NoBody, nil, 0
+	req.Header.Del("Content-Type")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	return req
+}
+
+// IsInputRequired reports whether a result asks for input (2026-07-28
+// multi-round-trip): the call must be retried with inputResponses.
+func IsInputRequired(result json.RawMessage) bool {
+	rt, ok := jsonx.Get(result, "resultType")
+	return ok && string(rt) == `"input_required"`
+}
