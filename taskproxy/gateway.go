@@ -61,8 +61,9 @@ type Config struct {
 	MaxBody int64
 	// PassUnreadable hands a POST body that is not one JSON-RPC message the
 	// gateway can read exactly as an upstream's JSON reader would (a batch,
-	// bytes after the message, keys that differ only in case) to the next
-	// handler unread, instead of refusing it with HTTP 400. Whatever the
+	// bytes after the message, keys that differ only in case, a charset
+	// other than UTF-8) to the next handler unread, instead of refusing it
+	// with HTTP 400 (415 for the charset). Whatever the
 	// upstream then runs escapes the gateway's tool modes, quotas, tasks and
 	// audit log: leave it off unless the upstream refuses such bodies itself.
 	PassUnreadable bool
@@ -268,6 +269,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err == nil {
 		err = checkReadMembers(msg.Params, paramsRead)
 	}
+	if err == nil {
+		err = checkBodyEncoding(r)
+	}
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
@@ -310,7 +314,11 @@ func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next 
 	if ce := g.log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
 		ce.Write(zap.String("reason", re.reason))
 	}
-	writeJSONError(w, http.StatusBadRequest, id, re.rpcError())
+	status := http.StatusBadRequest
+	if re == errForeignEncoding {
+		status = http.StatusUnsupportedMediaType
+	}
+	writeJSONError(w, status, id, re.rpcError())
 	return nil
 }
 
