@@ -429,7 +429,10 @@ func detectEra(r *http.Request, msg *Message) Era {
 	if v := r.Header.Get(headerProtocolVersion); v >= string(EraModern) {
 		return EraModern
 	}
-	if len(msg.Params) > 0 && bytes.Contains(msg.Params, []byte(metaProtocolVersion)) {
+	// The literal key is the cheap test; a key written with escapes
+	// ("\u0070rotocolVersion") is the same key to every JSON reader, so
+	// params with a backslash take the scanner's decoding path too.
+	if len(msg.Params) > 0 && (bytes.Contains(msg.Params, []byte(metaProtocolVersion)) || bytes.IndexByte(msg.Params, '\\') >= 0) {
 		if meta, ok := getMember(msg.Params, "_meta"); ok {
 			if _, ok := getMember(meta, metaProtocolVersion); ok {
 				return EraModern
