@@ -46,7 +46,7 @@ func ParseTaskSupport(s string) (TaskSupport, error) {
 	return "", fmt.Errorf("unknown task support %q (want forbidden, optional or required)", s)
 }
 
-// ErrorHandler is an http.Handler that can also report the error its chain
+// upstream.ErrorHandler is an http.Handler that can also report the error its chain
 // ended with, as Caddy's handlers do. Hand the gateway a next handler that
 // implements it, and a pass-through keeps Caddy's error handling and a worker
 // learns why its upstream call failed.
@@ -74,8 +74,9 @@ type Config struct {
 	MaxBody int64
 	// PassUnreadable hands a POST body that is not one JSON-RPC message the
 	// gateway can read exactly as an upstream's JSON reader would (a batch,
-	// bytes after the message, keys that differ only in case) to the next
-	// handler unread, instead of refusing it with HTTP 400. Whatever the
+	// bytes after the message, keys that differ only in case, a charset
+	// other than UTF-8) to the next handler unread, instead of refusing it
+	// with HTTP 400 (415 for the charset). Whatever the
 	// upstream then runs escapes the gateway's tool modes, quotas, tasks and
 	// audit log: leave it off unless the upstream refuses such bodies itself.
 	PassUnreadable bool
@@ -281,6 +282,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err == nil {
 		err = checkReadMembers(msg.Params, paramsRead)
 	}
+	if err == nil {
+		err = checkBodyEncoding(r)
+	}
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
@@ -323,7 +327,11 @@ func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next 
 	if ce := g.log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
 		ce.Write(zap.String("reason", re.Reason))
 	}
-	writeJSONError(w, http.StatusBadRequest, id, re.RPCError())
+	status := http.StatusBadRequest
+	if re == errForeignEncoding {
+		status = http.StatusUnsupportedMediaType
+	}
+	writeJSONError(w, status, id, re.RPCError())
 	return nil
 }
 
@@ -428,7 +436,10 @@ func detectEra(r *http.Request, msg *jsonrpc.Message) Era {
 	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(EraModern) {
 		return EraModern
 	}
-	if len(msg.Params) > 0 && bytes.Contains(msg.Params, []byte(metaProtocolVersion)) {
+	// The literal key is the cheap test; a key written with escapes
+	// ("\u0070rotocolVersion") is the same key to every JSON reader, so
+	// params with a backslash take the scanner's decoding path too.
+	if len(msg.Params) > 0 && (bytes.Contains(msg.Params, []byte(metaProtocolVersion)) || bytes.IndexByte(msg.Params, '\\') >= 0) {
 		if meta, ok := jsonx.Get(msg.Params, "_meta"); ok {
 			if _, ok := jsonx.Get(meta, metaProtocolVersion); ok {
 				return EraModern

@@ -33,13 +33,13 @@ var paramsRead = &readMembers{
 			names: []string{metaProtocolVersion, metaClientCapabilities, metaIdempotencyKey, "progressToken",
 				metaRelatedTask, metaLogLevel, metaClientInfo},
 			nested: []*readMembers{1: {
-				names:  []string{"extensions"},
+				names:  []string{"extensions", "tasks"},
 				nested: []*readMembers{{names: []string{extensionTasks}}},
 			}},
 		},
 		8: {names: []string{"taskIds"}},
 		12: {
-			names:  []string{"extensions"},
+			names:  []string{"extensions", "tasks"},
 			nested: []*readMembers{{names: []string{extensionTasks}}},
 		},
 	},

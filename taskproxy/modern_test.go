@@ -23,6 +23,8 @@ func TestDetectEra(t *testing.T) {
 		{"modern header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
 		{"future header", "2027-01-01", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
 		{"modern meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, EraModern},
+		{"meta key with escapes", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, EraModern},
+		{"meta with an escaped name", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_m\u0065ta":{"io.modelcontextprotocol/\u0070rotocolVersion":"2026-07-28"}}}`, EraModern},
 		{"meta key elsewhere", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, EraLegacy},
 	}
 	for _, tt := range tests {

@@ -67,6 +67,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"task id with a Kelvin sign", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"a","tas\u212aId":"b"}}`, jsonrpc.CodeInvalidRequest, "7"},
 		{"meta twice", `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{},"_meta":{"progressToken":1}}}`, jsonrpc.CodeInvalidRequest, "7"},
 		{"meta member twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"progressToken":2}}}`, jsonrpc.CodeInvalidRequest, "7"},
+		{"tasks capability in another case", `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{},"TASKS":{"requests":{}}},"clientInfo":{"name":"c","version":"1"}}}`, jsonrpc.CodeInvalidRequest, "7"},
 		{"extension declared twice", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`, jsonrpc.CodeInvalidRequest, "7"},
 		{"bytes after the message", call + `x`, jsonrpc.CodeParseError, ""},
 		{"a second message", call + call, jsonrpc.CodeParseError, ""},

@@ -91,7 +91,7 @@ type Task struct {
 	Inputs       []InputRequest `json:"inputs,omitempty"`
 	NextInputKey int            `json:"nextInputKey,omitempty"`
 
-	// Result is the upstream's result object; Error its JSON-RPC error, or
+	// Result is the upstream's result object; jsonrpc.Error its JSON-RPC error, or
 	// the gateway's account of a failure that had none.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *jsonrpc.Error  `json:"error,omitempty"`
