@@ -1,6 +1,8 @@
 package badgerstore
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -84,6 +86,67 @@ func readHead(txn *badger.Txn, id string) (t *taskproxy.Task, whole bool, err er
 	}
 	t, err = decodeItem(rec, id)
 	return t, true, err
+}
+
+// checkOwner checks that task id is owner's, on its header when that is
+// the record's: ErrNotFound when there is no such task, ErrForeign when it
+// is another owner's. It returns the task when it had to read it from its
+// record (without its lease resolved), or else the record's item, its
+// value not read.
+func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *taskproxy.Task, err error) {
+	rec, err = txn.Get(recordKey(id)) // the key and its version only, not the value
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil, taskproxy.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading task %s: %w", id, err)
+	}
+	head, err := txn.Get(headerKey(id))
+	if err == nil && head.Version() == rec.Version() {
+		var mine, known bool
+		if err := head.Value(func(v []byte) error { mine, known = headerOwnedBy(v, id, owner); return nil }); err != nil {
+			return nil, nil, fmt.Errorf("reading the header of task %s: %w", id, err)
+		}
+		switch {
+		case known && mine:
+			return rec, nil, nil
+		case known:
+			return nil, nil, taskproxy.ErrForeign
+		}
+	}
+	t, read, err := readHead(txn, id) // a header of an unexpected shape, or none
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case t.Owner != owner:
+		return nil, nil, taskproxy.ErrForeign
+	case read:
+		return nil, t, nil
+	}
+	return rec, nil, nil
+}
+
+// headerOwnedBy reports whether a header names owner, without decoding
+// it: EncodeRecord writes the id and the owner first, as json.Marshal
+// would. known is false for a header that does not begin so.
+func headerOwnedBy(header []byte, id, owner string) (mine, known bool) {
+	qid, err1 := json.Marshal(id)
+	qowner, err2 := json.Marshal(owner)
+	if err1 != nil || err2 != nil {
+		return false, false
+	}
+	rest, ok := bytes.CutPrefix(header, []byte(`{"id":`))
+	if !ok {
+		return false, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, qid); !ok {
+		return false, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"owner":"`)); !ok {
+		return false, false
+	}
+	rest, ok = bytes.CutPrefix(rest, qowner[1:])
+	return ok && len(rest) > 0 && rest[0] == ',', true
 }
 
 // readSummary reads the summary of task id, its lease resolved.

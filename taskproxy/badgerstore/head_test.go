@@ -158,3 +158,28 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 		t.Errorf("List shows the rewritten record as %s %q, want the record's failed, not its stale header", page[1].Status, page[1].StatusMessage)
 	}
 }
+
+// The owner check on a header's bytes agrees with decoding it, for owners
+// that need escaping too, and gives up on a header of another shape.
+func TestHeaderOwnedBy(t *testing.T) {
+	owners := []string{"alice", "alic", "alice2", `a"b\c`, "<é>\u2028", "tenant/alice"}
+	for _, stored := range owners {
+		task := testTask(stored, time.Now())
+		header, err := encodeHeader(task, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, asked := range owners {
+			mine, known := headerOwnedBy(header, task.ID, asked)
+			if !known || mine != (asked == stored) {
+				t.Errorf("header of %q asked for %q: mine %v known %v", stored, asked, mine, known)
+			}
+		}
+		if _, known := headerOwnedBy(header, taskproxy.NewTaskID(), stored); known {
+			t.Errorf("header of task %s taken for another id", task.ID)
+		}
+	}
+	if _, known := headerOwnedBy([]byte(`{"owner":"alice","id":"x"}`), "x", "alice"); known {
+		t.Error("a header of another shape was read")
+	}
+}

@@ -25,9 +25,11 @@ import (
 // Key layout (see DESIGN.md, "Store rules"):
 //
 //	t/<taskId>                                 the record, with its lease until that is renewed
+//	h/<taskId>                                 its header: what listings show (head.go)
 //	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
+//	f/<owner hash>/<expiresAt hex>/<taskId>    finished index: their bound (head.go)
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
@@ -359,20 +361,22 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, err
 	var t *taskproxy.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			head, whole, err := readHead(txn, id)
+			rec, whole, err := checkOwner(txn, id, owner)
 			switch {
+			case errors.Is(err, taskproxy.ErrForeign):
+				return err
 			case errors.Is(err, taskproxy.ErrNotFound):
 				return tombstone(txn, owner, id)
 			case err != nil:
 				return err
-			case head.Owner != owner:
-				return taskproxy.ErrForeign
-			case whole: // a record without a header of its own, read already
-				_, err = resolveLease(txn, head, s.holderPrefix())
-				t = head
-				return err
+			case whole == nil:
+				if whole, err = decodeItem(rec, id); err != nil {
+					return err
+				}
 			}
-			t, err = s.getTask(txn, id)
+			// As getTask: the lease of this opening in the record is its own.
+			_, err = resolveLease(txn, whole, s.holderPrefix())
+			t = whole
 			return err
 		})
 	})
