@@ -196,7 +196,18 @@ func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Tx
 // cache when it holds the task): a missing, foreign or terminal task is the
 // write's outcome; a read failure fails the batch.
 // leaseInRecord reports where the task's lease lives (see encodeRecord).
+//
+// Another owner's task is refused on its header (head.go) before its
+// record is read, whatever its size.
 func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, leaseInRecord bool, outcome, fatal error) {
+	if !s.cached(id) {
+		switch _, _, err := checkOwner(txn, id, owner); {
+		case errors.Is(err, taskproxy.ErrNotFound): // ErrForeign too
+			return nil, false, err, nil
+		case err != nil:
+			return nil, false, nil, err
+		}
+	}
 	t, leaseInRecord, err := s.readLive(txn, id)
 	switch {
 	case errors.Is(err, taskproxy.ErrNotFound):

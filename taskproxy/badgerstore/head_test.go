@@ -72,6 +72,13 @@ func TestHeaderSparesTheRecord(t *testing.T) {
 			}
 			return nil
 		}, 0},
+		{"another owner's Update", func() error {
+			_, err := s.Update(ctx, "bob", task.ID, func(*taskproxy.Task) error { return nil })
+			if !errors.Is(err, taskproxy.ErrForeign) {
+				return errors.New("want ErrForeign, got " + errString(err))
+			}
+			return nil
+		}, 0},
 		{"List", func() error {
 			page, _, err := s.List(ctx, "alice", "", 10)
 			if err != nil || len(page) != 1 || page[0].ID != task.ID || page[0].Status != taskproxy.StatusCompleted {

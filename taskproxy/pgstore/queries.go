@@ -56,7 +56,7 @@ func newQueries(schema string) queries {
 			WHERE t.id = $1 AND t.owner_hash = $2`,
 		tombstone: `SELECT owner_hash FROM {s}.tombstones WHERE task_id = $1 AND expires_ns > $2`,
 		forUpdate: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
-			WHERE t.id = $1 FOR UPDATE OF t`,
+			WHERE t.id = $1 AND t.owner_hash = $2 FOR UPDATE OF t`,
 		// The compare-and-set of an update: it lands only on the version
 		// read, and only while the task is not terminal. A task becoming
 		// terminal loses its lease in the same statement.

@@ -55,6 +55,13 @@ func TestSummarySparesTheRecord(t *testing.T) {
 			}
 			return nil
 		}},
+		{"another owner's Update", func() error {
+			_, err := s.Update(ctx, "bob", broken.ID, func(*taskproxy.Task) error { return nil })
+			if !errors.Is(err, taskproxy.ErrForeign) {
+				return errors.New("want ErrForeign, got " + errString(err))
+			}
+			return nil
+		}},
 		{"List", func() error {
 			page, _, err := s.List(ctx, "alice", "", 10)
 			if err != nil || len(page) != 2 || page[0].ID != broken.ID || page[1].ID != old.ID || len(page[1].Result) != 0 {

@@ -218,18 +218,27 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, err
 	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		var exists bool
-		if err := s.pool.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
-			return nil, s.fail("reading task "+id, err)
-		}
-		if exists {
-			return nil, taskproxy.ErrForeign
+		if err := s.notOwned(ctx, id); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrForeign) {
+			return nil, err
 		}
 		return nil, s.tombstone(ctx, owner, id)
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
 	}
 	return r.task, nil
+}
+
+// notOwned explains why the owner's query found no task id: ErrForeign
+// when it exists (another owner's), ErrNotFound when it does not.
+func (s *Store) notOwned(ctx context.Context, id string) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
+		return s.fail("reading task "+id, err)
+	}
+	if exists {
+		return taskproxy.ErrForeign
+	}
+	return taskproxy.ErrNotFound
 }
 
 // tombstone gives ErrExpired when owner's task id was swept less than a ttl
@@ -298,13 +307,13 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		var err error
 		if attempt < optimisticTries {
 			var cur *row
-			cur, err = scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+			cur, err = scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 			if err == nil {
 				err = write(s.pool, cur)
 			}
 		} else {
 			err = s.inTx(ctx, func(tx pgx.Tx) error {
-				cur, err := scanRow(tx.QueryRow(ctx, s.q.forUpdate, id))
+				cur, err := scanRow(tx.QueryRow(ctx, s.q.forUpdate, id, ownerHash(owner)))
 				if err != nil {
 					return err
 				}
@@ -312,8 +321,8 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 			})
 		}
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil, taskproxy.ErrNotFound
+		case errors.Is(err, pgx.ErrNoRows): // the owner is in the query: another's row is never read
+			return nil, s.notOwned(ctx, id)
 		case err != nil && !retryable(err):
 			return nil, s.fail("updating task "+id, err)
 		case done:
