@@ -225,14 +225,14 @@ func TestOrderSkipsGateway(t *testing.T) {
 	}
 }
 
-// max_finished_per_principal reaches the gateway: 1000 unless set, and a
+// max_finished_per_principal reaches the gateway: 100,000 unless set, and a
 // negative value (off) is no cap.
 func TestMaxFinishedPerPrincipalConfig(t *testing.T) {
 	tests := []struct {
 		name      string
 		set, want int
 	}{
-		{"absent", 0, 1000},
+		{"absent", 0, 100_000},
 		{"set", 25, 25},
 		{"off", -1, 0},
 	}

@@ -85,7 +85,7 @@ type Handler struct {
 	// MaxFinishedPerPrincipal caps the completed, failed and cancelled
 	// tasks one principal keeps, each until its ttl ends: at the cap a
 	// create gets JSON-RPC error -32000 (finished results are not deleted
-	// before the ttl they were given). Default: 1000 (also when 0 or
+	// before the ttl they were given). Default: 100000 (also when 0 or
 	// absent); a negative value removes the cap ("off" in the Caddyfile).
 	MaxFinishedPerPrincipal int `json:"max_finished_per_principal,omitempty"`
 
