@@ -268,8 +268,19 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 		return storeError(err, "")
 	}
 	page := taskPage{Store: nr.name, Tasks: make([]adminTask, 0, len(tasks)), NextCursor: next}
+	detail := wantDetail(r)
 	for _, t := range tasks {
-		page.Tasks = append(page.Tasks, viewTask(nr.name, nr.rt, t, wantDetail(r)))
+		if detail { // the listing has summaries: the detail is read task by task
+			whole, err := nr.rt.GetAny(r.Context(), t.ID)
+			if errors.Is(err, taskproxy.ErrNotFound) {
+				continue // swept since the listing
+			}
+			if err != nil {
+				return storeError(err, t.ID)
+			}
+			t = whole
+		}
+		page.Tasks = append(page.Tasks, viewTask(nr.name, nr.rt, t, detail))
 	}
 	return writeJSON(w, http.StatusOK, page)
 }

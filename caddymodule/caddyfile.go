@@ -123,20 +123,24 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parsePositiveDuration(d, &h.SweepInterval); err != nil {
 				return err
 			}
-		case "max_active_per_principal":
+		case "max_active_per_principal", "max_finished_per_principal":
+			name := d.Val()
 			v, err := oneArg(d)
 			if err != nil {
 				return err
 			}
-			if v == "off" {
-				h.MaxActivePerPrincipal = -1
-				continue
+			n := -1 // off
+			if v != "off" {
+				if n, err = strconv.Atoi(v); err != nil || n == 0 {
+					return d.Errf("%s: want a positive number of tasks or off, got %q", name, v)
+				}
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n == 0 {
-				return d.Errf("max_active_per_principal: want a positive number of tasks or off, got %q", v)
+			// negative: off, as in JSON
+			if name == "max_active_per_principal" {
+				h.MaxActivePerPrincipal = n
+			} else {
+				h.MaxFinishedPerPrincipal = n
 			}
-			h.MaxActivePerPrincipal = n // negative: off, as in JSON
 		case "default_task_support":
 			if !d.AllArgs(&h.DefaultTaskSupport) {
 				return d.ArgErr()

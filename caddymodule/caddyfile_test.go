@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
 )
 
 func TestUnmarshalCaddyfile(t *testing.T) {
@@ -18,6 +19,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		max_ttl       1d
 		poll_interval 2s
 		max_active_per_principal 7
+		max_finished_per_principal 250
 		default_task_support forbidden
 		max_body      512KiB
 		pass_unreadable
@@ -52,6 +54,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"max_ttl", time.Duration(h.MaxTTL), 24 * time.Hour},
 		{"poll_interval", time.Duration(h.PollInterval), 2 * time.Second},
 		{"max_active_per_principal", h.MaxActivePerPrincipal, 7},
+		{"max_finished_per_principal", h.MaxFinishedPerPrincipal, 250},
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"pass_unreadable", h.PassUnreadable, true},
@@ -107,6 +110,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"zero rate_limit", "mcp_tasks {\n rate_limit 0\n}", "rate_limit: want a positive number"},
 		{"NaN rate_limit", "mcp_tasks {\n rate_limit NaN\n}", "rate_limit: want a positive number"},
 		{"zero max_active", "mcp_tasks {\n max_active_per_principal 0\n}", "max_active_per_principal: want a positive number"},
+		{"zero max_finished", "mcp_tasks {\n max_finished_per_principal 0\n}", "max_finished_per_principal: want a positive number"},
+		{"bad max_finished", "mcp_tasks {\n max_finished_per_principal lots\n}", "max_finished_per_principal: want a positive number"},
 		{"bad rebinding mode", "mcp_tasks {\n dns_rebinding_protection sometimes\n}", "dns_rebinding_protection: unknown mode"},
 	}
 	for _, tt := range tests {
@@ -154,6 +159,7 @@ func TestUnmarshalOffAndRotation(t *testing.T) {
 	input := `mcp_tasks {
 		rate_limit off
 		max_active_per_principal off
+		max_finished_per_principal off
 		dns_rebinding_protection off
 		auth jwt {
 			hmac_secret {env.OLD_SECRET}
@@ -165,8 +171,9 @@ func TestUnmarshalOffAndRotation(t *testing.T) {
 	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
 		t.Fatal(err)
 	}
-	if h.RateLimit >= 0 || h.MaxActivePerPrincipal >= 0 || h.DNSRebindingProtection != "off" {
-		t.Errorf("rate_limit %v, max_active_per_principal %d, dns_rebinding_protection %q: want off", h.RateLimit, h.MaxActivePerPrincipal, h.DNSRebindingProtection)
+	if h.RateLimit >= 0 || h.MaxActivePerPrincipal >= 0 || h.MaxFinishedPerPrincipal >= 0 || h.DNSRebindingProtection != "off" {
+		t.Errorf("rate_limit %v, max_active_per_principal %d, max_finished_per_principal %d, dns_rebinding_protection %q: want off",
+			h.RateLimit, h.MaxActivePerPrincipal, h.MaxFinishedPerPrincipal, h.DNSRebindingProtection)
 	}
 	j := h.Auth.JWT
 	if j.HMACSecret != "{env.OLD_SECRET}" || len(j.HMACSecrets) != 2 || j.HMACSecrets[0] != "{env.NEW_SECRET}" || j.HMACSecrets[1] != "{env.NEXT_SECRET}" {
@@ -215,5 +222,31 @@ func TestOrderSkipsGateway(t *testing.T) {
 		if got := orderSkipsGateway(tt.order); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// max_finished_per_principal reaches the gateway: 100,000 unless set, and a
+// negative value (off) is no cap.
+func TestMaxFinishedPerPrincipalConfig(t *testing.T) {
+	tests := []struct {
+		name      string
+		set, want int
+	}{
+		{"absent", 0, 100_000},
+		{"set", 25, 25},
+		{"off", -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := Handler{MaxFinishedPerPrincipal: tt.set, logger: zap.NewNop()}
+			h.applyDefaults()
+			cfg, err := h.gatewayConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MaxFinishedPerOwner != tt.want {
+				t.Errorf("MaxFinishedPerOwner = %d, want %d", cfg.MaxFinishedPerOwner, tt.want)
+			}
+		})
 	}
 }

@@ -82,6 +82,13 @@ type Handler struct {
 	// removes the cap ("off" in the Caddyfile).
 	MaxActivePerPrincipal int `json:"max_active_per_principal,omitempty"`
 
+	// MaxFinishedPerPrincipal caps the completed, failed and cancelled
+	// tasks one principal keeps, each until its ttl ends: at the cap a
+	// create gets JSON-RPC error -32000 (finished results are not deleted
+	// before the ttl they were given). Default: 100000 (also when 0 or
+	// absent); a negative value removes the cap ("off" in the Caddyfile).
+	MaxFinishedPerPrincipal int `json:"max_finished_per_principal,omitempty"`
+
 	// DefaultTaskSupport is the task mode of tools that have no entry in
 	// Tools: "forbidden", "optional" or "required". Default: "optional".
 	DefaultTaskSupport string `json:"default_task_support,omitempty"`
@@ -291,6 +298,9 @@ func (h *Handler) applyDefaults() {
 	if h.MaxActivePerPrincipal == 0 {
 		h.MaxActivePerPrincipal = DefaultMaxActive
 	}
+	if h.MaxFinishedPerPrincipal == 0 {
+		h.MaxFinishedPerPrincipal = taskproxy.DefaultMaxFinished
+	}
 	if h.DefaultTaskSupport == "" {
 		h.DefaultTaskSupport = string(taskproxy.TaskOptional)
 	}
@@ -339,21 +349,22 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		maxActive = 0
 	}
 	return taskproxy.Config{
-		TaskAfter:          time.Duration(h.TaskAfter),
-		DefaultTTL:         time.Duration(h.DefaultTTL),
-		MaxTTL:             time.Duration(h.MaxTTL),
-		PollInterval:       time.Duration(h.PollInterval),
-		MaxActivePerOwner:  maxActive,
-		DefaultTaskSupport: def,
-		Tools:              tools,
-		RetryOnRestart:     retry,
-		SweepInterval:      time.Duration(h.SweepInterval),
-		MaxBody:            h.MaxBody,
-		PassUnreadable:     h.PassUnreadable,
-		MaxResultBytes:     h.MaxResult,
-		RateLimit:          max(h.RateLimit, 0),
-		Detach:             detachRequest,
-		Logger:             h.logger,
+		TaskAfter:           time.Duration(h.TaskAfter),
+		DefaultTTL:          time.Duration(h.DefaultTTL),
+		MaxTTL:              time.Duration(h.MaxTTL),
+		PollInterval:        time.Duration(h.PollInterval),
+		MaxActivePerOwner:   maxActive,
+		MaxFinishedPerOwner: max(h.MaxFinishedPerPrincipal, 0),
+		DefaultTaskSupport:  def,
+		Tools:               tools,
+		RetryOnRestart:      retry,
+		SweepInterval:       time.Duration(h.SweepInterval),
+		MaxBody:             h.MaxBody,
+		PassUnreadable:      h.PassUnreadable,
+		MaxResultBytes:      h.MaxResult,
+		RateLimit:           max(h.RateLimit, 0),
+		Detach:              detachRequest,
+		Logger:              h.logger,
 		// Derived from the module's logger, so that Caddy's logging config
 		// routes it: "include http.handlers.mcp_tasks.audit".
 		AuditLogger:         h.logger.Named("audit"),

@@ -29,8 +29,9 @@ func (f TaskFilter) Match(t *Task) bool {
 // methods bypass the owner binding every Store method enforces: only the
 // operator's admin API may call them.
 type AdminLister interface {
-	// ListAll returns up to limit tasks of every owner that match filter,
-	// newest first, after cursor ("" for the start), and the cursor of the
+	// ListAll returns the summaries (Task.Summary) of up to limit tasks
+	// of every owner that match filter, newest first (GetAny has a task
+	// whole), after cursor ("" for the start), and the cursor of the
 	// next page ("" when there is none). A cursor it did not issue gives
 	// ErrInvalidCursor.
 	ListAll(ctx context.Context, filter TaskFilter, cursor string, limit int) ([]*Task, string, error)

@@ -66,6 +66,9 @@ type Config struct {
 	// MaxActivePerOwner caps the non-terminal tasks of one owner; 0 means
 	// no cap.
 	MaxActivePerOwner int
+	// MaxFinishedPerOwner caps the finished tasks one owner keeps (until
+	// their ttl ends): at it, creates are refused; 0 means no cap.
+	MaxFinishedPerOwner int
 	// DefaultTaskSupport applies to tools not in Tools.
 	DefaultTaskSupport TaskSupport
 	// Tools holds per-tool task modes.

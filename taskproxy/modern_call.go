@@ -183,12 +183,12 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 			applyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
 		}
 	}
-	if err := g.rt.Store.CreateWithin(c.r.Context(), t, g.cfg.MaxActivePerOwner); err != nil {
+	if err := g.rt.Store.CreateWithinLimits(c.r.Context(), t, g.limits()); err != nil {
 		// The call does not go on untracked: the upstream call is cancelled.
 		run.cancel(err)
 		run.release()
 		if errors.Is(err, ErrQuotaExceeded) {
-			e := g.quotaRefused()
+			e := g.quotaRefused(err)
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 			return nil
 		}

@@ -57,13 +57,23 @@ func (e *RecordTooLargeError) Error() string {
 func (e *RecordTooLargeError) Is(target error) bool { return target == ErrRecordTooLarge }
 
 // ErrQuotaExceeded means a create was refused because the owner already
-// has as many non-terminal tasks as allowed. The error is a *QuotaError.
+// has as many non-terminal tasks, or as many finished tasks still kept, as
+// allowed. The error is a *QuotaError.
 var ErrQuotaExceeded = errors.New("too many active tasks")
 
-// QuotaError reports the limit a refused create met.
-type QuotaError struct{ Limit int }
+// QuotaError reports the limit a refused create met: Limits.MaxActive, or
+// Limits.MaxFinished when Finished is set.
+type QuotaError struct {
+	Limit    int
+	Finished bool
+}
 
-func (e *QuotaError) Error() string { return fmt.Sprintf("too many active tasks (limit %d)", e.Limit) }
+func (e *QuotaError) Error() string {
+	if e.Finished {
+		return fmt.Sprintf("too many finished tasks kept (limit %d); they are kept until their ttl ends", e.Limit)
+	}
+	return fmt.Sprintf("too many active tasks (limit %d)", e.Limit)
+}
 
 // Is makes errors.Is(err, ErrQuotaExceeded) hold.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExceeded }
@@ -99,7 +109,16 @@ type Store interface {
 	// create, so that concurrent creates never exceed it. maxActive <= 0
 	// means no limit; a terminal t is never refused for the quota.
 	CreateWithin(ctx context.Context, t *Task, maxActive int) error
-	// Get returns the owner's task with id.
+	// CreateWithinLimits is CreateWithin with every bound of Limits:
+	// besides MaxActive, any t (terminal or not) is refused with a
+	// *QuotaError whose Finished is set when its owner already keeps
+	// MaxFinished terminal tasks whose ttl has not ended at t.CreatedAt.
+	// A repeat of a
+	// create (its idempotency key) still finds its task at either bound.
+	CreateWithinLimits(ctx context.Context, t *Task, l Limits) error
+	// Get returns the owner's task with id. A task of another owner is
+	// refused before its arguments or result are read: the answer takes
+	// as long whatever the task's size.
 	Get(ctx context.Context, owner, id string) (*Task, error)
 	// Update applies fn to a copy of the owner's task with id and stores
 	// the result, as one compare-and-set: if the record changed meanwhile,
@@ -108,9 +127,10 @@ type Store interface {
 	// refused (ErrBadTransition). An error from fn aborts the update and is
 	// returned as is.
 	Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error)
-	// List returns up to limit of the owner's tasks, oldest first, after
-	// cursor ("" for the start), and the cursor of the next page ("" when
-	// there is none).
+	// List returns the summaries (Task.Summary) of up to limit of the
+	// owner's tasks, oldest first, after cursor ("" for the start), and the
+	// cursor of the next page ("" when there is none). It reads no task's
+	// arguments or result.
 	List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error)
 	// CountActive returns how many of the owner's tasks are not terminal.
 	CountActive(ctx context.Context, owner string) (int, error)

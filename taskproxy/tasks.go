@@ -75,7 +75,7 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
 func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Error)) bool {
-	err := c.g.rt.Store.CreateWithin(c.r.Context(), t, c.g.cfg.MaxActivePerOwner)
+	err := c.g.rt.Store.CreateWithinLimits(c.r.Context(), t, c.g.limits())
 	var dup *DuplicateError
 	switch {
 	case err == nil:
@@ -91,7 +91,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Err
 	case errors.Is(err, ErrIdempotencyMismatch):
 		fail(errIdempotencyMismatch())
 	case errors.Is(err, ErrQuotaExceeded):
-		fail(c.g.quotaRefused())
+		fail(c.g.quotaRefused(err))
 	default:
 		fail(c.g.clientError("storing a task", err, zap.String("task", t.ID)))
 	}
@@ -124,19 +124,29 @@ func (c *call) checkQuota() *jsonrpc.Error {
 		return g.clientError("counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
-		return g.quotaRefused()
+		return g.quotaRefused(&QuotaError{Limit: g.cfg.MaxActivePerOwner})
 	}
 	return nil
 }
 
-// quotaRefused counts and answers a create over the quota, on both wires.
-// checkQuota is only the early answer: the store enforces the quota
-// atomically with the create (Store.CreateWithin).
-func (g *Gateway) quotaRefused() *jsonrpc.Error {
+// quotaRefused counts and answers a create over a bound (err, a
+// *QuotaError), on both wires. checkQuota is only the early answer: the
+// store enforces the bounds atomically with the create
+// (Store.CreateWithinLimits).
+func (g *Gateway) quotaRefused(err error) *jsonrpc.Error {
 	if g.cfg.Observer != nil {
 		g.cfg.Observer.Refused("quota")
 	}
+	var q *QuotaError
+	if errors.As(err, &q) {
+		return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "%s", q.Error())
+	}
 	return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many active tasks (limit %d)", g.cfg.MaxActivePerOwner)
+}
+
+// limits are the bounds of the tasks one owner keeps.
+func (g *Gateway) limits() Limits {
+	return Limits{MaxActive: g.cfg.MaxActivePerOwner, MaxFinished: g.cfg.MaxFinishedPerOwner}
 }
 
 // cancelTask records the cancellation, then stops the upstream call: it

@@ -14,7 +14,8 @@ import (
 // Store-wide listing on Badger for the admin API. The owner index keys,
 // o/<owner hash>/<createdAt hex>/<taskId>, carry everything needed to order
 // tasks by creation, so a page reads the keys of the owner index (no values)
-// to find its place, then only the records it returns or filters out. Its
+// to find its place, then only the headers (head.go) of the tasks it
+// returns or filters out. Its
 // cost grows with the number of stored tasks, which the sweeper bounds;
 // operators page rarely, so no second, global index is kept on the write
 // path for it.
@@ -59,7 +60,7 @@ func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor
 					return ctx.Err()
 				}
 				pos := positions[i]
-				t, err := s.getTask(txn, string(pos[17:]))
+				t, err := s.readSummary(txn, string(pos[17:]))
 				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}

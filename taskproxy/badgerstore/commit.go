@@ -126,11 +126,17 @@ func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
-// taskproxy.Store.CreateWithin. The count runs inside the committer's
-// transaction, whose iterators see the writes made earlier in the same
-// batch, so a batch of concurrent creates is counted as it goes.
+// taskproxy.Store.CreateWithin.
 func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
-	apply, err := s.createOp(t, maxActive)
+	return s.CreateWithinLimits(ctx, t, taskproxy.Limits{MaxActive: maxActive})
+}
+
+// CreateWithinLimits stores t unless its owner is at a bound; see
+// taskproxy.Store.CreateWithinLimits. The counts run inside the
+// committer's transaction, whose iterators see the writes made earlier in
+// the same batch, so a batch of concurrent creates is counted as it goes.
+func (s *Store) CreateWithinLimits(ctx context.Context, t *taskproxy.Task, l taskproxy.Limits) error {
+	apply, err := s.createOp(t, l)
 	if err != nil {
 		return err
 	}
@@ -138,18 +144,24 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 }
 
 // createOp returns the committer's write of a create.
-func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (error, error), error) {
-	data, err := s.encodeRecord(t, !t.Status.Terminal()) // here, not on the committer's goroutine
+func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Txn) (error, error), error) {
+	withLease := !t.Status.Terminal()
+	data, err := s.encodeRecord(t, withLease) // here, not on the committer's goroutine
 	if err != nil {
 		return nil, err
 	}
+	header, err := encodeHeader(t, withLease)
+	if err != nil {
+		return nil, err
+	}
+	maxActive, maxFinished := l.MaxActive, l.MaxFinished
 	if t.Status.Terminal() {
 		maxActive = 0
 	}
 	return func(txn *badger.Txn) (error, error) {
 		// A repeat of a create (same idempotency key) finds its task even
-		// at the quota: it adds none.
-		if maxActive > 0 && t.IdempotencyKey != "" {
+		// at a bound: it adds none.
+		if (maxActive > 0 || maxFinished > 0) && t.IdempotencyKey != "" {
 			if err := checkIdempotency(txn, t); err != nil {
 				if refusal(err) {
 					return err, nil
@@ -160,7 +172,16 @@ func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (e
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
 			return &taskproxy.QuotaError{Limit: maxActive}, nil
 		}
-		err := createIn(txn, t, data)
+		if maxFinished > 0 {
+			n, err := countFinished(txn, t.Owner, t.CreatedAt, maxFinished)
+			if err != nil {
+				return nil, err
+			}
+			if n >= maxFinished {
+				return &taskproxy.QuotaError{Limit: maxFinished, Finished: true}, nil
+			}
+		}
+		err := createIn(txn, t, data, header)
 		if err == nil {
 			s.stage(t.ID, t, true, len(data))
 		}
@@ -175,7 +196,18 @@ func (s *Store) createOp(t *taskproxy.Task, maxActive int) (func(*badger.Txn) (e
 // cache when it holds the task): a missing, foreign or terminal task is the
 // write's outcome; a read failure fails the batch.
 // leaseInRecord reports where the task's lease lives (see encodeRecord).
+//
+// Another owner's task is refused on its header (head.go) before its
+// record is read, whatever its size.
 func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, leaseInRecord bool, outcome, fatal error) {
+	if !s.cached(id) {
+		switch _, _, err := checkOwner(txn, id, owner); {
+		case errors.Is(err, taskproxy.ErrNotFound): // ErrForeign too
+			return nil, false, err, nil
+		case err != nil:
+			return nil, false, nil, err
+		}
+	}
 	t, leaseInRecord, err := s.readLive(txn, id)
 	switch {
 	case errors.Is(err, taskproxy.ErrNotFound):
@@ -225,12 +257,19 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		if err != nil {
 			return err, nil // too large: this write only
 		}
+		header, err := encodeHeader(next, leaseInRecord)
+		if err != nil {
+			return nil, err
+		}
 		if next.Status.Terminal() {
 			if err := txn.Delete(activeKey(next)); err != nil {
 				return nil, err
 			}
+			if err := txn.Set(finishedKey(next), nil); err != nil {
+				return nil, err
+			}
 		}
-		if err := txn.Set(recordKey(next.ID), data); err != nil {
+		if err := putRecord(txn, next.ID, data, header); err != nil {
 			return nil, err
 		}
 		if !leaseInRecord && !sameLease(next.Lease, cur.Lease) {
@@ -250,9 +289,10 @@ func sameLease(a, b taskproxy.Lease) bool {
 	return a.Holder == b.Holder && a.Expires.Equal(b.Expires)
 }
 
-// createIn writes t (data, its lease included) and its index keys in txn,
-// unless its id exists or its idempotency key belongs to a live task.
-func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
+// createIn writes t (data, its lease included; and its header) and its
+// index keys in txn, unless its id exists or its idempotency key belongs to
+// a live task.
+func createIn(txn *badger.Txn, t *taskproxy.Task, data, header []byte) error {
 	if _, err := txn.Get(recordKey(t.ID)); err == nil {
 		return taskproxy.ErrExists
 	} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -266,7 +306,7 @@ func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
 			return err
 		}
 	}
-	if err := txn.Set(recordKey(t.ID), data); err != nil { // with its lease
+	if err := putRecord(txn, t.ID, data, header); err != nil { // with its lease
 		return err
 	}
 	if err := txn.Set(ownerKey(t), nil); err != nil {
@@ -278,7 +318,7 @@ func createIn(txn *badger.Txn, t *taskproxy.Task, data []byte) error {
 	if !t.Status.Terminal() {
 		return txn.Set(activeKey(t), nil)
 	}
-	return nil
+	return txn.Set(finishedKey(t), nil)
 }
 
 func idempotencyKey(t *taskproxy.Task) []byte {

@@ -42,7 +42,7 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 			}
 			good = append(good, task)
 			batch = append(batch, writeOp{apply: func(txn *badger.Txn) (error, error) {
-				if err := createIn(txn, task, data); err != nil {
+				if err := createIn(txn, task, data, nil); err != nil {
 					return nil, err
 				}
 				return nil, nil

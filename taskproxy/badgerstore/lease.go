@@ -93,7 +93,11 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 			if err != nil {
 				return err, nil
 			}
-			if err := txn.Set(recordKey(t.ID), data); err != nil {
+			header, err := encodeHeader(t, false)
+			if err != nil {
+				return nil, err
+			}
+			if err := putRecord(txn, t.ID, data, header); err != nil {
 				return nil, err
 			}
 			size = len(data)

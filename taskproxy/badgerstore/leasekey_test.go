@@ -137,7 +137,7 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	task.Lease = taskproxy.Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
 	data, _ := json.Marshal(task)
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return createIn(txn, &taskproxy.Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: taskproxy.StatusWorking}, data)
+		return createIn(txn, &taskproxy.Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: taskproxy.StatusWorking}, data, nil)
 	}); err != nil {
 		t.Fatal(err)
 	}

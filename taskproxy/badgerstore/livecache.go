@@ -47,6 +47,12 @@ func (s *Store) readLive(txn *badger.Txn, id string) (*taskproxy.Task, bool, err
 	return readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
 }
 
+// cached reports whether readLive has task id without reading the store.
+func (s *Store) cached(id string) bool {
+	e, staged := s.staged[id]
+	return e != nil || !staged && s.live[id] != nil
+}
+
 // stage records what a write of the batch left of task t: its state, with
 // size the length of its encoded record (0 when the write did not encode
 // it: kept only if the task is cached, so known to be small), or nil t when

@@ -151,7 +151,7 @@ func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := createIn(txn, task, data); err != nil {
+		if err := createIn(txn, task, data, nil); err != nil {
 			return err
 		}
 		return setLease(txn, task.ID, renewed) // the older build's renewal

@@ -91,7 +91,7 @@ func TestStoreQuotaWithinOneBatch(t *testing.T) {
 	s := newMemStore(t)
 	var batch []writeOp
 	for range 7 {
-		apply, err := s.createOp(testTask("alice", time.Now()), 3)
+		apply, err := s.createOp(testTask("alice", time.Now()), taskproxy.Limits{MaxActive: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
@@ -24,9 +25,11 @@ import (
 // Key layout (see DESIGN.md, "Store rules"):
 //
 //	t/<taskId>                                 the record, with its lease until that is renewed
+//	h/<taskId>                                 its header: what listings show (head.go)
 //	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
+//	f/<owner hash>/<expiresAt hex>/<taskId>    finished index: their bound (head.go)
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
@@ -280,25 +283,48 @@ func readRecord(txn *badger.Txn, id, current string) (*taskproxy.Task, bool, err
 	if err != nil {
 		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
 	}
+	t, err := decodeItem(item, id)
+	if err != nil {
+		return nil, false, err
+	}
+	inRecord, err := resolveLease(txn, t, current)
+	return t, inRecord, err
+}
+
+// decodeItem decodes the record of task id (recordHook counts it).
+func decodeItem(item *badger.Item, id string) (*taskproxy.Task, error) {
+	if hook := recordHook.Load(); hook != nil {
+		(*hook)(id)
+	}
 	var t taskproxy.Task
 	if err := item.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &t) }); err != nil {
-		return nil, false, fmt.Errorf("decoding task %s: %w", id, err)
+		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
+	return &t, nil
+}
+
+// recordHook, when set (by tests only), is called each time a record's
+// value is read.
+var recordHook atomic.Pointer[func(id string)]
+
+// resolveLease gives t, as its record or header has it, the lease that
+// holds (see readRecord), and reports whether it is the record's own.
+func resolveLease(txn *badger.Txn, t *taskproxy.Task, current string) (bool, error) {
 	if t.Status.Terminal() || current != "" && strings.HasPrefix(t.Lease.Holder, current) {
-		return &t, t.Lease.Holder != "", nil
+		return t.Lease.Holder != "", nil
 	}
-	item, err = txn.Get(leaseKey(id))
+	item, err := txn.Get(leaseKey(t.ID))
 	switch {
 	case err == nil:
 		t.Lease = taskproxy.Lease{} // the key's lease, not a mix with the record's
 		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
-			return nil, false, fmt.Errorf("decoding the lease of task %s: %w", id, err)
+			return false, fmt.Errorf("decoding the lease of task %s: %w", t.ID, err)
 		}
-		return &t, false, nil
+		return false, nil
 	case !errors.Is(err, badger.ErrKeyNotFound):
-		return nil, false, fmt.Errorf("reading the lease of task %s: %w", id, err)
+		return false, fmt.Errorf("reading the lease of task %s: %w", t.ID, err)
 	}
-	return &t, t.Lease.Holder != "", nil
+	return t.Lease.Holder != "", nil
 }
 
 // setLease stores the lease of task id, or deletes it when it is empty.
@@ -328,26 +354,39 @@ func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger
 	return fmt.Errorf("%s: gave up after %d conflicts", what, maxConflictRetries)
 }
 
-// Get returns the owner's task.
+// Get returns the owner's task. The owner is checked on the task's header
+// (head.go), so another owner's task is refused without reading its
+// record, whatever its size.
 func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
 	var t *taskproxy.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			var err error
-			t, err = s.getTask(txn, id)
+			rec, whole, err := checkOwner(txn, id, owner)
 			switch {
+			case errors.Is(err, taskproxy.ErrForeign):
+				return err
 			case errors.Is(err, taskproxy.ErrNotFound):
-				err = tombstone(txn, owner, id)
-			case err == nil && t.Owner != owner:
-				t, err = nil, taskproxy.ErrForeign
+				return tombstone(txn, owner, id)
+			case err != nil:
+				return err
+			case whole == nil:
+				if whole, err = decodeItem(rec, id); err != nil {
+					return err
+				}
 			}
+			// As getTask: the lease of this opening in the record is its own.
+			_, err = resolveLease(txn, whole, s.holderPrefix())
+			t = whole
 			return err
 		})
 	})
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-// List pages through the owner index.
+// List pages through the owner index, reading the tasks' headers only.
 func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("listing tasks: the page size must be positive, got %d", limit)
@@ -374,7 +413,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 					return nil
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
-				t, err := s.getTask(txn, id)
+				t, err := s.readSummary(txn, id)
 				if errors.Is(err, taskproxy.ErrNotFound) {
 					continue // swept between the index and the record
 				}

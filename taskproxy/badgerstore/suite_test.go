@@ -40,3 +40,12 @@ func BenchmarkBadgerOnDisk(b *testing.B) {
 	defer s.Close()
 	storetest.Bench(b, s)
 }
+
+func BenchmarkBadgerLookups(b *testing.B) {
+	s, err := badgerstore.Open(badgerstore.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchLookups(b, s)
+}

@@ -104,7 +104,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 	if err != nil {
 		return id, err
 	}
-	keys := [][]byte{recordKey(id), leaseKey(id), ownerKey(t), activeKey(t)}
+	keys := [][]byte{recordKey(id), headerKey(id), leaseKey(id), ownerKey(t), activeKey(t), finishedKey(t)}
 	if t.IdempotencyKey != "" {
 		keys = append(keys, idempotencyKey(t))
 	}

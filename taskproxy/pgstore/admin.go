@@ -23,8 +23,8 @@ import (
 // sweep bounds) and its SQL is built per call rather than kept at open.
 
 // adminListSQL pages backwards through (created_ns, id), optionally of one
-// status.
-const adminListSQL = `SELECT t.id, t.created_ns, t.record, l.holder, l.expires_ns
+// status, reading the tasks' summaries (the records of rows without one).
+const adminListSQL = `SELECT t.id, t.created_ns, coalesce(t.summary, t.record), l.holder, l.expires_ns
 	FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
 	WHERE (t.created_ns, t.id) < ($1, $2) AND ($3 = '' OR t.status = $3)
 	ORDER BY t.created_ns DESC, t.id DESC LIMIT $4`
@@ -99,7 +99,7 @@ func (s *Store) adminBatch(ctx context.Context, query string, filter taskproxy.T
 		if err != nil {
 			return n, false, err
 		}
-		if filter.Match(t) {
+		if t = t.Summary(); filter.Match(t) {
 			*tasks = append(*tasks, t)
 			*lastNs, *lastID = created, id
 		}

@@ -25,3 +25,14 @@ func BenchmarkPostgres(b *testing.B) {
 	defer s.Close()
 	storetest.Bench(b, s)
 }
+
+func BenchmarkPostgresLookups(b *testing.B) {
+	schema := fmt.Sprintf("b%d_%d", os.Getpid(), benchSchemas.Add(1))
+	defer admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchLookups(b, s)
+}

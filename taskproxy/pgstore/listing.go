@@ -81,7 +81,8 @@ func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
 	return int64(created), string(pos[17:]), nil
 }
 
-// List pages through the owner's tasks, oldest first; see taskproxy.Store.
+// List pages through the owner's tasks, oldest first, reading their
+// summaries; see taskproxy.Store.
 func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
 	if s.closed.Load() {
 		return nil, "", taskproxy.ErrClosed
@@ -118,7 +119,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 		if err != nil {
 			return nil, "", s.fail("listing tasks", err)
 		}
-		tasks = append(tasks, t)
+		tasks = append(tasks, t.Summary()) // the same, whether the row had a summary or only its record
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", s.fail("listing tasks", err)

@@ -71,6 +71,14 @@ CREATE TABLE {s}.leaders (
 );
 CREATE INDEX leases_expires ON {s}.leases (expires_ns);
 `,
+	// A task's summary (Task.Summary) beside its record: listings and the
+	// owner check read it and never the record. Rows of earlier versions
+	// have none, and are read whole. The index counts an owner's finished
+	// tasks for their bound.
+	3: `
+ALTER TABLE {s}.tasks ADD COLUMN summary bytea;
+CREATE INDEX tasks_finished_owner ON {s}.tasks (owner_hash, expires_ns) WHERE status NOT IN ('working', 'input_required');
+`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -5,53 +5,67 @@ import "strings"
 // queries holds the store's SQL with the schema filled in, built once at
 // open. {s} stands for the quoted schema; $n are parameters.
 type queries struct {
-	lockOwner, countActiveUpTo, insertTask, taskExists, byIdempotency string
-	get, tombstone, forUpdate, cas, casLease                          string
-	leaseInsert, leaseUpdate, leaseDelete                             string
-	list, countActive, listActive                                     string
-	acquire, acquireState                                             string
-	sweep, sweepTombstones, sweepSessions                             string
-	bind, check, refresh, forget                                      string
-	secretInit, secretGet                                             string
-	stats                                                             string
+	lockOwner, countActiveUpTo, countFinishedUpTo    string
+	insertTask, taskExists, byIdempotency            string
+	get, getOwn, tombstone, forUpdate, cas, casLease string
+	leaseInsert, leaseUpdate, leaseDelete            string
+	list, countActive, listActive                    string
+	acquire, acquireState                            string
+	sweep, sweepTombstones, sweepSessions            string
+	bind, check, refresh, forget                     string
+	secretInit, secretGet                            string
+	stats                                            string
 }
 
 // active is the SQL test of a non-terminal task.
 const active = `status IN ('working', 'input_required')`
 
+// finished is the SQL test of a terminal task, as the partial index
+// tasks_finished_owner has it.
+const finished = `status NOT IN ('working', 'input_required')`
+
 // taskColumns reads a task with its lease: record, holder, lease expiry.
 const taskColumns = `t.record, l.holder, l.expires_ns`
 
+// summaryColumns reads a task's summary with its lease: the record only
+// in a row written before summaries.
+const summaryColumns = `coalesce(t.summary, t.record), l.holder, l.expires_ns`
+
 func newQueries(schema string) queries {
-	r := strings.NewReplacer("{s}", schema, "{active}", active, "{task}", taskColumns)
+	r := strings.NewReplacer("{s}", schema, "{active}", active, "{finished}", finished, "{task}", taskColumns, "{summary}", summaryColumns)
 	q := queries{
 		// The quota lock: the upsert locks the owner's row until commit.
 		lockOwner: `INSERT INTO {s}.owners (owner_hash) VALUES ($1)
 			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash`,
 		countActiveUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = $1 AND {active} LIMIT $2) c`,
+		countFinishedUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks
+			WHERE owner_hash = $1 AND {finished} AND expires_ns > $2 LIMIT $3) c`,
 		// A conflict on the id or on the owner's idempotency key inserts
 		// nothing; the caller then finds out which.
 		insertTask: `WITH ins AS (
-				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record)
-				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8) ON CONFLICT DO NOTHING RETURNING id),
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary)
+				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8, $11) ON CONFLICT DO NOTHING RETURNING id),
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT id, $9, $10 FROM ins WHERE $9 <> '')
 			SELECT count(*) FROM ins`,
 		taskExists:    `SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE id = $1)`,
 		byIdempotency: `SELECT id, fingerprint FROM {s}.tasks WHERE owner_hash = $1 AND idem_key = $2`,
 
-		get:       `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id WHERE t.id = $1`,
+		get: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id WHERE t.id = $1`,
+		// The owner's lookup: another owner's row is never fetched.
+		getOwn: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.id = $1 AND t.owner_hash = $2`,
 		tombstone: `SELECT owner_hash FROM {s}.tombstones WHERE task_id = $1 AND expires_ns > $2`,
 		forUpdate: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
-			WHERE t.id = $1 FOR UPDATE OF t`,
+			WHERE t.id = $1 AND t.owner_hash = $2 FOR UPDATE OF t`,
 		// The compare-and-set of an update: it lands only on the version
 		// read, and only while the task is not terminal. A task becoming
 		// terminal loses its lease in the same statement.
 		cas: `WITH u AS (
-				UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, version = version + 1
+				UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, summary = $8, version = version + 1
 				WHERE id = $1 AND version = $2 AND {active} RETURNING id),
 			d AS (DELETE FROM {s}.leases WHERE $7 AND task_id IN (SELECT id FROM u))
 			SELECT count(*) FROM u`,
-		casLease: `UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, version = version + 1
+		casLease: `UPDATE {s}.tasks SET status = $3, idem_key = NULLIF($4, ''), fingerprint = $5, record = $6, summary = $7, version = version + 1
 			WHERE id = $1 AND version = $2 AND {active}`,
 		// An update that changes the lease itself writes it only if it is
 		// still the lease the update read.
@@ -59,7 +73,7 @@ func newQueries(schema string) queries {
 		leaseUpdate: `UPDATE {s}.leases SET holder = $4, expires_ns = $5 WHERE task_id = $1 AND holder = $2 AND expires_ns = $3`,
 		leaseDelete: `DELETE FROM {s}.leases WHERE task_id = $1 AND holder = $2 AND expires_ns = $3`,
 
-		list: `SELECT t.id, t.created_ns, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+		list: `SELECT t.id, t.created_ns, {summary} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
 			WHERE t.owner_hash = $1 AND (t.created_ns, t.id) > ($2, $3) ORDER BY t.created_ns, t.id LIMIT $4`,
 		countActive: `SELECT count(*) FROM {s}.tasks WHERE owner_hash = $1 AND {active}`,
 		listActive: `SELECT t.id, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
@@ -112,8 +126,8 @@ func newQueries(schema string) queries {
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')`,
 	}
 	for _, p := range []*string{
-		&q.lockOwner, &q.countActiveUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
-		&q.get, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
+		&q.lockOwner, &q.countActiveUpTo, &q.countFinishedUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
+		&q.get, &q.getOwn, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.stats,

@@ -4,7 +4,8 @@
 //
 // Layout (one schema, created and migrated by Open; migrate.go):
 //
-//	tasks       one row per task: indexed columns and the JSON record
+//	tasks       one row per task: indexed columns, the JSON record, and
+//	            its summary (what listings show and the owner check reads)
 //	leases      the lease of a task (its own row, so a renewal rewrites
 //	            a few bytes and not the record)
 //	owners      one row per owner that created within a quota: the lock

@@ -13,19 +13,28 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
+// encoded is a task as stored: its record, and its summary (Task.Summary),
+// which listings and the owner check read instead.
+type encoded struct{ record, summary []byte }
+
 // encodeRecord encodes t for storing, within the size limit. The lease is
 // left out: it has a row of its own.
-func (s *Store) encodeRecord(t *taskproxy.Task) ([]byte, error) {
+func (s *Store) encodeRecord(t *taskproxy.Task) (encoded, error) {
 	rec := *t
 	rec.Lease = taskproxy.Lease{}
 	data, err := json.Marshal(&rec)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: encoding task %s: %w", t.ID, err)
+		return encoded{}, fmt.Errorf("pgstore: encoding task %s: %w", t.ID, err)
 	}
 	if len(data) > s.maxRecord {
-		return nil, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+		return encoded{}, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
 	}
-	return data, nil
+	sum := rec.Summary()
+	summary, err := taskproxy.EncodeRecord(sum)
+	if err != nil {
+		return encoded{}, fmt.Errorf("pgstore: encoding the summary of task %s: %w", t.ID, err)
+	}
+	return encoded{record: data, summary: summary}, nil
 }
 
 // decodeTask decodes a record and attaches the lease read beside it.
@@ -45,12 +54,18 @@ func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
-// CreateWithin stores t unless its owner is at the quota. Without a quota
+// CreateWithin stores t unless its owner is at the quota; see
+// taskproxy.Store.
+func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
+	return s.CreateWithinLimits(ctx, t, taskproxy.Limits{MaxActive: maxActive})
+}
+
+// CreateWithinLimits stores t unless its owner is at a bound. Without one
 // the create is one statement (the task and its lease). With one, the
 // owner's row in the owners table is locked first, in a transaction, so
 // that concurrent creates of one owner, on any replica, count one after the
 // other.
-func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
+func (s *Store) CreateWithinLimits(ctx context.Context, t *taskproxy.Task, l taskproxy.Limits) error {
 	if s.closed.Load() {
 		return taskproxy.ErrClosed
 	}
@@ -58,6 +73,7 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 	if err != nil {
 		return err
 	}
+	maxActive, maxFinished := l.MaxActive, l.MaxFinished
 	if t.Status.Terminal() {
 		maxActive = 0
 	}
@@ -65,7 +81,7 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	var refused error
-	if maxActive <= 0 {
+	if maxActive <= 0 && maxFinished <= 0 {
 		for range maxRetries {
 			if refused, err = s.insert(ctx, s.pool, t, owner, data); !retryable(err) {
 				break
@@ -85,13 +101,8 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 					return err
 				}
 			}
-			var n int
-			if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
+			if refused, err = s.overLimits(ctx, tx, owner, t.CreatedAt, maxActive, maxFinished); refused != nil || err != nil {
 				return err
-			}
-			if n >= maxActive {
-				refused = &taskproxy.QuotaError{Limit: maxActive}
-				return nil
 			}
 			var err error
 			refused, err = s.insert(ctx, tx, t, owner, data)
@@ -104,13 +115,36 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 	return refused
 }
 
+// overLimits refuses a create at now when the owner is at a bound (0:
+// none); finished tasks count until their ttl ends.
+func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now time.Time, maxActive, maxFinished int) (refused, err error) {
+	var n int
+	if maxActive > 0 {
+		if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n >= maxActive {
+			return &taskproxy.QuotaError{Limit: maxActive}, nil
+		}
+	}
+	if maxFinished > 0 {
+		if err := tx.QueryRow(ctx, s.q.countFinishedUpTo, owner, now.UnixNano(), maxFinished).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n >= maxFinished {
+			return &taskproxy.QuotaError{Limit: maxFinished, Finished: true}, nil
+		}
+	}
+	return nil, nil
+}
+
 // insert writes the task and its lease in one statement, unless its id or
 // its idempotency key is taken: then refused says why.
-func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner, data []byte) (refused, err error) {
+func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner []byte, data encoded) (refused, err error) {
 	for range maxRetries {
 		var n int
 		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
-			t.IdempotencyKey, t.Fingerprint, data, t.Lease.Holder, t.Lease.Expires.UnixNano()).Scan(&n)
+			t.IdempotencyKey, t.Fingerprint, data.record, t.Lease.Holder, t.Lease.Expires.UnixNano(), data.summary).Scan(&n)
 		if err != nil || n == 1 {
 			return nil, err
 		}
@@ -174,21 +208,37 @@ func scanRow(r pgx.Row) (*row, error) {
 	return &out, nil
 }
 
-// Get returns the owner's task; see taskproxy.Store.
+// Get returns the owner's task; see taskproxy.Store. The owner is in the
+// query, so another owner's row is never fetched, whatever its size: only
+// whether it exists is asked, for the audit log's ErrForeign.
 func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
 	if s.closed.Load() {
 		return nil, taskproxy.ErrClosed
 	}
-	r, err := scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		if err := s.notOwned(ctx, id); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrForeign) {
+			return nil, err
+		}
 		return nil, s.tombstone(ctx, owner, id)
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
-	case !bytes.Equal(r.owner, ownerHash(owner)):
-		return nil, taskproxy.ErrForeign
 	}
 	return r.task, nil
+}
+
+// notOwned explains why the owner's query found no task id: ErrForeign
+// when it exists (another owner's), ErrNotFound when it does not.
+func (s *Store) notOwned(ctx context.Context, id string) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
+		return s.fail("reading task "+id, err)
+	}
+	if exists {
+		return taskproxy.ErrForeign
+	}
+	return taskproxy.ErrNotFound
 }
 
 // tombstone gives ErrExpired when owner's task id was swept less than a ttl
@@ -257,13 +307,13 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		var err error
 		if attempt < optimisticTries {
 			var cur *row
-			cur, err = scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+			cur, err = scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 			if err == nil {
 				err = write(s.pool, cur)
 			}
 		} else {
 			err = s.inTx(ctx, func(tx pgx.Tx) error {
-				cur, err := scanRow(tx.QueryRow(ctx, s.q.forUpdate, id))
+				cur, err := scanRow(tx.QueryRow(ctx, s.q.forUpdate, id, ownerHash(owner)))
 				if err != nil {
 					return err
 				}
@@ -271,8 +321,8 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 			})
 		}
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil, taskproxy.ErrNotFound
+		case errors.Is(err, pgx.ErrNoRows): // the owner is in the query: another's row is never read
+			return nil, s.notOwned(ctx, id)
 		case err != nil && !retryable(err):
 			return nil, s.fail("updating task "+id, err)
 		case done:
@@ -305,12 +355,12 @@ type querier interface {
 
 // compareAndSet writes next over cur if the row is still at cur's version
 // and not terminal; it reports false when it was not.
-func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *taskproxy.Task, data []byte) (bool, error) {
+func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *taskproxy.Task, data encoded) (bool, error) {
 	terminal := next.Status.Terminal()
-	args := []any{next.ID, cur.version, string(next.Status), next.IdempotencyKey, next.Fingerprint, data}
+	args := []any{next.ID, cur.version, string(next.Status), next.IdempotencyKey, next.Fingerprint, data.record}
 	if terminal || next.Lease == cur.task.Lease {
 		var n int
-		err := q.QueryRow(ctx, s.q.cas, append(args, terminal)...).Scan(&n)
+		err := q.QueryRow(ctx, s.q.cas, append(args, terminal, data.summary)...).Scan(&n)
 		return n == 1, err
 	}
 	// fn changed the lease itself: the record and the lease change
@@ -318,7 +368,7 @@ func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *ta
 	ok := false
 	// In a transaction already (the locked path), this is a savepoint.
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.casLease, args...)
+		tag, err := tx.Exec(ctx, s.q.casLease, append(args, data.summary)...)
 		if err != nil || tag.RowsAffected() != 1 {
 			return err
 		}

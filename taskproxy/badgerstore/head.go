@@ -1,0 +1,190 @@
+package badgerstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Headers and the finished index.
+//
+//	h/<taskId>                                  the task's summary (Task.Summary): owner, status, times
+//	f/<owner hash>/<expiresAt hex>/<taskId>     finished (terminal) tasks: their bound per owner
+//
+// A task's header is written with its record, in the same transaction, so
+// both keys carry the same version; the owner check of Get and the listings
+// read the header, a few hundred bytes, and never the record, which may
+// hold megabytes of arguments and result. A header whose version is not
+// its record's was left by a build before headers (which rewrote only the
+// record): the record is then read whole, as it always was. So stores of
+// older builds open and answer as they are, and an older build may still
+// open a store this one wrote.
+//
+// The finished index sorts an owner's finished tasks by expiry, so that a
+// count starts at "now" and skips those whose ttl has ended (gone at the
+// next sweep, or left behind by an older build's sweep, which knew nothing
+// of the index: the count deletes those).
+
+func headerKey(id string) []byte { return []byte("h/" + id) }
+
+func finishedPrefix(owner string) []byte { return []byte("f/" + ownerHash(owner) + "/") }
+
+func finishedKey(t *taskproxy.Task) []byte {
+	return fmt.Appendf(finishedPrefix(t.Owner), "%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
+}
+
+// encodeHeader encodes t's summary, with its lease when withLease is set
+// (as the record is: see encodeRecord).
+func encodeHeader(t *taskproxy.Task, withLease bool) ([]byte, error) {
+	h := t.Summary()
+	if !withLease {
+		h.Lease = taskproxy.Lease{}
+	}
+	data, err := taskproxy.EncodeRecord(h)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the header of task %s: %w", t.ID, err)
+	}
+	return data, nil
+}
+
+// putRecord writes the record and the header of task id in txn. A nil
+// header writes none: the record as the builds before headers wrote it
+// (tests of those stores).
+func putRecord(txn *badger.Txn, id string, record, header []byte) error {
+	if err := txn.Set(recordKey(id), record); err != nil || header == nil {
+		return err
+	}
+	return txn.Set(headerKey(id), header)
+}
+
+// readHead reads the summary of task id, without its lease resolved: from
+// its header when that is the record's, or else from the record, whole
+// (whole is then set, and t is the full task).
+func readHead(txn *badger.Txn, id string) (t *taskproxy.Task, whole bool, err error) {
+	rec, err := txn.Get(recordKey(id)) // the key and its version only, not the value
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, taskproxy.ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
+	}
+	head, err := txn.Get(headerKey(id))
+	switch {
+	case err == nil && head.Version() == rec.Version():
+		var h taskproxy.Task
+		if err := head.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &h) }); err != nil {
+			return nil, false, fmt.Errorf("decoding the header of task %s: %w", id, err)
+		}
+		return &h, false, nil
+	case err != nil && !errors.Is(err, badger.ErrKeyNotFound):
+		return nil, false, fmt.Errorf("reading the header of task %s: %w", id, err)
+	}
+	t, err = decodeItem(rec, id)
+	return t, true, err
+}
+
+// checkOwner checks that task id is owner's, on its header when that is
+// the record's: ErrNotFound when there is no such task, ErrForeign when it
+// is another owner's. It returns the task when it had to read it from its
+// record (without its lease resolved), or else the record's item, its
+// value not read.
+func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *taskproxy.Task, err error) {
+	rec, err = txn.Get(recordKey(id)) // the key and its version only, not the value
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil, taskproxy.ErrNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading task %s: %w", id, err)
+	}
+	head, err := txn.Get(headerKey(id))
+	if err == nil && head.Version() == rec.Version() {
+		var mine, known bool
+		if err := head.Value(func(v []byte) error { mine, known = headerOwnedBy(v, id, owner); return nil }); err != nil {
+			return nil, nil, fmt.Errorf("reading the header of task %s: %w", id, err)
+		}
+		switch {
+		case known && mine:
+			return rec, nil, nil
+		case known:
+			return nil, nil, taskproxy.ErrForeign
+		}
+	}
+	t, read, err := readHead(txn, id) // a header of an unexpected shape, or none
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case t.Owner != owner:
+		return nil, nil, taskproxy.ErrForeign
+	case read:
+		return nil, t, nil
+	}
+	return rec, nil, nil
+}
+
+// headerOwnedBy reports whether a header names owner, without decoding
+// it: EncodeRecord writes the id and the owner first, as json.Marshal
+// would. known is false for a header that does not begin so.
+func headerOwnedBy(header []byte, id, owner string) (mine, known bool) {
+	qid, err1 := json.Marshal(id)
+	qowner, err2 := json.Marshal(owner)
+	if err1 != nil || err2 != nil {
+		return false, false
+	}
+	rest, ok := bytes.CutPrefix(header, []byte(`{"id":`))
+	if !ok {
+		return false, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, qid); !ok {
+		return false, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"owner":"`)); !ok {
+		return false, false
+	}
+	rest, ok = bytes.CutPrefix(rest, qowner[1:])
+	return ok && len(rest) > 0 && rest[0] == ',', true
+}
+
+// readSummary reads the summary of task id, its lease resolved.
+func (s *Store) readSummary(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+	t, _, err := readHead(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := resolveLease(txn, t, s.holderPrefix()); err != nil {
+		return nil, err
+	}
+	return t.Summary(), nil
+}
+
+// countFinished counts the owner's finished tasks whose ttl has not ended
+// at now, up to upTo, reading keys only; it deletes in txn the keys of
+// those whose ttl has.
+func countFinished(txn *badger.Txn, owner string, now time.Time, upTo int) (int, error) {
+	prefix := finishedPrefix(owner)
+	from := fmt.Appendf(prefix, "%016x", now.UnixNano())
+	var stale [][]byte
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	for it.Rewind(); it.ValidForPrefix(prefix) && string(it.Item().Key()) < string(from) && len(stale) < maxStaleDeletes; it.Next() {
+		stale = append(stale, it.Item().KeyCopy(nil))
+	}
+	n := 0
+	for it.Seek(from); it.ValidForPrefix(prefix) && n < upTo; it.Next() {
+		n++
+	}
+	it.Close()
+	for _, k := range stale {
+		if err := txn.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// maxStaleDeletes bounds the expired finished-index keys one create
+// deletes: the sweeper deletes the rest with their tasks.
+const maxStaleDeletes = 64

@@ -1,0 +1,192 @@
+package badgerstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/dgraph-io/badger/v4"
+)
+
+// bigEndedTask is a completed task of owner with a result of size bytes.
+func bigEndedTask(owner string, size int) *taskproxy.Task {
+	task := testTask(owner, time.Now())
+	task.Status = taskproxy.StatusCompleted
+	task.Result = json.RawMessage(`{"text":"` + strings.Repeat("r", size) + `"}`)
+	return task
+}
+
+// corruptRecord replaces task id's record with bytes no decoder takes,
+// keeping its header (if any) the record's: what reads the record fails.
+func corruptRecord(t *testing.T, s *Store, id string) {
+	t.Helper()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if item, err := txn.Get(headerKey(id)); err == nil {
+			head, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(headerKey(id), head); err != nil {
+				return err
+			}
+		}
+		return txn.Set(recordKey(id), []byte("not a record"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The owner check and the listings read a task's header, never its record:
+// with the record unreadable, another owner's lookup is still refused as
+// "not found" (not failed on the record), and the listings still answer.
+func TestHeaderSparesTheRecord(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	task := bigEndedTask("alice", 256<<10)
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	corruptRecord(t, s, task.ID)
+	var reads atomic.Int64
+	hook := func(id string) {
+		if id == task.ID {
+			reads.Add(1)
+		}
+	}
+	recordHook.Store(&hook)
+	t.Cleanup(func() { recordHook.Store(nil) })
+	cases := []struct {
+		name  string
+		call  func() error
+		reads int64
+	}{
+		{"another owner's Get", func() error {
+			if _, err := s.Get(ctx, "bob", task.ID); !errors.Is(err, taskproxy.ErrForeign) {
+				return errors.New("want ErrForeign, got " + errString(err))
+			}
+			return nil
+		}, 0},
+		{"another owner's Update", func() error {
+			_, err := s.Update(ctx, "bob", task.ID, func(*taskproxy.Task) error { return nil })
+			if !errors.Is(err, taskproxy.ErrForeign) {
+				return errors.New("want ErrForeign, got " + errString(err))
+			}
+			return nil
+		}, 0},
+		{"List", func() error {
+			page, _, err := s.List(ctx, "alice", "", 10)
+			if err != nil || len(page) != 1 || page[0].ID != task.ID || page[0].Status != taskproxy.StatusCompleted {
+				return errors.New("want the task's summary, got error " + errString(err))
+			}
+			return nil
+		}, 0},
+		{"ListAll", func() error {
+			page, _, err := s.ListAll(ctx, taskproxy.TaskFilter{Status: taskproxy.StatusCompleted}, "", 10)
+			if err != nil || len(page) != 1 || page[0].ID != task.ID {
+				return errors.New("want the task's summary, got error " + errString(err))
+			}
+			return nil
+		}, 0},
+		{"the owner's Get reads the record", func() error {
+			if _, err := s.Get(ctx, "alice", task.ID); err == nil || errors.Is(err, taskproxy.ErrNotFound) {
+				return errors.New("want the record's decoding error, got " + errString(err))
+			}
+			return nil
+		}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reads.Store(0)
+			if err := c.call(); err != nil {
+				t.Error(err)
+			}
+			if n := reads.Load(); n != c.reads {
+				t.Errorf("read the record %d times, want %d", n, c.reads)
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return err.Error()
+}
+
+// Records of the builds before headers still answer: without a header
+// the record is read whole; and a header that an older build's rewrite of
+// the record left behind (of another version) is not believed.
+func TestRecordsWithoutTheirHeader(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(t)
+	old := bigEndedTask("alice", 64<<10)
+	data, err := s.encodeRecord(old, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return createIn(txn, old, data, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	rewritten := testTask("alice", time.Now().Add(time.Millisecond))
+	if err := s.Create(ctx, rewritten); err != nil {
+		t.Fatal(err)
+	}
+	ended := *rewritten
+	ended.Lease, ended.Status, ended.StatusMessage = taskproxy.Lease{}, taskproxy.StatusFailed, "by an older build"
+	data, err = s.encodeRecord(&ended, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(recordKey(ended.ID), data) }); err != nil {
+		t.Fatal(err)
+	}
+
+	if got, err := s.Get(ctx, "alice", old.ID); err != nil || len(got.Result) != len(old.Result) {
+		t.Errorf("Get of a record without header: %v", err)
+	}
+	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, taskproxy.ErrForeign) {
+		t.Errorf("another owner's Get of a record without header: %v, want ErrForeign", err)
+	}
+	page, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("List = %d tasks, %v; want 2", len(page), err)
+	}
+	if page[0].ID != old.ID || len(page[0].Result) != 0 || page[0].Status != taskproxy.StatusCompleted {
+		t.Errorf("List shows the old record as %+v, want its summary", page[0])
+	}
+	if page[1].Status != taskproxy.StatusFailed || page[1].StatusMessage != ended.StatusMessage {
+		t.Errorf("List shows the rewritten record as %s %q, want the record's failed, not its stale header", page[1].Status, page[1].StatusMessage)
+	}
+}
+
+// The owner check on a header's bytes agrees with decoding it, for owners
+// that need escaping too, and gives up on a header of another shape.
+func TestHeaderOwnedBy(t *testing.T) {
+	owners := []string{"alice", "alic", "alice2", `a"b\c`, "<é>\u2028", "tenant/alice"}
+	for _, stored := range owners {
+		task := testTask(stored, time.Now())
+		header, err := encodeHeader(task, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, asked := range owners {
+			mine, known := headerOwnedBy(header, task.ID, asked)
+			if !known || mine != (asked == stored) {
+				t.Errorf("header of %q asked for %q: mine %v known %v", stored, asked, mine, known)
+			}
+		}
+		if _, known := headerOwnedBy(header, taskproxy.NewTaskID(), stored); known {
+			t.Errorf("header of task %s taken for another id", task.ID)
+		}
+	}
+	if _, known := headerOwnedBy([]byte(`{"owner":"alice","id":"x"}`), "x", "alice"); known {
+		t.Error("a header of another shape was read")
+	}
+}

@@ -1,0 +1,161 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+)
+
+// Listings show summaries, and an owner's finished tasks are bounded: a
+// listing never carries (so never needs to read) a task's arguments or
+// result, and creates stop at the bound on finished tasks until their ttl
+// ends.
+
+// bigTask returns a task of owner whose arguments and result are each
+// about size bytes, ended as status with an error carrying data.
+func bigTask(owner string, created time.Time, size int, status taskproxy.Status) *taskproxy.Task {
+	task := newTask(owner, created)
+	pad := bytes.Repeat([]byte("x"), size)
+	task.Params = json.RawMessage(`{"name":"echo","arguments":{"pad":"` + string(pad) + `"}}`)
+	task.Status, task.StatusMessage = status, "done: "+string(status)
+	task.Result = json.RawMessage(`{"content":[{"type":"text","text":"` + string(pad) + `"}]}`)
+	task.Error = &jsonrpc.Error{Code: -32001, Message: "it broke", Data: json.RawMessage(`"` + string(pad) + `"`)}
+	task.IsError = true
+	task.History = []taskproxy.StatusChange{{From: taskproxy.StatusWorking, To: status, At: created}}
+	task.Inputs = []taskproxy.InputRequest{
+		{Key: "1", Method: "elicitation/create", Params: json.RawMessage(`{"pad":"` + string(pad) + `"}`), Answered: true},
+		{Key: "2", Method: "sampling/createMessage", Params: json.RawMessage(`{"pad":"` + string(pad) + `"}`)},
+	}
+	return task
+}
+
+// checkSummary fails unless got is the summary of want: what listings
+// show, and no payload.
+func checkSummary(t *testing.T, what string, got, want *taskproxy.Task) {
+	t.Helper()
+	if len(got.Params) != 0 || len(got.Result) != 0 || len(got.History) != 0 || got.Error != nil && len(got.Error.Data) != 0 {
+		t.Errorf("%s: task %s carries its payload: %d bytes of params, %d of result, %d history entries", what, got.ID,
+			len(got.Params), len(got.Result), len(got.History))
+	}
+	for _, in := range got.Inputs {
+		if len(in.Params) != 0 || in.Answered {
+			t.Errorf("%s: task %s carries input request %s whole (answered %v, %d bytes)", what, got.ID, in.Key, in.Answered, len(in.Params))
+		}
+	}
+	if got.ID != want.ID || got.Owner != want.Owner || got.Status != want.Status || got.StatusMessage != want.StatusMessage ||
+		!got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) || got.TTL != want.TTL ||
+		got.PollInterval != want.PollInterval || got.Tool != want.Tool || got.IsError != want.IsError ||
+		len(got.Outstanding()) != len(want.Outstanding()) {
+		t.Errorf("%s: summary %+v does not show task %+v", what, got, want)
+	}
+	if want.Error != nil && (got.Error == nil || got.Error.Code != want.Error.Code || got.Error.Message != want.Error.Message) {
+		t.Errorf("%s: summary error %+v, want code and message of %+v", what, got.Error, want.Error)
+	}
+}
+
+func testListSummaries(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	var tasks []*taskproxy.Task
+	for i, status := range []taskproxy.Status{taskproxy.StatusCompleted, taskproxy.StatusFailed, taskproxy.StatusWorking} {
+		task := bigTask("alice", t0.Add(time.Duration(i)*time.Millisecond), 64<<10, status)
+		tasks = append(tasks, task)
+		mustCreate(t, s, task)
+	}
+	page, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil || len(page) != len(tasks) {
+		t.Fatalf("List = %d tasks, %v; want %d", len(page), err, len(tasks))
+	}
+	for i, got := range page {
+		checkSummary(t, "List", got, tasks[i])
+	}
+	all, _, err := adminLister(t, s).ListAll(ctx, taskproxy.TaskFilter{}, "", 10)
+	if err != nil || len(all) != len(tasks) {
+		t.Fatalf("ListAll = %d tasks, %v; want %d", len(all), err, len(tasks))
+	}
+	for i, got := range all {
+		checkSummary(t, "ListAll", got, tasks[len(tasks)-1-i])
+	}
+	// A lookup has the task whole.
+	if got := mustGet(t, s, "alice", tasks[0].ID); !bytes.Equal(got.Result, tasks[0].Result) || !bytes.Equal(got.Params, tasks[0].Params) {
+		t.Errorf("Get lost the payload: %d bytes of result, want %d", len(got.Result), len(tasks[0].Result))
+	}
+	// An update's new state shows in the listing.
+	if _, err := s.Update(ctx, "alice", tasks[2].ID, setStatus(taskproxy.StatusCancelled)); err != nil {
+		t.Fatal(err)
+	}
+	page, _, err = s.List(ctx, "alice", "", 10)
+	if err != nil || len(page) != 3 || page[2].Status != taskproxy.StatusCancelled {
+		t.Fatalf("List after an update: %v, %v; want the third task cancelled", page, err)
+	}
+}
+
+// testFinishedBound: at MaxFinished finished tasks, every create of the
+// owner is refused (terminal ones too), a repeat still finds its task,
+// other owners and the active quota are apart, and a finished task whose
+// ttl has ended no longer counts.
+func testFinishedBound(t *testing.T, s taskproxy.Store) {
+	ctx := context.Background()
+	limits := taskproxy.Limits{MaxActive: 10, MaxFinished: 3}
+	keyed := newTask("alice", t0)
+	keyed.IdempotencyKey, keyed.Fingerprint = "key", "args"
+	shortLived := newTask("alice", t0.Add(time.Millisecond))
+	shortLived.TTL = time.Minute
+	third, fourth := newTask("alice", t0.Add(2*time.Millisecond)), newTask("alice", t0.Add(3*time.Millisecond))
+	for _, task := range []*taskproxy.Task{keyed, shortLived, third, fourth} {
+		if err := s.CreateWithinLimits(ctx, task, limits); err != nil {
+			t.Fatalf("create under the bounds: %v", err)
+		}
+	}
+	for _, task := range []*taskproxy.Task{keyed, shortLived, third} {
+		if _, err := s.Update(ctx, "alice", task.ID, setStatus(taskproxy.StatusCompleted)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(d time.Duration) *taskproxy.Task { return newTask("alice", t0.Add(d)) }
+	ended := func(d time.Duration) *taskproxy.Task {
+		task := at(d)
+		task.Status = taskproxy.StatusFailed
+		return task
+	}
+	repeat := at(0)
+	repeat.IdempotencyKey, repeat.Fingerprint = "key", "args"
+	var dup *taskproxy.DuplicateError
+	steps := []struct {
+		name  string
+		task  *taskproxy.Task
+		check func(error) bool
+	}{
+		{"working at the bound", at(time.Second), isFinishedQuota(3)},
+		{"created terminal at the bound", ended(time.Second), isFinishedQuota(3)},
+		{"a repeat at the bound", repeat, func(err error) bool { return errors.As(err, &dup) && dup.TaskID == keyed.ID }},
+		{"another owner", newTask("bob", t0), func(err error) bool { return err == nil }},
+		{"the short ttl has ended", at(2 * time.Minute), func(err error) bool { return err == nil }},
+	}
+	for _, st := range steps {
+		if err := s.CreateWithinLimits(ctx, st.task, limits); !st.check(err) {
+			t.Errorf("%s: err = %v", st.name, err)
+		}
+	}
+	if err := s.CreateWithinLimits(ctx, ended(2*time.Minute), limits); err != nil {
+		t.Fatalf("a finished task in place of the expired one: %v", err)
+	}
+	if err := s.CreateWithinLimits(ctx, at(2*time.Minute), limits); !isFinishedQuota(3)(err) {
+		t.Errorf("at the bound again: err = %v", err)
+	}
+	if err := s.CreateWithinLimits(ctx, at(2*time.Minute), taskproxy.Limits{MaxActive: 10}); err != nil {
+		t.Errorf("no bound on finished tasks: err = %v", err)
+	}
+}
+
+func isFinishedQuota(limit int) func(error) bool {
+	return func(err error) bool {
+		var q *taskproxy.QuotaError
+		return errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Finished && q.Limit == limit
+	}
+}

@@ -1,0 +1,55 @@
+package taskproxy
+
+import (
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+)
+
+// Summaries and the bounds of a create. A listing shows a few fields of
+// each task (tasks/list, the admin API's listing), never its arguments or
+// result, so the stores keep those fields apart from the payload and list
+// summaries only: the cost of a listing, and of a lookup that answers "not
+// found" for another owner's task, does not grow with the size of the
+// tasks' results.
+
+// Summary returns what listings show of t and what their filters and the
+// owner check need: the task without its arguments, result, error data,
+// history, upstream routing, and with only the unanswered input requests,
+// stripped of their content (so that InputsOpen-style counts still work).
+// The error keeps its code and message. The copy shares nothing with t.
+func (t *Task) Summary() *Task {
+	s := &Task{
+		ID: t.ID, Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant,
+		Status: t.Status, StatusMessage: t.StatusMessage,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, TTL: t.TTL, PollInterval: t.PollInterval,
+		Era: t.Era, Tool: t.Tool, Round: t.Round,
+		UpstreamTask: t.UpstreamTask, UpstreamTaskID: t.UpstreamTaskID,
+		IsError: t.IsError, Lease: t.Lease, Route: t.Route,
+	}
+	for _, in := range t.Inputs {
+		if !in.Answered {
+			s.Inputs = append(s.Inputs, InputRequest{Key: in.Key, Method: in.Method, UpstreamKey: in.UpstreamKey, Round: in.Round})
+		}
+	}
+	if t.Error != nil {
+		s.Error = &jsonrpc.Error{Code: t.Error.Code, Message: t.Error.Message}
+	}
+	return s
+}
+
+// Limits bounds the tasks one owner keeps; 0 means no bound.
+type Limits struct {
+	// MaxActive caps the owner's non-terminal tasks.
+	MaxActive int
+	// MaxFinished caps the owner's terminal tasks still kept (until their
+	// ttl ends): at the cap, creates are refused rather than older results
+	// deleted before the ttl they were promised.
+	MaxFinished int
+}
+
+// DefaultMaxFinished is the bound on an owner's finished tasks unless
+// configured. A finished task is kept for its whole ttl, so an owner that
+// creates tasks at a steady rate keeps rate × ttl of them: 100,000 holds an
+// automated principal creating about 110 tasks a second under the default
+// 15-minute ttl (and any load test of one principal), while still bounding
+// what one principal can pile up; routes open to untrusted callers set less.
+const DefaultMaxFinished = 100_000
