@@ -61,7 +61,7 @@ func BenchmarkRewriteInitialize(b *testing.B) {
 }
 
 func benchStore(b *testing.B, dir string, sync bool) Store {
-	return OpenTestStore(b, dir, sync)
+	return openTestStore(b, dir, sync)
 }
 
 func benchTask() *Task {

@@ -13,8 +13,10 @@ const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 // other packages it must never import. Tests aside: the core's own tests link
 // a backend in from the external test package (store_link_test.go). The
 // leaves import nothing of the module; jsonrpc only the scanner; calls to
-// the next handler only what is below them; the core knows no store
-// backend, no Caddy and not auth/.
+// the next handler only what is below them; the task model and the store
+// backends only jsonrpc and the scanner below them (so a backend never
+// reaches the core); the core knows no store backend, no Caddy and not
+// auth/.
 var importRules = []struct {
 	pkg       string
 	allowed   []string // packages of the module, by prefix; nil means any
@@ -25,6 +27,10 @@ var importRules = []struct {
 	{"taskproxy/internal/runners", []string{}, nil},
 	{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/internal/upstream", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
+	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap"}},
+	{"taskproxy/badgerstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
+	{"taskproxy/pgstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
+	{"taskproxy/storetest", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy", []string{"taskproxy"}, []string{"github.com/dgraph-io/badger", "github.com/jackc/pgx", "github.com/caddyserver/caddy"}},
 }
 

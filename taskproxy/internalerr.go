@@ -135,25 +135,3 @@ func (g *Gateway) answerFailure(err error, taskID string) *jsonrpc.Error {
 	return g.clientError("answering an input request", err, zap.String("task", taskID))
 }
 
-// CleanStoreError keeps the first line of a store's error: Badger's errors
-// about oversized keys and values go on with a hex dump of the data, which
-// holds another caller's arguments and must reach neither clients nor logs.
-// Backends use it on the errors they return; the gateway on what it logs.
-func CleanStoreError(err error) error {
-	msg := err.Error()
-	i := strings.IndexByte(msg, '\n')
-	if i < 0 {
-		return err
-	}
-	return &cleanError{msg: strings.TrimSuffix(strings.TrimSpace(msg[:i]), ":"), err: err}
-}
-
-// cleanError shows a shortened message but still unwraps to the original,
-// so errors.Is keeps working.
-type cleanError struct {
-	msg string
-	err error
-}
-
-func (e *cleanError) Error() string { return e.msg }
-func (e *cleanError) Unwrap() error { return e.err }

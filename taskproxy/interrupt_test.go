@@ -13,7 +13,7 @@ import (
 // with "upstream answered HTTP 502".
 func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 	dir := t.TempDir()
-	rt := NewRuntime(OpenTestStore(t, dir, false))
+	rt := NewRuntime(openTestStore(t, dir, false))
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	mustStart(t, g)
 	called := make(chan struct{}, 1)
@@ -39,7 +39,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 	if err := rt.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	task, err := OpenTestStore(t, dir, false).Get(t.Context(), Anonymous, id)
+	task, err := openTestStore(t, dir, false).Get(t.Context(), Anonymous, id)
 	if err != nil {
 		t.Fatal(err)
 	}

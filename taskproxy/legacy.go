@@ -34,17 +34,17 @@ const isoMillis = "2006-01-02T15:04:05.000Z07:00"
 // once, encodes one.
 func (lt legacyTask) appendJSON(b []byte) []byte {
 	b = append(b, `{"taskId":`...)
-	b, _ = appendString(b, lt.TaskID)
+	b, _ = jsonx.MarshalString(b, lt.TaskID)
 	b = append(b, `,"status":`...)
-	b, _ = appendString(b, string(lt.Status))
+	b, _ = jsonx.MarshalString(b, string(lt.Status))
 	if lt.StatusMessage != "" {
 		b = append(b, `,"statusMessage":`...)
-		b, _ = appendString(b, lt.StatusMessage)
+		b, _ = jsonx.MarshalString(b, lt.StatusMessage)
 	}
 	b = append(b, `,"createdAt":`...)
-	b, _ = appendString(b, lt.CreatedAt)
+	b, _ = jsonx.MarshalString(b, lt.CreatedAt)
 	b = append(b, `,"lastUpdatedAt":`...)
-	b, _ = appendString(b, lt.LastUpdatedAt)
+	b, _ = jsonx.MarshalString(b, lt.LastUpdatedAt)
 	b = append(b, `,"ttl":`...)
 	b = strconv.AppendInt(b, lt.TTL, 10)
 	if lt.PollInterval != 0 {

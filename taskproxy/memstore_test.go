@@ -6,10 +6,10 @@ import (
 )
 
 // newMemStore returns a real in-memory store (Badger, through
-// OpenTestStore), closed when the test ends.
+// openTestStore), closed when the test ends.
 func newMemStore(t testing.TB) Store {
 	t.Helper()
-	return OpenTestStore(t, "", false)
+	return openTestStore(t, "", false)
 }
 
 func testTask(owner string, created time.Time) *Task {

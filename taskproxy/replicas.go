@@ -211,24 +211,6 @@ func (rt *Runtime) takeOver(now time.Time) int {
 	}
 }
 
-// ExpiredLeaseLister is implemented by stores that can list the active
-// tasks whose lease expired by now without reading every active task.
-type ExpiredLeaseLister interface {
-	// ListExpiredLeases pages, as ListActive does, through the active
-	// tasks whose lease expired at or before now.
-	ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*Task, string, error)
-}
-
-// Leader is implemented by stores that several processes share, to elect
-// the one process that does a duty (sweeping) for all. A store that does
-// not implement it is used by one process only, which always leads.
-type Leader interface {
-	// TryLead takes or renews the leadership name for holder until
-	// ttl from now, and reports whether holder leads: it does when no one
-	// led, the last leader's term ran out, or holder led already.
-	TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
-}
-
 // leaderSweeper names the sweeping duty.
 const leaderSweeper = "sweeper"
 

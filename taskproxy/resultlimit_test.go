@@ -87,7 +87,7 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 func TestInputRequestsCapped(t *testing.T) {
 	// On disk: the in-memory store keeps no value log, so it refuses
 	// records as large as a thousand inputs make.
-	store := OpenTestStore(t, t.TempDir(), false)
+	store := openTestStore(t, t.TempDir(), false)
 	rt := NewRuntime(store)
 	t.Cleanup(func() { _ = rt.Close(time.Second) })
 	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)

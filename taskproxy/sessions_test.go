@@ -106,7 +106,7 @@ func (u *sessionUpstream) reachedCount() int {
 func TestSessionBinding(t *testing.T) {
 	dir := t.TempDir()
 	open := func() (*Gateway, Store) {
-		s := OpenTestStore(t, dir, false)
+		s := openTestStore(t, dir, false)
 		g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(s))
 		if err != nil {
 			t.Fatal(err)

@@ -84,7 +84,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *upstream.Attempt, pending *
 	for {
 		var keys []string
 		if a == nil && pending == nil { // resumed while the task waits for input
-			keys = t.roundInputs()
+			keys = t.RoundInputs()
 		} else {
 			ev := pending
 			if ev == nil {
@@ -420,7 +420,7 @@ func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.R
 		if rec.Status.Terminal() {
 			return nil, ErrTerminal
 		}
-		if answers, ok := rec.answersFor(keys); ok {
+		if answers, ok := rec.AnswersFor(keys); ok {
 			params := t.Params
 			if len(answers) > 0 {
 				responses, _ := json.Marshal(answers)

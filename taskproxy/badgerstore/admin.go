@@ -7,7 +7,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -22,19 +22,19 @@ import (
 
 // ListAll pages through every owner's tasks, newest first. The cursor is the
 // position (<createdAt hex>/<taskId>) of the last task returned.
-func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
 	var after []byte
 	if cursor != "" {
 		pos, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil || !validCursorPosition(pos) {
-			return nil, "", taskproxy.ErrInvalidCursor
+			return nil, "", task.ErrInvalidCursor
 		}
 		after = pos
 	}
 	if limit <= 0 {
 		return nil, "", nil
 	}
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	var next string
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -61,7 +61,7 @@ func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor
 				}
 				pos := positions[i]
 				t, err := s.readSummary(txn, string(pos[17:]))
-				if errors.Is(err, taskproxy.ErrNotFound) {
+				if errors.Is(err, task.ErrNotFound) {
 					continue // swept between the index and the record
 				}
 				if err != nil {
@@ -107,15 +107,15 @@ func ownerIndexPositions(ctx context.Context, txn *badger.Txn) ([][]byte, error)
 }
 
 // GetAny returns the task with id whatever its owner.
-func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) {
-	var t *taskproxy.Task
+func (s *Store) GetAny(ctx context.Context, id string) (*task.Task, error) {
+	var t *task.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
 			t, err = s.getTask(txn, id)
-			if errors.Is(err, taskproxy.ErrNotFound) {
+			if errors.Is(err, task.ErrNotFound) {
 				if _, terr := txn.Get(tombstoneKey(id)); terr == nil {
-					return taskproxy.ErrExpired
+					return task.ErrExpired
 				}
 			}
 			return err
@@ -125,4 +125,4 @@ func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) 
 }
 
 // Interface guard
-var _ taskproxy.AdminLister = (*Store)(nil)
+var _ task.AdminLister = (*Store)(nil)

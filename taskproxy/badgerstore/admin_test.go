@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The store-wide listing pages through every owner's tasks newest first,
@@ -17,26 +17,26 @@ func TestBadgerListAll(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	var all []*taskproxy.Task // creation order
+	var all []*task.Task // creation order
 	for i, spec := range []struct {
 		owner, principal, tool string
-		status                 taskproxy.Status
+		status                 task.Status
 	}{
-		{"o:alice", "alice", "slow", taskproxy.StatusWorking},
-		{"o:bob", "bob", "slow", taskproxy.StatusCompleted},
-		{"o:alice", "alice", "greet", taskproxy.StatusCompleted},
-		{"o:carol", "carol", "slow", taskproxy.StatusWorking},
-		{"o:bob", "bob", "greet", taskproxy.StatusCancelled},
-		{"o:alice", "alice", "slow", taskproxy.StatusFailed},
+		{"o:alice", "alice", "slow", task.StatusWorking},
+		{"o:bob", "bob", "slow", task.StatusCompleted},
+		{"o:alice", "alice", "greet", task.StatusCompleted},
+		{"o:carol", "carol", "slow", task.StatusWorking},
+		{"o:bob", "bob", "greet", task.StatusCancelled},
+		{"o:alice", "alice", "slow", task.StatusFailed},
 	} {
-		task := testTask(spec.owner, base.Add(time.Duration(i)*time.Second))
-		task.Principal, task.Tool, task.Status = spec.principal, spec.tool, spec.status
-		if err := s.Create(ctx, task); err != nil {
+		tk := testTask(spec.owner, base.Add(time.Duration(i)*time.Second))
+		tk.Principal, tk.Tool, tk.Status = spec.principal, spec.tool, spec.status
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, task)
+		all = append(all, tk)
 	}
-	ids := func(ts []*taskproxy.Task) []string {
+	ids := func(ts []*task.Task) []string {
 		var out []string
 		for _, t := range ts {
 			out = append(out, t.ID)
@@ -55,14 +55,14 @@ func TestBadgerListAll(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		filter taskproxy.TaskFilter
+		filter task.TaskFilter
 		want   []string
 	}{
-		{"everything, newest first", taskproxy.TaskFilter{}, ids(newest)},
-		{"status", taskproxy.TaskFilter{Status: taskproxy.StatusWorking}, pick(3, 0)},
-		{"principal", taskproxy.TaskFilter{Principal: "alice"}, pick(5, 2, 0)},
-		{"tool and status", taskproxy.TaskFilter{Tool: "slow", Status: taskproxy.StatusCompleted}, pick(1)},
-		{"no match", taskproxy.TaskFilter{Principal: "dave"}, nil},
+		{"everything, newest first", task.TaskFilter{}, ids(newest)},
+		{"status", task.TaskFilter{Status: task.StatusWorking}, pick(3, 0)},
+		{"principal", task.TaskFilter{Principal: "alice"}, pick(5, 2, 0)},
+		{"tool and status", task.TaskFilter{Tool: "slow", Status: task.StatusCompleted}, pick(1)},
+		{"no match", task.TaskFilter{Principal: "dave"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,8 +94,8 @@ func TestBadgerListAll(t *testing.T) {
 	}
 
 	for _, bad := range []string{"x", "!!!", "MDAwMDAwMDAwMDAwMDAwMC8uLi8"} {
-		if _, _, err := s.ListAll(ctx, taskproxy.TaskFilter{}, bad, 10); !errors.Is(err, taskproxy.ErrInvalidCursor) {
-			t.Errorf("cursor %q: err = %v, want taskproxy.ErrInvalidCursor", bad, err)
+		if _, _, err := s.ListAll(ctx, task.TaskFilter{}, bad, 10); !errors.Is(err, task.ErrInvalidCursor) {
+			t.Errorf("cursor %q: err = %v, want task.ErrInvalidCursor", bad, err)
 		}
 	}
 
@@ -103,16 +103,16 @@ func TestBadgerListAll(t *testing.T) {
 	if err != nil || got.Owner != "o:carol" {
 		t.Fatalf("GetAny = %+v, %v", got, err)
 	}
-	if _, err := s.GetAny(ctx, taskproxy.NewTaskID()); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrExpired) {
-		t.Errorf("GetAny of an unknown id: err = %v, want taskproxy.ErrNotFound", err)
+	if _, err := s.GetAny(ctx, task.NewTaskID()); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrExpired) {
+		t.Errorf("GetAny of an unknown id: err = %v, want task.ErrNotFound", err)
 	}
 	if _, err := s.Sweep(ctx, base.Add(2*time.Hour), 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetAny(ctx, all[3].ID); !errors.Is(err, taskproxy.ErrExpired) {
-		t.Errorf("GetAny of a swept task: err = %v, want taskproxy.ErrExpired", err)
+	if _, err := s.GetAny(ctx, all[3].ID); !errors.Is(err, task.ErrExpired) {
+		t.Errorf("GetAny of a swept task: err = %v, want task.ErrExpired", err)
 	}
-	if page, _, err := s.ListAll(ctx, taskproxy.TaskFilter{}, "", 10); err != nil || len(page) != 0 {
+	if page, _, err := s.ListAll(ctx, task.TaskFilter{}, "", 10); err != nil || len(page) != 0 {
 		t.Errorf("ListAll after the sweep: %d tasks, %v", len(page), err)
 	}
 }

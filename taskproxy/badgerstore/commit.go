@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -116,26 +116,26 @@ func (s *Store) commitBatch(batch []writeOp) []error {
 		half := len(batch) / 2
 		return append(s.commitBatch(batch[:half]), s.commitBatch(batch[half:])...)
 	}
-	results[0] = taskproxy.CleanStoreError(err)
+	results[0] = task.CleanStoreError(err)
 	return results
 }
 
-// Create stores t with its index keys; see taskproxy.Store.Create.
-func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
+// Create stores t with its index keys; see task.Store.Create.
+func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
-// taskproxy.Store.CreateWithin.
-func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
-	return s.CreateWithinLimits(ctx, t, taskproxy.Limits{MaxActive: maxActive})
+// task.Store.CreateWithin.
+func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
+	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
 // CreateWithinLimits stores t unless its owner is at a bound; see
-// taskproxy.Store.CreateWithinLimits. The counts run inside the
+// task.Store.CreateWithinLimits. The counts run inside the
 // committer's transaction, whose iterators see the writes made earlier in
 // the same batch, so a batch of concurrent creates is counted as it goes.
-func (s *Store) CreateWithinLimits(ctx context.Context, t *taskproxy.Task, l taskproxy.Limits) error {
+func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	apply, err := s.createOp(t, l)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (s *Store) CreateWithinLimits(ctx context.Context, t *taskproxy.Task, l tas
 }
 
 // createOp returns the committer's write of a create.
-func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Txn) (error, error), error) {
+func (s *Store) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error, error), error) {
 	withLease := !t.Status.Terminal()
 	data, err := s.encodeRecord(t, withLease) // here, not on the committer's goroutine
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Tx
 			}
 		}
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
-			return &taskproxy.QuotaError{Limit: maxActive}, nil
+			return &task.QuotaError{Limit: maxActive}, nil
 		}
 		if maxFinished > 0 {
 			n, err := countFinished(txn, t.Owner, t.CreatedAt, maxFinished)
@@ -178,7 +178,7 @@ func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Tx
 				return nil, err
 			}
 			if n >= maxFinished {
-				return &taskproxy.QuotaError{Limit: maxFinished, Finished: true}, nil
+				return &task.QuotaError{Limit: maxFinished, Finished: true}, nil
 			}
 		}
 		err := createIn(txn, t, data, header)
@@ -199,10 +199,10 @@ func (s *Store) createOp(t *taskproxy.Task, l taskproxy.Limits) (func(*badger.Tx
 //
 // Another owner's task is refused on its header (head.go) before its
 // record is read, whatever its size.
-func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task, leaseInRecord bool, outcome, fatal error) {
+func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *task.Task, leaseInRecord bool, outcome, fatal error) {
 	if !s.cached(id) {
 		switch _, _, err := checkOwner(txn, id, owner); {
-		case errors.Is(err, taskproxy.ErrNotFound): // ErrForeign too
+		case errors.Is(err, task.ErrNotFound): // ErrForeign too
 			return nil, false, err, nil
 		case err != nil:
 			return nil, false, nil, err
@@ -210,29 +210,29 @@ func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *taskproxy.Task
 	}
 	t, leaseInRecord, err := s.readLive(txn, id)
 	switch {
-	case errors.Is(err, taskproxy.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		return nil, false, err, nil
 	case err != nil:
 		return nil, false, nil, err
 	case t.Owner != owner:
-		return nil, false, taskproxy.ErrForeign, nil
+		return nil, false, task.ErrForeign, nil
 	case t.Status.Terminal():
-		return nil, false, taskproxy.ErrTerminal, nil
+		return nil, false, task.ErrTerminal, nil
 	}
 	return t, leaseInRecord, nil, nil
 }
 
 // refusal reports whether err refuses one create without failing the batch.
 func refusal(err error) bool {
-	var dup *taskproxy.DuplicateError
-	return errors.Is(err, taskproxy.ErrExists) || errors.Is(err, taskproxy.ErrIdempotencyMismatch) || errors.As(err, &dup)
+	var dup *task.DuplicateError
+	return errors.Is(err, task.ErrExists) || errors.Is(err, task.ErrIdempotencyMismatch) || errors.As(err, &dup)
 }
 
 // Update applies fn to the owner's task as a compare-and-set; see
-// taskproxy.Store.Update. A task becoming terminal leaves the active index
+// task.Store.Update. A task becoming terminal leaves the active index
 // and drops its lease key.
-func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
-	var out *taskproxy.Task
+func (s *Store) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+	var out *task.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
 		cur, leaseInRecord, outcome, fatal := s.liveRecord(txn, owner, id)
@@ -246,11 +246,11 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 		if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
 			return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id), nil
 		}
-		if next.Status != cur.Status && !taskproxy.CanTransition(cur.Status, next.Status) {
-			return fmt.Errorf("%w: %s to %s", taskproxy.ErrBadTransition, cur.Status, next.Status), nil
+		if next.Status != cur.Status && !task.CanTransition(cur.Status, next.Status) {
+			return fmt.Errorf("%w: %s to %s", task.ErrBadTransition, cur.Status, next.Status), nil
 		}
 		if next.Status.Terminal() {
-			next.Lease = taskproxy.Lease{}
+			next.Lease = task.Lease{}
 		}
 		// The lease stays where it was: in the record, or under its key.
 		data, err := s.encodeRecord(next, leaseInRecord)
@@ -285,16 +285,16 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 }
 
 // sameLease reports whether a and b are the same lease.
-func sameLease(a, b taskproxy.Lease) bool {
+func sameLease(a, b task.Lease) bool {
 	return a.Holder == b.Holder && a.Expires.Equal(b.Expires)
 }
 
 // createIn writes t (data, its lease included; and its header) and its
 // index keys in txn, unless its id exists or its idempotency key belongs to
 // a live task.
-func createIn(txn *badger.Txn, t *taskproxy.Task, data, header []byte) error {
+func createIn(txn *badger.Txn, t *task.Task, data, header []byte) error {
 	if _, err := txn.Get(recordKey(t.ID)); err == nil {
-		return taskproxy.ErrExists
+		return task.ErrExists
 	} else if !errors.Is(err, badger.ErrKeyNotFound) {
 		return fmt.Errorf("checking task %s: %w", t.ID, err)
 	}
@@ -321,12 +321,12 @@ func createIn(txn *badger.Txn, t *taskproxy.Task, data, header []byte) error {
 	return txn.Set(finishedKey(t), nil)
 }
 
-func idempotencyKey(t *taskproxy.Task) []byte {
+func idempotencyKey(t *task.Task) []byte {
 	return []byte("i/" + ownerHash(t.Owner) + "/" + t.IdempotencyKey)
 }
 
 // checkIdempotency refuses t when a live task of its owner has its key.
-func checkIdempotency(txn *badger.Txn, t *taskproxy.Task) error {
+func checkIdempotency(txn *badger.Txn, t *task.Task) error {
 	item, err := txn.Get(idempotencyKey(t))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil
@@ -339,14 +339,14 @@ func checkIdempotency(txn *badger.Txn, t *taskproxy.Task) error {
 		return fmt.Errorf("reading idempotency key: %w", err)
 	}
 	prev, err := getRecord(txn, string(id))
-	if errors.Is(err, taskproxy.ErrNotFound) {
+	if errors.Is(err, task.ErrNotFound) {
 		return nil // swept: the key is free again
 	}
 	if err != nil {
 		return err
 	}
 	if prev.Fingerprint != t.Fingerprint {
-		return taskproxy.ErrIdempotencyMismatch
+		return task.ErrIdempotencyMismatch
 	}
-	return &taskproxy.DuplicateError{TaskID: prev.ID}
+	return &task.DuplicateError{TaskID: prev.ID}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func benchStore(b *testing.B, dir string, sync bool) *Store {
@@ -21,7 +21,7 @@ func benchStore(b *testing.B, dir string, sync bool) *Store {
 	return s
 }
 
-func benchTask() *taskproxy.Task {
+func benchTask() *task.Task {
 	t := testTask("anonymous", time.Now())
 	t.Params = json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"x"}}`)
 	return t
@@ -95,23 +95,23 @@ func benchStoreLifecycle(b *testing.B, pad string) {
 		ctx := context.Background()
 		for pb.Next() {
 			t := benchTask()
-			t.Principal, t.Era, t.Tool, t.Params = t.Owner, taskproxy.EraLegacy, "fast", params
+			t.Principal, t.Era, t.Tool, t.Params = t.Owner, task.Era2025, "fast", params
 			t.TTL, t.PollInterval = 10*time.Minute, time.Second
 			t.UpstreamID = json.RawMessage(`"mcp-tasks:` + t.ID + `:call:1"`)
 			t.Endpoint, t.Host, t.Route = "/mcp", "127.0.0.1:43655", "srv0#0"
 			t.Headers = map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-			t.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: time.Now().Add(30 * time.Second)}
+			t.Lease = task.Lease{Holder: s.Holder(), Expires: time.Now().Add(30 * time.Second)}
 			if err := s.Create(ctx, t); err != nil {
 				b.Fatal(err)
 			}
-			done, err := s.Update(ctx, t.Owner, t.ID, func(rec *taskproxy.Task) error {
+			done, err := s.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 				rec.Result = result
-				return rec.SetStatus(taskproxy.StatusCompleted, "", time.Now())
+				return rec.SetStatus(task.StatusCompleted, "", time.Now())
 			})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if data, err := taskproxy.EncodeRecord(done); err == nil {
+			if data, err := task.EncodeRecord(done); err == nil {
 				recordBytes.Store(int64(len(data)))
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // One write that Badger refuses fails alone: the good writes of its batch
@@ -24,10 +24,10 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 	}{{"first", 0}, {"middle", 3}, {"last", 5}}
 	for _, tt := range tests {
 		var batch []writeOp
-		var good []*taskproxy.Task
+		var good []*task.Task
 		for i := range 6 {
 			if i == tt.bad {
-				id := taskproxy.NewTaskID()
+				id := task.NewTaskID()
 				// Bypasses the store's own size guard, as a write Badger
 				// refuses would: Badger's error hex-dumps the value.
 				batch = append(batch, writeOp{apply: func(txn *badger.Txn) (error, error) {
@@ -35,14 +35,14 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 				}})
 				continue
 			}
-			task := testTask("alice", time.Now())
-			data, err := s.encodeRecord(task, true)
+			tk := testTask("alice", time.Now())
+			data, err := s.encodeRecord(tk, true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			good = append(good, task)
+			good = append(good, tk)
 			batch = append(batch, writeOp{apply: func(txn *badger.Txn) (error, error) {
-				if err := createIn(txn, task, data, nil); err != nil {
+				if err := createIn(txn, tk, data, nil); err != nil {
 					return nil, err
 				}
 				return nil, nil
@@ -59,9 +59,9 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 				t.Errorf("%s: good write %d failed with the bad one: %.200s", tt.name, i, err)
 			}
 		}
-		for _, task := range good {
-			if _, err := s.Get(ctx, "alice", task.ID); err != nil {
-				t.Errorf("%s: good task %s not durable: %v", tt.name, task.ID, err)
+		for _, tk := range good {
+			if _, err := s.Get(ctx, "alice", tk.ID); err != nil {
+				t.Errorf("%s: good task %s not durable: %v", tt.name, tk.ID, err)
 			}
 		}
 	}
@@ -80,25 +80,25 @@ func TestStoreRecordTooLarge(t *testing.T) {
 	big := testTask("alice", time.Now())
 	big.Params = []byte(`{"arguments":"` + strings.Repeat("SECRET", 20000) + `"}`)
 	err = s.Create(ctx, big)
-	var tooLarge *taskproxy.RecordTooLargeError
-	if !errors.Is(err, taskproxy.ErrRecordTooLarge) || !errors.As(err, &tooLarge) || tooLarge.Limit != 64<<10 || strings.Contains(err.Error(), "SECRET") {
-		t.Errorf("oversized Create: err = %v, want a clean taskproxy.ErrRecordTooLarge with the limit", err)
+	var tooLarge *task.RecordTooLargeError
+	if !errors.Is(err, task.ErrRecordTooLarge) || !errors.As(err, &tooLarge) || tooLarge.Limit != 64<<10 || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("oversized Create: err = %v, want a clean task.ErrRecordTooLarge with the limit", err)
 	}
 	small := testTask("alice", time.Now())
 	if err := s.Create(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Update(ctx, "alice", small.ID, func(t *taskproxy.Task) error {
+	_, err = s.Update(ctx, "alice", small.ID, func(t *task.Task) error {
 		t.Result = []byte(`"` + strings.Repeat("SECRET", 20000) + `"`)
 		return nil
 	})
-	if !errors.Is(err, taskproxy.ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
-		t.Errorf("oversized Update: err = %v, want taskproxy.ErrRecordTooLarge", err)
+	if !errors.Is(err, task.ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("oversized Update: err = %v, want task.ErrRecordTooLarge", err)
 	}
 	if got, err := s.Get(ctx, "alice", small.ID); err != nil || got.Result != nil {
 		t.Errorf("after the refused update: %+v, %v; want the record unchanged", got, err)
 	}
-	if _, err := s.Get(ctx, "alice", big.ID); !errors.Is(err, taskproxy.ErrNotFound) {
+	if _, err := s.Get(ctx, "alice", big.ID); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("the refused create was stored: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -68,12 +68,12 @@ func (s *Store) readCursor(owner, cursor string) ([]byte, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {
-		return nil, taskproxy.ErrInvalidCursor
+		return nil, task.ErrInvalidCursor
 	}
 	pos, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(owner, pos)) || !validCursorPosition(pos) {
-		return nil, taskproxy.ErrInvalidCursor
+		return nil, task.ErrInvalidCursor
 	}
 	return pos, nil
 }

@@ -48,9 +48,9 @@ func TestScheduledGCReclaimsSweptTasks(t *testing.T) {
 	t0 := time.Now().Add(-2 * time.Hour)
 	blob := json.RawMessage(`{"arguments":{"blob":"` + strings.Repeat("x", 10<<10) + `"}}`)
 	for range 2000 {
-		task := testTask("alice", t0)
-		task.Params = blob
-		if err := s.Create(ctx, task); err != nil {
+		tk := testTask("alice", t0)
+		tk.Params = blob
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}

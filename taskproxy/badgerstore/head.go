@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -34,18 +34,18 @@ func headerKey(id string) []byte { return []byte("h/" + id) }
 
 func finishedPrefix(owner string) []byte { return []byte("f/" + ownerHash(owner) + "/") }
 
-func finishedKey(t *taskproxy.Task) []byte {
+func finishedKey(t *task.Task) []byte {
 	return fmt.Appendf(finishedPrefix(t.Owner), "%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
 // encodeHeader encodes t's summary, with its lease when withLease is set
 // (as the record is: see encodeRecord).
-func encodeHeader(t *taskproxy.Task, withLease bool) ([]byte, error) {
+func encodeHeader(t *task.Task, withLease bool) ([]byte, error) {
 	h := t.Summary()
 	if !withLease {
-		h.Lease = taskproxy.Lease{}
+		h.Lease = task.Lease{}
 	}
-	data, err := taskproxy.EncodeRecord(h)
+	data, err := task.EncodeRecord(h)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the header of task %s: %w", t.ID, err)
 	}
@@ -65,10 +65,10 @@ func putRecord(txn *badger.Txn, id string, record, header []byte) error {
 // readHead reads the summary of task id, without its lease resolved: from
 // its header when that is the record's, or else from the record, whole
 // (whole is then set, and t is the full task).
-func readHead(txn *badger.Txn, id string) (t *taskproxy.Task, whole bool, err error) {
+func readHead(txn *badger.Txn, id string) (t *task.Task, whole bool, err error) {
 	rec, err := txn.Get(recordKey(id)) // the key and its version only, not the value
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, taskproxy.ErrNotFound
+		return nil, false, task.ErrNotFound
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
@@ -76,8 +76,8 @@ func readHead(txn *badger.Txn, id string) (t *taskproxy.Task, whole bool, err er
 	head, err := txn.Get(headerKey(id))
 	switch {
 	case err == nil && head.Version() == rec.Version():
-		var h taskproxy.Task
-		if err := head.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &h) }); err != nil {
+		var h task.Task
+		if err := head.Value(func(v []byte) error { return task.DecodeRecord(v, &h) }); err != nil {
 			return nil, false, fmt.Errorf("decoding the header of task %s: %w", id, err)
 		}
 		return &h, false, nil
@@ -93,10 +93,10 @@ func readHead(txn *badger.Txn, id string) (t *taskproxy.Task, whole bool, err er
 // is another owner's. It returns the task when it had to read it from its
 // record (without its lease resolved), or else the record's item, its
 // value not read.
-func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *taskproxy.Task, err error) {
+func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *task.Task, err error) {
 	rec, err = txn.Get(recordKey(id)) // the key and its version only, not the value
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil, taskproxy.ErrNotFound
+		return nil, nil, task.ErrNotFound
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading task %s: %w", id, err)
@@ -111,7 +111,7 @@ func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *tas
 		case known && mine:
 			return rec, nil, nil
 		case known:
-			return nil, nil, taskproxy.ErrForeign
+			return nil, nil, task.ErrForeign
 		}
 	}
 	t, read, err := readHead(txn, id) // a header of an unexpected shape, or none
@@ -119,7 +119,7 @@ func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *tas
 	case err != nil:
 		return nil, nil, err
 	case t.Owner != owner:
-		return nil, nil, taskproxy.ErrForeign
+		return nil, nil, task.ErrForeign
 	case read:
 		return nil, t, nil
 	}
@@ -150,7 +150,7 @@ func headerOwnedBy(header []byte, id, owner string) (mine, known bool) {
 }
 
 // readSummary reads the summary of task id, its lease resolved.
-func (s *Store) readSummary(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+func (s *Store) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
 	t, _, err := readHead(txn, id)
 	if err != nil {
 		return nil, err

@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
 // bigEndedTask is a completed task of owner with a result of size bytes.
-func bigEndedTask(owner string, size int) *taskproxy.Task {
-	task := testTask(owner, time.Now())
-	task.Status = taskproxy.StatusCompleted
-	task.Result = json.RawMessage(`{"text":"` + strings.Repeat("r", size) + `"}`)
-	return task
+func bigEndedTask(owner string, size int) *task.Task {
+	tk := testTask(owner, time.Now())
+	tk.Status = task.StatusCompleted
+	tk.Result = json.RawMessage(`{"text":"` + strings.Repeat("r", size) + `"}`)
+	return tk
 }
 
 // corruptRecord replaces task id's record with bytes no decoder takes,
@@ -48,14 +48,14 @@ func corruptRecord(t *testing.T, s *Store, id string) {
 func TestHeaderSparesTheRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
-	task := bigEndedTask("alice", 256<<10)
-	if err := s.Create(ctx, task); err != nil {
+	tk := bigEndedTask("alice", 256<<10)
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	corruptRecord(t, s, task.ID)
+	corruptRecord(t, s, tk.ID)
 	var reads atomic.Int64
 	hook := func(id string) {
-		if id == task.ID {
+		if id == tk.ID {
 			reads.Add(1)
 		}
 	}
@@ -67,34 +67,34 @@ func TestHeaderSparesTheRecord(t *testing.T) {
 		reads int64
 	}{
 		{"another owner's Get", func() error {
-			if _, err := s.Get(ctx, "bob", task.ID); !errors.Is(err, taskproxy.ErrForeign) {
+			if _, err := s.Get(ctx, "bob", tk.ID); !errors.Is(err, task.ErrForeign) {
 				return errors.New("want ErrForeign, got " + errString(err))
 			}
 			return nil
 		}, 0},
 		{"another owner's Update", func() error {
-			_, err := s.Update(ctx, "bob", task.ID, func(*taskproxy.Task) error { return nil })
-			if !errors.Is(err, taskproxy.ErrForeign) {
+			_, err := s.Update(ctx, "bob", tk.ID, func(*task.Task) error { return nil })
+			if !errors.Is(err, task.ErrForeign) {
 				return errors.New("want ErrForeign, got " + errString(err))
 			}
 			return nil
 		}, 0},
 		{"List", func() error {
 			page, _, err := s.List(ctx, "alice", "", 10)
-			if err != nil || len(page) != 1 || page[0].ID != task.ID || page[0].Status != taskproxy.StatusCompleted {
+			if err != nil || len(page) != 1 || page[0].ID != tk.ID || page[0].Status != task.StatusCompleted {
 				return errors.New("want the task's summary, got error " + errString(err))
 			}
 			return nil
 		}, 0},
 		{"ListAll", func() error {
-			page, _, err := s.ListAll(ctx, taskproxy.TaskFilter{Status: taskproxy.StatusCompleted}, "", 10)
-			if err != nil || len(page) != 1 || page[0].ID != task.ID {
+			page, _, err := s.ListAll(ctx, task.TaskFilter{Status: task.StatusCompleted}, "", 10)
+			if err != nil || len(page) != 1 || page[0].ID != tk.ID {
 				return errors.New("want the task's summary, got error " + errString(err))
 			}
 			return nil
 		}, 0},
 		{"the owner's Get reads the record", func() error {
-			if _, err := s.Get(ctx, "alice", task.ID); err == nil || errors.Is(err, taskproxy.ErrNotFound) {
+			if _, err := s.Get(ctx, "alice", tk.ID); err == nil || errors.Is(err, task.ErrNotFound) {
 				return errors.New("want the record's decoding error, got " + errString(err))
 			}
 			return nil
@@ -139,7 +139,7 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := *rewritten
-	ended.Lease, ended.Status, ended.StatusMessage = taskproxy.Lease{}, taskproxy.StatusFailed, "by an older build"
+	ended.Lease, ended.Status, ended.StatusMessage = task.Lease{}, task.StatusFailed, "by an older build"
 	data, err = s.encodeRecord(&ended, false)
 	if err != nil {
 		t.Fatal(err)
@@ -151,17 +151,17 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 	if got, err := s.Get(ctx, "alice", old.ID); err != nil || len(got.Result) != len(old.Result) {
 		t.Errorf("Get of a record without header: %v", err)
 	}
-	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, taskproxy.ErrForeign) {
+	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, task.ErrForeign) {
 		t.Errorf("another owner's Get of a record without header: %v, want ErrForeign", err)
 	}
 	page, _, err := s.List(ctx, "alice", "", 10)
 	if err != nil || len(page) != 2 {
 		t.Fatalf("List = %d tasks, %v; want 2", len(page), err)
 	}
-	if page[0].ID != old.ID || len(page[0].Result) != 0 || page[0].Status != taskproxy.StatusCompleted {
+	if page[0].ID != old.ID || len(page[0].Result) != 0 || page[0].Status != task.StatusCompleted {
 		t.Errorf("List shows the old record as %+v, want its summary", page[0])
 	}
-	if page[1].Status != taskproxy.StatusFailed || page[1].StatusMessage != ended.StatusMessage {
+	if page[1].Status != task.StatusFailed || page[1].StatusMessage != ended.StatusMessage {
 		t.Errorf("List shows the rewritten record as %s %q, want the record's failed, not its stale header", page[1].Status, page[1].StatusMessage)
 	}
 }
@@ -171,19 +171,19 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 func TestHeaderOwnedBy(t *testing.T) {
 	owners := []string{"alice", "alic", "alice2", `a"b\c`, "<é>\u2028", "tenant/alice"}
 	for _, stored := range owners {
-		task := testTask(stored, time.Now())
-		header, err := encodeHeader(task, true)
+		tk := testTask(stored, time.Now())
+		header, err := encodeHeader(tk, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, asked := range owners {
-			mine, known := headerOwnedBy(header, task.ID, asked)
+			mine, known := headerOwnedBy(header, tk.ID, asked)
 			if !known || mine != (asked == stored) {
 				t.Errorf("header of %q asked for %q: mine %v known %v", stored, asked, mine, known)
 			}
 		}
-		if _, known := headerOwnedBy(header, taskproxy.NewTaskID(), stored); known {
-			t.Errorf("header of task %s taken for another id", task.ID)
+		if _, known := headerOwnedBy(header, task.NewTaskID(), stored); known {
+			t.Errorf("header of task %s taken for another id", tk.ID)
 		}
 	}
 	if _, known := headerOwnedBy([]byte(`{"owner":"alice","id":"x"}`), "x", "alice"); known {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -68,15 +68,15 @@ func (s *Store) holderGone(holder string) bool {
 }
 
 // leaseFree reports whether holder may take lease at now.
-func (s *Store) leaseFree(lease taskproxy.Lease, holder string, now time.Time) bool {
+func (s *Store) leaseFree(lease task.Lease, holder string, now time.Time) bool {
 	return lease.Holder == "" || lease.Holder == holder || !lease.Expires.After(now) || s.holderGone(lease.Holder)
 }
 
 // Acquire takes or renews the lease, as one compare-and-set. It writes the
 // lease key only, a few bytes, whatever the size of the record; the first
 // time, it also rewrites the record without the lease it was created with.
-func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
-	var out *taskproxy.Task
+func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
+	var out *task.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
 		t, leaseInRecord, outcome, fatal := s.liveRecord(txn, owner, id)
@@ -84,9 +84,9 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 			return outcome, fatal
 		}
 		if !s.leaseFree(t.Lease, holder, now) {
-			return taskproxy.ErrLeaseHeld, nil
+			return task.ErrLeaseHeld, nil
 		}
-		t.Lease = taskproxy.Lease{Holder: holder, Expires: now.Add(ttl)}
+		t.Lease = task.Lease{Holder: holder, Expires: now.Add(ttl)}
 		size := 0 // unknown unless rewritten: kept only if already cached
 		if leaseInRecord {
 			data, err := s.encodeRecord(t, false)
@@ -114,8 +114,8 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 
 // ListActive pages through the active index of every owner. The cursor is
 // the position of the last key returned.
-func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*taskproxy.Task, string, error) {
-	var tasks []*taskproxy.Task
+func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
+	var tasks []*task.Task
 	next := ""
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -133,7 +133,7 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 				}
 				next = string(key[len(prefix):])
 				t, err := s.getTask(txn, string(key[bytes.LastIndexByte(key, '/')+1:]))
-				if errors.Is(err, taskproxy.ErrNotFound) {
+				if errors.Is(err, task.ErrNotFound) {
 					continue
 				}
 				if err != nil {

@@ -9,19 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // createLeased creates alice's task at t0 holding this store's lease for
 // 30 s, as the gateway creates a task.
-func createLeased(t *testing.T, s *Store, t0 time.Time) *taskproxy.Task {
+func createLeased(t *testing.T, s *Store, t0 time.Time) *task.Task {
 	t.Helper()
-	task := testTask("alice", t0)
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(context.Background(), task); err != nil {
+	tk := testTask("alice", t0)
+	tk.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
-	return task
+	return tk
 }
 
 // Leases with an injected clock: renewal, takeover only after expiry, a
@@ -31,7 +31,7 @@ func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := createLeased(t, s, t0)
+	tk := createLeased(t, s, t0)
 	other := "e999999/p1" // a holder of a later epoch: never taken for gone
 	steps := []struct {
 		name   string
@@ -40,14 +40,14 @@ func TestLeases(t *testing.T) {
 		want   error
 	}{
 		{"owner renews", s.Holder(), 10 * time.Second, nil},
-		{"another holder before expiry", other, 35 * time.Second, taskproxy.ErrLeaseHeld},
+		{"another holder before expiry", other, 35 * time.Second, task.ErrLeaseHeld},
 		{"owner renews again", s.Holder(), 20 * time.Second, nil},
 		{"another holder right at the renewed expiry", other, 50 * time.Second, nil},
-		{"the first holder has lost it", s.Holder(), 55 * time.Second, taskproxy.ErrLeaseHeld},
+		{"the first holder has lost it", s.Holder(), 55 * time.Second, task.ErrLeaseHeld},
 		{"the new holder renews", other, 60 * time.Second, nil},
 	}
 	for _, st := range steps {
-		got, err := s.Acquire(ctx, "alice", task.ID, st.holder, t0.Add(st.at), 30*time.Second)
+		got, err := s.Acquire(ctx, "alice", tk.ID, st.holder, t0.Add(st.at), 30*time.Second)
 		if !errors.Is(err, st.want) {
 			t.Fatalf("%s: err = %v, want %v", st.name, err, st.want)
 		}
@@ -55,17 +55,17 @@ func TestLeases(t *testing.T) {
 			t.Errorf("%s: lease = %+v", st.name, got.Lease)
 		}
 	}
-	if _, err := s.Acquire(ctx, "bob", task.ID, other, t0, time.Second); !errors.Is(err, taskproxy.ErrNotFound) {
+	if _, err := s.Acquire(ctx, "bob", tk.ID, other, t0, time.Second); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("foreign acquire: %v", err)
 	}
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.Status = task.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := s.Get(ctx, "alice", task.ID)
-	if got.Lease != (taskproxy.Lease{}) {
+	got, _ := s.Get(ctx, "alice", tk.ID)
+	if got.Lease != (task.Lease{}) {
 		t.Errorf("terminal task keeps its lease %+v", got.Lease)
 	}
-	if _, err := s.Acquire(ctx, "alice", task.ID, other, t0.Add(time.Hour), time.Second); !errors.Is(err, taskproxy.ErrTerminal) {
+	if _, err := s.Acquire(ctx, "alice", tk.ID, other, t0.Add(time.Hour), time.Second); !errors.Is(err, task.ErrTerminal) {
 		t.Errorf("acquire of a terminal task: %v", err)
 	}
 }
@@ -78,9 +78,9 @@ func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	task := testTask("alice", now)
-	task.Lease = taskproxy.Lease{Holder: first.Holder(), Expires: now.Add(time.Hour)}
-	if err := first.Create(ctx, task); err != nil {
+	tk := testTask("alice", now)
+	tk.Lease = task.Lease{Holder: first.Holder(), Expires: now.Add(time.Hour)}
+	if err := first.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Close() // as a crash would leave it: a live-looking lease
@@ -92,7 +92,7 @@ func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
 	if second.Holder() == first.Holder() {
 		t.Fatalf("both openings are %s", first.Holder())
 	}
-	if _, err := second.Acquire(ctx, "alice", task.ID, second.Holder(), now, time.Minute); err != nil {
+	if _, err := second.Acquire(ctx, "alice", tk.ID, second.Holder(), now, time.Minute); err != nil {
 		t.Errorf("the lease of a previous opening was not free: %v", err)
 	}
 }
@@ -101,9 +101,9 @@ func TestConcurrentClaims(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	now := time.Now()
-	task := testTask("alice", now)
-	task.Lease = taskproxy.Lease{Holder: "e999999/p0", Expires: now.Add(-time.Second)} // expired
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", now)
+	tk.Lease = task.Lease{Holder: "e999999/p0", Expires: now.Add(-time.Second)} // expired
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	var wins atomic.Int32
@@ -111,11 +111,11 @@ func TestConcurrentClaims(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			holder := "e999999/p" + string(rune('a'+i))
-			_, err := s.Acquire(ctx, "alice", task.ID, holder, now, time.Minute)
+			_, err := s.Acquire(ctx, "alice", tk.ID, holder, now, time.Minute)
 			switch {
 			case err == nil:
 				wins.Add(1)
-			case !errors.Is(err, taskproxy.ErrLeaseHeld):
+			case !errors.Is(err, task.ErrLeaseHeld):
 				t.Error(err)
 			}
 		})
@@ -132,13 +132,13 @@ func TestListActive(t *testing.T) {
 	want := map[string]bool{}
 	for i := range 7 {
 		owner := []string{"a", "b", "c"}[i%3]
-		task := testTask(owner, time.Now())
+		tk := testTask(owner, time.Now())
 		if i == 3 {
-			task.Status = taskproxy.StatusCompleted
+			tk.Status = task.StatusCompleted
 		} else {
-			want[task.ID] = true
+			want[tk.ID] = true
 		}
-		if err := s.Create(ctx, task); err != nil {
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,11 +149,11 @@ func TestListActive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, task := range page {
-			if got[task.ID] {
-				t.Fatalf("%s listed twice", task.ID)
+		for _, tk := range page {
+			if got[tk.ID] {
+				t.Fatalf("%s listed twice", tk.ID)
 			}
-			got[task.ID] = true
+			got[tk.ID] = true
 		}
 		if next == "" {
 			break
@@ -177,8 +177,8 @@ func TestSweep(t *testing.T) {
 	old := testTask("alice", now.Add(-2*time.Hour)) // ttl 1h: expired
 	old.IdempotencyKey, old.Fingerprint = "k", "f"
 	fresh := testTask("alice", now)
-	for _, task := range []*taskproxy.Task{old, fresh} {
-		if err := s.Create(ctx, task); err != nil {
+	for _, tk := range []*task.Task{old, fresh} {
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,11 +186,11 @@ func TestSweep(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1 deleted", n, err)
 	}
-	if _, err := s.Get(ctx, "alice", old.ID); !errors.Is(err, taskproxy.ErrExpired) {
-		t.Errorf("owner's lookup of a swept task: %v, want taskproxy.ErrExpired", err)
+	if _, err := s.Get(ctx, "alice", old.ID); !errors.Is(err, task.ErrExpired) {
+		t.Errorf("owner's lookup of a swept task: %v, want task.ErrExpired", err)
 	}
-	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrExpired) {
-		t.Errorf("non-owner's lookup of a swept task: %v, want plain taskproxy.ErrNotFound", err)
+	if _, err := s.Get(ctx, "bob", old.ID); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrExpired) {
+		t.Errorf("non-owner's lookup of a swept task: %v, want plain task.ErrNotFound", err)
 	}
 	if _, err := s.Get(ctx, "alice", fresh.ID); err != nil {
 		t.Errorf("fresh task swept: %v", err)
@@ -228,14 +228,14 @@ func TestIdempotentCreate(t *testing.T) {
 		wantErr     error
 	}{
 		{"same key, same arguments", "alice", "args-1", first.ID, nil},
-		{"same key, other arguments", "alice", "args-2", "", taskproxy.ErrIdempotencyMismatch},
+		{"same key, other arguments", "alice", "args-2", "", task.ErrIdempotencyMismatch},
 		{"same key, other principal", "bob", "args-1", "", nil},
 	}
 	for _, tt := range tests {
-		task := testTask(tt.owner, time.Now())
-		task.IdempotencyKey, task.Fingerprint = "key", tt.fingerprint
-		err := s.Create(ctx, task)
-		var dup *taskproxy.DuplicateError
+		tk := testTask(tt.owner, time.Now())
+		tk.IdempotencyKey, tk.Fingerprint = "key", tt.fingerprint
+		err := s.Create(ctx, tk)
+		var dup *task.DuplicateError
 		switch {
 		case tt.dupOf != "":
 			if !errors.As(err, &dup) || dup.TaskID != tt.dupOf {
@@ -250,10 +250,10 @@ func TestIdempotentCreate(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
-			task := testTask("carol", time.Now())
-			task.IdempotencyKey, task.Fingerprint = "burst", "same"
-			err := s.Create(ctx, task)
-			var dup *taskproxy.DuplicateError
+			tk := testTask("carol", time.Now())
+			tk.IdempotencyKey, tk.Fingerprint = "burst", "same"
+			err := s.Create(ctx, tk)
+			var dup *task.DuplicateError
 			switch {
 			case err == nil:
 				created.Add(1)
@@ -276,9 +276,9 @@ func TestTombstoneLastsTheTTL(t *testing.T) {
 	for _, ttl := range []time.Duration{time.Second, 1500 * time.Millisecond, 3 * time.Second} {
 		t.Run(ttl.String(), func(t *testing.T) {
 			s := newMemStore(t)
-			task := testTask("alice", time.Now().Add(-ttl-time.Second))
-			task.TTL = ttl
-			if err := s.Create(ctx, task); err != nil {
+			tk := testTask("alice", time.Now().Add(-ttl-time.Second))
+			tk.TTL = ttl
+			if err := s.Create(ctx, tk); err != nil {
 				t.Fatal(err)
 			}
 			swept := time.Now()
@@ -287,7 +287,7 @@ func TestTombstoneLastsTheTTL(t *testing.T) {
 			}
 			var expiresAt uint64
 			err := s.db.View(func(txn *badger.Txn) error {
-				item, err := txn.Get(tombstoneKey(task.ID))
+				item, err := txn.Get(tombstoneKey(tk.ID))
 				if err == nil {
 					expiresAt = item.ExpiresAt()
 				}

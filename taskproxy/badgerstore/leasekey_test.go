@@ -10,7 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // recordVersion returns the Badger version of a task's record, and of its
@@ -45,22 +45,22 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Params = json.RawMessage(`{"arguments":{"blob":"` + strings.Repeat("x", 100<<10) + `"}}`)
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", t0)
+	tk.Params = json.RawMessage(`{"arguments":{"blob":"` + strings.Repeat("x", 100<<10) + `"}}`)
+	tk.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+	if _, lease := recordVersion(t, s, tk.ID); lease != 0 {
 		t.Fatal("a created task's lease has a key of its own")
 	}
-	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !sameLease(got.Lease, task.Lease) {
-		t.Fatalf("created task's lease = %+v, %v; want %+v", got.Lease, err, task.Lease)
+	if got, err := s.Get(ctx, "alice", tk.ID); err != nil || !sameLease(got.Lease, tk.Lease) {
+		t.Fatalf("created task's lease = %+v, %v; want %+v", got.Lease, err, tk.Lease)
 	}
 	var rec0, lease0 uint64
 	for i := range 5 {
 		at := t0.Add(time.Duration(i+1) * 10 * time.Second)
-		got, err := s.Acquire(ctx, "alice", task.ID, s.Holder(), at, 30*time.Second)
+		got, err := s.Acquire(ctx, "alice", tk.ID, s.Holder(), at, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,12 +68,12 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 			t.Errorf("renewal %d: lease %+v", i, got.Lease)
 		}
 		if i == 0 {
-			if rec0, lease0 = recordVersion(t, s, task.ID); lease0 == 0 {
+			if rec0, lease0 = recordVersion(t, s, tk.ID); lease0 == 0 {
 				t.Fatal("the first renewal wrote no lease key")
 			}
 		}
 	}
-	rec1, lease1 := recordVersion(t, s, task.ID)
+	rec1, lease1 := recordVersion(t, s, tk.ID)
 	if rec1 != rec0 {
 		t.Errorf("lease renewals after the first rewrote the record: version %d to %d", rec0, rec1)
 	}
@@ -81,37 +81,37 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 		t.Error("lease renewals did not write the lease key")
 	}
 	want := t0.Add(80 * time.Second)
-	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !got.Lease.Expires.Equal(want) {
+	if got, err := s.Get(ctx, "alice", tk.ID); err != nil || !got.Lease.Expires.Equal(want) {
 		t.Errorf("Get after renewals: lease %+v, %v; want expiry %s", got.Lease, err, want)
 	}
 	if active, _, err := s.ListActive(ctx, "", 10); err != nil || len(active) != 1 || !active[0].Lease.Expires.Equal(want) {
 		t.Errorf("ListActive after renewals: %+v, %v", active, err)
 	}
 	// An update keeps the lease, and leaves it out of the record.
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.StatusMessage = "half way"; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.StatusMessage = "half way"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Get(ctx, "alice", task.ID); !got.Lease.Expires.Equal(want) || got.StatusMessage != "half way" {
+	if got, _ := s.Get(ctx, "alice", tk.ID); !got.Lease.Expires.Equal(want) || got.StatusMessage != "half way" {
 		t.Errorf("after an update: %+v", got)
 	}
-	if _, lease := recordVersion(t, s, task.ID); lease != lease1 {
+	if _, lease := recordVersion(t, s, tk.ID); lease != lease1 {
 		t.Error("an update that kept the lease rewrote its key")
 	}
 	// The end of the task drops the lease key.
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.Status = task.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+	if _, lease := recordVersion(t, s, tk.ID); lease != 0 {
 		t.Error("a terminal task keeps its lease key")
 	}
-	if got, _ := s.Get(ctx, "alice", task.ID); got.Lease != (taskproxy.Lease{}) {
+	if got, _ := s.Get(ctx, "alice", tk.ID); got.Lease != (task.Lease{}) {
 		t.Errorf("terminal task's lease %+v", got.Lease)
 	}
 
 	// The sweep deletes a live task's lease key with it.
 	live := testTask("alice", t0)
 	live.TTL = time.Second
-	live.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
+	live.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
 	if err := s.Create(ctx, live); err != nil {
 		t.Fatal(err)
 	}
@@ -133,19 +133,19 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Lease = taskproxy.Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
-	data, _ := json.Marshal(task)
+	tk := testTask("alice", t0)
+	tk.Lease = task.Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
+	data, _ := json.Marshal(tk)
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return createIn(txn, &taskproxy.Task{ID: task.ID, Owner: task.Owner, CreatedAt: t0, TTL: time.Hour, Status: taskproxy.StatusWorking}, data, nil)
+		return createIn(txn, &task.Task{ID: tk.ID, Owner: tk.Owner, CreatedAt: t0, TTL: time.Hour, Status: task.StatusWorking}, data, nil)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "alice", task.ID)
-	if err != nil || got.Lease.Holder != task.Lease.Holder || !got.Lease.Expires.Equal(task.Lease.Expires) {
+	got, err := s.Get(ctx, "alice", tk.ID)
+	if err != nil || got.Lease.Holder != tk.Lease.Holder || !got.Lease.Expires.Equal(tk.Lease.Expires) {
 		t.Fatalf("old record's lease = %+v, %v", got.Lease, err)
 	}
-	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0, time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+	if _, err := s.Acquire(ctx, "alice", tk.ID, "e999/p2", t0, time.Minute); !errors.Is(err, task.ErrLeaseHeld) {
 		t.Errorf("the embedded lease was not honoured: %v", err)
 	}
 }
@@ -158,27 +158,27 @@ func TestLeaseInRecordUntilRenewed(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := createLeased(t, s, t0)
-	if _, err := s.Acquire(ctx, "alice", task.ID, "e999/p2", t0.Add(time.Second), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+	tk := createLeased(t, s, t0)
+	if _, err := s.Acquire(ctx, "alice", tk.ID, "e999/p2", t0.Add(time.Second), time.Minute); !errors.Is(err, task.ErrLeaseHeld) {
 		t.Errorf("another holder took a lease kept in the record: %v", err)
 	}
-	got, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.StatusMessage = "half way"; return nil })
-	if err != nil || !sameLease(got.Lease, task.Lease) {
-		t.Fatalf("update: lease %+v, %v; want %+v", got.Lease, err, task.Lease)
+	got, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.StatusMessage = "half way"; return nil })
+	if err != nil || !sameLease(got.Lease, tk.Lease) {
+		t.Fatalf("update: lease %+v, %v; want %+v", got.Lease, err, tk.Lease)
 	}
-	if got, err := s.Get(ctx, "alice", task.ID); err != nil || !sameLease(got.Lease, task.Lease) || got.StatusMessage != "half way" {
+	if got, err := s.Get(ctx, "alice", tk.ID); err != nil || !sameLease(got.Lease, tk.Lease) || got.StatusMessage != "half way" {
 		t.Errorf("after an update: %+v, %v", got, err)
 	}
-	if active, _, err := s.ListActive(ctx, "", 10); err != nil || len(active) != 1 || !sameLease(active[0].Lease, task.Lease) {
+	if active, _, err := s.ListActive(ctx, "", 10); err != nil || len(active) != 1 || !sameLease(active[0].Lease, tk.Lease) {
 		t.Errorf("ListActive: %+v, %v", active, err)
 	}
-	if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.Status = task.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+	if _, lease := recordVersion(t, s, tk.ID); lease != 0 {
 		t.Error("a task that was never renewed wrote a lease key")
 	}
-	if got, err := s.Get(ctx, "alice", task.ID); err != nil || got.Lease != (taskproxy.Lease{}) {
+	if got, err := s.Get(ctx, "alice", tk.ID); err != nil || got.Lease != (task.Lease{}) {
 		t.Errorf("terminal task: lease %+v, %v", got.Lease, err)
 	}
 }

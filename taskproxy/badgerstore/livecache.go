@@ -3,7 +3,7 @@ package badgerstore
 import (
 	"maps"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -30,19 +30,19 @@ const (
 // and where its lease lives (see encodeRecord). A nil entry in a batch's
 // staging marks a task that ended or was deleted.
 type liveEntry struct {
-	task          *taskproxy.Task
+	tk            *task.Task
 	leaseInRecord bool
 }
 
 // readLive returns task id as the batch so far left it, from the staging,
 // the cache, or the store. The task is the caller's to change.
-func (s *Store) readLive(txn *badger.Txn, id string) (*taskproxy.Task, bool, error) {
+func (s *Store) readLive(txn *badger.Txn, id string) (*task.Task, bool, error) {
 	e, staged := s.staged[id]
 	if !staged {
 		e = s.live[id]
 	}
 	if e != nil {
-		return ownCopy(e.task), e.leaseInRecord, nil
+		return ownCopy(e.tk), e.leaseInRecord, nil
 	}
 	return readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
 }
@@ -57,7 +57,7 @@ func (s *Store) cached(id string) bool {
 // size the length of its encoded record (0 when the write did not encode
 // it: kept only if the task is cached, so known to be small), or nil t when
 // the task ended or was deleted. t is copied.
-func (s *Store) stage(id string, t *taskproxy.Task, leaseInRecord bool, size int) {
+func (s *Store) stage(id string, t *task.Task, leaseInRecord bool, size int) {
 	if s.staged == nil {
 		s.staged = map[string]*liveEntry{}
 	}
@@ -71,7 +71,7 @@ func (s *Store) stage(id string, t *taskproxy.Task, leaseInRecord bool, size int
 		s.staged[id] = nil
 		return
 	}
-	s.staged[id] = &liveEntry{task: ownCopy(t), leaseInRecord: leaseInRecord}
+	s.staged[id] = &liveEntry{tk: ownCopy(t), leaseInRecord: leaseInRecord}
 }
 
 // ownCopy copies t for or from the cache, its Headers map included: Clone
@@ -80,7 +80,7 @@ func (s *Store) stage(id string, t *taskproxy.Task, leaseInRecord bool, size int
 // the one an update's function edits, as it shared nothing when every
 // write read the record back from Badger. Raw JSON values are shared: no
 // code edits them in place.
-func ownCopy(t *taskproxy.Task) *taskproxy.Task {
+func ownCopy(t *task.Task) *task.Task {
 	c := t.Clone()
 	c.Headers = maps.Clone(t.Headers)
 	return c

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Review findings on the committer's live cache and on where a lease lives
@@ -54,19 +54,19 @@ func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", t0)
+	tk.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	// A first renewal moves the lease to its own key; the task stays cached.
-	if _, err := s.Acquire(ctx, "alice", task.ID, s.Holder(), t0, time.Minute); err != nil {
+	if _, err := s.Acquire(ctx, "alice", tk.ID, s.Holder(), t0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	release := holdCommitter(t, s)
 	errs := make(chan error, 2)
 	go func() {
-		_, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error {
+		_, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error {
 			rec.StatusMessage = strings.Repeat("m", 2*maxLiveRecordLen)
 			return nil
 		})
@@ -74,7 +74,7 @@ func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
 	}()
 	queued(t, s, 1)
 	go func() {
-		_, err := s.Acquire(ctx, "alice", task.ID, s.Holder(), t0.Add(time.Second), time.Minute)
+		_, err := s.Acquire(ctx, "alice", tk.ID, s.Holder(), t0.Add(time.Second), time.Minute)
 		errs <- err
 	}()
 	queued(t, s, 2)
@@ -85,8 +85,8 @@ func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
 		}
 	}
 	// A write returned: the committer's settle happened before.
-	if e, ok := s.live[task.ID]; ok {
-		data, err := s.encodeRecord(e.task, e.leaseInRecord)
+	if e, ok := s.live[tk.ID]; ok {
+		data, err := s.encodeRecord(e.tk, e.leaseInRecord)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,22 +106,22 @@ func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	task.Headers = map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-	task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", t0)
+	tk.Headers = map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	tk.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(30 * time.Second)}
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	task.Headers["X-Never-Stored"] = "1" // the caller's copy only
-	out, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.StatusMessage = "one"; return nil })
+	tk.Headers["X-Never-Stored"] = "1" // the caller's copy only
+	out, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error { rec.StatusMessage = "one"; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Headers["X-Nor-This"] = "1" // the caller's copy of the update's result
-	if _, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.StatusMessage = "two"; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error { rec.StatusMessage = "two"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "alice", task.ID)
+	got, err := s.Get(ctx, "alice", tk.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,24 +142,24 @@ func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 	s := newMemStore(t)
 	s.epoch, s.holder = 3, "e3/p300" // the third opening: epochs 1 and 2 wrote the task
 	t0 := time.Unix(1_800_000_000, 0)
-	task := testTask("alice", t0)
-	stale := taskproxy.Lease{Holder: "e1/p100", Expires: t0.Add(30 * time.Second)}
-	renewed := taskproxy.Lease{Holder: "e2/p200", Expires: t0.Add(10 * time.Minute)}
-	task.Lease = stale
-	data, err := s.encodeRecord(task, true)
+	tk := testTask("alice", t0)
+	stale := task.Lease{Holder: "e1/p100", Expires: t0.Add(30 * time.Second)}
+	renewed := task.Lease{Holder: "e2/p200", Expires: t0.Add(10 * time.Minute)}
+	tk.Lease = stale
+	data, err := s.encodeRecord(tk, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := createIn(txn, task, data, nil); err != nil {
+		if err := createIn(txn, tk, data, nil); err != nil {
 			return err
 		}
-		return setLease(txn, task.ID, renewed) // the older build's renewal
+		return setLease(txn, tk.ID, renewed) // the older build's renewal
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "alice", task.ID)
+	got, err := s.Get(ctx, "alice", tk.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,20 +168,20 @@ func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 	}
 	// An update goes on from the key's lease (and writes the record without
 	// the stale one); the end of the task drops the key.
-	up, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.StatusMessage = "on"; return nil })
+	up, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error { rec.StatusMessage = "on"; return nil })
 	if err != nil || !sameLease(up.Lease, renewed) {
 		t.Fatalf("update: lease %+v, %v; want %+v", up.Lease, err, renewed)
 	}
-	if _, err := s.Update(ctx, "alice", task.ID, func(rec *taskproxy.Task) error { rec.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error { rec.Status = task.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, lease := recordVersion(t, s, task.ID); lease != 0 {
+	if _, lease := recordVersion(t, s, tk.ID); lease != 0 {
 		t.Error("the ended task kept its lease key")
 	}
 	// A task created by this opening, lease in its record, is read without
 	// a lookup of its key and as it was written.
 	fresh := testTask("alice", t0)
-	fresh.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
+	fresh.Lease = task.Lease{Holder: s.Holder(), Expires: t0.Add(time.Minute)}
 	if err := s.Create(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Concurrent creates at a quota: exactly the quota succeeds, whatever
@@ -30,13 +30,13 @@ func TestStoreCreateWithinQuota(t *testing.T) {
 		for range tt.callers {
 			wg.Go(func() {
 				err := s.CreateWithin(ctx, testTask("alice", time.Now()), tt.limit)
-				var q *taskproxy.QuotaError
+				var q *task.QuotaError
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case err == nil:
 					ok++
-				case errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Limit == tt.limit:
+				case errors.As(err, &q) && errors.Is(err, task.ErrQuotaExceeded) && q.Limit == tt.limit:
 					refused++
 				default:
 					t.Errorf("%s: unexpected error %v", tt.name, err)
@@ -69,14 +69,14 @@ func TestStoreQuotaCountsActiveOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := testTask("alice", time.Now())
-	ended.Status = taskproxy.StatusCompleted
+	ended.Status = task.StatusCompleted
 	if err := s.CreateWithin(ctx, ended, 2); err != nil {
 		t.Errorf("a task created terminal was refused: %v", err)
 	}
-	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
-		t.Errorf("third active task: err = %v, want taskproxy.ErrQuotaExceeded", err)
+	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); !errors.Is(err, task.ErrQuotaExceeded) {
+		t.Errorf("third active task: err = %v, want task.ErrQuotaExceeded", err)
 	}
-	if _, err := s.Update(ctx, "alice", a.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCancelled; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", a.ID, func(t *task.Task) error { t.Status = task.StatusCancelled; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CreateWithin(ctx, testTask("alice", time.Now()), 2); err != nil {
@@ -91,7 +91,7 @@ func TestStoreQuotaWithinOneBatch(t *testing.T) {
 	s := newMemStore(t)
 	var batch []writeOp
 	for range 7 {
-		apply, err := s.createOp(testTask("alice", time.Now()), taskproxy.Limits{MaxActive: 3})
+		apply, err := s.createOp(testTask("alice", time.Now()), task.Limits{MaxActive: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestStoreQuotaWithinOneBatch(t *testing.T) {
 	}
 	results := s.commitBatch(batch)
 	for i, err := range results {
-		if want := i >= 3; errors.Is(err, taskproxy.ErrQuotaExceeded) != want || (!want && err != nil) {
+		if want := i >= 3; errors.Is(err, task.ErrQuotaExceeded) != want || (!want && err != nil) {
 			t.Errorf("write %d of the batch: err = %v", i, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -33,7 +33,7 @@ func sessionKey(sessionID string) []byte {
 func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 	item, err := txn.Get(sessionKey(sessionID))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return taskproxy.ErrNotFound
+		return task.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("reading a session binding: %w", err)
@@ -41,7 +41,7 @@ func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 	want := []byte(ownerHash(owner))
 	return item.Value(func(v []byte) error {
 		if !bytes.Equal(v, want) {
-			return taskproxy.ErrForeign
+			return task.ErrForeign
 		}
 		return nil
 	})
@@ -56,7 +56,7 @@ func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl ti
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "binding a session", func(txn *badger.Txn) error {
 			err := sessionBinding(txn, sessionID, owner)
-			if err != nil && (errors.Is(err, taskproxy.ErrForeign) || !errors.Is(err, taskproxy.ErrNotFound)) {
+			if err != nil && (errors.Is(err, task.ErrForeign) || !errors.Is(err, task.ErrNotFound)) {
 				return err
 			}
 			return setSessionBinding(txn, sessionID, owner, ttl)

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 )
 
 // Stats counts the record and active-index keys (keys only, no values read)
 // and adds up the disk space of the store's files. Badger's own Size is
 // refreshed once a minute and counts preallocated value logs in full.
-func (s *Store) Stats(ctx context.Context) (taskproxy.StoreStats, error) {
-	var st taskproxy.StoreStats
+func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
+	var st task.StoreStats
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			var err error
@@ -25,7 +25,7 @@ func (s *Store) Stats(ctx context.Context) (taskproxy.StoreStats, error) {
 		})
 	})
 	if err != nil {
-		return taskproxy.StoreStats{}, fmt.Errorf("counting tasks: %w", err)
+		return task.StoreStats{}, fmt.Errorf("counting tasks: %w", err)
 	}
 	st.Bytes = dirUsage(s.db.Opts().Dir)
 	if vdir := s.db.Opts().ValueDir; vdir != s.db.Opts().Dir {
@@ -70,4 +70,4 @@ func countPrefix(ctx context.Context, txn *badger.Txn, prefix []byte) (int, erro
 }
 
 // Interface guard
-var _ taskproxy.StatsReporter = (*Store)(nil)
+var _ task.StatsReporter = (*Store)(nil)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func TestBadgerStats(t *testing.T) {
@@ -35,12 +35,12 @@ func TestBadgerStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := 0
-		for _, task := range tasks {
-			if done == tt.finish || task.Status.Terminal() {
+		for _, tk := range tasks {
+			if done == tt.finish || tk.Status.Terminal() {
 				continue
 			}
-			if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error {
-				return t.SetStatus(taskproxy.StatusCompleted, "", time.Now())
+			if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error {
+				return t.SetStatus(task.StatusCompleted, "", time.Now())
 			}); err != nil {
 				t.Fatal(err)
 			}

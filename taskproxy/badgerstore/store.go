@@ -1,6 +1,6 @@
 // Package badgerstore is the task store on an embedded Badger database: the
 // default backend, for one Caddy process, no setup. It implements
-// taskproxy.Store with taskproxy.AdminLister and taskproxy.StatsReporter,
+// task.Store with task.AdminLister and task.StatsReporter,
 // and value-log garbage collection after sweeps (CollectGarbage).
 package badgerstore
 
@@ -17,12 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 )
 
-// Key layout (see DESIGN.md, "Store rules"):
+// Key layout (the store rules are in package task's doc):
 //
 //	t/<taskId>                                 the record, with its lease until that is renewed
 //	h/<taskId>                                 its header: what listings show (head.go)
@@ -56,7 +56,7 @@ type Options struct {
 	Logger *zap.Logger
 	// MaxRecordBytes caps the encoded size of one task record; a write of
 	// a larger one fails alone with ErrRecordTooLarge. 0 means
-	// taskproxy.DefaultMaxRecordBytes; it is never more than Badger can store in
+	// task.DefaultMaxRecordBytes; it is never more than Badger can store in
 	// one value.
 	MaxRecordBytes int
 	// GCInterval is how often value-log garbage collection runs, so that
@@ -99,7 +99,7 @@ type Store struct {
 	closed bool
 }
 
-var _ taskproxy.Store = (*Store)(nil)
+var _ task.Store = (*Store)(nil)
 
 // Open opens (creating if needed) a store with options sized for a
 // small gateway rather than Badger's defaults, which reserve hundreds of MiB.
@@ -123,7 +123,7 @@ func Open(o Options) (*Store, error) {
 		WithLogger(badgerLogger{o.Logger})
 	maxRecord := o.MaxRecordBytes
 	if maxRecord <= 0 {
-		maxRecord = taskproxy.DefaultMaxRecordBytes
+		maxRecord = task.DefaultMaxRecordBytes
 	}
 	// Badger refuses a value longer than a value-log file, and in memory
 	// one above the value threshold, with an error that hex-dumps it.
@@ -188,7 +188,7 @@ func (s *Store) use(fn func() error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	return fn()
 }
@@ -202,15 +202,15 @@ func ownerHash(owner string) string {
 
 func ownerPrefix(owner string) []byte { return []byte("o/" + ownerHash(owner) + "/") }
 
-func ownerKey(t *taskproxy.Task) []byte {
+func ownerKey(t *task.Task) []byte {
 	return fmt.Appendf(ownerPrefix(t.Owner), "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
 }
 
 func activePrefix(owner string) []byte { return []byte("a/" + ownerHash(owner) + "/") }
 
-func activeKey(t *taskproxy.Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
+func activeKey(t *task.Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
 
-func expiryKey(t *taskproxy.Task) []byte {
+func expiryKey(t *task.Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
@@ -226,25 +226,25 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 // all. A record this build writes with a lease therefore has no lease key
 // (records of older builds may have both: readRecord); one without may
 // have one. A terminal task holds no lease.
-func (s *Store) encodeRecord(t *taskproxy.Task, withLease bool) ([]byte, error) {
+func (s *Store) encodeRecord(t *task.Task, withLease bool) ([]byte, error) {
 	rec := t
-	if !withLease && t.Lease != (taskproxy.Lease{}) {
+	if !withLease && t.Lease != (task.Lease{}) {
 		c := *t
-		c.Lease = taskproxy.Lease{}
+		c.Lease = task.Lease{}
 		rec = &c
 	}
-	data, err := taskproxy.EncodeRecord(rec)
+	data, err := task.EncodeRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding task %s: %w", t.ID, err)
 	}
 	if len(data) > s.maxRecord {
-		return nil, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+		return nil, &task.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
 	}
 	return data, nil
 }
 
 // getRecord reads task id with its lease, wherever the lease lives.
-func getRecord(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+func getRecord(txn *badger.Txn, id string) (*task.Task, error) {
 	t, _, err := readRecord(txn, id, "")
 	return t, err
 }
@@ -253,7 +253,7 @@ func getRecord(txn *badger.Txn, id string) (*taskproxy.Task, error) {
 // lookup for a task whose record carries a lease of this opening
 // (readRecord), which is every task created since the store was opened and
 // not yet renewed.
-func (s *Store) getTask(txn *badger.Txn, id string) (*taskproxy.Task, error) {
+func (s *Store) getTask(txn *badger.Txn, id string) (*task.Task, error) {
 	t, _, err := readRecord(txn, id, s.holderPrefix())
 	return t, err
 }
@@ -275,10 +275,10 @@ func (s *Store) holderPrefix() string {
 // known to be the record's own: this process wrote it when it created the
 // task, and no other build has written since. An empty current never
 // skips the lookup.
-func readRecord(txn *badger.Txn, id, current string) (*taskproxy.Task, bool, error) {
+func readRecord(txn *badger.Txn, id, current string) (*task.Task, bool, error) {
 	item, err := txn.Get(recordKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, taskproxy.ErrNotFound
+		return nil, false, task.ErrNotFound
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
@@ -292,12 +292,12 @@ func readRecord(txn *badger.Txn, id, current string) (*taskproxy.Task, bool, err
 }
 
 // decodeItem decodes the record of task id (recordHook counts it).
-func decodeItem(item *badger.Item, id string) (*taskproxy.Task, error) {
+func decodeItem(item *badger.Item, id string) (*task.Task, error) {
 	if hook := recordHook.Load(); hook != nil {
 		(*hook)(id)
 	}
-	var t taskproxy.Task
-	if err := item.Value(func(v []byte) error { return taskproxy.DecodeRecord(v, &t) }); err != nil {
+	var t task.Task
+	if err := item.Value(func(v []byte) error { return task.DecodeRecord(v, &t) }); err != nil {
 		return nil, fmt.Errorf("decoding task %s: %w", id, err)
 	}
 	return &t, nil
@@ -309,14 +309,14 @@ var recordHook atomic.Pointer[func(id string)]
 
 // resolveLease gives t, as its record or header has it, the lease that
 // holds (see readRecord), and reports whether it is the record's own.
-func resolveLease(txn *badger.Txn, t *taskproxy.Task, current string) (bool, error) {
+func resolveLease(txn *badger.Txn, t *task.Task, current string) (bool, error) {
 	if t.Status.Terminal() || current != "" && strings.HasPrefix(t.Lease.Holder, current) {
 		return t.Lease.Holder != "", nil
 	}
 	item, err := txn.Get(leaseKey(t.ID))
 	switch {
 	case err == nil:
-		t.Lease = taskproxy.Lease{} // the key's lease, not a mix with the record's
+		t.Lease = task.Lease{} // the key's lease, not a mix with the record's
 		if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &t.Lease) }); err != nil {
 			return false, fmt.Errorf("decoding the lease of task %s: %w", t.ID, err)
 		}
@@ -328,7 +328,7 @@ func resolveLease(txn *badger.Txn, t *taskproxy.Task, current string) (bool, err
 }
 
 // setLease stores the lease of task id, or deletes it when it is empty.
-func setLease(txn *badger.Txn, id string, lease taskproxy.Lease) error {
+func setLease(txn *badger.Txn, id string, lease task.Lease) error {
 	if lease.Holder == "" {
 		return txn.Delete(leaseKey(id))
 	}
@@ -357,15 +357,15 @@ func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger
 // Get returns the owner's task. The owner is checked on the task's header
 // (head.go), so another owner's task is refused without reading its
 // record, whatever its size.
-func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
-	var t *taskproxy.Task
+func (s *Store) Get(ctx context.Context, owner, id string) (*task.Task, error) {
+	var t *task.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			rec, whole, err := checkOwner(txn, id, owner)
 			switch {
-			case errors.Is(err, taskproxy.ErrForeign):
+			case errors.Is(err, task.ErrForeign):
 				return err
-			case errors.Is(err, taskproxy.ErrNotFound):
+			case errors.Is(err, task.ErrNotFound):
 				return tombstone(txn, owner, id)
 			case err != nil:
 				return err
@@ -387,7 +387,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, err
 }
 
 // List pages through the owner index, reading the tasks' headers only.
-func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("listing tasks: the page size must be positive, got %d", limit)
 	}
@@ -400,7 +400,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 		}
 		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
 	}
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	var next string
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -414,7 +414,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 				}
 				id := string(key[bytes.LastIndexByte(key, '/')+1:])
 				t, err := s.readSummary(txn, id)
-				if errors.Is(err, taskproxy.ErrNotFound) {
+				if errors.Is(err, task.ErrNotFound) {
 					continue // swept between the index and the record
 				}
 				if err != nil {
@@ -431,7 +431,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 	return tasks, next, nil
 }
 
-func lastKeyPosition(t *taskproxy.Task) []byte {
+func lastKeyPosition(t *task.Task) []byte {
 	return fmt.Appendf(nil, "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func newMemStore(t *testing.T) *Store {
@@ -25,34 +25,34 @@ func newMemStore(t *testing.T) *Store {
 // errNoChange is an error of an update's function, which aborts it.
 var errNoChange = errors.New("no change")
 
-func testTask(owner string, created time.Time) *taskproxy.Task {
-	return &taskproxy.Task{ID: taskproxy.NewTaskID(), Owner: owner, Status: taskproxy.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
+func testTask(owner string, created time.Time) *task.Task {
+	return &task.Task{ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
 }
 
 func TestStoreCreateGet(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
-	task := testTask("alice", time.Now())
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", time.Now())
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, task); !errors.Is(err, taskproxy.ErrExists) {
-		t.Errorf("second Create: err = %v, want taskproxy.ErrExists", err)
+	if err := s.Create(ctx, tk); !errors.Is(err, task.ErrExists) {
+		t.Errorf("second Create: err = %v, want task.ErrExists", err)
 	}
-	got, err := s.Get(ctx, "alice", task.ID)
-	if err != nil || got.ID != task.ID || got.Status != taskproxy.StatusWorking {
+	got, err := s.Get(ctx, "alice", tk.ID)
+	if err != nil || got.ID != tk.ID || got.Status != task.StatusWorking {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	tests := []struct{ name, owner, id string }{
-		{"foreign owner", "bob", task.ID},
-		{"unknown id", "alice", taskproxy.NewTaskID()},
+		{"foreign owner", "bob", tk.ID},
+		{"unknown id", "alice", task.NewTaskID()},
 	}
 	for _, tt := range tests {
-		if _, err := s.Get(ctx, tt.owner, tt.id); !errors.Is(err, taskproxy.ErrNotFound) {
-			t.Errorf("%s: err = %v, want taskproxy.ErrNotFound", tt.name, err)
+		if _, err := s.Get(ctx, tt.owner, tt.id); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("%s: err = %v, want task.ErrNotFound", tt.name, err)
 		}
-		if _, err := s.Update(ctx, tt.owner, tt.id, func(*taskproxy.Task) error { return nil }); !errors.Is(err, taskproxy.ErrNotFound) {
-			t.Errorf("%s: Update err = %v, want taskproxy.ErrNotFound", tt.name, err)
+		if _, err := s.Update(ctx, tt.owner, tt.id, func(*task.Task) error { return nil }); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("%s: Update err = %v, want task.ErrNotFound", tt.name, err)
 		}
 	}
 }
@@ -60,24 +60,24 @@ func TestStoreCreateGet(t *testing.T) {
 func TestStoreUpdateRules(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
-	task := testTask("alice", time.Now())
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", time.Now())
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	steps := []struct {
 		name string
-		fn   func(*taskproxy.Task) error
+		fn   func(*task.Task) error
 		want error
 	}{
-		{"to input_required", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusInputRequired; return nil }, nil},
-		{"fn error aborts", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusFailed; return errNoChange }, errNoChange},
-		{"owner is immutable", func(t *taskproxy.Task) error { t.Owner = "bob"; return nil }, nil /* checked below */},
-		{"to completed", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }, nil},
-		{"terminal never changes", func(t *taskproxy.Task) error { t.Status = taskproxy.StatusWorking; return nil }, taskproxy.ErrTerminal},
-		{"terminal never changes, same status", func(t *taskproxy.Task) error { return nil }, taskproxy.ErrTerminal},
+		{"to input_required", func(t *task.Task) error { t.Status = task.StatusInputRequired; return nil }, nil},
+		{"fn error aborts", func(t *task.Task) error { t.Status = task.StatusFailed; return errNoChange }, errNoChange},
+		{"owner is immutable", func(t *task.Task) error { t.Owner = "bob"; return nil }, nil /* checked below */},
+		{"to completed", func(t *task.Task) error { t.Status = task.StatusCompleted; return nil }, nil},
+		{"terminal never changes", func(t *task.Task) error { t.Status = task.StatusWorking; return nil }, task.ErrTerminal},
+		{"terminal never changes, same status", func(t *task.Task) error { return nil }, task.ErrTerminal},
 	}
 	for _, st := range steps {
-		_, err := s.Update(ctx, "alice", task.ID, st.fn)
+		_, err := s.Update(ctx, "alice", tk.ID, st.fn)
 		if st.name == "owner is immutable" {
 			if err == nil {
 				t.Errorf("%s: update changing the owner succeeded", st.name)
@@ -88,17 +88,17 @@ func TestStoreUpdateRules(t *testing.T) {
 			t.Errorf("%s: err = %v, want %v", st.name, err, st.want)
 		}
 	}
-	got, _ := s.Get(ctx, "alice", task.ID)
-	if got.Status != taskproxy.StatusCompleted {
+	got, _ := s.Get(ctx, "alice", tk.ID)
+	if got.Status != task.StatusCompleted {
 		t.Errorf("final status %s, want completed", got.Status)
 	}
 	// A forbidden transition is refused even when fn forces it.
 	other := testTask("alice", time.Now())
-	other.Status = taskproxy.StatusCancelled
+	other.Status = task.StatusCancelled
 	if err := s.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, "alice", other.ID, func(t *taskproxy.Task) error { t.Status = taskproxy.StatusWorking; return nil }); !errors.Is(err, taskproxy.ErrTerminal) {
+	if _, err := s.Update(ctx, "alice", other.ID, func(t *task.Task) error { t.Status = task.StatusWorking; return nil }); !errors.Is(err, task.ErrTerminal) {
 		t.Errorf("cancelled task changed: %v", err)
 	}
 }
@@ -108,35 +108,35 @@ func TestStoreUpdateRules(t *testing.T) {
 func TestStoreUpdateConcurrent(t *testing.T) {
 	ctx := context.Background()
 	s := newMemStore(t)
-	task := testTask("alice", time.Now())
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", time.Now())
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	const n = 40
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			if _, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { t.NextInputKey++; return nil }); err != nil {
+			if _, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { t.NextInputKey++; return nil }); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	got, _ := s.Get(ctx, "alice", task.ID)
+	got, _ := s.Get(ctx, "alice", tk.ID)
 	if got.NextInputKey != n {
 		t.Fatalf("NextInputKey = %d, want %d (lost updates)", got.NextInputKey, n)
 	}
 	var wins, terminal int
 	var mu sync.Mutex
-	for _, to := range []taskproxy.Status{taskproxy.StatusCompleted, taskproxy.StatusCancelled, taskproxy.StatusFailed, taskproxy.StatusCancelled} {
+	for _, to := range []task.Status{task.StatusCompleted, task.StatusCancelled, task.StatusFailed, task.StatusCancelled} {
 		wg.Go(func() {
-			_, err := s.Update(ctx, "alice", task.ID, func(t *taskproxy.Task) error { return t.SetStatus(to, "", time.Now()) })
+			_, err := s.Update(ctx, "alice", tk.ID, func(t *task.Task) error { return t.SetStatus(to, "", time.Now()) })
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, taskproxy.ErrTerminal):
+			case errors.Is(err, task.ErrTerminal):
 				terminal++
 			default:
 				t.Error(err)
@@ -155,16 +155,16 @@ func TestStoreListAndCount(t *testing.T) {
 	base := time.Now()
 	var ids []string
 	for i := range 7 {
-		task := testTask("alice", base.Add(time.Duration(i)*time.Millisecond))
-		if err := s.Create(ctx, task); err != nil {
+		tk := testTask("alice", base.Add(time.Duration(i)*time.Millisecond))
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, task.ID)
+		ids = append(ids, tk.ID)
 	}
 	if err := s.Create(ctx, testTask("bob", base)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, "alice", ids[0], func(t *taskproxy.Task) error { t.Status = taskproxy.StatusCompleted; return nil }); err != nil {
+	if _, err := s.Update(ctx, "alice", ids[0], func(t *task.Task) error { t.Status = task.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -176,11 +176,11 @@ func TestStoreListAndCount(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages++
-		for _, task := range page {
-			if task.Owner != "alice" {
-				t.Fatalf("listed a task of %s", task.Owner)
+		for _, tk := range page {
+			if tk.Owner != "alice" {
+				t.Fatalf("listed a task of %s", tk.Owner)
 			}
-			got = append(got, task.ID)
+			got = append(got, tk.ID)
 		}
 		if next == "" {
 			break
@@ -212,8 +212,8 @@ func TestStoreListAndCount(t *testing.T) {
 		t.Fatal("bob's first page of one gave no cursor")
 	}
 	for _, bad := range forged {
-		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, taskproxy.ErrInvalidCursor) {
-			t.Errorf("List(cursor %q) err = %v, want taskproxy.ErrInvalidCursor", bad, err)
+		if _, _, err := s.List(ctx, "alice", bad, 3); !errors.Is(err, task.ErrInvalidCursor) {
+			t.Errorf("List(cursor %q) err = %v, want task.ErrInvalidCursor", bad, err)
 		}
 	}
 	if n, err := s.CountActive(ctx, "alice"); err != nil || n != 6 {
@@ -233,10 +233,10 @@ func TestStoreClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := s.Create(ctx, testTask("a", time.Now())); !errors.Is(err, taskproxy.ErrClosed) {
+	if err := s.Create(ctx, testTask("a", time.Now())); !errors.Is(err, task.ErrClosed) {
 		t.Errorf("Create on closed store: %v", err)
 	}
-	if _, err := s.Get(ctx, "a", "x"); !errors.Is(err, taskproxy.ErrClosed) {
+	if _, err := s.Get(ctx, "a", "x"); !errors.Is(err, task.ErrClosed) {
 		t.Errorf("Get on closed store: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -251,8 +251,8 @@ func TestStoreOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := testTask("alice", time.Now())
-	if err := s.Create(ctx, task); err != nil {
+	tk := testTask("alice", time.Now())
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(Options{Dir: dir}); err == nil {
@@ -266,7 +266,7 @@ func TestStoreOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	if _, err := s2.Get(ctx, "alice", task.ID); err != nil {
+	if _, err := s2.Get(ctx, "alice", tk.ID); err != nil {
 		t.Errorf("task lost across reopen: %v", err)
 	}
 }

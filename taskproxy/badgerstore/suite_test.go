@@ -3,15 +3,15 @@ package badgerstore_test
 import (
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The embedded Badger store passes the suite, in memory and on disk.
 
 func TestSuiteInMemory(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) taskproxy.Store {
+	storetest.Run(t, func(t *testing.T) task.Store {
 		s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 		if err != nil {
 			t.Fatal(err)
@@ -22,7 +22,7 @@ func TestSuiteInMemory(t *testing.T) {
 }
 
 func TestSuiteOnDisk(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) taskproxy.Store {
+	storetest.Run(t, func(t *testing.T) task.Store {
 		s, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir(), SyncWrites: true})
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
 )
@@ -25,14 +25,14 @@ func tombstoneKey(id string) []byte { return []byte("x/" + id) }
 func tombstone(txn *badger.Txn, owner, id string) error {
 	item, err := txn.Get(tombstoneKey(id))
 	if err != nil {
-		return taskproxy.ErrNotFound
+		return task.ErrNotFound
 	}
 	var mine bool
 	_ = item.Value(func(v []byte) error { mine = string(v) == ownerHash(owner); return nil })
 	if mine {
-		return taskproxy.ErrExpired
+		return task.ErrExpired
 	}
-	return taskproxy.ErrNotFound
+	return task.ErrNotFound
 }
 
 // Sweep deletes the tasks that expired before now, batch by batch.
@@ -98,7 +98,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 		return id, err
 	}
 	t, err := getRecord(txn, id)
-	if errors.Is(err, taskproxy.ErrNotFound) {
+	if errors.Is(err, task.ErrNotFound) {
 		return id, nil
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
 		case <-s.gcStop:
 			return
 		case <-tick.C:
-			if err := s.CollectGarbage(); err != nil && !errors.Is(err, taskproxy.ErrClosed) && log != nil {
+			if err := s.CollectGarbage(); err != nil && !errors.Is(err, task.ErrClosed) && log != nil {
 				log.Warn("value log garbage collection", zap.Error(err))
 			}
 		}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Operator access for the admin API (taskproxy.AdminLister): every owner's
+// Operator access for the admin API (task.AdminLister): every owner's
 // tasks, newest first, and lookups by id alone. Operators page rarely, so
 // the listing uses no index of its own (it sorts the tasks table, which the
 // sweep bounds) and its SQL is built per call rather than kept at open.
@@ -34,11 +34,11 @@ const adminListSQL = `SELECT t.id, t.created_ns, coalesce(t.summary, t.record), 
 const adminScanBatch = 500
 
 // ListAll returns up to limit tasks of every owner that match filter,
-// newest first; see taskproxy.AdminLister. Its cursor is signed like an
+// newest first; see task.AdminLister. Its cursor is signed like an
 // owner's, under another domain, so neither is accepted for the other.
-func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
-		return nil, "", taskproxy.ErrClosed
+		return nil, "", task.ErrClosed
 	}
 	afterNs, afterID := int64(math.MaxInt64), ""
 	if cursor != "" {
@@ -55,7 +55,7 @@ func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor
 	if filter.Principal != "" || filter.Tool != "" {
 		batch = max(batch, adminScanBatch)
 	}
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	var lastNs int64
 	var lastID string
 	for {
@@ -74,8 +74,8 @@ func (s *Store) ListAll(ctx context.Context, filter taskproxy.TaskFilter, cursor
 // adminBatch reads one batch after (*afterNs, *afterID), appends the tasks
 // that match, and moves the position on. full reports that the page is
 // full and more rows follow.
-func (s *Store) adminBatch(ctx context.Context, query string, filter taskproxy.TaskFilter, afterNs *int64, afterID *string,
-	batch, limit int, tasks *[]*taskproxy.Task, lastNs *int64, lastID *string) (n int, full bool, err error) {
+func (s *Store) adminBatch(ctx context.Context, query string, filter task.TaskFilter, afterNs *int64, afterID *string,
+	batch, limit int, tasks *[]*task.Task, lastNs *int64, lastID *string) (n int, full bool, err error) {
 	rows, err := s.pool.Query(ctx, query, *afterNs, *afterID, string(filter.Status), batch)
 	if err != nil {
 		return 0, false, err
@@ -128,30 +128,30 @@ func (s *Store) readAdminCursor(cursor string) (int64, string, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	pos, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.adminMAC(pos)) || len(pos) < 18 || pos[16] != '/' {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	created, err := strconv.ParseUint(string(pos[:16]), 16, 64)
 	if err != nil {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	return int64(created), string(pos[17:]), nil
 }
 
 // GetAny returns the task with id whatever its owner; a task swept less
 // than a ttl ago gives ErrExpired.
-func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) {
+func (s *Store) GetAny(ctx context.Context, id string) (*task.Task, error) {
 	if s.closed.Load() {
-		return nil, taskproxy.ErrClosed
+		return nil, task.ErrClosed
 	}
 	r, err := scanRow(s.pool.QueryRow(ctx, s.q.get, id))
 	switch {
 	case err == nil:
-		return r.task, nil
+		return r.tk, nil
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, s.fail("reading task "+id, err)
 	}
@@ -159,11 +159,11 @@ func (s *Store) GetAny(ctx context.Context, id string) (*taskproxy.Task, error) 
 	err = s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, taskproxy.ErrNotFound
+		return nil, task.ErrNotFound
 	case err != nil:
 		return nil, s.fail(fmt.Sprintf("reading the tombstone of task %s", id), err)
 	}
-	return nil, taskproxy.ErrExpired
+	return nil, task.ErrExpired
 }
 
-var _ taskproxy.AdminLister = (*Store)(nil)
+var _ task.AdminLister = (*Store)(nil)

@@ -7,17 +7,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // ListExpiredLeases pages through the active tasks whose lease expired at or
 // before now, by task id, reading the lease expiry index: the takeover pass
 // of every replica runs it every few seconds, and live leases, the many,
-// are never read. See taskproxy.ExpiredLeaseLister. (An active task with no
+// are never read. See task.ExpiredLeaseLister. (An active task with no
 // lease row at all is left to the recovery pass at start.)
-func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
-		return nil, "", taskproxy.ErrClosed
+		return nil, "", task.ErrClosed
 	}
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
@@ -32,4 +32,4 @@ func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor str
 	return s.idPage(rows, limit, "listing expired leases")
 }
 
-var _ taskproxy.ExpiredLeaseLister = (*Store)(nil)
+var _ task.ExpiredLeaseLister = (*Store)(nil)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // ListExpiredLeases lists the active tasks whose lease ran out, page by
@@ -17,15 +17,15 @@ func TestListExpiredLeases(t *testing.T) {
 	now := time.Now()
 	var want []string
 	for i, lease := range []time.Duration{-time.Minute, time.Minute, -time.Second, -time.Hour, time.Hour, -time.Minute} {
-		tk := task("alice")
-		tk.Lease = taskproxy.Lease{Holder: "dead-replica", Expires: now.Add(lease)}
+		tk := tk("alice")
+		tk.Lease = task.Lease{Holder: "dead-replica", Expires: now.Add(lease)}
 		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 		switch {
 		case i == 5: // ended: its lease goes with it
-			if _, err := s.Update(ctx, "alice", tk.ID, func(rec *taskproxy.Task) error {
-				return rec.SetStatus(taskproxy.StatusCompleted, "", time.Now())
+			if _, err := s.Update(ctx, "alice", tk.ID, func(rec *task.Task) error {
+				return rec.SetStatus(task.StatusCompleted, "", time.Now())
 			}); err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Leaderships. A duty that one replica does for all (sweeping) has a row in
@@ -18,10 +18,10 @@ import (
 // poolers, and a leader that dies loses the duty when its term ends.
 
 // TryLead takes or renews the leadership name for holder until ttl from
-// now; see taskproxy.Leader.
+// now; see task.Leader.
 func (s *Store) TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	if s.closed.Load() {
-		return false, taskproxy.ErrClosed
+		return false, task.ErrClosed
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
@@ -47,4 +47,4 @@ func (s *Store) TryLead(ctx context.Context, name, holder string, ttl time.Durat
 	return got == holder, nil
 }
 
-var _ taskproxy.Leader = (*Store)(nil)
+var _ task.Leader = (*Store)(nil)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Leases. A lease is a row (task id, holder, expiry) beside the task. Taking
@@ -19,10 +19,10 @@ import (
 // across replicas): a takeover waits for the expiry.
 
 // Acquire takes or renews the lease of the owner's task; see
-// taskproxy.Store.
-func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
+// task.Store.
+func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
 	if s.closed.Load() {
-		return nil, taskproxy.ErrClosed
+		return nil, task.ErrClosed
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
@@ -55,13 +55,13 @@ func (s *Store) refusedLease(ctx context.Context, owner, id string) error {
 	err := s.pool.QueryRow(ctx, s.q.acquireState, id).Scan(&taskOwner, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return taskproxy.ErrNotFound
+		return task.ErrNotFound
 	case err != nil:
 		return s.fail("reading task "+id, err)
 	case !bytes.Equal(taskOwner, ownerHash(owner)):
-		return taskproxy.ErrForeign
-	case taskproxy.Status(status).Terminal():
-		return taskproxy.ErrTerminal
+		return task.ErrForeign
+	case task.Status(status).Terminal():
+		return task.ErrTerminal
 	}
-	return taskproxy.ErrLeaseHeld
+	return task.ErrLeaseHeld
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Listing. An owner's tasks are listed by (created_ns, id), and a cursor
@@ -67,25 +67,25 @@ func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	pos, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
 	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(owner, pos)) || len(pos) < 18 || pos[16] != '/' {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	created, err := strconv.ParseUint(string(pos[:16]), 16, 64)
 	if err != nil {
-		return 0, "", taskproxy.ErrInvalidCursor
+		return 0, "", task.ErrInvalidCursor
 	}
 	return int64(created), string(pos[17:]), nil
 }
 
 // List pages through the owner's tasks, oldest first, reading their
-// summaries; see taskproxy.Store.
-func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+// summaries; see task.Store.
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
-		return nil, "", taskproxy.ErrClosed
+		return nil, "", task.ErrClosed
 	}
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
@@ -102,7 +102,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 		return nil, "", s.fail("listing tasks", err)
 	}
 	defer rows.Close()
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	var lastNs int64
 	var lastID string
 	for rows.Next() {
@@ -130,7 +130,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 // CountActive returns how many of the owner's tasks are not terminal.
 func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 	if s.closed.Load() {
-		return 0, taskproxy.ErrClosed
+		return 0, task.ErrClosed
 	}
 	var n int
 	if err := s.pool.QueryRow(ctx, s.q.countActive, ownerHash(owner)).Scan(&n); err != nil {
@@ -142,9 +142,9 @@ func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 // ListActive pages through every owner's non-terminal tasks by id, for
 // recovery; the cursor is the last id returned (an internal cursor, never
 // shown to clients).
-func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*taskproxy.Task, string, error) {
+func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
-		return nil, "", taskproxy.ErrClosed
+		return nil, "", task.ErrClosed
 	}
 	if limit <= 0 {
 		return nil, "", fmt.Errorf("pgstore: listing with limit %d", limit)
@@ -160,9 +160,9 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 // lease expiry), ordered by id with one row more than the page, and
 // returns them with the cursor of the next page: the last id returned, or
 // "" when there is none.
-func (s *Store) idPage(rows pgx.Rows, limit int, what string) ([]*taskproxy.Task, string, error) {
+func (s *Store) idPage(rows pgx.Rows, limit int, what string) ([]*task.Task, string, error) {
 	defer rows.Close()
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	for rows.Next() {
 		if len(tasks) == limit {
 			return tasks, tasks[len(tasks)-1].ID, nil

@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Events between replicas (taskproxy.EventSource). Each store publishes the
+// Events between replicas (task.EventSource). Each store publishes the
 // events of its process with NOTIFY on the schema's channel, right after the
 // write they announce (the hub hands them over once the write returned), and
 // listens on one dedicated connection, outside the pool, that reconnects
@@ -40,27 +40,27 @@ const (
 	kindProgress = 'p'
 )
 
-// relay is the taskproxy.EventRelay of a store.
+// relay is the task.EventRelay of a store.
 type relay struct {
 	s       *Store
-	hub     *taskproxy.Hub
+	hub     task.EventSink
 	channel string
 	origin  string // originLen random bytes
 	seq     uint64 // numbers the sealed payloads; the sender's only
 	guard   replayGuard
-	out     chan taskproxy.TaskEvent
+	out     chan task.TaskEvent
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
 // RelayEvents starts carrying events between hub and the other replicas on
-// the schema; see taskproxy.EventSource. The first LISTEN is made before it
+// the schema; see task.EventSource. The first LISTEN is made before it
 // returns, so that nothing published after is missed; when it fails the
 // listener keeps trying in the background and polling covers meanwhile.
-func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
+func (s *Store) RelayEvents(hub task.EventSink) (task.EventRelay, error) {
 	if s.closed.Load() {
-		return nil, taskproxy.ErrClosed
+		return nil, task.ErrClosed
 	}
 	var b [originLen]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -68,7 +68,7 @@ func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &relay{s: s, hub: hub, channel: s.eventChannel, origin: string(b[:]),
-		out: make(chan taskproxy.TaskEvent, 4096), ctx: ctx, cancel: cancel}
+		out: make(chan task.TaskEvent, 4096), ctx: ctx, cancel: cancel}
 	if !s.noNotify {
 		conn, _ := r.listen() // a failure is retried by the loop
 		r.wg.Add(2)
@@ -87,7 +87,7 @@ func (s *Store) RelayEvents(hub *taskproxy.Hub) (taskproxy.EventRelay, error) {
 
 // Send queues ev for NOTIFY; when the queue is full the event is dropped
 // (polling still finds the change).
-func (r *relay) Send(ev taskproxy.TaskEvent) {
+func (r *relay) Send(ev task.TaskEvent) {
 	if r.s.noNotify {
 		return
 	}
@@ -106,9 +106,9 @@ func (r *relay) Close() error {
 
 // payload seals ev, or returns false when it does not fit (large progress
 // params are dropped; the worker's own process still gets them).
-func (r *relay) payload(ev taskproxy.TaskEvent) (string, bool) {
+func (r *relay) payload(ev task.TaskEvent) (string, bool) {
 	kind, params := byte(kindChanged), []byte(nil)
-	if ev.Kind == taskproxy.EventProgress {
+	if ev.Kind == task.EventProgress {
 		kind, params = kindProgress, ev.Params
 	}
 	if sealedLen(ev.TaskID, params) > maxPayload {
@@ -129,7 +129,7 @@ func (r *relay) sendLoop() {
 	batch := make([]string, 0, 64)
 	seen := map[string]bool{}
 	for {
-		var ev taskproxy.TaskEvent
+		var ev task.TaskEvent
 		select {
 		case <-r.ctx.Done():
 			return
@@ -137,7 +137,7 @@ func (r *relay) sendLoop() {
 		}
 		batch = batch[:0]
 		clear(seen)
-		add := func(ev taskproxy.TaskEvent) {
+		add := func(ev task.TaskEvent) {
 			key := string(ev.Kind) + "|" + ev.TaskID + "|" + string(ev.Params)
 			if seen[key] {
 				return
@@ -201,7 +201,7 @@ func (r *relay) listenLoop(conn *pgx.Conn) {
 				continue
 			}
 			for _, id := range r.hub.Watched() {
-				r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+				r.hub.Deliver(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
 			}
 		}
 		backoff = 100 * time.Millisecond
@@ -240,9 +240,9 @@ func (r *relay) deliver(payload string) {
 	}
 	switch ev.kind {
 	case kindChanged:
-		r.hub.Deliver(taskproxy.TaskEvent{TaskID: ev.id, Kind: taskproxy.EventChanged})
+		r.hub.Deliver(task.TaskEvent{TaskID: ev.id, Kind: task.EventChanged})
 	case kindProgress:
-		r.hub.Deliver(taskproxy.TaskEvent{TaskID: ev.id, Kind: taskproxy.EventProgress, Params: ev.params})
+		r.hub.Deliver(task.TaskEvent{TaskID: ev.id, Kind: task.EventProgress, Params: ev.params})
 	}
 }
 
@@ -297,7 +297,7 @@ func (r *relay) pollLoop(interval time.Duration) {
 				v = -1 // gone: swept
 			}
 			if prev, known := versions[id]; !known || prev != v {
-				r.hub.Deliver(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+				r.hub.Deliver(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
 			}
 			next[id] = v
 		}
@@ -306,6 +306,6 @@ func (r *relay) pollLoop(interval time.Duration) {
 }
 
 var (
-	_ taskproxy.EventSource = (*Store)(nil)
-	_ taskproxy.EventRelay  = (*relay)(nil)
+	_ task.EventSource = (*Store)(nil)
+	_ task.EventRelay  = (*relay)(nil)
 )

@@ -12,10 +12,11 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // relayedStore is relayed, also returning the store.
-func relayedStore(t *testing.T, schema string) (*pgstore.Store, *taskproxy.Hub, func(taskproxy.TaskEvent)) {
+func relayedStore(t *testing.T, schema string) (*pgstore.Store, *taskproxy.Hub, func(task.TaskEvent)) {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
 	if err != nil {
@@ -90,7 +91,7 @@ func TestRelaySealed(t *testing.T) {
 	schema := newSchema(t)
 	sa, _, a := relayedStore(t, schema)
 	sb, b, _ := relayedStore(t, schema)
-	id := taskproxy.NewTaskID()
+	id := task.NewTaskID()
 	sub := b.Subscribe(id)
 	defer sub.Close()
 
@@ -114,10 +115,10 @@ func TestRelaySealed(t *testing.T) {
 		t.Fatal("the outsider read the schema's meta table")
 	}
 
-	secret := "progress-text-" + taskproxy.NewTaskID()
+	secret := "progress-text-" + task.NewTaskID()
 	params := `{"progressToken":"pt1","progress":1,"message":"` + secret + `"}`
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventProgress, Params: []byte(params)})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventProgress, Params: []byte(params)})
 	select {
 	case p := <-sub.Progress:
 		if string(p) != params {
@@ -149,7 +150,7 @@ func TestRelaySealed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
 	awaitChanged(t, sub, "a genuine event after the injected ones")
 	select {
 	case p := <-sub.Progress:
@@ -170,7 +171,7 @@ func TestRelaySealed(t *testing.T) {
 	if _, err := admin.Exec(ctx, "SELECT pg_notify($1, $2)", eventChannel(t, sc, other), seen[1]); err != nil {
 		t.Fatal(err)
 	}
-	d(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+	d(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
 	awaitChanged(t, elsewhere, "a genuine event of the other schema")
 	select {
 	case p := <-elsewhere.Progress:
@@ -197,11 +198,11 @@ func TestRelaySealedProgressLimit(t *testing.T) {
 	schema := newSchema(t)
 	_, _, a := relayedStore(t, schema)
 	_, b, _ := relayedStore(t, schema)
-	id := taskproxy.NewTaskID()
+	id := task.NewTaskID()
 	sub := b.Subscribe(id)
 	defer sub.Close()
 	fits := `{"message":"` + strings.Repeat("x", 5800) + `"}`
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventProgress, Params: []byte(fits)})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventProgress, Params: []byte(fits)})
 	select {
 	case p := <-sub.Progress:
 		if string(p) != fits {
@@ -211,8 +212,8 @@ func TestRelaySealedProgressLimit(t *testing.T) {
 		t.Fatal("progress of 5,800 bytes did not arrive")
 	}
 	tooBig := `{"message":"` + strings.Repeat("x", 6000) + `"}`
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventProgress, Params: []byte(tooBig)})
-	a(taskproxy.TaskEvent{TaskID: id, Kind: taskproxy.EventChanged})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventProgress, Params: []byte(tooBig)})
+	a(task.TaskEvent{TaskID: id, Kind: task.EventChanged})
 	awaitChanged(t, sub, "changed after a progress too large to seal")
 	select {
 	case p := <-sub.Progress:

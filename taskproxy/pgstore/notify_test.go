@@ -8,12 +8,13 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // relayed opens a store on schema without polling, and a hub relayed
 // through it; publish sends an event to the other stores' hubs, as the
 // runtime's hub does for what it publishes.
-func relayed(t *testing.T, schema string) (hub *taskproxy.Hub, publish func(taskproxy.TaskEvent)) {
+func relayed(t *testing.T, schema string) (hub *taskproxy.Hub, publish func(task.TaskEvent)) {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
 	if err != nil {
@@ -53,10 +54,10 @@ func TestRelayBetweenStores(t *testing.T) {
 	elsewhere := other.Subscribe("task-1")
 	defer elsewhere.Close()
 
-	a(taskproxy.TaskEvent{TaskID: "task-1", Kind: taskproxy.EventChanged})
+	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventChanged})
 	awaitChanged(t, sub, "changed")
 
-	a(taskproxy.TaskEvent{TaskID: "task-1", Kind: taskproxy.EventProgress, Params: []byte(`{"progress":1}`)})
+	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventProgress, Params: []byte(`{"progress":1}`)})
 	select {
 	case p := <-sub.Progress:
 		if string(p) != `{"progress":1}` {
@@ -67,8 +68,8 @@ func TestRelayBetweenStores(t *testing.T) {
 	}
 
 	big := `{"message":"` + strings.Repeat("x", 9000) + `"}`
-	a(taskproxy.TaskEvent{TaskID: "task-1", Kind: taskproxy.EventProgress, Params: []byte(big)})
-	a(taskproxy.TaskEvent{TaskID: "task-1", Kind: taskproxy.EventChanged})
+	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventProgress, Params: []byte(big)})
+	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventChanged})
 	awaitChanged(t, sub, "changed after an oversized progress")
 	select {
 	case p := <-sub.Progress:
@@ -115,6 +116,6 @@ func TestRelayReconnects(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	a(taskproxy.TaskEvent{TaskID: "task-1", Kind: taskproxy.EventChanged})
+	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventChanged})
 	awaitChanged(t, sub, "an event after the reconnect")
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // dsnAs returns the test DSN connecting as user.
@@ -51,11 +51,11 @@ func TestOpenInOwnedSchema(t *testing.T) {
 		t.Fatalf("Open in the role's own schema: %v", err)
 	}
 	defer s.Close()
-	task := &taskproxy.Task{ID: taskproxy.NewTaskID(), Owner: "alice", Status: taskproxy.StatusWorking, TTL: 3600e9, Tool: "echo"}
-	if err := s.Create(ctx, task); err != nil {
+	tk := &task.Task{ID: task.NewTaskID(), Owner: "alice", Status: task.StatusWorking, TTL: 3600e9, Tool: "echo"}
+	if err := s.Create(ctx, tk); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if _, err := s.Get(ctx, "alice", task.ID); err != nil {
+	if _, err := s.Get(ctx, "alice", tk.ID); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 }

@@ -12,16 +12,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Several stores on one schema, each with its own pool, behave as the
 // replicas of a scaled-out gateway do: one database, one truth.
 
-func task(owner string) *taskproxy.Task {
+func tk(owner string) *task.Task {
 	now := time.Now().UTC()
-	return &taskproxy.Task{ID: taskproxy.NewTaskID(), Owner: owner, Status: taskproxy.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Tool: "t"}
+	return &task.Task{ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Tool: "t"}
 }
 
 // Replicas that start together all migrate the schema without failing, it
@@ -57,7 +57,7 @@ func TestConcurrentOpen(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 3 {
-		if err := stores[0].Create(ctx, task("alice")); err != nil {
+		if err := stores[0].Create(ctx, tk("alice")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,25 +84,25 @@ func TestReplicasShareState(t *testing.T) {
 	replicas := []*pgstore.Store{a, b}
 
 	// A task created on one replica is visible on the other at once.
-	created := task("alice")
-	created.Lease = taskproxy.Lease{Holder: a.Holder(), Expires: time.Now().Add(time.Minute)}
+	created := tk("alice")
+	created.Lease = task.Lease{Holder: a.Holder(), Expires: time.Now().Add(time.Minute)}
 	if err := a.Create(ctx, created); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := b.Get(ctx, "alice", created.ID); err != nil || got.Lease.Holder != a.Holder() {
 		t.Fatalf("replica B reads %+v, %v", got, err)
 	}
-	if _, err := b.Get(ctx, "bob", created.ID); !errors.Is(err, taskproxy.ErrForeign) {
+	if _, err := b.Get(ctx, "bob", created.ID); !errors.Is(err, task.ErrForeign) {
 		t.Errorf("bob on replica B: %v, want ErrForeign", err)
 	}
 	// A's lease holds against B until it expires.
-	if _, err := b.Acquire(ctx, "alice", created.ID, b.Holder(), time.Now(), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+	if _, err := b.Acquire(ctx, "alice", created.ID, b.Holder(), time.Now(), time.Minute); !errors.Is(err, task.ErrLeaseHeld) {
 		t.Errorf("B took A's live lease: %v", err)
 	}
 	if _, err := b.Acquire(ctx, "alice", created.ID, b.Holder(), time.Now().Add(2*time.Minute), time.Minute); err != nil {
 		t.Errorf("B could not take A's expired lease: %v", err)
 	}
-	if _, err := a.Acquire(ctx, "alice", created.ID, a.Holder(), time.Now().Add(2*time.Minute), time.Minute); !errors.Is(err, taskproxy.ErrLeaseHeld) {
+	if _, err := a.Acquire(ctx, "alice", created.ID, a.Holder(), time.Now().Add(2*time.Minute), time.Minute); !errors.Is(err, task.ErrLeaseHeld) {
 		t.Errorf("A renewed a lease B took over: %v", err)
 	}
 
@@ -110,7 +110,7 @@ func TestReplicasShareState(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 30 {
 		wg.Go(func() {
-			if _, err := replicas[i%2].Update(ctx, "alice", created.ID, func(t *taskproxy.Task) error { t.NextInputKey++; return nil }); err != nil {
+			if _, err := replicas[i%2].Update(ctx, "alice", created.ID, func(t *task.Task) error { t.NextInputKey++; return nil }); err != nil {
 				t.Error(err)
 			}
 		})
@@ -123,13 +123,13 @@ func TestReplicasShareState(t *testing.T) {
 	var wins atomic.Int32
 	for i := range 6 {
 		wg.Go(func() {
-			_, err := replicas[i%2].Update(ctx, "alice", created.ID, func(t *taskproxy.Task) error {
-				return t.SetStatus(taskproxy.StatusCancelled, fmt.Sprint(i), time.Now())
+			_, err := replicas[i%2].Update(ctx, "alice", created.ID, func(t *task.Task) error {
+				return t.SetStatus(task.StatusCancelled, fmt.Sprint(i), time.Now())
 			})
 			switch {
 			case err == nil:
 				wins.Add(1)
-			case !errors.Is(err, taskproxy.ErrTerminal):
+			case !errors.Is(err, task.ErrTerminal):
 				t.Error(err)
 			}
 		})
@@ -143,11 +143,11 @@ func TestReplicasShareState(t *testing.T) {
 	var ok, refused atomic.Int32
 	for i := range 40 {
 		wg.Go(func() {
-			err := replicas[i%2].CreateWithin(ctx, task("carol"), 5)
+			err := replicas[i%2].CreateWithin(ctx, tk("carol"), 5)
 			switch {
 			case err == nil:
 				ok.Add(1)
-			case errors.Is(err, taskproxy.ErrQuotaExceeded):
+			case errors.Is(err, task.ErrQuotaExceeded):
 				refused.Add(1)
 			default:
 				t.Error(err)
@@ -163,10 +163,10 @@ func TestReplicasShareState(t *testing.T) {
 	var stored atomic.Int32
 	for i := range 10 {
 		wg.Go(func() {
-			k := task("dave")
+			k := tk("dave")
 			k.IdempotencyKey, k.Fingerprint = "key", "args"
 			err := replicas[i%2].Create(ctx, k)
-			var dup *taskproxy.DuplicateError
+			var dup *task.DuplicateError
 			switch {
 			case err == nil:
 				stored.Add(1)
@@ -184,21 +184,21 @@ func TestReplicasShareState(t *testing.T) {
 	if err := a.BindSession(ctx, "S1", "alice", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.CheckSession(ctx, "S1", "bob", 0); !errors.Is(err, taskproxy.ErrForeign) {
+	if err := b.CheckSession(ctx, "S1", "bob", 0); !errors.Is(err, task.ErrForeign) {
 		t.Errorf("bob's use of alice's session on replica B: %v, want ErrForeign", err)
 	}
-	if err := b.BindSession(ctx, "S1", "bob", time.Hour); !errors.Is(err, taskproxy.ErrForeign) {
+	if err := b.BindSession(ctx, "S1", "bob", time.Hour); !errors.Is(err, task.ErrForeign) {
 		t.Errorf("bob binding alice's session on replica B: %v, want ErrForeign", err)
 	}
 	if err := b.ForgetSession(ctx, "S1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.CheckSession(ctx, "S1", "alice", 0); !errors.Is(err, taskproxy.ErrNotFound) {
+	if err := a.CheckSession(ctx, "S1", "alice", 0); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("a session forgotten on B is still bound on A: %v", err)
 	}
 
 	// A sweep on one replica is seen by the other.
-	old := task("erin")
+	old := tk("erin")
 	old.CreatedAt = time.Now().Add(-2 * time.Hour)
 	if err := a.Create(ctx, old); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestReplicasShareState(t *testing.T) {
 	if n, err := b.Sweep(ctx, time.Now(), 10); err != nil || n != 1 {
 		t.Fatalf("Sweep on B = %d, %v", n, err)
 	}
-	if _, err := a.Get(ctx, "erin", old.ID); !errors.Is(err, taskproxy.ErrExpired) {
+	if _, err := a.Get(ctx, "erin", old.ID); !errors.Is(err, task.ErrExpired) {
 		t.Errorf("A after B's sweep: %v, want ErrExpired", err)
 	}
 }
@@ -221,7 +221,7 @@ func TestReopen(t *testing.T) {
 	}
 	ids := []string{}
 	for range 3 {
-		k := task("alice")
+		k := tk("alice")
 		if err := first.Create(ctx, k); err != nil {
 			t.Fatal(err)
 		}
@@ -271,17 +271,17 @@ func TestRecordTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	big := task("alice")
+	big := tk("alice")
 	big.Params = []byte(`{"arguments":"` + strings.Repeat("SECRET", 1000) + `"}`)
-	if err := s.Create(ctx, big); !errors.Is(err, taskproxy.ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
+	if err := s.Create(ctx, big); !errors.Is(err, task.ErrRecordTooLarge) || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("oversized create: %v", err)
 	}
-	small := task("alice")
+	small := tk("alice")
 	if err := s.Create(ctx, small); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Update(ctx, "alice", small.ID, func(t *taskproxy.Task) error { t.Result = big.Params; return nil })
-	if !errors.Is(err, taskproxy.ErrRecordTooLarge) {
+	_, err = s.Update(ctx, "alice", small.ID, func(t *task.Task) error { t.Result = big.Params; return nil })
+	if !errors.Is(err, task.ErrRecordTooLarge) {
 		t.Errorf("oversized update: %v", err)
 	}
 	if got, err := s.Get(ctx, "alice", small.ID); err != nil || got.Result != nil {
@@ -295,14 +295,14 @@ func TestWriteIgnoresCallerCancel(t *testing.T) {
 	s := open(t, newSchema(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	k := task("alice")
+	k := tk("alice")
 	if err := s.Create(ctx, k); err != nil {
 		t.Fatalf("create with a cancelled context: %v", err)
 	}
-	if _, err := s.Update(ctx, "alice", k.ID, func(t *taskproxy.Task) error { return t.SetStatus(taskproxy.StatusCompleted, "", time.Now()) }); err != nil {
+	if _, err := s.Update(ctx, "alice", k.ID, func(t *task.Task) error { return t.SetStatus(task.StatusCompleted, "", time.Now()) }); err != nil {
 		t.Fatalf("update with a cancelled context: %v", err)
 	}
-	if got, err := s.Get(context.Background(), "alice", k.ID); err != nil || got.Status != taskproxy.StatusCompleted {
+	if got, err := s.Get(context.Background(), "alice", k.ID); err != nil || got.Status != task.StatusCompleted {
 		t.Errorf("stored %+v, %v", got, err)
 	}
 }
@@ -311,9 +311,9 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, newSchema(t))
 	for i := range 3 {
-		k := task("alice")
+		k := tk("alice")
 		if i == 0 {
-			k.Status = taskproxy.StatusFailed
+			k.Status = task.StatusFailed
 		}
 		if err := s.Create(ctx, k); err != nil {
 			t.Fatal(err)

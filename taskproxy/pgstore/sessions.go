@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Session bindings: one row per session id (hashed), with its owner (hashed)
@@ -19,7 +19,7 @@ import (
 // live binding of it.
 func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
 	if s.closed.Load() {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
@@ -29,7 +29,7 @@ func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl ti
 		return s.fail("binding a session", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return taskproxy.ErrForeign
+		return task.ErrForeign
 	}
 	return nil
 }
@@ -37,7 +37,7 @@ func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl ti
 // CheckSession checks, and with refresh > 0 extends, a session binding.
 func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
 	if s.closed.Load() {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	now := time.Now()
 	if refresh > 0 {
@@ -55,11 +55,11 @@ func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refre
 	err := s.pool.QueryRow(ctx, s.q.check, sessionHash(sessionID), now.UnixNano()).Scan(&bound)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return taskproxy.ErrNotFound
+		return task.ErrNotFound
 	case err != nil:
 		return s.fail("reading a session binding", err)
 	case !bytes.Equal(bound, ownerHash(owner)):
-		return taskproxy.ErrForeign
+		return task.ErrForeign
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refre
 // ForgetSession deletes the binding of sessionID.
 func (s *Store) ForgetSession(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()

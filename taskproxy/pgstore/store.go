@@ -1,4 +1,4 @@
-// Package pgstore is the taskproxy.Store on PostgreSQL (pgx/v5 with a
+// Package pgstore is the task.Store on PostgreSQL (pgx/v5 with a
 // connection pool), for gateways that run as several replicas: every
 // replica opens the same database and sees every task at once.
 //
@@ -37,7 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Options configures Open.
@@ -53,8 +53,8 @@ type Options struct {
 	// greater of 4 and the number of CPUs).
 	MaxConns int32
 	// MaxRecordBytes caps the encoded size of one task record; a write of
-	// a larger one fails alone with taskproxy.ErrRecordTooLarge. 0 means
-	// taskproxy.DefaultMaxRecordBytes.
+	// a larger one fails alone with task.ErrRecordTooLarge. 0 means
+	// task.DefaultMaxRecordBytes.
 	MaxRecordBytes int
 	// WriteTimeout bounds one write. Writes do not follow the caller's
 	// cancellation, as in the Badger store: a write a client walked away
@@ -78,7 +78,7 @@ const DefaultSchema = "mcp_tasks"
 // DefaultWriteTimeout bounds a write unless configured.
 const DefaultWriteTimeout = 30 * time.Second
 
-// Store is the taskproxy.Store on PostgreSQL.
+// Store is the task.Store on PostgreSQL.
 type Store struct {
 	pool         *pgxpool.Pool
 	schema       string
@@ -123,7 +123,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.log = zap.NewNop()
 	}
 	if s.maxRecord <= 0 {
-		s.maxRecord = taskproxy.DefaultMaxRecordBytes
+		s.maxRecord = task.DefaultMaxRecordBytes
 	}
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
@@ -178,7 +178,7 @@ func (s *Store) Close() error {
 // raced Close.
 func (s *Store) fail(what string, err error) error {
 	if s.closed.Load() {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	return fmt.Errorf("pgstore: %s: %w", what, err)
 }
@@ -227,4 +227,4 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return err
 }
 
-var _ taskproxy.Store = (*Store)(nil)
+var _ task.Store = (*Store)(nil)

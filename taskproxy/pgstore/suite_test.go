@@ -3,12 +3,12 @@ package pgstore_test
 import (
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/storetest"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The PostgreSQL store passes the shared store suite, each case in a fresh
 // schema.
 func TestSuite(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) taskproxy.Store { return open(t, newSchema(t)) })
+	storetest.Run(t, func(t *testing.T) task.Store { return open(t, newSchema(t)) })
 }

@@ -10,14 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-func bigEndedTask(owner string, size int) *taskproxy.Task {
+func bigEndedTask(owner string, size int) *task.Task {
 	now := time.Now().UTC()
-	return &taskproxy.Task{
-		ID: taskproxy.NewTaskID(), Owner: owner, Status: taskproxy.StatusCompleted,
-		CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: taskproxy.EraModern, Tool: "echo",
+	return &task.Task{
+		ID: task.NewTaskID(), Owner: owner, Status: task.StatusCompleted,
+		CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Tool: "echo",
 		Params: json.RawMessage(`{"name":"echo"}`),
 		Result: json.RawMessage(`{"text":"` + strings.Repeat("r", size) + `"}`),
 	}
@@ -33,8 +33,8 @@ func TestSummarySparesTheRecord(t *testing.T) {
 	s := open(t, schema)
 	broken, old := bigEndedTask("alice", 256<<10), bigEndedTask("alice", 64<<10)
 	old.CreatedAt = old.CreatedAt.Add(time.Millisecond)
-	for _, task := range []*taskproxy.Task{broken, old} {
-		if err := s.Create(ctx, task); err != nil {
+	for _, tk := range []*task.Task{broken, old} {
+		if err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,14 +50,14 @@ func TestSummarySparesTheRecord(t *testing.T) {
 		call func() error
 	}{
 		{"another owner's Get", func() error {
-			if _, err := s.Get(ctx, "bob", broken.ID); !errors.Is(err, taskproxy.ErrForeign) {
+			if _, err := s.Get(ctx, "bob", broken.ID); !errors.Is(err, task.ErrForeign) {
 				return errors.New("want ErrForeign, got " + errString(err))
 			}
 			return nil
 		}},
 		{"another owner's Update", func() error {
-			_, err := s.Update(ctx, "bob", broken.ID, func(*taskproxy.Task) error { return nil })
-			if !errors.Is(err, taskproxy.ErrForeign) {
+			_, err := s.Update(ctx, "bob", broken.ID, func(*task.Task) error { return nil })
+			if !errors.Is(err, task.ErrForeign) {
 				return errors.New("want ErrForeign, got " + errString(err))
 			}
 			return nil
@@ -70,14 +70,14 @@ func TestSummarySparesTheRecord(t *testing.T) {
 			return nil
 		}},
 		{"ListAll", func() error {
-			page, _, err := s.ListAll(ctx, taskproxy.TaskFilter{Tool: "echo"}, "", 10)
+			page, _, err := s.ListAll(ctx, task.TaskFilter{Tool: "echo"}, "", 10)
 			if err != nil || len(page) != 2 || len(page[0].Result) != 0 {
 				return errors.New("want both summaries, got error " + errString(err))
 			}
 			return nil
 		}},
 		{"the owner's Get reads the record", func() error {
-			if _, err := s.Get(ctx, "alice", broken.ID); err == nil || errors.Is(err, taskproxy.ErrNotFound) {
+			if _, err := s.Get(ctx, "alice", broken.ID); err == nil || errors.Is(err, task.ErrNotFound) {
 				return errors.New("want the record's decoding error, got " + errString(err))
 			}
 			return nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Sweep deletes the tasks whose ttl ended by now, batch by batch, leaving a
@@ -14,7 +14,7 @@ import (
 // skipped goes in a later sweep.
 func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
 	if s.closed.Load() {
-		return 0, taskproxy.ErrClosed
+		return 0, task.ErrClosed
 	}
 	if batch <= 0 {
 		batch = 1

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // encoded is a task as stored: its record, and its summary (Task.Summary),
@@ -19,18 +19,18 @@ type encoded struct{ record, summary []byte }
 
 // encodeRecord encodes t for storing, within the size limit. The lease is
 // left out: it has a row of its own.
-func (s *Store) encodeRecord(t *taskproxy.Task) (encoded, error) {
+func (s *Store) encodeRecord(t *task.Task) (encoded, error) {
 	rec := *t
-	rec.Lease = taskproxy.Lease{}
+	rec.Lease = task.Lease{}
 	data, err := json.Marshal(&rec)
 	if err != nil {
 		return encoded{}, fmt.Errorf("pgstore: encoding task %s: %w", t.ID, err)
 	}
 	if len(data) > s.maxRecord {
-		return encoded{}, &taskproxy.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
+		return encoded{}, &task.RecordTooLargeError{Size: len(data), Limit: s.maxRecord}
 	}
 	sum := rec.Summary()
-	summary, err := taskproxy.EncodeRecord(sum)
+	summary, err := task.EncodeRecord(sum)
 	if err != nil {
 		return encoded{}, fmt.Errorf("pgstore: encoding the summary of task %s: %w", t.ID, err)
 	}
@@ -38,26 +38,26 @@ func (s *Store) encodeRecord(t *taskproxy.Task) (encoded, error) {
 }
 
 // decodeTask decodes a record and attaches the lease read beside it.
-func decodeTask(record []byte, holder *string, expires *int64) (*taskproxy.Task, error) {
-	var t taskproxy.Task
+func decodeTask(record []byte, holder *string, expires *int64) (*task.Task, error) {
+	var t task.Task
 	if err := json.Unmarshal(record, &t); err != nil {
 		return nil, fmt.Errorf("decoding a task record: %w", err)
 	}
 	if holder != nil && expires != nil {
-		t.Lease = taskproxy.Lease{Holder: *holder, Expires: time.Unix(0, *expires)}
+		t.Lease = task.Lease{Holder: *holder, Expires: time.Unix(0, *expires)}
 	}
 	return &t, nil
 }
 
-// Create stores a new task; see taskproxy.Store.
-func (s *Store) Create(ctx context.Context, t *taskproxy.Task) error {
+// Create stores a new task; see task.Store.
+func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
-// taskproxy.Store.
-func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive int) error {
-	return s.CreateWithinLimits(ctx, t, taskproxy.Limits{MaxActive: maxActive})
+// task.Store.
+func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
+	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
 // CreateWithinLimits stores t unless its owner is at a bound. Without one
@@ -65,9 +65,9 @@ func (s *Store) CreateWithin(ctx context.Context, t *taskproxy.Task, maxActive i
 // owner's row in the owners table is locked first, in a transaction, so
 // that concurrent creates of one owner, on any replica, count one after the
 // other.
-func (s *Store) CreateWithinLimits(ctx context.Context, t *taskproxy.Task, l taskproxy.Limits) error {
+func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	if s.closed.Load() {
-		return taskproxy.ErrClosed
+		return task.ErrClosed
 	}
 	data, err := s.encodeRecord(t)
 	if err != nil {
@@ -124,7 +124,7 @@ func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now tim
 			return nil, err
 		}
 		if n >= maxActive {
-			return &taskproxy.QuotaError{Limit: maxActive}, nil
+			return &task.QuotaError{Limit: maxActive}, nil
 		}
 	}
 	if maxFinished > 0 {
@@ -132,7 +132,7 @@ func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now tim
 			return nil, err
 		}
 		if n >= maxFinished {
-			return &taskproxy.QuotaError{Limit: maxFinished, Finished: true}, nil
+			return &task.QuotaError{Limit: maxFinished, Finished: true}, nil
 		}
 	}
 	return nil, nil
@@ -140,7 +140,7 @@ func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now tim
 
 // insert writes the task and its lease in one statement, unless its id or
 // its idempotency key is taken: then refused says why.
-func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner []byte, data encoded) (refused, err error) {
+func (s *Store) insert(ctx context.Context, q querier, t *task.Task, owner []byte, data encoded) (refused, err error) {
 	for range maxRetries {
 		var n int
 		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
@@ -161,13 +161,13 @@ func (s *Store) insert(ctx context.Context, q querier, t *taskproxy.Task, owner 
 // conflict explains an insert that inserted nothing: ErrExists, a
 // *DuplicateError, ErrIdempotencyMismatch, or nil when the conflicting task
 // is gone.
-func (s *Store) conflict(ctx context.Context, tx querier, t *taskproxy.Task, owner []byte) (refused, err error) {
+func (s *Store) conflict(ctx context.Context, tx querier, t *task.Task, owner []byte) (refused, err error) {
 	var exists bool
 	if err := tx.QueryRow(ctx, s.q.taskExists, t.ID).Scan(&exists); err != nil {
 		return nil, err
 	}
 	if exists {
-		return taskproxy.ErrExists, nil
+		return task.ErrExists, nil
 	}
 	if t.IdempotencyKey == "" {
 		return nil, nil
@@ -180,16 +180,16 @@ func (s *Store) conflict(ctx context.Context, tx querier, t *taskproxy.Task, own
 	case err != nil:
 		return nil, err
 	case fingerprint != t.Fingerprint:
-		return taskproxy.ErrIdempotencyMismatch, nil
+		return task.ErrIdempotencyMismatch, nil
 	}
-	return &taskproxy.DuplicateError{TaskID: id}, nil
+	return &task.DuplicateError{TaskID: id}, nil
 }
 
 // row is a task as read for a write: its owner hash and version too.
 type row struct {
 	owner   []byte
 	version int64
-	task    *taskproxy.Task
+	tk      *task.Task
 }
 
 func scanRow(r pgx.Row) (*row, error) {
@@ -204,28 +204,28 @@ func scanRow(r pgx.Row) (*row, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.task = t
+	out.tk = t
 	return &out, nil
 }
 
-// Get returns the owner's task; see taskproxy.Store. The owner is in the
+// Get returns the owner's task; see task.Store. The owner is in the
 // query, so another owner's row is never fetched, whatever its size: only
 // whether it exists is asked, for the audit log's ErrForeign.
-func (s *Store) Get(ctx context.Context, owner, id string) (*taskproxy.Task, error) {
+func (s *Store) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 	if s.closed.Load() {
-		return nil, taskproxy.ErrClosed
+		return nil, task.ErrClosed
 	}
 	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := s.notOwned(ctx, id); !errors.Is(err, taskproxy.ErrNotFound) || errors.Is(err, taskproxy.ErrForeign) {
+		if err := s.notOwned(ctx, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
 			return nil, err
 		}
 		return nil, s.tombstone(ctx, owner, id)
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
 	}
-	return r.task, nil
+	return r.tk, nil
 }
 
 // notOwned explains why the owner's query found no task id: ErrForeign
@@ -236,9 +236,9 @@ func (s *Store) notOwned(ctx context.Context, id string) error {
 		return s.fail("reading task "+id, err)
 	}
 	if exists {
-		return taskproxy.ErrForeign
+		return task.ErrForeign
 	}
-	return taskproxy.ErrNotFound
+	return task.ErrNotFound
 }
 
 // tombstone gives ErrExpired when owner's task id was swept less than a ttl
@@ -248,13 +248,13 @@ func (s *Store) tombstone(ctx context.Context, owner, id string) error {
 	err := s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return taskproxy.ErrNotFound
+		return task.ErrNotFound
 	case err != nil:
 		return s.fail("reading the tombstone of task "+id, err)
 	case bytes.Equal(stoneOwner, ownerHash(owner)):
-		return taskproxy.ErrExpired
+		return task.ErrExpired
 	}
-	return taskproxy.ErrNotFound
+	return task.ErrNotFound
 }
 
 // optimisticTries is how many times Update tries a plain compare-and-set
@@ -263,28 +263,28 @@ func (s *Store) tombstone(ctx context.Context, owner, id string) error {
 const optimisticTries = 3
 
 // Update applies fn to the owner's task as a compare-and-set on the row's
-// version; see taskproxy.Store.
-func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
+// version; see task.Store.
+func (s *Store) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
 	if s.closed.Load() {
-		return nil, taskproxy.ErrClosed
+		return nil, task.ErrClosed
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
 	for attempt := 0; attempt < 1000; attempt++ {
-		var out *taskproxy.Task
+		var out *task.Task
 		var outcome error
 		var done bool
 		write := func(q querier, cur *row) error {
 			done, outcome, out = false, nil, nil
 			if !bytes.Equal(cur.owner, ownerHash(owner)) {
-				done, outcome = true, taskproxy.ErrForeign
+				done, outcome = true, task.ErrForeign
 				return nil
 			}
-			if cur.task.Status.Terminal() {
-				done, outcome = true, taskproxy.ErrTerminal
+			if cur.tk.Status.Terminal() {
+				done, outcome = true, task.ErrTerminal
 				return nil
 			}
-			next, refused := s.apply(cur.task, fn)
+			next, refused := s.apply(cur.tk, fn)
 			if refused != nil {
 				done, outcome = true, refused
 				return nil
@@ -299,7 +299,7 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 				return err
 			}
 			if next.Status.Terminal() {
-				next.Lease = taskproxy.Lease{}
+				next.Lease = task.Lease{}
 			}
 			done, out = true, next
 			return nil
@@ -333,7 +333,7 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*taskproxy
 }
 
 // apply runs fn on a copy of cur and checks what it may change.
-func (s *Store) apply(cur *taskproxy.Task, fn func(*taskproxy.Task) error) (*taskproxy.Task, error) {
+func (s *Store) apply(cur *task.Task, fn func(*task.Task) error) (*task.Task, error) {
 	next := cur.Clone()
 	if err := fn(next); err != nil {
 		return nil, err
@@ -341,8 +341,8 @@ func (s *Store) apply(cur *taskproxy.Task, fn func(*taskproxy.Task) error) (*tas
 	if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
 		return nil, fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", cur.ID)
 	}
-	if next.Status != cur.Status && !taskproxy.CanTransition(cur.Status, next.Status) {
-		return nil, fmt.Errorf("%w: %s to %s", taskproxy.ErrBadTransition, cur.Status, next.Status)
+	if next.Status != cur.Status && !task.CanTransition(cur.Status, next.Status) {
+		return nil, fmt.Errorf("%w: %s to %s", task.ErrBadTransition, cur.Status, next.Status)
 	}
 	return next, nil
 }
@@ -355,10 +355,10 @@ type querier interface {
 
 // compareAndSet writes next over cur if the row is still at cur's version
 // and not terminal; it reports false when it was not.
-func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *taskproxy.Task, data encoded) (bool, error) {
+func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *task.Task, data encoded) (bool, error) {
 	terminal := next.Status.Terminal()
 	args := []any{next.ID, cur.version, string(next.Status), next.IdempotencyKey, next.Fingerprint, data.record}
-	if terminal || next.Lease == cur.task.Lease {
+	if terminal || next.Lease == cur.tk.Lease {
 		var n int
 		err := q.QueryRow(ctx, s.q.cas, append(args, terminal, data.summary)...).Scan(&n)
 		return n == 1, err
@@ -372,7 +372,7 @@ func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *ta
 		if err != nil || tag.RowsAffected() != 1 {
 			return err
 		}
-		old, lease := cur.task.Lease, next.Lease
+		old, lease := cur.tk.Lease, next.Lease
 		switch {
 		case old.Holder == "":
 			tag, err = tx.Exec(ctx, s.q.leaseInsert, next.ID, lease.Holder, lease.Expires.UnixNano())

@@ -7,25 +7,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Operator access (taskproxy.AdminLister), which the admin API needs of
+// Operator access (task.AdminLister), which the admin API needs of
 // every backend: all owners' tasks newest first, filters, cursors that only
 // the admin listing accepts, and lookups by id alone with "expired" for
 // swept tasks.
 
-func adminLister(t *testing.T, s taskproxy.Store) taskproxy.AdminLister {
+func adminLister(t *testing.T, s task.Store) task.AdminLister {
 	t.Helper()
-	al, ok := s.(taskproxy.AdminLister)
+	al, ok := s.(task.AdminLister)
 	if !ok {
-		t.Fatalf("%T does not implement taskproxy.AdminLister", s)
+		t.Fatalf("%T does not implement task.AdminLister", s)
 	}
 	return al
 }
 
 // adminListAll pages through ListAll with limit and returns the ids.
-func adminListAll(t *testing.T, al taskproxy.AdminLister, filter taskproxy.TaskFilter, limit int) (ids []string, pages int) {
+func adminListAll(t *testing.T, al task.AdminLister, filter task.TaskFilter, limit int) (ids []string, pages int) {
 	t.Helper()
 	cursor := ""
 	for {
@@ -37,8 +37,8 @@ func adminListAll(t *testing.T, al taskproxy.AdminLister, filter taskproxy.TaskF
 		if len(page) > limit {
 			t.Fatalf("ListAll returned %d tasks with limit %d", len(page), limit)
 		}
-		for _, task := range page {
-			ids = append(ids, task.ID)
+		for _, tk := range page {
+			ids = append(ids, tk.ID)
 		}
 		if next == "" {
 			return ids, pages
@@ -50,7 +50,7 @@ func adminListAll(t *testing.T, al taskproxy.AdminLister, filter taskproxy.TaskF
 	}
 }
 
-func testAdminListAll(t *testing.T, s taskproxy.Store) {
+func testAdminListAll(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	al := adminLister(t, s)
 	// Six tasks of three owners, created out of order; the newest first.
@@ -58,7 +58,7 @@ func testAdminListAll(t *testing.T, s taskproxy.Store) {
 		{"alice", "alice", "echo"}, {"bob", "bob", "slow"}, {"alice", "alice", "slow"},
 		{"carol", "carol", "echo"}, {"bob", "bob", "echo"}, {"alice", "alice", "echo"},
 	}
-	tasks := make([]*taskproxy.Task, len(specs))
+	tasks := make([]*task.Task, len(specs))
 	for i, sp := range specs {
 		tasks[i] = newTask(sp.owner, t0.Add(time.Duration(i)*time.Millisecond))
 		tasks[i].Principal, tasks[i].Tool = sp.principal, sp.tool
@@ -66,7 +66,7 @@ func testAdminListAll(t *testing.T, s taskproxy.Store) {
 	for _, i := range []int{4, 1, 5, 0, 3, 2} {
 		mustCreate(t, s, tasks[i])
 	}
-	if _, err := s.Update(ctx, "bob", tasks[4].ID, setStatus(taskproxy.StatusCompleted)); err != nil {
+	if _, err := s.Update(ctx, "bob", tasks[4].ID, setStatus(task.StatusCompleted)); err != nil {
 		t.Fatal(err)
 	}
 	newest := func(idx ...int) string {
@@ -78,20 +78,20 @@ func testAdminListAll(t *testing.T, s taskproxy.Store) {
 	}
 	tests := []struct {
 		name   string
-		filter taskproxy.TaskFilter
+		filter task.TaskFilter
 		limit  int
 		want   string
 		pages  int
 	}{
-		{"all, one per page", taskproxy.TaskFilter{}, 1, newest(5, 4, 3, 2, 1, 0), 6},
-		{"all, pages of 4", taskproxy.TaskFilter{}, 4, newest(5, 4, 3, 2, 1, 0), 2},
-		{"all, one page", taskproxy.TaskFilter{}, 100, newest(5, 4, 3, 2, 1, 0), 1},
-		{"status", taskproxy.TaskFilter{Status: taskproxy.StatusCompleted}, 10, newest(4), 1},
-		{"working", taskproxy.TaskFilter{Status: taskproxy.StatusWorking}, 2, newest(5, 3, 2, 1, 0), 3},
-		{"principal", taskproxy.TaskFilter{Principal: "alice"}, 2, newest(5, 2, 0), 2},
-		{"tool", taskproxy.TaskFilter{Tool: "slow"}, 10, newest(2, 1), 1},
-		{"principal and tool", taskproxy.TaskFilter{Principal: "alice", Tool: "echo"}, 1, newest(5, 0), -1},
-		{"no match", taskproxy.TaskFilter{Principal: "dave"}, 10, "[]", 1},
+		{"all, one per page", task.TaskFilter{}, 1, newest(5, 4, 3, 2, 1, 0), 6},
+		{"all, pages of 4", task.TaskFilter{}, 4, newest(5, 4, 3, 2, 1, 0), 2},
+		{"all, one page", task.TaskFilter{}, 100, newest(5, 4, 3, 2, 1, 0), 1},
+		{"status", task.TaskFilter{Status: task.StatusCompleted}, 10, newest(4), 1},
+		{"working", task.TaskFilter{Status: task.StatusWorking}, 2, newest(5, 3, 2, 1, 0), 3},
+		{"principal", task.TaskFilter{Principal: "alice"}, 2, newest(5, 2, 0), 2},
+		{"tool", task.TaskFilter{Tool: "slow"}, 10, newest(2, 1), 1},
+		{"principal and tool", task.TaskFilter{Principal: "alice", Tool: "echo"}, 1, newest(5, 0), -1},
+		{"no match", task.TaskFilter{Principal: "dave"}, 10, "[]", 1},
 	}
 	for _, tt := range tests {
 		ids, pages := adminListAll(t, al, tt.filter, tt.limit)
@@ -102,7 +102,7 @@ func testAdminListAll(t *testing.T, s taskproxy.Store) {
 
 	// Cursors: a forged one is refused, and the admin listing's and an
 	// owner's are not interchangeable.
-	_, adminNext, err := al.ListAll(ctx, taskproxy.TaskFilter{}, "", 1)
+	_, adminNext, err := al.ListAll(ctx, task.TaskFilter{}, "", 1)
 	if err != nil || adminNext == "" {
 		t.Fatalf("ListAll first page: next %q, %v", adminNext, err)
 	}
@@ -111,16 +111,16 @@ func testAdminListAll(t *testing.T, s taskproxy.Store) {
 		t.Fatalf("List first page: next %q, %v", ownerNext, err)
 	}
 	for _, c := range []string{"garbage", ownerNext, adminNext + "x"} {
-		if _, _, err := al.ListAll(ctx, taskproxy.TaskFilter{}, c, 10); !errors.Is(err, taskproxy.ErrInvalidCursor) {
+		if _, _, err := al.ListAll(ctx, task.TaskFilter{}, c, 10); !errors.Is(err, task.ErrInvalidCursor) {
 			t.Errorf("ListAll with cursor %q: %v, want ErrInvalidCursor", c, err)
 		}
 	}
-	if _, _, err := s.List(ctx, "alice", adminNext, 10); !errors.Is(err, taskproxy.ErrInvalidCursor) {
+	if _, _, err := s.List(ctx, "alice", adminNext, 10); !errors.Is(err, task.ErrInvalidCursor) {
 		t.Errorf("an owner's List with the admin cursor: %v, want ErrInvalidCursor", err)
 	}
 }
 
-func testAdminGetAny(t *testing.T, s taskproxy.Store) {
+func testAdminGetAny(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	al := adminLister(t, s)
 	now := t0.Add(24 * time.Hour)
@@ -131,20 +131,20 @@ func testAdminGetAny(t *testing.T, s taskproxy.Store) {
 	if err != nil || got.ID != live.ID || got.Owner != "alice" {
 		t.Fatalf("GetAny of a live task: %+v, %v", got, err)
 	}
-	if _, err := al.GetAny(ctx, taskproxy.NewTaskID()); !isPlainNotFound(err) {
+	if _, err := al.GetAny(ctx, task.NewTaskID()); !isPlainNotFound(err) {
 		t.Errorf("GetAny of an unknown id: %v, want plain ErrNotFound", err)
 	}
 	if n, err := s.Sweep(ctx, now, 10); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1", n, err)
 	}
-	if _, err := al.GetAny(ctx, gone.ID); !errors.Is(err, taskproxy.ErrExpired) {
+	if _, err := al.GetAny(ctx, gone.ID); !errors.Is(err, task.ErrExpired) {
 		t.Errorf("GetAny of a swept task: %v, want ErrExpired", err)
 	}
 }
 
 // A filter that few tasks match still finds them all, in order, however
 // many others lie between them (a backend may read in batches).
-func testAdminListAllSparse(t *testing.T, s taskproxy.Store) {
+func testAdminListAllSparse(t *testing.T, s task.Store) {
 	al := adminLister(t, s)
 	var want []string
 	for i := range 1203 {
@@ -152,15 +152,15 @@ func testAdminListAllSparse(t *testing.T, s taskproxy.Store) {
 		if i%600 == 0 { // 0, 600, 1200
 			owner = "alice"
 		}
-		task := newTask(owner, t0.Add(time.Duration(i)*time.Millisecond))
-		task.Principal = owner
-		mustCreate(t, s, task)
+		tk := newTask(owner, t0.Add(time.Duration(i)*time.Millisecond))
+		tk.Principal = owner
+		mustCreate(t, s, tk)
 		if owner == "alice" {
-			want = append([]string{task.ID}, want...)
+			want = append([]string{tk.ID}, want...)
 		}
 	}
 	for _, limit := range []int{1, 2, 5} {
-		ids, _ := adminListAll(t, al, taskproxy.TaskFilter{Principal: "alice"}, limit)
+		ids, _ := adminListAll(t, al, task.TaskFilter{Principal: "alice"}, limit)
 		if fmt.Sprint(ids) != fmt.Sprint(want) {
 			t.Errorf("limit %d: %v, want %v", limit, ids, want)
 		}

@@ -5,23 +5,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Bench measures a store's hot operations with concurrent callers (see
 // -cpu and SetParallelism): durable creates within a quota, reads, updates
 // and lease renewals. It asserts nothing about speed; it gives backends one
 // yardstick.
-func Bench(b *testing.B, s taskproxy.Store) {
+func Bench(b *testing.B, s task.Store) {
 	ctx := context.Background()
 	b.Run("CreateWithin", func(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
-			owner := taskproxy.NewTaskID() // one owner per goroutine, as many clients are
+			owner := task.NewTaskID() // one owner per goroutine, as many clients are
 			for pb.Next() {
-				task := newTask(owner, time.Now())
-				task.Lease = taskproxy.Lease{Holder: s.Holder(), Expires: time.Now().Add(time.Minute)}
-				if err := s.CreateWithin(ctx, task, 1<<30); err != nil {
+				tk := newTask(owner, time.Now())
+				tk.Lease = task.Lease{Holder: s.Holder(), Expires: time.Now().Add(time.Minute)}
+				if err := s.CreateWithin(ctx, tk, 1<<30); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -29,11 +29,11 @@ func Bench(b *testing.B, s taskproxy.Store) {
 	})
 	ids := make([]string, 256)
 	for i := range ids {
-		task := newTask("bench", time.Now())
-		if err := s.Create(ctx, task); err != nil {
+		tk := newTask("bench", time.Now())
+		if err := s.Create(ctx, tk); err != nil {
 			b.Fatal(err)
 		}
-		ids[i] = task.ID
+		ids[i] = tk.ID
 	}
 	b.Run("Get", func(b *testing.B) {
 		b.SetParallelism(8)
@@ -52,7 +52,7 @@ func Bench(b *testing.B, s taskproxy.Store) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(time.Now().UnixNano())
 			for pb.Next() {
-				if _, err := s.Update(ctx, "bench", ids[i%len(ids)], func(t *taskproxy.Task) error { t.NextInputKey++; return nil }); err != nil {
+				if _, err := s.Update(ctx, "bench", ids[i%len(ids)], func(t *task.Task) error { t.NextInputKey++; return nil }); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // BenchLookups measures what a lookup that answers "not found" costs: of
@@ -15,16 +15,16 @@ import (
 // lookup and a listing of ten 3 MiB tasks. The three "not found" lookups
 // should cost alike: their time must not tell whether the task exists, nor
 // how big it is. It asserts nothing about speed.
-func BenchLookups(b *testing.B, s taskproxy.Store) {
+func BenchLookups(b *testing.B, s task.Store) {
 	ctx := context.Background()
-	big := bigTask("alice", time.Now(), 3<<20/2, taskproxy.StatusCompleted) // arguments and result: 3 MiB
-	small := bigTask("alice", time.Now(), 16, taskproxy.StatusCompleted)
-	tasks := []*taskproxy.Task{big, small}
+	big := bigTask("alice", time.Now(), 3<<20/2, task.StatusCompleted) // arguments and result: 3 MiB
+	small := bigTask("alice", time.Now(), 16, task.StatusCompleted)
+	tasks := []*task.Task{big, small}
 	for range 9 {
-		tasks = append(tasks, bigTask("carol", time.Now(), 3<<20/2, taskproxy.StatusCompleted))
+		tasks = append(tasks, bigTask("carol", time.Now(), 3<<20/2, task.StatusCompleted))
 	}
-	for _, task := range tasks {
-		if err := s.Create(ctx, task); err != nil {
+	for _, tk := range tasks {
+		if err := s.Create(ctx, tk); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -32,9 +32,9 @@ func BenchLookups(b *testing.B, s taskproxy.Store) {
 		name, owner, id string
 		want            error
 	}{
-		{"ForeignBig", "bob", big.ID, taskproxy.ErrNotFound},
-		{"ForeignSmall", "bob", small.ID, taskproxy.ErrNotFound},
-		{"MadeUpID", "bob", taskproxy.NewTaskID(), taskproxy.ErrNotFound},
+		{"ForeignBig", "bob", big.ID, task.ErrNotFound},
+		{"ForeignSmall", "bob", small.ID, task.ErrNotFound},
+		{"MadeUpID", "bob", task.NewTaskID(), task.ErrNotFound},
 		{"OwnBig", "alice", big.ID, nil},
 	}
 	for _, c := range cases {

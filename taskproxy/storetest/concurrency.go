@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 var longAgo = time.Unix(1_000_000_000, 0)
@@ -16,7 +16,7 @@ var longAgo = time.Unix(1_000_000_000, 0)
 // Everything at once, as a busy gateway does it: creates within a quota,
 // updates, lease renewals, reads, listings and sweeps across owners. Under
 // -race this finds data races in the backend; the end state must add up.
-func testMixedConcurrency(t *testing.T, s taskproxy.Store) {
+func testMixedConcurrency(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	const owners, perOwner, quota = 4, 12, 8
 	var wg sync.WaitGroup
@@ -26,18 +26,18 @@ func testMixedConcurrency(t *testing.T, s taskproxy.Store) {
 		owner := fmt.Sprintf("owner-%d", o)
 		wg.Go(func() {
 			for i := range perOwner {
-				task := newTask(owner, time.Now())
-				task.Lease = taskproxy.Lease{Holder: holderA, Expires: time.Now().Add(time.Minute)}
-				err := s.CreateWithin(ctx, task, quota)
-				if errors.Is(err, taskproxy.ErrQuotaExceeded) {
+				tk := newTask(owner, time.Now())
+				tk.Lease = task.Lease{Holder: holderA, Expires: time.Now().Add(time.Minute)}
+				err := s.CreateWithin(ctx, tk, quota)
+				if errors.Is(err, task.ErrQuotaExceeded) {
 					// Make room: end the oldest task still running.
 					mu.Lock()
 					ids := created[owner]
 					mu.Unlock()
 					for _, id := range ids {
-						if _, err := s.Update(ctx, owner, id, setStatus(taskproxy.StatusCompleted)); err == nil {
+						if _, err := s.Update(ctx, owner, id, setStatus(task.StatusCompleted)); err == nil {
 							break
-						} else if !errors.Is(err, taskproxy.ErrTerminal) {
+						} else if !errors.Is(err, task.ErrTerminal) {
 							t.Error(err)
 							return
 						}
@@ -49,27 +49,27 @@ func testMixedConcurrency(t *testing.T, s taskproxy.Store) {
 					return
 				}
 				mu.Lock()
-				created[owner] = append(created[owner], task.ID)
+				created[owner] = append(created[owner], tk.ID)
 				mu.Unlock()
 				// Work on it from several goroutines.
 				var inner sync.WaitGroup
 				inner.Go(func() {
 					for range 3 {
-						if _, err := s.Acquire(ctx, owner, task.ID, holderA, time.Now(), time.Minute); err != nil && !errors.Is(err, taskproxy.ErrTerminal) {
+						if _, err := s.Acquire(ctx, owner, tk.ID, holderA, time.Now(), time.Minute); err != nil && !errors.Is(err, task.ErrTerminal) {
 							t.Error(err)
 						}
 					}
 				})
 				inner.Go(func() {
 					for range 3 {
-						_, err := s.Update(ctx, owner, task.ID, func(t *taskproxy.Task) error { t.NextInputKey++; return nil })
-						if err != nil && !errors.Is(err, taskproxy.ErrTerminal) {
+						_, err := s.Update(ctx, owner, tk.ID, func(t *task.Task) error { t.NextInputKey++; return nil })
+						if err != nil && !errors.Is(err, task.ErrTerminal) {
 							t.Error(err)
 						}
 					}
 				})
 				inner.Go(func() {
-					if _, err := s.Get(ctx, owner, task.ID); err != nil {
+					if _, err := s.Get(ctx, owner, tk.ID); err != nil {
 						t.Error(err)
 					}
 					if _, _, err := s.List(ctx, owner, "", 5); err != nil {
@@ -84,8 +84,8 @@ func testMixedConcurrency(t *testing.T, s taskproxy.Store) {
 				})
 				if i%3 == 0 {
 					inner.Go(func() {
-						_, err := s.Update(ctx, owner, task.ID, setStatus(taskproxy.StatusFailed))
-						if err != nil && !errors.Is(err, taskproxy.ErrTerminal) {
+						_, err := s.Update(ctx, owner, tk.ID, setStatus(task.StatusFailed))
+						if err != nil && !errors.Is(err, task.ErrTerminal) {
 							t.Error(err)
 						}
 					})
@@ -105,7 +105,7 @@ func testMixedConcurrency(t *testing.T, s taskproxy.Store) {
 				if got.NextInputKey != 3 {
 					t.Errorf("%s: %d of 3 updates landed", id, got.NextInputKey)
 				}
-			} else if got.Lease != (taskproxy.Lease{}) {
+			} else if got.Lease != (task.Lease{}) {
 				t.Errorf("%s: terminal with lease %+v", id, got.Lease)
 			}
 		}

@@ -8,37 +8,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Creates with an idempotency key, and creates within a quota.
 
-func keyed(owner, key, fingerprint string) *taskproxy.Task {
-	task := newTask(owner, time.Now())
-	task.IdempotencyKey, task.Fingerprint = key, fingerprint
-	return task
+func keyed(owner, key, fingerprint string) *task.Task {
+	tk := newTask(owner, time.Now())
+	tk.IdempotencyKey, tk.Fingerprint = key, fingerprint
+	return tk
 }
 
-func testIdempotency(t *testing.T, s taskproxy.Store) {
+func testIdempotency(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	first := keyed("alice", "key", "args-1")
 	mustCreate(t, s, first)
 	tests := []struct {
 		name    string
-		task    *taskproxy.Task
+		tk      *task.Task
 		dupOf   string // a *DuplicateError naming this task
 		wantErr error  // else this error (nil: created)
 	}{
 		{"same key, same arguments", keyed("alice", "key", "args-1"), first.ID, nil},
-		{"same key, other arguments", keyed("alice", "key", "args-2"), "", taskproxy.ErrIdempotencyMismatch},
+		{"same key, other arguments", keyed("alice", "key", "args-2"), "", task.ErrIdempotencyMismatch},
 		{"same key, other principal", keyed("bob", "key", "args-1"), "", nil},
 		{"other key", keyed("alice", "key-2", "args-1"), "", nil},
 		{"no key", keyed("alice", "", ""), "", nil},
 		{"no key again", keyed("alice", "", ""), "", nil},
 	}
 	for _, tt := range tests {
-		err := s.Create(ctx, tt.task)
-		var dup *taskproxy.DuplicateError
+		err := s.Create(ctx, tt.tk)
+		var dup *task.DuplicateError
 		switch {
 		case tt.dupOf != "":
 			if !errors.As(err, &dup) || dup.TaskID != tt.dupOf {
@@ -48,17 +48,17 @@ func testIdempotency(t *testing.T, s taskproxy.Store) {
 			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.wantErr)
 		}
 		if err != nil {
-			if _, gerr := s.Get(ctx, tt.task.Owner, tt.task.ID); !isPlainNotFound(gerr) {
+			if _, gerr := s.Get(ctx, tt.tk.Owner, tt.tk.ID); !isPlainNotFound(gerr) {
 				t.Errorf("%s: the refused task was stored (%v)", tt.name, gerr)
 			}
 		}
 	}
 	// The key stays taken when its task has ended: a retry learns the
 	// outcome instead of running the call again.
-	if _, err := s.Update(ctx, "alice", first.ID, setStatus(taskproxy.StatusCompleted)); err != nil {
+	if _, err := s.Update(ctx, "alice", first.ID, setStatus(task.StatusCompleted)); err != nil {
 		t.Fatal(err)
 	}
-	var dup *taskproxy.DuplicateError
+	var dup *task.DuplicateError
 	if err := s.Create(ctx, keyed("alice", "key", "args-1")); !errors.As(err, &dup) || dup.TaskID != first.ID {
 		t.Errorf("after the task ended: err = %v, want a duplicate of %s", err, first.ID)
 	}
@@ -70,7 +70,7 @@ func testIdempotency(t *testing.T, s taskproxy.Store) {
 
 // Of concurrent creates with one key exactly one stores a task; the others
 // are duplicates of it (same arguments) or mismatches (other arguments).
-func testIdempotencyConcurrent(t *testing.T, s taskproxy.Store) {
+func testIdempotencyConcurrent(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	for _, mixed := range []bool{false, true} {
 		owner := "carol"
@@ -88,18 +88,18 @@ func testIdempotencyConcurrent(t *testing.T, s taskproxy.Store) {
 				if mixed && i%2 == 1 {
 					fp = "other"
 				}
-				task := keyed(owner, "burst", fp)
-				err := s.Create(ctx, task)
-				var dup *taskproxy.DuplicateError
+				tk := keyed(owner, "burst", fp)
+				err := s.Create(ctx, tk)
+				var dup *task.DuplicateError
 				switch {
 				case err == nil:
 					created.Add(1)
-					winner.Store(task.ID)
+					winner.Store(tk.ID)
 				case errors.As(err, &dup):
 					mu.Lock()
 					dupOf = append(dupOf, dup.TaskID)
 					mu.Unlock()
-				case mixed && errors.Is(err, taskproxy.ErrIdempotencyMismatch):
+				case mixed && errors.Is(err, task.ErrIdempotencyMismatch):
 				default:
 					t.Error(err)
 				}
@@ -121,7 +121,7 @@ func testIdempotencyConcurrent(t *testing.T, s taskproxy.Store) {
 }
 
 // The sweep frees the key of the task it deletes.
-func testIdempotencyFreedBySweep(t *testing.T, s taskproxy.Store) {
+func testIdempotencyFreedBySweep(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	old := newTask("alice", t0)
 	old.IdempotencyKey, old.Fingerprint = "k", "f"
@@ -138,7 +138,7 @@ func testIdempotencyFreedBySweep(t *testing.T, s taskproxy.Store) {
 
 // Concurrent creates at a quota: exactly the quota succeeds, the rest are
 // refused with a *QuotaError naming the limit.
-func testQuotaConcurrent(t *testing.T, s taskproxy.Store) {
+func testQuotaConcurrent(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	tests := []struct {
 		owner          string
@@ -157,11 +157,11 @@ func testQuotaConcurrent(t *testing.T, s taskproxy.Store) {
 			for range tt.callers {
 				wg.Go(func() {
 					err := s.CreateWithin(ctx, newTask(tt.owner, time.Now()), tt.limit)
-					var q *taskproxy.QuotaError
+					var q *task.QuotaError
 					switch {
 					case err == nil:
 						ok.Add(1)
-					case errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Limit == tt.limit:
+					case errors.As(err, &q) && errors.Is(err, task.ErrQuotaExceeded) && q.Limit == tt.limit:
 						refused.Add(1)
 					default:
 						t.Errorf("%s: unexpected error %v", tt.owner, err)
@@ -182,42 +182,42 @@ func testQuotaConcurrent(t *testing.T, s taskproxy.Store) {
 
 // Terminal tasks do not count, a task created terminal is never refused, a
 // task ending frees room, and maxActive <= 0 means no limit.
-func testQuotaActiveOnly(t *testing.T, s taskproxy.Store) {
+func testQuotaActiveOnly(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	a, b := newTask("alice", t0), newTask("alice", t0)
-	for _, task := range []*taskproxy.Task{a, b} {
-		if err := s.CreateWithin(ctx, task, 2); err != nil {
+	for _, tk := range []*task.Task{a, b} {
+		if err := s.CreateWithin(ctx, tk, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
 	steps := []struct {
 		name  string
-		task  func() *taskproxy.Task
+		tk    func() *task.Task
 		limit int
 		want  error
 	}{
-		{"created terminal at the quota", func() *taskproxy.Task {
+		{"created terminal at the quota", func() *task.Task {
 			ended := newTask("alice", t0)
-			ended.Status = taskproxy.StatusCompleted
+			ended.Status = task.StatusCompleted
 			return ended
 		}, 2, nil},
-		{"third active", func() *taskproxy.Task { return newTask("alice", t0) }, 2, taskproxy.ErrQuotaExceeded},
-		{"input_required counts", func() *taskproxy.Task {
-			task := newTask("alice", t0)
-			task.Status = taskproxy.StatusInputRequired
-			return task
-		}, 2, taskproxy.ErrQuotaExceeded},
-		{"no limit", func() *taskproxy.Task { return newTask("alice", t0) }, 0, nil},
-		{"negative: no limit", func() *taskproxy.Task { return newTask("alice", t0) }, -1, nil},
-		{"over the quota now", func() *taskproxy.Task { return newTask("alice", t0) }, 4, taskproxy.ErrQuotaExceeded},
+		{"third active", func() *task.Task { return newTask("alice", t0) }, 2, task.ErrQuotaExceeded},
+		{"input_required counts", func() *task.Task {
+			tk := newTask("alice", t0)
+			tk.Status = task.StatusInputRequired
+			return tk
+		}, 2, task.ErrQuotaExceeded},
+		{"no limit", func() *task.Task { return newTask("alice", t0) }, 0, nil},
+		{"negative: no limit", func() *task.Task { return newTask("alice", t0) }, -1, nil},
+		{"over the quota now", func() *task.Task { return newTask("alice", t0) }, 4, task.ErrQuotaExceeded},
 	}
 	for _, st := range steps {
-		if err := s.CreateWithin(ctx, st.task(), st.limit); !errors.Is(err, st.want) || (st.want == nil) != (err == nil) {
+		if err := s.CreateWithin(ctx, st.tk(), st.limit); !errors.Is(err, st.want) || (st.want == nil) != (err == nil) {
 			t.Errorf("%s: err = %v, want %v", st.name, err, st.want)
 		}
 	}
 	for _, id := range []string{a.ID, b.ID} {
-		if _, err := s.Update(ctx, "alice", id, setStatus(taskproxy.StatusCancelled)); err != nil {
+		if _, err := s.Update(ctx, "alice", id, setStatus(task.StatusCancelled)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +226,7 @@ func testQuotaActiveOnly(t *testing.T, s taskproxy.Store) {
 			t.Errorf("after two tasks ended, create %d: %v", i+1, err)
 		}
 	}
-	if err := s.CreateWithin(ctx, newTask("alice", t0), 4); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
+	if err := s.CreateWithin(ctx, newTask("alice", t0), 4); !errors.Is(err, task.ErrQuotaExceeded) {
 		t.Errorf("at the quota again: %v", err)
 	}
 }
@@ -235,20 +235,20 @@ func testQuotaActiveOnly(t *testing.T, s taskproxy.Store) {
 // its task even when the owner is at the quota: it would add no task. A
 // reused key with other arguments is still a mismatch, and a new key is
 // refused by the quota.
-func testIdempotentRepeatAtQuota(t *testing.T, s taskproxy.Store) {
+func testIdempotentRepeatAtQuota(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	first := keyed("alice", "key", "args-1")
 	if err := s.CreateWithin(ctx, first, 1); err != nil {
 		t.Fatal(err)
 	}
-	var dup *taskproxy.DuplicateError
+	var dup *task.DuplicateError
 	if err := s.CreateWithin(ctx, keyed("alice", "key", "args-1"), 1); !errors.As(err, &dup) || dup.TaskID != first.ID {
 		t.Errorf("repeat at the quota: err = %v, want a duplicate of %s", err, first.ID)
 	}
-	if err := s.CreateWithin(ctx, keyed("alice", "key", "args-2"), 1); !errors.Is(err, taskproxy.ErrIdempotencyMismatch) {
+	if err := s.CreateWithin(ctx, keyed("alice", "key", "args-2"), 1); !errors.Is(err, task.ErrIdempotencyMismatch) {
 		t.Errorf("reused key at the quota: err = %v, want ErrIdempotencyMismatch", err)
 	}
-	if err := s.CreateWithin(ctx, keyed("alice", "key-2", "args-1"), 1); !errors.Is(err, taskproxy.ErrQuotaExceeded) {
+	if err := s.CreateWithin(ctx, keyed("alice", "key-2", "args-1"), 1); !errors.Is(err, task.ErrQuotaExceeded) {
 		t.Errorf("new key at the quota: err = %v, want ErrQuotaExceeded", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Listing: an owner's tasks oldest first in pages, cursors only the store
@@ -15,7 +15,7 @@ import (
 
 // listAll pages through owner's tasks with limit and returns the ids, the
 // pages, and the cursors handed out.
-func listAll(t *testing.T, s taskproxy.Store, owner string, limit int) (ids []string, pages int, cursors []string) {
+func listAll(t *testing.T, s task.Store, owner string, limit int) (ids []string, pages int, cursors []string) {
 	t.Helper()
 	cursor := ""
 	for {
@@ -27,11 +27,11 @@ func listAll(t *testing.T, s taskproxy.Store, owner string, limit int) (ids []st
 		if len(page) > limit {
 			t.Fatalf("List returned %d tasks with limit %d", len(page), limit)
 		}
-		for _, task := range page {
-			if task.Owner != owner {
-				t.Fatalf("List(%s) returned a task of %s", owner, task.Owner)
+		for _, tk := range page {
+			if tk.Owner != owner {
+				t.Fatalf("List(%s) returned a task of %s", owner, tk.Owner)
 			}
-			ids = append(ids, task.ID)
+			ids = append(ids, tk.ID)
 		}
 		if next == "" {
 			return ids, pages, cursors
@@ -44,11 +44,11 @@ func listAll(t *testing.T, s taskproxy.Store, owner string, limit int) (ids []st
 	}
 }
 
-func testList(t *testing.T, s taskproxy.Store) {
+func testList(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	// Created out of order; listed by creation time, terminal ones too.
 	var want []string
-	var tasks []*taskproxy.Task
+	var tasks []*task.Task
 	for i := range 7 {
 		tasks = append(tasks, newTask("alice", t0.Add(time.Duration(i)*time.Millisecond)))
 		want = append(want, tasks[i].ID)
@@ -62,7 +62,7 @@ func testList(t *testing.T, s taskproxy.Store) {
 			t.Errorf("List with page size %d: no error", limit)
 		}
 	}
-	if _, err := s.Update(ctx, "alice", want[0], setStatus(taskproxy.StatusCompleted)); err != nil {
+	if _, err := s.Update(ctx, "alice", want[0], setStatus(task.StatusCompleted)); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -85,9 +85,9 @@ func testList(t *testing.T, s taskproxy.Store) {
 	same := t0.Add(time.Hour)
 	var tied []string
 	for range 5 {
-		task := newTask("carol", same)
-		mustCreate(t, s, task)
-		tied = append(tied, task.ID)
+		tk := newTask("carol", same)
+		mustCreate(t, s, tk)
+		tied = append(tied, tk.ID)
 	}
 	ids, _, _ := listAll(t, s, "carol", 2)
 	if len(ids) != 5 || len(uniq(ids)) != 5 {
@@ -105,7 +105,7 @@ func uniq(ids []string) map[string]bool {
 
 // A cursor the store did not issue to this owner is refused with
 // ErrInvalidCursor, never used to seek.
-func testListCursors(t *testing.T, s taskproxy.Store) {
+func testListCursors(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	for i := range 4 {
 		mustCreate(t, s, newTask("alice", t0.Add(time.Duration(i)*time.Millisecond)), newTask("bob", t0.Add(time.Duration(i)*time.Millisecond)))
@@ -142,7 +142,7 @@ func testListCursors(t *testing.T, s taskproxy.Store) {
 		if f.cursor == c {
 			continue
 		}
-		if _, _, err := s.List(ctx, "alice", f.cursor, 10); !errors.Is(err, taskproxy.ErrInvalidCursor) {
+		if _, _, err := s.List(ctx, "alice", f.cursor, 10); !errors.Is(err, task.ErrInvalidCursor) {
 			t.Errorf("List(alice, %s cursor %q): err = %v, want ErrInvalidCursor", f.name, f.cursor, err)
 		}
 	}
@@ -157,7 +157,7 @@ func testListCursors(t *testing.T, s taskproxy.Store) {
 
 // A cursor names a position, not a task: it still works after the task it
 // stopped at was swept, and tasks created later are listed after it.
-func testListCursorSurvivesSweep(t *testing.T, s taskproxy.Store) {
+func testListCursorSurvivesSweep(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	doomed := newTask("alice", t0)
 	doomed.TTL = time.Minute
@@ -178,21 +178,21 @@ func testListCursorSurvivesSweep(t *testing.T, s taskproxy.Store) {
 	}
 }
 
-func testCountActive(t *testing.T, s taskproxy.Store) {
+func testCountActive(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	var ids []string
 	for range 6 {
-		task := newTask("alice", t0)
-		mustCreate(t, s, task)
-		ids = append(ids, task.ID)
+		tk := newTask("alice", t0)
+		mustCreate(t, s, tk)
+		ids = append(ids, tk.ID)
 	}
 	ended := newTask("alice", t0)
-	ended.Status = taskproxy.StatusFailed
+	ended.Status = task.StatusFailed
 	mustCreate(t, s, ended, newTask("bob", t0))
-	if _, err := s.Update(ctx, "alice", ids[0], setStatus(taskproxy.StatusCancelled)); err != nil {
+	if _, err := s.Update(ctx, "alice", ids[0], setStatus(task.StatusCancelled)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Update(ctx, "alice", ids[1], setStatus(taskproxy.StatusInputRequired)); err != nil {
+	if _, err := s.Update(ctx, "alice", ids[1], setStatus(task.StatusInputRequired)); err != nil {
 		t.Fatal(err)
 	}
 	for owner, want := range map[string]int{"alice": 5, "bob": 1, "nobody": 0} {
@@ -203,26 +203,26 @@ func testCountActive(t *testing.T, s taskproxy.Store) {
 }
 
 // ListActive pages through the non-terminal tasks of every owner, each once.
-func testListActive(t *testing.T, s taskproxy.Store) {
+func testListActive(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	want := map[string]bool{}
 	for i := range 11 {
-		task := newTask([]string{"a", "b", "c"}[i%3], t0.Add(time.Duration(i)*time.Second))
+		tk := newTask([]string{"a", "b", "c"}[i%3], t0.Add(time.Duration(i)*time.Second))
 		switch i {
 		case 3:
-			task.Status = taskproxy.StatusCompleted
+			tk.Status = task.StatusCompleted
 		case 4:
-			task.Status = taskproxy.StatusInputRequired
-			want[task.ID] = true
+			tk.Status = task.StatusInputRequired
+			want[tk.ID] = true
 		default:
-			want[task.ID] = true
+			want[tk.ID] = true
 		}
-		mustCreate(t, s, task)
+		mustCreate(t, s, tk)
 		if i == 7 {
-			if _, err := s.Update(ctx, task.Owner, task.ID, setStatus(taskproxy.StatusFailed)); err != nil {
+			if _, err := s.Update(ctx, tk.Owner, tk.ID, setStatus(task.StatusFailed)); err != nil {
 				t.Fatal(err)
 			}
-			delete(want, task.ID)
+			delete(want, tk.ID)
 		}
 	}
 	for _, limit := range []int{1, 2, 9, 100} {
@@ -236,14 +236,14 @@ func testListActive(t *testing.T, s taskproxy.Store) {
 			if pages++; pages > 100 || len(page) > limit {
 				t.Fatalf("limit %d: page %d has %d tasks", limit, pages, len(page))
 			}
-			for _, task := range page {
-				if got[task.ID] {
-					t.Fatalf("limit %d: %s listed twice", limit, task.ID)
+			for _, tk := range page {
+				if got[tk.ID] {
+					t.Fatalf("limit %d: %s listed twice", limit, tk.ID)
 				}
-				if task.Status.Terminal() {
-					t.Errorf("limit %d: terminal task %s listed", limit, task.ID)
+				if tk.Status.Terminal() {
+					t.Errorf("limit %d: terminal task %s listed", limit, tk.ID)
 				}
-				got[task.ID] = true
+				got[tk.ID] = true
 			}
 			if next == "" {
 				break

@@ -1,4 +1,4 @@
-// Package storetest is the test suite every taskproxy.Store backend must
+// Package storetest is the test suite every task.Store backend must
 // pass: the semantics the gateway relies on, written once against the
 // interface, so that the embedded Badger store and the PostgreSQL store
 // cannot drift apart. A backend's test calls Run with a function that opens
@@ -12,20 +12,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Opener opens a fresh, empty store for one test. It registers the store's
 // Close with t.Cleanup; the suite may close the store itself first, so a
 // second Close must return nil.
-type Opener func(t *testing.T) taskproxy.Store
+type Opener func(t *testing.T) task.Store
 
 // Run runs the whole suite against the stores open returns. Each case opens
 // its own store and runs in parallel with the others.
 func Run(t *testing.T, open Opener) {
 	cases := []struct {
 		name string
-		fn   func(*testing.T, taskproxy.Store)
+		fn   func(*testing.T, task.Store)
 	}{
 		{"CreateGet", testCreateGet},
 		{"RecordRoundTrip", testRecordRoundTrip},
@@ -80,25 +80,25 @@ var t0 = time.Unix(1_800_000_000, 0).UTC()
 
 // newTask returns a working task of owner created at created, with a ttl of
 // an hour. Times are UTC so that records compare equal after a round trip.
-func newTask(owner string, created time.Time) *taskproxy.Task {
+func newTask(owner string, created time.Time) *task.Task {
 	created = created.UTC()
-	return &taskproxy.Task{
-		ID: taskproxy.NewTaskID(), Owner: owner, Status: taskproxy.StatusWorking,
+	return &task.Task{
+		ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking,
 		CreatedAt: created, UpdatedAt: created, TTL: time.Hour, PollInterval: time.Second,
-		Era: taskproxy.EraModern, Tool: "echo", Params: json.RawMessage(`{"name":"echo","arguments":{"n":1}}`),
+		Era: task.Era2026, Tool: "echo", Params: json.RawMessage(`{"name":"echo","arguments":{"n":1}}`),
 	}
 }
 
-func mustCreate(t *testing.T, s taskproxy.Store, tasks ...*taskproxy.Task) {
+func mustCreate(t *testing.T, s task.Store, tasks ...*task.Task) {
 	t.Helper()
-	for _, task := range tasks {
-		if err := s.Create(context.Background(), task); err != nil {
-			t.Fatalf("Create %s: %v", task.ID, err)
+	for _, tk := range tasks {
+		if err := s.Create(context.Background(), tk); err != nil {
+			t.Fatalf("Create %s: %v", tk.ID, err)
 		}
 	}
 }
 
-func mustGet(t *testing.T, s taskproxy.Store, owner, id string) *taskproxy.Task {
+func mustGet(t *testing.T, s task.Store, owner, id string) *task.Task {
 	t.Helper()
 	got, err := s.Get(context.Background(), owner, id)
 	if err != nil {
@@ -107,14 +107,14 @@ func mustGet(t *testing.T, s taskproxy.Store, owner, id string) *taskproxy.Task 
 	return got
 }
 
-func setStatus(to taskproxy.Status) func(*taskproxy.Task) error {
-	return func(t *taskproxy.Task) error { return t.SetStatus(to, "", t.UpdatedAt.Add(time.Millisecond)) }
+func setStatus(to task.Status) func(*task.Task) error {
+	return func(t *task.Task) error { return t.SetStatus(to, "", t.UpdatedAt.Add(time.Millisecond)) }
 }
 
 // isPlainNotFound reports whether err is ErrNotFound and neither of its
 // refinements: what a caller must see for a task it may not know exists.
 func isPlainNotFound(err error) bool {
-	return errors.Is(err, taskproxy.ErrNotFound) && !errors.Is(err, taskproxy.ErrForeign) && !errors.Is(err, taskproxy.ErrExpired)
+	return errors.Is(err, task.ErrNotFound) && !errors.Is(err, task.ErrForeign) && !errors.Is(err, task.ErrExpired)
 }
 
 // waitUntil polls cond until it holds or a generous deadline passes; the

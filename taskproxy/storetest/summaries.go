@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Listings show summaries, and an owner's finished tasks are bounded: a
@@ -19,25 +19,25 @@ import (
 
 // bigTask returns a task of owner whose arguments and result are each
 // about size bytes, ended as status with an error carrying data.
-func bigTask(owner string, created time.Time, size int, status taskproxy.Status) *taskproxy.Task {
-	task := newTask(owner, created)
+func bigTask(owner string, created time.Time, size int, status task.Status) *task.Task {
+	tk := newTask(owner, created)
 	pad := bytes.Repeat([]byte("x"), size)
-	task.Params = json.RawMessage(`{"name":"echo","arguments":{"pad":"` + string(pad) + `"}}`)
-	task.Status, task.StatusMessage = status, "done: "+string(status)
-	task.Result = json.RawMessage(`{"content":[{"type":"text","text":"` + string(pad) + `"}]}`)
-	task.Error = &jsonrpc.Error{Code: -32001, Message: "it broke", Data: json.RawMessage(`"` + string(pad) + `"`)}
-	task.IsError = true
-	task.History = []taskproxy.StatusChange{{From: taskproxy.StatusWorking, To: status, At: created}}
-	task.Inputs = []taskproxy.InputRequest{
+	tk.Params = json.RawMessage(`{"name":"echo","arguments":{"pad":"` + string(pad) + `"}}`)
+	tk.Status, tk.StatusMessage = status, "done: "+string(status)
+	tk.Result = json.RawMessage(`{"content":[{"type":"text","text":"` + string(pad) + `"}]}`)
+	tk.Error = &jsonrpc.Error{Code: -32001, Message: "it broke", Data: json.RawMessage(`"` + string(pad) + `"`)}
+	tk.IsError = true
+	tk.History = []task.StatusChange{{From: task.StatusWorking, To: status, At: created}}
+	tk.Inputs = []task.InputRequest{
 		{Key: "1", Method: "elicitation/create", Params: json.RawMessage(`{"pad":"` + string(pad) + `"}`), Answered: true},
 		{Key: "2", Method: "sampling/createMessage", Params: json.RawMessage(`{"pad":"` + string(pad) + `"}`)},
 	}
-	return task
+	return tk
 }
 
 // checkSummary fails unless got is the summary of want: what listings
 // show, and no payload.
-func checkSummary(t *testing.T, what string, got, want *taskproxy.Task) {
+func checkSummary(t *testing.T, what string, got, want *task.Task) {
 	t.Helper()
 	if len(got.Params) != 0 || len(got.Result) != 0 || len(got.History) != 0 || got.Error != nil && len(got.Error.Data) != 0 {
 		t.Errorf("%s: task %s carries its payload: %d bytes of params, %d of result, %d history entries", what, got.ID,
@@ -59,13 +59,13 @@ func checkSummary(t *testing.T, what string, got, want *taskproxy.Task) {
 	}
 }
 
-func testListSummaries(t *testing.T, s taskproxy.Store) {
+func testListSummaries(t *testing.T, s task.Store) {
 	ctx := context.Background()
-	var tasks []*taskproxy.Task
-	for i, status := range []taskproxy.Status{taskproxy.StatusCompleted, taskproxy.StatusFailed, taskproxy.StatusWorking} {
-		task := bigTask("alice", t0.Add(time.Duration(i)*time.Millisecond), 64<<10, status)
-		tasks = append(tasks, task)
-		mustCreate(t, s, task)
+	var tasks []*task.Task
+	for i, status := range []task.Status{task.StatusCompleted, task.StatusFailed, task.StatusWorking} {
+		tk := bigTask("alice", t0.Add(time.Duration(i)*time.Millisecond), 64<<10, status)
+		tasks = append(tasks, tk)
+		mustCreate(t, s, tk)
 	}
 	page, _, err := s.List(ctx, "alice", "", 10)
 	if err != nil || len(page) != len(tasks) {
@@ -74,7 +74,7 @@ func testListSummaries(t *testing.T, s taskproxy.Store) {
 	for i, got := range page {
 		checkSummary(t, "List", got, tasks[i])
 	}
-	all, _, err := adminLister(t, s).ListAll(ctx, taskproxy.TaskFilter{}, "", 10)
+	all, _, err := adminLister(t, s).ListAll(ctx, task.TaskFilter{}, "", 10)
 	if err != nil || len(all) != len(tasks) {
 		t.Fatalf("ListAll = %d tasks, %v; want %d", len(all), err, len(tasks))
 	}
@@ -86,11 +86,11 @@ func testListSummaries(t *testing.T, s taskproxy.Store) {
 		t.Errorf("Get lost the payload: %d bytes of result, want %d", len(got.Result), len(tasks[0].Result))
 	}
 	// An update's new state shows in the listing.
-	if _, err := s.Update(ctx, "alice", tasks[2].ID, setStatus(taskproxy.StatusCancelled)); err != nil {
+	if _, err := s.Update(ctx, "alice", tasks[2].ID, setStatus(task.StatusCancelled)); err != nil {
 		t.Fatal(err)
 	}
 	page, _, err = s.List(ctx, "alice", "", 10)
-	if err != nil || len(page) != 3 || page[2].Status != taskproxy.StatusCancelled {
+	if err != nil || len(page) != 3 || page[2].Status != task.StatusCancelled {
 		t.Fatalf("List after an update: %v, %v; want the third task cancelled", page, err)
 	}
 }
@@ -99,36 +99,36 @@ func testListSummaries(t *testing.T, s taskproxy.Store) {
 // owner is refused (terminal ones too), a repeat still finds its task,
 // other owners and the active quota are apart, and a finished task whose
 // ttl has ended no longer counts.
-func testFinishedBound(t *testing.T, s taskproxy.Store) {
+func testFinishedBound(t *testing.T, s task.Store) {
 	ctx := context.Background()
-	limits := taskproxy.Limits{MaxActive: 10, MaxFinished: 3}
+	limits := task.Limits{MaxActive: 10, MaxFinished: 3}
 	keyed := newTask("alice", t0)
 	keyed.IdempotencyKey, keyed.Fingerprint = "key", "args"
 	shortLived := newTask("alice", t0.Add(time.Millisecond))
 	shortLived.TTL = time.Minute
 	third, fourth := newTask("alice", t0.Add(2*time.Millisecond)), newTask("alice", t0.Add(3*time.Millisecond))
-	for _, task := range []*taskproxy.Task{keyed, shortLived, third, fourth} {
-		if err := s.CreateWithinLimits(ctx, task, limits); err != nil {
+	for _, tk := range []*task.Task{keyed, shortLived, third, fourth} {
+		if err := s.CreateWithinLimits(ctx, tk, limits); err != nil {
 			t.Fatalf("create under the bounds: %v", err)
 		}
 	}
-	for _, task := range []*taskproxy.Task{keyed, shortLived, third} {
-		if _, err := s.Update(ctx, "alice", task.ID, setStatus(taskproxy.StatusCompleted)); err != nil {
+	for _, tk := range []*task.Task{keyed, shortLived, third} {
+		if _, err := s.Update(ctx, "alice", tk.ID, setStatus(task.StatusCompleted)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	at := func(d time.Duration) *taskproxy.Task { return newTask("alice", t0.Add(d)) }
-	ended := func(d time.Duration) *taskproxy.Task {
-		task := at(d)
-		task.Status = taskproxy.StatusFailed
-		return task
+	at := func(d time.Duration) *task.Task { return newTask("alice", t0.Add(d)) }
+	ended := func(d time.Duration) *task.Task {
+		tk := at(d)
+		tk.Status = task.StatusFailed
+		return tk
 	}
 	repeat := at(0)
 	repeat.IdempotencyKey, repeat.Fingerprint = "key", "args"
-	var dup *taskproxy.DuplicateError
+	var dup *task.DuplicateError
 	steps := []struct {
 		name  string
-		task  *taskproxy.Task
+		tk    *task.Task
 		check func(error) bool
 	}{
 		{"working at the bound", at(time.Second), isFinishedQuota(3)},
@@ -138,7 +138,7 @@ func testFinishedBound(t *testing.T, s taskproxy.Store) {
 		{"the short ttl has ended", at(2 * time.Minute), func(err error) bool { return err == nil }},
 	}
 	for _, st := range steps {
-		if err := s.CreateWithinLimits(ctx, st.task, limits); !st.check(err) {
+		if err := s.CreateWithinLimits(ctx, st.tk, limits); !st.check(err) {
 			t.Errorf("%s: err = %v", st.name, err)
 		}
 	}
@@ -148,14 +148,14 @@ func testFinishedBound(t *testing.T, s taskproxy.Store) {
 	if err := s.CreateWithinLimits(ctx, at(2*time.Minute), limits); !isFinishedQuota(3)(err) {
 		t.Errorf("at the bound again: err = %v", err)
 	}
-	if err := s.CreateWithinLimits(ctx, at(2*time.Minute), taskproxy.Limits{MaxActive: 10}); err != nil {
+	if err := s.CreateWithinLimits(ctx, at(2*time.Minute), task.Limits{MaxActive: 10}); err != nil {
 		t.Errorf("no bound on finished tasks: err = %v", err)
 	}
 }
 
 func isFinishedQuota(limit int) func(error) bool {
 	return func(err error) bool {
-		var q *taskproxy.QuotaError
-		return errors.As(err, &q) && errors.Is(err, taskproxy.ErrQuotaExceeded) && q.Finished && q.Limit == limit
+		var q *task.QuotaError
+		return errors.As(err, &q) && errors.Is(err, task.ErrQuotaExceeded) && q.Finished && q.Limit == limit
 	}
 }

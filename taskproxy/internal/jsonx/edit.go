@@ -129,3 +129,18 @@ func OrEmptyObject(raw json.RawMessage) json.RawMessage {
 	}
 	return raw
 }
+
+// MarshalString appends s quoted as json.Marshal quotes it (HTML characters
+// escaped) and reports whether that succeeded: printable ASCII that needs no
+// escape is copied, anything else goes through encoding/json.
+func MarshalString(b []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			data, err := json.Marshal(s)
+			return append(b, data...), err == nil
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), true
+}

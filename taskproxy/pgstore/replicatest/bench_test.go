@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // reportLatencies reports the median and 99th percentile of lat, in ms.
@@ -61,7 +61,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 	lat := make([]time.Duration, 0, b.N)
 	for range b.N {
 		start := time.Now()
-		r.rt.Hub.Publish(context.Background(), taskproxy.TaskEvent{TaskID: "bench-task", Kind: taskproxy.EventChanged})
+		r.rt.Hub.Publish(context.Background(), task.TaskEvent{TaskID: "bench-task", Kind: task.EventChanged})
 		select {
 		case <-sub.Changed:
 		case <-time.After(30 * time.Second):

@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // fixture is one upstream and the schema the replicas share.
@@ -88,7 +89,7 @@ type replicaOptions struct {
 	retry         []string
 	sweepInterval time.Duration
 	resumeWait    time.Duration
-	wrap          func(*pgstore.Store) taskproxy.Store
+	wrap          func(*pgstore.Store) task.Store
 }
 
 // replica is one gateway with its own store (own pool, own listener).
@@ -106,7 +107,7 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var store taskproxy.Store = s
+	var store task.Store = s
 	if o.wrap != nil {
 		store = o.wrap(s)
 	}
@@ -248,14 +249,14 @@ func legacyTask(tb testing.TB, url string, session map[string]string, tool strin
 		"name": tool, "arguments": args, "task": map[string]any{"ttl": 600000},
 	})
 	res := ok(tb, m, "tools/call "+tool)
-	var task struct {
+	var tk struct {
 		TaskID string `json:"taskId"`
 	}
-	_ = json.Unmarshal(res["task"], &task)
-	if task.TaskID == "" {
+	_ = json.Unmarshal(res["task"], &tk)
+	if tk.TaskID == "" {
 		tb.Fatalf("tools/call %s: no task in %s", tool, m.Result)
 	}
-	return task.TaskID
+	return tk.TaskID
 }
 
 // modern sends a 2026-07-28 request declaring the tasks extension.
@@ -302,7 +303,7 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 }
 
 // stored reads the task from a replica's store.
-func (r *replica) stored(tb testing.TB, id string) *taskproxy.Task {
+func (r *replica) stored(tb testing.TB, id string) *task.Task {
 	tb.Helper()
 	t, err := r.store.Get(context.Background(), "alice", id)
 	if err != nil {
@@ -314,11 +315,11 @@ func (r *replica) stored(tb testing.TB, id string) *taskproxy.Task {
 // longLeases grants every lease taken or renewed for an hour, far beyond
 // any test's deadline, so that only a release (a zero ttl) lets another
 // replica take a task over.
-func longLeases(s *pgstore.Store) taskproxy.Store { return hourLeases{s} }
+func longLeases(s *pgstore.Store) task.Store { return hourLeases{s} }
 
 type hourLeases struct{ *pgstore.Store }
 
-func (s hourLeases) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*taskproxy.Task, error) {
+func (s hourLeases) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
 	if ttl > 0 {
 		ttl = time.Hour
 	}

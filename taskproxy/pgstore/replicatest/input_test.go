@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Input answers that land on a replica other than the worker's, for tasks
@@ -30,9 +30,9 @@ func TestLegacyTaskAnsweredByModernUpdateOnAnotherReplica(t *testing.T) {
 			session := legacySession(t, a.url)
 			id := legacyTask(t, a.url, session, upstream.ToolConfirmDelete, map[string]any{"filename": "c.txt"})
 			answerOn(t, b, id)
-			task := waitEnded(t, b, id)
-			if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted c.txt") {
-				t.Fatalf("task ended %s: %s %+v", task.Status, task.Result, task.Error)
+			tk := waitEnded(t, b, id)
+			if tk.Status != task.StatusCompleted || !strings.Contains(string(tk.Result), "Deleted c.txt") {
+				t.Fatalf("task ended %s: %s %+v", tk.Status, tk.Result, tk.Error)
 			}
 		})
 	}
@@ -53,21 +53,21 @@ func TestBridgedTaskAnsweredOnAnotherReplica(t *testing.T) {
 				t.Fatal("the task was not bridged: it has no upstream session")
 			}
 			answerOn(t, b, id)
-			task := waitEnded(t, b, id)
-			if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted d.txt") {
-				t.Fatalf("task ended %s: %s %+v", task.Status, task.Result, task.Error)
+			tk := waitEnded(t, b, id)
+			if tk.Status != task.StatusCompleted || !strings.Contains(string(tk.Result), "Deleted d.txt") {
+				t.Fatalf("task ended %s: %s %+v", tk.Status, tk.Result, tk.Error)
 			}
 		})
 	}
 }
 
 // waitEnded waits for task id to end and returns it, read through r.
-func waitEnded(t *testing.T, r *replica, id string) *taskproxy.Task {
+func waitEnded(t *testing.T, r *replica, id string) *task.Task {
 	t.Helper()
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "the task to end", func() bool {
-		task = r.stored(t, id)
-		return task.Status.Terminal()
+		tk = r.stored(t, id)
+		return tk.Status.Terminal()
 	})
-	return task
+	return tk
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A 2025-11-25 task runs on replica A; tasks/cancel lands on replica B. The
@@ -39,7 +39,7 @@ func TestCancelOnAnotherReplica(t *testing.T) {
 	if err := f.up.WaitCancellations(ctx, upstream.ToolSlowCompute, 1); err != nil {
 		t.Fatalf("the upstream call on replica A was not cancelled: %v", err)
 	}
-	if got := a.stored(t, id).Status; got != taskproxy.StatusCancelled {
+	if got := a.stored(t, id).Status; got != task.StatusCancelled {
 		t.Errorf("task ended %s, want cancelled", got)
 	}
 	waitFor(t, "A's worker to stop", func() bool { return a.rt.RunningWorkers() == 0 })
@@ -52,33 +52,33 @@ func TestInputAnsweredOnAnotherReplica(t *testing.T) {
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	id := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "a.txt"})
 	answerOn(t, b, id)
-	var task map[string]json.RawMessage
+	var tk map[string]json.RawMessage
 	waitFor(t, "the task to end", func() bool {
-		task = ok(t, modern(context.Background(), t, b.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
-		s := str(task["status"])
+		tk = ok(t, modern(context.Background(), t, b.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
+		s := str(tk["status"])
 		return s != "working" && s != "input_required"
 	})
-	if str(task["status"]) != "completed" || !strings.Contains(string(task["result"]), "Deleted a.txt") {
-		t.Fatalf("task ended %v", task)
+	if str(tk["status"]) != "completed" || !strings.Contains(string(tk["result"]), "Deleted a.txt") {
+		t.Fatalf("task ended %v", tk)
 	}
 }
 
 // answerOn answers every input request of task id through replica r.
 func answerOn(t *testing.T, r *replica, id string) {
 	t.Helper()
-	var task map[string]json.RawMessage
+	var tk map[string]json.RawMessage
 	waitFor(t, "the task to ask for input", func() bool {
-		task = ok(t, modern(context.Background(), t, r.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
-		return str(task["status"]) == "input_required"
+		tk = ok(t, modern(context.Background(), t, r.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
+		return str(tk["status"]) == "input_required"
 	})
 	var inputs map[string]json.RawMessage
-	_ = json.Unmarshal(task["inputRequests"], &inputs)
+	_ = json.Unmarshal(tk["inputRequests"], &inputs)
 	answers := map[string]any{}
 	for k := range inputs {
 		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 	}
 	if len(answers) == 0 {
-		t.Fatalf("no input requests in %v", task)
+		t.Fatalf("no input requests in %v", tk)
 	}
 	ok(t, modern(context.Background(), t, r.url, "tasks/update", map[string]any{"taskId": id, "inputResponses": answers}), "tasks/update")
 }
@@ -174,7 +174,7 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 	rerun := legacyTask(t, a.url, session, upstream.ToolSlowEcho, map[string]any{"seconds": 2, "label": "again"})
 	lost := legacyTask(t, a.url, session, upstream.ToolSlowCompute, map[string]any{"seconds": 60})
 	waiting := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "b.txt"})
-	waitFor(t, "the 2026-07-28 task to ask for input", func() bool { return a.stored(t, waiting).Status == taskproxy.StatusInputRequired })
+	waitFor(t, "the 2026-07-28 task to ask for input", func() bool { return a.stored(t, waiting).Status == task.StatusInputRequired })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tool := range []string{upstream.ToolSlowEcho, upstream.ToolSlowCompute} {
@@ -188,17 +188,17 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 	if _, err := admin.Exec(ctx, "UPDATE "+pgx.Identifier{f.schema}.Sanitize()+".leases SET expires_ns = 0 WHERE holder = $1", holder); err != nil {
 		t.Fatal(err)
 	}
-	var failed, done *taskproxy.Task
+	var failed, done *task.Task
 	waitFor(t, "B to take both tasks over and end them", func() bool {
 		// Requests to B also give a re-run the request it starts from.
 		post(context.Background(), t, b.url, session, "tasks/get", map[string]any{"taskId": rerun})
 		failed, done = b.stored(t, lost), b.stored(t, rerun)
 		return failed.Status.Terminal() && done.Status.Terminal()
 	})
-	if failed.Status != taskproxy.StatusFailed || !strings.Contains(failed.StatusMessage, "replica running the call stopped") {
+	if failed.Status != task.StatusFailed || !strings.Contains(failed.StatusMessage, "replica running the call stopped") {
 		t.Errorf("the task of a tool not retried ended %s: %q", failed.Status, failed.StatusMessage)
 	}
-	if done.Status != taskproxy.StatusCompleted || !strings.Contains(string(done.Result), "Computed again") {
+	if done.Status != task.StatusCompleted || !strings.Contains(string(done.Result), "Computed again") {
 		t.Errorf("the retried task ended %s (%q): %s", done.Status, done.StatusMessage, done.Result)
 	}
 	if n := f.up.Calls(upstream.ToolSlowEcho); n != 2 {
@@ -211,13 +211,13 @@ func TestTakeoverAfterReplicaDies(t *testing.T) {
 		t.Fatalf("the task waiting for input is held by %q, not by B", holder)
 	}
 	answerOn(t, b, waiting)
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "the answered task to end", func() bool {
-		task = b.stored(t, waiting)
-		return task.Status.Terminal()
+		tk = b.stored(t, waiting)
+		return tk.Status.Terminal()
 	})
-	if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted b.txt") {
-		t.Errorf("the task answered after the takeover ended %s: %s", task.Status, task.Result)
+	if tk.Status != task.StatusCompleted || !strings.Contains(string(tk.Result), "Deleted b.txt") {
+		t.Errorf("the task answered after the takeover ended %s: %s", tk.Status, tk.Result)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestOneReplicaSweeps(t *testing.T) {
 	f := newFixture(t)
 	counters := []*sweepCounter{{}, {}}
 	for _, c := range counters {
-		f.replica(t, replicaOptions{sweepInterval: 50 * time.Millisecond, wrap: func(s *pgstore.Store) taskproxy.Store {
+		f.replica(t, replicaOptions{sweepInterval: 50 * time.Millisecond, wrap: func(s *pgstore.Store) task.Store {
 			c.Store = s
 			return c
 		}})
@@ -259,7 +259,7 @@ func TestLegacyInputOnAnotherReplica(t *testing.T) {
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	session := legacySession(t, a.url)
 	id := legacyTask(t, a.url, session, upstream.ToolConfirmDelete, map[string]any{"filename": "notes.txt"})
-	waitFor(t, "the task to ask for input", func() bool { return b.stored(t, id).Status == taskproxy.StatusInputRequired })
+	waitFor(t, "the task to ask for input", func() bool { return b.stored(t, id).Status == task.StatusInputRequired })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -346,13 +346,13 @@ func TestTakenOverTaskKeepsItsLease(t *testing.T) {
 		return l.Holder == b.store.Holder() && l.Expires.After(soon)
 	})
 	post(ctx, t, b.url, session, "tasks/get", map[string]any{"taskId": id}) // the route serves: the re-run starts
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "the re-run to end", func() bool {
-		task = b.stored(t, id)
-		return task.Status.Terminal()
+		tk = b.stored(t, id)
+		return tk.Status.Terminal()
 	})
-	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
-		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	if tk.Status != task.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", tk.Status, f.up.Calls(upstream.ToolSlowEcho))
 	}
 }
 
@@ -368,7 +368,7 @@ func TestModernCancelOnAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok(t, modern(ctx, t, b.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
-	if got := b.stored(t, id).Status; got != taskproxy.StatusCancelled {
+	if got := b.stored(t, id).Status; got != task.StatusCancelled {
 		t.Fatalf("task %s after tasks/cancel on B, want cancelled", got)
 	}
 	if err := f.up.WaitCancellations(ctx, upstream.ToolSlowCompute, 1); err != nil {
@@ -402,23 +402,23 @@ func TestTakeoverAfterCleanStop(t *testing.T) {
 	}
 	waitFor(t, "A to renew its leases for an hour", func() bool { return heldLong(t, a, lost) && heldLong(t, a, waiting) })
 	a.stop()
-	var failed *taskproxy.Task
+	var failed *task.Task
 	waitFor(t, "B to take both tasks over", func() bool {
 		post(context.Background(), t, b.url, session, "tasks/get", map[string]any{"taskId": lost})
 		failed = b.stored(t, lost)
 		return failed.Status.Terminal() && b.stored(t, waiting).Lease.Holder == b.store.Holder()
 	})
-	if failed.Status != taskproxy.StatusFailed || !strings.Contains(failed.StatusMessage, "replica running the call stopped") {
+	if failed.Status != task.StatusFailed || !strings.Contains(failed.StatusMessage, "replica running the call stopped") {
 		t.Errorf("the task of a tool not retried ended %s: %q", failed.Status, failed.StatusMessage)
 	}
 	answerOn(t, b, waiting)
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "the answered task to end", func() bool {
-		task = b.stored(t, waiting)
-		return task.Status.Terminal()
+		tk = b.stored(t, waiting)
+		return tk.Status.Terminal()
 	})
-	if task.Status != taskproxy.StatusCompleted || !strings.Contains(string(task.Result), "Deleted c.txt") {
-		t.Errorf("the task answered after the takeover ended %s: %s", task.Status, task.Result)
+	if tk.Status != task.StatusCompleted || !strings.Contains(string(tk.Result), "Deleted c.txt") {
+		t.Errorf("the task answered after the takeover ended %s: %s", tk.Status, tk.Result)
 	}
 }
 
@@ -452,14 +452,14 @@ func TestIdleReplicaReleasesResumingTask(t *testing.T) {
 	b := f.replica(t, replicaOptions{retry: retry, wrap: longLeases, resumeWait: time.Millisecond})
 	waitFor(t, "B to take the task over", func() bool { return heldLong(t, b, id) })
 	c := f.replica(t, replicaOptions{retry: retry})
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "C to take the task over and re-run it", func() bool {
 		post(context.Background(), t, c.url, session, "tasks/get", map[string]any{"taskId": id})
-		task = c.stored(t, id)
-		return task.Status.Terminal()
+		tk = c.stored(t, id)
+		return tk.Status.Terminal()
 	})
-	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
-		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	if tk.Status != task.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", tk.Status, f.up.Calls(upstream.ToolSlowEcho))
 	}
 }
 
@@ -474,13 +474,13 @@ func TestIdleReplicaResumesReleasedTask(t *testing.T) {
 		l := b.stored(t, id).Lease
 		return l.Holder == b.store.Holder() && !l.Expires.After(time.Now())
 	})
-	var task *taskproxy.Task
+	var tk *task.Task
 	waitFor(t, "B to re-run the task", func() bool {
 		post(context.Background(), t, b.url, session, "tasks/get", map[string]any{"taskId": id})
-		task = b.stored(t, id)
-		return task.Status.Terminal()
+		tk = b.stored(t, id)
+		return tk.Status.Terminal()
 	})
-	if task.Status != taskproxy.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
-		t.Errorf("the re-run ended %s after %d calls", task.Status, f.up.Calls(upstream.ToolSlowEcho))
+	if tk.Status != task.StatusCompleted || f.up.Calls(upstream.ToolSlowEcho) != 2 {
+		t.Errorf("the re-run ended %s after %d calls", tk.Status, f.up.Calls(upstream.ToolSlowEcho))
 	}
 }

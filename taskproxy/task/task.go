@@ -1,4 +1,4 @@
-package taskproxy
+package task
 
 import (
 	"crypto/rand"
@@ -49,8 +49,8 @@ type Era string
 
 // The protocol eras.
 const (
-	EraLegacy Era = "2025-11-25"
-	EraModern Era = "2026-07-28"
+	Era2025 Era = "2025-11-25"
+	Era2026 Era = "2026-07-28"
 )
 
 // Task is the durable record of one task. Both wire adapters render it.
@@ -192,9 +192,9 @@ func (t *Task) Input(key string) (*InputRequest, bool) {
 	return nil, false
 }
 
-// roundInputs returns the keys of the 2026-07-28 input requests of the
+// RoundInputs returns the keys of the 2026-07-28 input requests of the
 // current round.
-func (t *Task) roundInputs() []string {
+func (t *Task) RoundInputs() []string {
 	var keys []string
 	for _, in := range t.Inputs {
 		if in.UpstreamKey != "" && in.Round == t.Round {
@@ -204,9 +204,9 @@ func (t *Task) roundInputs() []string {
 	return keys
 }
 
-// answersFor returns the answers to the input requests with keys, by the
+// AnswersFor returns the answers to the input requests with keys, by the
 // upstream's keys, once every one of them is answered.
-func (t *Task) answersFor(keys []string) (map[string]json.RawMessage, bool) {
+func (t *Task) AnswersFor(keys []string) (map[string]json.RawMessage, bool) {
 	answers := make(map[string]json.RawMessage, len(keys))
 	for _, k := range keys {
 		in, ok := t.Input(k)

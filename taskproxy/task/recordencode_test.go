@@ -1,4 +1,4 @@
-package taskproxy
+package task
 
 import (
 	"bytes"
@@ -78,11 +78,11 @@ func TestEncodeTaskMatchesJSON(t *testing.T) {
 // BenchmarkEncodeTask compares the record encoding of every store write
 // with json.Marshal, on a record of the size the gateway writes.
 func BenchmarkEncodeTask(b *testing.B) {
-	task := benchTask()
-	task.UpstreamID = jsonrpc.UpstreamCallID(task.ID, 1)
-	task.Endpoint, task.Host, task.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
-	if _, ok := task.appendJSON(make([]byte, 0, 512)); !ok {
+	bt := benchTask()
+	bt.UpstreamID = jsonrpc.UpstreamCallID(bt.ID, 1)
+	bt.Endpoint, bt.Host, bt.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	bt.Status, bt.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+	if _, ok := bt.appendJSON(make([]byte, 0, 512)); !ok {
 		b.Fatal("a record as the gateway writes it took the slow path")
 	}
 	for name, encode := range map[string]func(*Task) ([]byte, error){
@@ -92,7 +92,7 @@ func BenchmarkEncodeTask(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := encode(task); err != nil {
+				if _, err := encode(bt); err != nil {
 					b.Fatal(err)
 				}
 			}

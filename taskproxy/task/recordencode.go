@@ -1,8 +1,9 @@
-package taskproxy
+package task
 
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"slices"
 	"strconv"
 	"time"
@@ -28,7 +29,7 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str := func(key, s string, omitEmpty bool) {
 		if ok && !(omitEmpty && s == "") {
 			b = appendKey(b, key)
-			b, ok = appendString(b, s)
+			b, ok = jsonx.MarshalString(b, s)
 		}
 	}
 	num := func(key string, n int64, omitEmpty bool) {
@@ -131,20 +132,6 @@ func appendKey(b []byte, key string) []byte {
 	return append(b, '"', ':')
 }
 
-// appendString appends s quoted; strings with anything but printable ASCII
-// that needs no escaping go through encoding/json.
-func appendString(b []byte, s string) ([]byte, bool) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			data, err := json.Marshal(s)
-			return append(b, data...), err == nil
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"'), true
-}
-
 // appendStringMap appends m as json.Marshal does: keys sorted.
 func appendStringMap(b []byte, m map[string]string) ([]byte, bool) {
 	keys := make([]string, 0, len(m))
@@ -159,9 +146,9 @@ func appendStringMap(b []byte, m map[string]string) ([]byte, bool) {
 			b = append(b, ',')
 		}
 		var ok1, ok2 bool
-		b, ok1 = appendString(b, k)
+		b, ok1 = jsonx.MarshalString(b, k)
 		b = append(b, ':')
-		b, ok2 = appendString(b, m[k])
+		b, ok2 = jsonx.MarshalString(b, m[k])
 		ok = ok && ok1 && ok2
 	}
 	return append(b, '}'), ok

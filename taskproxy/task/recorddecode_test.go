@@ -1,4 +1,4 @@
-package taskproxy
+package task
 
 import (
 	"encoding/json"
@@ -26,7 +26,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 		task := &Task{
 			ID: NewTaskID(), Owner: text(), Principal: text(), Tenant: text(), Status: Status(text()), StatusMessage: text(),
 			CreatedAt: now, UpdatedAt: now.Add(time.Duration(rng.IntN(1e12))), TTL: time.Duration(rng.Int64()), PollInterval: time.Duration(-rng.IntN(10)),
-			Era: EraLegacy, Tool: text(), Session: text(), Round: rng.IntN(5), NextInputKey: rng.IntN(3), IsError: rng.IntN(2) == 0,
+			Era: Era2025, Tool: text(), Session: text(), Round: rng.IntN(5), NextInputKey: rng.IntN(3), IsError: rng.IntN(2) == 0,
 			IdempotencyKey: text(), Fingerprint: text(), Endpoint: text(), Host: text(), Route: text(), RequestState: text(), LoadShed: rng.IntN(3),
 		}
 		if rng.IntN(3) > 0 {
@@ -110,11 +110,11 @@ func TestDecodeRecordCopies(t *testing.T) {
 // BenchmarkDecodeRecord compares the record decoding of every store read
 // with json.Unmarshal, on a record of the size the gateway writes.
 func BenchmarkDecodeRecord(b *testing.B) {
-	task := benchTask()
-	task.UpstreamID = jsonrpc.UpstreamCallID(task.ID, 1)
-	task.Endpoint, task.Host, task.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
-	data, err := json.Marshal(task)
+	bt := benchTask()
+	bt.UpstreamID = jsonrpc.UpstreamCallID(bt.ID, 1)
+	bt.Endpoint, bt.Host, bt.Headers = "/mcp", "127.0.0.1:8080", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	bt.Status, bt.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+	data, err := json.Marshal(bt)
 	if err != nil {
 		b.Fatal(err)
 	}
