@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func init() {
@@ -145,15 +146,15 @@ func oneRuntime(r *http.Request) (namedRuntime, error) {
 // storeError maps an error of the operator access to an API error.
 func storeError(err error, id string) error {
 	switch {
-	case errors.Is(err, taskproxy.ErrNotReady):
+	case errors.Is(err, task.ErrNotReady):
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
-	case errors.Is(err, taskproxy.ErrNoAdminAccess):
+	case errors.Is(err, task.ErrNoAdminAccess):
 		return caddy.APIError{HTTPStatus: http.StatusNotImplemented, Err: err}
-	case errors.Is(err, taskproxy.ErrInvalidCursor):
+	case errors.Is(err, task.ErrInvalidCursor):
 		return apiError(http.StatusBadRequest, "invalid cursor")
-	case errors.Is(err, taskproxy.ErrExpired):
+	case errors.Is(err, task.ErrExpired):
 		return apiError(http.StatusGone, "task %s expired (deleted at the end of its ttl)", id)
-	case errors.Is(err, taskproxy.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		return apiError(http.StatusNotFound, "task %s not found", id)
 	}
 	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("task store: %w", err)}
@@ -188,10 +189,10 @@ type adminTask struct {
 	// one (a task-aware upstream), followed by the gateway.
 	UpstreamTaskID string `json:"upstream_task_id,omitempty"`
 
-	Params json.RawMessage          `json:"params,omitempty"`
-	Result json.RawMessage          `json:"result,omitempty"`
-	Error  *jsonrpc.Error           `json:"error,omitempty"`
-	Inputs []taskproxy.InputRequest `json:"inputs,omitempty"`
+	Params json.RawMessage     `json:"params,omitempty"`
+	Result json.RawMessage     `json:"result,omitempty"`
+	Error  *jsonrpc.Error      `json:"error,omitempty"`
+	Inputs []task.InputRequest `json:"inputs,omitempty"`
 }
 
 // statusChange is one entry of a task's history.
@@ -202,7 +203,7 @@ type statusChange struct {
 	At      time.Time `json:"at"`
 }
 
-func viewHistory(t *taskproxy.Task) []statusChange {
+func viewHistory(t *task.Task) []statusChange {
 	out := make([]statusChange, 0, len(t.History))
 	for _, c := range t.History {
 		out = append(out, statusChange{From: string(c.From), To: string(c.To), Message: c.Message, At: c.At})
@@ -210,7 +211,7 @@ func viewHistory(t *taskproxy.Task) []statusChange {
 	return out
 }
 
-func viewTask(store string, rt *taskproxy.Runtime, t *taskproxy.Task, detail bool) adminTask {
+func viewTask(store string, rt *taskproxy.Runtime, t *task.Task, detail bool) adminTask {
 	v := adminTask{
 		ID: t.ID, Store: store, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		Principal: t.Principal, Tenant: t.Tenant, Tool: t.Tool, Era: string(t.Era),
@@ -245,9 +246,9 @@ type taskPage struct {
 
 func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	filter := taskproxy.TaskFilter{Status: taskproxy.Status(q.Get("status")), Principal: q.Get("principal"), Tool: q.Get("tool")}
+	filter := task.TaskFilter{Status: task.Status(q.Get("status")), Principal: q.Get("principal"), Tool: q.Get("tool")}
 	switch filter.Status {
-	case "", taskproxy.StatusWorking, taskproxy.StatusInputRequired, taskproxy.StatusCompleted, taskproxy.StatusFailed, taskproxy.StatusCancelled:
+	case "", task.StatusWorking, task.StatusInputRequired, task.StatusCompleted, task.StatusFailed, task.StatusCancelled:
 	default:
 		return apiError(http.StatusBadRequest, "status: want working, input_required, completed, failed or cancelled, got %q", filter.Status)
 	}
@@ -272,7 +273,7 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 	for _, t := range tasks {
 		if detail { // the listing has summaries: the detail is read task by task
 			whole, err := nr.rt.GetAny(r.Context(), t.ID)
-			if errors.Is(err, taskproxy.ErrNotFound) {
+			if errors.Is(err, task.ErrNotFound) {
 				continue // swept since the listing
 			}
 			if err != nil {
@@ -287,7 +288,7 @@ func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
 
 // findTask looks id up in the selected stores. A store that is not open is
 // skipped while another may have the task.
-func findTask(r *http.Request, id string) (namedRuntime, *taskproxy.Task, error) {
+func findTask(r *http.Request, id string) (namedRuntime, *task.Task, error) {
 	rts, err := selectRuntimes(r)
 	if err != nil {
 		return namedRuntime{}, nil, err
@@ -313,9 +314,9 @@ func findTask(r *http.Request, id string) (namedRuntime, *taskproxy.Task, error)
 // task), then not found.
 func lookupRank(err error) int {
 	switch {
-	case errors.Is(err, taskproxy.ErrExpired):
+	case errors.Is(err, task.ErrExpired):
 		return 2
-	case errors.Is(err, taskproxy.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		return 0
 	}
 	return 1
@@ -337,7 +338,7 @@ func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) err
 		return err
 	}
 	t, err := nr.rt.CancelAsOperator(r.Context(), id, "admin API ("+r.RemoteAddr+")")
-	if errors.Is(err, taskproxy.ErrTerminal) && t != nil {
+	if errors.Is(err, task.ErrTerminal) && t != nil {
 		return apiError(http.StatusConflict, "task %s is already %s", id, t.Status)
 	}
 	if err != nil {

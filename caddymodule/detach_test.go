@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The upstream requests of one task run at once (the call's stream, and
@@ -91,12 +92,12 @@ func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		task, err := store.Get(context.Background(), taskproxy.Anonymous, created.Result.Task.TaskID)
-		if err == nil && task.Status == taskproxy.StatusCompleted {
+		tk, err := store.Get(context.Background(), taskproxy.Anonymous, created.Result.Task.TaskID)
+		if err == nil && tk.Status == task.StatusCompleted {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task: %+v, %v; want completed", task, err)
+			t.Fatalf("task: %+v, %v; want completed", tk, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

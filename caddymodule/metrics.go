@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Prometheus metrics of the task lifecycle, served on Caddy's admin /metrics
@@ -87,12 +88,12 @@ const storeStatsMaxAge = 5 * time.Second
 var storeStats struct {
 	mu    sync.Mutex
 	at    time.Time
-	total taskproxy.StoreStats
+	total task.StoreStats
 }
 
 // storeTotals sums the stats of every open storage directory, recounted at
 // most every storeStatsMaxAge.
-func storeTotals() taskproxy.StoreStats {
+func storeTotals() task.StoreStats {
 	storeStats.mu.Lock()
 	defer storeStats.mu.Unlock()
 	if !storeStats.at.IsZero() && time.Since(storeStats.at) < storeStatsMaxAge {
@@ -100,7 +101,7 @@ func storeTotals() taskproxy.StoreStats {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var total taskproxy.StoreStats
+	var total task.StoreStats
 	runtimes.Range(func(_, v any) bool {
 		if st, ok, err := v.(pooledRuntime).rt.StoreStats(ctx); ok && err == nil {
 			total.Tasks += st.Tasks
@@ -116,9 +117,9 @@ func storeTotals() taskproxy.StoreStats {
 // observer feeds the collectors; it implements taskproxy.Observer.
 type observer struct{}
 
-func (observer) TaskCreated(era taskproxy.Era) { metrics.created.WithLabelValues(string(era)).Inc() }
+func (observer) TaskCreated(era task.Era) { metrics.created.WithLabelValues(string(era)).Inc() }
 
-func (observer) TaskEnded(era taskproxy.Era, status taskproxy.Status, age time.Duration) {
+func (observer) TaskEnded(era task.Era, status task.Status, age time.Duration) {
 	metrics.ended.WithLabelValues(string(era), string(status)).Inc()
 	metrics.duration.WithLabelValues(string(era), string(status)).Observe(age.Seconds())
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func init() {
@@ -299,7 +300,7 @@ func (h *Handler) applyDefaults() {
 		h.MaxActivePerPrincipal = DefaultMaxActive
 	}
 	if h.MaxFinishedPerPrincipal == 0 {
-		h.MaxFinishedPerPrincipal = taskproxy.DefaultMaxFinished
+		h.MaxFinishedPerPrincipal = task.DefaultMaxFinished
 	}
 	if h.DefaultTaskSupport == "" {
 		h.DefaultTaskSupport = string(taskproxy.TaskOptional)

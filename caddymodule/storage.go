@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // storageNamespace is the Caddy module namespace of task store backends:
@@ -35,7 +35,7 @@ type StorageBackend interface {
 	// OpenStore opens the store. It is called once per StoreID, when a
 	// configuration using the store starts serving, not at Provision:
 	// caddy validate and a reload that fails must open nothing.
-	OpenStore(logger *zap.Logger) (taskproxy.Store, error)
+	OpenStore(logger *zap.Logger) (task.Store, error)
 }
 
 // storageBackendModule is what a module of the namespace must implement.

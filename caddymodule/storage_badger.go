@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func init() {
@@ -77,7 +77,7 @@ func (b *BadgerStorage) Backend() string { return "badger" }
 
 // OpenStore creates the directory if needed and opens the database, which
 // locks the directory against other processes.
-func (b *BadgerStorage) OpenStore(logger *zap.Logger) (taskproxy.Store, error) {
+func (b *BadgerStorage) OpenStore(logger *zap.Logger) (task.Store, error) {
 	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating task store directory %s: %w", b.Dir, err)
 	}

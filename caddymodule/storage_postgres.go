@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func init() {
@@ -111,7 +111,7 @@ func (p *PostgresStorage) StoreName() string {
 func (p *PostgresStorage) Backend() string { return "postgres" }
 
 // OpenStore connects, and creates or migrates the schema.
-func (p *PostgresStorage) OpenStore(logger *zap.Logger) (taskproxy.Store, error) {
+func (p *PostgresStorage) OpenStore(logger *zap.Logger) (task.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), postgresOpenTimeout)
 	defer cancel()
 	s, err := pgstore.Open(ctx, pgstore.Options{DSN: p.dsn, Schema: p.Schema, MaxConns: p.MaxConns, Logger: logger})

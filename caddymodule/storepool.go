@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // runtimes holds one task runtime (store, hub, workers) per store
@@ -69,7 +70,7 @@ func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.R
 	key = backend.StoreID()
 	val, _, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return pooledRuntime{
-			rt:      taskproxy.NewLazyRuntime(func() (taskproxy.Store, error) { return backend.OpenStore(logger) }),
+			rt:      taskproxy.NewLazyRuntime(func() (task.Store, error) { return backend.OpenStore(logger) }),
 			name:    backend.StoreName(),
 			backend: backend.Backend(),
 		}, nil

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // killGateway ends the Caddy process with SIGKILL: no cleanup, no stopping
@@ -52,8 +52,8 @@ func TestSIGKILLRecovery(t *testing.T) {
 		if i%2 == 1 {
 			tool, secs = "slow_echo", 8.0
 		}
-		task := legacy.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("l", i)}, 600000)
-		tasks = append(tasks, created{task.TaskID, "legacy", tool})
+		tk := legacy.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("l", i)}, 600000)
+		tasks = append(tasks, created{tk.TaskID, "legacy", tool})
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 10)
@@ -95,14 +95,14 @@ func TestSIGKILLRecovery(t *testing.T) {
 	lc.initialize("")
 	mc := newModernClient(t, gw2.URL, true)
 	counts := map[string]int{}
-	for _, task := range tasks {
+	for _, tk := range tasks {
 		var status, message string
-		waitFor(t, 60*time.Second, "task "+task.id+" to end", func() bool {
-			if task.era == "legacy" {
-				got := lc.getTask(task.id)
+		waitFor(t, 60*time.Second, "task "+tk.id+" to end", func() bool {
+			if tk.era == "legacy" {
+				got := lc.getTask(tk.id)
 				status, message = got.Status, got.StatusMessage
 			} else {
-				got := mc.get(task.id)
+				got := mc.get(tk.id)
 				status, message = str(got["status"]), str(got["statusMessage"])
 				if status == "failed" {
 					var e jsonrpc.Error
@@ -114,12 +114,12 @@ func TestSIGKILLRecovery(t *testing.T) {
 			return status != "working" && status != "input_required"
 		})
 		switch {
-		case task.tool == "slow_compute" && status == "failed" && message == "gateway restarted while the call was running; the upstream result is unknown":
+		case tk.tool == "slow_compute" && status == "failed" && message == "gateway restarted while the call was running; the upstream result is unknown":
 			counts["failed with the restart reason"]++
-		case task.tool == "slow_echo" && status == "completed" && strings.Contains(message, "re-running"):
+		case tk.tool == "slow_echo" && status == "completed" && strings.Contains(message, "re-running"):
 			counts["re-run and completed"]++
 		default:
-			t.Errorf("%s %s task %s ended %s %q", task.era, task.tool, task.id, status, message)
+			t.Errorf("%s %s task %s ended %s %q", tk.era, tk.tool, tk.id, status, message)
 		}
 	}
 	t.Logf("after SIGKILL: %d tasks, %v", len(tasks), counts)
@@ -154,21 +154,21 @@ func TestExpiry(t *testing.T) {
 		alice := newRPCClient(t, gw.URL)
 		alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 		alice.initialize("")
-		task := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 2000)
-		alice.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		tk := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 2000)
+		alice.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 		waitFor(t, 10*time.Second, "the sweep", func() bool {
-			m := alice.call("tasks/get", map[string]string{"taskId": task.TaskID})
+			m := alice.call("tasks/get", map[string]string{"taskId": tk.TaskID})
 			return m.Error != nil
 		})
-		m := alice.call("tasks/get", map[string]string{"taskId": task.TaskID})
+		m := alice.call("tasks/get", map[string]string{"taskId": tk.TaskID})
 		if m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "expired") {
 			t.Errorf("owner after the sweep: %+v", m.Error)
 		}
 		bob := newRPCClient(t, gw.URL)
 		bob.header.Set("Authorization", "Bearer "+hmacToken(t, "bob", "t1"))
 		bob.initialize("")
-		foreign := bob.call("tasks/get", map[string]string{"taskId": task.TaskID})
-		unknown := bob.call("tasks/get", map[string]string{"taskId": taskproxy.NewTaskID()})
+		foreign := bob.call("tasks/get", map[string]string{"taskId": tk.TaskID})
+		unknown := bob.call("tasks/get", map[string]string{"taskId": task.NewTaskID()})
 		if foreign.Error == nil || unknown.Error == nil || foreign.Error.Code != unknown.Error.Code || foreign.Error.Message != unknown.Error.Message {
 			t.Errorf("non-owner: %+v, unknown id: %+v; want the same", foreign.Error, unknown.Error)
 		}
@@ -178,12 +178,12 @@ func TestExpiry(t *testing.T) {
 		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
 		c := newRPCClient(t, gw.URL)
 		c.initialize("")
-		task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 1500)
-		m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		tk := c.createTask("slow_compute", map[string]any{"seconds": 60}, 1500)
+		m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 		if m.Error == nil || !strings.Contains(m.Error.Message, "expired") {
 			t.Errorf("tasks/result = %s / %+v, want the expiry failure", m.Result, m.Error)
 		}
-		if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage != "task expired before completion" {
+		if got := c.getTask(tk.TaskID); got.Status != "failed" || got.StatusMessage != "task expired before completion" {
 			t.Errorf("task = %+v", got)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

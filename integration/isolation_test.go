@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Principal binding end to end: principals A and B share tenant t1, C is in
@@ -141,14 +141,14 @@ func TestPrincipalIsolation(t *testing.T) {
 		}},
 	}
 	attempts, accepted := 0, 0
-	for _, task := range []string{legacyTask.TaskID, modernTask} {
-		unknown := taskproxy.NewTaskID()
+	for _, tk := range []string{legacyTask.TaskID, modernTask} {
+		unknown := task.NewTaskID()
 		for _, p := range probes {
 			for _, who := range []string{"B", "C"} {
-				t.Run(fmt.Sprintf("%s by %s on %s", p.name, who, task[:6]), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s by %s on %s", p.name, who, tk[:6]), func(t *testing.T) {
 					attempts++
-					foreign, never := p.send(who, task), p.send(who, unknown)
-					if foreign.status != never.status || strings.ReplaceAll(foreign.body, task, unknown) != never.body {
+					foreign, never := p.send(who, tk), p.send(who, unknown)
+					if foreign.status != never.status || strings.ReplaceAll(foreign.body, tk, unknown) != never.body {
 						accepted++
 						t.Errorf("A's task answers differently from an unknown id:\nforeign %d %s\nunknown %d %s", foreign.status, foreign.body, never.status, never.body)
 					}
@@ -268,13 +268,13 @@ func TestAuditLog(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.header.Set("Authorization", "Bearer "+token)
 	c.initialize("")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 0.2, "label": "confidential-arg"}, 60000)
-	c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 0.2, "label": "confidential-arg"}, 60000)
+	c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 
 	other := newRPCClient(t, gw.URL)
 	other.header.Set("Authorization", "Bearer "+hmacToken(t, "mallory", "t1"))
 	other.initialize("")
-	other.call("tasks/get", map[string]string{"taskId": task.TaskID})
+	other.call("tasks/get", map[string]string{"taskId": tk.TaskID})
 
 	want := map[string]bool{"task created": false, "task retrieved": false, "task completed": false, "access denied": false}
 	waitFor(t, 5*time.Second, "audit lines", func() bool { return strings.Count(gw.logs(), `"http.handlers.mcp_tasks.audit"`) >= 4 })
@@ -290,7 +290,7 @@ func TestAuditLog(t *testing.T) {
 		if _, ok := want[msg]; ok {
 			want[msg] = true
 		}
-		if entry["task"] != task.TaskID || entry["tenant"] != "t1" {
+		if entry["task"] != tk.TaskID || entry["tenant"] != "t1" {
 			t.Errorf("audit line lacks task or tenant: %s", line)
 		}
 		if msg != "access denied" && (entry["principal"] != "alice" || entry["tool"] != "slow_compute" || entry["duration"] == nil) {
@@ -349,15 +349,15 @@ func TestPrincipalPlaceholder(t *testing.T) {
 		return c
 	}
 	alice, bob := clientFor("alice"), clientFor("bob")
-	task := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
-	if m := bob.call("tasks/get", map[string]string{"taskId": task.TaskID}); m.Error == nil || m.Error.Code != -32602 {
+	tk := alice.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	if m := bob.call("tasks/get", map[string]string{"taskId": tk.TaskID}); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("bob reads alice's task: %s", m.Result)
 	}
 	var list struct {
 		Tasks []legacyTask `json:"tasks"`
 	}
 	alice.result("tasks/list", nil, &list)
-	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != task.TaskID {
+	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != tk.TaskID {
 		t.Errorf("alice lists %+v", list.Tasks)
 	}
 	resp, err := http.Post(gw.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`))

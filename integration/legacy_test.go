@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The 2025-11-25 task flows, end to end: a real Caddy binary with the module,
@@ -108,20 +108,20 @@ func TestLegacyCreatePollResult(t *testing.T) {
 	// The answer comes while the call still runs: the task is working, and
 	// the upstream has not finished (it is asserted below that the result
 	// comes later, from tasks/result).
-	task := c.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "e2e"}, 60000)
-	if task.Status != "working" || task.TaskID == "" || task.TTL == nil || *task.TTL != 60000 || task.PollInterval != 1000 {
-		t.Fatalf("created task = %+v", task)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "e2e"}, 60000)
+	if tk.Status != "working" || tk.TaskID == "" || tk.TTL == nil || *tk.TTL != 60000 || tk.PollInterval != 1000 {
+		t.Fatalf("created task = %+v", tk)
 	}
-	for _, ts := range []string{task.CreatedAt, task.LastUpdatedAt} {
+	for _, ts := range []string{tk.CreatedAt, tk.LastUpdatedAt} {
 		if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
 			t.Errorf("timestamp %q is not ISO 8601: %v", ts, err)
 		}
 	}
-	if got := c.getTask(task.TaskID); got.Status != "working" {
+	if got := c.getTask(tk.TaskID); got.Status != "working" {
 		t.Errorf("tasks/get right after create: %+v", got)
 	}
 
-	m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+	m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 	if m.Error != nil {
 		t.Fatalf("tasks/result error: %v", m.Error)
 	}
@@ -137,10 +137,10 @@ func TestLegacyCreatePollResult(t *testing.T) {
 	if len(result.Content) == 0 || !strings.Contains(result.Content[0].Text, "e2e") {
 		t.Errorf("tasks/result = %s, want the tool's text", m.Result)
 	}
-	if result.Meta["io.modelcontextprotocol/related-task"].TaskID != task.TaskID {
+	if result.Meta["io.modelcontextprotocol/related-task"].TaskID != tk.TaskID {
 		t.Errorf("tasks/result lacks related-task meta: %s", m.Result)
 	}
-	if got := c.getTask(task.TaskID); got.Status != "completed" {
+	if got := c.getTask(tk.TaskID); got.Status != "completed" {
 		t.Errorf("after the result, tasks/get = %+v", got)
 	}
 	if n := up.Calls("slow_compute"); n != 1 {
@@ -155,24 +155,24 @@ func TestLegacyCreatePollResult(t *testing.T) {
 
 func TestLegacyCancel(t *testing.T) {
 	c, _, up := legacySetup(t, "")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := up.WaitCalls(ctx, "slow_compute", 1); err != nil {
 		t.Fatal(err)
 	}
 	var cancelled legacyTask
-	c.result("tasks/cancel", map[string]string{"taskId": task.TaskID}, &cancelled)
+	c.result("tasks/cancel", map[string]string{"taskId": tk.TaskID}, &cancelled)
 	if cancelled.Status != "cancelled" {
 		t.Fatalf("tasks/cancel answered %+v, want status cancelled", cancelled)
 	}
 	if err := up.WaitCancellations(ctx, "slow_compute", 1); err != nil {
 		t.Fatalf("the upstream never saw the cancellation: %v", err)
 	}
-	if got := c.getTask(task.TaskID); got.Status != "cancelled" {
+	if got := c.getTask(tk.TaskID); got.Status != "cancelled" {
 		t.Errorf("tasks/get after cancel = %+v", got)
 	}
-	m := c.call("tasks/cancel", map[string]string{"taskId": task.TaskID})
+	m := c.call("tasks/cancel", map[string]string{"taskId": tk.TaskID})
 	if m.Error == nil || m.Error.Code != -32602 || !strings.Contains(m.Error.Message, "terminal") {
 		t.Errorf("second cancel = %+v, want -32602 about the terminal status", m.Error)
 	}
@@ -181,8 +181,8 @@ func TestLegacyCancel(t *testing.T) {
 func TestLegacyFailures(t *testing.T) {
 	c, _, _ := legacySetup(t, "")
 	t.Run("tool error fails the task but tasks/result is the CallToolResult", func(t *testing.T) {
-		task := c.createTask("failing_job", map[string]any{}, 60000)
-		m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		tk := c.createTask("failing_job", map[string]any{}, 60000)
+		m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 		var result struct {
 			IsError bool `json:"isError"`
 			Content []struct{ Text string }
@@ -190,24 +190,24 @@ func TestLegacyFailures(t *testing.T) {
 		if m.Error != nil || json.Unmarshal(m.Result, &result) != nil || !result.IsError {
 			t.Fatalf("tasks/result = %s / %v, want a CallToolResult with isError", m.Result, m.Error)
 		}
-		if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage == "" {
+		if got := c.getTask(tk.TaskID); got.Status != "failed" || got.StatusMessage == "" {
 			t.Errorf("tasks/get = %+v, want failed with a message", got)
 		}
 	})
 	t.Run("JSON-RPC error is returned as is", func(t *testing.T) {
-		task := c.createTask("protocol_error_job", map[string]any{}, 60000)
-		m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+		tk := c.createTask("protocol_error_job", map[string]any{}, 60000)
+		m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 		if m.Error == nil || m.Error.Code != -32603 || m.Error.Message != "Simulated protocol error" {
 			t.Fatalf("tasks/result = %s / %+v, want the upstream's -32603", m.Result, m.Error)
 		}
-		if got := c.getTask(task.TaskID); got.Status != "failed" || got.StatusMessage != "Simulated protocol error" {
+		if got := c.getTask(tk.TaskID); got.Status != "failed" || got.StatusMessage != "Simulated protocol error" {
 			t.Errorf("tasks/get = %+v", got)
 		}
 	})
 	tests := []struct {
 		name      string
 		tool      string
-		task      any
+		tk        any
 		wantCode  int
 		wantInMsg string
 	}{
@@ -217,7 +217,7 @@ func TestLegacyFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := c.callTool(tt.tool, map[string]any{"name": "x"}, tt.task)
+			m := c.callTool(tt.tool, map[string]any{"name": "x"}, tt.tk)
 			if m.Error == nil || m.Error.Code != tt.wantCode || !strings.Contains(m.Error.Message, tt.wantInMsg) {
 				t.Errorf("got %s / %+v, want %d containing %q", m.Result, m.Error, tt.wantCode, tt.wantInMsg)
 			}
@@ -225,7 +225,7 @@ func TestLegacyFailures(t *testing.T) {
 	}
 	t.Run("unknown and malformed task ids", func(t *testing.T) {
 		for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
-			m := c.call(method, map[string]string{"taskId": taskproxy.NewTaskID()})
+			m := c.call(method, map[string]string{"taskId": task.NewTaskID()})
 			if m.Error == nil || m.Error.Code != -32602 {
 				t.Errorf("%s of an unknown id = %+v, want -32602", method, m.Error)
 			}
@@ -252,10 +252,10 @@ func TestLegacyFailures(t *testing.T) {
 // tasks/result stream, and the client's answer goes back to the upstream.
 func TestLegacyElicitation(t *testing.T) {
 	c, _, _ := legacySetup(t, "")
-	task := c.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 60000)
-	waitFor(t, 10*time.Second, "input_required", func() bool { return c.getTask(task.TaskID).Status == "input_required" })
+	tk := c.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 60000)
+	waitFor(t, 10*time.Second, "input_required", func() bool { return c.getTask(tk.TaskID).Status == "input_required" })
 
-	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": tk.TaskID})
 	stream := c.open(context.Background(), body)
 	defer stream.close()
 	var final *jsonrpc.Message
@@ -274,7 +274,7 @@ func TestLegacyElicitation(t *testing.T) {
 				} `json:"_meta"`
 			}
 			_ = json.Unmarshal(m.Params, &p)
-			if p.Meta["io.modelcontextprotocol/related-task"].TaskID != task.TaskID {
+			if p.Meta["io.modelcontextprotocol/related-task"].TaskID != tk.TaskID {
 				t.Errorf("elicitation lacks related-task meta: %s", m.Params)
 			}
 			if !strings.Contains(p.Message, "notes.txt") {
@@ -295,7 +295,7 @@ func TestLegacyElicitation(t *testing.T) {
 	if final.Error != nil || !strings.Contains(string(final.Result), "Deleted notes.txt") {
 		t.Fatalf("final result = %s / %+v", final.Result, final.Error)
 	}
-	if got := c.getTask(task.TaskID); got.Status != "completed" {
+	if got := c.getTask(tk.TaskID); got.Status != "completed" {
 		t.Errorf("tasks/get = %+v", got)
 	}
 }
@@ -321,11 +321,11 @@ func TestLegacyPlainCancellation(t *testing.T) {
 		t.Fatalf("plain call not cancelled upstream: %v", err)
 	}
 
-	task := c.createTask("slow_compute", map[string]any{"seconds": 1}, 60000)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 1}, 60000)
 	c.notify("notifications/cancelled", map[string]any{"requestId": c.nextID, "reason": "must not touch the task"})
-	c.notify("notifications/cancelled", map[string]any{"requestId": "mcp-tasks:" + task.TaskID + ":call:1"})
-	m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
-	if m.Error != nil || c.getTask(task.TaskID).Status != "completed" {
+	c.notify("notifications/cancelled", map[string]any{"requestId": "mcp-tasks:" + tk.TaskID + ":call:1"})
+	m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
+	if m.Error != nil || c.getTask(tk.TaskID).Status != "completed" {
 		t.Errorf("task disturbed by notifications/cancelled: %s / %v", m.Result, m.Error)
 	}
 }
@@ -349,12 +349,12 @@ func TestBodyCapEndToEnd(t *testing.T) {
 // carries on and completes under the new configuration.
 func TestReloadWithRunningTask(t *testing.T) {
 	c, gw, _ := legacySetup(t, "")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 2, "label": "reload"}, 60000)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 2, "label": "reload"}, 60000)
 	gw.reload(legacyTools + "poll_interval 2s")
-	if got := c.getTask(task.TaskID); got.TaskID != task.TaskID {
+	if got := c.getTask(tk.TaskID); got.TaskID != tk.TaskID {
 		t.Fatalf("task lost across reload: %+v", got)
 	}
-	m := c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+	m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 	if m.Error != nil || !strings.Contains(string(m.Result), "reload") {
 		t.Fatalf("tasks/result after reload = %s / %v", m.Result, m.Error)
 	}

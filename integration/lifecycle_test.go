@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The configuration lifecycle: provisioning a configuration (caddy
@@ -32,20 +32,20 @@ func caddyValidate(t *testing.T, gw *gateway, config string) (string, error) {
 // storeState opens the task store in this process (Caddy must not run on
 // it) and returns its lease holder name and the active tasks by id. Opening
 // the store counts as one open (the epoch in the holder name).
-func storeState(t *testing.T, dir string) (holder string, active map[string]*taskproxy.Task) {
+func storeState(t *testing.T, dir string) (holder string, active map[string]*task.Task) {
 	t.Helper()
 	s, err := badgerstore.Open(badgerstore.Options{Dir: dir})
 	if err != nil {
 		t.Fatalf("opening the store: %v", err)
 	}
 	defer s.Close()
-	active = map[string]*taskproxy.Task{}
+	active = map[string]*task.Task{}
 	tasks, _, err := s.ListActive(context.Background(), "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, task := range tasks {
-		active[task.ID] = task
+	for _, tk := range tasks {
+		active[tk.ID] = tk
 	}
 	epoch, _, _ := strings.Cut(s.Holder(), "/")
 	return epoch, active
@@ -58,12 +58,12 @@ func TestValidateWhileRunning(t *testing.T) {
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
 	if out, err := caddyValidate(t, gw, gw.config); err != nil {
 		t.Fatalf("caddy validate while caddy runs: %v\n%s", err, out)
 	}
-	c.call("tasks/result", map[string]string{"taskId": task.TaskID})
-	if got := c.getTask(task.TaskID); got.Status != "completed" {
+	c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
+	if got := c.getTask(tk.TaskID); got.Status != "completed" {
 		t.Errorf("task after the validate: %+v", got)
 	}
 }
@@ -77,7 +77,7 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: legacyTools})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
-	task := c.createTask("slow_compute", map[string]any{"seconds": 120}, 600000)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 120}, 600000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := up.WaitCalls(ctx, "slow_compute", 1); err != nil {
@@ -86,14 +86,14 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 	killGateway(t, gw)
 
 	epoch1, before := storeState(t, store)
-	if before[task.TaskID] == nil || before[task.TaskID].Status != taskproxy.StatusWorking {
-		t.Fatalf("task before validate: %+v", before[task.TaskID])
+	if before[tk.TaskID] == nil || before[tk.TaskID].Status != task.StatusWorking {
+		t.Fatalf("task before validate: %+v", before[tk.TaskID])
 	}
 	if out, err := caddyValidate(t, gw, gw.config); err != nil {
 		t.Fatalf("caddy validate: %v\n%s", err, out)
 	}
 	epoch2, after := storeState(t, store)
-	if got := after[task.TaskID]; got == nil || got.Status != taskproxy.StatusWorking || got.StatusMessage != before[task.TaskID].StatusMessage {
+	if got := after[tk.TaskID]; got == nil || got.Status != task.StatusWorking || got.StatusMessage != before[tk.TaskID].StatusMessage {
 		t.Errorf("task after validate: %+v, want it working as before", got)
 	}
 	var n1, n2 int
@@ -107,7 +107,7 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 	c2 := newRPCClient(t, gw2.URL)
 	c2.initialize("")
 	waitFor(t, 30*time.Second, "the restart to fail the orphan", func() bool {
-		return c2.getTask(task.TaskID).Status == "failed"
+		return c2.getTask(tk.TaskID).Status == "failed"
 	})
 }
 
@@ -161,13 +161,13 @@ http://:%s {
 		t.Fatalf("reload of a config that cannot be provisioned succeeded:\n%s", out)
 	}
 
-	task := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 1000)
-	if task.PollInterval != 1000 {
-		t.Errorf("poll interval after the failed reload: %d, want the old 1000", task.PollInterval)
+	tk := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 1000)
+	if tk.PollInterval != 1000 {
+		t.Errorf("poll interval after the failed reload: %d, want the old 1000", tk.PollInterval)
 	}
-	c.call("tasks/result", map[string]string{"taskId": task.TaskID})
+	c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 	waitFor(t, 20*time.Second, "the old config's sweep to delete the expired task", func() bool {
-		m := c.call("tasks/get", map[string]string{"taskId": task.TaskID})
+		m := c.call("tasks/get", map[string]string{"taskId": tk.TaskID})
 		return m.Error != nil && strings.Contains(m.Error.Message, "expired")
 	})
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Three gateway replicas (the real Caddy) on one PostgreSQL database behind
@@ -52,24 +52,24 @@ func TestReplicas(t *testing.T) {
 		{"2025-11-25 create, poll, result from a waiter on another replica", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
 			before := up.Calls("slow_compute")
-			task := alice.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "rr-legacy"}, 600000)
-			c.track(task.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, task.TaskID)
-			if task.Status != "working" {
-				t.Fatalf("created task = %+v", task)
+			tk := alice.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "rr-legacy"}, 600000)
+			c.track(tk.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			if tk.Status != "working" {
+				t.Fatalf("created task = %+v", tk)
 			}
-			if c.runningOn(task.TaskID) < 0 {
-				t.Errorf("no replica's admin API says it runs task %s", task.TaskID)
+			if c.runningOn(tk.TaskID) < 0 {
+				t.Errorf("no replica's admin API says it runs task %s", tk.TaskID)
 			}
-			if got := alice.getTask(task.TaskID); got.Status != "working" && got.Status != "completed" {
+			if got := alice.getTask(tk.TaskID); got.Status != "working" && got.Status != "completed" {
 				t.Errorf("tasks/get = %+v", got)
 			}
-			m := alice.call("tasks/result", map[string]string{"taskId": task.TaskID})
+			m := alice.call("tasks/result", map[string]string{"taskId": tk.TaskID})
 			if m.Error != nil || !strings.Contains(string(m.Result), "rr-legacy") {
 				t.Fatalf("tasks/result = %s %+v", m.Result, m.Error)
 			}
 			for range len(c.nodes) {
-				if got := alice.getTask(task.TaskID); got.Status != "completed" {
+				if got := alice.getTask(tk.TaskID); got.Status != "completed" {
 					t.Errorf("after the result, tasks/get = %+v", got)
 				}
 			}
@@ -80,31 +80,31 @@ func TestReplicas(t *testing.T) {
 		{"2025-11-25 cancel on another replica reaches the upstream", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
 			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
-			task := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 600000)
-			c.track(task.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, task.TaskID)
+			tk := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 600000)
+			c.track(tk.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, tk.TaskID)
 			if err := up.WaitCalls(ctx, "slow_compute", calls+1); err != nil {
 				t.Fatal(err)
 			}
 			var cancelled legacyTask
-			alice.result("tasks/cancel", map[string]string{"taskId": task.TaskID}, &cancelled)
+			alice.result("tasks/cancel", map[string]string{"taskId": tk.TaskID}, &cancelled)
 			if cancelled.Status != "cancelled" {
 				t.Fatalf("tasks/cancel answered %+v", cancelled)
 			}
 			if err := up.WaitCancellations(ctx, "slow_compute", cancels+1); err != nil {
 				t.Fatalf("the upstream never saw the cancellation: %v", err)
 			}
-			if got := alice.getTask(task.TaskID); got.Status != "cancelled" {
+			if got := alice.getTask(tk.TaskID); got.Status != "cancelled" {
 				t.Errorf("tasks/get after cancel = %+v", got)
 			}
 		}},
 		{"2025-11-25 input through tasks/result, answered on another replica", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
-			task := alice.createTask("confirm_delete", map[string]any{"filename": "rr.txt"}, 600000)
-			c.track(task.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, task.TaskID)
-			waitFor(t, 15*time.Second, "input_required", func() bool { return alice.getTask(task.TaskID).Status == "input_required" })
-			body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
+			tk := alice.createTask("confirm_delete", map[string]any{"filename": "rr.txt"}, 600000)
+			c.track(tk.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			waitFor(t, 15*time.Second, "input_required", func() bool { return alice.getTask(tk.TaskID).Status == "input_required" })
+			body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": tk.TaskID})
 			stream := alice.open(ctx, body)
 			defer stream.close()
 			var final *jsonrpc.Message
@@ -131,23 +131,23 @@ func TestReplicas(t *testing.T) {
 			if answered != 1 || final.Error != nil || !strings.Contains(string(final.Result), "Deleted rr.txt") {
 				t.Fatalf("answered %d, final result = %s / %+v", answered, final.Result, final.Error)
 			}
-			if got := alice.getTask(task.TaskID); got.Status != "completed" {
+			if got := alice.getTask(tk.TaskID); got.Status != "completed" {
 				t.Errorf("tasks/get = %+v", got)
 			}
 		}},
 		{"2025-11-25 input answered by a 2026-07-28 tasks/update on a replica without the worker", func(t *testing.T) {
 			alice := c.legacy(t, "alice")
-			task := alice.createTask("confirm_delete", map[string]any{"filename": "rr-mixed.txt"}, 600000)
-			c.track(task.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, task.TaskID)
-			i := c.runningOn(task.TaskID)
+			tk := alice.createTask("confirm_delete", map[string]any{"filename": "rr-mixed.txt"}, 600000)
+			c.track(tk.TaskID, "alice")
+			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			i := c.runningOn(tk.TaskID)
 			if i < 0 {
-				t.Fatalf("no replica runs task %s", task.TaskID)
+				t.Fatalf("no replica runs task %s", tk.TaskID)
 			}
 			// Straight to another replica, not through the balancer.
 			other := newModernClient(t, "http://"+c.nodes[(i+1)%len(c.nodes)].addr+"/mcp", true)
 			other.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
-			got := other.waitStatus(task.TaskID, "input_required")
+			got := other.waitStatus(tk.TaskID, "input_required")
 			var inputs map[string]json.RawMessage
 			_ = json.Unmarshal(got["inputRequests"], &inputs)
 			if len(inputs) != 1 {
@@ -157,8 +157,8 @@ func TestReplicas(t *testing.T) {
 			for k := range inputs {
 				answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 			}
-			other.ok("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": answers})
-			if done := other.waitStatus(task.TaskID, "completed"); !strings.Contains(string(done["result"]), "Deleted rr-mixed.txt") {
+			other.ok("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": answers})
+			if done := other.waitStatus(tk.TaskID, "completed"); !strings.Contains(string(done["result"]), "Deleted rr-mixed.txt") {
 				t.Errorf("result = %s", done["result"])
 			}
 		}},
@@ -170,8 +170,8 @@ func TestReplicas(t *testing.T) {
 				}
 				alice.result("tasks/list", nil, &list)
 				var got []string
-				for _, task := range list.Tasks {
-					got = append(got, task.TaskID)
+				for _, tk := range list.Tasks {
+					got = append(got, tk.TaskID)
 				}
 				for _, id := range aliceLegacy {
 					if !strings.Contains(strings.Join(got, ","), id) {
@@ -199,11 +199,11 @@ func TestReplicas(t *testing.T) {
 			ann := c.modern(t, "ann")
 			id := str(ann.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "m.txt"}})["taskId"])
 			c.track(id, "ann")
-			task := ann.waitStatus(id, "input_required")
+			tk := ann.waitStatus(id, "input_required")
 			var inputs map[string]json.RawMessage
-			_ = json.Unmarshal(task["inputRequests"], &inputs)
+			_ = json.Unmarshal(tk["inputRequests"], &inputs)
 			if len(inputs) != 1 {
-				t.Fatalf("inputRequests = %s", task["inputRequests"])
+				t.Fatalf("inputRequests = %s", tk["inputRequests"])
 			}
 			answers := map[string]any{}
 			for k := range inputs {
@@ -218,11 +218,11 @@ func TestReplicas(t *testing.T) {
 			ann := c.modern(t, "ann")
 			id := str(ann.ok("tools/call", map[string]any{"name": "multi_input", "arguments": map[string]any{}})["taskId"])
 			c.track(id, "ann")
-			task := ann.waitStatus(id, "input_required")
+			tk := ann.waitStatus(id, "input_required")
 			var inputs map[string]json.RawMessage
-			_ = json.Unmarshal(task["inputRequests"], &inputs)
+			_ = json.Unmarshal(tk["inputRequests"], &inputs)
 			if len(inputs) != 2 {
-				t.Fatalf("want 2 input requests, got %s", task["inputRequests"])
+				t.Fatalf("want 2 input requests, got %s", tk["inputRequests"])
 			}
 			var keys []string
 			for k := range inputs {
@@ -328,15 +328,15 @@ func TestReplicas(t *testing.T) {
 				b, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
 				return postRaw(t, c.URL, bobToken, bob.session, nil, string(b))
 			}
-			for _, task := range []string{legacyTask.TaskID, modernTask} {
-				unknown := taskproxy.NewTaskID()
+			for _, tk := range []string{legacyTask.TaskID, modernTask} {
+				unknown := task.NewTaskID()
 				for _, m := range []struct {
 					method string
 					modern bool
 				}{{"tasks/get", false}, {"tasks/result", false}, {"tasks/cancel", false}, {"tasks/get", true}, {"tasks/cancel", true}} {
 					for range len(c.nodes) {
-						foreign, never := send(m.method, task, m.modern), send(m.method, unknown, m.modern)
-						if foreign.status != never.status || strings.ReplaceAll(foreign.body, task, unknown) != never.body {
+						foreign, never := send(m.method, tk, m.modern), send(m.method, unknown, m.modern)
+						if foreign.status != never.status || strings.ReplaceAll(foreign.body, tk, unknown) != never.body {
 							t.Errorf("%s (2026-07-28 %v): alice's task answers bob differently from an unknown id:\nforeign %d %s\nunknown %d %s",
 								m.method, m.modern, foreign.status, foreign.body, never.status, never.body)
 						}
@@ -530,9 +530,9 @@ func TestReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, task := range tasks {
-		if task.kind.tool == "confirm_delete" {
-			modernOf[task.kind.owner].waitStatus(task.id, "input_required")
+	for _, tk := range tasks {
+		if tk.kind.tool == "confirm_delete" {
+			modernOf[tk.kind.owner].waitStatus(tk.id, "input_required")
 		}
 	}
 	onNode := map[int]int{}
@@ -545,9 +545,9 @@ func TestReplicas(t *testing.T) {
 	}
 	victim := tasks[0].node // it runs a retryable task, and by the rotation every other kind
 	var onVictim []placed
-	for _, task := range tasks {
-		if task.node == victim {
-			onVictim = append(onVictim, task)
+	for _, tk := range tasks {
+		if tk.node == victim {
+			onVictim = append(onVictim, tk)
 		}
 	}
 	c.kill(victim)
@@ -556,63 +556,63 @@ func TestReplicas(t *testing.T) {
 	// The live replicas' tasks end as usual: slow_echo completes,
 	// slow_compute is cancelled, confirm_delete is answered.
 	answer := func(mc *modernClient, id string) {
-		task := mc.get(id)
+		tk := mc.get(id)
 		var inputs map[string]json.RawMessage
-		_ = json.Unmarshal(task["inputRequests"], &inputs)
+		_ = json.Unmarshal(tk["inputRequests"], &inputs)
 		answers := map[string]any{}
 		for k := range inputs {
 			answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 		}
 		mc.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
 	}
-	for _, task := range tasks {
+	for _, tk := range tasks {
 		switch {
-		case task.node == victim:
-		case task.kind.tool == "slow_compute":
-			modernOf[task.kind.owner].ok("tasks/cancel", map[string]any{"taskId": task.id})
-		case task.kind.tool == "confirm_delete":
-			answer(modernOf[task.kind.owner], task.id)
+		case tk.node == victim:
+		case tk.kind.tool == "slow_compute":
+			modernOf[tk.kind.owner].ok("tasks/cancel", map[string]any{"taskId": tk.id})
+		case tk.kind.tool == "confirm_delete":
+			answer(modernOf[tk.kind.owner], tk.id)
 		}
 	}
 	// The killed replica's: taken over once their lease expired.
 	takenOver := 0
-	for _, task := range onVictim {
-		if task.kind.tool != "confirm_delete" {
+	for _, tk := range onVictim {
+		if tk.kind.tool != "confirm_delete" {
 			continue
 		}
 		waitFor(t, 90*time.Second, "a live replica to take over the task waiting for input", func() bool {
-			n := c.holderOf(task.id)
+			n := c.holderOf(tk.id)
 			return n >= 0 && n != victim
 		})
-		if got := modernOf[task.kind.owner].get(task.id); str(got["status"]) != "input_required" {
+		if got := modernOf[tk.kind.owner].get(tk.id); str(got["status"]) != "input_required" {
 			t.Errorf("the task waiting for input, taken over: %v", got)
 		}
-		answer(modernOf[task.kind.owner], task.id)
+		answer(modernOf[tk.kind.owner], tk.id)
 	}
-	for _, task := range tasks {
-		status, message := c.waitEnded(modernOf[task.kind.owner], task.id, 90*time.Second)
+	for _, tk := range tasks {
+		status, message := c.waitEnded(modernOf[tk.kind.owner], tk.id, 90*time.Second)
 		ok := false
 		switch {
-		case task.node != victim:
-			ok = status == map[string]string{"slow_echo": "completed", "slow_compute": "cancelled", "confirm_delete": "completed"}[task.kind.tool]
-		case task.kind.tool == "slow_echo":
+		case tk.node != victim:
+			ok = status == map[string]string{"slow_echo": "completed", "slow_compute": "cancelled", "confirm_delete": "completed"}[tk.kind.tool]
+		case tk.kind.tool == "slow_echo":
 			ok = status == "completed" && strings.Contains(message, "re-running")
-		case task.kind.tool == "slow_compute":
+		case tk.kind.tool == "slow_compute":
 			ok = status == "failed" && strings.Contains(message, "replica running the call stopped")
-		case task.kind.tool == "confirm_delete":
+		case tk.kind.tool == "confirm_delete":
 			ok = status == "completed"
 		}
 		if !ok {
-			t.Errorf("%s task %s of %s (on replica %d, killed %d) ended %s %q", task.kind.tool, task.id, task.kind.owner, task.node, victim, status, message)
-		} else if task.node == victim {
+			t.Errorf("%s task %s of %s (on replica %d, killed %d) ended %s %q", tk.kind.tool, tk.id, tk.kind.owner, tk.node, victim, status, message)
+		} else if tk.node == victim {
 			takenOver++
 		}
 	}
 	t.Logf("takeover: %d of the killed replica's %d tasks ended %s after the kill", takenOver, len(onVictim), time.Since(killedAt).Round(time.Second))
 	count := func(tool string) int {
 		n := 0
-		for _, task := range onVictim {
-			if task.kind.tool == tool {
+		for _, tk := range onVictim {
+			if tk.kind.tool == tool {
 				n++
 			}
 		}

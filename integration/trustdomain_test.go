@@ -14,8 +14,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // multiSiteCaddy is one Caddy process serving several sites from one
@@ -132,9 +132,9 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 
 	// probe compares what the other site answers for the owner's task with
 	// what it answers for an id that never existed.
-	probe := func(t *testing.T, other site, task string) {
+	probe := func(t *testing.T, other site, tk string) {
 		c := client(other)
-		unknown := taskproxy.NewTaskID()
+		unknown := task.NewTaskID()
 		send := func(method, id string, modern bool) rawAnswer {
 			headers := map[string]string{"Authorization": other.auth}
 			if modern {
@@ -150,8 +150,8 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 			method string
 			modern bool
 		}{{"tasks/get", false}, {"tasks/result", false}, {"tasks/cancel", false}, {"tasks/get", true}, {"tasks/cancel", true}} {
-			foreign, never := send(m.method, task, m.modern), send(m.method, unknown, m.modern)
-			if foreign.status != never.status || strings.ReplaceAll(foreign.body, task, unknown) != never.body {
+			foreign, never := send(m.method, tk, m.modern), send(m.method, unknown, m.modern)
+			if foreign.status != never.status || strings.ReplaceAll(foreign.body, tk, unknown) != never.body {
 				t.Errorf("%s (modern %v): the other site's task answers differently from an unknown id:\nforeign %d %s\nunknown %d %s",
 					m.method, m.modern, foreign.status, foreign.body, never.status, never.body)
 			}
@@ -161,17 +161,17 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 			t.Errorf("the other site lists %d %s, want no tasks", list.status, list.body)
 		}
 	}
-	ownerSees := func(t *testing.T, owner site, task string) {
+	ownerSees := func(t *testing.T, owner site, tk string) {
 		c := client(owner)
-		if got := c.getTask(task); got.TaskID != task {
+		if got := c.getTask(tk); got.TaskID != tk {
 			t.Errorf("%s: the owner gets %+v", owner.name, got)
 		}
 		var list struct {
 			Tasks []legacyTask `json:"tasks"`
 		}
 		c.result("tasks/list", nil, &list)
-		if len(list.Tasks) != 1 || list.Tasks[0].TaskID != task {
-			t.Errorf("%s: the owner lists %+v, want only %s", owner.name, list.Tasks, task)
+		if len(list.Tasks) != 1 || list.Tasks[0].TaskID != tk {
+			t.Errorf("%s: the owner lists %+v, want only %s", owner.name, list.Tasks, tk)
 		}
 	}
 	for i, p := range pairs {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // What the operator's admin API does with a runtime: browse its tasks,
@@ -16,20 +18,20 @@ import (
 const auditOperatorCancelled = "task cancelled by operator"
 
 // adminStore returns the store for operator access.
-func (rt *Runtime) adminStore() (AdminLister, error) {
+func (rt *Runtime) adminStore() (task.AdminLister, error) {
 	if !rt.Ready() {
-		return nil, ErrNotReady
+		return nil, task.ErrNotReady
 	}
-	al, ok := rt.Store.(AdminLister)
+	al, ok := rt.Store.(task.AdminLister)
 	if !ok {
-		return nil, ErrNoAdminAccess
+		return nil, task.ErrNoAdminAccess
 	}
 	return al, nil
 }
 
 // ListAll pages through the tasks of every owner, newest first
 // (AdminLister.ListAll). It gives ErrNotReady before the store opened.
-func (rt *Runtime) ListAll(ctx context.Context, filter TaskFilter, cursor string, limit int) ([]*Task, string, error) {
+func (rt *Runtime) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
 	al, err := rt.adminStore()
 	if err != nil {
 		return nil, "", err
@@ -38,7 +40,7 @@ func (rt *Runtime) ListAll(ctx context.Context, filter TaskFilter, cursor string
 }
 
 // GetAny returns the task with id whatever its owner (AdminLister.GetAny).
-func (rt *Runtime) GetAny(ctx context.Context, id string) (*Task, error) {
+func (rt *Runtime) GetAny(ctx context.Context, id string) (*task.Task, error) {
 	al, err := rt.adminStore()
 	if err != nil {
 		return nil, err
@@ -58,20 +60,20 @@ func (rt *Runtime) Running(id string) bool {
 // 2026-07-28). The audit log records it as the owner's cancellation and, in
 // a second line, the operator who asked. A terminal task gives ErrTerminal
 // with the task.
-func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*Task, error) {
+func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*task.Task, error) {
 	t, err := rt.GetAny(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if t.Status.Terminal() {
-		return t, ErrTerminal
+		return t, task.ErrTerminal
 	}
 	g := rt.gatewayFor(t.Route)
 	if g == nil { // the route is gone: the gateway in charge has the store and logs
 		g = rt.gateway.Load()
 	}
 	if g == nil {
-		return nil, ErrNotReady
+		return nil, task.ErrNotReady
 	}
 	// The upstream's notification goes through Caddy's handler chain,
 	// which needs the values of a request Caddy served (its replacer,
@@ -82,9 +84,9 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	}
 	cancelled, err := g.cancelTask(ctx, t.Owner, id, nil)
 	if err != nil {
-		if errors.Is(err, ErrTerminal) { // it ended meanwhile
+		if errors.Is(err, task.ErrTerminal) { // it ended meanwhile
 			if now, gerr := rt.GetAny(ctx, id); gerr == nil {
-				return now, ErrTerminal
+				return now, task.ErrTerminal
 			}
 		}
 		return nil, fmt.Errorf("cancelling task %s: %w", id, err)
@@ -131,7 +133,7 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 	}
 	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load()}
 	if !h.Open {
-		h.Error = ErrNotReady.Error()
+		h.Error = task.ErrNotReady.Error()
 		return h
 	}
 	// A store that does not answer (a database host whose network drops
@@ -141,7 +143,7 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 	defer cancel()
 	_, err := rt.Store.Get(ctx, "", "health-probe") // not a task id: ids are 22 characters
 	switch {
-	case err == nil, errors.Is(err, ErrNotFound):
+	case err == nil, errors.Is(err, task.ErrNotFound):
 		h.Reachable = true
 	default:
 		h.Error = err.Error()

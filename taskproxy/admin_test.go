@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The operator's access to a runtime: nothing before the store opens
@@ -14,16 +16,16 @@ import (
 func TestRuntimeOperatorAccess(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore(t)
-	rt := NewLazyRuntime(func() (Store, error) { return store, nil })
+	rt := NewLazyRuntime(func() (task.Store, error) { return store, nil })
 	t.Cleanup(func() { _ = rt.Close(time.Second) })
 
 	if h := rt.Health(ctx); h.Open || h.Reachable || h.Healthy() || h.Error == "" {
 		t.Errorf("health before start = %+v, want not open with a reason", h)
 	}
-	if _, _, err := rt.ListAll(ctx, TaskFilter{}, "", 10); !errors.Is(err, ErrNotReady) {
+	if _, _, err := rt.ListAll(ctx, task.TaskFilter{}, "", 10); !errors.Is(err, task.ErrNotReady) {
 		t.Errorf("ListAll before start: %v, want ErrNotReady", err)
 	}
-	if _, err := rt.CancelAsOperator(ctx, NewTaskID(), "test"); !errors.Is(err, ErrNotReady) {
+	if _, err := rt.CancelAsOperator(ctx, task.NewTaskID(), "test"); !errors.Is(err, task.ErrNotReady) {
 		t.Errorf("CancelAsOperator before start: %v, want ErrNotReady", err)
 	}
 
@@ -33,23 +35,23 @@ func TestRuntimeOperatorAccess(t *testing.T) {
 
 	working := testTask("o:alice", time.Now())
 	done := testTask("o:bob", time.Now())
-	done.Status = StatusCompleted
-	for _, task := range []*Task{working, done} {
-		if err := store.Create(ctx, task); err != nil {
+	done.Status = task.StatusCompleted
+	for _, tk := range []*task.Task{working, done} {
+		if err := store.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rt.CancelAsOperator(ctx, done.ID, "test"); !errors.Is(err, ErrTerminal) {
+	if _, err := rt.CancelAsOperator(ctx, done.ID, "test"); !errors.Is(err, task.ErrTerminal) {
 		t.Errorf("cancelling a completed task: %v, want ErrTerminal", err)
 	}
-	if _, err := rt.CancelAsOperator(ctx, NewTaskID(), "test"); !errors.Is(err, ErrNotFound) {
+	if _, err := rt.CancelAsOperator(ctx, task.NewTaskID(), "test"); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("cancelling an unknown task: %v, want ErrNotFound", err)
 	}
 	got, err := rt.CancelAsOperator(ctx, working.ID, "test")
-	if err != nil || got.Status != StatusCancelled {
+	if err != nil || got.Status != task.StatusCancelled {
 		t.Fatalf("CancelAsOperator = %+v, %v", got, err)
 	}
-	if owner, err := store.Get(ctx, "o:alice", working.ID); err != nil || owner.Status != StatusCancelled {
+	if owner, err := store.Get(ctx, "o:alice", working.ID); err != nil || owner.Status != task.StatusCancelled {
 		t.Errorf("the owner sees %+v, %v", owner, err)
 	}
 

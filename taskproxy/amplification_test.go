@@ -11,15 +11,16 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // countingStore counts the lookups made through it.
 type countingStore struct {
-	Store
+	task.Store
 	gets atomic.Int64
 }
 
-func (s *countingStore) Get(ctx context.Context, owner, id string) (*Task, error) {
+func (s *countingStore) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 	s.gets.Add(1)
 	return s.Store.Get(ctx, owner, id)
 }
@@ -130,11 +131,11 @@ func TestListenTaskIDs(t *testing.T) {
 func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 	g := testGateway(t, Config{})
 	ctx := context.Background()
-	task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: clock(), UpdatedAt: clock(), TTL: 60e9, Era: EraModern, Round: 1}
-	k1 := task.AddInput(InputRequest{Method: "elicitation/create", UpstreamKey: "u1", Round: 1})
-	k2 := task.AddInput(InputRequest{Method: "elicitation/create", UpstreamKey: "u2", Round: 1})
-	task.Status = StatusInputRequired
-	if err := g.rt.Store.Create(ctx, task); err != nil {
+	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: clock(), UpdatedAt: clock(), TTL: 60e9, Era: task.Era2026, Round: 1}
+	k1 := tk.AddInput(task.InputRequest{Method: "elicitation/create", UpstreamKey: "u1", Round: 1})
+	k2 := tk.AddInput(task.InputRequest{Method: "elicitation/create", UpstreamKey: "u2", Round: 1})
+	tk.Status = task.StatusInputRequired
+	if err := g.rt.Store.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	answers := map[string]inputAnswer{}
@@ -142,14 +143,14 @@ func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 		answers[fmt.Sprint("x", i)] = inputAnswer{Result: json.RawMessage(`1`)}
 	}
 	answers[k1] = inputAnswer{Result: json.RawMessage(`{"a":1}`)}
-	got, err := g.answerInputs(ctx, "o", task.ID, answers, post(`{}`), http.NotFoundHandler())
+	got, err := g.answerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in, _ := got.Input(k1); !in.Answered || string(in.Response) != `{"a":1}` {
 		t.Errorf("input %s = %+v, want answered", k1, in)
 	}
-	if in, _ := got.Input(k2); in.Answered || got.Status != StatusInputRequired {
+	if in, _ := got.Input(k2); in.Answered || got.Status != task.StatusInputRequired {
 		t.Errorf("input %s = %+v, status %s: want still outstanding", k2, in, got.Status)
 	}
 	if len(got.Inputs) != 2 {

@@ -1,5 +1,9 @@
 package taskproxy
 
+import (
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
 import "go.uber.org/zap"
 
 // The audit log records each task's lifecycle with who did what, for
@@ -18,7 +22,7 @@ const (
 )
 
 // audit logs one event of task t (nil when the caller may not see it).
-func (g *Gateway) audit(event string, taskID string, t *Task, who Caller) {
+func (g *Gateway) audit(event string, taskID string, t *task.Task, who Caller) {
 	ce := g.auditLog.Check(zap.InfoLevel, event)
 	if ce == nil {
 		return
@@ -32,7 +36,7 @@ func (g *Gateway) audit(event string, taskID string, t *Task, who Caller) {
 
 // auditTask logs an event of t on behalf of the principal that owns it, and
 // tells the observer of creations.
-func (g *Gateway) auditTask(event string, t *Task) {
+func (g *Gateway) auditTask(event string, t *task.Task) {
 	g.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
 	if event == auditCreated && g.cfg.Observer != nil {
 		g.cfg.Observer.TaskCreated(t.Era)
@@ -40,16 +44,16 @@ func (g *Gateway) auditTask(event string, t *Task) {
 }
 
 // auditOutcome logs how a task ended.
-func (g *Gateway) auditOutcome(t *Task) {
+func (g *Gateway) auditOutcome(t *task.Task) {
 	if g.cfg.Observer != nil && t.Status.Terminal() {
 		g.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
 	}
 	switch t.Status {
-	case StatusCompleted:
+	case task.StatusCompleted:
 		g.auditTask(auditCompleted, t)
-	case StatusFailed:
+	case task.StatusFailed:
 		g.auditTask(auditFailed, t)
-	case StatusCancelled:
+	case task.StatusCancelled:
 		g.auditTask(auditCancelled, t)
 	}
 }

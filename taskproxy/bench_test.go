@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Micro-benchmarks of the hot paths. They report allocations; the figures
@@ -60,11 +61,11 @@ func BenchmarkRewriteInitialize(b *testing.B) {
 	}
 }
 
-func benchStore(b *testing.B, dir string, sync bool) Store {
+func benchStore(b *testing.B, dir string, sync bool) task.Store {
 	return openTestStore(b, dir, sync)
 }
 
-func benchTask() *Task {
+func benchTask() *task.Task {
 	t := testTask("anonymous", time.Now())
 	t.Params = json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"x"}}`)
 	t.TTL = time.Hour

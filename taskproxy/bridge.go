@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The version bridge: a 2026-07-28 client in front of an upstream that
@@ -235,7 +236,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 	defer cancel()
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
 	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
-		metaProtocolVersion:    string(EraModern),
+		metaProtocolVersion:    string(task.Era2026),
 		metaClientCapabilities: map[string]any{},
 	}})
 	// A detached copy: the probe must not write to the client request's
@@ -254,7 +255,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
 		req.Header["Authorization"] = auth
 	}
-	req.Header.Set(upstream.HeaderProtocolVersion, string(EraModern))
+	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
 	req.Header.Set(upstream.HeaderMethod, "server/discover")
 	resp, err := upstream.Call(next, req)
 	if err != nil {
@@ -303,7 +304,7 @@ func classifyProbe(status int, answer *jsonrpc.Message) (legacy, known bool) {
 			}
 			_ = json.Unmarshal(answer.Error.Data, &data)
 			for _, v := range data.Supported {
-				if v == string(EraModern) {
+				if v == string(task.Era2026) {
 					return false, true
 				}
 			}
@@ -317,7 +318,7 @@ func classifyProbe(status int, answer *jsonrpc.Message) (legacy, known bool) {
 		}
 		if json.Unmarshal(answer.Result, &res) == nil {
 			for _, v := range res.SupportedVersions {
-				if v == string(EraModern) {
+				if v == string(task.Era2026) {
 					return false, true
 				}
 			}

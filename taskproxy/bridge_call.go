@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A bridged call: one 2026-07-28 request sent as 2025-11-25 on the caller's
@@ -87,7 +88,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	if err != nil {
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
-	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: NewTaskID(), params: legacyParams(c.msg.Params)}
+	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: legacyParams(c.msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), metaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
@@ -166,7 +167,7 @@ func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
 
 // answer sends the upstream the response to one of its requests.
 func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer inputAnswer) error {
-	return bc.g.answerUpstream(ctx, &Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
+	return bc.g.answerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
 }
 
 // sendFinal answers the client with the upstream's last event, translated.
@@ -195,7 +196,7 @@ func (bc *bridgedCall) sendFinal(reply *modernReply, ev upstream.Event) {
 // cancelUpstream tells the upstream the call is cancelled: on 2025-11-25
 // closing the stream is not a cancellation.
 func (bc *bridgedCall) cancelUpstream(reason string) {
-	bc.g.notifyUpstreamCancelled(bc.run.ctx, bc.run, &Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
+	bc.g.notifyUpstreamCancelled(bc.run.ctx, bc.run, &task.Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
 }
 
 // serveBridgedToolsCall serves a tools/call through the bridge: a retry of
@@ -264,8 +265,8 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 		defer timer.Stop()
 		timerC = timer.C
 	}
-	newTask := func() *Task {
-		t := c.newTask(EraModern, name, bc.params, g.cfg.DefaultTTL)
+	newTask := func() *task.Task {
+		t := c.newTask(task.Era2026, name, bc.params, g.cfg.DefaultTTL)
 		t.ID, t.UpstreamID, t.Session = bc.id, bc.upstreamID, bc.session.id
 		t.Headers[upstream.HeaderProtocolVersion] = bc.session.version // what its call speaks (taskCallHeaders)
 		return t
@@ -285,8 +286,8 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				continue
 			case ev.Request != nil && canTask:
 				t := newTask()
-				t.AddInput(InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
-				_ = t.SetStatus(StatusInputRequired, msgBridgedInput, clock())
+				t.AddInput(task.InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
+				_ = t.SetStatus(task.StatusInputRequired, msgBridgedInput, clock())
 				return c.convert(t, run, stopFollowingClient, reply, bc.a, nil)
 			case ev.Request != nil:
 				return bc.park(c, reply, stopFollowingClient, ev.Request)
@@ -412,7 +413,7 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *j
 		pc.nextKey++
 		pc.pending["input-"+strconv.Itoa(pc.nextKey)] = m
 	}
-	state := NewTaskID()
+	state := task.NewTaskID()
 	p := g.bridge.parked
 	p.mu.Lock()
 	if limit := g.maxParkedPerOwner(); p.byOwner[pc.owner] >= limit {
@@ -505,12 +506,12 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
 // 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
 // session).
-func upstreamSpeaksLegacy(t *Task) bool { return t.Era == EraLegacy || t.Session != "" }
+func upstreamSpeaksLegacy(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
 
 // bridgedResult is the result a task records: for a bridged task the
 // upstream's 2025-11-25 result with the 2026-07-28 fields.
-func bridgedResult(t *Task, result json.RawMessage) json.RawMessage {
-	if t.Era != EraModern || t.Session == "" || result == nil {
+func bridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
+	if t.Era != task.Era2026 || t.Session == "" || result == nil {
 		return result
 	}
 	return translateResult("tools/call", result, nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // askUpstream is a 2025-11-25 server with sessions whose tools ask the
@@ -172,8 +173,8 @@ type refusals struct {
 	n  map[string]int
 }
 
-func (r *refusals) TaskCreated(Era)                      {}
-func (r *refusals) TaskEnded(Era, Status, time.Duration) {}
+func (r *refusals) TaskCreated(task.Era)                           {}
+func (r *refusals) TaskEnded(task.Era, task.Status, time.Duration) {}
 func (r *refusals) Refused(reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

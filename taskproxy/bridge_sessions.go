@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Upstream sessions of the version bridge. A 2025-11-25 server keeps state
@@ -40,7 +41,7 @@ const (
 	// bridgeSessionIdle is how long an unused session is kept.
 	bridgeSessionIdle = 10 * time.Minute
 	// bridgeLegacyVersion is the version the bridge speaks upstream.
-	bridgeLegacyVersion = string(EraLegacy)
+	bridgeLegacyVersion = string(task.Era2025)
 )
 
 // bridgeSession is one upstream session.

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Bridged calls of a tool the upstream runs as a task itself
@@ -63,7 +64,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 		c.failModern(e)
 		return nil
 	}
-	t := c.newTask(EraModern, name, legacyParams(c.msg.Params), g.cfg.DefaultTTL)
+	t := c.newTask(task.Era2026, name, legacyParams(c.msg.Params), g.cfg.DefaultTTL)
 	t.UpstreamTask, t.Session = true, s.id
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
@@ -73,7 +74,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 		}
 	}
 	t.Headers[upstream.HeaderProtocolVersion] = s.version
-	if !c.storeTask(t, func(t *Task) any { return toModernCreate(t) }, c.failModern) {
+	if !c.storeTask(t, func(t *task.Task) any { return toModernCreate(t) }, c.failModern) {
 		return nil
 	}
 	base := g.cfg.Detach(c.r)
@@ -108,8 +109,8 @@ const msgBridgeSessionLost = "the upstream no longer knows the session the versi
 // creating call, says the upstream no longer knows the task's session (as
 // bridgedCall.sessionLost reads it); the session then leaves the table, so
 // that the caller's next request opens a new one.
-func (g *Gateway) bridgedSessionLost(t *Task, ev *upstream.Event) bool {
-	if t.Era != EraModern || t.Session == "" || ev.Final == nil || ev.Head == nil {
+func (g *Gateway) bridgedSessionLost(t *task.Task, ev *upstream.Event) bool {
+	if t.Era != task.Era2026 || t.Session == "" || ev.Final == nil || ev.Head == nil {
 		return false
 	}
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // bridgedTaskUpstream puts fakeTaskUpstream (a 2025-11-25 server running
@@ -95,10 +96,10 @@ func TestBridgedUpstreamTask(t *testing.T) {
 		caps   string
 		elicit bool
 		want   string // in the answer to the call
-		status Status
+		status task.Status
 	}{
-		{"completed", declaring, false, `"resultType":"task"`, StatusCompleted},
-		{"input answered with tasks/update", declaring, true, `"resultType":"task"`, StatusCompleted},
+		{"completed", declaring, false, `"resultType":"task"`, task.StatusCompleted},
+		{"input answered with tasks/update", declaring, true, `"resultType":"task"`, task.StatusCompleted},
 		{"without the tasks extension: refused", plainCaps, false, `"code":-32021`, ""},
 	}
 	for _, tt := range tests {
@@ -127,7 +128,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 			_ = json.Unmarshal(w.Body.Bytes(), &created)
 			id := created.Result.TaskID
 			if tt.elicit {
-				rec := waitStatus(t, g, Anonymous, id, StatusInputRequired)
+				rec := waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
 				if len(rec.Inputs) != 1 || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation", rec.Inputs)
 				}
@@ -138,7 +139,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 				}
 			}
 			rec := waitEnded(t, g, Anonymous, id)
-			if rec.Status != tt.status || rec.Session != "s-1" || rec.UpstreamTaskID != "up-1" || rec.Era != EraModern {
+			if rec.Status != tt.status || rec.Session != "s-1" || rec.UpstreamTaskID != "up-1" || rec.Era != task.Era2026 {
 				t.Errorf("task %s session %q upstream task %q era %s; want %s on s-1 following up-1", rec.Status, rec.Session, rec.UpstreamTaskID, rec.Era, tt.status)
 			}
 			if !strings.Contains(string(rec.Result), `"resultType":"complete"`) || strings.Contains(string(rec.Result), metaRelatedTask) {
@@ -167,21 +168,21 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 	tests := []struct {
 		name           string
 		upstreamTaskID string
-		want           Status
+		want           task.Status
 	}{
-		{"bridged call: failed", "", StatusFailed},
-		{"upstream's own task: followed again", "up-1", StatusCompleted},
+		{"bridged call: failed", "", task.StatusFailed},
+		{"upstream's own task: followed again", "up-1", task.StatusCompleted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report0(), known: true}}
 			store := newMemStore(t)
 			past := clock().Add(-time.Minute)
-			id := NewTaskID()
-			err := store.Create(t.Context(), &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
-				TTL: time.Hour, Era: EraModern, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s-1",
+			id := task.NewTaskID()
+			err := store.Create(t.Context(), &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
+				TTL: time.Hour, Era: task.Era2026, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s-1",
 				Headers:      map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
-				UpstreamTask: tt.upstreamTaskID != "", UpstreamTaskID: tt.upstreamTaskID, Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
+				UpstreamTask: tt.upstreamTaskID != "", UpstreamTaskID: tt.upstreamTaskID, Lease: task.Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +190,7 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 			defer rt.Close(time.Second)
 			g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 			mustStart(t, g)
-			var rec *Task
+			var rec *task.Task
 			deadline := time.Now().Add(20 * time.Second)
 			for rec == nil || !rec.Status.Terminal() {
 				if time.Now().After(deadline) {
@@ -221,12 +222,12 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
 	now := clock()
-	id := NewTaskID()
-	rec := &Task{ID: id, Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
-		Era: EraModern, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
+	id := task.NewTaskID()
+	rec := &task.Task{ID: id, Owner: Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
+		Era: task.Era2026, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 		UpstreamTask: true, UpstreamTaskID: "up-1"}
-	rec.AddInput(InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
-	if err := rec.SetStatus(StatusInputRequired, msgBridgedInput, now); err != nil {
+	rec.AddInput(task.InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
+	if err := rec.SetStatus(task.StatusInputRequired, msgBridgedInput, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.rt.Store.Create(t.Context(), rec); err != nil {
@@ -251,7 +252,7 @@ func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
 	g.bridge.learned(true)
-	call := func() *Task {
+	call := func() *task.Task {
 		w := httptest.NewRecorder()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{},` + declaring + `}}`
 		if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "job"), up); err != nil {
@@ -265,16 +266,16 @@ func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
 		}
 		return waitEnded(t, g, Anonymous, created.Result.TaskID)
 	}
-	if rec := call(); rec.Status != StatusCompleted || rec.Session != "s-1" {
+	if rec := call(); rec.Status != task.StatusCompleted || rec.Session != "s-1" {
 		t.Fatalf("first task %s on %q, want completed on s-1", rec.Status, rec.Session)
 	}
 	up.mu.Lock()
 	up.dropped = true
 	up.mu.Unlock()
-	if rec := call(); rec.Status != StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, "no longer knows the session") {
+	if rec := call(); rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, "no longer knows the session") {
 		t.Errorf("task on the lost session: %s %+v, want failed with why", rec.Status, rec.Error)
 	}
-	if rec := call(); rec.Status != StatusCompleted || rec.Session != "s-2" {
+	if rec := call(); rec.Status != task.StatusCompleted || rec.Session != "s-2" {
 		t.Errorf("next task %s on %q, want completed on a new session s-2", rec.Status, rec.Session)
 	}
 }

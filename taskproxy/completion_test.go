@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A task that completes drops a status message that described its work in
@@ -16,23 +17,23 @@ func TestCompletionStatusMessage(t *testing.T) {
 	now := time.Now()
 	for _, c := range []struct {
 		name, working string
-		era           Era
+		era           task.Era
 		result        string
 		rpcErr        *jsonrpc.Error
-		status        Status
+		status        task.Status
 		want          string
 	}{
-		{"upstream's progress message", "Gathering sources...", EraModern, `{"content":[]}`, nil, StatusCompleted, ""},
-		{"upstream's progress message, 2025-11-25", "Gathering sources...", EraLegacy, `{"content":[]}`, nil, StatusCompleted, ""},
-		{"no message", "", EraLegacy, `{"content":[]}`, nil, StatusCompleted, ""},
-		{"re-run after a restart", msgRerun, EraLegacy, `{"content":[]}`, nil, StatusCompleted, msgRerun},
-		{"re-run after a replica stopped", msgReplicaRerun, EraModern, `{"content":[]}`, nil, StatusCompleted, msgReplicaRerun},
-		{"tool error on 2026-07-28 completes", "Gathering sources...", EraModern, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, StatusCompleted, ""},
-		{"tool error on 2025-11-25 fails", "Gathering sources...", EraLegacy, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, StatusFailed, "Tool error: no"},
-		{"JSON-RPC error", "Gathering sources...", EraLegacy, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), StatusFailed, "boom"},
+		{"upstream's progress message", "Gathering sources...", task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, ""},
+		{"upstream's progress message, 2025-11-25", "Gathering sources...", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
+		{"no message", "", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
+		{"re-run after a restart", msgRerun, task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, msgRerun},
+		{"re-run after a replica stopped", msgReplicaRerun, task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, msgReplicaRerun},
+		{"tool error on 2026-07-28 completes", "Gathering sources...", task.Era2026, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusCompleted, ""},
+		{"tool error on 2025-11-25 fails", "Gathering sources...", task.Era2025, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusFailed, "Tool error: no"},
+		{"JSON-RPC error", "Gathering sources...", task.Era2025, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), task.StatusFailed, "boom"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := &Task{ID: "t", Status: StatusWorking, StatusMessage: c.working, Era: c.era}
+			rec := &task.Task{ID: "t", Status: task.StatusWorking, StatusMessage: c.working, Era: c.era}
 			var result json.RawMessage
 			if c.result != "" {
 				result = json.RawMessage(c.result)

@@ -9,6 +9,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Discovery rewriting: the upstream knows nothing of tasks, so the gateway
@@ -37,7 +38,7 @@ func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
 	var head struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(EraLegacy) {
+	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(task.Era2025) {
 		return result, nil
 	}
 	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.legacyTasksCapability())

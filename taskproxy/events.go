@@ -2,6 +2,8 @@ package taskproxy
 
 import (
 	"context"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Events publishes task events and lets waiters subscribe to them. The Hub
@@ -10,7 +12,7 @@ import (
 type Events interface {
 	// Publish delivers ev to the subscribers of its task, at once, and
 	// hands it to the relay if there is one. It never blocks on I/O.
-	Publish(ctx context.Context, ev TaskEvent)
+	Publish(ctx context.Context, ev task.TaskEvent)
 	// Subscribe starts receiving the events of the given tasks; the
 	// subscription's Close ends it.
 	Subscribe(taskIDs ...string) *Subscription
@@ -18,7 +20,7 @@ type Events interface {
 
 // Publish delivers ev to this process's subscribers, then hands it to the
 // relay, if any.
-func (h *Hub) Publish(_ context.Context, ev TaskEvent) {
+func (h *Hub) Publish(_ context.Context, ev task.TaskEvent) {
 	h.Deliver(ev)
 	if r := h.relay.Load(); r != nil {
 		(*r).Send(ev)
@@ -27,9 +29,9 @@ func (h *Hub) Publish(_ context.Context, ev TaskEvent) {
 
 // Deliver wakes this process's subscribers of ev's task, without relaying
 // it: for relays delivering what another process published.
-func (h *Hub) Deliver(ev TaskEvent) {
+func (h *Hub) Deliver(ev task.TaskEvent) {
 	switch ev.Kind {
-	case EventProgress:
+	case task.EventProgress:
 		h.deliverProgress(ev.TaskID, ev.Params)
 	default:
 		h.deliverChanged(ev.TaskID)
@@ -49,7 +51,7 @@ func (h *Hub) Watched() []string {
 }
 
 // setRelay attaches a relay (nil detaches it).
-func (h *Hub) setRelay(r EventRelay) {
+func (h *Hub) setRelay(r task.EventRelay) {
 	if r == nil {
 		h.relay.Store(nil)
 		return

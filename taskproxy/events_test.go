@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Publish and Deliver wake the subscribers of the event's task only, by
@@ -11,14 +13,14 @@ import (
 func TestHubEvents(t *testing.T) {
 	tests := []struct {
 		name         string
-		ev           TaskEvent
+		ev           task.TaskEvent
 		wantChanged  bool
 		wantProgress string
 	}{
-		{"changed", TaskEvent{TaskID: "a", Kind: EventChanged}, true, ""},
-		{"progress", TaskEvent{TaskID: "a", Kind: EventProgress, Params: []byte(`{"progress":1}`)}, false, `{"progress":1}`},
-		{"another task", TaskEvent{TaskID: "b", Kind: EventChanged}, false, ""},
-		{"unknown kind counts as a change", TaskEvent{TaskID: "a", Kind: "input-answered"}, true, ""},
+		{"changed", task.TaskEvent{TaskID: "a", Kind: task.EventChanged}, true, ""},
+		{"progress", task.TaskEvent{TaskID: "a", Kind: task.EventProgress, Params: []byte(`{"progress":1}`)}, false, `{"progress":1}`},
+		{"another task", task.TaskEvent{TaskID: "b", Kind: task.EventChanged}, false, ""},
+		{"unknown kind counts as a change", task.TaskEvent{TaskID: "a", Kind: "input-answered"}, true, ""},
 	}
 	for _, tt := range tests {
 		for _, deliver := range []bool{false, true} {

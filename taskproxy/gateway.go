@@ -25,6 +25,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // TaskSupport is a tool's task mode, as 2025-11-25 execution.taskSupport.
@@ -142,9 +143,9 @@ const DefaultMaxResultBytes = upstream.DefaultMaxResultBytes
 // be cheap and safe for concurrent use.
 type Observer interface {
 	// TaskCreated counts a task stored.
-	TaskCreated(era Era)
+	TaskCreated(era task.Era)
 	// TaskEnded counts a task reaching status, age after its creation.
-	TaskEnded(era Era, status Status, age time.Duration)
+	TaskEnded(era task.Era, status task.Status, age time.Duration)
 	// Refused counts a request refused for a limit: "quota" (too many
 	// active tasks), "rate_limit", "streams" or "bridge_input" (too many
 	// bridged calls of the principal wait for input).
@@ -292,7 +293,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}
-	if detectEra(r, msg) == EraModern {
+	if detectEra(r, msg) == task.Era2026 {
 		return c.serveModern()
 	}
 	switch {
@@ -435,9 +436,9 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 
 // detectEra tells the protocol generation of a request: 2026-07-28 carries
 // its version in the header and in params._meta on every request.
-func detectEra(r *http.Request, msg *jsonrpc.Message) Era {
-	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(EraModern) {
-		return EraModern
+func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
+	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(task.Era2026) {
+		return task.Era2026
 	}
 	// The literal key is the cheap test; a key written with escapes
 	// ("\u0070rotocolVersion") is the same key to every JSON reader, so
@@ -445,11 +446,11 @@ func detectEra(r *http.Request, msg *jsonrpc.Message) Era {
 	if len(msg.Params) > 0 && (bytes.Contains(msg.Params, []byte(metaProtocolVersion)) || bytes.IndexByte(msg.Params, '\\') >= 0) {
 		if meta, ok := jsonx.Get(msg.Params, "_meta"); ok {
 			if _, ok := jsonx.Get(meta, metaProtocolVersion); ok {
-				return EraModern
+				return task.Era2026
 			}
 		}
 	}
-	return EraLegacy
+	return task.Era2025
 }
 
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"

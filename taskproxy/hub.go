@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Hub wakes the gateway's own waiters (tasks/result streams, subscriptions)
@@ -15,7 +17,7 @@ type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*Subscription]struct{}
 	// relay carries events to other processes sharing the store (events.go).
-	relay atomic.Pointer[EventRelay]
+	relay atomic.Pointer[task.EventRelay]
 }
 
 // Subscription receives the events of one task.
@@ -69,7 +71,7 @@ func (s *Subscription) Close() {
 
 // Changed tells taskID's subscribers that its record changed.
 func (h *Hub) Changed(taskID string) {
-	h.Publish(context.Background(), TaskEvent{TaskID: taskID, Kind: EventChanged})
+	h.Publish(context.Background(), task.TaskEvent{TaskID: taskID, Kind: task.EventChanged})
 }
 
 func (h *Hub) deliverChanged(taskID string) {
@@ -85,7 +87,7 @@ func (h *Hub) deliverChanged(taskID string) {
 
 // Progress hands taskID's subscribers an upstream progress notification.
 func (h *Hub) Progress(taskID string, params json.RawMessage) {
-	h.Publish(context.Background(), TaskEvent{TaskID: taskID, Kind: EventProgress, Params: params})
+	h.Publish(context.Background(), task.TaskEvent{TaskID: taskID, Kind: task.EventProgress, Params: params})
 }
 
 func (h *Hub) deliverProgress(taskID string, params json.RawMessage) {

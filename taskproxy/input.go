@@ -9,6 +9,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // One input path serves both eras. A 2025-11-25 upstream asks for input with
@@ -52,7 +53,7 @@ type inputAnswer struct {
 // that are not outstanding (never issued, already answered) are ignored, as
 // is a task that has ended. Once nothing is outstanding the task is working
 // again. caller supplies the headers and next handler for the upstream.
-func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*Task, error) {
+func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*task.Task, error) {
 	t, err := g.rt.Store.Get(ctx, owner, taskID)
 	if err != nil || t.Status.Terminal() {
 		return t, err
@@ -80,7 +81,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 			return nil, err
 		}
 	}
-	t, err = g.rt.Store.Update(ctx, owner, taskID, func(rec *Task) error {
+	t, err = g.rt.Store.Update(ctx, owner, taskID, func(rec *task.Task) error {
 		changed := false
 		for i := range rec.Inputs {
 			in := &rec.Inputs[i]
@@ -97,8 +98,8 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 			return errNoChange
 		}
 		rec.UpdatedAt = clock()
-		if len(rec.Outstanding()) == 0 && rec.Status == StatusInputRequired {
-			return rec.SetStatus(StatusWorking, "", clock())
+		if len(rec.Outstanding()) == 0 && rec.Status == task.StatusInputRequired {
+			return rec.SetStatus(task.StatusWorking, "", clock())
 		}
 		return nil
 	})
@@ -107,7 +108,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 		g.auditTask(auditInputAnswered, t)
 		g.rt.Hub.Changed(taskID)
 		return t, nil
-	case errNoChange, ErrTerminal:
+	case errNoChange, task.ErrTerminal:
 		return g.rt.Store.Get(ctx, owner, taskID)
 	}
 	return nil, err
@@ -115,7 +116,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 
 // answerUpstream sends the upstream a JSON-RPC response to one of its
 // requests, on the task's session.
-func (g *Gateway) answerUpstream(ctx context.Context, t *Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
+func (g *Gateway) answerUpstream(ctx context.Context, t *task.Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
 	body, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
 	if err != nil {
 		return fmt.Errorf("encoding the answer: %w", err)

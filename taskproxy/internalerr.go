@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Internal errors and clients. The text of an internal error (a store
@@ -36,7 +37,7 @@ func newErrorRef() string {
 func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	ref := newErrorRef()
 	if ce := g.log.Check(zap.ErrorLevel, what); ce != nil {
-		ce.Write(append(fields, zap.String("ref", ref), zap.Error(CleanStoreError(err)))...)
+		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref %s)", ref)
 }
@@ -57,7 +58,7 @@ func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *json
 
 // safeStoreError reports the store's refusals, whose text names no data.
 func safeStoreError(err error) bool {
-	for _, e := range []error{ErrNotFound, ErrTerminal, ErrBadTransition, ErrLeaseHeld, ErrIdempotencyMismatch, ErrQuotaExceeded, ErrRecordTooLarge, ErrClosed} {
+	for _, e := range []error{task.ErrNotFound, task.ErrTerminal, task.ErrBadTransition, task.ErrLeaseHeld, task.ErrIdempotencyMismatch, task.ErrQuotaExceeded, task.ErrRecordTooLarge, task.ErrClosed} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -87,7 +88,7 @@ func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *jsonrpc.Error
 		msg = "upstream unreachable"
 	}
 	if ce := g.log.Check(zap.WarnLevel, msg); ce != nil {
-		ce.Write(append(fields, zap.String("ref", ref), zap.Error(CleanStoreError(err)))...)
+		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", msg, ref)
 }
@@ -134,4 +135,3 @@ func (g *Gateway) answerFailure(err error, taskID string) *jsonrpc.Error {
 	}
 	return g.clientError("answering an input request", err, zap.String("task", taskID))
 }
-

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // dialError is a real refused connection, wrapped as reverse_proxy wraps
@@ -42,7 +43,7 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	g := &Gateway{log: zap.New(core)}
 	dial := refusedDial(t)
-	hexDump := fmt.Errorf("committing: %w", CleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
+	hexDump := fmt.Errorf("committing: %w", task.CleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
 	tests := []struct {
 		name    string
 		got     *jsonrpc.Error
@@ -57,7 +58,7 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 		{"panic", g.upstreamFailure(errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
 		{"protocol account kept", g.upstreamFailure(errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
 		{"expiry kept", g.upstreamFailure(fmt.Errorf("calling upstream: %w", errTaskExpired)), "task expired before completion", nil, false},
-		{"store refusal kept", g.clientError("x", fmt.Errorf("%w: working to completed", ErrBadTransition)), "task status transition not allowed", nil, false},
+		{"store refusal kept", g.clientError("x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
 		{"answer forwarding", g.answerFailure(fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
 		{"JSON-RPC error as is", g.clientError("x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // An HTTP error from the next handler that is complete only once the
@@ -39,11 +41,11 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 	if err := rt.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	task, err := openTestStore(t, dir, false).Get(t.Context(), Anonymous, id)
+	tk, err := openTestStore(t, dir, false).Get(t.Context(), Anonymous, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.Status != StatusWorking {
-		t.Errorf("after the shutdown the task is %s (%q), want it left working for recovery", task.Status, task.StatusMessage)
+	if tk.Status != task.StatusWorking {
+		t.Errorf("after the shutdown the task is %s (%q), want it left working for recovery", tk.Status, tk.StatusMessage)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The 2025-11-25 wire adapter: requestor-driven tasks (params.task), the
@@ -18,13 +19,13 @@ const metaRelatedTask = "io.modelcontextprotocol/related-task"
 
 // legacyTask is the 2025-11-25 Task object.
 type legacyTask struct {
-	TaskID        string `json:"taskId"`
-	Status        Status `json:"status"`
-	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
-	TTL           int64  `json:"ttl"`
-	PollInterval  int64  `json:"pollInterval,omitempty"`
+	TaskID        string      `json:"taskId"`
+	Status        task.Status `json:"status"`
+	StatusMessage string      `json:"statusMessage,omitempty"`
+	CreatedAt     string      `json:"createdAt"`
+	LastUpdatedAt string      `json:"lastUpdatedAt"`
+	TTL           int64       `json:"ttl"`
+	PollInterval  int64       `json:"pollInterval,omitempty"`
 }
 
 const isoMillis = "2006-01-02T15:04:05.000Z07:00"
@@ -54,10 +55,10 @@ func (lt legacyTask) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func toLegacyTask(t *Task) legacyTask {
+func toLegacyTask(t *task.Task) legacyTask {
 	status := t.Status
-	if status == StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
-		status = StatusFailed
+	if status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
+		status = task.StatusFailed
 	}
 	return legacyTask{
 		TaskID:        t.ID,
@@ -169,8 +170,8 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params: %v", err))
 		return nil
 	}
-	t := c.newTask(EraLegacy, tool, params, ttl)
-	if !c.storeTask(t, func(t *Task) any { return legacyCreated(t) }, c.fail) {
+	t := c.newTask(task.Era2025, tool, params, ttl)
+	if !c.storeTask(t, func(t *task.Task) any { return legacyCreated(t) }, c.fail) {
 		return nil
 	}
 	c.startTask(t)
@@ -179,7 +180,7 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 }
 
 // legacyCreated is the 2025-11-25 CreateTaskResult, encoded.
-func legacyCreated(t *Task) json.RawMessage {
+func legacyCreated(t *task.Task) json.RawMessage {
 	b := append(make([]byte, 0, 256), `{"task":`...)
 	b = toLegacyTask(t).appendJSON(b)
 	return append(b, '}')
@@ -220,7 +221,7 @@ func (c *call) serveLegacyList() error {
 		cursor = *p.Cursor
 	}
 	tasks, next, err := c.g.rt.Store.List(c.r.Context(), c.owner, cursor, listPageSize)
-	if errors.Is(err, ErrInvalidCursor) {
+	if errors.Is(err, task.ErrInvalidCursor) {
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid cursor"))
 		return nil
 	}
@@ -247,7 +248,7 @@ func (c *call) serveLegacyCancel() error {
 		return nil
 	}
 	t, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
-	if errors.Is(err, ErrTerminal) {
+	if errors.Is(err, task.ErrTerminal) {
 		cur, gerr := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 		if gerr != nil {
 			c.fail(c.lookupFailure(id, gerr))

@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // tasks/result (2025-11-25): a blocking answer that, while it waits, relays
@@ -115,7 +116,7 @@ func (c *call) serveResumedResult(taskID string) error {
 // for task taskID was ended by the server: unique, and carrying what the
 // resumed answer needs.
 func resultResumeID(taskID string, id json.RawMessage) string {
-	return jsonrpc.GatewayIDPrefix + taskID + ":result:" + base64.RawURLEncoding.EncodeToString(id) + ":" + NewTaskID()[:8]
+	return jsonrpc.GatewayIDPrefix + taskID + ":result:" + base64.RawURLEncoding.EncodeToString(id) + ":" + task.NewTaskID()[:8]
 }
 
 // parseResultResumeID recognises an id made by resultResumeID.
@@ -141,7 +142,7 @@ type resultStream struct {
 	c          *call
 	sse        *sse.Writer
 	sent       map[string]bool // input keys already relayed on this stream
-	lastStatus Status
+	lastStatus task.Status
 	broken     bool // a write failed: the client is gone or stopped reading
 }
 
@@ -167,7 +168,7 @@ func (s *resultStream) resumable(taskID string) {
 }
 
 // update relays outstanding input requests and status changes.
-func (s *resultStream) update(t *Task) {
+func (s *resultStream) update(t *task.Task) {
 	if s.sse == nil {
 		return
 	}
@@ -198,7 +199,7 @@ func (s *resultStream) progress(params json.RawMessage) {
 	}
 }
 
-func (s *resultStream) final(t *Task) { s.answer(legacyFinalAnswer(s.c.msg.ID, t)) }
+func (s *resultStream) final(t *task.Task) { s.answer(legacyFinalAnswer(s.c.msg.ID, t)) }
 
 func (s *resultStream) fail(e *jsonrpc.Error) { s.answer(jsonrpc.ErrorBytes(s.c.msg.ID, e)) }
 
@@ -220,7 +221,7 @@ func relatedTaskMeta(id string) []byte {
 // legacyFinalAnswer is the tasks/result response for a terminal task:
 // exactly what the upstream answered (a result carries the related-task
 // meta), or the gateway's error when there was no upstream answer.
-func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
+func legacyFinalAnswer(id json.RawMessage, t *task.Task) []byte {
 	switch {
 	case t.Result != nil:
 		result, err := jsonx.SetPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
@@ -234,7 +235,7 @@ func legacyFinalAnswer(id json.RawMessage, t *Task) []byte {
 		return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error: the stored result could not be encoded")) // no text of it
 	case t.Error != nil:
 		return jsonrpc.ErrorBytes(id, t.Error)
-	case t.Status == StatusCancelled:
+	case t.Status == task.StatusCancelled:
 		return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "Task %s was cancelled", t.ID))
 	}
 	return jsonrpc.ErrorBytes(id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "Task %s ended %s without a result", t.ID, t.Status))

@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The hand-written encoding of a 2025-11-25 task is byte for byte what
 // encoding/json writes, escaping included, and so is the CreateTaskResult
 // around it.
 func TestLegacyTaskAppendJSON(t *testing.T) {
-	base := legacyTask{TaskID: "9sle5G8nJypWiKEpw-_TZA", Status: StatusWorking, CreatedAt: "2026-12-01T09:08:17.320Z", LastUpdatedAt: "2026-12-01T09:08:17.320Z", TTL: 600000}
+	base := legacyTask{TaskID: "9sle5G8nJypWiKEpw-_TZA", Status: task.StatusWorking, CreatedAt: "2026-12-01T09:08:17.320Z", LastUpdatedAt: "2026-12-01T09:08:17.320Z", TTL: 600000}
 	tests := []struct {
 		name string
 		edit func(*legacyTask)
@@ -19,7 +21,7 @@ func TestLegacyTaskAppendJSON(t *testing.T) {
 		{"plain", func(*legacyTask) {}},
 		{"message and poll interval", func(lt *legacyTask) { lt.StatusMessage = "Gathering sources..."; lt.PollInterval = 500 }},
 		{"message to escape", func(lt *legacyTask) { lt.StatusMessage = "a \"quote\", <b>&</b>, a\\b, \n\t\u2028, é, \x7f, \xff" }},
-		{"failed, no ttl", func(lt *legacyTask) { lt.Status = StatusFailed; lt.TTL = 0 }},
+		{"failed, no ttl", func(lt *legacyTask) { lt.Status = task.StatusFailed; lt.TTL = 0 }},
 		{"negative numbers", func(lt *legacyTask) { lt.TTL = -1; lt.PollInterval = -5 }},
 		{"empty strings", func(lt *legacyTask) { lt.TaskID, lt.CreatedAt, lt.LastUpdatedAt = "", "", "" }},
 	}
@@ -36,11 +38,11 @@ func TestLegacyTaskAppendJSON(t *testing.T) {
 			}
 		})
 	}
-	task := &Task{ID: "abc<d>", Status: StatusCompleted, IsError: true, StatusMessage: "done & dusted", CreatedAt: time.Unix(1_800_000_000, 123e6), UpdatedAt: time.Unix(1_800_000_001, 0), TTL: time.Minute, PollInterval: time.Second}
+	tk := &task.Task{ID: "abc<d>", Status: task.StatusCompleted, IsError: true, StatusMessage: "done & dusted", CreatedAt: time.Unix(1_800_000_000, 123e6), UpdatedAt: time.Unix(1_800_000_001, 0), TTL: time.Minute, PollInterval: time.Second}
 	want, _ := json.Marshal(struct {
 		Task legacyTask `json:"task"`
-	}{toLegacyTask(task)})
-	if got := legacyCreated(task); !bytes.Equal(got, want) {
+	}{toLegacyTask(tk)})
+	if got := legacyCreated(tk); !bytes.Equal(got, want) {
 		t.Errorf("legacyCreated = %s\nwant           %s", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // subscriptions/listen with notifications.taskIds (2026-07-28): a
@@ -63,7 +64,7 @@ func dedupe(ids []string) []string {
 type listenedTask struct {
 	sent bool
 	seen time.Time
-	stat Status
+	stat task.Status
 }
 
 func (c *call) serveListen(taskIDs []string) error {

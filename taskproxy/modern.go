@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The 2026-07-28 wire adapter: the io.modelcontextprotocol/tasks extension.
@@ -25,7 +26,7 @@ const (
 )
 
 // supportedVersions are the protocol versions the gateway serves.
-var supportedVersions = []string{string(EraModern), string(EraLegacy)}
+var supportedVersions = []string{string(task.Era2026), string(task.Era2025)}
 
 // modernStatus is the HTTP status of a JSON-RPC error on the 2026-07-28
 // wire: 404 for an unknown method, 400 for malformed requests.
@@ -184,7 +185,7 @@ func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta)
 	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
 }
 
-func isSupportedModern(v string) bool { return v == string(EraModern) }
+func isSupportedModern(v string) bool { return v == string(task.Era2026) }
 
 // headerMatches checks that header is present and, decoded, equals want.
 func headerMatches(r *http.Request, header, display, want string) *jsonrpc.Error {
@@ -239,7 +240,7 @@ func rewriteDiscover(result []byte) ([]byte, error) {
 type modernTask struct {
 	ResultType     string                     `json:"resultType,omitempty"`
 	TaskID         string                     `json:"taskId"`
-	Status         Status                     `json:"status"`
+	Status         task.Status                `json:"status"`
 	StatusMessage  string                     `json:"statusMessage,omitempty"`
 	CreatedAt      string                     `json:"createdAt"`
 	LastUpdatedAt  string                     `json:"lastUpdatedAt"`
@@ -253,14 +254,14 @@ type modernTask struct {
 
 // modernStatusOf maps the record to this wire: a tool result with isError
 // is completed here, whatever era created the task.
-func modernStatusOf(t *Task) Status {
-	if t.Status == StatusFailed && t.Error == nil && t.Result != nil {
-		return StatusCompleted
+func modernStatusOf(t *task.Task) task.Status {
+	if t.Status == task.StatusFailed && t.Error == nil && t.Result != nil {
+		return task.StatusCompleted
 	}
 	return t.Status
 }
 
-func toModernCreate(t *Task) modernTask {
+func toModernCreate(t *task.Task) modernTask {
 	return modernTask{
 		ResultType: "task", TaskID: t.ID, Status: modernStatusOf(t), StatusMessage: t.StatusMessage,
 		CreatedAt: t.CreatedAt.UTC().Format(isoMillis), LastUpdatedAt: t.UpdatedAt.UTC().Format(isoMillis),
@@ -270,11 +271,11 @@ func toModernCreate(t *Task) modernTask {
 
 // toModernDetail is the DetailedTask: inputRequests while input is
 // required, the result when completed, the error when failed.
-func toModernDetail(t *Task, resultType string) modernTask {
+func toModernDetail(t *task.Task, resultType string) modernTask {
 	v := toModernCreate(t)
 	v.ResultType = resultType
 	switch v.Status {
-	case StatusInputRequired:
+	case task.StatusInputRequired:
 		v.InputRequests = map[string]json.RawMessage{}
 		for _, in := range t.Outstanding() {
 			req, _ := json.Marshal(struct {
@@ -283,12 +284,12 @@ func toModernDetail(t *Task, resultType string) modernTask {
 			}{in.Method, in.Params})
 			v.InputRequests[in.Key] = req
 		}
-	case StatusCompleted:
+	case task.StatusCompleted:
 		v.Result = t.Result
 		if v.Result == nil {
 			v.Result = json.RawMessage("{}")
 		}
-	case StatusFailed:
+	case task.StatusFailed:
 		v.Error = t.Error
 		if v.Error == nil {
 			v.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", t.StatusMessage)
@@ -331,7 +332,7 @@ func (c *call) serveModernUpdate() error {
 		answers[k] = inputAnswer{Result: v}
 	}
 	if _, err := c.g.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, task.ErrNotFound) {
 			c.failModern(c.lookupFailure(id, err))
 		} else {
 			c.failModern(c.g.answerFailure(err, id))
@@ -346,7 +347,7 @@ func (c *call) serveModernUpdate() error {
 func (c *call) serveModernCancel() error {
 	id, _ := c.taskIDParam()
 	_, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
-	if err != nil && !errors.Is(err, ErrTerminal) {
+	if err != nil && !errors.Is(err, task.ErrTerminal) {
 		c.failModern(c.lookupFailure(id, err))
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Server-directed task creation (2026-07-28). The gateway starts the
@@ -78,8 +79,8 @@ func (c *call) runIdempotentCall(name string) error {
 		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
-	t := c.newTask(EraModern, name, params, c.g.cfg.DefaultTTL)
-	if !c.storeTask(t, func(t *Task) any { return toModernCreate(t) }, c.failModern) {
+	t := c.newTask(task.Era2026, name, params, c.g.cfg.DefaultTTL)
+	if !c.storeTask(t, func(t *task.Task) any { return toModernCreate(t) }, c.failModern) {
 		return nil
 	}
 	c.startTask(t)
@@ -88,7 +89,7 @@ func (c *call) runIdempotentCall(name string) error {
 
 func (c *call) runModernCall(name string, mode TaskSupport) error {
 	g := c.g
-	id := NewTaskID()
+	id := task.NewTaskID()
 	upstreamID := jsonrpc.UpstreamCallID(id, 1)
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {
@@ -107,7 +108,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
 
-	t := c.newTask(EraModern, name, params, g.cfg.DefaultTTL)
+	t := c.newTask(task.Era2026, name, params, g.cfg.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev upstream.Event) error {
 		stopFollowingClient()
@@ -168,7 +169,7 @@ func refusesCaller(status int) bool {
 // convert stores the task and answers the CreateTaskResult; a worker takes
 // over the attempt (or its answer, pending). A pending final answer is
 // recorded before the task is stored, so the task is created already ended.
-func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *upstream.Attempt, pending *upstream.Event) error {
+func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *upstream.Attempt, pending *upstream.Event) error {
 	g := c.g
 	if !stopFollowingClient() {
 		run.release() // the client left just now: the call was cancelled with it
@@ -176,7 +177,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 	}
 	ended := pending != nil && !(pending.Final != nil && upstream.IsInputRequired(pending.Final.Result))
 	if ended {
-		t.Lease = Lease{}
+		t.Lease = task.Lease{}
 		if pending.Err != nil {
 			applyOutcome(t, nil, g.upstreamFailure(pending.Err, zap.String("task", t.ID)), clock())
 		} else {
@@ -187,7 +188,7 @@ func (c *call) convert(t *Task, run *runningTask, stopFollowingClient func() boo
 		// The call does not go on untracked: the upstream call is cancelled.
 		run.cancel(err)
 		run.release()
-		if errors.Is(err, ErrQuotaExceeded) {
+		if errors.Is(err, task.ErrQuotaExceeded) {
 			e := g.quotaRefused(err)
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
 			return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 const declaring = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
@@ -16,16 +17,16 @@ const plainCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-2
 func TestDetectEra(t *testing.T) {
 	tests := []struct {
 		name, header, body string
-		want               Era
+		want               task.Era
 	}{
-		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, EraLegacy},
-		{"legacy header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraLegacy},
-		{"modern header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
-		{"future header", "2027-01-01", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, EraModern},
-		{"modern meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, EraModern},
-		{"meta key with escapes", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, EraModern},
-		{"meta with an escaped name", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_m\u0065ta":{"io.modelcontextprotocol/\u0070rotocolVersion":"2026-07-28"}}}`, EraModern},
-		{"meta key elsewhere", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, EraLegacy},
+		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, task.Era2025},
+		{"legacy header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2025},
+		{"modern header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2026},
+		{"future header", "2027-01-01", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2026},
+		{"modern meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, task.Era2026},
+		{"meta key with escapes", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, task.Era2026},
+		{"meta with an escaped name", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_m\u0065ta":{"io.modelcontextprotocol/\u0070rotocolVersion":"2026-07-28"}}}`, task.Era2026},
+		{"meta key elsewhere", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, task.Era2025},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,35 +138,35 @@ func TestWithoutTasksExtension(t *testing.T) {
 }
 
 func TestModernRender(t *testing.T) {
-	base := &Task{ID: "t1", TTL: 60000 * 1e6, PollInterval: 1e9}
+	base := &task.Task{ID: "t1", TTL: 60000 * 1e6, PollInterval: 1e9}
 	tests := []struct {
 		name   string
-		task   func() *Task
-		status Status
+		tk     func() *task.Task
+		status task.Status
 		has    []string
 		lacks  []string
 	}{
-		{"working", func() *Task { t := *base; t.Status = StatusWorking; return &t }, StatusWorking, nil, []string{`"result":`, `"error"`, "inputRequests"}},
-		{"input", func() *Task {
+		{"working", func() *task.Task { t := *base; t.Status = task.StatusWorking; return &t }, task.StatusWorking, nil, []string{`"result":`, `"error"`, "inputRequests"}},
+		{"input", func() *task.Task {
 			t := *base
-			t.Status = StatusInputRequired
-			t.Inputs = []InputRequest{{Key: "1", Method: "elicitation/create", Answered: true}, {Key: "2", Method: "elicitation/create", Params: json.RawMessage(`{"message":"?"}`)}}
+			t.Status = task.StatusInputRequired
+			t.Inputs = []task.InputRequest{{Key: "1", Method: "elicitation/create", Answered: true}, {Key: "2", Method: "elicitation/create", Params: json.RawMessage(`{"message":"?"}`)}}
 			return &t
-		}, StatusInputRequired, []string{`"inputRequests":{"2":{"method":"elicitation/create","params":{"message":"?"}}}`}, []string{`"1":`, "requestState"}},
-		{"tool error is completed", func() *Task {
+		}, task.StatusInputRequired, []string{`"inputRequests":{"2":{"method":"elicitation/create","params":{"message":"?"}}}`}, []string{`"1":`, "requestState"}},
+		{"tool error is completed", func() *task.Task {
 			t := *base
-			t.Status, t.Result, t.IsError = StatusFailed, json.RawMessage(`{"isError":true}`), true
+			t.Status, t.Result, t.IsError = task.StatusFailed, json.RawMessage(`{"isError":true}`), true
 			return &t
-		}, StatusCompleted, []string{`"result":{"isError":true}`}, []string{`"error"`}},
-		{"rpc error is failed", func() *Task {
+		}, task.StatusCompleted, []string{`"result":{"isError":true}`}, []string{`"error"`}},
+		{"rpc error is failed", func() *task.Task {
 			t := *base
-			t.Status, t.Error = StatusFailed, jsonrpc.Errorf(-32603, "boom")
+			t.Status, t.Error = task.StatusFailed, jsonrpc.Errorf(-32603, "boom")
 			return &t
-		}, StatusFailed, []string{`"error":{"code":-32603,"message":"boom"}`}, []string{`"result"`}},
+		}, task.StatusFailed, []string{`"error":{"code":-32603,"message":"boom"}`}, []string{`"result"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := toModernDetail(tt.task(), "complete")
+			v := toModernDetail(tt.tk(), "complete")
 			data, _ := json.Marshal(v)
 			if v.Status != tt.status || !strings.Contains(string(data), `"resultType":"complete"`) || !strings.Contains(string(data), `"ttlMs":60000`) {
 				t.Errorf("render = %s", data)

@@ -7,17 +7,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // countingObserver records TaskEnded calls.
 type countingObserver struct {
 	mu    sync.Mutex
-	ended map[Status]int
+	ended map[task.Status]int
 }
 
-func (o *countingObserver) TaskCreated(Era) {}
-func (o *countingObserver) Refused(string)  {}
-func (o *countingObserver) TaskEnded(_ Era, s Status, _ time.Duration) {
+func (o *countingObserver) TaskCreated(task.Era) {}
+func (o *countingObserver) Refused(string)       {}
+func (o *countingObserver) TaskEnded(_ task.Era, s task.Status, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended[s]++
@@ -26,33 +28,33 @@ func (o *countingObserver) TaskEnded(_ Era, s Status, _ time.Duration) {
 // A cancelled task reaches the observer as every other ending does, so the
 // ended counter and the duration histogram count it.
 func TestCancelCountsAsEnded(t *testing.T) {
-	obs := &countingObserver{ended: map[Status]int{}}
+	obs := &countingObserver{ended: map[task.Status]int{}}
 	g := testGateway(t, Config{Observer: obs})
 	// Leased to this process: the recovery pass that the gateway's first
 	// request starts would otherwise fail a task no worker holds before
 	// the test cancels it.
-	leased := func(era Era) *Task {
-		task := testTask(Anonymous, clock())
-		task.Era = era
-		task.Lease = Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
-		return task
+	leased := func(era task.Era) *task.Task {
+		tk := testTask(Anonymous, clock())
+		tk.Era = era
+		tk.Lease = task.Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
+		return tk
 	}
-	for _, era := range []Era{EraLegacy, EraModern} {
-		task := leased(era)
-		if err := g.rt.Store.Create(context.Background(), task); err != nil {
+	for _, era := range []task.Era{task.Era2025, task.Era2026} {
+		tk := leased(era)
+		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.cancelTask(context.Background(), Anonymous, task.ID, http.NotFoundHandler()); err != nil {
+		if _, err := g.cancelTask(context.Background(), Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
 			t.Fatalf("%s: cancel: %v", era, err)
 		}
 	}
 	// And through the wire, as a client cancels.
-	task := leased(EraLegacy)
-	if err := g.rt.Store.Create(context.Background(), task); err != nil {
+	tk := leased(task.Era2025)
+	if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + task.ID + `"}}`)
+	r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + tk.ID + `"}}`)
 	if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestCancelCountsAsEnded(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if obs.ended[StatusCancelled] != 3 {
-		t.Errorf("TaskEnded(cancelled) called %d times, want 3", obs.ended[StatusCancelled])
+	if obs.ended[task.StatusCancelled] != 3 {
+		t.Errorf("TaskEnded(cancelled) called %d times, want 3", obs.ended[task.StatusCancelled])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Tasks left working by this process. A worker that cannot store even a
@@ -61,7 +62,7 @@ func (g *Gateway) settleUnsettled(ctx context.Context) int {
 	settled := 0
 	g.rt.unsettled.Range(func(k, v any) bool {
 		id, owner := k.(string), v.(string)
-		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *Task) error {
+		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
 			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 			return nil
 		})
@@ -85,7 +86,7 @@ func (g *Gateway) settleUnsettled(ctx context.Context) int {
 // out at now, that no worker of this process runs, and returns how many.
 func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 	holder, failed, cursor := g.rt.Store.Holder(), 0, ""
-	orphaned := func(t *Task) bool {
+	orphaned := func(t *task.Task) bool {
 		_, running := g.rt.workers.get(t.ID)
 		_, resuming := g.rt.resuming.Load(t.ID)
 		return !running && !resuming && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
@@ -104,7 +105,7 @@ func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 			}
 			// Checked again in the compare-and-set: a worker started
 			// meanwhile renewed the lease first.
-			rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+			rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 				if !orphaned(rec) {
 					return errNoChange
 				}

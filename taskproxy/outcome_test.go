@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 var errInjected = errors.New("injected write failure")
@@ -19,13 +20,13 @@ var errInjected = errors.New("injected write failure")
 // outcomeFailingStore is the real store with outcome writes (updates that
 // end a task) refused while fail says so.
 type outcomeFailingStore struct {
-	Store
-	fail  func(rec *Task) bool
+	task.Store
+	fail  func(rec *task.Task) bool
 	tries atomic.Int64
 }
 
-func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn func(*Task) error) (*Task, error) {
-	return s.Store.Update(ctx, owner, id, func(rec *Task) error {
+func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+	return s.Store.Update(ctx, owner, id, func(rec *task.Task) error {
 		if err := fn(rec); err != nil {
 			return err
 		}
@@ -47,16 +48,16 @@ func TestOutcomeWriteFailures(t *testing.T) {
 	t.Cleanup(func() { outcomeBackoff = old })
 	tests := []struct {
 		name       string
-		fail       func(s *outcomeFailingStore) func(*Task) bool
-		wantStatus Status
+		fail       func(s *outcomeFailingStore) func(*task.Task) bool
+		wantStatus task.Status
 		wantIn     string
 	}{
-		{"transient failures", func(s *outcomeFailingStore) func(*Task) bool {
-			return func(*Task) bool { return s.tries.Load() <= 2 }
-		}, StatusCompleted, `"text":"done"`},
-		{"the full outcome never fits", func(*outcomeFailingStore) func(*Task) bool {
-			return func(rec *Task) bool { return rec.Result != nil }
-		}, StatusFailed, msgOutcomeLost},
+		{"transient failures", func(s *outcomeFailingStore) func(*task.Task) bool {
+			return func(*task.Task) bool { return s.tries.Load() <= 2 }
+		}, task.StatusCompleted, `"text":"done"`},
+		{"the full outcome never fits", func(*outcomeFailingStore) func(*task.Task) bool {
+			return func(rec *task.Task) bool { return rec.Result != nil }
+		}, task.StatusFailed, msgOutcomeLost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,13 +89,13 @@ func TestOrphanPass(t *testing.T) {
 	g := testGateway(t, Config{})
 	ctx := context.Background()
 	now := clock()
-	mk := func(holder string, expires time.Time) *Task {
-		task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraLegacy,
-			Lease: Lease{Holder: holder, Expires: expires}}
-		if err := g.rt.Store.Create(ctx, task); err != nil {
+	mk := func(holder string, expires time.Time) *task.Task {
+		tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2025,
+			Lease: task.Lease{Holder: holder, Expires: expires}}
+		if err := g.rt.Store.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
-		return task
+		return tk
 	}
 	me := g.rt.Store.Holder()
 	orphan := mk(me, now.Add(-time.Second))
@@ -108,17 +109,17 @@ func TestOrphanPass(t *testing.T) {
 		t.Errorf("failed %d tasks, want 1", n)
 	}
 	for _, tc := range []struct {
-		task *Task
-		want Status
-	}{{orphan, StatusFailed}, {fresh, StatusWorking}, {running, StatusWorking}, {other, StatusWorking}} {
-		rec, err := g.rt.Store.Get(ctx, "o", tc.task.ID)
+		tk   *task.Task
+		want task.Status
+	}{{orphan, task.StatusFailed}, {fresh, task.StatusWorking}, {running, task.StatusWorking}, {other, task.StatusWorking}} {
+		rec, err := g.rt.Store.Get(ctx, "o", tc.tk.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rec.Status != tc.want {
-			t.Errorf("task leased to %q until %s: %s, want %s", tc.task.Lease.Holder, tc.task.Lease.Expires, rec.Status, tc.want)
+			t.Errorf("task leased to %q until %s: %s, want %s", tc.tk.Lease.Holder, tc.tk.Lease.Expires, rec.Status, tc.want)
 		}
-		if tc.want == StatusFailed && (rec.Error == nil || rec.Error.Message != msgWorkerLost) {
+		if tc.want == task.StatusFailed && (rec.Error == nil || rec.Error.Message != msgWorkerLost) {
 			t.Errorf("orphan error = %+v", rec.Error)
 		}
 	}
@@ -156,7 +157,7 @@ func createLegacy(t *testing.T, g *Gateway, next http.Handler) string {
 }
 
 // waitEnded waits, with a generous deadline, for a task to end.
-func waitEnded(t *testing.T, g *Gateway, owner, id string) *Task {
+func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -179,7 +180,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	t.Cleanup(func() { outcomeBackoff = old })
 	var broken atomic.Bool
 	broken.Store(true)
-	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*Task) bool { return broken.Load() }}
+	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}
 	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +210,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 		t.Fatalf("settled %d, want 1", n)
 	}
 	rec, err := g.rt.Store.Get(context.Background(), Anonymous, id)
-	if err != nil || rec.Status != StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
+	if err != nil || rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
 		t.Errorf("task %+v, %v; want failed with %q", rec, err, msgOutcomeLost)
 	}
 	if _, ok := g.rt.unsettled.Load(id); ok {

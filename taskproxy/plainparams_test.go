@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // plainTTLParam answers only where it agrees with the decoder requestedTTL
@@ -121,7 +123,7 @@ func BenchmarkApplyOutcome(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		rec := &Task{Status: StatusWorking, Era: EraLegacy}
+		rec := &task.Task{Status: task.StatusWorking, Era: task.Era2025}
 		applyOutcome(rec, result, nil, now)
 	}
 }

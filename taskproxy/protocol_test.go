@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // recordingUpstream is a next handler that keeps the bodies it is sent and
@@ -182,8 +183,8 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	// Held by this process, as a running worker's task is: without a
 	// lease, the recovery that runs at the start could take it for an
 	// orphan and fail it, which left room for the call now and then.
-	busy := &Task{ID: NewTaskID(), Owner: Anonymous, Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern,
-		Lease: Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
+	busy := &task.Task{ID: task.NewTaskID(), Owner: Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026,
+		Lease: task.Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
 	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
 		t.Fatal(err)
 	}

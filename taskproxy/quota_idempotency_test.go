@@ -45,8 +45,8 @@ func TestIdempotentRepeatAtQuota(t *testing.T) {
 // sameTask compares the task ids of two CreateTaskResults.
 func sameTask(a, b []byte) bool {
 	id := func(raw []byte) string {
-		task, _ := jsonx.Get(raw, "task")
-		v, _ := jsonx.Get(task, "taskId")
+		tk, _ := jsonx.Get(raw, "task")
+		v, _ := jsonx.Get(tk, "taskId")
 		return string(v)
 	}
 	return id(a) != "" && id(a) == id(b)

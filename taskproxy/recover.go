@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Recovery after a restart. A task that is not terminal and whose lease no
@@ -82,21 +83,21 @@ func (rt *Runtime) recover() {
 
 // recoverTask resumes or fails t, an orphan this process claimed; why says
 // what happened to its worker.
-func (rt *Runtime) recoverTask(ctx context.Context, t *Task, why *recovery) {
+func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery) {
 	g := rt.gatewayFor(t.Route)
 	switch {
 	case g == nil:
 		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
 			g.failOrphan(ctx, t, why.routeGone)
 		}
-	case t.Era == EraModern && t.Session != "" && t.UpstreamTaskID == "":
+	case t.Era == task.Era2026 && t.Session != "" && t.UpstreamTaskID == "":
 		// Bridged (bridge_call.go): its input and its outcome belonged to
 		// an upstream call on a 2025-11-25 session, which died with the
 		// process; answers would reach nothing. A bridged task the
 		// upstream runs itself, whose id was recorded, lives on in the
 		// upstream's session and is followed again below (bridge_task.go).
 		g.failOrphan(ctx, t, why.lost)
-	case t.Era == EraModern && t.Status == StatusInputRequired && len(t.Outstanding()) > 0:
+	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
 		g.resume(t, nil, "", why)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
 		g.resume(t, nil, "", why)
@@ -113,10 +114,10 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *Task, why *recovery) {
 }
 
 // failOrphan fails an orphan whose call's outcome is unknown.
-func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+func (g *Gateway) failOrphan(ctx context.Context, t *task.Task, message string) {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", message)
-		return rec.SetStatus(StatusFailed, message, clock())
+		return rec.SetStatus(task.StatusFailed, message, clock())
 	})
 	if err == nil {
 		g.auditOutcome(rec)
@@ -136,7 +137,7 @@ func (g *Gateway) failOrphan(ctx context.Context, t *Task, message string) {
 // without it. Should this route serve first, the lease is taken again and
 // the task recovered afresh from its record (another worker may have
 // moved it on meanwhile); if another worker holds it, it is left to it.
-func (g *Gateway) resume(t *Task, params []byte, message string, why *recovery) {
+func (g *Gateway) resume(t *task.Task, params []byte, message string, why *recovery) {
 	rt := g.rt
 	route := g.cfg.Route
 	b := rt.routeBase(route)
@@ -158,7 +159,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string, why *recovery) 
 			switch {
 			case err == nil:
 				rt.recoverTask(rt.ctx, rec, why)
-			case !errors.Is(err, ErrLeaseHeld) && !outcomeSettled(err) && rt.ctx.Err() == nil:
+			case !errors.Is(err, task.ErrLeaseHeld) && !outcomeSettled(err) && rt.ctx.Err() == nil:
 				// Left released: another replica's takeover, or the
 				// orphan scan, settles it.
 				g.log.Warn("taking back the lease of a task to resume", zap.String("task", t.ID), zap.Error(err))
@@ -178,7 +179,7 @@ func (g *Gateway) resume(t *Task, params []byte, message string, why *recovery) 
 		a, err := current.nextAttempt(t, run, params, message)
 		if err != nil {
 			run.release()
-			if !errors.Is(err, ErrTerminal) {
+			if !errors.Is(err, task.ErrTerminal) {
 				current.finish(t, nil, current.clientError("re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
@@ -215,7 +216,7 @@ func (rs *resumingTask) resume() bool {
 // request the route served since the restart (Caddy's values, detached),
 // with the task's own endpoint, host and routing headers. None of that
 // caller's headers are kept: they are another client's.
-func (g *Gateway) rerunBase(served *http.Request, t *Task) *http.Request {
+func (g *Gateway) rerunBase(served *http.Request, t *task.Task) *http.Request {
 	// The served request is another caller's: the re-run carries the
 	// task's own caller, and Detach is told it is a re-run, so that the
 	// glue drops that caller's connection and authentication state.

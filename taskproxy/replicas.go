@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Several gateway processes (replicas) on one shared store. A task's worker
@@ -44,7 +46,7 @@ const takeoverInterval = leaseRenew
 // openShared attaches the store's event relay to the hub and starts the
 // takeover loop, when the store is shared between processes.
 func (rt *Runtime) openShared() error {
-	es, ok := rt.Store.(EventSource)
+	es, ok := rt.Store.(task.EventSource)
 	if !ok || rt.relay != nil {
 		return nil
 	}
@@ -74,7 +76,7 @@ func (rt *Runtime) closeShared() {
 
 // watchRemote stops run when t's record is cancelled by another replica:
 // it re-reads the task on every event until the worker ends.
-func (g *Gateway) watchRemote(t *Task, run *runningTask) {
+func (g *Gateway) watchRemote(t *task.Task, run *runningTask) {
 	sub := g.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
 	owner, id := t.Owner, t.ID
 	go func() {
@@ -89,7 +91,7 @@ func (g *Gateway) watchRemote(t *Task, run *runningTask) {
 				return
 			}
 			rec, err := g.rt.Store.Get(run.ctx, owner, id)
-			if err != nil || rec.Status != StatusCancelled {
+			if err != nil || rec.Status != task.StatusCancelled {
 				continue // a change of the worker's own, or a read that failed: the next event re-reads
 			}
 			g.stopCancelled(run.ctx, run, rec)
@@ -102,7 +104,7 @@ func (g *Gateway) watchRemote(t *Task, run *runningTask) {
 // cancelled, once whoever notices first: on 2025-11-25 the upstream is sent
 // notifications/cancelled with the id and session it knows; on 2026-07-28
 // closing the stream is the cancellation.
-func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *Task) {
+func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *task.Task) {
 	if !run.cancelling.CompareAndSwap(false, true) {
 		return
 	}
@@ -127,7 +129,7 @@ func (rt *Runtime) renewResuming() {
 			err := rt.releaseLease(rt.ctx, rs.owner, id)
 			// Not this process's lease any more, however it ended; a
 			// store that failed is asked again at the next round.
-			rs.released = err == nil || errors.Is(err, ErrLeaseHeld) || outcomeSettled(err)
+			rs.released = err == nil || errors.Is(err, task.ErrLeaseHeld) || outcomeSettled(err)
 			if g := rt.gateway.Load(); g != nil && err == nil {
 				g.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
 			}
@@ -170,8 +172,8 @@ func (rt *Runtime) takeoverLoop() {
 func (rt *Runtime) takeOver(now time.Time) int {
 	ctx, holder := rt.ctx, rt.Store.Holder()
 	list := rt.Store.ListActive
-	if el, ok := rt.Store.(ExpiredLeaseLister); ok {
-		list = func(ctx context.Context, cursor string, limit int) ([]*Task, string, error) {
+	if el, ok := rt.Store.(task.ExpiredLeaseLister); ok {
+		list = func(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
 			return el.ListExpiredLeases(ctx, now, cursor, limit)
 		}
 	}
@@ -225,7 +227,7 @@ func sweeperLeaseTTL(interval time.Duration) time.Duration {
 // the leadership when the store elects one. A store that cannot tell
 // (failed query) is not led: the duty waits for the next round.
 func (rt *Runtime) leads(g *Gateway, name string, ttl time.Duration) bool {
-	l, ok := rt.Store.(Leader)
+	l, ok := rt.Store.(task.Leader)
 	if !ok {
 		return true
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func TestReadMessagesLimit(t *testing.T) {
@@ -75,7 +76,7 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 				_, _ = io.WriteString(w, data)
 			})
 			rec := waitEnded(t, g, Anonymous, createLegacy(t, g, next))
-			if rec.Status != StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
+			if rec.Status != task.StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
 				t.Errorf("task %s, error %+v; want failed with result too large", rec.Status, rec.Error)
 			}
 		})
@@ -102,8 +103,8 @@ func TestInputRequestsCapped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
 			now := clock()
-			task := &Task{ID: NewTaskID(), Owner: "o", Status: StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: EraModern, Round: 1}
-			if err := g.rt.Store.Create(ctx, task); err != nil {
+			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Round: 1}
+			if err := g.rt.Store.Create(ctx, tk); err != nil {
 				t.Fatal(err)
 			}
 			reqs := make([]string, tt.n)
@@ -111,7 +112,7 @@ func TestInputRequestsCapped(t *testing.T) {
 				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
 			}
 			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
-			keys, err := g.recordInput(task, &runningTask{ctx: ctx}, result)
+			keys, err := g.recordInput(tk, &runningTask{ctx: ctx}, result)
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", maxTaskInputs)) {
 					t.Fatalf("err = %v, want too many inputs", err)

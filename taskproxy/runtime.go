@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Runtime is the state that outlives one configuration: the store, the hub,
@@ -22,7 +24,7 @@ import (
 // (caddy validate, a reload that fails) leaves the store untouched. Store
 // is nil until then for a runtime from NewLazyRuntime: check Ready first.
 type Runtime struct {
-	Store    Store
+	Store    task.Store
 	Hub      *Hub
 	workers  *workerTable
 	sessions *sessionTable
@@ -36,7 +38,7 @@ type Runtime struct {
 	// openStore opens the store on the first start; nil when the store
 	// was given open. opened is set once Store is usable and the loops
 	// run; mu guards the opening and closing.
-	openStore func() (Store, error)
+	openStore func() (task.Store, error)
 	opened    atomic.Bool
 	closed    bool
 	mu        sync.Mutex
@@ -69,7 +71,7 @@ type Runtime struct {
 	unsettled sync.Map
 	// relay carries events to the other processes sharing the store, when
 	// the store offers it (events.go, replicas.go).
-	relay EventRelay
+	relay task.EventRelay
 }
 
 // routeBase is what work that starts without a client request (re-runs
@@ -98,7 +100,7 @@ const (
 
 // NewRuntime wraps an open store. Its background work starts with the
 // first gateway that starts.
-func NewRuntime(store Store) *Runtime {
+func NewRuntime(store task.Store) *Runtime {
 	rt := newRuntime()
 	rt.Store = store
 	return rt
@@ -107,7 +109,7 @@ func NewRuntime(store Store) *Runtime {
 // NewLazyRuntime returns a runtime whose store open opens when the first
 // gateway on it starts, so that merely provisioning a configuration opens
 // nothing exclusively. A failed open is tried again at the next start.
-func NewLazyRuntime(open func() (Store, error)) *Runtime {
+func NewLazyRuntime(open func() (task.Store, error)) *Runtime {
 	rt := newRuntime()
 	rt.openStore = open
 	return rt
@@ -332,7 +334,7 @@ func (rt *Runtime) renewLeases() {
 		}
 		for id, run := range rt.workers.snapshot() {
 			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), clock(), leaseTTL)
-			if errors.Is(err, ErrLeaseHeld) {
+			if errors.Is(err, task.ErrLeaseHeld) {
 				run.cancel(errLeaseLost)
 			}
 		}

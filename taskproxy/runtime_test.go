@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A configuration that is only provisioned opens nothing and takes charge of
@@ -60,7 +61,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opens := 0
-			rt := NewLazyRuntime(func() (Store, error) {
+			rt := NewLazyRuntime(func() (task.Store, error) {
 				opens++
 				return newMemStore(t), nil
 			})
@@ -85,7 +86,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 // start and answers requests 503; the next start tries again.
 func TestRuntimeOpenRetried(t *testing.T) {
 	fail := true
-	rt := NewLazyRuntime(func() (Store, error) {
+	rt := NewLazyRuntime(func() (task.Store, error) {
 		if fail {
 			return nil, errors.New("locked")
 		}
@@ -129,10 +130,10 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 	ctx := t.Context()
 	past := clock().Add(-time.Hour)
 	orphan := func(route, tool string) string {
-		id := NewTaskID()
-		err := store.Create(ctx, &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
-			TTL: 24 * time.Hour, Era: EraLegacy, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
-			Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp", Route: route})
+		id := task.NewTaskID()
+		err := store.Create(ctx, &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
+			TTL: 24 * time.Hour, Era: task.Era2025, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
+			Lease: task.Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp", Route: route})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 	cfgB.Route = "b"
 	gA, gB := mustNew(t, cfgA, rt), mustNew(t, cfgB, rt)
 	mustStart(t, gB) // B starts first; A, of the same configuration, is still starting
-	waitStatus := func(id string, want Status) *Task {
+	waitStatus := func(id string, want task.Status) *task.Task {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -176,16 +177,16 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if got := waitStatus(notRetriedB, StatusFailed); got.StatusMessage != msgRestarted {
+	if got := waitStatus(notRetriedB, task.StatusFailed); got.StatusMessage != msgRestarted {
 		t.Errorf("route b's task (not retry_on_restart there): %q", got.StatusMessage)
 	}
-	if got := waitStatus(gone, StatusFailed); got.StatusMessage != msgRouteGone {
+	if got := waitStatus(gone, task.StatusFailed); got.StatusMessage != msgRouteGone {
 		t.Errorf("task of a route that is gone: %q", got.StatusMessage)
 	}
 	// Route b serving does not carry route a's re-run.
 	_ = gB.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsB))
 	_ = gA.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsA))
-	waitStatus(rerunA, StatusCompleted)
+	waitStatus(rerunA, task.StatusCompleted)
 	if a, b := callsA.Load(), callsB.Load(); a != 2 || b != 1 {
 		t.Errorf("route a's next handler saw %d requests, b's %d; want 2 (the GET and the re-run) and 1 (the GET)", a, b)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Session binding: a 2025-11-25 session belongs to the owner whose
@@ -120,8 +121,8 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, ErrNotFound):
-		if errors.Is(err, ErrForeign) {
+	case errors.Is(err, task.ErrNotFound):
+		if errors.Is(err, task.ErrForeign) {
 			g.audit(auditDenied, "", nil, CallerOf(r.Context()))
 		}
 		writeJSONError(w, http.StatusNotFound, nil, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))

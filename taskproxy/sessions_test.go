@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func TestBadgerSessionBindings(t *testing.T) {
@@ -28,14 +29,14 @@ func TestBadgerSessionBindings(t *testing.T) {
 	}{
 		{"owner checks", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
 		{"owner checks and refreshes", func() error { return s.CheckSession(ctx, "S1", "alice", time.Hour) }, nil},
-		{"another owner", func() error { return s.CheckSession(ctx, "S1", "bob", time.Hour) }, ErrForeign},
-		{"unknown session", func() error { return s.CheckSession(ctx, "S2", "alice", time.Hour) }, ErrNotFound},
-		{"unknown session is not created by a refresh", func() error { return s.CheckSession(ctx, "S2", "alice", 0) }, ErrNotFound},
-		{"binding to another owner refused", func() error { return s.BindSession(ctx, "S1", "bob", time.Hour) }, ErrForeign},
+		{"another owner", func() error { return s.CheckSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
+		{"unknown session", func() error { return s.CheckSession(ctx, "S2", "alice", time.Hour) }, task.ErrNotFound},
+		{"unknown session is not created by a refresh", func() error { return s.CheckSession(ctx, "S2", "alice", 0) }, task.ErrNotFound},
+		{"binding to another owner refused", func() error { return s.BindSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
 		{"still the owner's", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
 		{"owner binds again", func() error { return s.BindSession(ctx, "S1", "alice", time.Hour) }, nil},
 		{"forget", func() error { return s.ForgetSession(ctx, "S1") }, nil},
-		{"forgotten", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, ErrNotFound},
+		{"forgotten", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, task.ErrNotFound},
 		{"forget unknown", func() error { return s.ForgetSession(ctx, "S9") }, nil},
 	}
 	for _, tt := range tests {
@@ -43,7 +44,7 @@ func TestBadgerSessionBindings(t *testing.T) {
 		switch {
 		case tt.want == nil && err != nil,
 			tt.want != nil && !errors.Is(err, tt.want),
-			errors.Is(tt.want, ErrNotFound) && !errors.Is(tt.want, ErrForeign) && errors.Is(err, ErrForeign):
+			errors.Is(tt.want, task.ErrNotFound) && !errors.Is(tt.want, task.ErrForeign) && errors.Is(err, task.ErrForeign):
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
 		}
 	}
@@ -105,7 +106,7 @@ func (u *sessionUpstream) reachedCount() int {
 // never displace bindings, and bindings survive a restart.
 func TestSessionBinding(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Gateway, Store) {
+	open := func() (*Gateway, task.Store) {
 		s := openTestStore(t, dir, false)
 		g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(s))
 		if err != nil {
@@ -205,7 +206,7 @@ func TestSessionBinding(t *testing.T) {
 	if code, _ := send(g, "alice", http.MethodDelete, alice); code != http.StatusOK {
 		t.Fatalf("alice's DELETE: %d", code)
 	}
-	if err := store.CheckSession(context.Background(), alice, "alice", 0); !errors.Is(err, ErrNotFound) {
+	if err := store.CheckSession(context.Background(), alice, "alice", 0); !errors.Is(err, task.ErrNotFound) {
 		t.Errorf("binding after the owner's DELETE: %v, want ErrNotFound", err)
 	}
 	if code, body := send(g, "alice", http.MethodPost, alice); code != http.StatusNotFound || body != unknownBody {

@@ -33,7 +33,7 @@ func TestStreamTable(t *testing.T) {
 func TestResultResumeID(t *testing.T) {
 	tests := []struct {
 		name, in string
-		task     string
+		tk       string
 		id       string
 		ok       bool
 	}{
@@ -45,9 +45,9 @@ func TestResultResumeID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			task, id, ok := parseResultResumeID(tt.in)
-			if ok != tt.ok || task != tt.task || string(id) != tt.id {
-				t.Errorf("parse(%q) = %q %s %v", tt.in, task, id, ok)
+			tk, id, ok := parseResultResumeID(tt.in)
+			if ok != tt.ok || tk != tt.tk || string(id) != tt.id {
+				t.Errorf("parse(%q) = %q %s %v", tt.in, tk, id, ok)
 			}
 		})
 	}

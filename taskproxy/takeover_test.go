@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Tasks taken over from a replica that stopped say so in their status
@@ -31,18 +32,18 @@ func TestTakeoverMessages(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	past := clock().Add(-time.Hour)
-	orphan := func(era Era, session, route, tool string) string {
-		id := NewTaskID()
-		err := store.Create(ctx, &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
+	orphan := func(era task.Era, session, route, tool string) string {
+		id := task.NewTaskID()
+		err := store.Create(ctx, &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
 			TTL: 24 * time.Hour, Era: era, Session: session, Tool: tool, Params: json.RawMessage(`{"name":"` + tool + `"}`),
-			Lease: Lease{Holder: "another-replica", Expires: past}, Endpoint: "/mcp", Route: route})
+			Lease: task.Lease{Holder: "another-replica", Expires: past}, Endpoint: "/mcp", Route: route})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	rerun, lost := orphan(EraLegacy, "", "a", "echo"), orphan(EraLegacy, "", "a", "other")
-	bridged, gone := orphan(EraModern, "s1", "a", "other"), orphan(EraLegacy, "", "gone", "echo")
+	rerun, lost := orphan(task.Era2025, "", "a", "echo"), orphan(task.Era2025, "", "a", "other")
+	bridged, gone := orphan(task.Era2026, "s1", "a", "other"), orphan(task.Era2025, "", "gone", "echo")
 	if n := rt.takeOver(clock()); n != 4 {
 		t.Fatalf("took over %d tasks, want 4", n)
 	}
@@ -59,16 +60,16 @@ func TestTakeoverMessages(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream)
 	for _, c := range []struct {
 		name, id string
-		status   Status
+		status   task.Status
 		message  string
 	}{
-		{"retry_on_restart tool", rerun, StatusCompleted, msgReplicaRerun},
-		{"other tool", lost, StatusFailed, msgReplicaLost},
-		{"bridged call", bridged, StatusFailed, msgReplicaLost},
-		{"route not configured here", gone, StatusFailed, msgReplicaRouteGone},
+		{"retry_on_restart tool", rerun, task.StatusCompleted, msgReplicaRerun},
+		{"other tool", lost, task.StatusFailed, msgReplicaLost},
+		{"bridged call", bridged, task.StatusFailed, msgReplicaLost},
+		{"route not configured here", gone, task.StatusFailed, msgReplicaRouteGone},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var got *Task
+			var got *task.Task
 			for {
 				var err error
 				if got, err = store.Get(ctx, "o", c.id); err == nil && got.Status.Terminal() {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The requests a task's upstream call is made of (its attempts, answers to
@@ -20,7 +21,7 @@ import (
 // from r, a request of t's owner on this replica: r's headers (its
 // authentication, as the worker's requests carry their caller's) with the
 // call's protocol headers (taskCallHeaders), sent to t's endpoint and host.
-func taskUpstreamBase(ctx context.Context, r *http.Request, t *Task) *http.Request {
+func taskUpstreamBase(ctx context.Context, r *http.Request, t *task.Task) *http.Request {
 	base := r.Clone(ctx)
 	taskCallHeaders(base.Header, t)
 	taskEndpoint(base, t)
@@ -32,7 +33,7 @@ func taskUpstreamBase(ctx context.Context, r *http.Request, t *Task) *http.Reque
 // made on the task's session with the version it negotiated, as recorded
 // with the task, and without the 2026-07-28 routing headers, which name
 // the request they came with, not the call.
-func taskCallHeaders(h http.Header, t *Task) {
+func taskCallHeaders(h http.Header, t *task.Task) {
 	if !upstreamSpeaksLegacy(t) {
 		return
 	}
@@ -42,9 +43,9 @@ func taskCallHeaders(h http.Header, t *Task) {
 		}
 	}
 	switch v := t.Headers[upstream.HeaderProtocolVersion]; {
-	case v != "" && v != string(EraModern):
+	case v != "" && v != string(task.Era2026):
 		h.Set(upstream.HeaderProtocolVersion, v)
-	case t.Era == EraModern:
+	case t.Era == task.Era2026:
 		// Bridged, recorded before the session's version was.
 		h.Set(upstream.HeaderProtocolVersion, bridgeLegacyVersion)
 	default: // the call carried none
@@ -64,7 +65,7 @@ func isRoutingHeader(k string) bool {
 }
 
 // taskEndpoint points base at t's endpoint and host, where its call went.
-func taskEndpoint(base *http.Request, t *Task) {
+func taskEndpoint(base *http.Request, t *task.Task) {
 	if t.Host != "" {
 		base.Host = t.Host
 	}

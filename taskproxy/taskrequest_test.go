@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A request about a task made on a replica without its worker carries what
@@ -26,22 +27,22 @@ func TestTaskUpstreamBase(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		task    Task
+		tk      task.Task
 		version string // "" for none
 		session string
 		routing bool // the 2026-07-28 routing headers stay
 	}{
-		{"2025-11-25 task", Task{Era: EraLegacy, Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "s-1", false},
-		{"2025-11-25 task created without a version header", Task{Era: EraLegacy, Session: "s-1"}, "", "s-1", false},
-		{"2025-11-25 task of an upstream without sessions", Task{Era: EraLegacy, Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "", false},
-		{"bridged task on an older session", Task{Era: EraModern, Session: "s-2", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-06-18", upstream.HeaderMethod: "tools/call"}}, "2025-06-18", "s-2", false},
-		{"bridged task recorded with the caller's version", Task{Era: EraModern, Session: "s-3", Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, bridgeLegacyVersion, "s-3", false},
-		{"2026-07-28 task: the caller's wire", Task{Era: EraModern, Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, "2026-07-28", "callers", true},
+		{"2025-11-25 task", task.Task{Era: task.Era2025, Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "s-1", false},
+		{"2025-11-25 task created without a version header", task.Task{Era: task.Era2025, Session: "s-1"}, "", "s-1", false},
+		{"2025-11-25 task of an upstream without sessions", task.Task{Era: task.Era2025, Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "", false},
+		{"bridged task on an older session", task.Task{Era: task.Era2026, Session: "s-2", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-06-18", upstream.HeaderMethod: "tools/call"}}, "2025-06-18", "s-2", false},
+		{"bridged task recorded with the caller's version", task.Task{Era: task.Era2026, Session: "s-3", Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, bridgeLegacyVersion, "s-3", false},
+		{"2026-07-28 task: the caller's wire", task.Task{Era: task.Era2026, Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, "2026-07-28", "callers", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.task.Endpoint, tt.task.Host = "/mcp/a", "gw.example"
-			base := taskUpstreamBase(t.Context(), caller(), &tt.task)
+			tt.tk.Endpoint, tt.tk.Host = "/mcp/a", "gw.example"
+			base := taskUpstreamBase(t.Context(), caller(), &tt.tk)
 			h := base.Header
 			if got := h.Get(upstream.HeaderProtocolVersion); got != tt.version {
 				t.Errorf("version %q, want %q", got, tt.version)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // What both wire adapters share: creating, storing and starting tasks,
@@ -25,7 +26,7 @@ func errTaskNotFound() *jsonrpc.Error {
 // owner answers exactly as an unknown one; only the audit log records the
 // denial.
 func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
-	if errors.Is(err, ErrForeign) {
+	if errors.Is(err, task.ErrForeign) {
 		c.g.audit(auditDenied, id, nil, c.caller)
 	}
 	return c.g.storeFailure(err)
@@ -34,10 +35,10 @@ func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
 // storeFailure maps a store error to the JSON-RPC error a client sees; an
 // internal one is logged and answered with a reference only.
 func (g *Gateway) storeFailure(err error) *jsonrpc.Error {
-	if errors.Is(err, ErrExpired) {
+	if errors.Is(err, task.ErrExpired) {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task has expired")
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, task.ErrNotFound) {
 		return errTaskNotFound()
 	}
 	return g.clientError("task store", err)
@@ -53,18 +54,18 @@ func (c *call) taskIDParam() (string, *jsonrpc.Error) {
 
 // newTask returns a working task record of the caller, leased to this
 // process, with what a re-run would need of the request.
-func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Duration) *Task {
+func (c *call) newTask(era task.Era, tool string, params json.RawMessage, ttl time.Duration) *task.Task {
 	now := clock()
-	id := NewTaskID()
-	t := &Task{
-		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: StatusWorking,
+	id := task.NewTaskID()
+	t := &task.Task{
+		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: task.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
 		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
-		Lease:    Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
+		Lease:    task.Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
 		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
 		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
 	}
-	if era == EraLegacy {
+	if era == task.Era2025 {
 		t.Session = c.r.Header.Get(upstream.HeaderSessionID)
 	}
 	t.IdempotencyKey, t.Fingerprint = idempotencyOf(c.r, c.msg.Params)
@@ -74,9 +75,9 @@ func (c *call) newTask(era Era, tool string, params json.RawMessage, ttl time.Du
 // storeTask stores a new task. It answers for itself, and returns false,
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
-func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Error)) bool {
+func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*jsonrpc.Error)) bool {
 	err := c.g.rt.Store.CreateWithinLimits(c.r.Context(), t, c.g.limits())
-	var dup *DuplicateError
+	var dup *task.DuplicateError
 	switch {
 	case err == nil:
 		c.g.auditTask(auditCreated, t)
@@ -88,9 +89,9 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Err
 			return false
 		}
 		_ = c.reply(render(prev))
-	case errors.Is(err, ErrIdempotencyMismatch):
+	case errors.Is(err, task.ErrIdempotencyMismatch):
 		fail(errIdempotencyMismatch())
-	case errors.Is(err, ErrQuotaExceeded):
+	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.g.quotaRefused(err))
 	default:
 		fail(c.g.clientError("storing a task", err, zap.String("task", t.ID)))
@@ -99,7 +100,7 @@ func (c *call) storeTask(t *Task, render func(*Task) any, fail func(*jsonrpc.Err
 }
 
 // startTask starts the worker of a stored task, making its first call.
-func (c *call) startTask(t *Task) {
+func (c *call) startTask(t *task.Task) {
 	g := c.g
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
 	body, err := upstreamCallBody(t)
@@ -124,7 +125,7 @@ func (c *call) checkQuota() *jsonrpc.Error {
 		return g.clientError("counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
-		return g.quotaRefused(&QuotaError{Limit: g.cfg.MaxActivePerOwner})
+		return g.quotaRefused(&task.QuotaError{Limit: g.cfg.MaxActivePerOwner})
 	}
 	return nil
 }
@@ -137,7 +138,7 @@ func (g *Gateway) quotaRefused(err error) *jsonrpc.Error {
 	if g.cfg.Observer != nil {
 		g.cfg.Observer.Refused("quota")
 	}
-	var q *QuotaError
+	var q *task.QuotaError
 	if errors.As(err, &q) {
 		return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "%s", q.Error())
 	}
@@ -145,17 +146,17 @@ func (g *Gateway) quotaRefused(err error) *jsonrpc.Error {
 }
 
 // limits are the bounds of the tasks one owner keeps.
-func (g *Gateway) limits() Limits {
-	return Limits{MaxActive: g.cfg.MaxActivePerOwner, MaxFinished: g.cfg.MaxFinishedPerOwner}
+func (g *Gateway) limits() task.Limits {
+	return task.Limits{MaxActive: g.cfg.MaxActivePerOwner, MaxFinished: g.cfg.MaxFinishedPerOwner}
 }
 
 // cancelTask records the cancellation, then stops the upstream call: it
 // sends the upstream tasks/cancel for a task the upstream runs, else
 // notifications/cancelled with the id the upstream knows, and closes the
 // call's stream.
-func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*Task, error) {
-	t, err := g.rt.Store.Update(ctx, owner, id, func(t *Task) error {
-		return t.SetStatus(StatusCancelled, "The task was cancelled by request.", clock())
+func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
+	t, err := g.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
+		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", clock())
 	})
 	if err != nil {
 		return nil, err
@@ -170,7 +171,7 @@ func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Ha
 }
 
 // notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
-func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *Task, reason string) {
+func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *task.Task, reason string) {
 	body, err := jsonrpc.RequestBytes(nil, "notifications/cancelled", map[string]any{
 		"requestId": t.UpstreamID,
 		"reason":    reason,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // varsKey stands for Caddy's request variables: a map in the request's
@@ -79,11 +80,11 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.Task.TaskID == "" {
 		t.Fatalf("create answer %s", rec.Body)
 	}
-	waitStatus(t, g, Anonymous, created.Result.Task.TaskID, StatusCompleted)
+	waitStatus(t, g, Anonymous, created.Result.Task.TaskID, task.StatusCompleted)
 }
 
 // waitStatus waits, with a generous deadline, for a task to reach want.
-func waitStatus(t *testing.T, g *Gateway, owner, id string, want Status) *Task {
+func waitStatus(t *testing.T, g *Gateway, owner, id string, want task.Status) *task.Task {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // What the gateway knows of its upstream's own tasks (2025-11-25): whether
@@ -221,7 +222,7 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", jsonrpc.GatewayIDPrefix+"tools-list:"+NewTaskID())), "tools/list", params)
+		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", jsonrpc.GatewayIDPrefix+"tools-list:"+task.NewTaskID())), "tools/list", params)
 		if err != nil || answer.Error != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Task-aware upstreams. For a tool the upstream runs as a task itself
@@ -35,7 +36,7 @@ const maxFollowFailures = 10
 // upstreamTaskParams returns the params of the call that creates the
 // upstream's task: the stored params with params.task asking for the
 // gateway task's ttl.
-func upstreamTaskParams(t *Task) (json.RawMessage, error) {
+func upstreamTaskParams(t *task.Task) (json.RawMessage, error) {
 	meta, _ := json.Marshal(map[string]int64{"ttl": t.TTL.Milliseconds()})
 	p, err := jsonx.Set(jsonx.OrEmptyObject(t.Params), "task", meta)
 	if err != nil {
@@ -46,7 +47,7 @@ func upstreamTaskParams(t *Task) (json.RawMessage, error) {
 
 // upstreamCallParams returns the params of t's tools/call as the upstream
 // receives them: with params.task when the upstream makes the task.
-func upstreamCallParams(t *Task) (json.RawMessage, error) {
+func upstreamCallParams(t *task.Task) (json.RawMessage, error) {
 	if t.UpstreamTask {
 		return upstreamTaskParams(t)
 	}
@@ -54,7 +55,7 @@ func upstreamCallParams(t *Task) (json.RawMessage, error) {
 }
 
 // upstreamCallBody encodes t's tools/call to the upstream.
-func upstreamCallBody(t *Task) ([]byte, error) {
+func upstreamCallBody(t *task.Task) ([]byte, error) {
 	params, err := upstreamCallParams(t)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,7 @@ func followID(taskID, what string, n int) json.RawMessage {
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
-func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *upstream.Attempt) {
+func (g *Gateway) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
 			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
@@ -85,7 +86,7 @@ func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *upstream.Attemp
 		run.setUpstreamTask(t.UpstreamTaskID)
 		// Resumed: a cancellation stored while no worker ran never
 		// reached the upstream.
-		if rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == StatusCancelled {
+		if rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
 			g.cancelUpstreamTask(run.ctx, run, t, t.UpstreamTaskID)
 			return
 		}
@@ -100,7 +101,7 @@ func (g *Gateway) workUpstreamTask(t *Task, run *runningTask, a *upstream.Attemp
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
 // meanwhile, in which case the upstream's task is cancelled.
-func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *upstream.Attempt) (string, bool) {
+func (g *Gateway) createUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) (string, bool) {
 	ev := g.followEvents(t, run, a)
 	switch {
 	case ev.Err != nil:
@@ -131,9 +132,9 @@ func (g *Gateway) createUpstreamTask(t *Task, run *runningTask, a *upstream.Atte
 	run.setUpstreamTask(id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.ctx), 10*time.Second)
 	defer cancel()
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
-		if m := created.Task.StatusMessage; m != "" && rec.Status == StatusWorking {
+		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
 			rec.StatusMessage, rec.UpdatedAt = m, clock()
 		}
 		return nil
@@ -160,7 +161,7 @@ const auditUpstreamTask = "task created at the upstream"
 // followEvents consumes an attempt's events up to its last one: the
 // upstream's requests become the task's input requests, status
 // notifications of its task update the status message.
-func (g *Gateway) followEvents(t *Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+func (g *Gateway) followEvents(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
@@ -177,7 +178,7 @@ func (g *Gateway) followEvents(t *Task, run *runningTask, a *upstream.Attempt) *
 // followUpstreamTask waits for the upstream task's outcome with tasks/result
 // and records it. A tasks/result that ends without an answer is asked
 // again, as long as the upstream still knows the task.
-func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
+func (g *Gateway) followUpstreamTask(t *task.Task, run *runningTask) {
 	failures := 0
 	for n := 1; ; n++ {
 		id := followID(t.ID, "result", n)
@@ -223,7 +224,7 @@ func (g *Gateway) followUpstreamTask(t *Task, run *runningTask) {
 
 // upstreamTaskStatus asks the upstream for its task (tasks/get): its
 // status, or known false when the upstream answers that it has no such task.
-func (g *Gateway) upstreamTaskStatus(run *runningTask, t *Task, n int) (Status, bool, error) {
+func (g *Gateway) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (task.Status, bool, error) {
 	ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
 	defer cancel()
 	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
@@ -236,21 +237,21 @@ func (g *Gateway) upstreamTaskStatus(run *runningTask, t *Task, n int) (Status, 
 		}
 		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
 	}
-	var task struct {
-		Status        Status `json:"status"`
-		StatusMessage string `json:"statusMessage"`
+	var tk struct {
+		Status        task.Status `json:"status"`
+		StatusMessage string      `json:"statusMessage"`
 	}
-	if err := json.Unmarshal(answer.Result, &task); err != nil {
+	if err := json.Unmarshal(answer.Result, &tk); err != nil {
 		return "", false, fmt.Errorf("reading tasks/get: %w", err)
 	}
-	return task.Status, true, nil
+	return tk.Status, true, nil
 }
 
 // pollUpstreamStatus polls the upstream's tasks/get at the task's poll
 // interval while tasks/result blocks, mirroring the upstream's status
 // message into the task (the only way to see "Analyzing content…" from a
 // server that sends no status notifications). It returns the stop.
-func (g *Gateway) pollUpstreamStatus(t *Task, run *runningTask) func() {
+func (g *Gateway) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
 	ctx, cancel := context.WithCancel(run.ctx)
 	done := make(chan struct{})
 	go func() {
@@ -278,7 +279,7 @@ func (g *Gateway) pollUpstreamStatus(t *Task, run *runningTask) func() {
 // mirrorUpstreamStatus copies the status message of the upstream's task (a
 // Task object) into the task while it is working; the status itself
 // follows from what the worker sees (input requests, the outcome).
-func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *Task, upstreamTask json.RawMessage) {
+func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstreamTask json.RawMessage) {
 	var up struct {
 		TaskID        string `json:"taskId"`
 		StatusMessage string `json:"statusMessage"`
@@ -286,8 +287,8 @@ func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *Task, upstreamTas
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
-	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
-		if rec.Status != StatusWorking || rec.StatusMessage == up.StatusMessage {
+	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+		if rec.Status != task.StatusWorking || rec.StatusMessage == up.StatusMessage {
 			return errNoChange
 		}
 		rec.StatusMessage, rec.UpdatedAt = up.StatusMessage, clock()
@@ -301,7 +302,7 @@ func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *Task, upstreamTas
 // cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
 // the task's session. Cancelling a task the upstream already ended is
 // refused by it (-32602), which changes nothing here.
-func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *Task, upstreamTaskID string) {
+func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *task.Task, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
@@ -319,7 +320,7 @@ func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *T
 // tasks/cancel of its own task when it runs one, else, on 2025-11-25,
 // notifications/cancelled of the call (on 2026-07-28 closing the call's
 // stream is the cancellation).
-func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *Task, reason string) {
+func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *task.Task, reason string) {
 	if id := run.upstreamTask(); id != "" {
 		g.cancelUpstreamTask(ctx, run, t, id)
 		return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // fakeTaskUpstream is a FAKE 2025-11-25 task-aware upstream, for the edge
@@ -73,11 +74,11 @@ func (u *fakeTaskUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "tools/list":
 		reply(json.RawMessage(`{"tools":[{"name":"job","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"plain","inputSchema":{"type":"object"}}]}`), nil)
 	case m.Method == "tools/call":
-		task, _ := jsonx.Get(m.Params, "task")
+		tk, _ := jsonx.Get(m.Params, "task")
 		u.mu.Lock()
-		u.taskParam = task
+		u.taskParam = tk
 		u.mu.Unlock()
-		if u.plain || task == nil {
+		if u.plain || tk == nil {
 			reply(json.RawMessage(`{"content":[{"type":"text","text":"ran plainly"}]}`), nil)
 			return
 		}
@@ -150,22 +151,22 @@ func TestUpstreamTaskFollow(t *testing.T) {
 	tests := []struct {
 		name        string
 		up          *fakeTaskUpstream
-		want        Status
+		want        task.Status
 		wantResult  string // a substring of the recorded result
 		wantError   string // a substring of the recorded error
 		wantUpID    string
 		wantMethods []string
 	}{
 		{name: "completed", up: &fakeTaskUpstream{result: report, known: true},
-			want: StatusCompleted, wantResult: "the report", wantUpID: "up-1", wantMethods: []string{"tools/list", "tools/call", "tasks/result"}},
+			want: task.StatusCompleted, wantResult: "the report", wantUpID: "up-1", wantMethods: []string{"tools/list", "tools/call", "tasks/result"}},
 		{name: "upstream task failed", up: &fakeTaskUpstream{result: &jsonrpc.Message{Error: jsonrpc.Errorf(-32000, "research failed")}, known: true},
-			want: StatusFailed, wantError: "research failed", wantUpID: "up-1", wantMethods: []string{"tasks/result", "tasks/get"}},
+			want: task.StatusFailed, wantError: "research failed", wantUpID: "up-1", wantMethods: []string{"tasks/result", "tasks/get"}},
 		{name: "upstream forgot the task", up: &fakeTaskUpstream{known: false},
-			want: StatusFailed, wantError: "no longer knows its task up-1", wantUpID: "up-1"},
+			want: task.StatusFailed, wantError: "no longer knows its task up-1", wantUpID: "up-1"},
 		{name: "upstream ran it plainly", up: &fakeTaskUpstream{plain: true},
-			want: StatusCompleted, wantResult: "ran plainly"},
+			want: task.StatusCompleted, wantResult: "ran plainly"},
 		{name: "input requested on tasks/result", up: &fakeTaskUpstream{result: report, known: true, elicit: true},
-			want: StatusCompleted, wantResult: "the report", wantUpID: "up-1"},
+			want: task.StatusCompleted, wantResult: "the report", wantUpID: "up-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,7 +178,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 			id := createLegacy(t, g, tt.up)
 			if tt.up.elicit {
-				rec := waitStatus(t, g, Anonymous, id, StatusInputRequired)
+				rec := waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
 				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
@@ -221,7 +222,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createLegacy(t, g, up)
-	waitStatus(t, g, Anonymous, id, StatusInputRequired)
+	waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
 	if _, err := g.cancelTask(context.Background(), Anonymous, id, up); err != nil {
 		t.Fatal(err)
 	}
@@ -239,19 +240,19 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		up    *fakeTaskUpstream
-		want  Status
+		want  task.Status
 		check string
 	}{
-		{"still running upstream", &fakeTaskUpstream{result: report0(), known: true}, StatusCompleted, ""},
-		{"unknown upstream", &fakeTaskUpstream{known: false}, StatusFailed, "no longer knows its task up-1"},
+		{"still running upstream", &fakeTaskUpstream{result: report0(), known: true}, task.StatusCompleted, ""},
+		{"unknown upstream", &fakeTaskUpstream{known: false}, task.StatusFailed, "no longer knows its task up-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newMemStore(t)
 			past := clock().Add(-time.Minute)
-			id := NewTaskID()
-			err := store.Create(t.Context(), &Task{ID: id, Owner: "o", Status: StatusWorking, CreatedAt: past, UpdatedAt: past,
-				TTL: time.Hour, Era: EraLegacy, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s1",
-				UpstreamTask: true, UpstreamTaskID: "up-1", Lease: Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
+			id := task.NewTaskID()
+			err := store.Create(t.Context(), &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
+				TTL: time.Hour, Era: task.Era2025, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s1",
+				UpstreamTask: true, UpstreamTaskID: "up-1", Lease: task.Lease{Holder: "e0/p1", Expires: past}, Endpoint: "/mcp"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +262,7 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 			mustStart(t, g)
 			// A request the route serves opens it for the resumed work;
 			// served until then, since recovery runs concurrently.
-			var rec *Task
+			var rec *task.Task
 			deadline := time.Now().Add(20 * time.Second)
 			for rec == nil || !rec.Status.Terminal() {
 				if time.Now().After(deadline) {
@@ -359,9 +360,9 @@ func TestUpstreamTaskModern(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.ResultType != "task" {
 		t.Fatalf("with the extension: %s, want a CreateTaskResult", rec.Body)
 	}
-	task := waitEnded(t, g, Anonymous, created.Result.TaskID)
-	if task.Status != StatusCompleted || task.UpstreamTaskID != "up-1" || !strings.Contains(string(task.Result), "the report") {
-		t.Errorf("task %s, upstream task %q, result %s", task.Status, task.UpstreamTaskID, task.Result)
+	tk := waitEnded(t, g, Anonymous, created.Result.TaskID)
+	if tk.Status != task.StatusCompleted || tk.UpstreamTaskID != "up-1" || !strings.Contains(string(tk.Result), "the report") {
+		t.Errorf("task %s, upstream task %q, result %s", tk.Status, tk.UpstreamTaskID, tk.Result)
 	}
 }
 
@@ -373,7 +374,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createLegacy(t, g, up)
 	rec := waitEnded(t, g, Anonymous, id)
-	if rec.Status != StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
+	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -405,7 +406,7 @@ func TestUpstreamTaskStatusMirrored(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(up.hold)
-	if rec := waitEnded(t, g, Anonymous, id); rec.Status != StatusCompleted {
+	if rec := waitEnded(t, g, Anonymous, id); rec.Status != task.StatusCompleted {
 		t.Errorf("task %s, want completed", rec.Status)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A cache of the tasks/get answers of finished tasks, so that polling a
@@ -64,7 +65,7 @@ type viewCache struct {
 type viewEntry struct {
 	// What a hit is checked against, and what the audit log names.
 	id, owner, tool string
-	status          Status
+	status          task.Status
 	createdAt       time.Time
 	expires         time.Time
 	views           [numWires][]byte
@@ -73,8 +74,8 @@ type viewEntry struct {
 }
 
 // stub is the record as far as the audit log reads it.
-func (e *viewEntry) stub() *Task {
-	return &Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
+func (e *viewEntry) stub() *task.Task {
+	return &task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
 }
 
 // lookup returns the cached entry of the owner's task id with its view on
@@ -100,12 +101,12 @@ func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*vi
 
 // remember caches the view of the terminal record t on the wire of its
 // era, the one its client most likely reads it on.
-func (vc *viewCache) remember(t *Task, now time.Time) {
+func (vc *viewCache) remember(t *task.Task, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
 	wire := wireLegacy
-	if t.Era == EraModern {
+	if t.Era == task.Era2026 {
 		wire = wireModern
 	}
 	if view, err := renderView(t, wire); err == nil {
@@ -116,7 +117,7 @@ func (vc *viewCache) remember(t *Task, now time.Time) {
 // put caches view, the rendering of the terminal record t on wire. Records
 // that are not terminal, have expired at now, or are too large are not
 // cached.
-func (vc *viewCache) put(t *Task, wire viewWire, view []byte, now time.Time) {
+func (vc *viewCache) put(t *task.Task, wire viewWire, view []byte, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
@@ -173,7 +174,7 @@ func (vc *viewCache) remove(e *viewEntry) {
 }
 
 // renderView encodes the tasks/get result of t on wire.
-func renderView(t *Task, wire viewWire) ([]byte, error) {
+func renderView(t *task.Task, wire viewWire) ([]byte, error) {
 	if wire == wireModern {
 		return json.Marshal(toModernDetail(t, "complete"))
 	}
@@ -196,7 +197,7 @@ func (c *call) serveCachedGet(id string, wire viewWire) bool {
 
 // replyView answers a tasks/get with the view of t read from the store,
 // caching it when t is finished.
-func (c *call) replyView(t *Task, wire viewWire) error {
+func (c *call) replyView(t *task.Task, wire viewWire) error {
 	view, err := renderView(t, wire)
 	if err != nil {
 		c.fail(c.g.internalError("encoding a result", err))

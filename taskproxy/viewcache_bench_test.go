@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // BenchmarkTasksGetFinished is a 2025-11-25 tasks/get of a finished task
@@ -27,7 +28,7 @@ func BenchmarkTasksGetFinished(b *testing.B) {
 	bodies := make([]string, 1000)
 	for i := range bodies {
 		t := benchTask()
-		t.Status, t.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+		t.Status, t.Result = task.StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
 		if err := s.Create(context.Background(), t); err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func BenchmarkTaskEnd(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		t := benchTask()
-		t.Lease = Lease{Holder: s.Holder(), Expires: time.Now().Add(time.Hour)} // recovery leaves it alone
+		t.Lease = task.Lease{Holder: s.Holder(), Expires: time.Now().Add(time.Hour)} // recovery leaves it alone
 		if err := s.Create(context.Background(), t); err != nil {
 			b.Fatal(err)
 		}

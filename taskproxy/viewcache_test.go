@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // getTask sends a tasks/get for id as owner on wire and returns the answer.
@@ -33,15 +34,15 @@ func getTask(t *testing.T, g *Gateway, owner string, wire viewWire, id string) s
 }
 
 // storeFinished stores a completed task of owner, created at created.
-func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, ttl time.Duration) *Task {
+func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, ttl time.Duration) *task.Task {
 	t.Helper()
-	task := testTask(owner, created)
-	task.TTL = ttl
-	task.Status, task.Result = StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
-	if err := g.rt.Store.Create(context.Background(), task); err != nil {
+	tk := testTask(owner, created)
+	tk.TTL = ttl
+	tk.Status, tk.Result = task.StatusCompleted, json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
+	if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
-	return task
+	return tk
 }
 
 // A finished task's cached view reaches its owner only: another owner, on
@@ -50,16 +51,16 @@ func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, tt
 func TestViewCacheOwnerOnly(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	task := storeFinished(t, g, "alice", clock(), time.Hour)
+	tk := storeFinished(t, g, "alice", clock(), time.Hour)
 	for _, wire := range []viewWire{wireLegacy, wireModern} {
 		for i := range 3 {
-			if got := getTask(t, g, "alice", wire, task.ID); !strings.Contains(got, `"status":"completed"`) {
+			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
 			}
-			if _, _, ok := g.rt.views.lookup("alice", task.ID, wire, clock()); !ok {
+			if _, _, ok := g.rt.views.lookup("alice", tk.ID, wire, clock()); !ok {
 				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
 			}
-			if got := getTask(t, g, "bob", wire, task.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
+			if got := getTask(t, g, "bob", wire, tk.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
 				t.Fatalf("wire %d, read %d by another owner: %s", wire, i, got)
 			}
 		}
@@ -72,8 +73,8 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 func TestViewCacheWires(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	task := storeFinished(t, g, "alice", clock(), time.Hour)
-	rec, err := g.rt.Store.Get(context.Background(), "alice", task.ID)
+	tk := storeFinished(t, g, "alice", clock(), time.Hour)
+	rec, err := g.rt.Store.Get(context.Background(), "alice", tk.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestViewCacheWires(t *testing.T) {
 		want[wire] = string(data)
 	}
 	for _, wire := range []viewWire{wireLegacy, wireModern, wireLegacy, wireModern} {
-		if got := getTask(t, g, "alice", wire, task.ID); got != want[wire] {
+		if got := getTask(t, g, "alice", wire, tk.ID); got != want[wire] {
 			t.Errorf("wire %d:\n got %s\nwant %s", wire, got, want[wire])
 		}
 	}
@@ -101,7 +102,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	mustStart(t, g)
 
 	// Leased to this process, so that recovery leaves them alone.
-	lease := Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
+	lease := task.Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
 	working := testTask("alice", clock())
 	working.Lease = lease
 	if err := g.rt.Store.Create(ctx, working); err != nil {
@@ -119,9 +120,9 @@ func TestViewCacheStatusChanges(t *testing.T) {
 			}
 		}
 	}
-	if _, err := g.rt.Store.Update(ctx, "alice", working.ID, func(rec *Task) error {
+	if _, err := g.rt.Store.Update(ctx, "alice", working.ID, func(rec *task.Task) error {
 		rec.Result = json.RawMessage(`{"content":[]}`)
-		return rec.SetStatus(StatusCompleted, "", clock())
+		return rec.SetStatus(task.StatusCompleted, "", clock())
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +172,14 @@ func TestViewCacheExpiry(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	const ttl, left = 20 * time.Second, viewExpiryMargin + 2*time.Second
-	task := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
-	if got := getTask(t, g, "alice", wireLegacy, task.ID); !strings.Contains(got, `"status":"completed"`) {
+	tk := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
+	if got := getTask(t, g, "alice", wireLegacy, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 		t.Fatalf("before expiry: %s", got)
 	}
-	if _, _, ok := g.rt.views.lookup("alice", task.ID, wireLegacy, clock()); !ok {
+	if _, _, ok := g.rt.views.lookup("alice", tk.ID, wireLegacy, clock()); !ok {
 		t.Fatal("the read left nothing in the cache")
 	}
-	for deadline := time.Now().Add(30 * time.Second); !clock().After(task.ExpiresAt()); {
+	for deadline := time.Now().Add(30 * time.Second); !clock().After(tk.ExpiresAt()); {
 		if time.Now().After(deadline) {
 			t.Fatal("the task never expired")
 		}
@@ -187,22 +188,22 @@ func TestViewCacheExpiry(t *testing.T) {
 	if n, err := g.rt.Store.Sweep(context.Background(), clock(), 100); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	if got := getTask(t, g, "alice", wireLegacy, task.ID); !strings.Contains(got, "Task has expired") {
+	if got := getTask(t, g, "alice", wireLegacy, tk.ID); !strings.Contains(got, "Task has expired") {
 		t.Errorf("after the sweep: %s", got)
 	}
 }
 
 func TestViewCacheUnit(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	finished := func(owner string) *Task {
-		task := testTask(owner, now)
-		task.Status = StatusCompleted
-		return task
+	finished := func(owner string) *task.Task {
+		tk := testTask(owner, now)
+		tk.Status = task.StatusCompleted
+		return tk
 	}
 	view := []byte(`{"taskId":"x"}`)
 	tests := []struct {
 		name      string
-		put       *Task
+		put       *task.Task
 		owner     string
 		at        time.Time
 		wantHit   bool
@@ -216,8 +217,8 @@ func TestViewCacheUnit(t *testing.T) {
 		{"at the end of the ttl", finished("alice"), "alice", now.Add(time.Hour), false, 0},
 		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
 		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
-		{"input required", func() *Task { t := testTask("alice", now); t.Status = StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
-		{"too large", func() *Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
+		{"input required", func() *task.Task { t := testTask("alice", now); t.Status = task.StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
+		{"too large", func() *task.Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,10 +247,10 @@ func TestViewCacheBound(t *testing.T) {
 	vc := viewCache{max: 20 * viewEntryOverhead}
 	var ids []string
 	for i := range 100 {
-		task := testTask("alice", now)
-		task.Status = StatusCompleted
-		vc.put(task, wireLegacy, []byte(`{}`), now)
-		ids = append(ids, task.ID)
+		tk := testTask("alice", now)
+		tk.Status = task.StatusCompleted
+		vc.put(tk, wireLegacy, []byte(`{}`), now)
+		ids = append(ids, tk.ID)
 		if i >= 1 {
 			vc.lookup("alice", ids[0], wireLegacy, now) // keeps the first one recent
 		}

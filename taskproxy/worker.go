@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A worker follows a task's upstream call, on a context detached from the
@@ -51,7 +52,7 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
 // or, when pending is set, an answer already taken from it.
 // At the task's expiry its call is stopped: on 2025-11-25 the upstream is
 // told first, since there closing the stream is not a cancellation.
-func (g *Gateway) startWorker(t *Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (g *Gateway) startWorker(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
 	g.rt.workers.add(t.ID, run)
 	g.rt.workers.wg.Add(1)
@@ -59,7 +60,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *upstream.Attempt, pe
 		g.watchRemote(t, run)
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
-	call := &Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
+	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
@@ -76,7 +77,7 @@ func (g *Gateway) startWorker(t *Task, run *runningTask, a *upstream.Attempt, pe
 	})
 }
 
-func (g *Gateway) work(t *Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (g *Gateway) work(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	if t.UpstreamTask {
 		g.workUpstreamTask(t, run, a)
 		return
@@ -98,7 +99,7 @@ func (g *Gateway) work(t *Task, run *runningTask, a *upstream.Attempt, pending *
 			case ev.Final.Error != nil:
 				g.finish(t, nil, ev.Final.Error)
 				return
-			case t.Era != EraModern || !upstream.IsInputRequired(ev.Final.Result):
+			case t.Era != task.Era2026 || !upstream.IsInputRequired(ev.Final.Result):
 				g.finish(t, bridgedResult(t, ev.Final.Result), nil)
 				return
 			}
@@ -122,12 +123,12 @@ func (g *Gateway) work(t *Task, run *runningTask, a *upstream.Attempt, pending *
 
 // nextAttempt starts the task's next upstream call with params, under a
 // new JSON-RPC id, recording the id (and message, when not empty) first.
-func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
-	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
+func (g *Gateway) nextAttempt(t *task.Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
+	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		if message != "" {
-			return rec.SetStatus(StatusWorking, message, clock())
+			return rec.SetStatus(task.StatusWorking, message, clock())
 		}
 		return nil
 	})
@@ -144,7 +145,7 @@ func (g *Gateway) nextAttempt(t *Task, run *runningTask, params json.RawMessage,
 
 // follow consumes an attempt's events up to its last one, relaying progress
 // to waiters and turning 2025-11-25 upstream requests into input requests.
-func (g *Gateway) follow(t *Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+func (g *Gateway) follow(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
 	token := progressToken(t.Params)
 	for ev := range a.Events {
 		switch {
@@ -152,7 +153,7 @@ func (g *Gateway) follow(t *Task, run *runningTask, a *upstream.Attempt) *upstre
 			return &ev
 		case ev.Request != nil:
 			g.upstreamRequest(run.ctx, t, run, ev.Request)
-		case ev.Notification.Method == "notifications/progress" && t.Era == EraLegacy:
+		case ev.Notification.Method == "notifications/progress" && t.Era == task.Era2025:
 			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
 				run.setProgress(ev.Notification.Params)
 				g.rt.Hub.Progress(t.ID, ev.Notification.Params)
@@ -165,9 +166,9 @@ func (g *Gateway) follow(t *Task, run *runningTask, a *upstream.Attempt) *upstre
 
 // finishInterrupted records a call that ended without an answer. A cancelled
 // task is already recorded; on shutdown the task is left for recovery.
-func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
+func (g *Gateway) finishInterrupted(ctx context.Context, t *task.Task, err error) {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errTaskCancelled), errors.Is(err, ErrTerminal):
+	case errors.Is(cause, errTaskCancelled), errors.Is(err, task.ErrTerminal):
 		return
 	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
 		g.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
@@ -185,11 +186,11 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *Task, err error) {
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
-func (g *Gateway) finish(t *Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
-	rec, err := g.storeOutcome(t, func(rec *Task) { applyOutcome(rec, result, rpcErr, clock()) })
+func (g *Gateway) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	rec, err := g.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, result, rpcErr, clock()) })
 	if err != nil && !outcomeSettled(err) {
 		g.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
-		rec, err = g.storeOutcome(t, func(rec *Task) {
+		rec, err = g.storeOutcome(t, func(rec *task.Task) {
 			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 		})
 	}
@@ -215,7 +216,7 @@ const msgOutcomeLost = "the task's outcome could not be stored"
 // outcomeSettled reports whether an outcome write failed because there is
 // nothing left to record: the task ended meanwhile or is gone.
 func outcomeSettled(err error) bool {
-	return errors.Is(err, ErrTerminal) || errors.Is(err, ErrNotFound)
+	return errors.Is(err, task.ErrTerminal) || errors.Is(err, task.ErrNotFound)
 }
 
 // outcomeBackoff spaces the attempts to store an outcome: about six
@@ -225,15 +226,15 @@ var outcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Milliseco
 // storeOutcome applies set to the task's record, retrying failed writes
 // with backoff. It gives up early when the task is settled, the store is
 // closed or the runtime shuts down (the task is then left for recovery).
-func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
+func (g *Gateway) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task, error) {
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 			set(rec)
 			return nil
 		})
 		cancel()
-		if err == nil || outcomeSettled(err) || errors.Is(err, ErrClosed) || i == len(outcomeBackoff) {
+		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(outcomeBackoff) {
 			return rec, err
 		}
 		select {
@@ -245,10 +246,10 @@ func (g *Gateway) storeOutcome(t *Task, set func(*Task)) (*Task, error) {
 }
 
 // applyOutcome sets a task's final state from the upstream's answer.
-func applyOutcome(rec *Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
-	to, message := StatusCompleted, completedMessage(rec.StatusMessage)
+func applyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
+	to, message := task.StatusCompleted, completedMessage(rec.StatusMessage)
 	if rpcErr != nil {
-		rec.Error, to, message = rpcErr, StatusFailed, rpcErr.Message
+		rec.Error, to, message = rpcErr, task.StatusFailed, rpcErr.Message
 	} else {
 		rec.Result = result
 		var r struct {
@@ -260,8 +261,8 @@ func applyOutcome(rec *Task, result json.RawMessage, rpcErr *jsonrpc.Error, now 
 			_ = json.Unmarshal(result, &r)
 		}
 		rec.IsError = r.IsError
-		if r.IsError && rec.Era == EraLegacy {
-			to, message = StatusFailed, toolErrorMessage(result)
+		if r.IsError && rec.Era == task.Era2025 {
+			to, message = task.StatusFailed, toolErrorMessage(result)
 		}
 	}
 	// Callers hold a non-terminal record (Store.Update never passes a
@@ -306,7 +307,7 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask, m *jsonrpc.Message) {
+func (g *Gateway) upstreamRequest(ctx context.Context, t *task.Task, run *runningTask, m *jsonrpc.Message) {
 	if m.Method == "ping" {
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
@@ -315,25 +316,25 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *Task, run *runningTask
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *Task) error {
+	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		if len(rec.Inputs) >= maxTaskInputs {
 			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
 		}
 		params := m.Params
-		if rec.Era == EraModern && rec.UpstreamTaskID != "" {
+		if rec.Era == task.Era2026 && rec.UpstreamTaskID != "" {
 			// The related task the upstream names is its own: a
 			// 2026-07-28 input request needs none.
 			params = withoutRelatedTask(params)
 		}
-		rec.AddInput(InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
-		if rec.Era == EraModern { // a bridged task (bridge_call.go)
-			return rec.SetStatus(StatusInputRequired, msgBridgedInput, clock())
+		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
+		if rec.Era == task.Era2026 { // a bridged task (bridge_call.go)
+			return rec.SetStatus(task.StatusInputRequired, msgBridgedInput, clock())
 		}
-		return rec.SetStatus(StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
+		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {
 		g.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
-		if !errors.Is(err, ErrTerminal) && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+		if !errors.Is(err, task.ErrTerminal) && !errors.Is(err, task.ErrNotFound) && ctx.Err() == nil {
 			run.cancel(err) // the task fails with why: an unanswerable request would leave it waiting
 		}
 		return
@@ -349,7 +350,7 @@ const maxLoadShedRetries = 3
 // recordInput records a 2026-07-28 input_required answer as the task's
 // input requests of this round, keeping the upstream's requestState, and
 // returns their keys.
-func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage) ([]string, error) {
+func (g *Gateway) recordInput(t *task.Task, run *runningTask, result json.RawMessage) ([]string, error) {
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -359,7 +360,7 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 	}
 	// Decoded here, not in the update: its fn runs on the store's one
 	// committer goroutine, which every owner's writes wait for.
-	requests := make([]InputRequest, 0, len(answer.InputRequests))
+	requests := make([]task.InputRequest, 0, len(answer.InputRequests))
 	for upKey, raw := range answer.InputRequests {
 		var req struct {
 			Method string          `json:"method"`
@@ -368,10 +369,10 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 		if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
 			return nil, fmt.Errorf("upstream input request %q is malformed", upKey)
 		}
-		requests = append(requests, InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
+		requests = append(requests, task.InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
 	}
 	var keys []string
-	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *Task) error {
+	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		keys = keys[:0]
 		if n := len(rec.Inputs) + len(requests); n > maxTaskInputs {
 			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, maxTaskInputs)
@@ -388,7 +389,7 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 			}
 			return nil
 		}
-		return rec.SetStatus(StatusInputRequired, "The task needs input: answer its inputRequests with tasks/update.", clock())
+		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer its inputRequests with tasks/update.", clock())
 	})
 	if err != nil {
 		return nil, err
@@ -409,7 +410,7 @@ func (g *Gateway) recordInput(t *Task, run *runningTask, result json.RawMessage)
 // awaitAnswers waits until the client has answered the input requests with
 // keys (tasks/update) and returns the params of the retry: the original ones
 // with the answers under the upstream's own keys and its requestState.
-func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.RawMessage, error) {
+func (g *Gateway) awaitAnswers(t *task.Task, run *runningTask, keys []string) (json.RawMessage, error) {
 	sub := g.rt.Hub.Subscribe(t.ID)
 	defer sub.Close()
 	for {
@@ -418,7 +419,7 @@ func (g *Gateway) awaitAnswers(t *Task, run *runningTask, keys []string) (json.R
 			return nil, err
 		}
 		if rec.Status.Terminal() {
-			return nil, ErrTerminal
+			return nil, task.ErrTerminal
 		}
 		if answers, ok := rec.AnswersFor(keys); ok {
 			params := t.Params

@@ -9,6 +9,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // benchCreate measures durable task creation end to end over HTTP, with 64
@@ -97,15 +98,15 @@ func rawBadgerCreates(dir string, clients int, d time.Duration) (result, error) 
 
 // sampleTask is a record of the size the gateway writes for the create
 // benchmark's call.
-func sampleTask(holder string) *taskproxy.Task {
+func sampleTask(holder string) *task.Task {
 	now := time.Now().UTC()
-	id := taskproxy.NewTaskID()
-	return &taskproxy.Task{
-		ID: id, Owner: taskproxy.Anonymous, Principal: taskproxy.Anonymous, Status: taskproxy.StatusWorking,
-		CreatedAt: now, UpdatedAt: now, TTL: 10 * time.Minute, PollInterval: time.Second, Era: taskproxy.EraLegacy,
+	id := task.NewTaskID()
+	return &task.Task{
+		ID: id, Owner: taskproxy.Anonymous, Principal: taskproxy.Anonymous, Status: task.StatusWorking,
+		CreatedAt: now, UpdatedAt: now, TTL: 10 * time.Minute, PollInterval: time.Second, Era: task.Era2025,
 		Tool: "fast", Params: json.RawMessage(`{"name":"fast","arguments":{"a":"benchmark"}}`),
 		UpstreamID: json.RawMessage(`"mcp-tasks:` + id + `:call:1"`), Round: 1,
-		Lease:    taskproxy.Lease{Holder: holder, Expires: now.Add(30 * time.Second)},
+		Lease:    task.Lease{Holder: holder, Expires: now.Add(30 * time.Second)},
 		Endpoint: "/mcp", Host: "127.0.0.1:8080", Headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // benchPollAndMemory fills a store with cfg.tasks finished tasks, then
@@ -119,8 +119,8 @@ func fillStore(dir string, n int) ([]string, error) {
 	ids := make([]string, 0, n)
 	for range n {
 		t := sampleTask("")
-		t.Lease = taskproxy.Lease{}
-		t.Status, t.Result = taskproxy.StatusCompleted, []byte(`{"content":[{"type":"text","text":"done"}]}`)
+		t.Lease = task.Lease{}
+		t.Status, t.Result = task.StatusCompleted, []byte(`{"content":[{"type":"text","text":"done"}]}`)
 		if err := s.Create(context.Background(), t); err != nil {
 			return nil, err
 		}
