@@ -10,8 +10,8 @@ const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 
 // importRules are the layers of the core, lowest first: the packages of
 // the module each may import (directly or through another package), and
-// other packages it must never import. Tests aside: the core's own tests link
-// a backend in from the external test package (store_link_test.go). The
+// other packages it must never import. Tests aside: the core's own tests
+// open a Badger store. The
 // leaves import nothing of the module; jsonrpc only the scanner; calls to
 // the next handler only what is below them; the task model and the store
 // backends only jsonrpc and the scanner below them (so a backend never
