@@ -10,13 +10,12 @@ const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 
 // importRules are the layers of the core, lowest first: the packages of
 // the module each may import (directly or through another package), and
-// other packages it must never import. Tests aside: the core's own tests
-// open a Badger store. The
-// leaves import nothing of the module; jsonrpc only the scanner; calls to
-// the next handler only what is below them; the task model and the store
-// backends only jsonrpc and the scanner below them (so a backend never
-// reaches the core); the core knows no store backend, no Caddy and not
-// auth/.
+// other packages it must never import (tests aside: the core's own tests
+// open a Badger store). The leaves import nothing of the module; jsonrpc
+// only the scanner; calls to the next handler only what is below them; the
+// task model and the store backends only jsonrpc and the scanner below them
+// (so a backend never reaches the core); the core knows no store backend,
+// no Caddy and not auth/.
 var importRules = []struct {
 	pkg       string
 	allowed   []string // packages of the module, by prefix; nil means any
