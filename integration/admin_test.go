@@ -91,7 +91,7 @@ func ids(tasks []adminTaskView) []string {
 // and is audited as the operator's.
 func TestAdminAPI(t *testing.T) {
 	up, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	admin := gw.adminAddr
 
 	waitFor(t, 30*time.Second, "health to report the store open and recovered", func() bool {
@@ -289,8 +289,8 @@ func TestAdminAPI(t *testing.T) {
 
 // On 2026-07-28 the operator's cancellation closes the call's stream, which
 // the upstream observes as the request's cancellation.
-func TestAdminCancelModern(t *testing.T) {
-	c, gw, up := modernSetup(t)
+func TestAdminCancelV2026(t *testing.T) {
+	c, gw, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	id := str(res["taskId"])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -30,7 +30,7 @@ func runCaddy(t *testing.T, args ...string) (string, string, bool) {
 // or from the config file, errors with a non-zero exit.
 func TestCommandMCPTasks(t *testing.T) {
 	up, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	waitFor(t, 30*time.Second, "health", func() bool {
 		_, _, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
 		return ok

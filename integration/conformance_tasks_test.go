@@ -7,7 +7,7 @@ import (
 // modernTools is the gateway configuration the tasks scenarios expect of a
 // server: failing_job and test_tool_with_task run only as tasks. task_after
 // is short because the scenarios expect one-second calls to become tasks.
-const modernTools = `
+const v2026Tools = `
 task_after 200ms
 tool failing_job required
 tool test_tool_with_task required
@@ -27,7 +27,7 @@ var tasksScenarios = []string{
 func TestConformanceTasksThroughGateway(t *testing.T) {
 	bin, env := conformanceCLI(t, conformanceAlphaVersion)
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: modernTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2026Tools})
 	total := conformanceReport{Scenarios: map[string]*scenarioResult{}}
 	for _, scenario := range tasksScenarios {
 		rep := runConformance(t, bin, env, "server", "--url", gw.URL, "--scenario", scenario)

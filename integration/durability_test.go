@@ -37,11 +37,11 @@ func killGateway(t *testing.T, gw *gateway) {
 func TestSIGKILLRecovery(t *testing.T) {
 	up, addr := testUpstream(t)
 	store := filepath.Join(t.TempDir(), "store")
-	directives := legacyTools + "task_after 200ms\ntool slow_echo optional retry_on_restart"
+	directives := v2025Tools + "task_after 200ms\ntool slow_echo optional retry_on_restart"
 	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
 
-	legacy := newRPCClient(t, gw.URL)
-	legacy.initialize("")
+	v2025 := newRPCClient(t, gw.URL)
+	v2025.initialize("")
 	type created struct {
 		id, era, tool string
 	}
@@ -52,7 +52,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 		if i%2 == 1 {
 			tool, secs = "slow_echo", 8.0
 		}
-		tk := legacy.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("l", i)}, 600000)
+		tk := v2025.createTask(tool, map[string]any{"seconds": secs, "label": fmt.Sprint("l", i)}, 600000)
 		tasks = append(tasks, created{tk.TaskID, "legacy", tool})
 	}
 	var wg sync.WaitGroup
@@ -65,7 +65,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 			if i%2 == 1 {
 				tool, secs = "slow_echo", 8.0
 			}
-			mc := newModernClient(t, gw.URL, true)
+			mc := newV2026Client(t, gw.URL, true)
 			res := mc.ok("tools/call", map[string]any{"name": tool, "arguments": map[string]any{"seconds": secs, "label": fmt.Sprint("m", i)}})
 			if str(res["resultType"]) != "task" {
 				t.Errorf("modern call %d answered %v", i, res)
@@ -93,7 +93,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: directives})
 	lc := newRPCClient(t, gw2.URL)
 	lc.initialize("")
-	mc := newModernClient(t, gw2.URL, true)
+	mc := newV2026Client(t, gw2.URL, true)
 	counts := map[string]int{}
 	for _, tk := range tasks {
 		var status, message string
@@ -133,12 +133,12 @@ func TestSIGKILLRecovery(t *testing.T) {
 
 // caddy reload while 20 tasks run: all 20 complete normally.
 func TestReloadTwentyTasks(t *testing.T) {
-	c, gw, _ := legacySetup(t, "")
+	c, gw, _ := v2025Setup(t, "")
 	var ids []string
 	for i := range 20 {
 		ids = append(ids, c.createTask("slow_compute", map[string]any{"seconds": 2, "label": fmt.Sprint("r", i)}, 60000).TaskID)
 	}
-	gw.reload(legacyTools + "default_ttl 20m")
+	gw.reload(v2025Tools + "default_ttl 20m")
 	for _, id := range ids {
 		m := c.call("tasks/result", map[string]string{"taskId": id})
 		if m.Error != nil || c.getTask(id).Status != "completed" {
@@ -150,7 +150,7 @@ func TestReloadTwentyTasks(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	_, addr := testUpstream(t)
 	t.Run("completed task is swept; its owner hears expired, others not found", func(t *testing.T) {
-		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth + "sweep_interval 200ms"})
+		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth + "sweep_interval 200ms"})
 		alice := newRPCClient(t, gw.URL)
 		alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 		alice.initialize("")
@@ -175,7 +175,7 @@ func TestExpiry(t *testing.T) {
 	})
 	t.Run("working task past its ttl fails and its call is cancelled", func(t *testing.T) {
 		up, addr := testUpstream(t)
-		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 		c := newRPCClient(t, gw.URL)
 		c.initialize("")
 		tk := c.createTask("slow_compute", map[string]any{"seconds": 60}, 1500)
@@ -198,9 +198,9 @@ func TestExpiry(t *testing.T) {
 // upstream call, in both eras; the key with other arguments is refused.
 func TestIdempotency(t *testing.T) {
 	up, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
-	legacy := newRPCClient(t, gw.URL)
-	legacy.initialize("")
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
+	v2025 := newRPCClient(t, gw.URL)
+	v2025.initialize("")
 
 	burst := func(send func(i int) string) map[string]bool {
 		ids := map[string]bool{}
@@ -220,7 +220,7 @@ func TestIdempotency(t *testing.T) {
 	ids := burst(func(i int) string {
 		body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(500+i)), "tools/call", map[string]any{
 			"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "once"}, "task": map[string]any{"ttl": 60000}})
-		req := legacy.newRequest(context.Background(), body)
+		req := v2025.newRequest(context.Background(), body)
 		req.Header.Set("Idempotency-Key", "order-42")
 		resp, err := httpClient.Do(req)
 		if err != nil {
@@ -230,7 +230,7 @@ func TestIdempotency(t *testing.T) {
 		defer resp.Body.Close()
 		var m jsonrpc.Message
 		_ = json.NewDecoder(resp.Body).Decode(&m)
-		var created struct{ Task legacyTask }
+		var created struct{ Task v2025Task }
 		_ = json.Unmarshal(m.Result, &created)
 		return created.Task.TaskID
 	})
@@ -239,9 +239,9 @@ func TestIdempotency(t *testing.T) {
 	}
 
 	mids := burst(func(i int) string {
-		modern := newModernClient(t, gw.URL, true) // one each: clients count their ids
-		modern.header.Set("Idempotency-Key", "order-43")
-		return str(modern.ok("tools/call", map[string]any{"name": "slow_echo", "arguments": map[string]any{"seconds": 1, "label": "once"}})["taskId"])
+		v2026 := newV2026Client(t, gw.URL, true) // one each: clients count their ids
+		v2026.header.Set("Idempotency-Key", "order-43")
+		return str(v2026.ok("tools/call", map[string]any{"name": "slow_echo", "arguments": map[string]any{"seconds": 1, "label": "once"}})["taskId"])
 	})
 	if len(mids) != 1 || mids[""] {
 		t.Errorf("modern burst gave tasks %v, want one", mids)
@@ -259,7 +259,7 @@ func TestIdempotency(t *testing.T) {
 
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`600`), "tools/call", map[string]any{
 		"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": "changed"}, "task": map[string]any{}})
-	req := legacy.newRequest(context.Background(), body)
+	req := v2025.newRequest(context.Background(), body)
 	req.Header.Set("Idempotency-Key", "order-42")
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -315,7 +315,7 @@ func TestStopGraceSharedByStores(t *testing.T) {
 	for name, id := range tasks {
 		c := newRPCClient(t, base+"/"+name+"/mcp")
 		c.initialize("")
-		var got legacyTask
+		var got v2025Task
 		waitFor(t, 30*time.Second, "the task of store "+name+" to be recovered", func() bool {
 			got = c.getTask(id)
 			return got.Status != "working"

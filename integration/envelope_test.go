@@ -14,7 +14,7 @@ import (
 // the TypeScript SDK does).
 func TestEnvelopeSpellingsReachTheGateway(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	alice := hmacToken(t, "alice", "t1")
 	a := newRPCClient(t, gw.URL)
 	a.header.Set("Authorization", "Bearer "+alice)

@@ -35,7 +35,7 @@ func rawHMACToken(sub, org string) string {
 // "victim\ufffd" are two owners that never see each other's tasks.
 func TestLossyJWTClaimsAreRefused(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 
 	clientFor := func(sub string) *rpcClient {
 		c := newRPCClient(t, gw.URL)
@@ -93,7 +93,7 @@ func TestPrincipalPlaceholderRefusesInvalidUTF8(t *testing.T) {
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   addr,
-		Directives: legacyTools + "principal {http.request.header.X-Auth-User}\ntrust_domain front-proxy",
+		Directives: v2025Tools + "principal {http.request.header.X-Auth-User}\ntrust_domain front-proxy",
 	})
 	ok := newRPCClient(t, gw.URL)
 	ok.header.Set("X-Auth-User", "victim\ufffd")

@@ -94,7 +94,7 @@ func TestTrailingBytesRefused(t *testing.T) {
 	bodies := []string{plain + "x", plain + plain, plain + "}", plain + " 1"}
 
 	t.Run("2025-11-25", func(t *testing.T) {
-		c, _, up := legacySetup(t, "")
+		c, _, up := v2025Setup(t, "")
 		for _, body := range bodies {
 			refused(t, c, body, -32700)
 		}
@@ -103,7 +103,7 @@ func TestTrailingBytesRefused(t *testing.T) {
 		}
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
-		c, _, up := modernSetup(t)
+		c, _, up := v2026Setup(t)
 		c.declare = false // so that the required tool is -32021, were the body read
 		_, body := c.body("tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
 		for _, tail := range []string{"x", string(body), "}"} {
@@ -128,7 +128,7 @@ func TestTrailingBytesRefused(t *testing.T) {
 		}
 	})
 	t.Run("pass_unreadable runs it upstream", func(t *testing.T) {
-		c, _, up := legacySetup(t, "pass_unreadable")
+		c, _, up := v2025Setup(t, "pass_unreadable")
 		postBody(t, c, plain+"x")
 		if n := up.Calls("failing_job"); n != 1 {
 			t.Errorf("the upstream ran failing_job %d times, want 1 (the probe is not what go-sdk runs)", n)

@@ -125,14 +125,14 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 // Upstream progress for the call's token reaches the tasks/result stream.
-func TestLegacyProgressRelay(t *testing.T) {
-	c, _, _ := legacySetup(t, "")
+func TestV2025ProgressRelay(t *testing.T) {
+	c, _, _ := v2025Setup(t, "")
 	m := c.call("tools/call", map[string]any{
 		"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "p"},
 		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "tok-1"},
 	})
 	var created struct {
-		Task legacyTask `json:"task"`
+		Task v2025Task `json:"task"`
 	}
 	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil {
 		t.Fatalf("create: %s / %v", m.Result, m.Error)
@@ -169,7 +169,7 @@ func TestLegacyProgressRelay(t *testing.T) {
 // A 2025-11-25 upstream may end a call's stream after an event with an id
 // and expect the client to resume it with GET and Last-Event-ID; the
 // worker does, and the task completes with what the resumed stream says.
-func TestLegacyStreamResumption(t *testing.T) {
+func TestV2025StreamResumption(t *testing.T) {
 	var mu sync.Mutex
 	var callID json.RawMessage
 	var resumedFrom, resumedSession string

@@ -18,7 +18,7 @@ import (
 func aliceAndBob(t *testing.T, directives string) (*gateway, *rpcClient, *rpcClient) {
 	t.Helper()
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth + "rate_limit 10000\n" + directives})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth + "rate_limit 10000\n" + directives})
 	var clients []*rpcClient
 	for _, who := range []string{"alice", "bob"} {
 		c := newRPCClient(t, gw.URL)

@@ -17,7 +17,7 @@ import (
 
 // postModern posts one 2026-07-28 request with its routing headers and
 // returns the raw HTTP answer, read in full.
-func postModern(t *testing.T, c *modernClient, method string, params map[string]any, headers ...string) (*http.Response, []byte) {
+func postV2026(t *testing.T, c *v2026Client, method string, params map[string]any, headers ...string) (*http.Response, []byte) {
 	t.Helper()
 	_, body := c.body(method, params)
 	req, err := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
@@ -50,7 +50,7 @@ func postModern(t *testing.T, c *modernClient, method string, params map[string]
 // upstream gave it: an HTTP 401 with WWW-Authenticate (how MCP authorization
 // discovery starts) reaches the client as such, not as HTTP 200 with a
 // JSON-RPC error.
-func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
+func TestV2026PassThroughKeepsUpstreamStatus(t *testing.T) {
 	const challenge = `Bearer resource_metadata="http://example.test/.well-known/oauth-protected-resource"`
 	up := upstream.New(upstream.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,11 +72,11 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://"), Directives: "task_after 5s\ntool big_result required"})
-	c := newModernClient(t, gw.URL, true)
+	c := newV2026Client(t, gw.URL, true)
 	call := map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}}
 
 	t.Run("401 with a plain body", func(t *testing.T) {
-		resp, body := postModern(t, c, "tools/call", call)
+		resp, body := postV2026(t, c, "tools/call", call)
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
 			t.Fatalf("HTTP %d, WWW-Authenticate %q, body %s; want 401 with the upstream's challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
@@ -85,7 +85,7 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 		}
 	})
 	t.Run("401 with a JSON-RPC body", func(t *testing.T) {
-		resp, body := postModern(t, c, "tools/call", call, "Authorization", "Bearer json")
+		resp, body := postV2026(t, c, "tools/call", call, "Authorization", "Bearer json")
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
 			t.Fatalf("HTTP %d, WWW-Authenticate %q, body %s; want 401 with the upstream's challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
@@ -95,13 +95,13 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 		}
 	})
 	t.Run("401 for a tool that always runs as a task", func(t *testing.T) {
-		resp, body := postModern(t, c, "tools/call", map[string]any{"name": "big_result", "arguments": map[string]any{"bytes": 1}})
+		resp, body := postV2026(t, c, "tools/call", map[string]any{"name": "big_result", "arguments": map[string]any{"bytes": 1}})
 		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
 			t.Fatalf("HTTP %d, WWW-Authenticate %q, body %s; want 401 with the upstream's challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 		}
 	})
 	t.Run("authorized", func(t *testing.T) {
-		resp, body := postModern(t, c, "tools/call", call, "Authorization", "Bearer good")
+		resp, body := postV2026(t, c, "tools/call", call, "Authorization", "Bearer good")
 		m, err := jsonrpc.Parse(body)
 		if resp.StatusCode != http.StatusOK || err != nil || m.Result == nil {
 			t.Fatalf("HTTP %d %s", resp.StatusCode, body)
@@ -114,7 +114,7 @@ func TestModernPassThroughKeepsUpstreamStatus(t *testing.T) {
 func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr})
-	c := newModernClient(t, gw.URL, true)
+	c := newV2026Client(t, gw.URL, true)
 	ids := make([]string, 1001)
 	for i := range ids {
 		ids[i] = fmt.Sprint("task-", i)
@@ -132,7 +132,7 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := postModern(t, c, tt.method, tt.params)
+			resp, body := postV2026(t, c, tt.method, tt.params)
 			m, err := jsonrpc.Parse(body)
 			if err != nil || m.Error == nil {
 				t.Fatalf("HTTP %d %.300s: not a JSON-RPC error", resp.StatusCode, body)
@@ -147,7 +147,7 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 // An upstream result over the configured max_result fails the task with the
 // size and the limit; one under it completes.
 func TestResultTooLargeEndToEnd(t *testing.T) {
-	c, _, _ := legacySetup(t, "max_result 2MiB")
+	c, _, _ := v2025Setup(t, "max_result 2MiB")
 	tests := []struct {
 		bytes      int
 		wantStatus string
@@ -159,7 +159,7 @@ func TestResultTooLargeEndToEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.bytes), func(t *testing.T) {
 			task := c.createTask("big_result", map[string]any{"bytes": tt.bytes}, 60000)
-			var got legacyTask
+			var got v2025Task
 			waitFor(t, 30*time.Second, "the task to end", func() bool {
 				got = c.getTask(task.TaskID)
 				return got.Status != "working"
@@ -222,7 +222,7 @@ func TestForbiddenPassThroughStripsTasksExtension(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://"), Directives: "tool greet forbidden"})
-	c := newModernClient(t, gw.URL, true)
+	c := newV2026Client(t, gw.URL, true)
 	res := c.ok("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}})
 	if !strings.Contains(string(res["content"]), "Hello, x!") {
 		t.Fatalf("result %v", res)

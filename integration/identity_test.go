@@ -52,7 +52,7 @@ func TestTaskCallsKeepCallerPlaceholders(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   addr + " {\n\t\theader_up X-User {http.auth.user.id}\n\t}",
-		Directives: legacyTools + hmacAuth,
+		Directives: v2025Tools + hmacAuth,
 	})
 	for _, who := range []string{"alice", "bob"} {
 		c := newRPCClient(t, gw.URL)

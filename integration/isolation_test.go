@@ -65,7 +65,7 @@ func postRaw(t *testing.T, url, token, session string, headers map[string]string
 	return rawAnswer{resp.StatusCode, string(data)}
 }
 
-func modernBody(id int, method string, params map[string]any) string {
+func v2026Body(id int, method string, params map[string]any) string {
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
@@ -74,7 +74,7 @@ func modernBody(id int, method string, params map[string]any) string {
 	return string(b)
 }
 
-func modernHeaders(method, name string) map[string]string {
+func v2026Headers(method, name string) map[string]string {
 	h := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
 	if name != "" {
 		h["Mcp-Name"] = name
@@ -84,18 +84,18 @@ func modernHeaders(method, name string) map[string]string {
 
 func TestPrincipalIsolation(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "task_after 200ms\n" + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "task_after 200ms\n" + hmacAuth})
 	tokens := map[string]string{"A": hmacToken(t, "alice", "t1"), "B": hmacToken(t, "bob", "t1"), "C": hmacToken(t, "carol", "t2")}
 
 	// A's tasks: a legacy one waiting for input, and a modern one.
 	a := newRPCClient(t, gw.URL)
 	a.header.Set("Authorization", "Bearer "+tokens["A"])
 	a.initialize("")
-	legacyTask := a.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 60000)
-	waitFor(t, 10*time.Second, "input_required", func() bool { return a.getTask(legacyTask.TaskID).Status == "input_required" })
-	am := newModernClient(t, gw.URL, true)
+	v2025Task := a.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 60000)
+	waitFor(t, 10*time.Second, "input_required", func() bool { return a.getTask(v2025Task.TaskID).Status == "input_required" })
+	am := newV2026Client(t, gw.URL, true)
 	am.header.Set("Authorization", "Bearer "+tokens["A"])
-	modernTask := str(am.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 30}})["taskId"])
+	v2026Task := str(am.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 30}})["taskId"])
 
 	sessions := map[string]string{}
 	for _, who := range []string{"B", "C"} {
@@ -110,7 +110,7 @@ func TestPrincipalIsolation(t *testing.T) {
 		name string
 		send func(who, taskID string) rawAnswer
 	}
-	legacy := func(method string, params func(id string) map[string]any) func(who, id string) rawAnswer {
+	v2025 := func(method string, params func(id string) map[string]any) func(who, id string) rawAnswer {
 		return func(who, id string) rawAnswer {
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`77`), method, params(id))
 			return postRaw(t, gw.URL, tokens[who], sessions[who], nil, string(body))
@@ -118,30 +118,30 @@ func TestPrincipalIsolation(t *testing.T) {
 	}
 	byID := func(id string) map[string]any { return map[string]any{"taskId": id} }
 	probes := []probe{
-		{"legacy tasks/get", legacy("tasks/get", byID)},
-		{"legacy tasks/result", legacy("tasks/result", byID)},
-		{"legacy tasks/cancel", legacy("tasks/cancel", byID)},
+		{"legacy tasks/get", v2025("tasks/get", byID)},
+		{"legacy tasks/result", v2025("tasks/result", byID)},
+		{"legacy tasks/cancel", v2025("tasks/cancel", byID)},
 		{"legacy input answer", func(who, id string) rawAnswer {
 			body := `{"jsonrpc":"2.0","id":"mcp-tasks:` + id + `:input:1","result":{"action":"accept","content":{"confirm":true}}}`
 			return postRaw(t, gw.URL, tokens[who], sessions[who], nil, body)
 		}},
 		{"modern tasks/get", func(who, id string) rawAnswer {
-			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/get", id), modernBody(78, "tasks/get", byID(id)))
+			return postRaw(t, gw.URL, tokens[who], "", v2026Headers("tasks/get", id), v2026Body(78, "tasks/get", byID(id)))
 		}},
 		{"modern tasks/update", func(who, id string) rawAnswer {
 			p := map[string]any{"taskId": id, "inputResponses": map[string]any{"1": map[string]any{"action": "accept"}}}
-			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/update", id), modernBody(79, "tasks/update", p))
+			return postRaw(t, gw.URL, tokens[who], "", v2026Headers("tasks/update", id), v2026Body(79, "tasks/update", p))
 		}},
 		{"modern tasks/cancel", func(who, id string) rawAnswer {
-			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("tasks/cancel", id), modernBody(80, "tasks/cancel", byID(id)))
+			return postRaw(t, gw.URL, tokens[who], "", v2026Headers("tasks/cancel", id), v2026Body(80, "tasks/cancel", byID(id)))
 		}},
 		{"modern subscriptions/listen", func(who, id string) rawAnswer {
 			p := map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}
-			return postRaw(t, gw.URL, tokens[who], "", modernHeaders("subscriptions/listen", ""), modernBody(81, "subscriptions/listen", p))
+			return postRaw(t, gw.URL, tokens[who], "", v2026Headers("subscriptions/listen", ""), v2026Body(81, "subscriptions/listen", p))
 		}},
 	}
 	attempts, accepted := 0, 0
-	for _, tk := range []string{legacyTask.TaskID, modernTask} {
+	for _, tk := range []string{v2025Task.TaskID, v2026Task} {
 		unknown := task.NewTaskID()
 		for _, p := range probes {
 			for _, who := range []string{"B", "C"} {
@@ -170,7 +170,7 @@ func TestPrincipalIsolation(t *testing.T) {
 			}
 		}
 		ans := postRaw(t, gw.URL, tokens["A"], sessions["A"], nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`)
-		if !strings.Contains(ans.body, legacyTask.TaskID) || !strings.Contains(ans.body, modernTask) {
+		if !strings.Contains(ans.body, v2025Task.TaskID) || !strings.Contains(ans.body, v2026Task) {
 			t.Errorf("A's list lacks A's tasks: %s", ans.body)
 		}
 	})
@@ -181,18 +181,18 @@ func TestPrincipalIsolation(t *testing.T) {
 		}
 	})
 	t.Run("the owner still succeeds", func(t *testing.T) {
-		if got := a.getTask(legacyTask.TaskID); got.Status != "input_required" {
+		if got := a.getTask(v2025Task.TaskID); got.Status != "input_required" {
 			t.Errorf("A's legacy task disturbed: %+v", got)
 		}
-		if got := am.get(modernTask); str(got["status"]) != "working" {
+		if got := am.get(v2026Task); str(got["status"]) != "working" {
 			t.Errorf("A's modern task disturbed: %v", got)
 		}
-		cross := am.get(legacyTask.TaskID) // a legacy task read over the modern wire
+		cross := am.get(v2025Task.TaskID) // a legacy task read over the modern wire
 		if str(cross["status"]) != "input_required" || cross["inputRequests"] == nil {
 			t.Errorf("A reading the legacy task over 2026-07-28: %v", cross)
 		}
-		am.ok("tasks/cancel", map[string]any{"taskId": modernTask})
-		if got := a.getTask(modernTask); got.Status != "cancelled" { // and the modern one over 2025-11-25
+		am.ok("tasks/cancel", map[string]any{"taskId": v2026Task})
+		if got := a.getTask(v2026Task); got.Status != "cancelled" { // and the modern one over 2025-11-25
 			t.Errorf("A's modern task over 2025-11-25 after cancel: %+v", got)
 		}
 	})
@@ -203,7 +203,7 @@ func TestPrincipalIsolation(t *testing.T) {
 
 func TestQuotaAndRateLimit(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "max_active_per_principal 3\nrate_limit 2"})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "max_active_per_principal 3\nrate_limit 2"})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	for range 3 {
@@ -263,7 +263,7 @@ func grepLines(s, sub string) string {
 // carries a token, an argument or a result.
 func TestAuditLog(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth, SiteDirectives: "log"})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth, SiteDirectives: "log"})
 	token := hmacToken(t, "alice", "t1")
 	c := newRPCClient(t, gw.URL)
 	c.header.Set("Authorization", "Bearer "+token)
@@ -340,7 +340,7 @@ func TestPrincipalPlaceholder(t *testing.T) {
 	gw := startGateway(t, gatewayOptions{
 		Upstream:       addr,
 		SiteDirectives: "basic_auth /mcp* {\nalice " + h + "\nbob " + h + "\n}",
-		Directives:     legacyTools + "principal {http.auth.user.id}",
+		Directives:     v2025Tools + "principal {http.auth.user.id}",
 	})
 	clientFor := func(user string) *rpcClient {
 		c := newRPCClient(t, gw.URL)
@@ -354,7 +354,7 @@ func TestPrincipalPlaceholder(t *testing.T) {
 		t.Errorf("bob reads alice's task: %s", m.Result)
 	}
 	var list struct {
-		Tasks []legacyTask `json:"tasks"`
+		Tasks []v2025Task `json:"tasks"`
 	}
 	alice.result("tasks/list", nil, &list)
 	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != tk.TaskID {

@@ -55,7 +55,7 @@ func storeState(t *testing.T, dir string) (holder string, active map[string]*tas
 // directory (it used to fail on Badger's directory lock).
 func TestValidateWhileRunning(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 0.1}, 60000)
@@ -74,7 +74,7 @@ func TestValidateWhileRunning(t *testing.T) {
 func TestValidateLeavesStoreAlone(t *testing.T) {
 	up, addr := testUpstream(t)
 	store := filepath.Join(t.TempDir(), "store")
-	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: v2025Tools})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 120}, 600000)
@@ -103,7 +103,7 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 		t.Errorf("store opened as %s, then %s after validate: validate opened the store", epoch1, epoch2)
 	}
 
-	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: legacyTools})
+	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: v2025Tools})
 	c2 := newRPCClient(t, gw2.URL)
 	c2.initialize("")
 	waitFor(t, 30*time.Second, "the restart to fail the orphan", func() bool {
@@ -116,7 +116,7 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 // and its poll interval is still answered.
 func TestFailedReloadKeepsOldSettings(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "sweep_interval 200ms"})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "sweep_interval 200ms"})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 
@@ -146,7 +146,7 @@ http://:%s {
 	}
 	reverse_proxy /mcp* %s
 }
-`, gw.adminAddr, gw.port(), gw.opts.StorageDir, indent(legacyTools, "\t\t"), gw.opts.StorageDir,
+`, gw.adminAddr, gw.port(), gw.opts.StorageDir, indent(v2025Tools, "\t\t"), gw.opts.StorageDir,
 		filepath.Join(t.TempDir(), "missing.pem"), addr)
 	badFile := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(badFile, []byte(bad), 0o600); err != nil {

@@ -36,9 +36,9 @@ auth jwt {
 `
 
 // tasks/list pages through the caller's tasks, and only the caller's.
-func TestLegacyListPaging(t *testing.T) {
+func TestV2025ListPaging(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 
 	alice := newRPCClient(t, gw.URL)
 	alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
@@ -63,8 +63,8 @@ func TestLegacyListPaging(t *testing.T) {
 			params["cursor"] = cursor
 		}
 		var page struct {
-			Tasks      []legacyTask `json:"tasks"`
-			NextCursor string       `json:"nextCursor"`
+			Tasks      []v2025Task `json:"tasks"`
+			NextCursor string      `json:"nextCursor"`
 		}
 		alice.result("tasks/list", params, &page)
 		pages++

@@ -18,7 +18,7 @@ import (
 // its task API.
 func TestMcpGoClient(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -69,7 +69,7 @@ http://:` + port + ` {
 	bind 127.0.0.1
 	mcp_tasks /mcp* {
 		storage_dir ` + filepath.Join(t.TempDir(), "store") + `
-` + legacyTools + hmacAuth + `
+` + v2025Tools + hmacAuth + `
 	}
 	reverse_proxy /mcp* ` + addr + `
 }
@@ -112,7 +112,7 @@ func frontProxy(t *testing.T, gatewayURL, publicHost string) string {
 // loopback under a foreign Host is still refused (DNS rebinding).
 func TestFrontProxy(t *testing.T) {
 	_, addr := testUpstream(t)
-	authed := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth})
+	authed := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	c := newRPCClient(t, frontProxy(t, authed.URL, "mcp.example.com"))
 	c.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 	c.initialize("")
@@ -121,7 +121,7 @@ func TestFrontProxy(t *testing.T) {
 		t.Errorf("tasks/get through the front proxy: %+v", got)
 	}
 
-	anonymous := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	anonymous := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	probe := func(url, host string) int {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -141,7 +141,7 @@ func TestFrontProxy(t *testing.T) {
 		t.Error("anonymous call under localhost refused")
 	}
 	// The operator's switch: on guards authenticated callers too.
-	strict := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + hmacAuth + "dns_rebinding_protection on"})
+	strict := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth + "dns_rebinding_protection on"})
 	sc := newRPCClient(t, frontProxy(t, strict.URL, "mcp.example.com"))
 	sc.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 	sc.initialize("")
@@ -182,7 +182,7 @@ func TestHandleLayouts(t *testing.T) {
 	}
 	for name, layout := range layouts {
 		t.Run(name, func(t *testing.T) {
-			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", legacyTools+hmacAuth, "%UPSTREAM%", addr).Replace(layout)
+			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", v2025Tools+hmacAuth, "%UPSTREAM%", addr).Replace(layout)
 			gw := startCaddyfile(t, func(admin, port string) string {
 				return globalHead(admin, "") + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
 			})
@@ -236,7 +236,7 @@ http://:` + port + ` {
 	mcp_tasks /mcp* {
 		storage_dir ` + filepath.Join(t.TempDir(), "store") + `
 		principal {http.request.header.X-Auth-User}
-` + legacyTools + `
+` + v2025Tools + `
 	}
 	reverse_proxy /mcp* ` + addr + `
 }
@@ -292,7 +292,7 @@ func TestShadowedGatewayWarned(t *testing.T) {
 	}
 	for name, layout := range layouts {
 		t.Run(name, func(t *testing.T) {
-			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", legacyTools+hmacAuth, "%UPSTREAM%", addr).Replace(layout.site)
+			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", v2025Tools+hmacAuth, "%UPSTREAM%", addr).Replace(layout.site)
 			gw := startCaddyfile(t, func(admin, port string) string {
 				return globalHead(admin, layout.global) + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
 			})
@@ -375,7 +375,7 @@ func TestOrderOverrideWarned(t *testing.T) {
 // gauges report active and stored tasks and its size.
 func TestMetricsCancelledAndGauges(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	keep := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)

@@ -140,7 +140,7 @@ func TestPostgresStorage(t *testing.T) {
 		dsn = withDSNParam(t, dsn, "password", secret)
 	}
 	up, upAddr := testUpstream(t)
-	gw := startPostgresGateway(t, upAddr, dsn, legacyTools+"task_after 300ms")
+	gw := startPostgresGateway(t, upAddr, dsn, v2025Tools+"task_after 300ms")
 	gw.healthy("the PostgreSQL store to open")
 
 	var stores []struct {
@@ -160,33 +160,33 @@ func TestPostgresStorage(t *testing.T) {
 	// 2025-11-25: a task-augmented call, polled, its result.
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
-	legacy := c.createTask("slow_compute", map[string]any{"seconds": 1, "label": "pg-legacy"}, 600000)
-	if legacy.Status != "working" {
-		t.Fatalf("created task = %+v", legacy)
+	v2025 := c.createTask("slow_compute", map[string]any{"seconds": 1, "label": "pg-legacy"}, 600000)
+	if v2025.Status != "working" {
+		t.Fatalf("created task = %+v", v2025)
 	}
-	if got := c.getTask(legacy.TaskID); got.Status != "working" && got.Status != "completed" {
+	if got := c.getTask(v2025.TaskID); got.Status != "working" && got.Status != "completed" {
 		t.Errorf("tasks/get = %+v", got)
 	}
-	m := c.call("tasks/result", map[string]string{"taskId": legacy.TaskID})
+	m := c.call("tasks/result", map[string]string{"taskId": v2025.TaskID})
 	if m.Error != nil || !strings.Contains(string(m.Result), "pg-legacy") {
 		t.Fatalf("tasks/result = %s %+v", m.Result, m.Error)
 	}
-	if got := c.getTask(legacy.TaskID); got.Status != "completed" {
+	if got := c.getTask(v2025.TaskID); got.Status != "completed" {
 		t.Errorf("after the result, tasks/get = %+v", got)
 	}
 	var status string
-	if err := db.QueryRow(context.Background(), "SELECT status FROM mcp_tasks.tasks WHERE id = $1", legacy.TaskID).Scan(&status); err != nil || status != "completed" {
+	if err := db.QueryRow(context.Background(), "SELECT status FROM mcp_tasks.tasks WHERE id = $1", v2025.TaskID).Scan(&status); err != nil || status != "completed" {
 		t.Errorf("the task's row in PostgreSQL: %q, %v; want completed", status, err)
 	}
 
 	// 2026-07-28: a call that becomes a task, got until it completes.
-	modern := newModernClient(t, gw.URL, true)
-	res := modern.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "pg-modern"}})
+	v2026 := newV2026Client(t, gw.URL, true)
+	res := v2026.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "pg-modern"}})
 	if str(res["resultType"]) != "task" {
 		t.Fatalf("tools/call = %v, want a task", res)
 	}
-	modernID := str(res["taskId"])
-	if done := modern.waitStatus(modernID, "completed"); !strings.Contains(string(done["result"]), "pg-modern") {
+	v2026ID := str(res["taskId"])
+	if done := v2026.waitStatus(v2026ID, "completed"); !strings.Contains(string(done["result"]), "pg-modern") {
 		t.Errorf("result = %s", done["result"])
 	}
 
@@ -196,8 +196,8 @@ func TestPostgresStorage(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("no connections of the gateway in pg_stat_activity")
 	}
-	gw.reload(legacyTools + "task_after 300ms\ndefault_ttl 20m")
-	if got := c.getTask(legacy.TaskID); got.Status != "completed" {
+	gw.reload(v2025Tools + "task_after 300ms\ndefault_ttl 20m")
+	if got := c.getTask(v2025.TaskID); got.Status != "completed" {
 		t.Errorf("after the reload, tasks/get = %+v", got)
 	}
 	again := newRPCClient(t, gw.URL)
@@ -246,13 +246,13 @@ func TestPostgresStorage(t *testing.T) {
 	gw.healthy("the store to open after the restart")
 	fresh := newRPCClient(t, gw.URL)
 	fresh.initialize("")
-	if got := fresh.getTask(legacy.TaskID); got.Status != "completed" {
+	if got := fresh.getTask(v2025.TaskID); got.Status != "completed" {
 		t.Errorf("after the restart, tasks/get = %+v", got)
 	}
-	if m := fresh.call("tasks/result", map[string]string{"taskId": legacy.TaskID}); m.Error != nil || !strings.Contains(string(m.Result), "pg-legacy") {
+	if m := fresh.call("tasks/result", map[string]string{"taskId": v2025.TaskID}); m.Error != nil || !strings.Contains(string(m.Result), "pg-legacy") {
 		t.Errorf("after the restart, tasks/result = %s %+v", m.Result, m.Error)
 	}
-	if got := newModernClient(t, gw.URL, true).get(modernID); str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "pg-modern") {
+	if got := newV2026Client(t, gw.URL, true).get(v2026ID); str(got["status"]) != "completed" || !strings.Contains(string(got["result"]), "pg-modern") {
 		t.Errorf("after the restart, the 2026-07-28 task = %v", got)
 	}
 	if n := up.Calls("slow_compute"); n != 3 {
@@ -264,11 +264,11 @@ func TestPostgresStorage(t *testing.T) {
 	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks", &page); code != http.StatusOK {
 		t.Fatalf("admin list: %d %s", code, body)
 	}
-	if want := []string{afterReload.TaskID, modernID, legacy.TaskID}; fmt.Sprint(ids(page.Tasks)) != fmt.Sprint(want) || page.Store != storeName {
+	if want := []string{afterReload.TaskID, v2026ID, v2025.TaskID}; fmt.Sprint(ids(page.Tasks)) != fmt.Sprint(want) || page.Store != storeName {
 		t.Errorf("admin list = %+v, want %v in %s", page, want, storeName)
 	}
 	var v adminTaskView
-	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/"+legacy.TaskID+"?detail=1", &v); code != http.StatusOK ||
+	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/"+v2025.TaskID+"?detail=1", &v); code != http.StatusOK ||
 		v.Status != "completed" || v.Store != storeName || !strings.Contains(string(v.Result), "pg-legacy") {
 		t.Errorf("admin show = %d %s", code, body)
 	}
@@ -310,7 +310,7 @@ func TestPostgresStorageDownAtStart(t *testing.T) {
 	postgresServerExec(t, "ALTER DATABASE "+dbName+" WITH ALLOW_CONNECTIONS false")
 	t.Cleanup(func() { postgresServerExec(t, "ALTER DATABASE "+dbName+" WITH ALLOW_CONNECTIONS true") })
 	_, upAddr := testUpstream(t)
-	gw := startPostgresGateway(t, upAddr, dsn, legacyTools)
+	gw := startPostgresGateway(t, upAddr, dsn, v2025Tools)
 
 	// The store is opened when Caddy's "started" event fires, a moment
 	// after the listener accepts: until then health says "not open yet".
@@ -357,7 +357,7 @@ func TestPostgresHealthUnansweringDatabase(t *testing.T) {
 	dsn, _ := testDatabase(t)
 	hole, dsn := newPGBlackhole(t, dsn)
 	_, upAddr := testUpstream(t)
-	gw := startPostgresGateway(t, upAddr, dsn, legacyTools)
+	gw := startPostgresGateway(t, upAddr, dsn, v2025Tools)
 	gw.healthy("the store to open through the blackhole")
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")

@@ -32,7 +32,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 			return m.Error == nil && strings.Contains(string(m.Result), `"taskId"`), m.Error
 		}},
 		{"2026-07-28", "2026-07-28", func(t *testing.T, gw *gateway) (bool, *jsonrpc.Error) {
-			c := newModernClient(t, gw.URL, true)
+			c := newV2026Client(t, gw.URL, true)
 			m, status := c.request(context.Background(), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 30}})
 			if m.Error != nil && status != http.StatusOK {
 				t.Errorf("refusal with HTTP %d", status)
@@ -43,7 +43,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, addr := testUpstream(t)
-			gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools +
+			gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools +
 				fmt.Sprintf("task_after 200ms\nmax_active_per_principal %d\nrate_limit 1000", limit)})
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -79,7 +79,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 // task operations.
 func TestRateLimitTaskCreation(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "rate_limit 1"})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "rate_limit 1"})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	limited := 0

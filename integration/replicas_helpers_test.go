@@ -19,7 +19,7 @@ import (
 // replicaDirectives configure every replica alike: the same JWT secret and
 // trust domain (so that a caller's owner key is the same on each), one
 // retry_on_restart tool, and a small quota.
-const replicaDirectives = legacyTools + hmacAuth + `
+const replicaDirectives = v2025Tools + hmacAuth + `
 trust_domain replicas-e2e
 tool slow_echo optional retry_on_restart
 task_after 300ms
@@ -88,7 +88,7 @@ func (c *replicaCluster) track(id, owner string) {
 }
 
 // legacy opens a 2025-11-25 session for subject through the balancer.
-func (c *replicaCluster) legacy(t testing.TB, subject string) *rpcClient {
+func (c *replicaCluster) v2025(t testing.TB, subject string) *rpcClient {
 	t.Helper()
 	rc := newRPCClient(t, c.URL)
 	rc.header.Set("Authorization", "Bearer "+hmacToken(t, subject, "t1"))
@@ -97,8 +97,8 @@ func (c *replicaCluster) legacy(t testing.TB, subject string) *rpcClient {
 }
 
 // modern is a 2026-07-28 client of subject through the balancer.
-func (c *replicaCluster) modern(t *testing.T, subject string) *modernClient {
-	mc := newModernClient(t, c.URL, true)
+func (c *replicaCluster) v2026(t *testing.T, subject string) *v2026Client {
+	mc := newV2026Client(t, c.URL, true)
 	mc.header.Set("Authorization", "Bearer "+hmacToken(t, subject, "t1"))
 	return mc
 }
@@ -136,7 +136,7 @@ func (c *replicaCluster) runningOn(id string) int {
 
 // waitEnded polls the owner's tasks/get through the balancer until task id
 // is terminal, and returns its status and message.
-func (c *replicaCluster) waitEnded(mc *modernClient, id string, timeout time.Duration) (string, string) {
+func (c *replicaCluster) waitEnded(mc *v2026Client, id string, timeout time.Duration) (string, string) {
 	c.t.Helper()
 	var status, message string
 	deadline := time.Now().Add(timeout)

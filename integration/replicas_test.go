@@ -35,10 +35,10 @@ func TestReplicas(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}
-	var aliceLegacy []string // alice's 2025-11-25 tasks, for her list
+	var aliceV2025 []string // alice's 2025-11-25 tasks, for her list
 	flows := []flow{
 		{"2025-11-25 session bound in the store, used on every replica", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			for range len(c.nodes) {
 				var tools struct {
 					Tools []json.RawMessage `json:"tools"`
@@ -50,11 +50,11 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 create, poll, result from a waiter on another replica", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			before := up.Calls("slow_compute")
 			tk := alice.createTask("slow_compute", map[string]any{"seconds": 1.5, "label": "rr-legacy"}, 600000)
 			c.track(tk.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			aliceV2025 = append(aliceV2025, tk.TaskID)
 			if tk.Status != "working" {
 				t.Fatalf("created task = %+v", tk)
 			}
@@ -78,15 +78,15 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 cancel on another replica reaches the upstream", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
 			tk := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 600000)
 			c.track(tk.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			aliceV2025 = append(aliceV2025, tk.TaskID)
 			if err := up.WaitCalls(ctx, "slow_compute", calls+1); err != nil {
 				t.Fatal(err)
 			}
-			var cancelled legacyTask
+			var cancelled v2025Task
 			alice.result("tasks/cancel", map[string]string{"taskId": tk.TaskID}, &cancelled)
 			if cancelled.Status != "cancelled" {
 				t.Fatalf("tasks/cancel answered %+v", cancelled)
@@ -99,10 +99,10 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 input through tasks/result, answered on another replica", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			tk := alice.createTask("confirm_delete", map[string]any{"filename": "rr.txt"}, 600000)
 			c.track(tk.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			aliceV2025 = append(aliceV2025, tk.TaskID)
 			waitFor(t, 15*time.Second, "input_required", func() bool { return alice.getTask(tk.TaskID).Status == "input_required" })
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r1"`), "tasks/result", map[string]string{"taskId": tk.TaskID})
 			stream := alice.open(ctx, body)
@@ -136,16 +136,16 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 input answered by a 2026-07-28 tasks/update on a replica without the worker", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			tk := alice.createTask("confirm_delete", map[string]any{"filename": "rr-mixed.txt"}, 600000)
 			c.track(tk.TaskID, "alice")
-			aliceLegacy = append(aliceLegacy, tk.TaskID)
+			aliceV2025 = append(aliceV2025, tk.TaskID)
 			i := c.runningOn(tk.TaskID)
 			if i < 0 {
 				t.Fatalf("no replica runs task %s", tk.TaskID)
 			}
 			// Straight to another replica, not through the balancer.
-			other := newModernClient(t, "http://"+c.nodes[(i+1)%len(c.nodes)].addr+"/mcp", true)
+			other := newV2026Client(t, "http://"+c.nodes[(i+1)%len(c.nodes)].addr+"/mcp", true)
 			other.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
 			got := other.waitStatus(tk.TaskID, "input_required")
 			var inputs map[string]json.RawMessage
@@ -163,17 +163,17 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 tasks/list", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			for range len(c.nodes) {
 				var list struct {
-					Tasks []legacyTask `json:"tasks"`
+					Tasks []v2025Task `json:"tasks"`
 				}
 				alice.result("tasks/list", nil, &list)
 				var got []string
 				for _, tk := range list.Tasks {
 					got = append(got, tk.TaskID)
 				}
-				for _, id := range aliceLegacy {
+				for _, id := range aliceV2025 {
 					if !strings.Contains(strings.Join(got, ","), id) {
 						t.Errorf("alice's list %v lacks %s", got, id)
 					}
@@ -181,7 +181,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2026-07-28 create and get", func(t *testing.T) {
-			ann := c.modern(t, "ann")
+			ann := c.v2026(t, "ann")
 			res := ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "rr-modern"}})
 			if str(res["resultType"]) != "task" {
 				t.Fatalf("tools/call = %v, want a task", res)
@@ -196,7 +196,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2026-07-28 tasks/update answers confirm_delete", func(t *testing.T) {
-			ann := c.modern(t, "ann")
+			ann := c.v2026(t, "ann")
 			id := str(ann.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "m.txt"}})["taskId"])
 			c.track(id, "ann")
 			tk := ann.waitStatus(id, "input_required")
@@ -215,7 +215,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2026-07-28 tasks/update answers multi_input in two parts", func(t *testing.T) {
-			ann := c.modern(t, "ann")
+			ann := c.v2026(t, "ann")
 			id := str(ann.ok("tools/call", map[string]any{"name": "multi_input", "arguments": map[string]any{}})["taskId"])
 			c.track(id, "ann")
 			tk := ann.waitStatus(id, "input_required")
@@ -239,7 +239,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2026-07-28 cancel on another replica reaches the upstream", func(t *testing.T) {
-			ann := c.modern(t, "ann")
+			ann := c.v2026(t, "ann")
 			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
 			id := str(ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"])
 			c.track(id, "ann")
@@ -255,7 +255,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2026-07-28 subscriptions/listen sees a change made on another replica", func(t *testing.T) {
-			ann := c.modern(t, "ann")
+			ann := c.v2026(t, "ann")
 			id := str(ann.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 2, "label": "rr-listen"}})["taskId"])
 			c.track(id, "ann")
 			_, body := ann.body("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}})
@@ -291,7 +291,7 @@ func TestReplicas(t *testing.T) {
 			}
 		}},
 		{"2025-11-25 notifications/cancelled of a plain call, sent to another replica, reaches the upstream", func(t *testing.T) {
-			alice := c.legacy(t, "alice")
+			alice := c.v2025(t, "alice")
 			calls, cancels := up.Calls("slow_compute"), up.Cancellations("slow_compute")
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -314,31 +314,31 @@ func TestReplicas(t *testing.T) {
 			<-done
 		}},
 		{"isolation: bob never sees alice's tasks on any replica", func(t *testing.T) {
-			alice, aliceM := c.legacy(t, "alice"), c.modern(t, "alice")
-			legacyTask := alice.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 600000)
-			c.track(legacyTask.TaskID, "alice")
-			modernTask := str(aliceM.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"])
-			c.track(modernTask, "alice")
-			bob := c.legacy(t, "bob")
+			alice, aliceM := c.v2025(t, "alice"), c.v2026(t, "alice")
+			v2025Task := alice.createTask("confirm_delete", map[string]any{"filename": "secret.txt"}, 600000)
+			c.track(v2025Task.TaskID, "alice")
+			v2026Task := str(aliceM.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})["taskId"])
+			c.track(v2026Task, "alice")
+			bob := c.v2025(t, "bob")
 			bobToken := hmacToken(t, "bob", "t1")
-			send := func(method, id string, modern bool) rawAnswer {
-				if modern {
-					return postRaw(t, c.URL, bobToken, "", modernHeaders(method, id), modernBody(9, method, map[string]any{"taskId": id}))
+			send := func(method, id string, v2026 bool) rawAnswer {
+				if v2026 {
+					return postRaw(t, c.URL, bobToken, "", v2026Headers(method, id), v2026Body(9, method, map[string]any{"taskId": id}))
 				}
 				b, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
 				return postRaw(t, c.URL, bobToken, bob.session, nil, string(b))
 			}
-			for _, tk := range []string{legacyTask.TaskID, modernTask} {
+			for _, tk := range []string{v2025Task.TaskID, v2026Task} {
 				unknown := task.NewTaskID()
 				for _, m := range []struct {
 					method string
-					modern bool
+					v2026  bool
 				}{{"tasks/get", false}, {"tasks/result", false}, {"tasks/cancel", false}, {"tasks/get", true}, {"tasks/cancel", true}} {
 					for range len(c.nodes) {
-						foreign, never := send(m.method, tk, m.modern), send(m.method, unknown, m.modern)
+						foreign, never := send(m.method, tk, m.v2026), send(m.method, unknown, m.v2026)
 						if foreign.status != never.status || strings.ReplaceAll(foreign.body, tk, unknown) != never.body {
 							t.Errorf("%s (2026-07-28 %v): alice's task answers bob differently from an unknown id:\nforeign %d %s\nunknown %d %s",
-								m.method, m.modern, foreign.status, foreign.body, never.status, never.body)
+								m.method, m.v2026, foreign.status, foreign.body, never.status, never.body)
 						}
 					}
 				}
@@ -353,17 +353,17 @@ func TestReplicas(t *testing.T) {
 					t.Errorf("bob on alice's session: HTTP %d %s, want 404", ans.status, ans.body)
 				}
 			}
-			if got := alice.getTask(legacyTask.TaskID); got.Status != "input_required" {
+			if got := alice.getTask(v2025Task.TaskID); got.Status != "input_required" {
 				t.Errorf("alice's 2025-11-25 task disturbed: %+v", got)
 			}
-			if got := aliceM.get(modernTask); str(got["status"]) != "working" {
+			if got := aliceM.get(v2026Task); str(got["status"]) != "working" {
 				t.Errorf("alice's 2026-07-28 task disturbed: %v", got)
 			}
-			alice.result("tasks/cancel", map[string]string{"taskId": legacyTask.TaskID}, &legacyTask)
-			aliceM.ok("tasks/cancel", map[string]any{"taskId": modernTask})
+			alice.result("tasks/cancel", map[string]string{"taskId": v2025Task.TaskID}, &v2025Task)
+			aliceM.ok("tasks/cancel", map[string]any{"taskId": v2026Task})
 		}},
 		{"idempotency: one key on two replicas gives one task", func(t *testing.T) {
-			ida := c.legacy(t, "ida")
+			ida := c.v2025(t, "ida")
 			calls := up.Calls("slow_compute")
 			create := func(id int) string {
 				body, _ := jsonrpc.RequestBytes(json.RawMessage(fmt.Sprint(id)), "tools/call", map[string]any{
@@ -377,7 +377,7 @@ func TestReplicas(t *testing.T) {
 				defer resp.Body.Close()
 				var m jsonrpc.Message
 				_ = json.NewDecoder(resp.Body).Decode(&m)
-				var created struct{ Task legacyTask }
+				var created struct{ Task v2025Task }
 				_ = json.Unmarshal(m.Result, &created)
 				return created.Task.TaskID
 			}
@@ -391,7 +391,7 @@ func TestReplicas(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 6 {
 				wg.Go(func() {
-					mc := c.modern(t, "ida")
+					mc := c.v2026(t, "ida")
 					mc.header.Set("Idempotency-Key", "rr-order-2")
 					id := str(mc.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0.5, "label": "once"}})["taskId"])
 					mu.Lock()
@@ -405,17 +405,17 @@ func TestReplicas(t *testing.T) {
 			}
 			for id := range ids {
 				c.track(id, "ida")
-				c.waitEnded(c.modern(t, "ida"), id, 30*time.Second)
+				c.waitEnded(c.v2026(t, "ida"), id, 30*time.Second)
 			}
-			c.waitEnded(c.modern(t, "ida"), first, 30*time.Second)
+			c.waitEnded(c.v2026(t, "ida"), first, 30*time.Second)
 			if n := up.Calls("slow_compute") - calls; n != 2 {
 				t.Errorf("the two keys made %d upstream calls, want 2", n)
 			}
 		}},
 		{"quota: 30 concurrent creates at max_active_per_principal 3, both eras", func(t *testing.T) {
 			const calls, limit = 30, 3
-			for _, modern := range []bool{false, true} {
-				owner := fmt.Sprint("quinn-", modern)
+			for _, v2026 := range []bool{false, true} {
+				owner := fmt.Sprint("quinn-", v2026)
 				var mu sync.Mutex
 				var tasks []string
 				refused := 0
@@ -424,15 +424,15 @@ func TestReplicas(t *testing.T) {
 					wg.Go(func() {
 						var id string
 						var e *jsonrpc.Error
-						if modern {
-							m, _ := c.modern(t, owner).request(ctx, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
+						if v2026 {
+							m, _ := c.v2026(t, owner).request(ctx, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 							var res struct{ ResultType, TaskID string }
 							if e = m.Error; e == nil && json.Unmarshal(m.Result, &res) == nil && res.ResultType == "task" {
 								id = res.TaskID
 							}
 						} else {
-							m := c.legacy(t, owner).callTool("slow_compute", map[string]any{"seconds": 60}, map[string]any{"ttl": 600000})
-							var created struct{ Task legacyTask }
+							m := c.v2025(t, owner).callTool("slow_compute", map[string]any{"seconds": 60}, map[string]any{"ttl": 600000})
+							var created struct{ Task v2025Task }
 							if e = m.Error; e == nil && json.Unmarshal(m.Result, &created) == nil {
 								id = created.Task.TaskID
 							}
@@ -456,7 +456,7 @@ func TestReplicas(t *testing.T) {
 				if len(tasks) != limit || refused != calls-limit {
 					t.Errorf("%s: %d tasks created, %d refused; want %d and %d", owner, len(tasks), refused, limit, calls-limit)
 				}
-				q := c.modern(t, owner)
+				q := c.v2026(t, owner)
 				for _, id := range tasks {
 					q.ok("tasks/cancel", map[string]any{"taskId": id})
 				}
@@ -475,7 +475,7 @@ func TestReplicas(t *testing.T) {
 	// every kind on every replica (five requests a round).
 	type kind struct {
 		owner, tool string
-		modern      bool
+		v2026       bool
 		secs        float64
 	}
 	kindsOf := []kind{
@@ -490,14 +490,14 @@ func TestReplicas(t *testing.T) {
 		kind kind
 		node int
 	}
-	legacyOf := map[string]*rpcClient{}
-	modernOf := map[string]*modernClient{}
+	v2025Of := map[string]*rpcClient{}
+	v2026Of := map[string]*v2026Client{}
 	for _, k := range kindsOf {
-		if k.modern {
-			modernOf[k.owner] = c.modern(t, k.owner)
+		if k.v2026 {
+			v2026Of[k.owner] = c.v2026(t, k.owner)
 		} else {
-			legacyOf[k.owner] = c.legacy(t, k.owner)
-			modernOf[k.owner] = c.modern(t, k.owner)
+			v2025Of[k.owner] = c.v2025(t, k.owner)
+			v2026Of[k.owner] = c.v2026(t, k.owner)
 		}
 	}
 	echoes, computes, confirms := up.Calls("slow_echo"), up.Calls("slow_compute"), up.Calls("confirm_delete")
@@ -512,14 +512,14 @@ func TestReplicas(t *testing.T) {
 				args = map[string]any{"filename": fmt.Sprint("kill-", round, ".txt")}
 			}
 			var id string
-			if k.modern {
-				res := modernOf[k.owner].ok("tools/call", map[string]any{"name": k.tool, "arguments": args})
+			if k.v2026 {
+				res := v2026Of[k.owner].ok("tools/call", map[string]any{"name": k.tool, "arguments": args})
 				if str(res["resultType"]) != "task" {
 					t.Fatalf("%s for %s answered %v, want a task", k.tool, k.owner, res)
 				}
 				id = str(res["taskId"])
 			} else {
-				id = legacyOf[k.owner].createTask(k.tool, args, 600000).TaskID
+				id = v2025Of[k.owner].createTask(k.tool, args, 600000).TaskID
 			}
 			c.track(id, k.owner)
 			tasks = append(tasks, placed{id: id, kind: k})
@@ -532,7 +532,7 @@ func TestReplicas(t *testing.T) {
 	}
 	for _, tk := range tasks {
 		if tk.kind.tool == "confirm_delete" {
-			modernOf[tk.kind.owner].waitStatus(tk.id, "input_required")
+			v2026Of[tk.kind.owner].waitStatus(tk.id, "input_required")
 		}
 	}
 	onNode := map[int]int{}
@@ -555,7 +555,7 @@ func TestReplicas(t *testing.T) {
 
 	// The live replicas' tasks end as usual: slow_echo completes,
 	// slow_compute is cancelled, confirm_delete is answered.
-	answer := func(mc *modernClient, id string) {
+	answer := func(mc *v2026Client, id string) {
 		tk := mc.get(id)
 		var inputs map[string]json.RawMessage
 		_ = json.Unmarshal(tk["inputRequests"], &inputs)
@@ -569,9 +569,9 @@ func TestReplicas(t *testing.T) {
 		switch {
 		case tk.node == victim:
 		case tk.kind.tool == "slow_compute":
-			modernOf[tk.kind.owner].ok("tasks/cancel", map[string]any{"taskId": tk.id})
+			v2026Of[tk.kind.owner].ok("tasks/cancel", map[string]any{"taskId": tk.id})
 		case tk.kind.tool == "confirm_delete":
-			answer(modernOf[tk.kind.owner], tk.id)
+			answer(v2026Of[tk.kind.owner], tk.id)
 		}
 	}
 	// The killed replica's: taken over once their lease expired.
@@ -584,13 +584,13 @@ func TestReplicas(t *testing.T) {
 			n := c.holderOf(tk.id)
 			return n >= 0 && n != victim
 		})
-		if got := modernOf[tk.kind.owner].get(tk.id); str(got["status"]) != "input_required" {
+		if got := v2026Of[tk.kind.owner].get(tk.id); str(got["status"]) != "input_required" {
 			t.Errorf("the task waiting for input, taken over: %v", got)
 		}
-		answer(modernOf[tk.kind.owner], tk.id)
+		answer(v2026Of[tk.kind.owner], tk.id)
 	}
 	for _, tk := range tasks {
-		status, message := c.waitEnded(modernOf[tk.kind.owner], tk.id, 90*time.Second)
+		status, message := c.waitEnded(v2026Of[tk.kind.owner], tk.id, 90*time.Second)
 		ok := false
 		switch {
 		case tk.node != victim:
@@ -639,10 +639,10 @@ func TestReplicas(t *testing.T) {
 
 	// No task is lost: every task created is found, ended, by its owner.
 	lost := 0
-	clients := map[string]*modernClient{}
+	clients := map[string]*v2026Client{}
 	for id, owner := range c.created {
 		if clients[owner] == nil {
-			clients[owner] = c.modern(t, owner)
+			clients[owner] = c.v2026(t, owner)
 		}
 		if status, message := c.waitEnded(clients[owner], id, 30*time.Second); status == "working" || status == "input_required" || status == "error" {
 			lost++

@@ -227,7 +227,7 @@ func (s *messageStream) close() {
 }
 
 // legacyTask mirrors the 2025-11-25 Task object.
-type legacyTask struct {
+type v2025Task struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage"`
@@ -248,14 +248,14 @@ func (c *rpcClient) callTool(name string, args any, task any) *jsonrpc.Message {
 }
 
 // createTask makes a task-augmented tools/call and returns the task.
-func (c *rpcClient) createTask(name string, args any, ttl int64) legacyTask {
+func (c *rpcClient) createTask(name string, args any, ttl int64) v2025Task {
 	c.t.Helper()
 	m := c.callTool(name, args, map[string]any{"ttl": ttl})
 	if m.Error != nil {
 		c.t.Fatalf("tools/call %s: %d %s", name, m.Error.Code, m.Error.Message)
 	}
 	var created struct {
-		Task *legacyTask `json:"task"`
+		Task *v2025Task `json:"task"`
 	}
 	if err := json.Unmarshal(m.Result, &created); err != nil || created.Task == nil {
 		c.t.Fatalf("tools/call %s answered %s, want a CreateTaskResult", name, m.Result)
@@ -263,9 +263,9 @@ func (c *rpcClient) createTask(name string, args any, ttl int64) legacyTask {
 	return *created.Task
 }
 
-func (c *rpcClient) getTask(id string) legacyTask {
+func (c *rpcClient) getTask(id string) v2025Task {
 	c.t.Helper()
-	var task legacyTask
+	var task v2025Task
 	c.result("tasks/get", map[string]string{"taskId": id}, &task)
 	return task
 }

@@ -50,7 +50,7 @@ func sessionRequest(t *testing.T, method, url, token, session string, headers ma
 // the binding.
 func TestSessionBindingEndToEnd(t *testing.T) {
 	_, addr := testUpstream(t)
-	opts := gatewayOptions{Upstream: addr, StorageDir: filepath.Join(t.TempDir(), "store"), Directives: legacyTools + hmacAuth}
+	opts := gatewayOptions{Upstream: addr, StorageDir: filepath.Join(t.TempDir(), "store"), Directives: v2025Tools + hmacAuth}
 	gw := startGateway(t, opts)
 	aliceToken, bobToken := hmacToken(t, "alice", "t1"), hmacToken(t, "bob", "t1")
 	alice := newRPCClient(t, gw.URL)
@@ -63,17 +63,17 @@ func TestSessionBindingEndToEnd(t *testing.T) {
 	bob.header.Set("Authorization", "Bearer "+bobToken)
 	bob.initialize("")
 
-	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28"}
+	v2026 := map[string]string{"Mcp-Protocol-Version": "2026-07-28"}
 	probes := []struct {
 		name    string
 		method  string
 		headers map[string]string
 	}{
 		{"POST", http.MethodPost, nil},
-		{"POST with the 2026 version header", http.MethodPost, modern},
+		{"POST with the 2026 version header", http.MethodPost, v2026},
 		{"GET", http.MethodGet, nil},
 		{"DELETE", http.MethodDelete, nil},
-		{"DELETE with the 2026 version header", http.MethodDelete, modern},
+		{"DELETE with the 2026 version header", http.MethodDelete, v2026},
 	}
 	aliceServed := func(t *testing.T) {
 		t.Helper()

@@ -111,7 +111,7 @@ http://:%s {
 		t.Fatalf("tools/call: %+v", m.Error)
 	}
 	var created struct {
-		Task legacyTask `json:"task"`
+		Task v2025Task `json:"task"`
 	}
 	if err := json.Unmarshal(m.Result, &created); err != nil || created.Task.TaskID == "" {
 		t.Fatalf("create answered %s", m.Result)
@@ -158,7 +158,7 @@ http://:%s {
 // Last-Event-ID continues the answer up to the task's result. A JSON
 // tasks/result waiting meanwhile gets 503 with Retry-After, not an empty 200.
 func TestReloadEndsResultStreamResumably(t *testing.T) {
-	c, gw, _ := legacySetup(t, "")
+	c, gw, _ := v2025Setup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 8}, 60000)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	resp, err := httpClient.Do(c.newRequest(context.Background(), body))
@@ -205,7 +205,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 		return strings.Count(gw.logs(), `"task retrieved"`) >= 2
 	})
 
-	gw.reload(legacyTools + "default_ttl 20m")
+	gw.reload(v2025Tools + "default_ttl 20m")
 	got := <-jsonDone
 	if got.resp == nil {
 		t.Fatal("JSON tasks/result: no answer")
@@ -244,7 +244,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 // One principal holds at most 16 long-lived answers; the next one gets
 // HTTP 429 with a JSON-RPC error that names the limit.
 func TestStreamsPerPrincipalCapped(t *testing.T) {
-	c, _, _ := legacySetup(t, "")
+	c, _, _ := v2025Setup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	for i := range 16 {

@@ -65,7 +65,7 @@ func (m *multiSiteCaddy) restart() {
 func siteBlock(addr, upstream, store, siteDirectives, directives string) string {
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	return fmt.Sprintf("http://:%s {\n\tbind 127.0.0.1\n%s\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n%s\t}\n\treverse_proxy /mcp* %s\n}\n",
-		port, indent(siteDirectives, "\t"), store, indent(legacyTools+directives, "\t\t"), upstream)
+		port, indent(siteDirectives, "\t"), store, indent(v2025Tools+directives, "\t\t"), upstream)
 }
 
 func hmacTokenWith(t *testing.T, secret, subject string) string {
@@ -135,25 +135,25 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 	probe := func(t *testing.T, other site, tk string) {
 		c := client(other)
 		unknown := task.NewTaskID()
-		send := func(method, id string, modern bool) rawAnswer {
+		send := func(method, id string, v2026 bool) rawAnswer {
 			headers := map[string]string{"Authorization": other.auth}
-			if modern {
-				for k, v := range modernHeaders(method, id) {
+			if v2026 {
+				for k, v := range v2026Headers(method, id) {
 					headers[k] = v
 				}
-				return postRaw(t, other.url, "", "", headers, modernBody(9, method, map[string]any{"taskId": id}))
+				return postRaw(t, other.url, "", "", headers, v2026Body(9, method, map[string]any{"taskId": id}))
 			}
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
 			return postRaw(t, other.url, "", c.session, headers, string(body))
 		}
 		for _, m := range []struct {
 			method string
-			modern bool
+			v2026  bool
 		}{{"tasks/get", false}, {"tasks/result", false}, {"tasks/cancel", false}, {"tasks/get", true}, {"tasks/cancel", true}} {
-			foreign, never := send(m.method, tk, m.modern), send(m.method, unknown, m.modern)
+			foreign, never := send(m.method, tk, m.v2026), send(m.method, unknown, m.v2026)
 			if foreign.status != never.status || strings.ReplaceAll(foreign.body, tk, unknown) != never.body {
 				t.Errorf("%s (modern %v): the other site's task answers differently from an unknown id:\nforeign %d %s\nunknown %d %s",
-					m.method, m.modern, foreign.status, foreign.body, never.status, never.body)
+					m.method, m.v2026, foreign.status, foreign.body, never.status, never.body)
 			}
 		}
 		list := postRaw(t, other.url, "", c.session, map[string]string{"Authorization": other.auth}, `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`)
@@ -167,7 +167,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 			t.Errorf("%s: the owner gets %+v", owner.name, got)
 		}
 		var list struct {
-			Tasks []legacyTask `json:"tasks"`
+			Tasks []v2025Task `json:"tasks"`
 		}
 		c.result("tasks/list", nil, &list)
 		if len(list.Tasks) != 1 || list.Tasks[0].TaskID != tk {

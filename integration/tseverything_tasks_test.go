@@ -47,7 +47,7 @@ func resultStream(t *testing.T, c *rpcClient, taskID string, answer func(method 
 	}
 }
 
-func TestTSEverythingLegacyTasks(t *testing.T) {
+func TestTSEverythingV2025Tasks(t *testing.T) {
 	gw, _ := tsEverythingGateway(t, "")
 	checkNoRace(t, gw)
 	c := newRPCClient(t, gw.URL)
@@ -91,7 +91,7 @@ func TestTSEverythingLegacyTasks(t *testing.T) {
 			"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "cancel-me"},
 		})
 		var created struct {
-			Task legacyTask `json:"task"`
+			Task v2025Task `json:"task"`
 		}
 		if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
 			t.Fatalf("task-augmented call = %s / %+v", m.Result, m.Error)
@@ -109,7 +109,7 @@ func TestTSEverythingLegacyTasks(t *testing.T) {
 				break
 			}
 		}
-		var cancelled legacyTask
+		var cancelled v2025Task
 		c.result("tasks/cancel", map[string]string{"taskId": id}, &cancelled)
 		if cancelled.Status != "cancelled" {
 			t.Fatalf("tasks/cancel = %+v", cancelled)

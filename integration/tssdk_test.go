@@ -19,7 +19,7 @@ const tsSDKVersion = "1.32.2"
 // elicitation relayed on that stream.
 func TestTypeScriptSDKClient(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	out := runNodeClient(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-client.mjs", gw.URL, "@modelcontextprotocol/sdk@"+tsSDKVersion)
 	for _, want := range []string{
 		`SERVER CAPS {"cancel":{},"requests":{"tools":{"call":{}}}}`,
@@ -52,7 +52,7 @@ const (
 // through.
 func TestExtTasksClient(t *testing.T) {
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + "tool test_tool_with_task required"})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "tool test_tool_with_task required"})
 	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "ext-tasks-client.mjs", gw.URL,
 		"@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
 	for _, want := range []string{

@@ -45,16 +45,16 @@ func upstreamTaskStatus(t *testing.T, upstreamURL, session, upstreamTaskID strin
 	t.Helper()
 	direct := newRPCClient(t, upstreamURL)
 	direct.session, direct.version = session, "2025-11-25"
-	var task legacyTask
+	var task v2025Task
 	direct.result("tasks/get", map[string]string{"taskId": upstreamTaskID}, &task)
 	return task.Status
 }
 
 // waitStatus polls tasks/get through the gateway until the task reaches
 // want (or any terminal status, which fails the test if not want).
-func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duration) legacyTask {
+func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duration) v2025Task {
 	t.Helper()
-	var last legacyTask
+	var last v2025Task
 	waitFor(t, within, "task "+id+" "+want, func() bool {
 		last = c.getTask(id)
 		switch last.Status {
@@ -129,15 +129,15 @@ func TestUpstreamTaskResearchQuery(t *testing.T) {
 	}
 	// The task is the gateway's: the same caller reads it on the
 	// 2026-07-28 wire too, answered by the gateway alone.
-	resp, body := postModern(t, newModernClient(t, gw.URL, true), "tasks/get", map[string]any{"taskId": task.TaskID})
-	var modern struct {
+	resp, body := postV2026(t, newV2026Client(t, gw.URL, true), "tasks/get", map[string]any{"taskId": task.TaskID})
+	var v2026 struct {
 		Result struct {
 			Status string          `json:"status"`
 			Result json.RawMessage `json:"result"`
 		} `json:"result"`
 	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &modern) != nil || modern.Result.Status != "completed" ||
-		!strings.Contains(string(modern.Result.Result), "Research Report: tides") {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &v2026) != nil || v2026.Result.Status != "completed" ||
+		!strings.Contains(string(v2026.Result.Result), "Research Report: tides") {
 		t.Errorf("2026-07-28 tasks/get: HTTP %d %s, want the completed task with the report", resp.StatusCode, body)
 	}
 }
@@ -197,7 +197,7 @@ func TestUpstreamTaskCancel(t *testing.T) {
 		upID = adminUpstreamTaskID(t, gw, task.TaskID)
 		return upID != ""
 	})
-	var cancelled legacyTask
+	var cancelled v2025Task
 	c.result("tasks/cancel", map[string]string{"taskId": task.TaskID}, &cancelled)
 	if cancelled.Status != "cancelled" {
 		t.Fatalf("tasks/cancel = %+v", cancelled)
@@ -216,7 +216,7 @@ func TestUpstreamTaskCancel(t *testing.T) {
 		upID2 = adminUpstreamTaskID(t, gw, task2.TaskID)
 		return upID2 != ""
 	})
-	if resp, body := postModern(t, newModernClient(t, gw.URL, true), "tasks/cancel", map[string]any{"taskId": task2.TaskID}); resp.StatusCode != http.StatusOK {
+	if resp, body := postV2026(t, newV2026Client(t, gw.URL, true), "tasks/cancel", map[string]any{"taskId": task2.TaskID}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("2026-07-28 tasks/cancel: HTTP %d %s", resp.StatusCode, body)
 	}
 	if st := upstreamTaskStatus(t, upstreamURL, c.session, upID2); st != "cancelled" {
@@ -294,7 +294,7 @@ func TestUpstreamForbiddenToolAsGatewayTask(t *testing.T) {
 		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "p1"},
 	})
 	var created struct {
-		Task legacyTask `json:"task"`
+		Task v2025Task `json:"task"`
 	}
 	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
 		t.Fatalf("task-augmented call = %s / %+v", m.Result, m.Error)

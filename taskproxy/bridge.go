@@ -37,7 +37,7 @@ const maxProbeVerdicts = 64
 // probeVerdict is what the probe learned of one endpoint.
 type probeVerdict struct {
 	known    bool      // a probe gave a usable answer
-	legacy   bool      // the upstream does not speak 2026-07-28 there
+	v2025    bool      // the upstream does not speak 2026-07-28 there
 	probedAt time.Time // when
 	probing  chan struct{}
 }
@@ -92,7 +92,7 @@ func (c *call) bridges() bool {
 			return false
 		}
 	}
-	return c.g.upstreamIsLegacy(c.r, c.next)
+	return c.g.upstreamIsV2025(c.r, c.next)
 }
 
 // bridgeEndpoint names the upstream endpoint a request goes to: a route
@@ -108,21 +108,21 @@ func bridgeEndpoint(r *http.Request) string {
 // the request is passed through as before. Nor is a 404 or 405, which any
 // path the upstream does not serve answers: the request is bridged, and the
 // verdict kept only once an upstream session opens there (confirmLegacy).
-func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
+func (g *Gateway) upstreamIsV2025(r *http.Request, next http.Handler) bool {
 	b := g.bridge
 	endpoint := bridgeEndpoint(r)
 	for {
 		b.mu.Lock()
 		if b.pinned != nil {
-			legacy := *b.pinned
+			v2025 := *b.pinned
 			b.mu.Unlock()
-			return legacy
+			return v2025
 		}
 		v := b.verdicts[endpoint]
 		if v != nil && v.known && time.Since(v.probedAt) < bridgeProbeTTL {
-			legacy := v.legacy
+			v2025 := v.v2025
 			b.mu.Unlock()
-			return legacy
+			return v2025
 		}
 		if v != nil && v.probing != nil {
 			wait := v.probing
@@ -143,12 +143,12 @@ func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 		v.probing = done
 		b.mu.Unlock()
 
-		legacy, known, notFound := g.probeUpstream(r, next)
+		v2025, known, notFound := g.probeUpstream(r, next)
 		b.mu.Lock()
-		was, wasKnown := v.legacy, v.known
+		was, wasKnown := v.v2025, v.known
 		v.probing = nil
-		if known && !(legacy && notFound) {
-			v.known, v.legacy, v.probedAt = true, legacy, time.Now()
+		if known && !(v2025 && notFound) {
+			v.known, v.v2025, v.probedAt = true, v2025, time.Now()
 		}
 		kept := v.known
 		if !kept && b.verdicts[endpoint] == v {
@@ -156,10 +156,10 @@ func (g *Gateway) upstreamIsLegacy(r *http.Request, next http.Handler) bool {
 		}
 		b.mu.Unlock()
 		close(done)
-		if kept && (!wasKnown || was != legacy) {
-			g.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !legacy), zap.Bool("version_bridge", legacy))
+		if kept && (!wasKnown || was != v2025) {
+			g.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !v2025), zap.Bool("version_bridge", v2025))
 		}
-		return known && legacy
+		return known && v2025
 	}
 }
 
@@ -189,20 +189,20 @@ func (b *bridgeState) makeRoomLocked() {
 
 // confirmLegacy keeps the verdict that endpoint, which answered the probe
 // 404 or 405, speaks only 2025-11-25: an upstream session opened there.
-func (b *bridgeState) confirmLegacy(endpoint string) {
+func (b *bridgeState) confirmV2025(endpoint string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if v := b.verdicts[endpoint]; v != nil && (v.known || v.probing != nil) {
 		return // probed meanwhile: that answer stands
 	}
 	b.makeRoomLocked()
-	b.verdicts[endpoint] = &probeVerdict{known: true, legacy: true, probedAt: time.Now()}
+	b.verdicts[endpoint] = &probeVerdict{known: true, v2025: true, probedAt: time.Now()}
 }
 
 // learned pins what the upstream speaks at every endpoint, as tests need.
-func (b *bridgeState) learned(legacy bool) {
+func (b *bridgeState) learned(v2025 bool) {
 	b.mu.Lock()
-	b.pinned = &legacy
+	b.pinned = &v2025
 	b.mu.Unlock()
 }
 
@@ -231,7 +231,7 @@ func (b *bridgeState) forget(endpoint string) {
 // for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
 // notFound reports a 404 or 405, which says as much of a path the upstream
 // does not serve at all.
-func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, known, notFound bool) {
+func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (v2025, known, notFound bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
@@ -285,12 +285,12 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (legacy, kno
 		upstream.FinishBody(resp.Body, time.Second)
 		answer, _ = jsonrpc.Parse(data)
 	}
-	legacy, known = classifyProbe(resp.Status, answer)
-	return legacy, known, resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed
+	v2025, known = classifyProbe(resp.Status, answer)
+	return v2025, known, resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed
 }
 
 // classifyProbe is probeUpstream's reading of an answer.
-func classifyProbe(status int, answer *jsonrpc.Message) (legacy, known bool) {
+func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
 	if refusesCaller(status) || status >= 500 {
 		return false, false
 	}
@@ -330,7 +330,7 @@ func classifyProbe(status int, answer *jsonrpc.Message) (legacy, known bool) {
 // serveBridged answers a 2026-07-28 request on the principal's upstream
 // session.
 func (c *call) serveBridged() error {
-	if !c.validModern(false) || !c.guardOrigin() {
+	if !c.validV2026(false) || !c.guardOrigin() {
 		return nil
 	}
 	meta, _ := readRequestMeta(c.msg.Params)
@@ -348,7 +348,7 @@ func (c *call) serveBridged() error {
 func (c *call) bridgeDiscover(meta requestMeta) error {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		c.failModern(c.g.upstreamFailure(err))
+		c.failV2026(c.g.upstreamFailure(err))
 		return nil
 	}
 	defer s.release()
@@ -358,7 +358,7 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	}
 	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
 	if caps, err = jsonx.SetPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
-		c.failModern(c.g.internalError("building the discover result", err))
+		c.failV2026(c.g.internalError("building the discover result", err))
 		return nil
 	}
 	res := map[string]any{
@@ -400,13 +400,13 @@ var cacheableMethods = map[string]bool{
 func (c *call) serveBridgedRequest(meta requestMeta) error {
 	bc, e := c.startBridged(meta, c.msg.Method)
 	if e != nil {
-		c.failModern(e)
+		c.failV2026(e)
 		return nil
 	}
 	stop := context.AfterFunc(c.r.Context(), func() { bc.run.cancel(errClientGone) })
 	defer stop()
 	defer bc.run.release()
-	reply := &modernReply{c: c}
+	reply := &v2026Reply{c: c}
 	for {
 		ev, ok := <-bc.a.Events
 		if !ok {
@@ -423,7 +423,7 @@ func (c *call) serveBridgedRequest(meta requestMeta) error {
 			return nil
 		case bc.sessionLost(ev):
 			if e := bc.restart(c); e != nil {
-				reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+				reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 				return nil
 			}
 			continue
@@ -510,7 +510,7 @@ func translateError(e *jsonrpc.Error) *jsonrpc.Error {
 // takes them: without the per-request protocol fields in _meta (the
 // session carries them) and without the multi-round-trip members (the
 // gateway answers the upstream's requests itself).
-func legacyParams(params json.RawMessage) json.RawMessage {
+func v2025Params(params json.RawMessage) json.RawMessage {
 	params = jsonx.OrEmptyObject(params)
 	for _, k := range []string{"inputResponses", "requestState"} {
 		if p, err := jsonx.Delete(params, k); err == nil {

@@ -65,7 +65,7 @@ var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 
 // relay passes a notification of the request to the client: progress, and
 // log messages at or above the level the request asked for.
-func (bc *bridgedCall) relay(reply *modernReply, m *jsonrpc.Message) {
+func (bc *bridgedCall) relay(reply *v2026Reply, m *jsonrpc.Message) {
 	if m.Method == "notifications/message" {
 		want, ok := logLevels[bc.logLevel]
 		if !ok {
@@ -88,7 +88,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	if err != nil {
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
-	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: legacyParams(c.msg.Params)}
+	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: v2025Params(c.msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), metaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
@@ -171,7 +171,7 @@ func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer in
 }
 
 // sendFinal answers the client with the upstream's last event, translated.
-func (bc *bridgedCall) sendFinal(reply *modernReply, ev upstream.Event) {
+func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	c := reply.c
 	if ev.Err != nil {
 		e := bc.g.upstreamFailure(ev.Err)
@@ -179,7 +179,7 @@ func (bc *bridgedCall) sendFinal(reply *modernReply, ev upstream.Event) {
 		return
 	}
 	if e := translateError(ev.Final.Error); e != nil {
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 		return
 	}
 	if bc.method == "tools/list" {
@@ -212,7 +212,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
-			c.failModern(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
+			c.failV2026(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
 		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
@@ -223,7 +223,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 	}
 	mode := g.effectiveMode(name)
 	if !declared && mode == TaskRequired {
-		c.failModern(errMissingTasksCapability("tool " + name + " runs only as a task"))
+		c.failV2026(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		return nil
 	}
 	canTask := declared && mode != TaskForbidden
@@ -237,13 +237,13 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 	}
 	if canTask {
 		if e := c.checkQuota(); e != nil {
-			c.failModern(e)
+			c.failV2026(e)
 			return nil
 		}
 	}
 	bc, e := c.startBridged(meta, "tools/call")
 	if e != nil {
-		c.failModern(e)
+		c.failV2026(e)
 		return nil
 	}
 	return bc.follow(c, name, canTask, mode)
@@ -258,7 +258,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 		bc.cancelUpstream("the client closed its request")
 		run.cancel(errClientGone)
 	})
-	reply := &modernReply{c: c}
+	reply := &v2026Reply{c: c}
 	var timerC <-chan time.Time
 	if canTask {
 		timer := time.NewTimer(g.cfg.TaskAfter)
@@ -298,7 +298,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				if e := bc.restart(c); e != nil {
 					stopFollowingClient()
 					run.release()
-					reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+					reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 					return nil
 				}
 				continue
@@ -397,7 +397,7 @@ func (g *Gateway) maxParkedPerOwner() int {
 
 // park answers the client input_required for the upstream's request m and
 // keeps the call open for the retry.
-func (bc *bridgedCall) park(c *call, reply *modernReply, stopFollowingClient func() bool, m *jsonrpc.Message) error {
+func (bc *bridgedCall) park(c *call, reply *v2026Reply, stopFollowingClient func() bool, m *jsonrpc.Message) error {
 	if !stopFollowingClient() {
 		bc.run.release()
 		return nil
@@ -407,7 +407,7 @@ func (bc *bridgedCall) park(c *call, reply *modernReply, stopFollowingClient fun
 	return bc.g.parkAndReply(c, reply, pc, m)
 }
 
-func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *jsonrpc.Message) error {
+func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *jsonrpc.Message) error {
 	bc := pc.bc
 	if m != nil {
 		pc.nextKey++
@@ -424,7 +424,7 @@ func (g *Gateway) parkAndReply(c *call, reply *modernReply, pc *parkedCall, m *j
 			o.Refused("bridge_input")
 		}
 		e := jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 		return nil
 	}
 	if len(p.calls) >= maxParkedCalls {
@@ -469,11 +469,11 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 	if otherName {
 		// The tool's mode decided canTask for name: the parked call of
 		// another tool must not run under it.
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: the requestState belongs to a call of another tool; retry with that call's name"))
 		return nil
 	}
 	if !ok {
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: requestState is unknown or expired; call the tool again without it"))
 		return nil
 	}
 	var p struct {
@@ -491,13 +491,13 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		if err := bc.answer(c.r.Context(), req.ID, inputAnswer{Result: answer}); err != nil {
 			bc.cancelUpstream("the answer could not be sent")
 			bc.run.release()
-			c.failModern(g.upstreamFailure(err))
+			c.failV2026(g.upstreamFailure(err))
 			return nil
 		}
 		delete(pc.pending, key)
 	}
 	if len(pc.pending) > 0 { // some still unanswered: ask again
-		return g.parkAndReply(c, &modernReply{c: c}, pc, nil)
+		return g.parkAndReply(c, &v2026Reply{c: c}, pc, nil)
 	}
 	return bc.follow(c, pc.name, canTask, mode)
 }
@@ -506,7 +506,7 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
 // 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
 // session).
-func upstreamSpeaksLegacy(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
+func upstreamSpeaksV2025(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
 
 // bridgedResult is the result a task records: for a bridged task the
 // upstream's 2025-11-25 result with the 2026-07-28 fields.

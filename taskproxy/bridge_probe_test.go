@@ -81,7 +81,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 
 	tests := []struct {
 		path        string
-		legacy      bool
+		v2025       bool
 		totalProbes int // after this request
 	}{
 		{"/legacy", true, 1},
@@ -95,8 +95,8 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		{"/modern", false, 4},
 	}
 	for i, tt := range tests {
-		if got := g.upstreamIsLegacy(at(tt.path), up); got != tt.legacy {
-			t.Errorf("request %d to %s: legacy %v, want %v", i, tt.path, got, tt.legacy)
+		if got := g.upstreamIsV2025(at(tt.path), up); got != tt.v2025 {
+			t.Errorf("request %d to %s: legacy %v, want %v", i, tt.path, got, tt.v2025)
 		}
 		if n := up.count(); n != tt.totalProbes {
 			t.Errorf("request %d to %s: %d probes in all, want %d", i, tt.path, n, tt.totalProbes)
@@ -146,7 +146,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		for i := range 3 * maxProbeVerdicts {
 			r := at("/legacy")
 			r.Host = fmt.Sprintf("h%d.example", i)
-			g.upstreamIsLegacy(r, up)
+			g.upstreamIsV2025(r, up)
 		}
 		g.bridge.mu.Lock()
 		n := len(g.bridge.verdicts)

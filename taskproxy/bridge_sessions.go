@@ -41,7 +41,7 @@ const (
 	// bridgeSessionIdle is how long an unused session is kept.
 	bridgeSessionIdle = 10 * time.Minute
 	// bridgeLegacyVersion is the version the bridge speaks upstream.
-	bridgeLegacyVersion = string(task.Era2025)
+	bridgeV2025Version = string(task.Era2025)
 )
 
 // bridgeSession is one upstream session.
@@ -420,7 +420,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 			g.bridge.forget(endpoint) // the upstream may have changed: probe again
 			return nil, err
 		}
-		g.bridge.confirmLegacy(endpoint) // a 2025-11-25 server is there
+		g.bridge.confirmV2025(endpoint) // a 2025-11-25 server is there
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (upstreamcaps.go).
@@ -438,7 +438,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, next http.Handler, caps, clientInfo json.RawMessage) (*bridgeSession, error) {
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `bridge:initialize"`)
 	body, err := jsonrpc.RequestBytes(id, "initialize", map[string]any{
-		"protocolVersion": bridgeLegacyVersion,
+		"protocolVersion": bridgeV2025Version,
 		"capabilities":    caps,
 		"clientInfo":      clientInfo,
 	})
@@ -483,7 +483,7 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		base: base, next: next,
 	}
 	if s.version == "" {
-		s.version = bridgeLegacyVersion
+		s.version = bridgeV2025Version
 	}
 	note, _ := jsonrpc.RequestBytes(nil, "notifications/initialized", nil)
 	req := upstream.NewRequest(ctx, base, note)

@@ -223,7 +223,7 @@ func TestBridgeSessionDropCounts(t *testing.T) {
 // reading the log can guess offline.
 func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	up := &legacyUpstream{}
+	up := &v2025Upstream{}
 	g := testGateway(t, Config{Logger: zap.New(core)})
 	g.bridge.forgetProbe()
 	const auth = "Basic YWxpY2U6aHVudGVyMg==" // alice:hunter2

@@ -61,10 +61,10 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 		return nil
 	}
 	if e := c.checkQuota(); e != nil {
-		c.failModern(e)
+		c.failV2026(e)
 		return nil
 	}
-	t := c.newTask(task.Era2026, name, legacyParams(c.msg.Params), g.cfg.DefaultTTL)
+	t := c.newTask(task.Era2026, name, v2025Params(c.msg.Params), g.cfg.DefaultTTL)
 	t.UpstreamTask, t.Session = true, s.id
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
@@ -74,7 +74,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 		}
 	}
 	t.Headers[upstream.HeaderProtocolVersion] = s.version
-	if !c.storeTask(t, func(t *task.Task) any { return toModernCreate(t) }, c.failModern) {
+	if !c.storeTask(t, func(t *task.Task) any { return toV2026Create(t) }, c.failV2026) {
 		return nil
 	}
 	base := g.cfg.Detach(c.r)
@@ -84,14 +84,14 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	if err != nil {
 		run.release()
 		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
-		return c.reply(toModernCreate(t))
+		return c.reply(toV2026Create(t))
 	}
 	// The session stays held while the task runs: the table must not end
 	// it under the follow.
 	s.hold()
 	context.AfterFunc(run.ctx, s.release)
 	g.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
-	return c.reply(toModernCreate(t))
+	return c.reply(toV2026Create(t))
 }
 
 // hold takes one more reference to s, which the caller holds already.

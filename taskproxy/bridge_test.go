@@ -26,10 +26,10 @@ func TestClassifyProbe(t *testing.T) {
 		return m
 	}
 	tests := []struct {
-		name          string
-		status        int
-		answer        *jsonrpc.Message
-		legacy, known bool
+		name         string
+		status       int
+		answer       *jsonrpc.Message
+		v2025, known bool
 	}{
 		{"discover result with 2026-07-28", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`), false, true},
 		{"discover result without it", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}`), true, true},
@@ -46,9 +46,9 @@ func TestClassifyProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			legacy, known := classifyProbe(tt.status, tt.answer)
-			if legacy != tt.legacy || known != tt.known {
-				t.Errorf("classifyProbe = legacy %v known %v, want %v %v", legacy, known, tt.legacy, tt.known)
+			v2025, known := classifyProbe(tt.status, tt.answer)
+			if v2025 != tt.v2025 || known != tt.known {
+				t.Errorf("classifyProbe = legacy %v known %v, want %v %v", v2025, known, tt.v2025, tt.known)
 			}
 		})
 	}
@@ -94,7 +94,7 @@ func jsonEqual(t *testing.T, a json.RawMessage, b string) bool {
 	return string(xb) == string(yb)
 }
 
-func TestBridgeLegacyParams(t *testing.T) {
+func TestBridgeV2025Params(t *testing.T) {
 	tests := []struct{ name, in, want string }{
 		{"protocol fields go, progress token stays",
 			`{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}`,
@@ -107,7 +107,7 @@ func TestBridgeLegacyParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := legacyParams(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
+			if got := v2025Params(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
 				t.Errorf("legacyParams = %s, want %s", got, tt.want)
 			}
 		})
@@ -118,8 +118,8 @@ func TestBridgeTranslateError(t *testing.T) {
 	if e := translateError(jsonrpc.Errorf(-32002, "Resource not found")); e.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("-32002 became %d, want -32602", e.Code)
 	}
-	if e := translateError(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "x")); e.Code != jsonrpc.CodeMethodNotFound || modernStatus(e.Code) != http.StatusNotFound {
-		t.Errorf("-32601 became %d (HTTP %d)", e.Code, modernStatus(e.Code))
+	if e := translateError(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "x")); e.Code != jsonrpc.CodeMethodNotFound || v2026Status(e.Code) != http.StatusNotFound {
+		t.Errorf("-32601 became %d (HTTP %d)", e.Code, v2026Status(e.Code))
 	}
 }
 
@@ -243,7 +243,7 @@ func TestBridgeProbe(t *testing.T) {
 		name           string
 		status         int
 		body           string
-		legacy         bool
+		v2025          bool
 		probesForThree int32
 	}{
 		{"2025-only upstream", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, true, 1},
@@ -269,8 +269,8 @@ func TestBridgeProbe(t *testing.T) {
 				t.Fatalf("a 2025-11-25 request probed the upstream")
 			}
 			for range 3 {
-				if got := g.upstreamIsLegacy(post(`{}`), next); got != tt.legacy {
-					t.Errorf("upstreamIsLegacy = %v, want %v", got, tt.legacy)
+				if got := g.upstreamIsV2025(post(`{}`), next); got != tt.v2025 {
+					t.Errorf("upstreamIsLegacy = %v, want %v", got, tt.v2025)
 				}
 			}
 			if probes.Load() != tt.probesForThree {
@@ -313,13 +313,13 @@ func TestBridgeSessionFailureReprobes(t *testing.T) {
 // legacyUpstream is a 2025-11-25 server with sessions: it refuses the
 // probe, opens session s-1 on initialize, and answers tools/list on the
 // session with log messages and progress first, on an event stream.
-type legacyUpstream struct {
+type v2025Upstream struct {
 	mu    sync.Mutex
 	seen  []string // method, session and version of each request
 	inits int
 }
 
-func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *v2025Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m, _ := jsonrpc.Parse(body)
 	method := ""
@@ -360,7 +360,7 @@ func (u *legacyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // back translated; log messages reach the client only at the level the
 // request asked for.
 func TestBridgeRequestOnSession(t *testing.T) {
-	up := &legacyUpstream{}
+	up := &v2025Upstream{}
 	g := testGateway(t, Config{})
 	g.bridge.forgetProbe()
 	send := func(method, meta string) (*jsonrpc.Message, []*jsonrpc.Message) {

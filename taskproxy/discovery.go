@@ -41,11 +41,11 @@ func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
 	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(task.Era2025) {
 		return result, nil
 	}
-	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.legacyTasksCapability())
+	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.v2025TasksCapability())
 }
 
 // legacyTasksCapability is the server capability the gateway declares.
-func (g *Gateway) legacyTasksCapability() []byte {
+func (g *Gateway) v2025TasksCapability() []byte {
 	if g.cfg.ListTasks {
 		return []byte(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 	}

@@ -294,11 +294,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}
 	if detectEra(r, msg) == task.Era2026 {
-		return c.serveModern()
+		return c.serveV2026()
 	}
 	switch {
 	case msg.IsRequest():
-		return c.serveLegacyRequest()
+		return c.serveV2025Request()
 	case msg.IsNotification() && msg.Method == "notifications/cancelled":
 		return c.serveCancelled()
 	case msg.IsResponse():
@@ -352,7 +352,7 @@ type call struct {
 
 func (c *call) pass() error { return upstream.ServeNext(c.next, c.w, c.r) }
 
-func (c *call) serveLegacyRequest() error {
+func (c *call) serveV2025Request() error {
 	if strings.HasPrefix(c.msg.Method, "tasks/") && (!c.guardOrigin() || c.limited()) {
 		return nil
 	}
@@ -363,15 +363,15 @@ func (c *call) serveLegacyRequest() error {
 	case "tools/list":
 		return c.passRewriting(c.g.rewriteToolsList)
 	case "tools/call":
-		return c.serveLegacyToolsCall()
+		return c.serveV2025ToolsCall()
 	case "tasks/get":
-		return c.serveLegacyGet()
+		return c.serveV2025Get()
 	case "tasks/result":
-		return c.serveLegacyResult()
+		return c.serveV2025Result()
 	case "tasks/list":
-		return c.serveLegacyList()
+		return c.serveV2025List()
 	case "tasks/cancel":
-		return c.serveLegacyCancel()
+		return c.serveV2025Cancel()
 	}
 	return c.pass()
 }

@@ -31,7 +31,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 		}
 		<-r.Context().Done()
 	})
-	id := createLegacy(t, g, proxy)
+	id := createV2025(t, g, proxy)
 	select {
 	case <-called:
 	case <-time.After(10 * time.Second):

@@ -110,7 +110,7 @@ func (c *call) serveListen(taskIDs []string) error {
 				continue
 			}
 			l.sent, l.seen, l.stat = true, t.UpdatedAt, t.Status
-			params := toModernDetail(t, "")
+			params := toV2026Detail(t, "")
 			params.Meta = subMeta
 			data, _ := jsonrpc.RequestBytes(nil, "notifications/tasks", params)
 			if stream.WriteEvent("", data) != nil {

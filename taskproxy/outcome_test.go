@@ -73,7 +73,7 @@ func TestOutcomeWriteFailures(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write(data)
 			})
-			id := createLegacy(t, g, next)
+			id := createV2025(t, g, next)
 			rec := waitEnded(t, g, Anonymous, id)
 			got, _ := json.Marshal(rec)
 			if rec.Status != tt.wantStatus || !strings.Contains(string(got), tt.wantIn) {
@@ -139,7 +139,7 @@ func mustRead(r *http.Request) []byte {
 
 // createLegacy creates a 2025-11-25 task through the gateway and returns
 // its id.
-func createLegacy(t *testing.T, g *Gateway, next http.Handler) string {
+func createV2025(t *testing.T, g *Gateway, next http.Handler) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	if err := g.ServeHTTP(rec, post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","task":{"ttl":3600000}}}`), next); err != nil {
@@ -191,7 +191,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(data)
 	})
-	id := createLegacy(t, g, next)
+	id := createV2025(t, g, next)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, ok := g.rt.unsettled.Load(id); ok {

@@ -34,7 +34,7 @@ func taskUpstreamBase(ctx context.Context, r *http.Request, t *task.Task) *http.
 // with the task, and without the 2026-07-28 routing headers, which name
 // the request they came with, not the call.
 func taskCallHeaders(h http.Header, t *task.Task) {
-	if !upstreamSpeaksLegacy(t) {
+	if !upstreamSpeaksV2025(t) {
 		return
 	}
 	for k := range h {
@@ -47,7 +47,7 @@ func taskCallHeaders(h http.Header, t *task.Task) {
 		h.Set(upstream.HeaderProtocolVersion, v)
 	case t.Era == task.Era2026:
 		// Bridged, recorded before the session's version was.
-		h.Set(upstream.HeaderProtocolVersion, bridgeLegacyVersion)
+		h.Set(upstream.HeaderProtocolVersion, bridgeV2025Version)
 	default: // the call carried none
 		h.Del(upstream.HeaderProtocolVersion)
 	}

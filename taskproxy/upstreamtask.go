@@ -325,7 +325,7 @@ func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *tas
 		g.cancelUpstreamTask(ctx, run, t, id)
 		return
 	}
-	if upstreamSpeaksLegacy(t) { // on 2026-07-28 closing the stream is the cancellation
+	if upstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
 		g.notifyUpstreamCancelled(ctx, run, t, reason)
 	}
 }

@@ -176,7 +176,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 			// An initialize declaring task calls passes through, no
 			// tools/list: the gateway fetches one before deciding.
 			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
-			id := createLegacy(t, g, tt.up)
+			id := createV2025(t, g, tt.up)
 			if tt.up.elicit {
 				rec := waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
 				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
@@ -221,7 +221,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
-	id := createLegacy(t, g, up)
+	id := createV2025(t, g, up)
 	waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
 	if _, err := g.cancelTask(context.Background(), Anonymous, id, up); err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestEffectiveMode(t *testing.T) {
 // On the 2026-07-28 wire a call of a tool the upstream runs as a task (and
 // requires) becomes the gateway's task at once, created at the upstream and
 // followed; without the extension declared it is refused with -32021.
-func TestUpstreamTaskModern(t *testing.T) {
+func TestUpstreamTaskV2026(t *testing.T) {
 	up := &fakeTaskUpstream{result: &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
@@ -372,7 +372,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	g := testGateway(t, Config{DefaultTTL: time.Second, MaxTTL: time.Second})
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
-	id := createLegacy(t, g, up)
+	id := createV2025(t, g, up)
 	rec := waitEnded(t, g, Anonymous, id)
 	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
@@ -393,7 +393,7 @@ func TestUpstreamTaskStatusMirrored(t *testing.T) {
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
-	id := createLegacy(t, g, up)
+	id := createV2025(t, g, up)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		rec, err := g.rt.Store.Get(t.Context(), Anonymous, id)

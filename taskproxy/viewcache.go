@@ -48,8 +48,8 @@ const (
 type viewWire uint8
 
 const (
-	wireLegacy viewWire = iota // 2025-11-25 tasks/get: the Task object
-	wireModern                 // 2026-07-28 tasks/get: the DetailedTask
+	wireV2025 viewWire = iota // 2025-11-25 tasks/get: the Task object
+	wireV2026                 // 2026-07-28 tasks/get: the DetailedTask
 	numWires
 )
 
@@ -105,9 +105,9 @@ func (vc *viewCache) remember(t *task.Task, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
-	wire := wireLegacy
+	wire := wireV2025
 	if t.Era == task.Era2026 {
-		wire = wireModern
+		wire = wireV2026
 	}
 	if view, err := renderView(t, wire); err == nil {
 		vc.put(t, wire, view, now)
@@ -175,10 +175,10 @@ func (vc *viewCache) remove(e *viewEntry) {
 
 // renderView encodes the tasks/get result of t on wire.
 func renderView(t *task.Task, wire viewWire) ([]byte, error) {
-	if wire == wireModern {
-		return json.Marshal(toModernDetail(t, "complete"))
+	if wire == wireV2026 {
+		return json.Marshal(toV2026Detail(t, "complete"))
 	}
-	return toLegacyTask(t).appendJSON(nil), nil
+	return toV2025Task(t).appendJSON(nil), nil
 }
 
 // serveCachedGet answers a tasks/get of a finished task from the cache, and

@@ -83,7 +83,7 @@ func BenchmarkTaskEnd(b *testing.B) {
 // BenchmarkResponseBytes encodes a CreateTaskResult answer, as every
 // create and cancel does.
 func BenchmarkResponseBytes(b *testing.B) {
-	result := legacyCreated(benchTask())
+	result := v2025Created(benchTask())
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := jsonrpc.ResponseBytes(json.RawMessage("42"), result); err != nil {

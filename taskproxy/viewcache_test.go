@@ -19,7 +19,7 @@ import (
 func getTask(t *testing.T, g *Gateway, owner string, wire viewWire, id string) string {
 	t.Helper()
 	var r *http.Request
-	if wire == wireModern {
+	if wire == wireV2026 {
 		r = post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"`+id+`",`+declaring+`}}`,
 			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/get", "Mcp-Name", id)
 	} else {
@@ -52,7 +52,7 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", clock(), time.Hour)
-	for _, wire := range []viewWire{wireLegacy, wireModern} {
+	for _, wire := range []viewWire{wireV2025, wireV2026} {
 		for i := range 3 {
 			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
@@ -79,14 +79,14 @@ func TestViewCacheWires(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[viewWire]string{}
-	for wire, result := range map[viewWire]any{wireLegacy: toLegacyTask(rec), wireModern: toModernDetail(rec, "complete")} {
+	for wire, result := range map[viewWire]any{wireV2025: toV2025Task(rec), wireV2026: toV2026Detail(rec, "complete")} {
 		data, err := jsonrpc.ResponseBytes(json.RawMessage("7"), result)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want[wire] = string(data)
 	}
-	for _, wire := range []viewWire{wireLegacy, wireModern, wireLegacy, wireModern} {
+	for _, wire := range []viewWire{wireV2025, wireV2026, wireV2025, wireV2026} {
 		if got := getTask(t, g, "alice", wire, tk.ID); got != want[wire] {
 			t.Errorf("wire %d:\n got %s\nwant %s", wire, got, want[wire])
 		}
@@ -113,7 +113,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	if err := g.rt.Store.Create(ctx, cancelled); err != nil {
 		t.Fatal(err)
 	}
-	for _, wire := range []viewWire{wireLegacy, wireModern} {
+	for _, wire := range []viewWire{wireV2025, wireV2026} {
 		for _, id := range []string{working.ID, cancelled.ID} {
 			if got := getTask(t, g, "alice", wire, id); !strings.Contains(got, `"status":"working"`) {
 				t.Fatalf("before the change: %s", got)
@@ -129,7 +129,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	if _, err := g.cancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
-	for _, wire := range []viewWire{wireLegacy, wireModern} {
+	for _, wire := range []viewWire{wireV2025, wireV2026} {
 		if got := getTask(t, g, "alice", wire, working.ID); !strings.Contains(got, `"status":"completed"`) {
 			t.Errorf("wire %d after completion: %s", wire, got)
 		}
@@ -152,16 +152,16 @@ func TestViewCacheStatusChanges(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
 	})
-	id := createLegacy(t, g, next)
-	if got := getTask(t, g, Anonymous, wireLegacy, id); !strings.Contains(got, `"status":"working"`) {
+	id := createV2025(t, g, next)
+	if got := getTask(t, g, Anonymous, wireV2025, id); !strings.Contains(got, `"status":"working"`) {
 		t.Fatalf("while running: %s", got)
 	}
 	close(release)
 	waitEnded(t, g, Anonymous, id)
-	if _, _, ok := g.rt.views.lookup(Anonymous, id, wireLegacy, clock()); !ok {
+	if _, _, ok := g.rt.views.lookup(Anonymous, id, wireV2025, clock()); !ok {
 		t.Error("the worker's outcome is not in the cache")
 	}
-	if got := getTask(t, g, Anonymous, wireLegacy, id); !strings.Contains(got, `"status":"completed"`) {
+	if got := getTask(t, g, Anonymous, wireV2025, id); !strings.Contains(got, `"status":"completed"`) {
 		t.Errorf("after the outcome: %s", got)
 	}
 }
@@ -173,10 +173,10 @@ func TestViewCacheExpiry(t *testing.T) {
 	mustStart(t, g)
 	const ttl, left = 20 * time.Second, viewExpiryMargin + 2*time.Second
 	tk := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
-	if got := getTask(t, g, "alice", wireLegacy, tk.ID); !strings.Contains(got, `"status":"completed"`) {
+	if got := getTask(t, g, "alice", wireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 		t.Fatalf("before expiry: %s", got)
 	}
-	if _, _, ok := g.rt.views.lookup("alice", tk.ID, wireLegacy, clock()); !ok {
+	if _, _, ok := g.rt.views.lookup("alice", tk.ID, wireV2025, clock()); !ok {
 		t.Fatal("the read left nothing in the cache")
 	}
 	for deadline := time.Now().Add(30 * time.Second); !clock().After(tk.ExpiresAt()); {
@@ -188,7 +188,7 @@ func TestViewCacheExpiry(t *testing.T) {
 	if n, err := g.rt.Store.Sweep(context.Background(), clock(), 100); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	if got := getTask(t, g, "alice", wireLegacy, tk.ID); !strings.Contains(got, "Task has expired") {
+	if got := getTask(t, g, "alice", wireV2025, tk.ID); !strings.Contains(got, "Task has expired") {
 		t.Errorf("after the sweep: %s", got)
 	}
 }
@@ -223,8 +223,8 @@ func TestViewCacheUnit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var vc viewCache
-			vc.put(tt.put, wireLegacy, view, now)
-			got, v, ok := vc.lookup(tt.owner, tt.put.ID, wireLegacy, tt.at)
+			vc.put(tt.put, wireV2025, view, now)
+			got, v, ok := vc.lookup(tt.owner, tt.put.ID, wireV2025, tt.at)
 			if ok != tt.wantHit {
 				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
 			}
@@ -234,7 +234,7 @@ func TestViewCacheUnit(t *testing.T) {
 			if len(vc.entries) != tt.wantCount {
 				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
 			}
-			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, wireModern, now); v != nil {
+			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, wireV2026, now); v != nil {
 				t.Errorf("the legacy view served as the modern one: %s", v)
 			}
 		})
@@ -249,19 +249,19 @@ func TestViewCacheBound(t *testing.T) {
 	for i := range 100 {
 		tk := testTask("alice", now)
 		tk.Status = task.StatusCompleted
-		vc.put(tk, wireLegacy, []byte(`{}`), now)
+		vc.put(tk, wireV2025, []byte(`{}`), now)
 		ids = append(ids, tk.ID)
 		if i >= 1 {
-			vc.lookup("alice", ids[0], wireLegacy, now) // keeps the first one recent
+			vc.lookup("alice", ids[0], wireV2025, now) // keeps the first one recent
 		}
 		if vc.bytes > vc.max {
 			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
 		}
 	}
-	if _, _, ok := vc.lookup("alice", ids[0], wireLegacy, now); !ok {
+	if _, _, ok := vc.lookup("alice", ids[0], wireV2025, now); !ok {
 		t.Error("the most recently read entry was evicted")
 	}
-	if _, _, ok := vc.lookup("alice", ids[1], wireLegacy, now); ok {
+	if _, _, ok := vc.lookup("alice", ids[1], wireV2025, now); ok {
 		t.Error("an old entry survived")
 	}
 	total := 0

@@ -312,7 +312,7 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *task.Task, run *runnin
 		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
-	if !upstreamSpeaksLegacy(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
+	if !upstreamSpeaksV2025(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
 		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}

@@ -55,7 +55,7 @@ func benchFanOut(cfg config) ([]row, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			body, headers := modernRequest(i, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": fmt.Sprint("h", i)}}, "hold")
+			body, headers := v2026Request(i, "tools/call", map[string]any{"name": "hold", "arguments": map[string]any{"label": fmt.Sprint("h", i)}}, "hold")
 			headers["Authorization"] = "Bearer " + tokens[i]
 			data, err := post(c, url, body, headers)
 			var m struct{ Result struct{ TaskID string } }
@@ -82,7 +82,7 @@ func benchFanOut(cfg config) ([]row, error) {
 	ready := make(chan error, n)
 	var bodies []interface{ Close() error }
 	for i, id := range ids {
-		body, headers := modernRequest(100000+i, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, "")
+		body, headers := v2026Request(100000+i, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, "")
 		headers["Authorization"] = "Bearer " + tokens[i]
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		for k, v := range headers {
@@ -122,7 +122,7 @@ func benchFanOut(cfg config) ([]row, error) {
 		wg.Go(func() {
 			cancelSem <- struct{}{}
 			defer func() { <-cancelSem }()
-			body, headers := modernRequest(200000+i, "tasks/cancel", map[string]any{"taskId": id}, id)
+			body, headers := v2026Request(200000+i, "tasks/cancel", map[string]any{"taskId": id}, id)
 			headers["Authorization"] = "Bearer " + tokens[i]
 			t0 := time.Now()
 			sent.Store(id, t0)
@@ -211,7 +211,7 @@ func readSubscription(resp *http.Response, id string, ready chan<- error, receiv
 
 // modernRequest builds a 2026-07-28 request that declares the tasks
 // extension, with its routing headers.
-func modernRequest(id int, method string, params map[string]any, name string) ([]byte, map[string]string) {
+func v2026Request(id int, method string, params map[string]any, name string) ([]byte, map[string]string) {
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},

@@ -23,7 +23,7 @@ import (
 )
 
 const (
-	legacyVersion    = "2025-11-25"
+	v2025Version     = "2025-11-25"
 	statelessVersion = upstream.StatelessProtocolVersion
 	testTimeout      = 30 * time.Second
 )
@@ -86,7 +86,7 @@ var eras = []struct {
 	name string
 	call caller
 }{
-	{"2025-11-25/go-sdk-client", sdkCaller(legacyVersion)},
+	{"2025-11-25/go-sdk-client", sdkCaller(v2025Version)},
 	{"2026-07-28/go-sdk-client", sdkCaller(statelessVersion)},
 	{"2026-07-28/raw-wire", rawCaller},
 }
@@ -394,7 +394,7 @@ func TestSlowComputeCancellation(t *testing.T) {
 		run func(ctx context.Context, t *testing.T, up *upstream.Server, url string) error
 	}{
 		{"2025-11-25/go-sdk-client", func(ctx context.Context, t *testing.T, up *upstream.Server, url string) error {
-			return cancelSDKCall(ctx, t, up, url, legacyVersion, args)
+			return cancelSDKCall(ctx, t, up, url, v2025Version, args)
 		}},
 		{"2026-07-28/go-sdk-client", func(ctx context.Context, t *testing.T, up *upstream.Server, url string) error {
 			return cancelSDKCall(ctx, t, up, url, statelessVersion, args)
@@ -470,7 +470,7 @@ func TestSlowComputeProgress(t *testing.T) {
 		{"2025-11-25/go-sdk-client", func(ctx context.Context, t *testing.T, url string) ([]any, string, error) {
 			var tokens []any
 			progress := make(chan any, 100)
-			cs := connect(ctx, t, url, legacyVersion, &mcp.ClientOptions{
+			cs := connect(ctx, t, url, v2025Version, &mcp.ClientOptions{
 				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 					progress <- req.Params.ProgressToken
 				},
@@ -656,7 +656,7 @@ func TestProtocolErrorOnWire(t *testing.T) {
 		t.Errorf("2026-07-28: HTTP status = %d, want 200 (only some codes change it)", resp.StatusCode)
 	}
 
-	ls := newLegacySession(ctx, t, url)
+	ls := newV2025Session(ctx, t, url)
 	stream := ls.post(ctx, t, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": "protocol_error_job"}})
 	m, err = stream.response(nil)
 	if err != nil {
@@ -668,15 +668,15 @@ func TestProtocolErrorOnWire(t *testing.T) {
 }
 
 // legacySession is a hand-rolled 2025-11-25 session, to see the wire.
-type legacySession struct {
+type v2025Session struct {
 	url, id string
 }
 
-func newLegacySession(ctx context.Context, t *testing.T, url string) *legacySession {
+func newV2025Session(ctx context.Context, t *testing.T, url string) *v2025Session {
 	t.Helper()
-	ls := &legacySession{url: url}
+	ls := &v2025Session{url: url}
 	stream := ls.post(ctx, t, map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
-		"protocolVersion": legacyVersion,
+		"protocolVersion": v2025Version,
 		"capabilities":    map[string]any{"elicitation": map[string]any{"form": map[string]any{}}},
 		"clientInfo":      map[string]any{"name": "raw-test", "version": "1"},
 	}})
@@ -693,7 +693,7 @@ func newLegacySession(ctx context.Context, t *testing.T, url string) *legacySess
 	return ls
 }
 
-func (ls *legacySession) post(ctx context.Context, t *testing.T, msg map[string]any) *wireStream {
+func (ls *v2025Session) post(ctx context.Context, t *testing.T, msg map[string]any) *wireStream {
 	t.Helper()
 	body, err := json.Marshal(msg)
 	if err != nil {
@@ -707,7 +707,7 @@ func (ls *legacySession) post(ctx context.Context, t *testing.T, msg map[string]
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if ls.id != "" {
 		req.Header.Set("Mcp-Session-Id", ls.id)
-		req.Header.Set("MCP-Protocol-Version", legacyVersion)
+		req.Header.Set("MCP-Protocol-Version", v2025Version)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -721,11 +721,11 @@ func (ls *legacySession) post(ctx context.Context, t *testing.T, msg map[string]
 // 2025-11-25 client: as an elicitation/create request on the tools/call
 // POST's own SSE stream, answered by a separate POST, after which the result
 // arrives on that same stream.
-func TestLegacyElicitationOnWire(t *testing.T) {
+func TestV2025ElicitationOnWire(t *testing.T) {
 	t.Parallel()
 	up, url := startUpstream(t)
 	ctx := testContext(t)
-	ls := newLegacySession(ctx, t, url)
+	ls := newV2025Session(ctx, t, url)
 
 	call := ls.post(ctx, t, map[string]any{"jsonrpc": "2.0", "id": "call-1", "method": "tools/call", "params": map[string]any{
 		"name": "confirm_delete", "arguments": map[string]any{"filename": "b.txt"},

@@ -17,16 +17,16 @@ import (
 
 // modernClient speaks the stateless wire: every request carries its version,
 // method and name headers and its own _meta.
-type modernClient struct {
+type v2026Client struct {
 	*rpcClient
 	declare bool // list the tasks extension in the client capabilities
 }
 
-func newModernClient(t *testing.T, url string, declare bool) *modernClient {
-	return &modernClient{rpcClient: newRPCClient(t, url), declare: declare}
+func newV2026Client(t *testing.T, url string, declare bool) *v2026Client {
+	return &v2026Client{rpcClient: newRPCClient(t, url), declare: declare}
 }
 
-func (c *modernClient) body(method string, params map[string]any) (json.RawMessage, []byte) {
+func (c *v2026Client) body(method string, params map[string]any) (json.RawMessage, []byte) {
 	caps := map[string]any{"elicitation": map[string]any{}}
 	if c.declare {
 		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
@@ -48,7 +48,7 @@ func (c *modernClient) body(method string, params map[string]any) (json.RawMessa
 }
 
 // request posts one call and returns its response and HTTP status.
-func (c *modernClient) request(ctx context.Context, method string, params map[string]any) (*jsonrpc.Message, int) {
+func (c *v2026Client) request(ctx context.Context, method string, params map[string]any) (*jsonrpc.Message, int) {
 	c.t.Helper()
 	id, body := c.body(method, params)
 	req := c.newRequest(ctx, body)
@@ -65,7 +65,7 @@ func (c *modernClient) request(ctx context.Context, method string, params map[st
 	return s.response(method, id), s.status
 }
 
-func (c *modernClient) ok(method string, params map[string]any) map[string]json.RawMessage {
+func (c *v2026Client) ok(method string, params map[string]any) map[string]json.RawMessage {
 	c.t.Helper()
 	m, status := c.request(context.Background(), method, params)
 	if m.Error != nil {
@@ -84,13 +84,13 @@ func str(raw json.RawMessage) string {
 	return s
 }
 
-func (c *modernClient) get(id string) map[string]json.RawMessage {
+func (c *v2026Client) get(id string) map[string]json.RawMessage {
 	c.t.Helper()
 	return c.ok("tasks/get", map[string]any{"taskId": id})
 }
 
 // waitStatus polls tasks/get until the task reaches status or ends.
-func (c *modernClient) waitStatus(id, status string) map[string]json.RawMessage {
+func (c *v2026Client) waitStatus(id, status string) map[string]json.RawMessage {
 	c.t.Helper()
 	var task map[string]json.RawMessage
 	waitFor(c.t, 15*time.Second, "task "+id+" to be "+status, func() bool {
@@ -104,15 +104,15 @@ func (c *modernClient) waitStatus(id, status string) map[string]json.RawMessage 
 	return task
 }
 
-func modernSetup(t *testing.T) (*modernClient, *gateway, upstreamObserver) {
+func v2026Setup(t *testing.T) (*v2026Client, *gateway, upstreamObserver) {
 	t.Helper()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 500ms\ntool failing_job required\ntool test_tool_with_task required"})
-	return newModernClient(t, gw.URL, true), gw, up
+	return newV2026Client(t, gw.URL, true), gw, up
 }
 
-func TestModernDiscover(t *testing.T) {
-	c, _, _ := modernSetup(t)
+func TestV2026Discover(t *testing.T) {
+	c, _, _ := v2026Setup(t)
 	res := c.ok("server/discover", nil)
 	var caps struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
@@ -130,8 +130,8 @@ func TestModernDiscover(t *testing.T) {
 	}
 }
 
-func TestModernConversion(t *testing.T) {
-	c, _, up := modernSetup(t)
+func TestV2026Conversion(t *testing.T) {
+	c, _, up := v2026Setup(t)
 	t.Run("fast call has no task", func(t *testing.T) {
 		res := c.ok("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "fast"}})
 		if res["taskId"] != nil || str(res["resultType"]) == "task" || !strings.Contains(string(res["content"]), "Hello, fast!") {
@@ -157,7 +157,7 @@ func TestModernConversion(t *testing.T) {
 		}
 	})
 	t.Run("non-declaring client never gets a task", func(t *testing.T) {
-		plain := newModernClient(t, c.url, false)
+		plain := newV2026Client(t, c.url, false)
 		res := plain.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1}})
 		if res["taskId"] != nil || !strings.Contains(string(res["content"]), "Computed") {
 			t.Errorf("plain client got %v", res)
@@ -169,8 +169,8 @@ func TestModernConversion(t *testing.T) {
 	})
 }
 
-func TestModernRequiredTool(t *testing.T) {
-	c, _, up := modernSetup(t)
+func TestV2026RequiredTool(t *testing.T) {
+	c, _, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
 	if str(res["resultType"]) != "task" {
 		t.Fatalf("required tool answered %v", res)
@@ -180,7 +180,7 @@ func TestModernRequiredTool(t *testing.T) {
 		t.Errorf("tool error on this wire must be completed with the result: %v", done)
 	}
 
-	plain := newModernClient(t, c.url, false)
+	plain := newV2026Client(t, c.url, false)
 	m, status := plain.request(context.Background(), "tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
 	if status != http.StatusBadRequest || m.Error == nil || m.Error.Code != -32021 || !strings.Contains(string(m.Error.Data), "io.modelcontextprotocol/tasks") {
 		t.Errorf("without the extension: HTTP %d %+v", status, m.Error)
@@ -191,11 +191,11 @@ func TestModernRequiredTool(t *testing.T) {
 }
 
 // A JSON-RPC error after conversion fails the task with that error.
-func TestModernFailedTask(t *testing.T) {
+func TestV2026FailedTask(t *testing.T) {
 	// protocol_error_job answers after ~200ms: convert before that.
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 50ms"})
-	c := newModernClient(t, gw.URL, true)
+	c := newV2026Client(t, gw.URL, true)
 	res := c.ok("tools/call", map[string]any{"name": "protocol_error_job", "arguments": map[string]any{}})
 	if str(res["resultType"]) != "task" {
 		t.Fatalf("answered %v", res)
@@ -207,8 +207,8 @@ func TestModernFailedTask(t *testing.T) {
 	}
 }
 
-func TestModernInput(t *testing.T) {
-	c, _, up := modernSetup(t)
+func TestV2026Input(t *testing.T) {
+	c, _, up := v2026Setup(t)
 	t.Run("confirm_delete", func(t *testing.T) {
 		res := c.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "a.txt"}})
 		id := str(res["taskId"])
@@ -296,8 +296,8 @@ func TestModernInput(t *testing.T) {
 	}
 }
 
-func TestModernCancel(t *testing.T) {
-	c, _, up := modernSetup(t)
+func TestV2026Cancel(t *testing.T) {
+	c, _, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	id := str(res["taskId"])
 	ack := c.ok("tasks/cancel", map[string]any{"taskId": id})
@@ -323,10 +323,10 @@ func TestModernCancel(t *testing.T) {
 
 // A client that closes its stream before the call became a task cancels the
 // upstream call, as a plain proxy would.
-func TestModernClientCloseBeforeConversion(t *testing.T) {
+func TestV2026ClientCloseBeforeConversion(t *testing.T) {
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 30s"})
-	c := newModernClient(t, gw.URL, true)
+	c := newV2026Client(t, gw.URL, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -352,8 +352,8 @@ func TestModernClientCloseBeforeConversion(t *testing.T) {
 	}
 }
 
-func TestModernSubscription(t *testing.T) {
-	c, _, _ := modernSetup(t)
+func TestV2026Subscription(t *testing.T) {
+	c, _, _ := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5}})
 	id := str(res["taskId"])
 	listenID, body := c.body("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id, "not-mine"}}})

@@ -18,7 +18,7 @@ import (
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
 
 // legacyTask is the 2025-11-25 Task object.
-type legacyTask struct {
+type v2025Task struct {
 	TaskID        string      `json:"taskId"`
 	Status        task.Status `json:"status"`
 	StatusMessage string      `json:"statusMessage,omitempty"`
@@ -33,7 +33,7 @@ const isoMillis = "2006-01-02T15:04:05.000Z07:00"
 // appendJSON appends lt encoded as json.Marshal encodes it, byte for byte,
 // without reflection: every create, and every tasks/get of a finished task
 // once, encodes one.
-func (lt legacyTask) appendJSON(b []byte) []byte {
+func (lt v2025Task) appendJSON(b []byte) []byte {
 	b = append(b, `{"taskId":`...)
 	b, _ = jsonx.MarshalString(b, lt.TaskID)
 	b = append(b, `,"status":`...)
@@ -55,12 +55,12 @@ func (lt legacyTask) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func toLegacyTask(t *task.Task) legacyTask {
+func toV2025Task(t *task.Task) v2025Task {
 	status := t.Status
 	if status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
 		status = task.StatusFailed
 	}
-	return legacyTask{
+	return v2025Task{
 		TaskID:        t.ID,
 		Status:        status,
 		StatusMessage: t.StatusMessage,
@@ -73,7 +73,7 @@ func toLegacyTask(t *task.Task) legacyTask {
 
 // serveLegacyToolsCall applies the tool's task mode: a task-augmented call
 // becomes a task, a plain one passes through.
-func (c *call) serveLegacyToolsCall() error {
+func (c *call) serveV2025ToolsCall() error {
 	params, err := paramsObject(c.msg.Params)
 	if err != nil {
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
@@ -99,7 +99,7 @@ func (c *call) serveLegacyToolsCall() error {
 		if !c.guardOrigin() {
 			return nil
 		}
-		return c.createLegacyTask(name, taskMeta)
+		return c.createV2025Task(name, taskMeta)
 	}
 	return c.pass()
 }
@@ -151,7 +151,7 @@ func (g *Gateway) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) 
 	return min(time.Duration(ms*float64(time.Millisecond)), g.cfg.MaxTTL), nil
 }
 
-func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
+func (c *call) createV2025Task(tool string, taskMeta json.RawMessage) error {
 	g := c.g
 	ttl, err := g.requestedTTL(taskMeta)
 	if err != nil {
@@ -171,28 +171,28 @@ func (c *call) createLegacyTask(tool string, taskMeta json.RawMessage) error {
 		return nil
 	}
 	t := c.newTask(task.Era2025, tool, params, ttl)
-	if !c.storeTask(t, func(t *task.Task) any { return legacyCreated(t) }, c.fail) {
+	if !c.storeTask(t, func(t *task.Task) any { return v2025Created(t) }, c.fail) {
 		return nil
 	}
 	c.startTask(t)
-	c.replyRaw(legacyCreated(t))
+	c.replyRaw(v2025Created(t))
 	return nil
 }
 
 // legacyCreated is the 2025-11-25 CreateTaskResult, encoded.
-func legacyCreated(t *task.Task) json.RawMessage {
+func v2025Created(t *task.Task) json.RawMessage {
 	b := append(make([]byte, 0, 256), `{"task":`...)
-	b = toLegacyTask(t).appendJSON(b)
+	b = toV2025Task(t).appendJSON(b)
 	return append(b, '}')
 }
 
-func (c *call) serveLegacyGet() error {
+func (c *call) serveV2025Get() error {
 	id, e := c.taskIDParam()
 	if e != nil {
 		c.fail(e)
 		return nil
 	}
-	if c.serveCachedGet(id, wireLegacy) {
+	if c.serveCachedGet(id, wireV2025) {
 		return nil
 	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
@@ -201,10 +201,10 @@ func (c *call) serveLegacyGet() error {
 		return nil
 	}
 	c.g.audit(auditRetrieved, id, t, c.caller)
-	return c.replyView(t, wireLegacy)
+	return c.replyView(t, wireV2025)
 }
 
-func (c *call) serveLegacyList() error {
+func (c *call) serveV2025List() error {
 	if !c.g.cfg.ListTasks {
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tasks/list is not offered: callers are not authenticated, so tasks cannot be listed per caller"))
 		return nil
@@ -230,18 +230,18 @@ func (c *call) serveLegacyList() error {
 		return nil
 	}
 	out := struct {
-		Tasks      []legacyTask `json:"tasks"`
-		NextCursor string       `json:"nextCursor,omitempty"`
-	}{Tasks: make([]legacyTask, 0, len(tasks)), NextCursor: next}
+		Tasks      []v2025Task `json:"tasks"`
+		NextCursor string      `json:"nextCursor,omitempty"`
+	}{Tasks: make([]v2025Task, 0, len(tasks)), NextCursor: next}
 	for _, t := range tasks {
-		out.Tasks = append(out.Tasks, toLegacyTask(t))
+		out.Tasks = append(out.Tasks, toV2025Task(t))
 	}
 	return c.reply(out)
 }
 
 const listPageSize = 50
 
-func (c *call) serveLegacyCancel() error {
+func (c *call) serveV2025Cancel() error {
 	id, e := c.taskIDParam()
 	if e != nil {
 		c.fail(e)
@@ -261,5 +261,5 @@ func (c *call) serveLegacyCancel() error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	return c.reply(toLegacyTask(t))
+	return c.reply(toV2025Task(t))
 }

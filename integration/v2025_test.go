@@ -16,17 +16,17 @@ import (
 // The 2025-11-25 task flows, end to end: a real Caddy binary with the module,
 // a Badger directory on disk, and the go-sdk upstream on real HTTP.
 
-const legacyTools = `
+const v2025Tools = `
 tool greet forbidden
 tool slow_compute optional
 tool failing_job required
 tool protocol_error_job optional
 `
 
-func legacySetup(t *testing.T, directives string) (*rpcClient, *gateway, upstreamObserver) {
+func v2025Setup(t *testing.T, directives string) (*rpcClient, *gateway, upstreamObserver) {
 	t.Helper()
 	up, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools + directives})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + directives})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	return c, gw, up
@@ -40,9 +40,9 @@ type upstreamObserver interface {
 	WaitCalls(ctx context.Context, tool string, n int) error
 }
 
-func TestLegacyDiscovery(t *testing.T) {
+func TestV2025Discovery(t *testing.T) {
 	up, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: legacyTools})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 
 	direct := newRPCClient(t, "http://"+addr+"/")
 	direct.initialize("")
@@ -103,8 +103,8 @@ func TestLegacyDiscovery(t *testing.T) {
 	_ = up
 }
 
-func TestLegacyCreatePollResult(t *testing.T) {
-	c, _, up := legacySetup(t, "")
+func TestV2025CreatePollResult(t *testing.T) {
+	c, _, up := v2025Setup(t, "")
 	// The answer comes while the call still runs: the task is working, and
 	// the upstream has not finished (it is asserted below that the result
 	// comes later, from tasks/result).
@@ -153,15 +153,15 @@ func TestLegacyCreatePollResult(t *testing.T) {
 	}
 }
 
-func TestLegacyCancel(t *testing.T) {
-	c, _, up := legacySetup(t, "")
+func TestV2025Cancel(t *testing.T) {
+	c, _, up := v2025Setup(t, "")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := up.WaitCalls(ctx, "slow_compute", 1); err != nil {
 		t.Fatal(err)
 	}
-	var cancelled legacyTask
+	var cancelled v2025Task
 	c.result("tasks/cancel", map[string]string{"taskId": tk.TaskID}, &cancelled)
 	if cancelled.Status != "cancelled" {
 		t.Fatalf("tasks/cancel answered %+v, want status cancelled", cancelled)
@@ -178,8 +178,8 @@ func TestLegacyCancel(t *testing.T) {
 	}
 }
 
-func TestLegacyFailures(t *testing.T) {
-	c, _, _ := legacySetup(t, "")
+func TestV2025Failures(t *testing.T) {
+	c, _, _ := v2025Setup(t, "")
 	t.Run("tool error fails the task but tasks/result is the CallToolResult", func(t *testing.T) {
 		tk := c.createTask("failing_job", map[string]any{}, 60000)
 		m := c.call("tasks/result", map[string]string{"taskId": tk.TaskID})
@@ -250,8 +250,8 @@ func TestLegacyFailures(t *testing.T) {
 
 // The elicitation the upstream sends mid-call reaches the client on the
 // tasks/result stream, and the client's answer goes back to the upstream.
-func TestLegacyElicitation(t *testing.T) {
-	c, _, _ := legacySetup(t, "")
+func TestV2025Elicitation(t *testing.T) {
+	c, _, _ := v2025Setup(t, "")
 	tk := c.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 60000)
 	waitFor(t, 10*time.Second, "input_required", func() bool { return c.getTask(tk.TaskID).Status == "input_required" })
 
@@ -302,8 +302,8 @@ func TestLegacyElicitation(t *testing.T) {
 
 // notifications/cancelled for a plain call reaches the upstream; for a task's
 // request id it never touches the task.
-func TestLegacyPlainCancellation(t *testing.T) {
-	c, _, up := legacySetup(t, "")
+func TestV2025PlainCancellation(t *testing.T) {
+	c, _, up := v2025Setup(t, "")
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -331,7 +331,7 @@ func TestLegacyPlainCancellation(t *testing.T) {
 }
 
 func TestBodyCapEndToEnd(t *testing.T) {
-	c, _, _ := legacySetup(t, "max_body 1KiB")
+	c, _, _ := v2025Setup(t, "max_body 1KiB")
 	big := strings.Repeat("x", 2048)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": big}})
 	resp := c.post(context.Background(), body)
@@ -348,9 +348,9 @@ func TestBodyCapEndToEnd(t *testing.T) {
 // caddy reload with a task running: no Badger lock error, and the task
 // carries on and completes under the new configuration.
 func TestReloadWithRunningTask(t *testing.T) {
-	c, gw, _ := legacySetup(t, "")
+	c, gw, _ := v2025Setup(t, "")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 2, "label": "reload"}, 60000)
-	gw.reload(legacyTools + "poll_interval 2s")
+	gw.reload(v2025Tools + "poll_interval 2s")
 	if got := c.getTask(tk.TaskID); got.TaskID != tk.TaskID {
 		t.Fatalf("task lost across reload: %+v", got)
 	}

@@ -47,7 +47,7 @@ func TestDetectEra(t *testing.T) {
 
 // Every error code the gateway answers on the 2026-07-28 wire, with its HTTP
 // status, for requests it handles itself.
-func TestModernValidation(t *testing.T) {
+func TestV2026Validation(t *testing.T) {
 	g := testGateway(t, Config{Tools: map[string]TaskSupport{"job": TaskRequired}})
 	hdr := func(method, name string) []string {
 		h := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method}
@@ -137,7 +137,7 @@ func TestWithoutTasksExtension(t *testing.T) {
 	}
 }
 
-func TestModernRender(t *testing.T) {
+func TestV2026Render(t *testing.T) {
 	base := &task.Task{ID: "t1", TTL: 60000 * 1e6, PollInterval: 1e9}
 	tests := []struct {
 		name   string
@@ -166,7 +166,7 @@ func TestModernRender(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := toModernDetail(tt.tk(), "complete")
+			v := toV2026Detail(tt.tk(), "complete")
 			data, _ := json.Marshal(v)
 			if v.Status != tt.status || !strings.Contains(string(data), `"resultType":"complete"`) || !strings.Contains(string(data), `"ttlMs":60000`) {
 				t.Errorf("render = %s", data)

@@ -21,7 +21,7 @@ import (
 // serveLegacyResult blocks until the task is terminal, then answers what the
 // upstream answered. Meanwhile, on an SSE answer, it relays the task's input
 // requests, progress and status changes.
-func (c *call) serveLegacyResult() error {
+func (c *call) serveV2025Result() error {
 	id, e := c.taskIDParam()
 	if e != nil {
 		c.fail(e)
@@ -50,7 +50,7 @@ func (c *call) streamResult(id string) error {
 	}
 	g.audit(auditRetrieved, id, t, c.caller)
 	if t.Status.Terminal() {
-		writeJSON(c.w, http.StatusOK, legacyFinalAnswer(c.msg.ID, t))
+		writeJSON(c.w, http.StatusOK, v2025FinalAnswer(c.msg.ID, t))
 		return nil
 	}
 	release := c.openStream()
@@ -173,7 +173,7 @@ func (s *resultStream) update(t *task.Task) {
 		return
 	}
 	if t.Status != s.lastStatus && s.lastStatus != "" {
-		if data, err := jsonrpc.RequestBytes(nil, "notifications/tasks/status", toLegacyTask(t)); err == nil {
+		if data, err := jsonrpc.RequestBytes(nil, "notifications/tasks/status", toV2025Task(t)); err == nil {
 			s.write(data)
 		}
 	}
@@ -199,7 +199,7 @@ func (s *resultStream) progress(params json.RawMessage) {
 	}
 }
 
-func (s *resultStream) final(t *task.Task) { s.answer(legacyFinalAnswer(s.c.msg.ID, t)) }
+func (s *resultStream) final(t *task.Task) { s.answer(v2025FinalAnswer(s.c.msg.ID, t)) }
 
 func (s *resultStream) fail(e *jsonrpc.Error) { s.answer(jsonrpc.ErrorBytes(s.c.msg.ID, e)) }
 
@@ -221,7 +221,7 @@ func relatedTaskMeta(id string) []byte {
 // legacyFinalAnswer is the tasks/result response for a terminal task:
 // exactly what the upstream answered (a result carries the related-task
 // meta), or the gateway's error when there was no upstream answer.
-func legacyFinalAnswer(id json.RawMessage, t *task.Task) []byte {
+func v2025FinalAnswer(id json.RawMessage, t *task.Task) []byte {
 	switch {
 	case t.Result != nil:
 		result, err := jsonx.SetPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))

@@ -30,7 +30,7 @@ var supportedVersions = []string{string(task.Era2026), string(task.Era2025)}
 
 // modernStatus is the HTTP status of a JSON-RPC error on the 2026-07-28
 // wire: 404 for an unknown method, 400 for malformed requests.
-func modernStatus(code int) int {
+func v2026Status(code int) int {
 	switch code {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
@@ -42,13 +42,13 @@ func modernStatus(code int) int {
 }
 
 // failModern writes a JSON-RPC error with its 2026-07-28 HTTP status.
-func (c *call) failModern(e *jsonrpc.Error) {
-	writeJSONError(c.w, modernStatus(e.Code), c.msg.ID, e)
+func (c *call) failV2026(e *jsonrpc.Error) {
+	writeJSONError(c.w, v2026Status(e.Code), c.msg.ID, e)
 }
 
 var ackComplete = json.RawMessage(`{"resultType":"complete"}`)
 
-func (c *call) serveModern() error {
+func (c *call) serveV2026() error {
 	if !c.msg.IsRequest() {
 		return c.pass()
 	}
@@ -59,31 +59,31 @@ func (c *call) serveModern() error {
 	case "server/discover":
 		return c.passRewriting(rewriteDiscover)
 	case "tools/call":
-		return c.serveModernToolsCall()
+		return c.serveV2026ToolsCall()
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		if !c.validModern(true) || !c.guardOrigin() || c.limited() {
+		if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
 			return nil
 		}
 		switch c.msg.Method {
 		case "tasks/get":
-			return c.serveModernGet()
+			return c.serveV2026Get()
 		case "tasks/update":
-			return c.serveModernUpdate()
+			return c.serveV2026Update()
 		}
-		return c.serveModernCancel()
+		return c.serveV2026Cancel()
 	case "tasks/result", "tasks/list":
-		if !c.validModern(false) {
+		if !c.validV2026(false) {
 			return nil
 		}
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s is not part of the 2026-07-28 tasks extension", c.msg.Method))
 		return nil
 	case "subscriptions/listen":
 		if taskIDs, ok, e := listenTaskIDs(c.msg.Params); ok {
-			if !c.validModern(true) || !c.guardOrigin() || c.limited() {
+			if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
 				return nil
 			}
 			if e != nil {
-				c.failModern(e)
+				c.failV2026(e)
 				return nil
 			}
 			return c.serveListen(taskIDs)
@@ -134,16 +134,16 @@ func readRequestMeta(params json.RawMessage) (requestMeta, *jsonrpc.Error) {
 // rules: required _meta, a supported version equal to the header's, the
 // routing headers, and (when needsTasks) the tasks extension declared. It
 // writes the error and returns false when the request fails.
-func (c *call) validModern(needsTasks bool) bool {
+func (c *call) validV2026(needsTasks bool) bool {
 	meta, e := readRequestMeta(c.msg.Params)
 	if e == nil {
-		e = checkModernHeaders(c.r, c.msg, meta)
+		e = checkV2026Headers(c.r, c.msg, meta)
 	}
 	if e == nil && needsTasks && !meta.declaresTasks() {
 		e = errMissingTasksCapability(c.msg.Method + " needs the " + extensionTasks + " extension declared in this request's client capabilities")
 	}
 	if e != nil {
-		c.failModern(e)
+		c.failV2026(e)
 		return false
 	}
 	return true
@@ -157,8 +157,8 @@ func errMissingTasksCapability(why string) *jsonrpc.Error {
 
 // checkModernHeaders validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
 // against the body.
-func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta) *jsonrpc.Error {
-	if !isSupportedModern(meta.version) {
+func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta) *jsonrpc.Error {
+	if !isSupportedV2026(meta.version) {
 		e := jsonrpc.Errorf(jsonrpc.CodeUnsupportedProtocolVersion, "Unsupported protocol version")
 		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": meta.version})
 		return e
@@ -185,7 +185,7 @@ func checkModernHeaders(r *http.Request, msg *jsonrpc.Message, meta requestMeta)
 	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
 }
 
-func isSupportedModern(v string) bool { return v == string(task.Era2026) }
+func isSupportedV2026(v string) bool { return v == string(task.Era2026) }
 
 // headerMatches checks that header is present and, decoded, equals want.
 func headerMatches(r *http.Request, header, display, want string) *jsonrpc.Error {
@@ -237,7 +237,7 @@ func rewriteDiscover(result []byte) ([]byte, error) {
 // modernTask renders a task on the 2026-07-28 wire: a CreateTaskResult
 // (resultType "task"), a tasks/get result (resultType "complete", with the
 // status's detail), or the params of notifications/tasks (no resultType).
-type modernTask struct {
+type v2026Task struct {
 	ResultType     string                     `json:"resultType,omitempty"`
 	TaskID         string                     `json:"taskId"`
 	Status         task.Status                `json:"status"`
@@ -254,16 +254,16 @@ type modernTask struct {
 
 // modernStatusOf maps the record to this wire: a tool result with isError
 // is completed here, whatever era created the task.
-func modernStatusOf(t *task.Task) task.Status {
+func v2026StatusOf(t *task.Task) task.Status {
 	if t.Status == task.StatusFailed && t.Error == nil && t.Result != nil {
 		return task.StatusCompleted
 	}
 	return t.Status
 }
 
-func toModernCreate(t *task.Task) modernTask {
-	return modernTask{
-		ResultType: "task", TaskID: t.ID, Status: modernStatusOf(t), StatusMessage: t.StatusMessage,
+func toV2026Create(t *task.Task) v2026Task {
+	return v2026Task{
+		ResultType: "task", TaskID: t.ID, Status: v2026StatusOf(t), StatusMessage: t.StatusMessage,
 		CreatedAt: t.CreatedAt.UTC().Format(isoMillis), LastUpdatedAt: t.UpdatedAt.UTC().Format(isoMillis),
 		TTLMs: t.TTL.Milliseconds(), PollIntervalMs: t.PollInterval.Milliseconds(),
 	}
@@ -271,8 +271,8 @@ func toModernCreate(t *task.Task) modernTask {
 
 // toModernDetail is the DetailedTask: inputRequests while input is
 // required, the result when completed, the error when failed.
-func toModernDetail(t *task.Task, resultType string) modernTask {
-	v := toModernCreate(t)
+func toV2026Detail(t *task.Task, resultType string) v2026Task {
+	v := toV2026Create(t)
 	v.ResultType = resultType
 	switch v.Status {
 	case task.StatusInputRequired:
@@ -298,25 +298,25 @@ func toModernDetail(t *task.Task, resultType string) modernTask {
 	return v
 }
 
-func (c *call) serveModernGet() error {
+func (c *call) serveV2026Get() error {
 	id, _ := c.taskIDParam()
-	if c.serveCachedGet(id, wireModern) {
+	if c.serveCachedGet(id, wireV2026) {
 		return nil
 	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 	if err != nil {
-		c.failModern(c.lookupFailure(id, err))
+		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
 	c.g.audit(auditRetrieved, id, t, c.caller)
-	return c.replyView(t, wireModern)
+	return c.replyView(t, wireV2026)
 }
 
-func (c *call) serveModernUpdate() error {
+func (c *call) serveV2026Update() error {
 	id, _ := c.taskIDParam()
 	if raw, ok := jsonx.Get(c.msg.Params, "inputResponses"); ok {
 		if n, err := countMembers(raw, maxInputResponses); err == nil && n > maxInputResponses {
-			c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
+			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
 			return nil
 		}
 	}
@@ -324,7 +324,7 @@ func (c *call) serveModernUpdate() error {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
 	if err := json.Unmarshal(c.msg.Params, &p); err != nil || p.InputResponses == nil {
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object"))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object"))
 		return nil
 	}
 	answers := make(map[string]inputAnswer, len(p.InputResponses))
@@ -333,9 +333,9 @@ func (c *call) serveModernUpdate() error {
 	}
 	if _, err := c.g.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
 		if errors.Is(err, task.ErrNotFound) {
-			c.failModern(c.lookupFailure(id, err))
+			c.failV2026(c.lookupFailure(id, err))
 		} else {
-			c.failModern(c.g.answerFailure(err, id))
+			c.failV2026(c.g.answerFailure(err, id))
 		}
 		return nil
 	}
@@ -344,11 +344,11 @@ func (c *call) serveModernUpdate() error {
 
 // serveModernCancel acknowledges at once; a task already ended keeps its
 // state (cancellation is cooperative on this wire).
-func (c *call) serveModernCancel() error {
+func (c *call) serveV2026Cancel() error {
 	id, _ := c.taskIDParam()
 	_, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
 	if err != nil && !errors.Is(err, task.ErrTerminal) {
-		c.failModern(c.lookupFailure(id, err))
+		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
 	return c.reply(ackComplete)

@@ -35,7 +35,7 @@ import (
 
 var errClientGone = errors.New("the client closed its request before the call became a task")
 
-func (c *call) serveModernToolsCall() error {
+func (c *call) serveV2026ToolsCall() error {
 	meta, e := readRequestMeta(c.msg.Params)
 	if e != nil {
 		return c.pass() // malformed for this wire: the upstream's to judge
@@ -48,24 +48,24 @@ func (c *call) serveModernToolsCall() error {
 	declared := meta.declaresTasks()
 	switch {
 	case !declared && mode == TaskRequired:
-		if c.validModern(false) {
-			c.failModern(errMissingTasksCapability("tool " + name + " runs only as a task"))
+		if c.validV2026(false) {
+			c.failV2026(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		}
 		return nil
 	case !declared || mode == TaskForbidden:
 		return c.passWithoutTasks()
 	}
-	if !c.validModern(true) || !c.guardOrigin() || c.limited() {
+	if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
 		return nil
 	}
 	if e := c.checkQuota(); e != nil {
-		c.failModern(e) // the same refusal as on the 2025-11-25 wire
+		c.failV2026(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}
 	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" || c.g.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)
 	}
-	return c.runModernCall(name, mode)
+	return c.runV2026Call(name, mode)
 }
 
 // runIdempotentCall serves a call with an idempotency key: it becomes a task
@@ -76,35 +76,35 @@ func (c *call) serveModernToolsCall() error {
 func (c *call) runIdempotentCall(name string) error {
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
 	t := c.newTask(task.Era2026, name, params, c.g.cfg.DefaultTTL)
-	if !c.storeTask(t, func(t *task.Task) any { return toModernCreate(t) }, c.failModern) {
+	if !c.storeTask(t, func(t *task.Task) any { return toV2026Create(t) }, c.failV2026) {
 		return nil
 	}
 	c.startTask(t)
-	return c.reply(toModernCreate(t))
+	return c.reply(toV2026Create(t))
 }
 
-func (c *call) runModernCall(name string, mode TaskSupport) error {
+func (c *call) runV2026Call(name string, mode TaskSupport) error {
 	g := c.g
 	id := task.NewTaskID()
 	upstreamID := jsonrpc.UpstreamCallID(id, 1)
 	params, err := withoutTasksExtension(c.msg.Params)
 	if err != nil {
-		c.failModern(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failModern(g.internalError("encoding the upstream call", err))
+		c.failV2026(g.internalError("encoding the upstream call", err))
 		return nil
 	}
 	run := g.newRun(g.cfg.Detach(c.r), c.next)
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
 	a := upstream.StartAttempt(run.ctx, run.base, run.next, upstreamID, body)
-	reply := &modernReply{c: c}
+	reply := &v2026Reply{c: c}
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
 
@@ -119,7 +119,7 @@ func (c *call) runModernCall(name string, mode TaskSupport) error {
 		}
 		status := http.StatusOK
 		if ev.Final.Error != nil {
-			status = modernStatus(ev.Final.Error.Code)
+			status = v2026Status(ev.Final.Error.Code)
 		}
 		data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
 		reply.sendUpstream(data, status, ev.Head)
@@ -169,7 +169,7 @@ func refusesCaller(status int) bool {
 // convert stores the task and answers the CreateTaskResult; a worker takes
 // over the attempt (or its answer, pending). A pending final answer is
 // recorded before the task is stored, so the task is created already ended.
-func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func() bool, reply *modernReply, a *upstream.Attempt, pending *upstream.Event) error {
+func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func() bool, reply *v2026Reply, a *upstream.Attempt, pending *upstream.Event) error {
 	g := c.g
 	if !stopFollowingClient() {
 		run.release() // the client left just now: the call was cancelled with it
@@ -190,7 +190,7 @@ func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func(
 		run.release()
 		if errors.Is(err, task.ErrQuotaExceeded) {
 			e := g.quotaRefused(err)
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), modernStatus(e.Code))
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
@@ -203,7 +203,7 @@ func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func(
 	} else {
 		g.startWorker(t, run, a, pending)
 	}
-	data, err := jsonrpc.ResponseBytes(c.msg.ID, toModernCreate(t))
+	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
 	if err != nil {
 		data = jsonrpc.ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
 	}
@@ -266,12 +266,12 @@ func withoutTasksExtension(params json.RawMessage) (json.RawMessage, error) {
 // nothing; the first notification worth relaying (the call's progress and
 // log messages, which belong on its own stream) turns it into an event
 // stream, and the final message goes out as JSON or as the last event.
-type modernReply struct {
+type v2026Reply struct {
 	c   *call
 	sse *sse.Writer
 }
 
-func (r *modernReply) relay(m *jsonrpc.Message) {
+func (r *v2026Reply) relay(m *jsonrpc.Message) {
 	if m.Method != "notifications/progress" && m.Method != "notifications/message" {
 		return
 	}
@@ -291,7 +291,7 @@ func (r *modernReply) relay(m *jsonrpc.Message) {
 // (an HTTP 401 with WWW-Authenticate is how MCP authorization discovery
 // starts), and for a non-2xx answer its body as is, unless that body is a
 // JSON-RPC message, which data (under the client's id) replaces.
-func (r *modernReply) sendUpstream(data []byte, status int, head *upstream.Head) {
+func (r *v2026Reply) sendUpstream(data []byte, status int, head *upstream.Head) {
 	if head == nil || r.sse != nil { // a stream has begun: its status is sent
 		r.send(data, status)
 		return
@@ -319,7 +319,7 @@ func (r *modernReply) sendUpstream(data []byte, status int, head *upstream.Head)
 	writeJSON(r.c.w, status, data)
 }
 
-func (r *modernReply) send(data []byte, status int) {
+func (r *v2026Reply) send(data []byte, status int) {
 	if r.sse != nil {
 		_ = r.sse.WriteEvent("", data)
 		return

@@ -12,18 +12,18 @@ import (
 // The hand-written encoding of a 2025-11-25 task is byte for byte what
 // encoding/json writes, escaping included, and so is the CreateTaskResult
 // around it.
-func TestLegacyTaskAppendJSON(t *testing.T) {
-	base := legacyTask{TaskID: "9sle5G8nJypWiKEpw-_TZA", Status: task.StatusWorking, CreatedAt: "2026-12-01T09:08:17.320Z", LastUpdatedAt: "2026-12-01T09:08:17.320Z", TTL: 600000}
+func TestV2025TaskAppendJSON(t *testing.T) {
+	base := v2025Task{TaskID: "9sle5G8nJypWiKEpw-_TZA", Status: task.StatusWorking, CreatedAt: "2026-12-01T09:08:17.320Z", LastUpdatedAt: "2026-12-01T09:08:17.320Z", TTL: 600000}
 	tests := []struct {
 		name string
-		edit func(*legacyTask)
+		edit func(*v2025Task)
 	}{
-		{"plain", func(*legacyTask) {}},
-		{"message and poll interval", func(lt *legacyTask) { lt.StatusMessage = "Gathering sources..."; lt.PollInterval = 500 }},
-		{"message to escape", func(lt *legacyTask) { lt.StatusMessage = "a \"quote\", <b>&</b>, a\\b, \n\t\u2028, é, \x7f, \xff" }},
-		{"failed, no ttl", func(lt *legacyTask) { lt.Status = task.StatusFailed; lt.TTL = 0 }},
-		{"negative numbers", func(lt *legacyTask) { lt.TTL = -1; lt.PollInterval = -5 }},
-		{"empty strings", func(lt *legacyTask) { lt.TaskID, lt.CreatedAt, lt.LastUpdatedAt = "", "", "" }},
+		{"plain", func(*v2025Task) {}},
+		{"message and poll interval", func(lt *v2025Task) { lt.StatusMessage = "Gathering sources..."; lt.PollInterval = 500 }},
+		{"message to escape", func(lt *v2025Task) { lt.StatusMessage = "a \"quote\", <b>&</b>, a\\b, \n\t\u2028, é, \x7f, \xff" }},
+		{"failed, no ttl", func(lt *v2025Task) { lt.Status = task.StatusFailed; lt.TTL = 0 }},
+		{"negative numbers", func(lt *v2025Task) { lt.TTL = -1; lt.PollInterval = -5 }},
+		{"empty strings", func(lt *v2025Task) { lt.TaskID, lt.CreatedAt, lt.LastUpdatedAt = "", "", "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,9 +40,9 @@ func TestLegacyTaskAppendJSON(t *testing.T) {
 	}
 	tk := &task.Task{ID: "abc<d>", Status: task.StatusCompleted, IsError: true, StatusMessage: "done & dusted", CreatedAt: time.Unix(1_800_000_000, 123e6), UpdatedAt: time.Unix(1_800_000_001, 0), TTL: time.Minute, PollInterval: time.Second}
 	want, _ := json.Marshal(struct {
-		Task legacyTask `json:"task"`
-	}{toLegacyTask(tk)})
-	if got := legacyCreated(tk); !bytes.Equal(got, want) {
+		Task v2025Task `json:"task"`
+	}{toV2025Task(tk)})
+	if got := v2025Created(tk); !bytes.Equal(got, want) {
 		t.Errorf("legacyCreated = %s\nwant           %s", got, want)
 	}
 }
