@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -130,7 +131,7 @@ func (c *call) bridgeOwner() string {
 	if len(auth) == 0 {
 		return c.owner
 	}
-	return c.owner + "\x00" + hashHex(strings.Join(auth, "\n"))
+	return c.owner + "\x00" + gate.HashHex(strings.Join(auth, "\n"))
 }
 
 // acquire returns owner's session of key, opening it with open when there

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 )
 
 // Sessions are keyed by the names of the capabilities a request declares,
@@ -238,7 +240,7 @@ func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
 	if logs.FilterMessage("version bridge: upstream session opened").Len() != 1 {
 		t.Fatalf("no session opened: %v", logs.All())
 	}
-	digest := hashHex(auth)
+	digest := gate.HashHex(auth)
 	for _, e := range logs.All() {
 		for k, v := range e.ContextMap() {
 			if strings.Contains(fmt.Sprint(v), digest) {

@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -158,7 +159,7 @@ type Gateway struct {
 	rt       *Runtime
 	log      *zap.Logger
 	auditLog *zap.Logger
-	limiter  *rateLimiter
+	limiter  *gate.RateLimiter
 	// base is the route's base for work without a client request;
 	// started is set once Start succeeded.
 	base    *routeBase
@@ -195,7 +196,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
-	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: newRateLimiter(cfg.RateLimit), bridge: newBridgeState()}
+	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: gate.NewRateLimiter(cfg.RateLimit), bridge: newBridgeState()}
 	if g.log == nil {
 		g.log = zap.NewNop()
 	}
@@ -284,10 +285,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	msg, err := jsonrpc.Parse(body)
 	if err == nil {
-		err = checkReadMembers(msg.Params, paramsRead)
+		err = gate.CheckReadMembers(msg.Params, paramsRead)
 	}
 	if err == nil {
-		err = checkBodyEncoding(r)
+		err = gate.CheckBodyEncoding(r)
 	}
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
@@ -332,7 +333,7 @@ func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next 
 		ce.Write(zap.String("reason", re.Reason))
 	}
 	status := http.StatusBadRequest
-	if re == errForeignEncoding {
+	if re == gate.ErrForeignEncoding {
 		status = http.StatusUnsupportedMediaType
 	}
 	writeJSONError(w, status, id, re.RPCError())

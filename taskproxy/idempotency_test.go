@@ -3,6 +3,8 @@ package taskproxy
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 )
 
 func TestIdempotencyOf(t *testing.T) {
@@ -20,7 +22,7 @@ func TestIdempotencyOf(t *testing.T) {
 		if tt.header != "" {
 			r.Header.Set("Idempotency-Key", tt.header)
 		}
-		key, fp := idempotencyOf(r, json.RawMessage(tt.params))
+		key, fp := gate.IdempotencyOf(r, json.RawMessage(tt.params))
 		if (key != "") != tt.wantKey {
 			t.Errorf("%s: key %q", tt.name, key)
 		}
@@ -31,11 +33,11 @@ func TestIdempotencyOf(t *testing.T) {
 	if keys[0] != keys[1] || prints[0] != prints[1] {
 		t.Error("header and meta keys for the same call differ")
 	}
-	a, _ := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
-	_, fa := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
-	_, fb := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"arguments":{ "b":[1, 2], "a":1 },"name":"t"}`))
-	_, fc := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":2,"b":[1,2]}}`))
-	_, fd := idempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"u","arguments":{"a":1,"b":[1,2]}}`))
+	a, _ := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fa := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fb := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"arguments":{ "b":[1, 2], "a":1 },"name":"t"}`))
+	_, fc := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":2,"b":[1,2]}}`))
+	_, fd := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"u","arguments":{"a":1,"b":[1,2]}}`))
 	if a == "" || fa != fb {
 		t.Error("the same arguments written differently fingerprint differently")
 	}
@@ -56,9 +58,9 @@ func TestCanonicalJSONExactNumbers(t *testing.T) {
 		{"trailing data kept raw", `{"n":1} {"n":2}`, `{"n":1}`, false},
 	}
 	for _, tt := range tests {
-		if got := canonicalJSON(json.RawMessage(tt.a)) == canonicalJSON(json.RawMessage(tt.b)); got != tt.same {
+		if got := gate.CanonicalJSON(json.RawMessage(tt.a)) == gate.CanonicalJSON(json.RawMessage(tt.b)); got != tt.same {
 			t.Errorf("%s: canonical forms equal = %v, want %v (%s / %s)", tt.name, got, tt.same,
-				canonicalJSON(json.RawMessage(tt.a)), canonicalJSON(json.RawMessage(tt.b)))
+				gate.CanonicalJSON(json.RawMessage(tt.a)), gate.CanonicalJSON(json.RawMessage(tt.b)))
 		}
 	}
 }

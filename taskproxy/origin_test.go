@@ -5,9 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
-	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 )
 
 // The rebinding guard applies where it protects something: by default to
@@ -132,8 +132,8 @@ func TestCrossSiteSimple(t *testing.T) {
 			if tt.origin != "" {
 				r.Header.Set("Origin", tt.origin)
 			}
-			if got := crossSiteSimple(r); got != tt.want {
-				t.Errorf("crossSiteSimple = %v, want %v", got, tt.want)
+			if got := gate.CrossSiteSimple(r); got != tt.want {
+				t.Errorf("CrossSiteSimple = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -148,45 +148,4 @@ func TestCrossSiteSimple(t *testing.T) {
 			t.Errorf("HTTP %d %s, want 415", rec.Code, rec.Body)
 		}
 	})
-}
-
-// The limiter's map is bounded: a bucket that has filled up again is
-// dropped (a new one would be the same), and past maxBuckets callers a new
-// one is refused until some fill up, so a caller with many addresses cannot
-// grow it without limit.
-func TestRateLimiterBounded(t *testing.T) {
-	l := newRateLimiter(1) // bursts of 2, full again 2 s after a token is taken
-	now := time.Unix(1_000_000, 0)
-	for i := range maxBuckets {
-		if ok, _ := l.allow("ip:"+strconv.Itoa(i), now); !ok {
-			t.Fatalf("caller %d refused below the bound", i)
-		}
-	}
-	if ok, _ := l.allow("ip:one-too-many", now); ok {
-		t.Error("a new caller past the bound was admitted")
-	}
-	if n := len(l.buckets); n > maxBuckets {
-		t.Errorf("%d buckets, bound %d", n, maxBuckets)
-	}
-	if ok, _ := l.allow("ip:0", now); !ok {
-		t.Error("a known caller within its burst was refused at the bound")
-	}
-	later := now.Add(3 * time.Second) // every bucket but ip:0's is full again
-	if ok, _ := l.allow("ip:newcomer", later); !ok {
-		t.Error("a new caller was refused after the buckets filled up")
-	}
-	if n := len(l.buckets); n > 2 {
-		t.Errorf("%d buckets after they filled up, want the two in use", n)
-	}
-	// A caller's spent budget survives the sweeps: dropping its bucket
-	// would hand it a new burst.
-	for range 2 {
-		l.allow("ip:spender", later)
-	}
-	for i := range 2048 {
-		l.allow("ip:sweep-"+strconv.Itoa(i), later)
-	}
-	if ok, _ := l.allow("ip:spender", later); ok {
-		t.Error("a caller over its rate was let through after a sweep")
-	}
 }

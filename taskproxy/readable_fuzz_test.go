@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
@@ -17,7 +18,7 @@ type callParams struct {
 	Meta   json.RawMessage `json:"_meta"`
 }
 
-// FuzzCheckReadMembers checks that params checkReadMembers accepts read the
+// FuzzCheckReadMembers checks that params gate.CheckReadMembers accepts read the
 // same to the gateway's scanner (the first member of a name) as to
 // encoding/json (any member that folds to it, the last one winning).
 func FuzzCheckReadMembers(f *testing.F) {
@@ -33,7 +34,7 @@ func FuzzCheckReadMembers(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, params []byte) {
-		if !json.Valid(params) || checkReadMembers(params, paramsRead) != nil {
+		if !json.Valid(params) || gate.CheckReadMembers(params, paramsRead) != nil {
 			return
 		}
 		var p callParams

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -27,8 +28,8 @@ type Runtime struct {
 	Store    task.Store
 	Hub      *Hub
 	workers  *workerTable
-	sessions *sessionTable
-	streams  *streamTable
+	sessions *gate.SessionTable
+	streams  *gate.StreamTable
 	views    viewCache // finished tasks' tasks/get answers (viewcache.go)
 
 	ctx    context.Context
@@ -118,7 +119,7 @@ func NewLazyRuntime(open func() (task.Store, error)) *Runtime {
 func newRuntime() *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{Hub: NewHub(), workers: newWorkerTable(),
-		sessions: newSessionTable(maxSessions), streams: newStreamTable(), ctx: ctx, cancel: cancel,
+		sessions: gate.NewSessionTable(gate.MaxSessions), streams: gate.NewStreamTable(), ctx: ctx, cancel: cancel,
 		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{}}
 }
 

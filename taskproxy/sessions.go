@@ -1,16 +1,14 @@
 package taskproxy
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -25,76 +23,6 @@ import (
 // another owner or was never seen, gets the same 404 "Session not found", so
 // existence never leaks and the upstream never sees the request.
 
-const (
-	// maxSessions bounds the cache of bindings. It holds only bindings the
-	// store confirmed, so evicting one costs a store read, never a wrong
-	// answer, and unknown ids never enter it.
-	maxSessions = 1 << 16
-	// sessionIdleTTL is how long a binding lives without use.
-	sessionIdleTTL = 24 * time.Hour
-	// sessionRefresh is how often a session in use has its binding's ttl
-	// extended: at most one store write per session per interval.
-	sessionRefresh = 5 * time.Minute
-)
-
-// sessionTable caches confirmed bindings: session id to owner, with the
-// time the stored binding's ttl was last extended. It is bounded; the least
-// recently used entries go first.
-type sessionTable struct {
-	mu    sync.Mutex
-	max   int
-	byID  map[string]*list.Element
-	order *list.List // front: most recently used
-}
-
-type sessionEntry struct {
-	id, owner string
-	refreshed time.Time
-}
-
-func newSessionTable(max int) *sessionTable {
-	return &sessionTable{max: max, byID: map[string]*list.Element{}, order: list.New()}
-}
-
-// lookup returns the cached binding of id.
-func (s *sessionTable) lookup(id string) (owner string, refreshed time.Time, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.byID[id]
-	if !ok {
-		return "", time.Time{}, false
-	}
-	s.order.MoveToFront(e)
-	entry := e.Value.(*sessionEntry)
-	return entry.owner, entry.refreshed, true
-}
-
-// remember caches a binding the store confirmed.
-func (s *sessionTable) remember(id, owner string, refreshed time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.byID[id]; ok {
-		s.order.MoveToFront(e)
-		*e.Value.(*sessionEntry) = sessionEntry{id: id, owner: owner, refreshed: refreshed}
-		return
-	}
-	s.byID[id] = s.order.PushFront(&sessionEntry{id: id, owner: owner, refreshed: refreshed})
-	if s.order.Len() > s.max {
-		oldest := s.order.Back()
-		s.order.Remove(oldest)
-		delete(s.byID, oldest.Value.(*sessionEntry).id)
-	}
-}
-
-func (s *sessionTable) forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.byID[id]; ok {
-		s.order.Remove(e)
-		delete(s.byID, id)
-	}
-}
-
 // guardSession answers 404, as for an unknown session, when r names a
 // session that is not bound to owner. It reports whether r may go on.
 func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner string) bool {
@@ -105,7 +33,7 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
-	if sessionHeaderAlias(r.Header) {
+	if gate.SessionHeaderAlias(r.Header) {
 		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
 		return false
 	}
@@ -133,31 +61,18 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 	return false
 }
 
-// sessionHeaderAlias reports whether h has a header that reads as
-// Mcp-Session-Id once underscores are taken for hyphens (Mcp_Session_Id):
-// servers behind CGI-style header mapping (WSGI, PHP, some proxies) read it
-// as the session header, which the gateway would not have checked.
-func sessionHeaderAlias(h http.Header) bool {
-	for k := range h {
-		if len(k) == len(upstream.HeaderSessionID) && strings.IndexByte(k, '_') >= 0 && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), upstream.HeaderSessionID) {
-			return true
-		}
-	}
-	return false
-}
-
 // checkSession confirms that sid is bound to owner: from the cache while
 // its last refresh is recent, otherwise from the store, extending the
 // binding's ttl there.
 func (g *Gateway) checkSession(ctx context.Context, sid, owner string) error {
 	now := clock()
-	if cached, refreshed, ok := g.rt.sessions.lookup(sid); ok && cached == owner && now.Sub(refreshed) < sessionRefresh {
+	if cached, refreshed, ok := g.rt.sessions.Lookup(sid); ok && cached == owner && now.Sub(refreshed) < gate.SessionRefresh {
 		return nil
 	}
-	if err := g.rt.Store.CheckSession(ctx, sid, owner, sessionIdleTTL); err != nil {
+	if err := g.rt.Store.CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
 		return err
 	}
-	g.rt.sessions.remember(sid, owner, now)
+	g.rt.sessions.Remember(sid, owner, now)
 	return nil
 }
 
@@ -183,12 +98,12 @@ func (b *bindingWriter) bind(code int) {
 	if sid == "" || code < 200 || code > 299 {
 		return
 	}
-	if err := b.g.rt.Store.BindSession(b.ctx, sid, b.owner, sessionIdleTTL); err != nil {
+	if err := b.g.rt.Store.BindSession(b.ctx, sid, b.owner, gate.SessionIdleTTL); err != nil {
 		b.g.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
 		b.Header().Del(upstream.HeaderSessionID)
 		return
 	}
-	b.g.rt.sessions.remember(sid, b.owner, clock())
+	b.g.rt.sessions.Remember(sid, b.owner, clock())
 }
 
 func (b *bindingWriter) WriteHeader(code int) {
@@ -224,7 +139,7 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, nex
 	sw := &deleteStatusWriter{ResponseWriter: w}
 	err := upstream.ServeNext(next, sw, r)
 	if err == nil && (sw.status >= 200 && sw.status <= 299 || sw.status == http.StatusNotFound) {
-		g.rt.sessions.forget(sid)
+		g.rt.sessions.Forget(sid)
 		if ferr := g.rt.Store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
 			g.log.Warn("forgetting an ended session; it expires when idle", zap.Error(ferr))
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -188,7 +189,7 @@ func TestSessionBinding(t *testing.T) {
 
 	// Random ids are refused and leave no trace: the binding holds beyond
 	// the size of the cache.
-	for i := range maxSessions + 100 {
+	for i := range gate.MaxSessions + 100 {
 		if code, _ := send(g, "mallory", http.MethodPost, fmt.Sprint("random-", i)); code != http.StatusNotFound {
 			t.Fatalf("random session id %d: HTTP %d", i, code)
 		}

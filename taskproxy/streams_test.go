@@ -5,30 +5,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
-
-func TestStreamTable(t *testing.T) {
-	s := newStreamTable()
-	for i := range maxStreamsPerOwner {
-		if !s.acquire("alice") {
-			t.Fatalf("stream %d refused", i+1)
-		}
-	}
-	tests := []struct {
-		key  string
-		want bool
-	}{{"alice", false}, {"bob", true}}
-	for _, tt := range tests {
-		if got := s.acquire(tt.key); got != tt.want {
-			t.Errorf("acquire(%s) = %v, want %v", tt.key, got, tt.want)
-		}
-	}
-	s.release("alice")
-	if !s.acquire("alice") {
-		t.Error("a released slot was not reusable")
-	}
-}
 
 func TestResultResumeID(t *testing.T) {
 	tests := []struct {
@@ -68,7 +47,7 @@ func TestStreamSlotsKeyIsClientIP(t *testing.T) {
 		c := &call{g: g, w: httptest.NewRecorder(), r: r, msg: &jsonrpc.Message{ID: json.RawMessage("1")}, owner: Anonymous}
 		return c.openStream() != nil
 	}
-	for i := range maxStreamsPerOwner {
+	for i := range gate.MaxStreamsPerOwner {
 		if !open("198.51.100.1") {
 			t.Fatalf("stream %d of one client refused", i+1)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -68,7 +69,7 @@ func (c *call) newTask(era task.Era, tool string, params json.RawMessage, ttl ti
 	if era == task.Era2025 {
 		t.Session = c.r.Header.Get(upstream.HeaderSessionID)
 	}
-	t.IdempotencyKey, t.Fingerprint = idempotencyOf(c.r, c.msg.Params)
+	t.IdempotencyKey, t.Fingerprint = gate.IdempotencyOf(c.r, c.msg.Params)
 	return t
 }
 
@@ -90,7 +91,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 		}
 		_ = c.reply(render(prev))
 	case errors.Is(err, task.ErrIdempotencyMismatch):
-		fail(errIdempotencyMismatch())
+		fail(gate.IdempotencyMismatch())
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.g.quotaRefused(err))
 	default:
@@ -117,7 +118,7 @@ func (c *call) startTask(t *task.Task) {
 // repeat with its task even at the quota.
 func (c *call) checkQuota() *jsonrpc.Error {
 	g, ctx, owner := c.g, c.r.Context(), c.owner
-	if g.cfg.MaxActivePerOwner <= 0 || hasIdempotencyKey(c.r, c.msg.Params) {
+	if g.cfg.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.r, c.msg.Params) {
 		return nil
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)

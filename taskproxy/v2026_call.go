@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -62,7 +63,7 @@ func (c *call) serveV2026ToolsCall() error {
 		c.failV2026(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}
-	if key, _ := idempotencyOf(c.r, c.msg.Params); key != "" || c.g.upstreamRunsTask(name) {
+	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" || c.g.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)
 	}
 	return c.runV2026Call(name, mode)

@@ -1,4 +1,4 @@
-package taskproxy
+package gate
 
 import (
 	"net/http"
@@ -29,9 +29,9 @@ func TestCheckBodyEncoding(t *testing.T) {
 		{"br", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"br"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkBodyEncoding(&http.Request{Header: tc.header})
+			err := CheckBodyEncoding(&http.Request{Header: tc.header})
 			if ok := err == nil; ok != tc.ok {
-				t.Errorf("checkBodyEncoding(%v) = %v; want ok %v", tc.header, err, tc.ok)
+				t.Errorf("CheckBodyEncoding(%v) = %v; want ok %v", tc.header, err, tc.ok)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package taskproxy
+package gate
 
 import (
 	"bytes"
@@ -21,17 +21,17 @@ import (
 // refused.
 
 const (
-	headerIdempotencyKey = "Idempotency-Key"
-	metaIdempotencyKey   = "io.modelcontextprotocol/idempotency-key"
+	HeaderIdempotencyKey = "Idempotency-Key"
+	MetaIdempotencyKey   = "io.modelcontextprotocol/idempotency-key"
 )
 
-// idempotencyOf returns the hashed idempotency key of a request ("" when it
+// IdempotencyOf returns the hashed idempotency key of a request ("" when it
 // has none) and the fingerprint of its tool and arguments.
-func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint string) {
-	raw := r.Header.Get(headerIdempotencyKey)
+func IdempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint string) {
+	raw := r.Header.Get(HeaderIdempotencyKey)
 	if raw == "" {
 		if meta, ok := jsonx.Get(params, "_meta"); ok {
-			if v, ok := jsonx.Get(meta, metaIdempotencyKey); ok {
+			if v, ok := jsonx.Get(meta, MetaIdempotencyKey); ok {
 				_ = json.Unmarshal(v, &raw)
 			}
 		}
@@ -44,28 +44,28 @@ func idempotencyOf(r *http.Request, params json.RawMessage) (key, fingerprint st
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	_ = json.Unmarshal(params, &call)
-	return hashHex(raw), hashHex(call.Name + "\x00" + canonicalJSON(call.Arguments))
+	return HashHex(raw), HashHex(call.Name + "\x00" + CanonicalJSON(call.Arguments))
 }
 
-// hasIdempotencyKey reports whether a request carries an idempotency key,
+// HasIdempotencyKey reports whether a request carries an idempotency key,
 // without the cost of fingerprinting it.
-func hasIdempotencyKey(r *http.Request, params json.RawMessage) bool {
-	if r.Header.Get(headerIdempotencyKey) != "" {
+func HasIdempotencyKey(r *http.Request, params json.RawMessage) bool {
+	if r.Header.Get(HeaderIdempotencyKey) != "" {
 		return true
 	}
 	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return false
 	}
-	v, ok := jsonx.Get(meta, metaIdempotencyKey)
+	v, ok := jsonx.Get(meta, MetaIdempotencyKey)
 	return ok && string(v) != `""` && string(v) != "null"
 }
 
-// canonicalJSON re-encodes a value with sorted keys and no spacing, so that
+// CanonicalJSON re-encodes a value with sorted keys and no spacing, so that
 // equal arguments fingerprint equally however they were written. Numbers
 // keep their literal digits: decoded as float64, 9007199254740993 and
 // 9007199254740992 would fingerprint the same.
-func canonicalJSON(raw json.RawMessage) string {
+func CanonicalJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return string(raw)
 	}
@@ -82,12 +82,12 @@ func canonicalJSON(raw json.RawMessage) string {
 	return string(out)
 }
 
-func hashHex(s string) string {
+func HashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 
-// errIdempotencyMismatch is the JSON-RPC answer to a reused key.
-func errIdempotencyMismatch() *jsonrpc.Error {
+// IdempotencyMismatch is the JSON-RPC answer to a reused key.
+func IdempotencyMismatch() *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "idempotency key reused with different arguments")
 }

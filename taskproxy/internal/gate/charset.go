@@ -1,4 +1,4 @@
-package taskproxy
+package gate
 
 import (
 	"mime"
@@ -15,19 +15,19 @@ import (
 // would decode into other text than the gateway read is refused like any
 // other body the gateway cannot read as the upstream will.
 
-// errForeignEncoding is a POST declared in a charset other than UTF-8, or
+// ErrForeignEncoding is a POST declared in a charset other than UTF-8, or
 // with a Content-Encoding.
-var errForeignEncoding = &jsonrpc.ReadError{Code: jsonrpc.CodeInvalidRequest,
+var ErrForeignEncoding = &jsonrpc.ReadError{Code: jsonrpc.CodeInvalidRequest,
 	Reason: "the body must be UTF-8 JSON: no charset but utf-8, no Content-Encoding"}
 
-// checkBodyEncoding refuses, with errForeignEncoding, a request whose
+// CheckBodyEncoding refuses, with ErrForeignEncoding, a request whose
 // Content-Type names a charset other than UTF-8 (or names one in a way Go
 // cannot parse, such as twice: another parser may take the other one), or
 // whose body has a Content-Encoding other than identity.
-func checkBodyEncoding(r *http.Request) error {
+func CheckBodyEncoding(r *http.Request) error {
 	for _, ce := range r.Header.Values("Content-Encoding") {
 		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
-			return errForeignEncoding
+			return ErrForeignEncoding
 		}
 	}
 	for _, ct := range r.Header.Values("Content-Type") {
@@ -36,10 +36,10 @@ func checkBodyEncoding(r *http.Request) error {
 		}
 		_, params, err := mime.ParseMediaType(ct)
 		if err != nil {
-			return errForeignEncoding
+			return ErrForeignEncoding
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-			return errForeignEncoding
+			return ErrForeignEncoding
 		}
 	}
 	return nil

@@ -1,0 +1,70 @@
+package gate
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The limiter's map is bounded: a bucket that has filled up again is
+// dropped (a new one would be the same), and past MaxBuckets callers a new
+// one is refused until some fill up, so a caller with many addresses cannot
+// grow it without limit.
+func TestRateLimiterBounded(t *testing.T) {
+	l := NewRateLimiter(1) // bursts of 2, full again 2 s after a token is taken
+	now := time.Unix(1_000_000, 0)
+	for i := range MaxBuckets {
+		if ok, _ := l.Allow("ip:"+strconv.Itoa(i), now); !ok {
+			t.Fatalf("caller %d refused below the bound", i)
+		}
+	}
+	if ok, _ := l.Allow("ip:one-too-many", now); ok {
+		t.Error("a new caller past the bound was admitted")
+	}
+	if n := len(l.buckets); n > MaxBuckets {
+		t.Errorf("%d buckets, bound %d", n, MaxBuckets)
+	}
+	if ok, _ := l.Allow("ip:0", now); !ok {
+		t.Error("a known caller within its burst was refused at the bound")
+	}
+	later := now.Add(3 * time.Second) // every bucket but ip:0's is full again
+	if ok, _ := l.Allow("ip:newcomer", later); !ok {
+		t.Error("a new caller was refused after the buckets filled up")
+	}
+	if n := len(l.buckets); n > 2 {
+		t.Errorf("%d buckets after they filled up, want the two in use", n)
+	}
+	// A caller's spent budget survives the sweeps: dropping its bucket
+	// would hand it a new burst.
+	for range 2 {
+		l.Allow("ip:spender", later)
+	}
+	for i := range 2048 {
+		l.Allow("ip:sweep-"+strconv.Itoa(i), later)
+	}
+	if ok, _ := l.Allow("ip:spender", later); ok {
+		t.Error("a caller over its rate was let through after a sweep")
+	}
+}
+
+func TestStreamTable(t *testing.T) {
+	s := NewStreamTable()
+	for i := range MaxStreamsPerOwner {
+		if !s.Acquire("alice") {
+			t.Fatalf("stream %d refused", i+1)
+		}
+	}
+	tests := []struct {
+		key  string
+		want bool
+	}{{"alice", false}, {"bob", true}}
+	for _, tt := range tests {
+		if got := s.Acquire(tt.key); got != tt.want {
+			t.Errorf("acquire(%s) = %v, want %v", tt.key, got, tt.want)
+		}
+	}
+	s.Release("alice")
+	if !s.Acquire("alice") {
+		t.Error("a released slot was not reusable")
+	}
+}

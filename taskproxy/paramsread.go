@@ -1,0 +1,27 @@
+package taskproxy
+
+import "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+
+// paramsRead are the members of params the gateway reads or edits in any
+// request or notification it looks at: those MCP defines for the methods it
+// answers, runs or rewrites, and the _meta members it acts on.
+var paramsRead = &gate.ReadMembers{
+	Names: []string{"name", "arguments", "task", "taskId", "_meta", "cursor", "requestState",
+		"inputResponses", "notifications", "requestId", "reason", "protocolVersion", "capabilities", "clientInfo"},
+	Nested: []*gate.ReadMembers{
+		2: {Names: []string{"ttl"}},
+		4: {
+			Names: []string{metaProtocolVersion, metaClientCapabilities, gate.MetaIdempotencyKey, "progressToken",
+				metaRelatedTask, metaLogLevel, metaClientInfo},
+			Nested: []*gate.ReadMembers{1: {
+				Names:  []string{"extensions", "tasks"},
+				Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},
+			}},
+		},
+		8: {Names: []string{"taskIds"}},
+		12: {
+			Names:  []string{"extensions", "tasks"},
+			Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},
+		},
+	},
+}
