@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// modernTools is the gateway configuration the tasks scenarios expect of a
+// v2026Tools is the gateway configuration the tasks scenarios expect of a
 // server: failing_job and test_tool_with_task run only as tasks. task_after
 // is short because the scenarios expect one-second calls to become tasks.
 const v2026Tools = `

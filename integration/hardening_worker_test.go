@@ -15,7 +15,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
-// postModern posts one 2026-07-28 request with its routing headers and
+// postV2026 posts one 2026-07-28 request with its routing headers and
 // returns the raw HTTP answer, read in full.
 func postV2026(t *testing.T, c *v2026Client, method string, params map[string]any, headers ...string) (*http.Response, []byte) {
 	t.Helper()

@@ -226,7 +226,7 @@ func (s *messageStream) close() {
 	_ = s.resp.Body.Close()
 }
 
-// legacyTask mirrors the 2025-11-25 Task object.
+// v2025Task mirrors the 2025-11-25 Task object.
 type v2025Task struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`

@@ -15,7 +15,7 @@ import (
 // The 2026-07-28 tasks extension end to end: the real Caddy binary in front
 // of the go-sdk upstream in stateless mode.
 
-// modernClient speaks the stateless wire: every request carries its version,
+// v2026Client speaks the stateless wire: every request carries its version,
 // method and name headers and its own _meta.
 type v2026Client struct {
 	*rpcClient

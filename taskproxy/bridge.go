@@ -107,7 +107,7 @@ func bridgeEndpoint(r *http.Request) string {
 // nothing (the upstream is down, or refuses the caller) is not kept, and
 // the request is passed through as before. Nor is a 404 or 405, which any
 // path the upstream does not serve answers: the request is bridged, and the
-// verdict kept only once an upstream session opens there (confirmLegacy).
+// verdict kept only once an upstream session opens there (confirmV2025).
 func (g *Gateway) upstreamIsV2025(r *http.Request, next http.Handler) bool {
 	b := g.bridge
 	endpoint := bridgeEndpoint(r)
@@ -187,7 +187,7 @@ func (b *bridgeState) makeRoomLocked() {
 	}
 }
 
-// confirmLegacy keeps the verdict that endpoint, which answered the probe
+// confirmV2025 keeps the verdict that endpoint, which answered the probe
 // 404 or 405, speaks only 2025-11-25: an upstream session opened there.
 func (b *bridgeState) confirmV2025(endpoint string) {
 	b.mu.Lock()
@@ -506,7 +506,7 @@ func translateError(e *jsonrpc.Error) *jsonrpc.Error {
 	return e
 }
 
-// legacyParams are a 2026-07-28 request's params as a 2025-11-25 server
+// v2025Params are a 2026-07-28 request's params as a 2025-11-25 server
 // takes them: without the per-request protocol fields in _meta (the
 // session carries them) and without the multi-round-trip members (the
 // gateway answers the upstream's requests itself).

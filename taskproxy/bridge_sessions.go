@@ -41,7 +41,7 @@ const (
 	maxBridgeSessionsPerOwner = 8
 	// bridgeSessionIdle is how long an unused session is kept.
 	bridgeSessionIdle = 10 * time.Minute
-	// bridgeLegacyVersion is the version the bridge speaks upstream.
+	// bridgeV2025Version is the version the bridge speaks upstream.
 	bridgeV2025Version = string(task.Era2025)
 )
 

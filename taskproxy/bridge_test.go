@@ -310,7 +310,7 @@ func TestBridgeSessionFailureReprobes(t *testing.T) {
 	}
 }
 
-// legacyUpstream is a 2025-11-25 server with sessions: it refuses the
+// v2025Upstream is a 2025-11-25 server with sessions: it refuses the
 // probe, opens session s-1 on initialize, and answers tools/list on the
 // session with log messages and progress first, on an event stream.
 type v2025Upstream struct {

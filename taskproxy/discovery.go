@@ -44,7 +44,7 @@ func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
 	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.v2025TasksCapability())
 }
 
-// legacyTasksCapability is the server capability the gateway declares.
+// v2025TasksCapability is the server capability the gateway declares.
 func (g *Gateway) v2025TasksCapability() []byte {
 	if g.cfg.ListTasks {
 		return []byte(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)

@@ -1,11 +1,3 @@
-// Package taskproxy is the core of caddy-mcp-tasks: an HTTP middleware that
-// sits in front of MCP servers and gives them MCP tasks. It reads JSON-RPC
-// posts, answers the task methods itself from a durable Store, turns
-// task-augmented tools/call requests into tasks run by workers through the
-// next handler, and passes everything else through untouched.
-//
-// The package imports no Caddy code; callers identify each request's owner
-// with WithOwner and hand the gateway the next handler as an http.Handler.
 package taskproxy
 
 import (

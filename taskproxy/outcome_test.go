@@ -137,7 +137,7 @@ func mustRead(r *http.Request) []byte {
 	}
 }
 
-// createLegacy creates a 2025-11-25 task through the gateway and returns
+// createV2025 creates a 2025-11-25 task through the gateway and returns
 // its id.
 func createV2025(t *testing.T, g *Gateway, next http.Handler) string {
 	t.Helper()

@@ -17,7 +17,7 @@ import (
 
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
 
-// legacyTask is the 2025-11-25 Task object.
+// v2025Task is the 2025-11-25 Task object.
 type v2025Task struct {
 	TaskID        string      `json:"taskId"`
 	Status        task.Status `json:"status"`
@@ -71,7 +71,7 @@ func toV2025Task(t *task.Task) v2025Task {
 	}
 }
 
-// serveLegacyToolsCall applies the tool's task mode: a task-augmented call
+// serveV2025ToolsCall applies the tool's task mode: a task-augmented call
 // becomes a task, a plain one passes through.
 func (c *call) serveV2025ToolsCall() error {
 	params, err := paramsObject(c.msg.Params)
@@ -179,7 +179,7 @@ func (c *call) createV2025Task(tool string, taskMeta json.RawMessage) error {
 	return nil
 }
 
-// legacyCreated is the 2025-11-25 CreateTaskResult, encoded.
+// v2025Created is the 2025-11-25 CreateTaskResult, encoded.
 func v2025Created(t *task.Task) json.RawMessage {
 	b := append(make([]byte, 0, 256), `{"task":`...)
 	b = toV2025Task(t).appendJSON(b)

@@ -18,7 +18,7 @@ import (
 // the task's input requests, progress and status on its event stream, and
 // the client's answers to those input requests.
 
-// serveLegacyResult blocks until the task is terminal, then answers what the
+// serveV2025Result blocks until the task is terminal, then answers what the
 // upstream answered. Meanwhile, on an SSE answer, it relays the task's input
 // requests, progress and status changes.
 func (c *call) serveV2025Result() error {
@@ -218,7 +218,7 @@ func relatedTaskMeta(id string) []byte {
 	return b
 }
 
-// legacyFinalAnswer is the tasks/result response for a terminal task:
+// v2025FinalAnswer is the tasks/result response for a terminal task:
 // exactly what the upstream answered (a result carries the related-task
 // meta), or the gateway's error when there was no upstream answer.
 func v2025FinalAnswer(id json.RawMessage, t *task.Task) []byte {

@@ -28,7 +28,7 @@ const (
 // supportedVersions are the protocol versions the gateway serves.
 var supportedVersions = []string{string(task.Era2026), string(task.Era2025)}
 
-// modernStatus is the HTTP status of a JSON-RPC error on the 2026-07-28
+// v2026Status is the HTTP status of a JSON-RPC error on the 2026-07-28
 // wire: 404 for an unknown method, 400 for malformed requests.
 func v2026Status(code int) int {
 	switch code {
@@ -41,7 +41,7 @@ func v2026Status(code int) int {
 	return http.StatusOK
 }
 
-// failModern writes a JSON-RPC error with its 2026-07-28 HTTP status.
+// failV2026 writes a JSON-RPC error with its 2026-07-28 HTTP status.
 func (c *call) failV2026(e *jsonrpc.Error) {
 	writeJSONError(c.w, v2026Status(e.Code), c.msg.ID, e)
 }
@@ -130,7 +130,7 @@ func readRequestMeta(params json.RawMessage) (requestMeta, *jsonrpc.Error) {
 	return requestMeta{version: *m.Meta.Version, capabilities: m.Meta.Capabilities}, nil
 }
 
-// validModern checks a request the gateway handles against the 2026-07-28
+// validV2026 checks a request the gateway handles against the 2026-07-28
 // rules: required _meta, a supported version equal to the header's, the
 // routing headers, and (when needsTasks) the tasks extension declared. It
 // writes the error and returns false when the request fails.
@@ -155,7 +155,7 @@ func errMissingTasksCapability(why string) *jsonrpc.Error {
 	return e
 }
 
-// checkModernHeaders validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
+// checkV2026Headers validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
 // against the body.
 func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta) *jsonrpc.Error {
 	if !isSupportedV2026(meta.version) {
@@ -234,7 +234,7 @@ func rewriteDiscover(result []byte) ([]byte, error) {
 	return jsonx.SetPath(result, []string{"capabilities", "extensions", extensionTasks}, []byte("{}"))
 }
 
-// modernTask renders a task on the 2026-07-28 wire: a CreateTaskResult
+// v2026Task renders a task on the 2026-07-28 wire: a CreateTaskResult
 // (resultType "task"), a tasks/get result (resultType "complete", with the
 // status's detail), or the params of notifications/tasks (no resultType).
 type v2026Task struct {
@@ -252,7 +252,7 @@ type v2026Task struct {
 	Meta           map[string]json.RawMessage `json:"_meta,omitempty"`
 }
 
-// modernStatusOf maps the record to this wire: a tool result with isError
+// v2026StatusOf maps the record to this wire: a tool result with isError
 // is completed here, whatever era created the task.
 func v2026StatusOf(t *task.Task) task.Status {
 	if t.Status == task.StatusFailed && t.Error == nil && t.Result != nil {
@@ -269,7 +269,7 @@ func toV2026Create(t *task.Task) v2026Task {
 	}
 }
 
-// toModernDetail is the DetailedTask: inputRequests while input is
+// toV2026Detail is the DetailedTask: inputRequests while input is
 // required, the result when completed, the error when failed.
 func toV2026Detail(t *task.Task, resultType string) v2026Task {
 	v := toV2026Create(t)
@@ -342,7 +342,7 @@ func (c *call) serveV2026Update() error {
 	return c.reply(ackComplete)
 }
 
-// serveModernCancel acknowledges at once; a task already ended keeps its
+// serveV2026Cancel acknowledges at once; a task already ended keeps its
 // state (cancellation is cooperative on this wire).
 func (c *call) serveV2026Cancel() error {
 	id, _ := c.taskIDParam()

@@ -263,7 +263,7 @@ func withoutTasksExtension(params json.RawMessage) (json.RawMessage, error) {
 	return jsonx.Set(params, "_meta", meta)
 }
 
-// modernReply is the answer to a call that may become a task. It starts as
+// v2026Reply is the answer to a call that may become a task. It starts as
 // nothing; the first notification worth relaying (the call's progress and
 // log messages, which belong on its own stream) turns it into an event
 // stream, and the final message goes out as JSON or as the last event.

@@ -209,7 +209,7 @@ func readSubscription(resp *http.Response, id string, ready chan<- error, receiv
 	}
 }
 
-// modernRequest builds a 2026-07-28 request that declares the tasks
+// v2026Request builds a 2026-07-28 request that declares the tasks
 // extension, with its routing headers.
 func v2026Request(id int, method string, params map[string]any, name string) ([]byte, map[string]string) {
 	params["_meta"] = map[string]any{

@@ -667,7 +667,7 @@ func TestProtocolErrorOnWire(t *testing.T) {
 	}
 }
 
-// legacySession is a hand-rolled 2025-11-25 session, to see the wire.
+// v2025Session is a hand-rolled 2025-11-25 session, to see the wire.
 type v2025Session struct {
 	url, id string
 }
@@ -717,7 +717,7 @@ func (ls *v2025Session) post(ctx context.Context, t *testing.T, msg map[string]a
 	return newWireStream(resp)
 }
 
-// TestLegacyElicitationOnWire checks how go-sdk relays input requests to a
+// TestV2025ElicitationOnWire checks how go-sdk relays input requests to a
 // 2025-11-25 client: as an elicitation/create request on the tools/call
 // POST's own SSE stream, answered by a separate POST, after which the result
 // arrives on that same stream.

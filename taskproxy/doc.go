@@ -1,0 +1,44 @@
+// Package taskproxy is the core of caddy-mcp-tasks: an HTTP middleware that
+// sits in front of MCP servers and gives them MCP tasks. It reads JSON-RPC
+// posts, answers the task methods itself from a durable store, turns
+// tools/call requests into tasks run by workers through the next handler,
+// and passes everything else through untouched. It serves both task
+// protocols: 2025-11-25 (the client asks with params.task; the v2025 files)
+// and the 2026-07-28 tasks extension (the gateway decides; the v2026 files),
+// and bridges 2026-07-28 clients to upstreams that speak only 2025-11-25
+// (the bridge files).
+//
+// The package imports no Caddy code and no store backend: callers identify
+// each request's owner with WithCaller, hand the gateway the next handler as
+// an http.Handler (an ErrorHandler, to keep its errors), and open the store
+// themselves.
+//
+// # Layers
+//
+// Each package imports only those below it (imports_test.go holds the
+// rules):
+//
+//	taskproxy            Config, New, Start, Close, ServeHTTP; for now also
+//	                     the protocol versions, the bridge and the runtime
+//	internal/gate        checks before acting: params and encoding read
+//	                     fail-closed, origin, rate limits, stream slots,
+//	                     the session-binding cache, idempotency
+//	internal/upstream    the gateway's own calls to the next handler
+//	task                 the task record, its status machine, leases, the
+//	                     Store contract (badgerstore and pgstore import it)
+//	jsonrpc              messages, errors, the fail-closed body reader
+//	internal/jsonx, sse, internal/runners
+//	                     JSON scanning and editing, event streams, goroutines
+//
+// # A request
+//
+// ServeHTTP starts the store if no request did yet, checks the session the
+// request names (a 2025-11-25 session belongs to the owner whose initialize
+// answer named it), reads the body with jsonrpc.Parse and the params check
+// (or refuses it), and tells the version apart. A tools/call that becomes a
+// task is stored before it is answered; its worker holds the task's lease
+// and runs the call through internal/upstream; other processes sharing the
+// store learn of changes through the store's event relay. Task methods are
+// answered from the store, by their owner only: another owner's task answers
+// as one that never existed.
+package taskproxy
