@@ -517,30 +517,7 @@ func v2025Params(params json.RawMessage) json.RawMessage {
 			params = p
 		}
 	}
-	meta, ok := jsonx.Get(params, "_meta")
-	if !ok {
-		return params
-	}
-	var keys []string
-	_, _ = jsonx.EachMember(meta, func(m jsonx.Member) bool {
-		var k string
-		if json.Unmarshal(meta[m.KeyStart:m.KeyEnd], &k) == nil && strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			keys = append(keys, k)
-		}
-		return true
-	})
-	for _, k := range keys {
-		if m, err := jsonx.Delete(meta, k); err == nil {
-			meta = m
-		}
-	}
-	var out json.RawMessage
-	var err error
-	if n, _ := countMembers(meta, 1); n == 0 {
-		out, err = jsonx.Delete(params, "_meta")
-	} else {
-		out, err = jsonx.Set(params, "_meta", meta)
-	}
+	out, err := jsonx.DeleteIn(params, "_meta", func(k string) bool { return strings.HasPrefix(k, "io.modelcontextprotocol/") })
 	if err != nil {
 		return params
 	}

@@ -334,25 +334,18 @@ func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *tas
 // tasks/result answer: it names the upstream's task id, and the task's
 // answer carries the gateway's own instead.
 func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	meta, ok := jsonx.Get(result, "_meta")
-	if !ok {
+	if meta, ok := jsonx.Get(result, "_meta"); !ok || !hasMember(meta, metaRelatedTask) {
 		return result
 	}
-	if _, ok := jsonx.Get(meta, metaRelatedTask); !ok {
-		return result
-	}
-	meta, err := jsonx.Delete(meta, metaRelatedTask)
-	if err != nil {
-		return result
-	}
-	var out []byte
-	if n, cerr := countMembers(meta, 1); cerr == nil && n == 0 {
-		out, err = jsonx.Delete(result, "_meta")
-	} else {
-		out, err = jsonx.Set(result, "_meta", meta)
-	}
+	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == metaRelatedTask })
 	if err != nil {
 		return result
 	}
 	return out
+}
+
+// hasMember reports whether the object obj has a member key.
+func hasMember(obj []byte, key string) bool {
+	_, ok := jsonx.Get(obj, key)
+	return ok
 }

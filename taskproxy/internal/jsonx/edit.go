@@ -144,3 +144,40 @@ func MarshalString(b []byte, s string) ([]byte, bool) {
 	b = append(b, s...)
 	return append(b, '"'), true
 }
+
+// DeleteIn returns obj with the members of its object member parent for
+// which drop reports true removed, and parent itself removed when nothing is
+// left in it (an empty parent too). obj comes back unchanged when parent is
+// absent or not an object, or holds members and none is dropped.
+func DeleteIn(obj []byte, parent string, drop func(key string) bool) ([]byte, error) {
+	inner, ok := Get(obj, parent)
+	if !ok || len(inner) == 0 || inner[0] != '{' {
+		return obj, nil
+	}
+	var keys []string
+	left := 0
+	if _, err := EachMember(inner, func(m Member) bool {
+		var k string
+		if json.Unmarshal(inner[m.KeyStart:m.KeyEnd], &k) == nil && drop(k) {
+			keys = append(keys, k)
+		} else {
+			left++
+		}
+		return true
+	}); err != nil {
+		return nil, err
+	}
+	if left == 0 {
+		return Delete(obj, parent)
+	}
+	if len(keys) == 0 {
+		return obj, nil
+	}
+	for _, k := range keys {
+		var err error
+		if inner, err = Delete(inner, k); err != nil {
+			return nil, err
+		}
+	}
+	return Set(obj, parent, inner)
+}

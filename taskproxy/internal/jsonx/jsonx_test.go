@@ -109,3 +109,22 @@ func FuzzEqualFold(f *testing.F) {
 		}
 	})
 }
+
+func TestDeleteIn(t *testing.T) {
+	ours := func(k string) bool { return len(k) > 3 && k[:3] == "io/" }
+	tests := []struct{ name, in, want string }{
+		{"some dropped", `{"a":1,"_meta":{"io/x":1,"k":2},"b":2}`, `{"a":1,"_meta":{"k":2},"b":2}`},
+		{"all dropped", `{"a":1,"_meta":{"io/x":1,"io/y":2}}`, `{"a":1}`},
+		{"empty parent", `{"_meta":{},"a":1}`, `{"a":1}`},
+		{"none dropped", `{"_meta":{"k":1}}`, `{"_meta":{"k":1}}`},
+		{"no parent", `{"a":1}`, `{"a":1}`},
+		{"parent not an object", `{"_meta":[1]}`, `{"_meta":[1]}`},
+		{"escaped key", `{"_meta":{"io\/x":1,"k":2}}`, `{"_meta":{"k":2}}`},
+	}
+	for _, tt := range tests {
+		got, err := DeleteIn([]byte(tt.in), "_meta", ours)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s: DeleteIn(%s) = %s, %v; want %s", tt.name, tt.in, got, err, tt.want)
+		}
+	}
+}
