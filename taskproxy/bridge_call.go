@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -118,21 +117,10 @@ func (bc *bridgedCall) setSession(base *http.Request, s *bridgeSession) {
 }
 
 // sessionLost reports whether ev is the upstream saying it no longer knows
-// the session, which a re-initialized session cures, once: HTTP 404 to the
-// call's own POST, as the transport specifies, or a 400 whose error names
-// the session, as servers built on the TypeScript SDK v1 examples answer
-// an id they do not hold.
+// the call's session (upstream.SessionLost), which a re-initialized session
+// cures, once.
 func (bc *bridgedCall) sessionLost(ev upstream.Event) bool {
-	if bc.restarted || bc.session.id == "" || ev.Final == nil || ev.Head == nil {
-		return false
-	}
-	switch ev.Head.Status {
-	case http.StatusNotFound:
-		return true
-	case http.StatusBadRequest:
-		return ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session")
-	}
-	return false
+	return !bc.restarted && bc.session.id != "" && upstream.SessionLost(ev)
 }
 
 // restart opens a new session in place of the lost one and sends the

@@ -3,7 +3,6 @@ package taskproxy
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -110,13 +109,7 @@ const msgBridgeSessionLost = "the upstream no longer knows the session the versi
 // bridgedCall.sessionLost reads it); the session then leaves the table, so
 // that the caller's next request opens a new one.
 func (g *Gateway) bridgedSessionLost(t *task.Task, ev *upstream.Event) bool {
-	if t.Era != task.Era2026 || t.Session == "" || ev.Final == nil || ev.Head == nil {
-		return false
-	}
-	switch {
-	case ev.Head.Status == http.StatusNotFound:
-	case ev.Head.Status == http.StatusBadRequest && ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session"):
-	default:
+	if t.Era != task.Era2026 || t.Session == "" || !upstream.SessionLost(*ev) {
 		return false
 	}
 	g.bridge.sessions.dropID(t.Session)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -173,4 +174,22 @@ func newResumeRequest(ctx context.Context, base *http.Request, lastID string) *h
 func IsInputRequired(result json.RawMessage) bool {
 	rt, ok := jsonx.Get(result, "resultType")
 	return ok && string(rt) == `"input_required"`
+}
+
+// SessionLost reports whether ev, the answer to a call made in a 2025-11-25
+// session, is the upstream saying it no longer knows the session: HTTP 404
+// to the call's own POST, as the transport specifies, or a 400 whose error
+// names the session, as servers built on the TypeScript SDK v1 examples
+// answer an id they do not hold.
+func SessionLost(ev Event) bool {
+	if ev.Final == nil || ev.Head == nil {
+		return false
+	}
+	switch ev.Head.Status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusBadRequest:
+		return ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session")
+	}
+	return false
 }
