@@ -264,13 +264,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (v2025, know
 	}
 	var answer *jsonrpc.Message
 	if resp.Status >= 200 && resp.Status <= 299 {
-		_ = upstream.ReadMessages(resp, &upstream.StreamPosition{}, 1<<20, func(m *jsonrpc.Message) (bool, error) {
-			if m.IsResponse() {
-				answer = m
-				return true, nil
-			}
-			return false, nil
-		})
+		answer, _ = upstream.ReadAnswer(resp, nil, 1<<20)
 		upstream.FinishBody(resp.Body, time.Second)
 	} else {
 		data := make([]byte, 0, 512)

@@ -454,14 +454,7 @@ func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, ne
 		upstream.FinishBody(resp.Body, time.Second)
 		return nil, fmt.Errorf("initialize: the upstream answered HTTP %d", resp.Status)
 	}
-	var answer *jsonrpc.Message
-	err = upstream.ReadMessages(resp, &upstream.StreamPosition{}, upstream.MaxResultOf(base.Context()), func(m *jsonrpc.Message) (bool, error) {
-		if m.IsResponse() && upstream.SameID(m.ID, id) {
-			answer = m
-			return true, nil
-		}
-		return false, nil
-	})
+	answer, err := upstream.ReadAnswer(resp, id, upstream.MaxResultOf(base.Context()))
 	upstream.FinishBody(resp.Body, time.Second)
 	if answer == nil {
 		return nil, fmt.Errorf("initialize: no answer: %w", err)

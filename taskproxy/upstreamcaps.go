@@ -260,15 +260,7 @@ func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next 
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, upstream.MaxHTTPFailureBody))
 		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: upstream.DescribeHTTPFailure(resp.Status, data)}, nil
 	}
-	var answer *jsonrpc.Message
-	var pos upstream.StreamPosition
-	err = upstream.ReadMessages(resp, &pos, upstream.MaxResultOf(ctx), func(m *jsonrpc.Message) (bool, error) {
-		if m.IsResponse() && upstream.SameID(m.ID, id) {
-			answer = m
-			return true, nil
-		}
-		return false, nil
-	})
+	answer, err := upstream.ReadAnswer(resp, id, upstream.MaxResultOf(ctx))
 	if answer != nil {
 		return answer, nil
 	}

@@ -1,7 +1,11 @@
 package upstream
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -25,6 +29,34 @@ func TestSessionLost(t *testing.T) {
 	for _, tt := range tests {
 		if got := SessionLost(tt.ev); got != tt.want {
 			t.Errorf("%s: SessionLost = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestReadAnswer(t *testing.T) {
+	sse := func(body string) *Response {
+		return &Response{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(body))}
+	}
+	const note = `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`
+	tests := []struct {
+		name    string
+		resp    *Response
+		id      json.RawMessage
+		want    string // the answer's id; "" for none
+		wantEOF bool
+	}{
+		{"json", &Response{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":"g:1","result":{}}`))}, json.RawMessage(`"g:1"`), `"g:1"`, false},
+		{"stream, after a notification and another response", sse("data: " + note + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"g:1\",\"result\":{}}\n\n"), json.RawMessage(`"g:1"`), `"g:1"`, false},
+		{"any response", sse("data: " + note + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"), nil, `7`, false},
+		{"ended without it", sse("data: " + note + "\n\n"), json.RawMessage(`"g:1"`), "", true},
+	}
+	for _, tt := range tests {
+		got, err := ReadAnswer(tt.resp, tt.id, 1<<20)
+		switch {
+		case tt.want != "" && (got == nil || string(got.ID) != tt.want):
+			t.Errorf("%s: answer %v, %v; want id %s", tt.name, got, err, tt.want)
+		case tt.want == "" && (got != nil || !errors.Is(err, io.EOF) != !tt.wantEOF):
+			t.Errorf("%s: answer %v, %v; want none and io.EOF", tt.name, got, err)
 		}
 	}
 }

@@ -326,6 +326,26 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 	}
 }
 
+// ReadAnswer reads resp, a 2xx answer, up to the response to id (to any
+// response when id is nil), skipping the other messages of a stream, and
+// returns it; with none, it returns nil and why reading stopped (io.EOF
+// when the answer ended first, as ReadMessages says). The caller finishes
+// the body.
+func ReadAnswer(resp *Response, id json.RawMessage, limit int64) (*jsonrpc.Message, error) {
+	var answer *jsonrpc.Message
+	err := ReadMessages(resp, &StreamPosition{}, limit, func(m *jsonrpc.Message) (bool, error) {
+		if m.IsResponse() && (id == nil || SameID(m.ID, id)) {
+			answer = m
+			return true, nil
+		}
+		return false, nil
+	})
+	if answer != nil {
+		return answer, nil
+	}
+	return nil, err
+}
+
 // DescribeHTTPFailure turns a non-2xx upstream answer into a JSON-RPC error:
 // the upstream's own error when its body carries one, else a summary.
 func DescribeHTTPFailure(status int, data []byte) *jsonrpc.Error {
