@@ -43,9 +43,6 @@ func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn f
 // An outcome write that fails is retried; one that keeps failing leaves a
 // small failure record; never does the task stay working.
 func TestOutcomeWriteFailures(t *testing.T) {
-	old := outcomeBackoff
-	outcomeBackoff = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
-	t.Cleanup(func() { outcomeBackoff = old })
 	tests := []struct {
 		name       string
 		fail       func(s *outcomeFailingStore) func(*task.Task) bool
@@ -63,7 +60,9 @@ func TestOutcomeWriteFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &outcomeFailingStore{Store: newMemStore(t)}
 			store.fail = tt.fail(store)
-			g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
+			rt := NewRuntime(store)
+			rt.outcomeBackoff = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+			g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,13 +174,12 @@ func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
 // A task whose worker could not store even a failure is retried by the
 // orphan loop once the store takes writes again.
 func TestUnsettledTaskRetried(t *testing.T) {
-	old := outcomeBackoff
-	outcomeBackoff = []time.Duration{time.Millisecond}
-	t.Cleanup(func() { outcomeBackoff = old })
 	var broken atomic.Bool
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}
-	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(store))
+	rt := NewRuntime(store)
+	rt.outcomeBackoff = []time.Duration{time.Millisecond}
+	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	if err != nil {
 		t.Fatal(err)
 	}

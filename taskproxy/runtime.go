@@ -73,6 +73,8 @@ type Runtime struct {
 	// relay carries events to the other processes sharing the store, when
 	// the store offers it (events.go, replicas.go).
 	relay task.EventRelay
+	// outcomeBackoff spaces the retries of an outcome write (storeOutcome).
+	outcomeBackoff []time.Duration
 }
 
 // routeBase is what work that starts without a client request (re-runs
@@ -120,7 +122,8 @@ func newRuntime() *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{Hub: NewHub(), workers: newWorkerTable(),
 		sessions: gate.NewSessionTable(gate.MaxSessions), streams: gate.NewStreamTable(), ctx: ctx, cancel: cancel,
-		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{}}
+		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{},
+		outcomeBackoff: defaultOutcomeBackoff}
 }
 
 // Ready reports whether the store is open and the background work runs.

@@ -219,9 +219,9 @@ func outcomeSettled(err error) bool {
 	return errors.Is(err, task.ErrTerminal) || errors.Is(err, task.ErrNotFound)
 }
 
-// outcomeBackoff spaces the attempts to store an outcome: about six
-// seconds in all.
-var outcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second, 3 * time.Second}
+// defaultOutcomeBackoff spaces the attempts to store an outcome: about six
+// seconds in all (Runtime.outcomeBackoff, which tests shorten).
+var defaultOutcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second, 3 * time.Second}
 
 // storeOutcome applies set to the task's record, retrying failed writes
 // with backoff. It gives up early when the task is settled, the store is
@@ -234,11 +234,11 @@ func (g *Gateway) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task, 
 			return nil
 		})
 		cancel()
-		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(outcomeBackoff) {
+		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(g.rt.outcomeBackoff) {
 			return rec, err
 		}
 		select {
-		case <-time.After(outcomeBackoff[i]):
+		case <-time.After(g.rt.outcomeBackoff[i]):
 		case <-g.rt.ctx.Done():
 			return nil, err
 		}
