@@ -101,7 +101,7 @@ func bridgeEndpoint(r *http.Request) string {
 	return strings.ToLower(r.Host) + r.URL.Path
 }
 
-// upstreamIsLegacy returns the cached probe answer for the request's
+// upstreamIsV2025 returns the cached probe answer for the request's
 // endpoint, probing when there is none or it is stale. Only one probe of an
 // endpoint runs at a time; the others wait for it. A probe that learns
 // nothing (the upstream is down, or refuses the caller) is not kept, and

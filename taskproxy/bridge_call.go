@@ -490,7 +490,7 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 	return bc.follow(c, pc.name, canTask, mode)
 }
 
-// upstreamSpeaksLegacy reports whether a task's upstream call is a
+// upstreamSpeaksV2025 reports whether a task's upstream call is a
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
 // 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
 // session).
