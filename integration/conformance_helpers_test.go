@@ -587,17 +587,35 @@ func buildEverythingServer(t testing.TB) string {
 	return bin
 }
 
+// issuedAddrs are the addresses freeAddr has handed out in this process.
+var issuedAddrs = struct {
+	sync.Mutex
+	seen map[string]bool
+}{seen: map[string]bool{}}
+
 // freeAddr returns a 127.0.0.1:port address whose port was free a moment
-// ago (listen on port 0, note the port, close).
+// ago (listen on port 0, note the port, close), and that it never returned
+// before: the kernel may hand a port it just freed out again, and Caddy
+// listens with SO_REUSEPORT, so a site and an admin endpoint given the same
+// port would both start and share its connections.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("freeAddr: %v", err)
+	issuedAddrs.Lock()
+	defer issuedAddrs.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("freeAddr: %v", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !issuedAddrs.seen[addr] {
+			issuedAddrs.seen[addr] = true
+			return addr
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	t.Fatal("freeAddr: no port that was not handed out before")
+	return ""
 }
 
 // lockedBuffer is an io.Writer safe for concurrent use with String.
