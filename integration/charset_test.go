@@ -44,13 +44,7 @@ app.listen(Number(process.env.PORT), "127.0.0.1");
 // dangerous_tool's runs so far.
 func tsExpressUpstream(t *testing.T) (addr string, runs func() int) {
 	t.Helper()
-	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
-	installMu.Lock()
-	dir := filepath.Join(mcpTestingCacheDir(t), "server-everything-"+tsEverythingVersion)
-	ensureInstalled(t, dir, func(tmp string) error {
-		return npmInstall(env, tmp, "@modelcontextprotocol/server-everything@"+tsEverythingVersion)
-	})
-	installMu.Unlock()
+	dir, env := installTSEverything(t)
 	node, err := lookPathIn("node", env)
 	if err != nil {
 		t.Fatal(err)

@@ -21,13 +21,7 @@ const tsEverythingVersion = "2026.8.31"
 // its streamable HTTP endpoint. The server is killed at test cleanup.
 func startTSEverything(t testing.TB) string {
 	t.Helper()
-	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
-	installMu.Lock()
-	dir := filepath.Join(mcpTestingCacheDir(t), "server-everything-"+tsEverythingVersion)
-	ensureInstalled(t, dir, func(tmp string) error {
-		return npmInstall(env, tmp, "@modelcontextprotocol/server-everything@"+tsEverythingVersion)
-	})
-	installMu.Unlock()
+	dir, env := installTSEverything(t)
 	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(entry); err != nil {
 		t.Fatalf("server-everything %s: %v", tsEverythingVersion, err)
@@ -52,4 +46,19 @@ func pathOf(env []string) []string {
 		}
 	}
 	return nil
+}
+
+// installTSEverything installs server-everything (and with it the
+// TypeScript SDK it is built on) into the mcp-testing cache once, and
+// returns its directory and an environment with Node 22 on PATH.
+func installTSEverything(t testing.TB) (dir string, env []string) {
+	t.Helper()
+	_, env = conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
+	installMu.Lock()
+	defer installMu.Unlock()
+	dir = filepath.Join(mcpTestingCacheDir(t), "server-everything-"+tsEverythingVersion)
+	ensureInstalled(t, dir, func(tmp string) error {
+		return npmInstall(env, tmp, "@modelcontextprotocol/server-everything@"+tsEverythingVersion)
+	})
+	return dir, env
 }
