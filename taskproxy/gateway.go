@@ -40,10 +40,10 @@ func ParseTaskSupport(s string) (TaskSupport, error) {
 	return "", fmt.Errorf("unknown task support %q (want forbidden, optional or required)", s)
 }
 
-// upstream.ErrorHandler is an http.Handler that can also report the error its chain
+// ErrorHandler is an http.Handler that can also report the error its chain
 // ended with, as Caddy's handlers do. Hand the gateway a next handler that
-// implements it, and a pass-through keeps Caddy's error handling and a worker
-// learns why its upstream call failed.
+// implements it, and a pass-through keeps Caddy's error handling and a
+// worker learns why its upstream call failed.
 type ErrorHandler interface {
 	http.Handler
 	ServeHTTPErr(w http.ResponseWriter, r *http.Request) error
@@ -73,9 +73,9 @@ type Config struct {
 	// gateway can read exactly as an upstream's JSON reader would (a batch,
 	// bytes after the message, keys that differ only in case, a charset
 	// other than UTF-8) to the next handler unread, instead of refusing it
-	// with HTTP 400 (415 for the charset). Whatever the
-	// upstream then runs escapes the gateway's tool modes, quotas, tasks and
-	// audit log: leave it off unless the upstream refuses such bodies itself.
+	// with HTTP 400 (415 for the charset). Whatever the upstream then runs
+	// escapes the gateway's tool modes, quotas, tasks and audit log: leave
+	// it off unless the upstream refuses such bodies itself.
 	PassUnreadable bool
 	// MaxResultBytes caps one message of an upstream answer (above all the
 	// result of a call, and each event of its stream): a task whose
