@@ -334,7 +334,11 @@ func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *tas
 // tasks/result answer: it names the upstream's task id, and the task's
 // answer carries the gateway's own instead.
 func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	if meta, ok := jsonx.Get(result, "_meta"); !ok || !hasMember(meta, metaRelatedTask) {
+	meta, ok := jsonx.Get(result, "_meta")
+	if !ok {
+		return result
+	}
+	if _, ok := jsonx.Get(meta, metaRelatedTask); !ok {
 		return result
 	}
 	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == metaRelatedTask })
@@ -342,10 +346,4 @@ func withoutRelatedTask(result json.RawMessage) json.RawMessage {
 		return result
 	}
 	return out
-}
-
-// hasMember reports whether the object obj has a member key.
-func hasMember(obj []byte, key string) bool {
-	_, ok := jsonx.Get(obj, key)
-	return ok
 }

@@ -29,23 +29,10 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 	if count > 0 {
 		ins = append(ins, ',')
 	}
-	ins = AppendString(ins, key)
+	ins, _ = MarshalString(ins, key)
 	ins = append(ins, ':')
 	ins = append(ins, value...)
 	return Splice(obj, closing, closing, ins), nil
-}
-
-// AppendString appends key as a JSON string.
-func AppendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			quoted, _ := json.Marshal(s)
-			return append(b, quoted...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // Delete returns obj without key (unchanged when key is absent).
