@@ -2,9 +2,8 @@ package taskproxy
 
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+	"go.uber.org/zap"
 )
-
-import "go.uber.org/zap"
 
 // The audit log records each task's lifecycle with who did what, for
 // operators: never the arguments or results of a call.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -87,8 +88,8 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	if err != nil {
 		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
 	}
-	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: v2025Params(c.msg.Params)}
-	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), metaLogLevel); ok {
+	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: translate.V2025Params(c.msg.Params)}
+	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), translate.MetaLogLevel); ok {
 		_ = json.Unmarshal(lvl, &bc.logLevel)
 	}
 	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
@@ -166,14 +167,14 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
-	if e := translateError(ev.Final.Error); e != nil {
+	if e := translate.Error(ev.Final.Error); e != nil {
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 		return
 	}
 	if bc.method == "tools/list" {
 		bc.g.caps.learnTools(ev.Final.Result) // what the upstream runs as its own task
 	}
-	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translateResult(bc.method, ev.Final.Result, bc.session.serverInfo)})
+	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
 		e := bc.g.internalError("encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.msg.ID, e)
@@ -502,5 +503,5 @@ func bridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
 	if t.Era != task.Era2026 || t.Session == "" || result == nil {
 		return result
 	}
-	return translateResult("tools/call", result, nil)
+	return translate.Result("tools/call", result, nil)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -409,7 +410,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 	base.Header.Del(upstream.HeaderProtocolVersion)
 	next := c.next
 	clientInfo := json.RawMessage(`{"name":"caddy-mcp-tasks-bridge","version":"1"}`)
-	if info, ok := jsonx.Get(jsonx.OrEmptyObject(jsonx.GetOr(c.msg.Params, "_meta")), metaClientInfo); ok && len(info) > 0 && info[0] == '{' {
+	if info, ok := jsonx.Get(jsonx.OrEmptyObject(jsonx.GetOr(c.msg.Params, "_meta")), translate.MetaClientInfo); ok && len(info) > 0 && info[0] == '{' {
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -63,7 +64,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 		c.failV2026(e)
 		return nil
 	}
-	t := c.newTask(task.Era2026, name, v2025Params(c.msg.Params), g.cfg.DefaultTTL)
+	t := c.newTask(task.Era2026, name, translate.V2025Params(c.msg.Params), g.cfg.DefaultTTL)
 	t.UpstreamTask, t.Session = true, s.id
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).

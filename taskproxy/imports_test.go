@@ -27,6 +27,7 @@ var importRules = []struct {
 	{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/internal/upstream", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/gate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
+	{"taskproxy/internal/translate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap"}},
 	{"taskproxy/badgerstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/pgstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},

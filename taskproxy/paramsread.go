@@ -1,6 +1,9 @@
 package taskproxy
 
-import "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+import (
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+)
 
 // paramsRead are the members of params the gateway reads or edits in any
 // request or notification it looks at: those MCP defines for the methods it
@@ -12,7 +15,7 @@ var paramsRead = &gate.ReadMembers{
 		2: {Names: []string{"ttl"}},
 		4: {
 			Names: []string{metaProtocolVersion, metaClientCapabilities, gate.MetaIdempotencyKey, "progressToken",
-				metaRelatedTask, metaLogLevel, metaClientInfo},
+				metaRelatedTask, translate.MetaLogLevel, translate.MetaClientInfo},
 			Nested: []*gate.ReadMembers{1: {
 				Names:  []string{"extensions", "tasks"},
 				Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},

@@ -1,10 +1,10 @@
 package taskproxy
 
 import (
+	"context"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
-
-import "context"
 
 // StoreStats reports the size of the runtime's store; ok is false when the
 // store cannot tell (it does not implement StatsReporter, or is not open yet).

@@ -1,0 +1,77 @@
+package translate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+)
+
+func TestBridgeTranslateResult(t *testing.T) {
+	info := json.RawMessage(`{"name":"up","version":"1"}`)
+	tests := []struct {
+		name, method, in string
+		info             json.RawMessage
+		want             string
+	}{
+		{"call gets resultType", "tools/call", `{"content":[]}`, nil, `{"content":[],"resultType":"complete"}`},
+		{"resultType kept", "tools/call", `{"resultType":"complete","content":[]}`, nil, `{"resultType":"complete","content":[]}`},
+		{"empty result", "ping", ``, nil, `{"resultType":"complete"}`},
+		{"list is cacheable, tools lose execution", "tools/list",
+			`{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"}]}`, nil,
+			`{"tools":[{"name":"a"},{"name":"b"}],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`},
+		{"read is cacheable", "resources/read", `{"contents":[]}`, nil, `{"contents":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}`},
+		{"server info", "prompts/get", `{"messages":[]}`, info, `{"messages":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"1"}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Result(tt.method, json.RawMessage(tt.in), tt.info)
+			if !jsonEqual(t, got, tt.want) {
+				t.Errorf("Result = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a json.RawMessage, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+func TestBridgeV2025Params(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"protocol fields go, progress token stays",
+			`{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}`,
+			`{"name":"x","_meta":{"progressToken":7}}`},
+		{"only protocol fields: _meta goes",
+			`{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, `{"name":"x"}`},
+		{"multi-round-trip members go",
+			`{"name":"x","inputResponses":{"a":{}},"requestState":"s"}`, `{"name":"x"}`},
+		{"no params", ``, `{}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := V2025Params(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
+				t.Errorf("V2025Params = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBridgeTranslateError(t *testing.T) {
+	if e := Error(jsonrpc.Errorf(-32002, "Resource not found")); e.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("-32002 became %d, want -32602", e.Code)
+	}
+	if e := Error(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "x")); e.Code != jsonrpc.CodeMethodNotFound {
+		t.Errorf("-32601 became %d", e.Code)
+	}
+}
