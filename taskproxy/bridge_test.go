@@ -331,7 +331,7 @@ func TestBridgeRequestOnSession(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, notes := send("tools/list", tt.meta)
-			if res.Error != nil || !jsonEqual(t, res.Result, `{"tools":[{"name":"t","inputSchema":{}}],"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"legacy","version":"1"}}}`) {
+			if res.Error != nil || !sameJSON(res.Result, []byte(`{"tools":[{"name":"t","inputSchema":{}}],"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"legacy","version":"1"}}}`)) {
 				t.Errorf("tools/list = %s %v", res.Result, res.Error)
 			}
 			if len(notes) != len(tt.notes) {
