@@ -68,11 +68,11 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	if t.Status.Terminal() {
 		return t, task.ErrTerminal
 	}
-	g := rt.gatewayFor(t.Route)
-	if g == nil { // the route is gone: the gateway in charge has the store and logs
-		g = rt.gateway.Load()
+	route := rt.routeFor(t.Route)
+	if route == nil { // the route is gone: the gateway in charge has the store and logs
+		route = rt.current.Load()
 	}
-	if g == nil {
+	if route == nil {
 		return nil, task.ErrNotReady
 	}
 	// The upstream's notification goes through Caddy's handler chain,
@@ -82,7 +82,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	if run, ok := rt.workers.get(id); ok && run.base != nil {
 		ctx = run.base.Context()
 	}
-	cancelled, err := g.cancelTask(ctx, t.Owner, id, nil)
+	cancelled, err := route.cancelTask(ctx, t.Owner, id, nil)
 	if err != nil {
 		if errors.Is(err, task.ErrTerminal) { // it ended meanwhile
 			if now, gerr := rt.GetAny(ctx, id); gerr == nil {
@@ -91,7 +91,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 		}
 		return nil, fmt.Errorf("cancelling task %s: %w", id, err)
 	}
-	if ce := g.auditLog.Check(zap.InfoLevel, auditOperatorCancelled); ce != nil {
+	if ce := route.auditLog.Check(zap.InfoLevel, auditOperatorCancelled); ce != nil {
 		ce.Write(zap.String("task", id), zap.String("principal", t.Principal), zap.String("tenant", t.Tenant),
 			zap.String("tool", t.Tool), zap.String("operator", operator))
 	}

@@ -143,7 +143,7 @@ func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 		answers[fmt.Sprint("x", i)] = inputAnswer{Result: json.RawMessage(`1`)}
 	}
 	answers[k1] = inputAnswer{Result: json.RawMessage(`{"a":1}`)}
-	got, err := g.answerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
+	got, err := g.route.answerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

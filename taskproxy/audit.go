@@ -21,8 +21,8 @@ const (
 )
 
 // audit logs one event of task t (nil when the caller may not see it).
-func (g *Gateway) audit(event string, taskID string, t *task.Task, who Caller) {
-	ce := g.auditLog.Check(zap.InfoLevel, event)
+func (route *Route) audit(event string, taskID string, t *task.Task, who Caller) {
+	ce := route.auditLog.Check(zap.InfoLevel, event)
 	if ce == nil {
 		return
 	}
@@ -35,24 +35,24 @@ func (g *Gateway) audit(event string, taskID string, t *task.Task, who Caller) {
 
 // auditTask logs an event of t on behalf of the principal that owns it, and
 // tells the observer of creations.
-func (g *Gateway) auditTask(event string, t *task.Task) {
-	g.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
-	if event == auditCreated && g.cfg.Observer != nil {
-		g.cfg.Observer.TaskCreated(t.Era)
+func (route *Route) auditTask(event string, t *task.Task) {
+	route.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	if event == auditCreated && route.cfg.Observer != nil {
+		route.cfg.Observer.TaskCreated(t.Era)
 	}
 }
 
 // auditOutcome logs how a task ended.
-func (g *Gateway) auditOutcome(t *task.Task) {
-	if g.cfg.Observer != nil && t.Status.Terminal() {
-		g.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
+func (route *Route) auditOutcome(t *task.Task) {
+	if route.cfg.Observer != nil && t.Status.Terminal() {
+		route.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
 	}
 	switch t.Status {
 	case task.StatusCompleted:
-		g.auditTask(auditCompleted, t)
+		route.auditTask(auditCompleted, t)
 	case task.StatusFailed:
-		g.auditTask(auditFailed, t)
+		route.auditTask(auditFailed, t)
 	case task.StatusCancelled:
-		g.auditTask(auditCancelled, t)
+		route.auditTask(auditCancelled, t)
 	}
 }

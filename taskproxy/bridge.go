@@ -343,7 +343,7 @@ func (c *call) serveBridged() error {
 func (c *call) bridgeDiscover(meta requestMeta) error {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		c.failV2026(c.g.upstreamFailure(err))
+		c.failV2026(upstreamFailure(c.g.log, err))
 		return nil
 	}
 	defer s.release()
@@ -353,7 +353,7 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	}
 	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
 	if caps, err = jsonx.SetPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
-		c.failV2026(c.g.internalError("building the discover result", err))
+		c.failV2026(internalError(c.g.log, "building the discover result", err))
 		return nil
 	}
 	res := map[string]any{

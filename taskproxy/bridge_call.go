@@ -86,7 +86,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	g := c.g
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		return nil, g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err))
+		return nil, upstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: translate.V2025Params(c.msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), translate.MetaLogLevel); ok {
@@ -95,13 +95,13 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
 	if bc.body, err = jsonrpc.RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
-		return nil, g.internalError("encoding the upstream request", err)
+		return nil, internalError(g.log, "encoding the upstream request", err)
 	}
 	base := g.cfg.Detach(c.r)
 	base.Header.Del(upstream.HeaderMethod)
 	base.Header.Del(upstream.HeaderName)
 	bc.setSession(base, s)
-	bc.run = g.newRun(base, c.next)
+	bc.run = g.route.newRun(base, c.next)
 	// The session is held as long as the call runs, task or not.
 	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
 	bc.a = upstream.StartAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
@@ -132,7 +132,7 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
 	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
-		return bc.g.upstreamFailure(fmt.Errorf("re-opening the upstream session: %w", err))
+		return upstreamFailure(bc.g.log, fmt.Errorf("re-opening the upstream session: %w", err))
 	}
 	if bc.unhold() {
 		bc.session.release()
@@ -156,14 +156,14 @@ func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
 
 // answer sends the upstream the response to one of its requests.
 func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer inputAnswer) error {
-	return bc.g.answerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
+	return bc.g.route.answerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
 }
 
 // sendFinal answers the client with the upstream's last event, translated.
 func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	c := reply.c
 	if ev.Err != nil {
-		e := bc.g.upstreamFailure(ev.Err)
+		e := upstreamFailure(bc.g.log, ev.Err)
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
@@ -176,7 +176,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	}
 	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
-		e := bc.g.internalError("encoding a result", err)
+		e := internalError(bc.g.log, "encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.msg.ID, e)
 	}
 	reply.send(data, http.StatusOK)
@@ -185,7 +185,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 // cancelUpstream tells the upstream the call is cancelled: on 2025-11-25
 // closing the stream is not a cancellation.
 func (bc *bridgedCall) cancelUpstream(reason string) {
-	bc.g.notifyUpstreamCancelled(bc.run.ctx, bc.run, &task.Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
+	bc.g.route.notifyUpstreamCancelled(bc.run.ctx, bc.run, &task.Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
 }
 
 // serveBridgedToolsCall serves a tools/call through the bridge: a retry of
@@ -201,7 +201,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
-			c.failV2026(g.upstreamFailure(fmt.Errorf("opening the upstream session: %w", err)))
+			c.failV2026(upstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
 		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
@@ -309,8 +309,6 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 		}
 	}
 }
-
-const msgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
 
 // parkedCall is a call waiting for the client's retry with inputResponses.
 type parkedCall struct {
@@ -442,7 +440,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, g.internalError("encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.msg.ID, internalError(g.log, "encoding input_required", err))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -480,7 +478,7 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		if err := bc.answer(c.r.Context(), req.ID, inputAnswer{Result: answer}); err != nil {
 			bc.cancelUpstream("the answer could not be sent")
 			bc.run.release()
-			c.failV2026(g.upstreamFailure(err))
+			c.failV2026(upstreamFailure(g.log, err))
 			return nil
 		}
 		delete(pc.pending, key)
@@ -489,19 +487,4 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		return g.parkAndReply(c, &v2026Reply{c: c}, pc, nil)
 	}
 	return bc.follow(c, pc.name, canTask, mode)
-}
-
-// upstreamSpeaksV2025 reports whether a task's upstream call is a
-// 2025-11-25 one (server-to-client requests, notifications/cancelled): a
-// 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
-// session).
-func upstreamSpeaksV2025(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
-
-// bridgedResult is the result a task records: for a bridged task the
-// upstream's 2025-11-25 result with the 2026-07-28 fields.
-func bridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
-	if t.Era != task.Era2026 || t.Session == "" || result == nil {
-		return result
-	}
-	return translate.Result("tools/call", result, nil)
 }

@@ -79,18 +79,18 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	}
 	base := g.cfg.Detach(c.r)
 	bridgeHeaders(base.Header, s)
-	run := g.newRun(base, c.next)
+	run := g.route.newRun(base, c.next)
 	body, err := upstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.release()
-		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
+		g.route.finish(t, nil, internalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return c.reply(toV2026Create(t))
 	}
 	// The session stays held while the task runs: the table must not end
 	// it under the follow.
 	s.hold()
 	context.AfterFunc(run.ctx, s.release)
-	g.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	g.route.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 	return c.reply(toV2026Create(t))
 }
 
@@ -100,10 +100,6 @@ func (s *bridgeSession) hold() {
 	s.refs++
 	s.table.mu.Unlock()
 }
-
-// msgBridgeSessionLost is the error of a bridged task whose upstream
-// session the upstream no longer knew when the task was to be created.
-const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
 
 // bridgedSessionLost reports whether ev, the answer to a bridged task's
 // creating call, says the upstream no longer knows the task's session (as

@@ -235,7 +235,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	}
 	caller := post(`{}`, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/update", "Mcp-Name", id)
 	answers := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
-	if _, err := g.answerInputs(t.Context(), Anonymous, id, answers, caller, up); err != nil {
+	if _, err := g.route.answerInputs(t.Context(), Anonymous, id, answers, caller, up); err != nil {
 		t.Fatal(err)
 	}
 	if off := up.offSession(); len(off) > 0 || !strings.Contains(string(up.answer), "accept") {

@@ -152,9 +152,9 @@ type Gateway struct {
 	log      *zap.Logger
 	auditLog *zap.Logger
 	limiter  *gate.RateLimiter
-	// base is the route's base for work without a client request;
-	// started is set once Start succeeded.
-	base    *routeBase
+	// route is what the runtime knows of this configuration's route: its
+	// tasks' policy and hooks; started is set once Start succeeded.
+	route   *Route
 	started atomic.Bool
 	// caps is what the gateway learned of its upstream's own tasks.
 	caps upstreamCaps
@@ -195,7 +195,11 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if g.auditLog == nil {
 		g.auditLog = zap.NewNop()
 	}
-	rt.register(g)
+	g.route = rt.newRoute(RouteConfig{
+		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
+		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
+		Logger: g.log, AuditLogger: g.auditLog, Start: g.Start, SessionLost: g.bridgedSessionLost,
+	})
 	return g, nil
 }
 
@@ -210,12 +214,12 @@ func (g *Gateway) Start() error {
 		return nil
 	}
 	if err := g.rt.open(); err != nil {
-		g.rt.startFailed(g, err)
+		g.rt.startFailed(g.route, err)
 		return fmt.Errorf("opening the task store: %w", err)
 	}
 	g.rt.startFailed(nil, nil)
 	if g.started.CompareAndSwap(false, true) {
-		g.rt.adopt(g)
+		g.rt.adopt(g.route)
 	}
 	return nil
 }
@@ -223,7 +227,7 @@ func (g *Gateway) Start() error {
 // Close is called when g's configuration is cleaned up (whether or not it
 // started): another started gateway takes over background work.
 func (g *Gateway) Close() {
-	g.rt.unregister(g)
+	g.rt.unregister(g.route)
 	g.bridge.close()
 }
 
@@ -240,7 +244,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			return nil
 		}
 	}
-	g.served(r, next)
+	g.route.served(r, next)
 	who := CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil
@@ -373,7 +377,7 @@ func (c *call) serveV2025Request() error {
 func (c *call) reply(result any) error {
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, result)
 	if err != nil {
-		c.fail(c.g.internalError("encoding a result", err, zap.String("method", c.msg.Method)))
+		c.fail(internalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
 		return nil
 	}
 	writeJSON(c.w, http.StatusOK, data)

@@ -53,8 +53,8 @@ type inputAnswer struct {
 // that are not outstanding (never issued, already answered) are ignored, as
 // is a task that has ended. Once nothing is outstanding the task is working
 // again. caller supplies the headers and next handler for the upstream.
-func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*task.Task, error) {
-	t, err := g.rt.Store.Get(ctx, owner, taskID)
+func (route *Route) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*task.Task, error) {
+	t, err := route.rt.Store.Get(ctx, owner, taskID)
 	if err != nil || t.Status.Terminal() {
 		return t, err
 	}
@@ -68,7 +68,7 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 			continue
 		}
 		base, via := caller, next
-		if run, ok := g.rt.workers.get(taskID); ok {
+		if run, ok := route.rt.workers.get(taskID); ok {
 			base, via = run.base, run.next
 		} else {
 			// The worker runs on another replica, or not yet after a
@@ -77,11 +77,11 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 			// a call on a 2025-11-25 session).
 			base = taskUpstreamBase(ctx, caller, t)
 		}
-		if err := g.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
+		if err := route.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
 			return nil, err
 		}
 	}
-	t, err = g.rt.Store.Update(ctx, owner, taskID, func(rec *task.Task) error {
+	t, err = route.rt.Store.Update(ctx, owner, taskID, func(rec *task.Task) error {
 		changed := false
 		for i := range rec.Inputs {
 			in := &rec.Inputs[i]
@@ -105,18 +105,18 @@ func (g *Gateway) answerInputs(ctx context.Context, owner, taskID string, answer
 	})
 	switch err {
 	case nil:
-		g.auditTask(auditInputAnswered, t)
-		g.rt.Hub.Changed(taskID)
+		route.auditTask(auditInputAnswered, t)
+		route.rt.Hub.Changed(taskID)
 		return t, nil
 	case errNoChange, task.ErrTerminal:
-		return g.rt.Store.Get(ctx, owner, taskID)
+		return route.rt.Store.Get(ctx, owner, taskID)
 	}
 	return nil, err
 }
 
 // answerUpstream sends the upstream a JSON-RPC response to one of its
 // requests, on the task's session.
-func (g *Gateway) answerUpstream(ctx context.Context, t *task.Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
+func (route *Route) answerUpstream(ctx context.Context, t *task.Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
 	body, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
 	if err != nil {
 		return fmt.Errorf("encoding the answer: %w", err)

@@ -34,9 +34,9 @@ func newErrorRef() string {
 // internalError logs err under a new reference, with what the gateway was
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
-func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
+func internalError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	ref := newErrorRef()
-	if ce := g.log.Check(zap.ErrorLevel, what); ce != nil {
+	if ce := log.Check(zap.ErrorLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref %s)", ref)
@@ -45,7 +45,7 @@ func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *js
 // clientError maps an error of the gateway's own work to the client's
 // error: a JSON-RPC error as is, one of the store's refusals with its text,
 // anything else through internalError.
-func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
+func clientError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		return rpcErr
@@ -53,7 +53,7 @@ func (g *Gateway) clientError(what string, err error, fields ...zap.Field) *json
 	if safeStoreError(err) {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", err.Error())
 	}
-	return g.internalError(what, err, fields...)
+	return internalError(log, what, err, fields...)
 }
 
 // safeStoreError reports the store's refusals, whose text names no data.
@@ -72,7 +72,7 @@ func safeStoreError(err error) bool {
 // becomes "upstream unreachable" and any other foreign error (the next
 // handler's, a panic) "upstream call failed", each with a reference to the
 // details in the log.
-func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *jsonrpc.Error {
+func upstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
@@ -87,7 +87,7 @@ func (g *Gateway) upstreamFailure(err error, fields ...zap.Field) *jsonrpc.Error
 	if unreachable(err) {
 		msg = "upstream unreachable"
 	}
-	if ce := g.log.Check(zap.WarnLevel, msg); ce != nil {
+	if ce := log.Check(zap.WarnLevel, msg); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", msg, ref)
@@ -128,10 +128,9 @@ func foreignError(err error) bool {
 
 // answerFailure is the error of a client's input answer that could not be
 // delivered: forwarding it upstream or recording it failed.
-func (g *Gateway) answerFailure(err error, taskID string) *jsonrpc.Error {
+func answerFailure(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
 	if strings.Contains(err.Error(), "upstream") { // the gateway's own wording: forwarding failed
-
-		return g.upstreamFailure(err, zap.String("task", taskID))
+		return upstreamFailure(log, err, zap.String("task", taskID))
 	}
-	return g.clientError("answering an input request", err, zap.String("task", taskID))
+	return clientError(log, "answering an input request", err, zap.String("task", taskID))
 }

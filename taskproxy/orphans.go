@@ -43,14 +43,14 @@ func (rt *Runtime) failOrphansLoop() {
 		case <-rt.ctx.Done():
 			return
 		case now := <-tick.C:
-			g := rt.gateway.Load()
-			if g == nil {
+			route := rt.current.Load()
+			if route == nil {
 				continue
 			}
-			g.settleUnsettled(rt.ctx)
+			route.settleUnsettled(rt.ctx)
 			if now.Sub(lastScan) >= orphanScanInterval {
 				lastScan = now
-				g.failOrphans(rt.ctx, clock())
+				route.failOrphans(rt.ctx, clock())
 			}
 		}
 	}
@@ -58,24 +58,24 @@ func (rt *Runtime) failOrphansLoop() {
 
 // settleUnsettled tries once more to fail each unsettled task, and returns
 // how many it settled.
-func (g *Gateway) settleUnsettled(ctx context.Context) int {
+func (route *Route) settleUnsettled(ctx context.Context) int {
 	settled := 0
-	g.rt.unsettled.Range(func(k, v any) bool {
+	route.rt.unsettled.Range(func(k, v any) bool {
 		id, owner := k.(string), v.(string)
-		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
+		rec, err := route.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
 			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 			return nil
 		})
 		switch {
 		case err == nil:
 			settled++
-			g.auditOutcome(rec)
-			g.rt.Hub.Changed(id)
-			g.rt.unsettled.Delete(id)
+			route.auditOutcome(rec)
+			route.rt.Hub.Changed(id)
+			route.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
-			g.rt.unsettled.Delete(id)
+			route.rt.unsettled.Delete(id)
 		default:
-			g.log.Warn("recording the failure of an unsettled task", zap.String("task", id), zap.Error(err))
+			route.log.Warn("recording the failure of an unsettled task", zap.String("task", id), zap.Error(err))
 		}
 		return ctx.Err() == nil
 	})
@@ -84,18 +84,18 @@ func (g *Gateway) settleUnsettled(ctx context.Context) int {
 
 // failOrphans fails the tasks leased to this process, with the lease run
 // out at now, that no worker of this process runs, and returns how many.
-func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
-	holder, failed, cursor := g.rt.Store.Holder(), 0, ""
+func (route *Route) failOrphans(ctx context.Context, now time.Time) int {
+	holder, failed, cursor := route.rt.Store.Holder(), 0, ""
 	orphaned := func(t *task.Task) bool {
-		_, running := g.rt.workers.get(t.ID)
-		_, resuming := g.rt.resuming.Load(t.ID)
+		_, running := route.rt.workers.get(t.ID)
+		_, resuming := route.rt.resuming.Load(t.ID)
 		return !running && !resuming && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
 	}
 	for {
-		tasks, next, err := g.rt.Store.ListActive(ctx, cursor, 200)
+		tasks, next, err := route.rt.Store.ListActive(ctx, cursor, 200)
 		if err != nil {
 			if ctx.Err() == nil {
-				g.log.Warn("listing tasks for the orphan pass", zap.Error(err))
+				route.log.Warn("listing tasks for the orphan pass", zap.Error(err))
 			}
 			return failed
 		}
@@ -105,7 +105,7 @@ func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 			}
 			// Checked again in the compare-and-set: a worker started
 			// meanwhile renewed the lease first.
-			rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+			rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 				if !orphaned(rec) {
 					return errNoChange
 				}
@@ -115,11 +115,11 @@ func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 			switch {
 			case err == nil:
 				failed++
-				g.log.Warn("failed a task whose worker was lost", zap.String("task", t.ID))
-				g.auditOutcome(rec)
-				g.rt.Hub.Changed(t.ID)
+				route.log.Warn("failed a task whose worker was lost", zap.String("task", t.ID))
+				route.auditOutcome(rec)
+				route.rt.Hub.Changed(t.ID)
 			case !errors.Is(err, errNoChange) && !outcomeSettled(err):
-				g.log.Warn("failing a task whose worker was lost", zap.String("task", t.ID), zap.Error(err))
+				route.log.Warn("failing a task whose worker was lost", zap.String("task", t.ID), zap.Error(err))
 			}
 		}
 		if next == "" {

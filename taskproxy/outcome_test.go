@@ -104,7 +104,7 @@ func TestOrphanPass(t *testing.T) {
 	defer g.rt.workers.remove(running.ID, nil)
 	other := mk("another-process", now.Add(-time.Second))
 
-	if n := g.failOrphans(ctx, now); n != 1 {
+	if n := g.route.failOrphans(ctx, now); n != 1 {
 		t.Errorf("failed %d tasks, want 1", n)
 	}
 	for _, tc := range []struct {
@@ -200,11 +200,11 @@ func TestUnsettledTaskRetried(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := g.settleUnsettled(context.Background()); n != 0 {
+	if n := g.route.settleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store refuses", n)
 	}
 	broken.Store(false)
-	if n := g.settleUnsettled(context.Background()); n != 1 {
+	if n := g.route.settleUnsettled(context.Background()); n != 1 {
 		t.Fatalf("settled %d, want 1", n)
 	}
 	rec, err := g.rt.Store.Get(context.Background(), Anonymous, id)

@@ -58,8 +58,8 @@ func (rt *Runtime) recover() {
 		tasks, next, err := rt.Store.ListActive(ctx, cursor, 200)
 		if err != nil {
 			if ctx.Err() == nil {
-				if g := rt.gateway.Load(); g != nil {
-					g.log.Error("listing tasks to recover", zap.Error(err))
+				if route := rt.current.Load(); route != nil {
+					route.log.Error("listing tasks to recover", zap.Error(err))
 				}
 			}
 			return
@@ -84,11 +84,11 @@ func (rt *Runtime) recover() {
 // recoverTask resumes or fails t, an orphan this process claimed; why says
 // what happened to its worker.
 func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery) {
-	g := rt.gatewayFor(t.Route)
+	route := rt.routeFor(t.Route)
 	switch {
-	case g == nil:
-		if g = rt.gateway.Load(); g != nil { // its store and logs; the task fails
-			g.failOrphan(ctx, t, why.routeGone)
+	case route == nil:
+		if route = rt.current.Load(); route != nil { // its store and logs; the task fails
+			route.failOrphan(ctx, t, why.routeGone)
 		}
 	case t.Era == task.Era2026 && t.Session != "" && t.UpstreamTaskID == "":
 		// Bridged (bridge_call.go): its input and its outcome belonged to
@@ -96,38 +96,38 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 		// process; answers would reach nothing. A bridged task the
 		// upstream runs itself, whose id was recorded, lives on in the
 		// upstream's session and is followed again below (bridge_task.go).
-		g.failOrphan(ctx, t, why.lost)
+		route.failOrphan(ctx, t, why.lost)
 	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
-		g.resume(t, nil, "", why)
+		route.resume(t, nil, "", why)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
-		g.resume(t, nil, "", why)
-	case g.cfg.RetryOnRestart[t.Tool]:
+		route.resume(t, nil, "", why)
+	case route.cfg.RetryOnRestart[t.Tool]:
 		params, err := upstreamCallParams(t)
 		if err != nil {
-			g.failOrphan(ctx, t, why.lost)
+			route.failOrphan(ctx, t, why.lost)
 			return
 		}
-		g.resume(t, params, why.rerun, why)
+		route.resume(t, params, why.rerun, why)
 	default:
-		g.failOrphan(ctx, t, why.lost)
+		route.failOrphan(ctx, t, why.lost)
 	}
 }
 
 // failOrphan fails an orphan whose call's outcome is unknown.
-func (g *Gateway) failOrphan(ctx context.Context, t *task.Task, message string) {
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string) {
+	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", message)
 		return rec.SetStatus(task.StatusFailed, message, clock())
 	})
 	if err == nil {
-		g.auditOutcome(rec)
-		g.rt.Hub.Changed(t.ID)
+		route.auditOutcome(rec)
+		route.rt.Hub.Changed(t.ID)
 	}
 }
 
 // resume restarts a worker for t once its route has served a request, whose
 // next handler the work goes through: with params, a new attempt of the
-// call; without, a wait for the client's input. g is the route's gateway;
+// call; without, a wait for the client's input. route is the route's gateway;
 // the work runs under the route's gateway in charge by then. why is how it
 // was recovered (recoverTask).
 //
@@ -137,12 +137,11 @@ func (g *Gateway) failOrphan(ctx context.Context, t *task.Task, message string) 
 // without it. Should this route serve first, the lease is taken again and
 // the task recovered afresh from its record (another worker may have
 // moved it on meanwhile); if another worker holds it, it is left to it.
-func (g *Gateway) resume(t *task.Task, params []byte, message string, why *recovery) {
-	rt := g.rt
-	route := g.cfg.Route
-	b := rt.routeBase(route)
+func (route *Route) resume(t *task.Task, params []byte, message string, why *recovery) {
+	rt, name := route.rt, route.cfg.Name
+	b := rt.routeBase(name)
 	b.awaiting.Store(true)
-	rs := &resumingTask{owner: t.Owner, why: why, since: clock(), wait: g.cfg.ResumeWait}
+	rs := &resumingTask{owner: t.Owner, why: why, since: clock(), wait: route.cfg.ResumeWait}
 	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
@@ -162,14 +161,14 @@ func (g *Gateway) resume(t *task.Task, params []byte, message string, why *recov
 			case !errors.Is(err, task.ErrLeaseHeld) && !outcomeSettled(err) && rt.ctx.Err() == nil:
 				// Left released: another replica's takeover, or the
 				// orphan scan, settles it.
-				g.log.Warn("taking back the lease of a task to resume", zap.String("task", t.ID), zap.Error(err))
+				route.log.Warn("taking back the lease of a task to resume", zap.String("task", t.ID), zap.Error(err))
 			}
 			return
 		}
 		defer rt.resuming.CompareAndDelete(t.ID, rs)
-		current := rt.gatewayFor(route)
+		current := rt.routeFor(name)
 		if current == nil {
-			current = g
+			current = route
 		}
 		run := current.newRun(current.rerunBase(b.base.r, t), b.base.next)
 		if params == nil {
@@ -180,7 +179,7 @@ func (g *Gateway) resume(t *task.Task, params []byte, message string, why *recov
 		if err != nil {
 			run.release()
 			if !errors.Is(err, task.ErrTerminal) {
-				current.finish(t, nil, current.clientError("re-running after a restart", err, zap.String("task", t.ID)))
+				current.finish(t, nil, clientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
 		}
@@ -216,12 +215,12 @@ func (rs *resumingTask) resume() bool {
 // request the route served since the restart (Caddy's values, detached),
 // with the task's own endpoint, host and routing headers. None of that
 // caller's headers are kept: they are another client's.
-func (g *Gateway) rerunBase(served *http.Request, t *task.Task) *http.Request {
+func (route *Route) rerunBase(served *http.Request, t *task.Task) *http.Request {
 	// The served request is another caller's: the re-run carries the
 	// task's own caller, and Detach is told it is a re-run, so that the
 	// glue drops that caller's connection and authentication state.
 	ctx := RerunContext(served.Context(), Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
-	base := g.cfg.Detach(served.WithContext(ctx))
+	base := route.cfg.Detach(served.WithContext(ctx))
 	base.TLS = nil
 	base.Header = http.Header{}
 	for k, v := range t.Headers {

@@ -68,16 +68,16 @@ func (rt *Runtime) closeShared() {
 	}
 	rt.Hub.setRelay(nil)
 	if err := rt.relay.Close(); err != nil {
-		if g := rt.gateway.Load(); g != nil {
-			g.log.Warn("closing the store's event relay", zap.Error(err))
+		if route := rt.current.Load(); route != nil {
+			route.log.Warn("closing the store's event relay", zap.Error(err))
 		}
 	}
 }
 
 // watchRemote stops run when t's record is cancelled by another replica:
 // it re-reads the task on every event until the worker ends.
-func (g *Gateway) watchRemote(t *task.Task, run *runningTask) {
-	sub := g.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
+func (route *Route) watchRemote(t *task.Task, run *runningTask) {
+	sub := route.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
 	owner, id := t.Owner, t.ID
 	go func() {
 		defer sub.Close()
@@ -90,11 +90,11 @@ func (g *Gateway) watchRemote(t *task.Task, run *runningTask) {
 			if run.ctx.Err() != nil || run.cancelling.Load() {
 				return
 			}
-			rec, err := g.rt.Store.Get(run.ctx, owner, id)
+			rec, err := route.rt.Store.Get(run.ctx, owner, id)
 			if err != nil || rec.Status != task.StatusCancelled {
 				continue // a change of the worker's own, or a read that failed: the next event re-reads
 			}
-			g.stopCancelled(run.ctx, run, rec)
+			route.stopCancelled(run.ctx, run, rec)
 			return
 		}
 	}()
@@ -104,11 +104,11 @@ func (g *Gateway) watchRemote(t *task.Task, run *runningTask) {
 // cancelled, once whoever notices first: on 2025-11-25 the upstream is sent
 // notifications/cancelled with the id and session it knows; on 2026-07-28
 // closing the stream is the cancellation.
-func (g *Gateway) stopCancelled(ctx context.Context, run *runningTask, t *task.Task) {
+func (route *Route) stopCancelled(ctx context.Context, run *runningTask, t *task.Task) {
 	if !run.cancelling.CompareAndSwap(false, true) {
 		return
 	}
-	g.stopUpstreamCall(ctx, run, t, "task cancelled by the client")
+	route.stopUpstreamCall(ctx, run, t, "task cancelled by the client")
 	run.cancel(errTaskCancelled)
 }
 
@@ -130,8 +130,8 @@ func (rt *Runtime) renewResuming() {
 			// Not this process's lease any more, however it ended; a
 			// store that failed is asked again at the next round.
 			rs.released = err == nil || errors.Is(err, task.ErrLeaseHeld) || outcomeSettled(err)
-			if g := rt.gateway.Load(); g != nil && err == nil {
-				g.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
+			if route := rt.current.Load(); route != nil && err == nil {
+				route.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
 			}
 		default:
 			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, leaseTTL)
@@ -153,7 +153,7 @@ func (rt *Runtime) takeoverLoop() {
 			return
 		case <-tick.C:
 		}
-		if rt.recovered.Load() && rt.gateway.Load() != nil {
+		if rt.recovered.Load() && rt.current.Load() != nil {
 			rt.takeOver(clock())
 		}
 	}
@@ -181,8 +181,8 @@ func (rt *Runtime) takeOver(now time.Time) int {
 	for {
 		tasks, next, err := list(ctx, cursor, 200)
 		if err != nil {
-			if g := rt.gateway.Load(); g != nil && ctx.Err() == nil {
-				g.log.Warn("listing tasks to take over", zap.Error(err))
+			if route := rt.current.Load(); route != nil && ctx.Err() == nil {
+				route.log.Warn("listing tasks to take over", zap.Error(err))
 			}
 			return claimed
 		}
@@ -201,8 +201,8 @@ func (rt *Runtime) takeOver(now time.Time) int {
 				continue // another replica was faster, or the task ended
 			}
 			claimed++
-			if g := rt.gateway.Load(); g != nil {
-				g.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
+			if route := rt.current.Load(); route != nil {
+				route.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
 			}
 			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
@@ -226,14 +226,14 @@ func sweeperLeaseTTL(interval time.Duration) time.Duration {
 // leads reports whether this process leads duty name, taking or renewing
 // the leadership when the store elects one. A store that cannot tell
 // (failed query) is not led: the duty waits for the next round.
-func (rt *Runtime) leads(g *Gateway, name string, ttl time.Duration) bool {
+func (rt *Runtime) leads(route *Route, name string, ttl time.Duration) bool {
 	l, ok := rt.Store.(task.Leader)
 	if !ok {
 		return true
 	}
 	ok, err := l.TryLead(rt.ctx, name, rt.Store.Holder(), ttl)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		g.log.Warn("electing the "+name, zap.Error(err))
+		route.log.Warn("electing the "+name, zap.Error(err))
 	}
 	return err == nil && ok
 }

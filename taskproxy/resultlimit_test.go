@@ -112,7 +112,7 @@ func TestInputRequestsCapped(t *testing.T) {
 				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
 			}
 			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
-			keys, err := g.recordInput(tk, &runningTask{ctx: ctx}, result)
+			keys, err := g.route.recordInput(tk, &runningTask{ctx: ctx}, result)
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", maxTaskInputs)) {
 					t.Fatalf("err = %v, want too many inputs", err)

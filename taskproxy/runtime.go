@@ -44,21 +44,21 @@ type Runtime struct {
 	closed    bool
 	mu        sync.Mutex
 
-	// gateway is the gateway of the configuration that started serving
-	// last; background work uses its settings.
-	gateway atomic.Pointer[Gateway]
-	// routes holds, per route, the gateway of the configuration that
-	// started serving last, provisioned the gateways built and not yet
+	// current is the route of the configuration that started serving
+	// last; background work uses its settings and logs.
+	current atomic.Pointer[Route]
+	// routes holds, per route name, the route of the configuration that
+	// started serving last; provisioned the routes built and not yet
 	// closed (recovery looks a task's route up there too, so that it
-	// finds handlers of the starting configuration that have not heard
-	// the start yet), and bases each route's first served request.
+	// finds the routes of the starting configuration that have not heard
+	// the start yet); bases each route's first served request.
 	regMu sync.Mutex
-	// failedStart is the gateway whose start could not open the store,
+	// failedStart is the route whose start could not open the store,
 	// and openErr why (retryStart).
-	failedStart *Gateway
+	failedStart *Route
 	openErr     error
-	routes      map[string]*Gateway
-	provisioned map[*Gateway]struct{}
+	routes      map[string]*Route
+	provisioned map[*Route]struct{}
 	bases       map[string]*routeBase
 	recoverOnce sync.Once
 	// recovered is set when the recovery pass after the first start has
@@ -122,7 +122,7 @@ func newRuntime() *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{Hub: NewHub(), workers: newWorkerTable(),
 		sessions: gate.NewSessionTable(gate.MaxSessions), streams: gate.NewStreamTable(), ctx: ctx, cancel: cancel,
-		routes: map[string]*Gateway{}, provisioned: map[*Gateway]struct{}{}, bases: map[string]*routeBase{},
+		routes: map[string]*Route{}, provisioned: map[*Route]struct{}{}, bases: map[string]*routeBase{},
 		outcomeBackoff: defaultOutcomeBackoff}
 }
 
@@ -204,12 +204,20 @@ func (rt *Runtime) Close(grace time.Duration) error {
 // RunningWorkers returns how many task workers run in this process.
 func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
 
-// register records a provisioned gateway and gives it its route's base.
-func (rt *Runtime) register(g *Gateway) {
+// newRoute records the route of a provisioned configuration and gives it
+// its base.
+func (rt *Runtime) newRoute(cfg RouteConfig) *Route {
+	route := &Route{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger}
+	rt.register(route)
+	return route
+}
+
+// register records a provisioned route and gives it its base.
+func (rt *Runtime) register(route *Route) {
 	rt.regMu.Lock()
 	defer rt.regMu.Unlock()
-	rt.provisioned[g] = struct{}{}
-	g.base = rt.baseLocked(g.cfg.Route)
+	rt.provisioned[route] = struct{}{}
+	route.base = rt.baseLocked(route.cfg.Name)
 }
 
 func (rt *Runtime) baseLocked(route string) *routeBase {
@@ -228,55 +236,55 @@ func (rt *Runtime) routeBase(route string) *routeBase {
 	return rt.baseLocked(route)
 }
 
-// unregister forgets a gateway whose configuration is cleaned up. When it
-// was in charge of background work, another started gateway takes over.
-func (rt *Runtime) unregister(g *Gateway) {
+// unregister forgets a route whose configuration is cleaned up. When it
+// was in charge of background work, another started route takes over.
+func (rt *Runtime) unregister(route *Route) {
 	rt.regMu.Lock()
 	defer rt.regMu.Unlock()
-	delete(rt.provisioned, g)
-	if rt.failedStart == g {
+	delete(rt.provisioned, route)
+	if rt.failedStart == route {
 		rt.failedStart, rt.openErr = nil, nil
 	}
-	if rt.routes[g.cfg.Route] == g {
-		delete(rt.routes, g.cfg.Route)
+	if rt.routes[route.cfg.Name] == route {
+		delete(rt.routes, route.cfg.Name)
 	}
-	if rt.gateway.Load() == g {
-		var next *Gateway
+	if rt.current.Load() == route {
+		var next *Route
 		for _, o := range rt.routes {
 			next = o
 			break
 		}
-		rt.gateway.Store(next)
+		rt.current.Store(next)
 	}
 }
 
-// startFailed remembers the gateway whose start could not open the store,
+// startFailed remembers the route whose start could not open the store,
 // and why, so that a health check can retry the start and report the cause
 // (nil, nil once a start succeeded).
-func (rt *Runtime) startFailed(g *Gateway, err error) {
+func (rt *Runtime) startFailed(route *Route, err error) {
 	rt.regMu.Lock()
 	defer rt.regMu.Unlock()
-	rt.failedStart, rt.openErr = g, err
+	rt.failedStart, rt.openErr = route, err
 }
 
-// retryStart starts again the gateway whose start failed, if any, and
+// retryStart starts again the configuration whose start failed, if any, and
 // returns the error of that start, or of the last failed one.
 func (rt *Runtime) retryStart() error {
 	rt.regMu.Lock()
-	g, err := rt.failedStart, rt.openErr
+	route, err := rt.failedStart, rt.openErr
 	rt.regMu.Unlock()
-	if g == nil {
+	if route == nil {
 		return err
 	}
-	return g.Start()
+	return route.cfg.Start()
 }
 
-// adopt makes g, whose configuration started serving, the one background
-// work and its route follow, and starts recovery the first time.
-func (rt *Runtime) adopt(g *Gateway) {
+// adopt makes route, whose configuration started serving, the one background
+// work and its route's tasks follow, and starts recovery the first time.
+func (rt *Runtime) adopt(route *Route) {
 	rt.regMu.Lock()
-	rt.routes[g.cfg.Route] = g
-	rt.gateway.Store(g)
+	rt.routes[route.cfg.Name] = route
+	rt.current.Store(route)
 	rt.regMu.Unlock()
 	rt.recoverOnce.Do(func() {
 		rt.loops.Add(1)
@@ -288,22 +296,22 @@ func (rt *Runtime) adopt(g *Gateway) {
 	})
 }
 
-// gatewayFor returns the gateway a task of route goes through: the one of
-// that route that started last, else one provisioned for it (its
-// configuration is starting). Tasks stored before routes were recorded
-// (route "") go through the gateway in charge. Nil: the route is gone.
-func (rt *Runtime) gatewayFor(route string) *Gateway {
-	if route == "" {
-		return rt.gateway.Load()
+// routeFor returns the route a task of name goes through: the one that
+// started last, else one provisioned (its configuration is starting).
+// Tasks stored before routes were recorded (name "") go through the route
+// in charge. Nil: the route is gone.
+func (rt *Runtime) routeFor(name string) *Route {
+	if name == "" {
+		return rt.current.Load()
 	}
 	rt.regMu.Lock()
 	defer rt.regMu.Unlock()
-	if g := rt.routes[route]; g != nil {
-		return g
+	if route := rt.routes[name]; route != nil {
+		return route
 	}
-	for g := range rt.provisioned {
-		if g.cfg.Route == route {
-			return g
+	for route := range rt.provisioned {
+		if route.cfg.Name == name {
+			return route
 		}
 	}
 	return nil
@@ -313,13 +321,13 @@ func (rt *Runtime) gatewayFor(route string) *Gateway {
 // waiting work. It is detached here, on the request's own goroutine, where
 // nothing else writes to its Caddy variables; until work waits it costs one
 // atomic load.
-func (g *Gateway) served(r *http.Request, next http.Handler) {
-	b := g.base
+func (route *Route) served(r *http.Request, next http.Handler) {
+	b := route.base
 	if !b.awaiting.Load() {
 		return
 	}
 	b.once.Do(func() {
-		b.base = &servedRequest{r: g.cfg.Detach(r), next: next}
+		b.base = &servedRequest{r: route.cfg.Detach(r), next: next}
 		close(b.ready)
 	})
 }
@@ -360,21 +368,21 @@ func (rt *Runtime) sweep() {
 		case <-rt.ctx.Done():
 			return
 		case now := <-tick.C:
-			g := rt.gateway.Load()
-			if g == nil || now.Sub(last) < g.cfg.SweepInterval {
+			route := rt.current.Load()
+			if route == nil || now.Sub(last) < route.cfg.SweepInterval {
 				continue
 			}
 			last = now
-			if !rt.leads(g, leaderSweeper, sweeperLeaseTTL(g.cfg.SweepInterval)) {
+			if !rt.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
 				continue // another replica sweeps
 			}
 			n, err := rt.Store.Sweep(rt.ctx, clock(), sweepBatch)
 			if err != nil && !errors.Is(err, context.Canceled) {
-				g.log.Warn("sweeping expired tasks", zap.Error(err))
+				route.log.Warn("sweeping expired tasks", zap.Error(err))
 			}
 			if gc, ok := rt.Store.(interface{ CollectGarbage() error }); ok && n > 0 {
 				if err := gc.CollectGarbage(); err != nil {
-					g.log.Warn("collecting store garbage", zap.Error(err))
+					route.log.Warn("collecting store garbage", zap.Error(err))
 				}
 			}
 		}

@@ -69,11 +69,15 @@ func TestRuntimeLifecycle(t *testing.T) {
 			if opens != tt.wantOpens {
 				t.Errorf("store opened %d times, want %d", opens, tt.wantOpens)
 			}
-			if got := rt.gateway.Load(); got != want {
-				t.Errorf("gateway in charge %p, want %p", got, want)
+			var wantRoute *Route
+			if want != nil {
+				wantRoute = want.route
 			}
-			if want != nil && rt.gatewayFor(want.cfg.Route) != want {
-				t.Errorf("route %q follows another gateway", want.cfg.Route)
+			if got := rt.current.Load(); got != wantRoute {
+				t.Errorf("route in charge %p, want %p", got, wantRoute)
+			}
+			if want != nil && rt.routeFor(want.cfg.Route) != want.route {
+				t.Errorf("route %q follows another configuration", want.cfg.Route)
 			}
 			if err := rt.Close(time.Second); err != nil {
 				t.Fatal(err)

@@ -47,7 +47,7 @@ func taskCallHeaders(h http.Header, t *task.Task) {
 		h.Set(upstream.HeaderProtocolVersion, v)
 	case t.Era == task.Era2026:
 		// Bridged, recorded before the session's version was.
-		h.Set(upstream.HeaderProtocolVersion, bridgeV2025Version)
+		h.Set(upstream.HeaderProtocolVersion, string(task.Era2025))
 	default: // the call carried none
 		h.Del(upstream.HeaderProtocolVersion)
 	}

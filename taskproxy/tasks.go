@@ -1,10 +1,8 @@
 package taskproxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,7 +26,7 @@ func errTaskNotFound() *jsonrpc.Error {
 // denial.
 func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrForeign) {
-		c.g.audit(auditDenied, id, nil, c.caller)
+		c.g.route.audit(auditDenied, id, nil, c.caller)
 	}
 	return c.g.storeFailure(err)
 }
@@ -42,7 +40,7 @@ func (g *Gateway) storeFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrNotFound) {
 		return errTaskNotFound()
 	}
-	return g.clientError("task store", err)
+	return clientError(g.log, "task store", err)
 }
 
 func (c *call) taskIDParam() (string, *jsonrpc.Error) {
@@ -81,7 +79,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	var dup *task.DuplicateError
 	switch {
 	case err == nil:
-		c.g.auditTask(auditCreated, t)
+		c.g.route.auditTask(auditCreated, t)
 		return true
 	case errors.As(err, &dup):
 		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
@@ -95,7 +93,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.g.quotaRefused(err))
 	default:
-		fail(c.g.clientError("storing a task", err, zap.String("task", t.ID)))
+		fail(clientError(c.g.log, "storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -103,14 +101,14 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 // startTask starts the worker of a stored task, making its first call.
 func (c *call) startTask(t *task.Task) {
 	g := c.g
-	run := g.newRun(g.cfg.Detach(c.r), c.next)
+	run := g.route.newRun(g.cfg.Detach(c.r), c.next)
 	body, err := upstreamCallBody(t)
 	if err != nil {
 		run.release()
-		g.finish(t, nil, g.internalError("encoding the upstream call", err, zap.String("task", t.ID)))
+		g.route.finish(t, nil, internalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
-	g.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	g.route.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
 }
 
 // checkQuota refuses a new task when the caller has too many active ones.
@@ -123,7 +121,7 @@ func (c *call) checkQuota() *jsonrpc.Error {
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)
 	if err != nil {
-		return g.clientError("counting active tasks", err)
+		return clientError(g.log, "counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
 		return g.quotaRefused(&task.QuotaError{Limit: g.cfg.MaxActivePerOwner})
@@ -150,52 +148,3 @@ func (g *Gateway) quotaRefused(err error) *jsonrpc.Error {
 func (g *Gateway) limits() task.Limits {
 	return task.Limits{MaxActive: g.cfg.MaxActivePerOwner, MaxFinished: g.cfg.MaxFinishedPerOwner}
 }
-
-// cancelTask records the cancellation, then stops the upstream call: it
-// sends the upstream tasks/cancel for a task the upstream runs, else
-// notifications/cancelled with the id the upstream knows, and closes the
-// call's stream.
-func (g *Gateway) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
-	t, err := g.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
-		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", clock())
-	})
-	if err != nil {
-		return nil, err
-	}
-	g.rt.Hub.Changed(id)
-	g.auditOutcome(t) // counts the ending too, as every other outcome
-
-	if run, ok := g.rt.workers.get(id); ok {
-		g.stopCancelled(ctx, run, t)
-	}
-	return t, nil
-}
-
-// notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
-func (g *Gateway) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *task.Task, reason string) {
-	body, err := jsonrpc.RequestBytes(nil, "notifications/cancelled", map[string]any{
-		"requestId": t.UpstreamID,
-		"reason":    reason,
-	})
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	req := upstream.NewRequest(ctx, run.base, body)
-	if t.Session != "" {
-		req.Header.Set(upstream.HeaderSessionID, t.Session)
-	}
-	resp, err := upstream.Call(run.next, req)
-	if err != nil {
-		g.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
-		return
-	}
-	_ = resp.Body.Close()
-	if resp.Status >= 300 {
-		g.log.Warn("upstream refused the cancellation", zap.String("task", t.ID), zap.Int("status", resp.Status))
-	}
-}
-
-// errNoChange aborts an update that finds nothing to do.
-var errNoChange = errors.New("no change")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -222,7 +221,7 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		answer, err := g.requestUpstream(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", jsonrpc.GatewayIDPrefix+"tools-list:"+task.NewTaskID())), "tools/list", params)
+		answer, err := upstream.Request(ctx, r, next, "", json.RawMessage(fmt.Sprintf("%q", jsonrpc.GatewayIDPrefix+"tools-list:"+task.NewTaskID())), "tools/list", params)
 		if err != nil || answer.Error != nil {
 			return
 		}
@@ -235,37 +234,4 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 		}
 		cursor = p.NextCursor
 	}
-}
-
-// requestUpstream sends one request of the gateway's own to the upstream,
-// with base's headers (and session, when not empty), and returns the
-// upstream's response to it: from a JSON answer or an event stream (other
-// messages on the stream are skipped). An HTTP error with a JSON-RPC body
-// is that response.
-func (g *Gateway) requestUpstream(ctx context.Context, base *http.Request, next http.Handler, session string, id json.RawMessage, method string, params any) (*jsonrpc.Message, error) {
-	body, err := jsonrpc.RequestBytes(id, method, params)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", method, err)
-	}
-	req := upstream.NewRequest(ctx, base, body)
-	if session != "" {
-		req.Header.Set(upstream.HeaderSessionID, session)
-	}
-	resp, err := upstream.Call(next, req)
-	if err != nil {
-		return nil, err
-	}
-	defer upstream.FinishBody(resp.Body, time.Second)
-	if resp.Status < 200 || resp.Status > 299 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, upstream.MaxHTTPFailureBody))
-		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: upstream.DescribeHTTPFailure(resp.Status, data)}, nil
-	}
-	answer, err := upstream.ReadAnswer(resp, id, upstream.MaxResultOf(ctx))
-	if answer != nil {
-		return answer, nil
-	}
-	if err == nil {
-		err = fmt.Errorf("the upstream answered %s without a response", method)
-	}
-	return nil, fmt.Errorf("%s: %w", method, err)
 }

@@ -71,13 +71,13 @@ func followID(taskID, what string, n int) json.RawMessage {
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
-func (g *Gateway) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) {
+func (route *Route) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
-			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
+			route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
 			return
 		}
-		id, ok := g.createUpstreamTask(t, run, a)
+		id, ok := route.createUpstreamTask(t, run, a)
 		if !ok {
 			return
 		}
@@ -86,14 +86,14 @@ func (g *Gateway) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.A
 		run.setUpstreamTask(t.UpstreamTaskID)
 		// Resumed: a cancellation stored while no worker ran never
 		// reached the upstream.
-		if rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
-			g.cancelUpstreamTask(run.ctx, run, t, t.UpstreamTaskID)
+		if rec, err := route.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
+			route.cancelUpstreamTask(run.ctx, run, t, t.UpstreamTaskID)
 			return
 		}
 	}
-	stopPolling := g.pollUpstreamStatus(t, run)
+	stopPolling := route.pollUpstreamStatus(t, run)
 	defer stopPolling()
-	g.followUpstreamTask(t, run)
+	route.followUpstreamTask(t, run)
 }
 
 // createUpstreamTask reads the answer of the creating call and records the
@@ -101,17 +101,17 @@ func (g *Gateway) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.A
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
 // meanwhile, in which case the upstream's task is cancelled.
-func (g *Gateway) createUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) (string, bool) {
-	ev := g.followEvents(t, run, a)
+func (route *Route) createUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) (string, bool) {
+	ev := route.followEvents(t, run, a)
 	switch {
 	case ev.Err != nil:
-		g.finishInterrupted(run.ctx, t, ev.Err)
+		route.finishInterrupted(run.ctx, t, ev.Err)
 		return "", false
-	case g.bridgedSessionLost(t, ev):
-		g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
+	case route.sessionLost(t, ev):
+		route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
 		return "", false
 	case ev.Final.Error != nil:
-		g.finish(t, nil, ev.Final.Error)
+		route.finish(t, nil, ev.Final.Error)
 		return "", false
 	}
 	var created struct {
@@ -121,7 +121,7 @@ func (g *Gateway) createUpstreamTask(t *task.Task, run *runningTask, a *upstream
 		} `json:"task"`
 	}
 	if json.Unmarshal(ev.Final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
-		g.finish(t, bridgedResult(t, ev.Final.Result), nil)
+		route.finish(t, bridgedResult(t, ev.Final.Result), nil)
 		return "", false
 	}
 	id := created.Task.TaskID
@@ -132,7 +132,7 @@ func (g *Gateway) createUpstreamTask(t *task.Task, run *runningTask, a *upstream
 	run.setUpstreamTask(id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.ctx), 10*time.Second)
 	defer cancel()
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
 		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
 			rec.StatusMessage, rec.UpdatedAt = m, clock()
@@ -141,17 +141,17 @@ func (g *Gateway) createUpstreamTask(t *task.Task, run *runningTask, a *upstream
 	})
 	if err != nil {
 		// The upstream's task must not run on untracked.
-		g.cancelUpstreamTask(ctx, run, t, id)
+		route.cancelUpstreamTask(ctx, run, t, id)
 		if !outcomeSettled(err) {
-			g.finish(t, nil, g.internalError("recording the upstream's task id", err, zap.String("task", t.ID)))
+			route.finish(t, nil, internalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
 		}
 		return "", false
 	}
-	if ce := g.log.Check(zap.DebugLevel, "following the upstream's task"); ce != nil {
+	if ce := route.log.Check(zap.DebugLevel, "following the upstream's task"); ce != nil {
 		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", id))
 	}
-	g.auditTask(auditUpstreamTask, rec)
-	g.rt.Hub.Changed(t.ID)
+	route.auditTask(auditUpstreamTask, rec)
+	route.rt.Hub.Changed(t.ID)
 	return id, true
 }
 
@@ -161,15 +161,15 @@ const auditUpstreamTask = "task created at the upstream"
 // followEvents consumes an attempt's events up to its last one: the
 // upstream's requests become the task's input requests, status
 // notifications of its task update the status message.
-func (g *Gateway) followEvents(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+func (route *Route) followEvents(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			g.upstreamRequest(run.ctx, t, run, ev.Request)
+			route.upstreamRequest(run.ctx, t, run, ev.Request)
 		case ev.Notification.Method == "notifications/tasks/status":
-			g.mirrorUpstreamStatus(run.ctx, t, ev.Notification.Params)
+			route.mirrorUpstreamStatus(run.ctx, t, ev.Notification.Params)
 		}
 	}
 	return &upstream.Event{Err: context.Cause(run.ctx)}
@@ -178,31 +178,31 @@ func (g *Gateway) followEvents(t *task.Task, run *runningTask, a *upstream.Attem
 // followUpstreamTask waits for the upstream task's outcome with tasks/result
 // and records it. A tasks/result that ends without an answer is asked
 // again, as long as the upstream still knows the task.
-func (g *Gateway) followUpstreamTask(t *task.Task, run *runningTask) {
+func (route *Route) followUpstreamTask(t *task.Task, run *runningTask) {
 	failures := 0
 	for n := 1; ; n++ {
 		id := followID(t.ID, "result", n)
 		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
-			g.finish(t, nil, g.internalError("encoding tasks/result", err, zap.String("task", t.ID)))
+			route.finish(t, nil, internalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
 			return
 		}
-		ev := g.followEvents(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, id, body))
+		ev := route.followEvents(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, id, body))
 		if run.ctx.Err() != nil {
-			g.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+			route.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
 			return
 		}
 		if ev.Err == nil && ev.Final.Error == nil {
-			g.finish(t, bridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
+			route.finish(t, bridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
 			return
 		}
-		status, known, err := g.upstreamTaskStatus(run, t, n)
+		status, known, err := route.upstreamTaskStatus(run, t, n)
 		switch {
 		case err == nil && !known:
-			g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		case err == nil && status.Terminal() && ev.Err == nil:
-			g.finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
+			route.finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
 			return
 		}
 		if failures++; failures > maxFollowFailures {
@@ -210,13 +210,13 @@ func (g *Gateway) followUpstreamTask(t *task.Task, run *runningTask) {
 			if cause == nil {
 				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
 			}
-			g.finishInterrupted(run.ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
+			route.finishInterrupted(run.ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
 			return
 		}
 		select {
 		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
 		case <-run.ctx.Done():
-			g.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+			route.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
 			return
 		}
 	}
@@ -224,10 +224,10 @@ func (g *Gateway) followUpstreamTask(t *task.Task, run *runningTask) {
 
 // upstreamTaskStatus asks the upstream for its task (tasks/get): its
 // status, or known false when the upstream answers that it has no such task.
-func (g *Gateway) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (task.Status, bool, error) {
+func (route *Route) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (task.Status, bool, error) {
 	ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
 	defer cancel()
-	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 	if err != nil {
 		return "", false, err
 	}
@@ -251,7 +251,7 @@ func (g *Gateway) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (tas
 // interval while tasks/result blocks, mirroring the upstream's status
 // message into the task (the only way to see "Analyzing content…" from a
 // server that sends no status notifications). It returns the stop.
-func (g *Gateway) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
+func (route *Route) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
 	ctx, cancel := context.WithCancel(run.ctx)
 	done := make(chan struct{})
 	go func() {
@@ -263,11 +263,11 @@ func (g *Gateway) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
 			case <-ctx.Done():
 				return
 			}
-			answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 			if err != nil || answer.Error != nil {
 				continue // tasks/result's follow-up decides what a failure means
 			}
-			g.mirrorUpstreamStatus(ctx, t, answer.Result)
+			route.mirrorUpstreamStatus(ctx, t, answer.Result)
 		}
 	}()
 	return func() {
@@ -279,7 +279,7 @@ func (g *Gateway) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
 // mirrorUpstreamStatus copies the status message of the upstream's task (a
 // Task object) into the task while it is working; the status itself
 // follows from what the worker sees (input requests, the outcome).
-func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstreamTask json.RawMessage) {
+func (route *Route) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstreamTask json.RawMessage) {
 	var up struct {
 		TaskID        string `json:"taskId"`
 		StatusMessage string `json:"statusMessage"`
@@ -287,7 +287,7 @@ func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstre
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
-	_, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+	_, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		if rec.Status != task.StatusWorking || rec.StatusMessage == up.StatusMessage {
 			return errNoChange
 		}
@@ -295,22 +295,22 @@ func (g *Gateway) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstre
 		return nil
 	})
 	if err == nil {
-		g.rt.Hub.Changed(t.ID)
+		route.rt.Hub.Changed(t.ID)
 	}
 }
 
 // cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
 // the task's session. Cancelling a task the upstream already ended is
 // refused by it (-32602), which changes nothing here.
-func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *task.Task, upstreamTaskID string) {
+func (route *Route) cancelUpstreamTask(ctx context.Context, run *runningTask, t *task.Task, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	answer, err := g.requestUpstream(ctx, run.base, run.next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
+	answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
 	switch {
 	case err != nil:
-		g.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
+		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
 	case answer.Error != nil:
-		if ce := g.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
+		if ce := route.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
 		}
 	}
@@ -320,13 +320,13 @@ func (g *Gateway) cancelUpstreamTask(ctx context.Context, run *runningTask, t *t
 // tasks/cancel of its own task when it runs one, else, on 2025-11-25,
 // notifications/cancelled of the call (on 2026-07-28 closing the call's
 // stream is the cancellation).
-func (g *Gateway) stopUpstreamCall(ctx context.Context, run *runningTask, t *task.Task, reason string) {
+func (route *Route) stopUpstreamCall(ctx context.Context, run *runningTask, t *task.Task, reason string) {
 	if id := run.upstreamTask(); id != "" {
-		g.cancelUpstreamTask(ctx, run, t, id)
+		route.cancelUpstreamTask(ctx, run, t, id)
 		return
 	}
 	if upstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
-		g.notifyUpstreamCancelled(ctx, run, t, reason)
+		route.notifyUpstreamCancelled(ctx, run, t, reason)
 	}
 }
 

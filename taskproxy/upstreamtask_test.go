@@ -183,7 +183,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
 				answer := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
-				if _, err := g.answerInputs(context.Background(), Anonymous, id, answer, post(`{}`), tt.up); err != nil {
+				if _, err := g.route.answerInputs(context.Background(), Anonymous, id, answer, post(`{}`), tt.up); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -223,7 +223,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
 	waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
-	if _, err := g.cancelTask(context.Background(), Anonymous, id, up); err != nil {
+	if _, err := g.route.cancelTask(context.Background(), Anonymous, id, up); err != nil {
 		t.Fatal(err)
 	}
 	if !up.saw("tasks/cancel") {

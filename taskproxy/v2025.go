@@ -200,7 +200,7 @@ func (c *call) serveV2025Get() error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.audit(auditRetrieved, id, t, c.caller)
+	c.g.route.audit(auditRetrieved, id, t, c.caller)
 	return c.replyView(t, wireV2025)
 }
 
@@ -247,7 +247,7 @@ func (c *call) serveV2025Cancel() error {
 		c.fail(e)
 		return nil
 	}
-	t, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
+	t, err := c.g.route.cancelTask(c.r.Context(), c.owner, id, c.next)
 	if errors.Is(err, task.ErrTerminal) {
 		cur, gerr := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 		if gerr != nil {

@@ -48,7 +48,7 @@ func (c *call) streamResult(id string) error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	g.audit(auditRetrieved, id, t, c.caller)
+	g.route.audit(auditRetrieved, id, t, c.caller)
 	if t.Status.Terminal() {
 		writeJSON(c.w, http.StatusOK, v2025FinalAnswer(c.msg.ID, t))
 		return nil
@@ -255,8 +255,8 @@ func (c *call) serveInputAnswer(taskID, key string) error {
 		return nil
 	}
 	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
-	if _, err := c.g.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
-		writeJSONError(c.w, http.StatusBadGateway, nil, c.g.answerFailure(err, taskID))
+	if _, err := c.g.route.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
+		writeJSONError(c.w, http.StatusBadGateway, nil, answerFailure(c.g.log, err, taskID))
 		return nil
 	}
 	c.w.WriteHeader(http.StatusAccepted)

@@ -308,7 +308,7 @@ func (c *call) serveV2026Get() error {
 		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.audit(auditRetrieved, id, t, c.caller)
+	c.g.route.audit(auditRetrieved, id, t, c.caller)
 	return c.replyView(t, wireV2026)
 }
 
@@ -331,11 +331,11 @@ func (c *call) serveV2026Update() error {
 	for k, v := range p.InputResponses {
 		answers[k] = inputAnswer{Result: v}
 	}
-	if _, err := c.g.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
+	if _, err := c.g.route.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
 		if errors.Is(err, task.ErrNotFound) {
 			c.failV2026(c.lookupFailure(id, err))
 		} else {
-			c.failV2026(c.g.answerFailure(err, id))
+			c.failV2026(answerFailure(c.g.log, err, id))
 		}
 		return nil
 	}
@@ -346,7 +346,7 @@ func (c *call) serveV2026Update() error {
 // state (cancellation is cooperative on this wire).
 func (c *call) serveV2026Cancel() error {
 	id, _ := c.taskIDParam()
-	_, err := c.g.cancelTask(c.r.Context(), c.owner, id, c.next)
+	_, err := c.g.route.cancelTask(c.r.Context(), c.owner, id, c.next)
 	if err != nil && !errors.Is(err, task.ErrTerminal) {
 		c.failV2026(c.lookupFailure(id, err))
 		return nil

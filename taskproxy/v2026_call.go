@@ -99,10 +99,10 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failV2026(g.internalError("encoding the upstream call", err))
+		c.failV2026(internalError(g.log, "encoding the upstream call", err))
 		return nil
 	}
-	run := g.newRun(g.cfg.Detach(c.r), c.next)
+	run := g.route.newRun(g.cfg.Detach(c.r), c.next)
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
 	a := upstream.StartAttempt(run.ctx, run.base, run.next, upstreamID, body)
 	reply := &v2026Reply{c: c}
@@ -115,7 +115,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 		stopFollowingClient()
 		defer run.release()
 		if ev.Err != nil {
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.upstreamFailure(ev.Err)), http.StatusBadGateway)
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, upstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
@@ -180,7 +180,7 @@ func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func(
 	if ended {
 		t.Lease = task.Lease{}
 		if pending.Err != nil {
-			applyOutcome(t, nil, g.upstreamFailure(pending.Err, zap.String("task", t.ID)), clock())
+			applyOutcome(t, nil, upstreamFailure(g.log, pending.Err, zap.String("task", t.ID)), clock())
 		} else {
 			applyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
 		}
@@ -194,19 +194,19 @@ func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func(
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, clientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
-	g.auditTask(auditCreated, t)
+	g.route.auditTask(auditCreated, t)
 	if ended {
 		run.release()
-		g.auditOutcome(t)
+		g.route.auditOutcome(t)
 	} else {
-		g.startWorker(t, run, a, pending)
+		g.route.startWorker(t, run, a, pending)
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, g.internalError("encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.msg.ID, internalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil

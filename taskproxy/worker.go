@@ -32,10 +32,10 @@ var (
 // the client (base is a detached copy of its request), ended by cancellation
 // or by the runtime's shutdown, and by the task's expiry once startWorker
 // arms it.
-func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
-	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), g.cfg.Detach), g.cfg.MaxResultBytes))
+func (route *Route) newRun(base *http.Request, next http.Handler) *runningTask {
+	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), route.cfg.Detach), route.cfg.MaxResultBytes))
 	ctx, cancel := context.WithCancelCause(base.Context())
-	stopOnShutdown := context.AfterFunc(g.rt.ctx, func() { cancel(context.Cause(g.rt.ctx)) })
+	stopOnShutdown := context.AfterFunc(route.rt.ctx, func() { cancel(context.Cause(route.rt.ctx)) })
 	return &runningTask{
 		ctx:    ctx,
 		cancel: cancel,
@@ -52,34 +52,34 @@ func (g *Gateway) newRun(base *http.Request, next http.Handler) *runningTask {
 // or, when pending is set, an answer already taken from it.
 // At the task's expiry its call is stopped: on 2025-11-25 the upstream is
 // told first, since there closing the stream is not a cancellation.
-func (g *Gateway) startWorker(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (route *Route) startWorker(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
-	g.rt.workers.add(t.ID, run)
-	g.rt.workers.wg.Add(1)
-	if g.rt.Hub.relayed() { // a cancel may come from another replica
-		g.watchRemote(t, run)
+	route.rt.workers.add(t.ID, run)
+	route.rt.workers.wg.Add(1)
+	if route.rt.Hub.relayed() { // a cancel may come from another replica
+		route.watchRemote(t, run)
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
 	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
-		g.finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
-		g.stopUpstreamCall(run.ctx, run, call, "task expired")
+		route.finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+		route.stopUpstreamCall(run.ctx, run, call, "task expired")
 		run.cancel(errTaskExpired)
 	})
 	runners.Run(func() {
-		defer g.rt.workers.wg.Done()
-		defer g.rt.workers.remove(t.ID, run)
+		defer route.rt.workers.wg.Done()
+		defer route.rt.workers.remove(t.ID, run)
 		defer run.release()
 		defer expire.Stop()
-		g.work(t, run, a, pending)
+		route.work(t, run, a, pending)
 	})
 }
 
-func (g *Gateway) work(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (route *Route) work(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
 	if t.UpstreamTask {
-		g.workUpstreamTask(t, run, a)
+		route.workUpstreamTask(t, run, a)
 		return
 	}
 	for {
@@ -89,33 +89,33 @@ func (g *Gateway) work(t *task.Task, run *runningTask, a *upstream.Attempt, pend
 		} else {
 			ev := pending
 			if ev == nil {
-				ev = g.follow(t, run, a)
+				ev = route.follow(t, run, a)
 			}
 			pending = nil
 			switch {
 			case ev.Err != nil:
-				g.finishInterrupted(run.ctx, t, ev.Err)
+				route.finishInterrupted(run.ctx, t, ev.Err)
 				return
 			case ev.Final.Error != nil:
-				g.finish(t, nil, ev.Final.Error)
+				route.finish(t, nil, ev.Final.Error)
 				return
 			case t.Era != task.Era2026 || !upstream.IsInputRequired(ev.Final.Result):
-				g.finish(t, bridgedResult(t, ev.Final.Result), nil)
+				route.finish(t, bridgedResult(t, ev.Final.Result), nil)
 				return
 			}
 			var err error
-			if keys, err = g.recordInput(t, run, ev.Final.Result); err != nil {
-				g.finishInterrupted(run.ctx, t, err)
+			if keys, err = route.recordInput(t, run, ev.Final.Result); err != nil {
+				route.finishInterrupted(run.ctx, t, err)
 				return
 			}
 		}
-		params, err := g.awaitAnswers(t, run, keys)
+		params, err := route.awaitAnswers(t, run, keys)
 		if err != nil {
-			g.finishInterrupted(run.ctx, t, err)
+			route.finishInterrupted(run.ctx, t, err)
 			return
 		}
-		if a, err = g.nextAttempt(t, run, params, ""); err != nil {
-			g.finishInterrupted(run.ctx, t, err)
+		if a, err = route.nextAttempt(t, run, params, ""); err != nil {
+			route.finishInterrupted(run.ctx, t, err)
 			return
 		}
 	}
@@ -123,8 +123,8 @@ func (g *Gateway) work(t *task.Task, run *runningTask, a *upstream.Attempt, pend
 
 // nextAttempt starts the task's next upstream call with params, under a
 // new JSON-RPC id, recording the id (and message, when not empty) first.
-func (g *Gateway) nextAttempt(t *task.Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
-	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
+func (route *Route) nextAttempt(t *task.Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
+	rec, err := route.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		if message != "" {
@@ -145,18 +145,18 @@ func (g *Gateway) nextAttempt(t *task.Task, run *runningTask, params json.RawMes
 
 // follow consumes an attempt's events up to its last one, relaying progress
 // to waiters and turning 2025-11-25 upstream requests into input requests.
-func (g *Gateway) follow(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+func (route *Route) follow(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
 	token := progressToken(t.Params)
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			g.upstreamRequest(run.ctx, t, run, ev.Request)
+			route.upstreamRequest(run.ctx, t, run, ev.Request)
 		case ev.Notification.Method == "notifications/progress" && t.Era == task.Era2025:
 			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
 				run.setProgress(ev.Notification.Params)
-				g.rt.Hub.Progress(t.ID, ev.Notification.Params)
+				route.rt.Hub.Progress(t.ID, ev.Notification.Params)
 			}
 		}
 	}
@@ -166,18 +166,18 @@ func (g *Gateway) follow(t *task.Task, run *runningTask, a *upstream.Attempt) *u
 
 // finishInterrupted records a call that ended without an answer. A cancelled
 // task is already recorded; on shutdown the task is left for recovery.
-func (g *Gateway) finishInterrupted(ctx context.Context, t *task.Task, err error) {
+func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err error) {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTaskCancelled), errors.Is(err, task.ErrTerminal):
 		return
 	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
-		g.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
+		route.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
 	case errors.Is(cause, errTaskExpired):
-		g.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+		route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
 		return
 	}
-	g.finish(t, nil, g.upstreamFailure(err, zap.String("task", t.ID)))
+	route.finish(t, nil, upstreamFailure(route.log, err, zap.String("task", t.ID)))
 }
 
 // finish records the call's outcome: a result or a JSON-RPC error. A result
@@ -186,28 +186,28 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *task.Task, err error
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
-func (g *Gateway) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
-	rec, err := g.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, result, rpcErr, clock()) })
+func (route *Route) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	rec, err := route.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, result, rpcErr, clock()) })
 	if err != nil && !outcomeSettled(err) {
-		g.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
-		rec, err = g.storeOutcome(t, func(rec *task.Task) {
+		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
+		rec, err = route.storeOutcome(t, func(rec *task.Task) {
 			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 		})
 	}
 	switch {
 	case err == nil:
-		g.auditOutcome(rec)
-		g.rt.views.remember(rec, clock()) // its first tasks/get need not read the store
+		route.auditOutcome(rec)
+		route.rt.views.remember(rec, clock()) // its first tasks/get need not read the store
 	case outcomeSettled(err):
-		if ce := g.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
+		if ce := route.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
 		}
 	default:
 		// Retried by the orphan loop until the store takes it.
-		g.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
-		g.rt.unsettled.Store(t.ID, t.Owner)
+		route.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
+		route.rt.unsettled.Store(t.ID, t.Owner)
 	}
-	g.rt.Hub.Changed(t.ID)
+	route.rt.Hub.Changed(t.ID)
 }
 
 // msgOutcomeLost is the error of a task whose outcome could not be stored.
@@ -226,20 +226,20 @@ var defaultOutcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Mi
 // storeOutcome applies set to the task's record, retrying failed writes
 // with backoff. It gives up early when the task is settled, the store is
 // closed or the runtime shuts down (the task is then left for recovery).
-func (g *Gateway) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task, error) {
+func (route *Route) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task, error) {
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+		rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 			set(rec)
 			return nil
 		})
 		cancel()
-		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(g.rt.outcomeBackoff) {
+		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(route.rt.outcomeBackoff) {
 			return rec, err
 		}
 		select {
-		case <-time.After(g.rt.outcomeBackoff[i]):
-		case <-g.rt.ctx.Done():
+		case <-time.After(route.rt.outcomeBackoff[i]):
+		case <-route.rt.ctx.Done():
 			return nil, err
 		}
 	}
@@ -307,16 +307,16 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (g *Gateway) upstreamRequest(ctx context.Context, t *task.Task, run *runningTask, m *jsonrpc.Message) {
+func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *runningTask, m *jsonrpc.Message) {
 	if m.Method == "ping" {
-		go g.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
+		go route.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
 	if !upstreamSpeaksV2025(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
-		g.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
+		route.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
-	rec, err := g.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		if len(rec.Inputs) >= maxTaskInputs {
 			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
 		}
@@ -333,14 +333,14 @@ func (g *Gateway) upstreamRequest(ctx context.Context, t *task.Task, run *runnin
 		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {
-		g.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
+		route.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
 		if !errors.Is(err, task.ErrTerminal) && !errors.Is(err, task.ErrNotFound) && ctx.Err() == nil {
 			run.cancel(err) // the task fails with why: an unanswerable request would leave it waiting
 		}
 		return
 	}
-	g.auditTask(auditInputRequired, rec)
-	g.rt.Hub.Changed(t.ID)
+	route.auditTask(auditInputRequired, rec)
+	route.rt.Hub.Changed(t.ID)
 }
 
 // maxLoadShedRetries bounds how often an input_required answer without
@@ -350,7 +350,7 @@ const maxLoadShedRetries = 3
 // recordInput records a 2026-07-28 input_required answer as the task's
 // input requests of this round, keeping the upstream's requestState, and
 // returns their keys.
-func (g *Gateway) recordInput(t *task.Task, run *runningTask, result json.RawMessage) ([]string, error) {
+func (route *Route) recordInput(t *task.Task, run *runningTask, result json.RawMessage) ([]string, error) {
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -372,7 +372,7 @@ func (g *Gateway) recordInput(t *task.Task, run *runningTask, result json.RawMes
 		requests = append(requests, task.InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
 	}
 	var keys []string
-	rec, err := g.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
+	rec, err := route.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		keys = keys[:0]
 		if n := len(rec.Inputs) + len(requests); n > maxTaskInputs {
 			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, maxTaskInputs)
@@ -394,9 +394,9 @@ func (g *Gateway) recordInput(t *task.Task, run *runningTask, result json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	g.rt.Hub.Changed(t.ID)
+	route.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
-		g.auditTask(auditInputRequired, rec)
+		route.auditTask(auditInputRequired, rec)
 		return keys, nil
 	}
 	select { // load shedding: try again after the poll interval
@@ -410,11 +410,11 @@ func (g *Gateway) recordInput(t *task.Task, run *runningTask, result json.RawMes
 // awaitAnswers waits until the client has answered the input requests with
 // keys (tasks/update) and returns the params of the retry: the original ones
 // with the answers under the upstream's own keys and its requestState.
-func (g *Gateway) awaitAnswers(t *task.Task, run *runningTask, keys []string) (json.RawMessage, error) {
-	sub := g.rt.Hub.Subscribe(t.ID)
+func (route *Route) awaitAnswers(t *task.Task, run *runningTask, keys []string) (json.RawMessage, error) {
+	sub := route.rt.Hub.Subscribe(t.ID)
 	defer sub.Close()
 	for {
-		rec, err := g.rt.Store.Get(run.ctx, t.Owner, t.ID)
+		rec, err := route.rt.Store.Get(run.ctx, t.Owner, t.ID)
 		if err != nil {
 			return nil, err
 		}

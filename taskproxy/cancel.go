@@ -1,0 +1,62 @@
+package taskproxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+	"go.uber.org/zap"
+)
+
+// cancelTask records the cancellation, then stops the upstream call: it
+// sends the upstream tasks/cancel for a task the upstream runs, else
+// notifications/cancelled with the id the upstream knows, and closes the
+// call's stream.
+func (route *Route) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
+	t, err := route.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
+		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", clock())
+	})
+	if err != nil {
+		return nil, err
+	}
+	route.rt.Hub.Changed(id)
+	route.auditOutcome(t) // counts the ending too, as every other outcome
+
+	if run, ok := route.rt.workers.get(id); ok {
+		route.stopCancelled(ctx, run, t)
+	}
+	return t, nil
+}
+
+// notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
+func (route *Route) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *task.Task, reason string) {
+	body, err := jsonrpc.RequestBytes(nil, "notifications/cancelled", map[string]any{
+		"requestId": t.UpstreamID,
+		"reason":    reason,
+	})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	req := upstream.NewRequest(ctx, run.base, body)
+	if t.Session != "" {
+		req.Header.Set(upstream.HeaderSessionID, t.Session)
+	}
+	resp, err := upstream.Call(run.next, req)
+	if err != nil {
+		route.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
+		return
+	}
+	_ = resp.Body.Close()
+	if resp.Status >= 300 {
+		route.log.Warn("upstream refused the cancellation", zap.String("task", t.ID), zap.Int("status", resp.Status))
+	}
+}
+
+// errNoChange aborts an update that finds nothing to do.
+var errNoChange = errors.New("no change")

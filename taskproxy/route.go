@@ -1,0 +1,57 @@
+package taskproxy
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// RouteConfig is the policy of one route (a handler instance of a site)
+// that the runtime applies to the route's tasks, whichever configuration
+// serves it: how a worker's request is detached, what a result may weigh,
+// which tools run again after a restart, where logs go, and the hooks a
+// protocol adapter sets.
+type RouteConfig struct {
+	// Name identifies the route stably across restarts (Config.Route).
+	Name string
+	// Detach copies a request for a worker (Config.Detach).
+	Detach func(r *http.Request) *http.Request
+	// MaxResultBytes caps one message of an upstream answer.
+	MaxResultBytes int64
+	// ResumeWait is how long a recovered task waits for the route to serve.
+	ResumeWait time.Duration
+	// RetryOnRestart names the tools whose calls run again after a restart.
+	RetryOnRestart map[string]bool
+	// SweepInterval spaces the sweeps of expired tasks.
+	SweepInterval time.Duration
+	// Observer counts lifecycle events; nil ignores them.
+	Observer Observer
+	// Logger and AuditLogger receive the route's logs; never nil.
+	Logger, AuditLogger *zap.Logger
+	// Start starts the configuration the route belongs to, for a health
+	// check that retries a start whose store could not open.
+	Start func() error
+	// SessionLost reports whether ev, the answer to a bridged task's
+	// creating call, says the upstream lost the task's session, and
+	// forgets that session (the version bridge sets it); nil: never.
+	SessionLost func(t *task.Task, ev *upstream.Event) bool
+}
+
+// Route is what the runtime knows of one route: its policy, its loggers and
+// the base its work without a client request goes through.
+type Route struct {
+	cfg      RouteConfig
+	rt       *Runtime
+	log      *zap.Logger
+	auditLog *zap.Logger
+	base     *routeBase
+}
+
+// sessionLost applies the bridge's hook, if any.
+func (route *Route) sessionLost(t *task.Task, ev *upstream.Event) bool {
+	return route.cfg.SessionLost != nil && route.cfg.SessionLost(t, ev)
+}
