@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // authRealm names the protected resource in WWW-Authenticate.
@@ -128,7 +129,7 @@ func (a *authenticator) authenticate(w http.ResponseWriter, r *http.Request) *ht
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set(userIDPlaceholder, p.Subject)
 	}
-	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: p.Key(), Principal: p.Subject, Tenant: p.Tenant})
+	return taskproxy.WithCaller(r, task.Caller{Owner: p.Key(), Principal: p.Subject, Tenant: p.Tenant})
 }
 
 // placeholderPrincipal trusts an earlier Caddy handler (forward_auth,
@@ -175,7 +176,7 @@ func (p placeholderPrincipal) authenticate(w http.ResponseWriter, r *http.Reques
 		return nil
 	}
 	owner := auth.Principal{TrustDomain: p.domain, Subject: who}.Key()
-	return taskproxy.WithCaller(r, taskproxy.Caller{Owner: owner, Principal: who})
+	return taskproxy.WithCaller(r, task.Caller{Owner: owner, Principal: who})
 }
 
 // refusePrincipal answers 401 for a request whose placeholder names no

@@ -92,7 +92,7 @@ func TestTaskUpstreamRequestsHaveOwnVars(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		tk, err := store.Get(context.Background(), taskproxy.Anonymous, created.Result.Task.TaskID)
+		tk, err := store.Get(context.Background(), task.Anonymous, created.Result.Task.TaskID)
 		if err == nil && tk.Status == task.StatusCompleted {
 			return
 		}
@@ -126,10 +126,10 @@ func TestDetachedRequestIdentity(t *testing.T) {
 		tls                     bool
 	}{
 		{"task of the caller", func(c context.Context) context.Context {
-			return taskproxy.WithCaller(served, taskproxy.Caller{Owner: "o-bob", Principal: "bob"}).Context()
+			return taskproxy.WithCaller(served, task.Caller{Owner: "o-bob", Principal: "bob"}).Context()
 		}, "bob", "bob@example.com", "203.0.113.9:1234", "203.0.113.9", true},
 		{"re-run of alice's task", func(c context.Context) context.Context {
-			return taskproxy.RerunContext(c, taskproxy.Caller{Owner: "o-alice", Principal: "alice"})
+			return task.RerunContext(c, task.Caller{Owner: "o-alice", Principal: "alice"})
 		}, "alice", "", "10.0.0.5:443", "10.0.0.5", false},
 	}
 	for _, tt := range tests {

@@ -9,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -114,7 +113,7 @@ func storeTotals() task.StoreStats {
 	return total
 }
 
-// observer feeds the collectors; it implements taskproxy.Observer.
+// observer feeds the collectors; it implements task.Observer.
 type observer struct{}
 
 func (observer) TaskCreated(era task.Era) { metrics.created.WithLabelValues(string(era)).Inc() }
@@ -127,4 +126,4 @@ func (observer) TaskEnded(era task.Era, status task.Status, age time.Duration) {
 func (observer) Refused(reason string) { metrics.refused.WithLabelValues(reason).Inc() }
 
 // Interface guard
-var _ taskproxy.Observer = observer{}
+var _ task.Observer = observer{}

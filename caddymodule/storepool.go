@@ -93,14 +93,14 @@ func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.R
 // plain ones. Response placeholders are not inherited: they belong to the
 // client's response, which another goroutine writes.
 //
-// A re-run after a restart (taskproxy.IsRerun) starts from a request some
+// A re-run after a restart (task.IsRerun) starts from a request some
 // other caller sent: it inherits no authentication placeholders, client
 // address or TLS state of that caller ({http.request.remote} and client_ip
 // name the gateway's own listener address), and {http.auth.user.id} names
 // the task's own principal.
 func detachRequest(r *http.Request) *http.Request {
 	ctx := context.WithoutCancel(r.Context())
-	rerun := taskproxy.IsRerun(ctx)
+	rerun := task.IsRerun(ctx)
 	vars := map[string]any{}
 	if v, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
 		maps.Copy(vars, v)
@@ -132,7 +132,7 @@ func detachRequest(r *http.Request) *http.Request {
 			return orig.Get(key)
 		})
 	}
-	if who := taskproxy.CallerOf(ctx); rerun && who.Owner != taskproxy.Anonymous {
+	if who := task.CallerOf(ctx); rerun && who.Owner != task.Anonymous {
 		repl.Set("http.auth.user.id", who.Principal)
 	}
 	return detached

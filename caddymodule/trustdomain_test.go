@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"go.uber.org/zap"
 	zapobserver "go.uber.org/zap/zaptest/observer"
-
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 )
 
 // The Caddyfile adapter names the trust domain of a principal placeholder
@@ -125,7 +124,7 @@ func TestPlaceholderOwnerKeys(t *testing.T) {
 		if got == nil {
 			t.Fatalf("%+v refused %q", p, who)
 		}
-		return taskproxy.CallerOf(got.Context()).Owner
+		return task.CallerOf(got.Context()).Owner
 	}
 	const user = "{http.auth.user.id}"
 	site1 := owner(newPlaceholderPrincipal(user, "site a.example.com"), "alice")

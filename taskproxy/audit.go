@@ -21,7 +21,7 @@ const (
 )
 
 // audit logs one event of task t (nil when the caller may not see it).
-func (route *Route) audit(event string, taskID string, t *task.Task, who Caller) {
+func (route *Route) audit(event string, taskID string, t *task.Task, who task.Caller) {
 	ce := route.auditLog.Check(zap.InfoLevel, event)
 	if ce == nil {
 		return
@@ -36,7 +36,7 @@ func (route *Route) audit(event string, taskID string, t *task.Task, who Caller)
 // auditTask logs an event of t on behalf of the principal that owns it, and
 // tells the observer of creations.
 func (route *Route) auditTask(event string, t *task.Task) {
-	route.audit(event, t.ID, t, Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	route.audit(event, t.ID, t, task.Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
 	if event == auditCreated && route.cfg.Observer != nil {
 		route.cfg.Observer.TaskCreated(t.Era)
 	}

@@ -100,7 +100,7 @@ func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params stri
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `,` + askCaps + `}}`
 	name, _ := stringParam(json.RawMessage(`{`+params+`}`), "name")
-	r := WithCaller(post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name), Caller{Owner: who, Principal: who})
+	r := WithCaller(post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name), task.Caller{Owner: who, Principal: who})
 	w := httptest.NewRecorder()
 	if err := g.ServeHTTP(w, r, next); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestBridgeRetryOtherTool(t *testing.T) {
 
 func first(m *jsonrpc.Message, _ int) *jsonrpc.Message { return m }
 
-// refusals is an Observer counting the refusals by reason.
+// refusals is a task.Observer counting the refusals by reason.
 type refusals struct {
 	mu sync.Mutex
 	n  map[string]int

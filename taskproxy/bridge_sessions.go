@@ -118,14 +118,14 @@ func (c *call) acquireBridgeSessionIn(t *bridgeSessions, meta requestMeta, open 
 }
 
 // bridgeOwner is whom the caller's upstream sessions belong to: the
-// caller's owner key. Anonymous callers are one owner to the gateway, but
+// caller's owner key. task.Anonymous callers are one owner to the gateway, but
 // not to an upstream that authenticates them itself with the bearer token
 // each one sends: an upstream session opened with one caller's credentials
 // must never serve a request bearing another's (the upstream would serve
 // it with what it keeps of the first caller's session), so for anonymous
 // callers the credentials the upstream sees count too, as a digest.
 func (c *call) bridgeOwner() string {
-	if c.owner != Anonymous {
+	if c.owner != task.Anonymous {
 		return c.owner
 	}
 	auth := c.r.Header.Values("Authorization")

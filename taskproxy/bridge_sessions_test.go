@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Sessions are keyed by the names of the capabilities a request declares,
@@ -55,7 +56,7 @@ func TestBridgeSessionKeyNames(t *testing.T) {
 	}
 }
 
-// Anonymous callers are one owner, but an upstream that authenticates them
+// task.Anonymous callers are one owner, but an upstream that authenticates them
 // itself tells them apart by their Authorization: a session opened with one
 // caller's credentials never serves another's. Authenticated callers are
 // told apart by their owner already, whatever token they present.
@@ -74,10 +75,10 @@ func TestBridgeSessionKeyCredentials(t *testing.T) {
 		ownerB, b string
 		same      bool
 	}{
-		{"anonymous, two tokens", Anonymous, "Bearer alice-token", Anonymous, "Bearer bob-token", false},
-		{"anonymous, one token", Anonymous, "Bearer alice-token", Anonymous, "Bearer alice-token", true},
-		{"anonymous, token and none", Anonymous, "Bearer alice-token", Anonymous, "", false},
-		{"anonymous, none", Anonymous, "", Anonymous, "", true},
+		{"anonymous, two tokens", task.Anonymous, "Bearer alice-token", task.Anonymous, "Bearer bob-token", false},
+		{"anonymous, one token", task.Anonymous, "Bearer alice-token", task.Anonymous, "Bearer alice-token", true},
+		{"anonymous, token and none", task.Anonymous, "Bearer alice-token", task.Anonymous, "", false},
+		{"anonymous, none", task.Anonymous, "", task.Anonymous, "", true},
 		{"a principal, two of its tokens", "p2|alice", "Bearer t1", "p2|alice", "Bearer t2", true},
 	}
 	for _, tt := range tests {
@@ -87,7 +88,7 @@ func TestBridgeSessionKeyCredentials(t *testing.T) {
 			}
 		})
 	}
-	if k := key(Anonymous, "Bearer alice-token"); strings.Contains(k, "alice-token") {
+	if k := key(task.Anonymous, "Bearer alice-token"); strings.Contains(k, "alice-token") {
 		t.Errorf("the key %q holds the token", k)
 	}
 }
@@ -250,7 +251,7 @@ func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
 	}
 }
 
-// Anonymous callers are one owner to the session table's limits, whatever
+// task.Anonymous callers are one owner to the session table's limits, whatever
 // Authorization each sends: one caller making up a token per call must not
 // take every session of the route and evict the others' idle ones.
 func TestBridgeAnonymousCredentialsShareOneQuota(t *testing.T) {
@@ -277,13 +278,13 @@ func TestBridgeAnonymousCredentialsShareOneQuota(t *testing.T) {
 		}
 	}
 	for i := range 8 {
-		if s, err := hold(Anonymous, fmt.Sprintf("Bearer junk-%d", i), 0); err == nil {
+		if s, err := hold(task.Anonymous, fmt.Sprintf("Bearer junk-%d", i), 0); err == nil {
 			defer s.release() // held: the anonymous caller keeps what it got
 		}
 	}
 	tab.mu.Lock()
 	defer tab.mu.Unlock()
-	if n := tab.owners[Anonymous]; n > 8/3+1 {
+	if n := tab.owners[task.Anonymous]; n > 8/3+1 {
 		t.Errorf("the anonymous caller holds %d of 8 sessions, want at most its fair share", n)
 	}
 	for _, owner := range []string{"p2|alice", "p2|bob"} {

@@ -128,7 +128,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 			_ = json.Unmarshal(w.Body.Bytes(), &created)
 			id := created.Result.TaskID
 			if tt.elicit {
-				rec := waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
+				rec := waitStatus(t, g, task.Anonymous, id, task.StatusInputRequired)
 				if len(rec.Inputs) != 1 || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation", rec.Inputs)
 				}
@@ -138,7 +138,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 					t.Fatalf("tasks/update: HTTP %d %s %v", uw.Code, uw.Body, err)
 				}
 			}
-			rec := waitEnded(t, g, Anonymous, id)
+			rec := waitEnded(t, g, task.Anonymous, id)
 			if rec.Status != tt.status || rec.Session != "s-1" || rec.UpstreamTaskID != "up-1" || rec.Era != task.Era2026 {
 				t.Errorf("task %s session %q upstream task %q era %s; want %s on s-1 following up-1", rec.Status, rec.Session, rec.UpstreamTaskID, rec.Era, tt.status)
 			}
@@ -223,7 +223,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	defer g.rt.Close(time.Second)
 	now := clock()
 	id := task.NewTaskID()
-	rec := &task.Task{ID: id, Owner: Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
+	rec := &task.Task{ID: id, Owner: task.Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
 		Era: task.Era2026, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 		UpstreamTask: true, UpstreamTaskID: "up-1"}
 	rec.AddInput(task.InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
@@ -235,7 +235,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	}
 	caller := post(`{}`, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/update", "Mcp-Name", id)
 	answers := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
-	if _, err := g.route.answerInputs(t.Context(), Anonymous, id, answers, caller, up); err != nil {
+	if _, err := g.route.answerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
 		t.Fatal(err)
 	}
 	if off := up.offSession(); len(off) > 0 || !strings.Contains(string(up.answer), "accept") {
@@ -264,7 +264,7 @@ func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
 		if json.Unmarshal(w.Body.Bytes(), &created) != nil || created.Result.TaskID == "" {
 			t.Fatalf("call answered HTTP %d %s, want a task", w.Code, w.Body)
 		}
-		return waitEnded(t, g, Anonymous, created.Result.TaskID)
+		return waitEnded(t, g, task.Anonymous, created.Result.TaskID)
 	}
 	if rec := call(); rec.Status != task.StatusCompleted || rec.Session != "s-1" {
 		t.Fatalf("first task %s on %q, want completed on s-1", rec.Status, rec.Session)

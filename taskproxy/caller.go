@@ -1,49 +1,13 @@
 package taskproxy
 
 import (
-	"context"
 	"net/http"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Caller identifies who sent a request. Owner is the opaque key tasks and
-// sessions are bound to (trust domain, tenant and principal, as the glue
-// derives them); Principal and Tenant are for the audit log only.
-type Caller struct {
-	Owner     string
-	Principal string
-	Tenant    string
-}
-
-type callerCtxKey struct{}
-
-// Anonymous is the owner of every request that carries no caller.
-const Anonymous = "anonymous"
-
-// WithCaller returns r carrying its caller. Tasks are bound to c.Owner.
-func WithCaller(r *http.Request, c Caller) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c))
-}
-
-// CallerOf returns the caller of ctx: the anonymous principal when none was
-// set.
-func CallerOf(ctx context.Context) Caller {
-	if c, ok := ctx.Value(callerCtxKey{}).(Caller); ok && c.Owner != "" {
-		return c
-	}
-	return Caller{Owner: Anonymous, Principal: Anonymous}
-}
-
-type rerunCtxKey struct{}
-
-// IsRerun reports whether ctx belongs to a re-run after a restart: work the
-// gateway starts from a request that another caller sent, whose connection
-// and authentication state must not carry over (see Config.Detach).
-func IsRerun(ctx context.Context) bool {
-	v, _ := ctx.Value(rerunCtxKey{}).(bool)
-	return v
-}
-
-// RerunContext marks ctx as a re-run on behalf of c (see IsRerun).
-func RerunContext(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(context.WithValue(ctx, callerCtxKey{}, c), rerunCtxKey{}, true)
+// WithCaller returns r carrying its caller (task.WithCaller on its
+// context): the gateway binds the tasks and sessions r creates to c.Owner.
+func WithCaller(r *http.Request, c task.Caller) *http.Request {
+	return r.WithContext(task.WithCaller(r.Context(), c))
 }

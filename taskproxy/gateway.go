@@ -91,7 +91,7 @@ type Config struct {
 	// workers, with headers of its own (a deep copy, as Request.Clone
 	// makes: the gateway edits them). Nil clones r onto
 	// context.WithoutCancel. For a re-run after a restart
-	// (IsRerun of r's context) r is another caller's request: the copy must
+	// (task.IsRerun of r's context) r is another caller's request: the copy must
 	// carry none of that caller's connection or authentication state.
 	Detach func(r *http.Request) *http.Request
 	// RetryOnRestart names the tools whose calls are idempotent: a task of
@@ -118,7 +118,7 @@ type Config struct {
 	// AuditLogger receives the task lifecycle audit log; nil discards it.
 	AuditLogger *zap.Logger
 	// Observer receives lifecycle counts for metrics; nil ignores them.
-	Observer Observer
+	Observer task.Observer
 	// Route identifies the handler instance (site and route) this
 	// configuration serves, stably across restarts. Tasks record it, and a
 	// re-run after a restart goes only through a gateway of the same route,
@@ -131,19 +131,6 @@ type Config struct {
 // above what a tool result normally is, and small enough that a task
 // record stays well within the store's limits.
 const DefaultMaxResultBytes = upstream.DefaultMaxResultBytes
-
-// Observer is told of task lifecycle events, for metrics. Its methods must
-// be cheap and safe for concurrent use.
-type Observer interface {
-	// TaskCreated counts a task stored.
-	TaskCreated(era task.Era)
-	// TaskEnded counts a task reaching status, age after its creation.
-	TaskEnded(era task.Era, status task.Status, age time.Duration)
-	// Refused counts a request refused for a limit: "quota" (too many
-	// active tasks), "rate_limit", "streams" or "bridge_input" (too many
-	// bridged calls of the principal wait for input).
-	Refused(reason string)
-}
 
 // Gateway serves one configuration.
 type Gateway struct {
@@ -245,7 +232,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 	}
 	g.route.served(r, next)
-	who := CallerOf(r.Context())
+	who := task.CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil
 	}
@@ -344,7 +331,7 @@ type call struct {
 	next   http.Handler
 	msg    *jsonrpc.Message
 	owner  string
-	caller Caller
+	caller task.Caller
 }
 
 func (c *call) pass() error { return upstream.ServeNext(c.next, c.w, c.r) }

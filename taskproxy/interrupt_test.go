@@ -41,7 +41,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 	if err := rt.Close(0); err != nil {
 		t.Fatal(err)
 	}
-	tk, err := openTestStore(t, dir, false).Get(t.Context(), Anonymous, id)
+	tk, err := openTestStore(t, dir, false).Get(t.Context(), task.Anonymous, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestCancelCountsAsEnded(t *testing.T) {
 	// request starts would otherwise fail a task no worker holds before
 	// the test cancels it.
 	leased := func(era task.Era) *task.Task {
-		tk := testTask(Anonymous, clock())
+		tk := testTask(task.Anonymous, clock())
 		tk.Era = era
 		tk.Lease = task.Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
 		return tk
@@ -44,7 +44,7 @@ func TestCancelCountsAsEnded(t *testing.T) {
 		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.route.cancelTask(context.Background(), Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
+		if _, err := g.route.cancelTask(context.Background(), task.Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
 			t.Fatalf("%s: cancel: %v", era, err)
 		}
 	}

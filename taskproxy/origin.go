@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // DNS rebinding protection for what the gateway answers itself. The spec has
@@ -52,7 +53,7 @@ func (c *call) guarded() bool {
 	case RebindingOn:
 		return true
 	}
-	return c.owner == Anonymous && !peerOf(c.r).ViaTrustedProxy
+	return c.owner == task.Anonymous && !peerOf(c.r).ViaTrustedProxy
 }
 
 // guardOrigin answers 403 and returns false for a rebinding suspect, and

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The rebinding guard applies where it protects something: by default to
@@ -15,11 +16,11 @@ import (
 // trusted proxy; "on" and "off" force it.
 func TestRebindingModes(t *testing.T) {
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
-	alice := Caller{Owner: "alice", Principal: "alice"}
+	alice := task.Caller{Owner: "alice", Principal: "alice"}
 	tests := []struct {
 		name   string
 		mode   RebindingProtection
-		caller *Caller
+		caller *task.Caller
 		peer   *Peer
 		host   string
 		want   int
@@ -68,7 +69,7 @@ func TestParseRebindingProtection(t *testing.T) {
 	}
 }
 
-// Anonymous callers are rate-limited by the client address the glue
+// task.Anonymous callers are rate-limited by the client address the glue
 // determined (Caddy's client_ip), not by the proxy that connected.
 func TestRateLimitKeyIsClientIP(t *testing.T) {
 	g := testGateway(t, Config{RateLimit: 1}) // bursts of 2
@@ -108,7 +109,7 @@ func TestRateLimitKeyIsClientIP(t *testing.T) {
 // what the gateway answers itself, whoever the caller; an MCP client's
 // post (application/json), or a non-browser one without a type, is not.
 func TestCrossSiteSimple(t *testing.T) {
-	alice := Caller{Owner: "alice", Principal: "alice"}
+	alice := task.Caller{Owner: "alice", Principal: "alice"}
 	tests := []struct {
 		name, method, contentType, origin string
 		want                              bool

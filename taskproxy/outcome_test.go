@@ -73,7 +73,7 @@ func TestOutcomeWriteFailures(t *testing.T) {
 				_, _ = w.Write(data)
 			})
 			id := createV2025(t, g, next)
-			rec := waitEnded(t, g, Anonymous, id)
+			rec := waitEnded(t, g, task.Anonymous, id)
 			got, _ := json.Marshal(rec)
 			if rec.Status != tt.wantStatus || !strings.Contains(string(got), tt.wantIn) {
 				t.Errorf("task ended %s: %s; want %s with %q", rec.Status, got, tt.wantStatus, tt.wantIn)
@@ -207,7 +207,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	if n := g.route.settleUnsettled(context.Background()); n != 1 {
 		t.Fatalf("settled %d, want 1", n)
 	}
-	rec, err := g.rt.Store.Get(context.Background(), Anonymous, id)
+	rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, id)
 	if err != nil || rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
 		t.Errorf("task %+v, %v; want failed with %q", rec, err, msgOutcomeLost)
 	}

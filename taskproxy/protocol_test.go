@@ -148,7 +148,7 @@ func TestPassUnreadable(t *testing.T) {
 // cancel.
 func TestClientCancellation(t *testing.T) {
 	g := testGateway(t, Config{})
-	if err := g.rt.Store.BindSession(context.Background(), "s1", Anonymous, time.Hour); err != nil {
+	if err := g.rt.Store.BindSession(context.Background(), "s1", task.Anonymous, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -183,7 +183,7 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	// Held by this process, as a running worker's task is: without a
 	// lease, the recovery that runs at the start could take it for an
 	// orphan and fail it, which left room for the call now and then.
-	busy := &task.Task{ID: task.NewTaskID(), Owner: Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026,
+	busy := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026,
 		Lease: task.Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
 	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
 		t.Fatal(err)

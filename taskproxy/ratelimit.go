@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // limited answers 429 with Retry-After when the caller is over its rate.
-// Anonymous callers are one principal, so they are told apart by client
+// task.Anonymous callers are one principal, so they are told apart by client
 // address (the one the glue determined, which behind a trusted proxy is not
 // the proxy's): otherwise every client of an unauthenticated gateway shares
 // one bucket.
 func (c *call) limited() bool {
 	key := c.owner
-	if key == Anonymous {
+	if key == task.Anonymous {
 		key = "ip:" + peerOf(c.r).ClientIP
 	}
 	ok, wait := c.g.limiter.Allow(key, clock())

@@ -219,7 +219,7 @@ func (route *Route) rerunBase(served *http.Request, t *task.Task) *http.Request 
 	// The served request is another caller's: the re-run carries the
 	// task's own caller, and Detach is told it is a re-run, so that the
 	// glue drops that caller's connection and authentication state.
-	ctx := RerunContext(served.Context(), Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	ctx := task.RerunContext(served.Context(), task.Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
 	base := route.cfg.Detach(served.WithContext(ctx))
 	base.TLS = nil
 	base.Header = http.Header{}

@@ -75,7 +75,7 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, data)
 			})
-			rec := waitEnded(t, g, Anonymous, createV2025(t, g, next))
+			rec := waitEnded(t, g, task.Anonymous, createV2025(t, g, next))
 			if rec.Status != task.StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
 				t.Errorf("task %s, error %+v; want failed with result too large", rec.Status, rec.Error)
 			}

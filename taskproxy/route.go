@@ -29,7 +29,7 @@ type RouteConfig struct {
 	// SweepInterval spaces the sweeps of expired tasks.
 	SweepInterval time.Duration
 	// Observer counts lifecycle events; nil ignores them.
-	Observer Observer
+	Observer task.Observer
 	// Logger and AuditLogger receive the route's logs; never nil.
 	Logger, AuditLogger *zap.Logger
 	// Start starts the configuration the route belongs to, for a health

@@ -131,7 +131,7 @@ func TestSessionBinding(t *testing.T) {
 		if sid != "" {
 			r.Header.Set(upstream.HeaderSessionID, sid)
 		}
-		r = WithCaller(r, Caller{Owner: who, Principal: who})
+		r = WithCaller(r, task.Caller{Owner: who, Principal: who})
 		w := httptest.NewRecorder()
 		if err := g.ServeHTTP(w, r, up); err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestSessionBinding(t *testing.T) {
 	}
 	initialize := func(g *Gateway, who string) string {
 		t.Helper()
-		r := WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), Caller{Owner: who})
+		r := WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), task.Caller{Owner: who})
 		w := httptest.NewRecorder()
 		if err := g.ServeHTTP(w, r, up); err != nil {
 			t.Fatal(err)
@@ -257,7 +257,7 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 			for k, v := range tt.aliases {
 				r.Header[k] = []string{v}
 			}
-			r = WithCaller(r, Caller{Owner: "bob", Principal: "bob"})
+			r = WithCaller(r, task.Caller{Owner: "bob", Principal: "bob"})
 			up := &recordingUpstream{}
 			w := httptest.NewRecorder()
 			if err := g.ServeHTTP(w, r, up); err != nil {

@@ -5,15 +5,16 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // openStream takes one of the caller's stream slots and returns its
 // release, or answers HTTP 429 with a JSON-RPC error naming the limit and
-// returns nil. Anonymous callers are counted per client address (the one
+// returns nil. task.Anonymous callers are counted per client address (the one
 // the glue determined, as for the rate limit).
 func (c *call) openStream() (release func()) {
 	key := c.owner
-	if key == Anonymous {
+	if key == task.Anonymous {
 		// The client address the glue determined, as the rate limiter
 		// keys them: behind a trusted proxy the connection's address is
 		// the proxy's, and every anonymous client would share one budget.

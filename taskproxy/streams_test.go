@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func TestResultResumeID(t *testing.T) {
@@ -35,7 +36,7 @@ func TestResultResumeID(t *testing.T) {
 	}
 }
 
-// Anonymous callers' long-lived answers are counted per client address as
+// task.Anonymous callers' long-lived answers are counted per client address as
 // the glue determined it, as the rate limit counts them: behind a trusted
 // proxy every connection comes from the proxy's address.
 func TestStreamSlotsKeyIsClientIP(t *testing.T) {
@@ -44,7 +45,7 @@ func TestStreamSlotsKeyIsClientIP(t *testing.T) {
 		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`)
 		r.RemoteAddr = "10.0.0.1:4000" // the same front proxy for everybody
 		r = WithPeer(r, Peer{ClientIP: clientIP, ViaTrustedProxy: true})
-		c := &call{g: g, w: httptest.NewRecorder(), r: r, msg: &jsonrpc.Message{ID: json.RawMessage("1")}, owner: Anonymous}
+		c := &call{g: g, w: httptest.NewRecorder(), r: r, msg: &jsonrpc.Message{ID: json.RawMessage("1")}, owner: task.Anonymous}
 		return c.openStream() != nil
 	}
 	for i := range gate.MaxStreamsPerOwner {

@@ -80,7 +80,7 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.Task.TaskID == "" {
 		t.Fatalf("create answer %s", rec.Body)
 	}
-	waitStatus(t, g, Anonymous, created.Result.Task.TaskID, task.StatusCompleted)
+	waitStatus(t, g, task.Anonymous, created.Result.Task.TaskID, task.StatusCompleted)
 }
 
 // waitStatus waits, with a generous deadline, for a task to reach want.

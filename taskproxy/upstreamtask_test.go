@@ -178,16 +178,16 @@ func TestUpstreamTaskFollow(t *testing.T) {
 			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 			id := createV2025(t, g, tt.up)
 			if tt.up.elicit {
-				rec := waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
+				rec := waitStatus(t, g, task.Anonymous, id, task.StatusInputRequired)
 				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
 				answer := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
-				if _, err := g.route.answerInputs(context.Background(), Anonymous, id, answer, post(`{}`), tt.up); err != nil {
+				if _, err := g.route.answerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
 					t.Fatal(err)
 				}
 			}
-			rec := waitEnded(t, g, Anonymous, id)
+			rec := waitEnded(t, g, task.Anonymous, id)
 			if rec.Status != tt.want || rec.UpstreamTaskID != tt.wantUpID || !rec.UpstreamTask {
 				t.Errorf("task %s, upstream task %q (upstreamTask %v); want %s, %q", rec.Status, rec.UpstreamTaskID, rec.UpstreamTask, tt.want, tt.wantUpID)
 			}
@@ -222,8 +222,8 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
-	waitStatus(t, g, Anonymous, id, task.StatusInputRequired)
-	if _, err := g.route.cancelTask(context.Background(), Anonymous, id, up); err != nil {
+	waitStatus(t, g, task.Anonymous, id, task.StatusInputRequired)
+	if _, err := g.route.cancelTask(context.Background(), task.Anonymous, id, up); err != nil {
 		t.Fatal(err)
 	}
 	if !up.saw("tasks/cancel") {
@@ -360,7 +360,7 @@ func TestUpstreamTaskV2026(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &created); err != nil || created.Result.ResultType != "task" {
 		t.Fatalf("with the extension: %s, want a CreateTaskResult", rec.Body)
 	}
-	tk := waitEnded(t, g, Anonymous, created.Result.TaskID)
+	tk := waitEnded(t, g, task.Anonymous, created.Result.TaskID)
 	if tk.Status != task.StatusCompleted || tk.UpstreamTaskID != "up-1" || !strings.Contains(string(tk.Result), "the report") {
 		t.Errorf("task %s, upstream task %q, result %s", tk.Status, tk.UpstreamTaskID, tk.Result)
 	}
@@ -373,7 +373,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
-	rec := waitEnded(t, g, Anonymous, id)
+	rec := waitEnded(t, g, task.Anonymous, id)
 	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
 	}
@@ -396,7 +396,7 @@ func TestUpstreamTaskStatusMirrored(t *testing.T) {
 	id := createV2025(t, g, up)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		rec, err := g.rt.Store.Get(t.Context(), Anonymous, id)
+		rec, err := g.rt.Store.Get(t.Context(), task.Anonymous, id)
 		if err == nil && rec.StatusMessage == "upstream says hi" {
 			break
 		}
@@ -406,7 +406,7 @@ func TestUpstreamTaskStatusMirrored(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(up.hold)
-	if rec := waitEnded(t, g, Anonymous, id); rec.Status != task.StatusCompleted {
+	if rec := waitEnded(t, g, task.Anonymous, id); rec.Status != task.StatusCompleted {
 		t.Errorf("task %s, want completed", rec.Status)
 	}
 }

@@ -25,7 +25,7 @@ func getTask(t *testing.T, g *Gateway, owner string, wire viewWire, id string) s
 	} else {
 		r = post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"`+id+`"}}`, "MCP-Protocol-Version", "2025-11-25")
 	}
-	r = WithCaller(r, Caller{Owner: owner, Principal: owner})
+	r = WithCaller(r, task.Caller{Owner: owner, Principal: owner})
 	rec := httptest.NewRecorder()
 	if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
@@ -153,15 +153,15 @@ func TestViewCacheStatusChanges(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
 	})
 	id := createV2025(t, g, next)
-	if got := getTask(t, g, Anonymous, wireV2025, id); !strings.Contains(got, `"status":"working"`) {
+	if got := getTask(t, g, task.Anonymous, wireV2025, id); !strings.Contains(got, `"status":"working"`) {
 		t.Fatalf("while running: %s", got)
 	}
 	close(release)
-	waitEnded(t, g, Anonymous, id)
-	if _, _, ok := g.rt.views.lookup(Anonymous, id, wireV2025, clock()); !ok {
+	waitEnded(t, g, task.Anonymous, id)
+	if _, _, ok := g.rt.views.lookup(task.Anonymous, id, wireV2025, clock()); !ok {
 		t.Error("the worker's outcome is not in the cache")
 	}
-	if got := getTask(t, g, Anonymous, wireV2025, id); !strings.Contains(got, `"status":"completed"`) {
+	if got := getTask(t, g, task.Anonymous, wireV2025, id); !strings.Contains(got, `"status":"completed"`) {
 		t.Errorf("after the outcome: %s", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -102,7 +101,7 @@ func sampleTask(holder string) *task.Task {
 	now := time.Now().UTC()
 	id := task.NewTaskID()
 	return &task.Task{
-		ID: id, Owner: taskproxy.Anonymous, Principal: taskproxy.Anonymous, Status: task.StatusWorking,
+		ID: id, Owner: task.Anonymous, Principal: task.Anonymous, Status: task.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: 10 * time.Minute, PollInterval: time.Second, Era: task.Era2025,
 		Tool: "fast", Params: json.RawMessage(`{"name":"fast","arguments":{"a":"benchmark"}}`),
 		UpstreamID: json.RawMessage(`"mcp-tasks:` + id + `:call:1"`), Round: 1,

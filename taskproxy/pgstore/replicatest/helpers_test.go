@@ -132,7 +132,7 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	proxy.FlushInterval = -1
 	proxy.ErrorLog = log.New(io.Discard, "", 0) // cancelled calls are the point of some tests
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = taskproxy.WithCaller(r, taskproxy.Caller{Owner: "alice", Principal: "alice"})
+		r = taskproxy.WithCaller(r, task.Caller{Owner: "alice", Principal: "alice"})
 		_ = g.ServeHTTP(w, r, proxy)
 	}))
 	r := &replica{store: s, rt: rt, g: g, url: srv.URL + "/mcp"}
