@@ -79,10 +79,10 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	// which needs the values of a request Caddy served (its replacer,
 	// server, variables): the worker's own detached request has them, the
 	// admin request does not.
-	if run, ok := rt.workers.get(id); ok && run.base != nil {
-		ctx = run.base.Context()
+	if run, ok := rt.workers.get(id); ok && run.Base != nil {
+		ctx = run.Base.Context()
 	}
-	cancelled, err := route.cancelTask(ctx, t.Owner, id, nil)
+	cancelled, err := route.CancelTask(ctx, t.Owner, id, nil)
 	if err != nil {
 		if errors.Is(err, task.ErrTerminal) { // it ended meanwhile
 			if now, gerr := rt.GetAny(ctx, id); gerr == nil {

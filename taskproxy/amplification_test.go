@@ -138,12 +138,12 @@ func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 	if err := g.rt.Store.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	answers := map[string]inputAnswer{}
-	for i := range maxInputResponses {
-		answers[fmt.Sprint("x", i)] = inputAnswer{Result: json.RawMessage(`1`)}
+	answers := map[string]InputAnswer{}
+	for i := range MaxInputResponses {
+		answers[fmt.Sprint("x", i)] = InputAnswer{Result: json.RawMessage(`1`)}
 	}
-	answers[k1] = inputAnswer{Result: json.RawMessage(`{"a":1}`)}
-	got, err := g.route.answerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
+	answers[k1] = InputAnswer{Result: json.RawMessage(`{"a":1}`)}
+	got, err := g.route.AnswerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

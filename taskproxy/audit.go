@@ -10,18 +10,18 @@ import (
 
 // Audit events.
 const (
-	auditCreated       = "task created"
+	AuditCreated       = "task created"
 	auditInputRequired = "input requested"
 	auditInputAnswered = "input answered"
 	auditCompleted     = "task completed"
 	auditFailed        = "task failed"
 	auditCancelled     = "task cancelled"
-	auditRetrieved     = "task retrieved"
-	auditDenied        = "access denied"
+	AuditRetrieved     = "task retrieved"
+	AuditDenied        = "access denied"
 )
 
-// audit logs one event of task t (nil when the caller may not see it).
-func (route *Route) audit(event string, taskID string, t *task.Task, who task.Caller) {
+// Audit logs one event of task t (nil when the caller may not see it).
+func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Caller) {
 	ce := route.auditLog.Check(zap.InfoLevel, event)
 	if ce == nil {
 		return
@@ -33,26 +33,26 @@ func (route *Route) audit(event string, taskID string, t *task.Task, who task.Ca
 	ce.Write(fields...)
 }
 
-// auditTask logs an event of t on behalf of the principal that owns it, and
+// AuditTask logs an event of t on behalf of the principal that owns it, and
 // tells the observer of creations.
-func (route *Route) auditTask(event string, t *task.Task) {
-	route.audit(event, t.ID, t, task.Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
-	if event == auditCreated && route.cfg.Observer != nil {
+func (route *Route) AuditTask(event string, t *task.Task) {
+	route.Audit(event, t.ID, t, task.Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	if event == AuditCreated && route.cfg.Observer != nil {
 		route.cfg.Observer.TaskCreated(t.Era)
 	}
 }
 
-// auditOutcome logs how a task ended.
-func (route *Route) auditOutcome(t *task.Task) {
+// AuditOutcome logs how a task ended.
+func (route *Route) AuditOutcome(t *task.Task) {
 	if route.cfg.Observer != nil && t.Status.Terminal() {
 		route.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
 	}
 	switch t.Status {
 	case task.StatusCompleted:
-		route.auditTask(auditCompleted, t)
+		route.AuditTask(auditCompleted, t)
 	case task.StatusFailed:
-		route.auditTask(auditFailed, t)
+		route.AuditTask(auditFailed, t)
 	case task.StatusCancelled:
-		route.auditTask(auditCancelled, t)
+		route.AuditTask(auditCancelled, t)
 	}
 }

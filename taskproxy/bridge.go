@@ -73,7 +73,7 @@ func (b *bridgeState) close() {
 		// nothing), the call ends here; release is idempotent.
 		pc.timer.Stop()
 		pc.bc.cancelUpstream("the gateway's configuration was unloaded")
-		pc.bc.run.release()
+		pc.bc.run.Release()
 	}
 	b.sessions.close()
 }
@@ -343,7 +343,7 @@ func (c *call) serveBridged() error {
 func (c *call) bridgeDiscover(meta requestMeta) error {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		c.failV2026(upstreamFailure(c.g.log, err))
+		c.failV2026(UpstreamFailure(c.g.log, err))
 		return nil
 	}
 	defer s.release()
@@ -353,7 +353,7 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	}
 	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
 	if caps, err = jsonx.SetPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
-		c.failV2026(internalError(c.g.log, "building the discover result", err))
+		c.failV2026(InternalError(c.g.log, "building the discover result", err))
 		return nil
 	}
 	res := map[string]any{
@@ -384,14 +384,14 @@ func (c *call) serveBridgedRequest(meta requestMeta) error {
 		c.failV2026(e)
 		return nil
 	}
-	stop := context.AfterFunc(c.r.Context(), func() { bc.run.cancel(errClientGone) })
+	stop := context.AfterFunc(c.r.Context(), func() { bc.run.Cancel(errClientGone) })
 	defer stop()
-	defer bc.run.release()
+	defer bc.run.Release()
 	reply := &v2026Reply{c: c}
 	for {
 		ev, ok := <-bc.a.Events
 		if !ok {
-			ev = upstream.Event{Err: context.Cause(bc.run.ctx)}
+			ev = upstream.Event{Err: context.Cause(bc.run.Ctx)}
 		}
 		switch {
 		case ev.Notification != nil:

@@ -45,7 +45,7 @@ type bridgedCall struct {
 	method  string
 	session *bridgeSession
 	meta    requestMeta
-	run     *runningTask
+	run     *Run
 	a       *upstream.Attempt
 	// id names the call: the task id should it become one.
 	id         string
@@ -86,7 +86,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	g := c.g
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		return nil, upstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err))
+		return nil, UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: translate.V2025Params(c.msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), translate.MetaLogLevel); ok {
@@ -95,16 +95,16 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
 	if bc.body, err = jsonrpc.RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
-		return nil, internalError(g.log, "encoding the upstream request", err)
+		return nil, InternalError(g.log, "encoding the upstream request", err)
 	}
 	base := g.cfg.Detach(c.r)
 	base.Header.Del(upstream.HeaderMethod)
 	base.Header.Del(upstream.HeaderName)
 	bc.setSession(base, s)
-	bc.run = g.route.newRun(base, c.next)
+	bc.run = g.route.NewRun(base, c.next)
 	// The session is held as long as the call runs, task or not.
-	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
-	bc.a = upstream.StartAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	bc.unhold = context.AfterFunc(bc.run.Ctx, s.release)
+	bc.a = upstream.StartAttempt(bc.run.Ctx, bc.run.Base, bc.run.Next, bc.upstreamID, bc.body)
 	return bc, nil
 }
 
@@ -132,38 +132,38 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
 	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
-		return upstreamFailure(bc.g.log, fmt.Errorf("re-opening the upstream session: %w", err))
+		return UpstreamFailure(bc.g.log, fmt.Errorf("re-opening the upstream session: %w", err))
 	}
 	if bc.unhold() {
 		bc.session.release()
 	}
 	bc.session = s
-	bc.unhold = context.AfterFunc(bc.run.ctx, s.release)
-	bc.setSession(bc.run.base, s)
-	bc.a = upstream.StartAttempt(bc.run.ctx, bc.run.base, bc.run.next, bc.upstreamID, bc.body)
+	bc.unhold = context.AfterFunc(bc.run.Ctx, s.release)
+	bc.setSession(bc.run.Base, s)
+	bc.a = upstream.StartAttempt(bc.run.Ctx, bc.run.Base, bc.run.Next, bc.upstreamID, bc.body)
 	return nil
 }
 
 // refuseUpstreamRequest answers an upstream request that cannot reach the
 // client: a ping is answered, anything else refused.
 func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
-	answer := inputAnswer{Result: json.RawMessage("{}")}
+	answer := InputAnswer{Result: json.RawMessage("{}")}
 	if m.Method != "ping" {
-		answer = inputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
+		answer = InputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
 	}
-	go func() { _ = bc.answer(bc.run.ctx, m.ID, answer) }()
+	go func() { _ = bc.answer(bc.run.Ctx, m.ID, answer) }()
 }
 
 // answer sends the upstream the response to one of its requests.
-func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer inputAnswer) error {
-	return bc.g.route.answerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.base, bc.run.next, id, answer)
+func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer InputAnswer) error {
+	return bc.g.route.AnswerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.Base, bc.run.Next, id, answer)
 }
 
 // sendFinal answers the client with the upstream's last event, translated.
 func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	c := reply.c
 	if ev.Err != nil {
-		e := upstreamFailure(bc.g.log, ev.Err)
+		e := UpstreamFailure(bc.g.log, ev.Err)
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
@@ -176,7 +176,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	}
 	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
-		e := internalError(bc.g.log, "encoding a result", err)
+		e := InternalError(bc.g.log, "encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.msg.ID, e)
 	}
 	reply.send(data, http.StatusOK)
@@ -185,7 +185,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 // cancelUpstream tells the upstream the call is cancelled: on 2025-11-25
 // closing the stream is not a cancellation.
 func (bc *bridgedCall) cancelUpstream(reason string) {
-	bc.g.route.notifyUpstreamCancelled(bc.run.ctx, bc.run, &task.Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
+	bc.g.route.NotifyUpstreamCancelled(bc.run.Ctx, bc.run, &task.Task{ID: bc.id, UpstreamID: bc.upstreamID, Session: bc.session.id}, reason)
 }
 
 // serveBridgedToolsCall serves a tools/call through the bridge: a retry of
@@ -201,7 +201,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
-			c.failV2026(upstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
+			c.failV2026(UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
 		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
@@ -245,7 +245,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 	run := bc.run
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() {
 		bc.cancelUpstream("the client closed its request")
-		run.cancel(errClientGone)
+		run.Cancel(errClientGone)
 	})
 	reply := &v2026Reply{c: c}
 	var timerC <-chan time.Time
@@ -264,7 +264,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 		select {
 		case ev, ok := <-bc.a.Events:
 			if !ok {
-				ev = upstream.Event{Err: context.Cause(run.ctx)}
+				ev = upstream.Event{Err: context.Cause(run.Ctx)}
 			}
 			switch {
 			case ev.Notification != nil:
@@ -276,17 +276,17 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 			case ev.Request != nil && canTask:
 				t := newTask()
 				t.AddInput(task.InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
-				_ = t.SetStatus(task.StatusInputRequired, msgBridgedInput, clock())
+				_ = t.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
 				return c.convert(t, run, stopFollowingClient, reply, bc.a, nil)
 			case ev.Request != nil:
 				return bc.park(c, reply, stopFollowingClient, ev.Request)
 			case errors.Is(ev.Err, errClientGone):
-				run.release()
+				run.Release()
 				return nil
 			case bc.sessionLost(ev):
 				if e := bc.restart(c); e != nil {
 					stopFollowingClient()
-					run.release()
+					run.Release()
 					reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 					return nil
 				}
@@ -295,13 +295,13 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				t := newTask()
 				if ev.Final != nil && ev.Final.Error == nil {
 					final := *ev.Final
-					final.Result = bridgedResult(t, final.Result)
+					final.Result = BridgedResult(t, final.Result)
 					ev.Final = &final
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}
 			stopFollowingClient()
-			run.release()
+			run.Release()
 			bc.sendFinal(reply, ev)
 			return nil
 		case <-timerC:
@@ -386,7 +386,7 @@ func (g *Gateway) maxParkedPerOwner() int {
 // keeps the call open for the retry.
 func (bc *bridgedCall) park(c *call, reply *v2026Reply, stopFollowingClient func() bool, m *jsonrpc.Message) error {
 	if !stopFollowingClient() {
-		bc.run.release()
+		bc.run.Release()
 		return nil
 	}
 	pc := &parkedCall{bc: bc, owner: c.owner, pending: map[string]*jsonrpc.Message{}}
@@ -406,7 +406,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	if limit := g.maxParkedPerOwner(); p.byOwner[pc.owner] >= limit {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls of the principal wait for input")
-		bc.run.release()
+		bc.run.Release()
 		if o := g.cfg.Observer; o != nil {
 			o.Refused("bridge_input")
 		}
@@ -417,7 +417,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	if len(p.calls) >= maxParkedCalls {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls wait for input")
-		bc.run.release()
+		bc.run.Release()
 		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "too many calls wait for input (limit %d)", maxParkedCalls)
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusServiceUnavailable)
 		return nil
@@ -425,7 +425,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	pc.timer = time.AfterFunc(bridgeParkTimeout, func() {
 		if _, ok := p.take(state, pc.owner); ok {
 			bc.cancelUpstream("the client did not answer the input requests in time")
-			bc.run.release()
+			bc.run.Release()
 		}
 	})
 	p.calls[state] = pc
@@ -440,7 +440,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, internalError(g.log, "encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.msg.ID, InternalError(g.log, "encoding input_required", err))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -475,10 +475,10 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		if !ok {
 			continue
 		}
-		if err := bc.answer(c.r.Context(), req.ID, inputAnswer{Result: answer}); err != nil {
+		if err := bc.answer(c.r.Context(), req.ID, InputAnswer{Result: answer}); err != nil {
 			bc.cancelUpstream("the answer could not be sent")
-			bc.run.release()
-			c.failV2026(upstreamFailure(g.log, err))
+			bc.run.Release()
+			c.failV2026(UpstreamFailure(g.log, err))
 			return nil
 		}
 		delete(pc.pending, key)

@@ -69,7 +69,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
 	for k := range t.Headers {
-		if isRoutingHeader(k) {
+		if IsRoutingHeader(k) {
 			delete(t.Headers, k)
 		}
 	}
@@ -79,18 +79,18 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	}
 	base := g.cfg.Detach(c.r)
 	bridgeHeaders(base.Header, s)
-	run := g.route.newRun(base, c.next)
-	body, err := upstreamCallBody(t) // t.UpstreamTask: with params.task
+	run := g.route.NewRun(base, c.next)
+	body, err := UpstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
-		run.release()
-		g.route.finish(t, nil, internalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		run.Release()
+		g.route.Finish(t, nil, InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return c.reply(toV2026Create(t))
 	}
 	// The session stays held while the task runs: the table must not end
 	// it under the follow.
 	s.hold()
-	context.AfterFunc(run.ctx, s.release)
-	g.route.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	context.AfterFunc(run.Ctx, s.release)
+	g.route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
 	return c.reply(toV2026Create(t))
 }
 

@@ -142,7 +142,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 			if rec.Status != tt.status || rec.Session != "s-1" || rec.UpstreamTaskID != "up-1" || rec.Era != task.Era2026 {
 				t.Errorf("task %s session %q upstream task %q era %s; want %s on s-1 following up-1", rec.Status, rec.Session, rec.UpstreamTaskID, rec.Era, tt.status)
 			}
-			if !strings.Contains(string(rec.Result), `"resultType":"complete"`) || strings.Contains(string(rec.Result), metaRelatedTask) {
+			if !strings.Contains(string(rec.Result), `"resultType":"complete"`) || strings.Contains(string(rec.Result), task.MetaRelatedTask) {
 				t.Errorf("result %s, want the 2026-07-28 fields and no upstream related-task", rec.Result)
 			}
 			if v := rec.Headers[upstream.HeaderProtocolVersion]; v != "2025-11-25" || rec.Headers[upstream.HeaderMethod] != "" {
@@ -227,15 +227,15 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 		Era: task.Era2026, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 		UpstreamTask: true, UpstreamTaskID: "up-1"}
 	rec.AddInput(task.InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
-	if err := rec.SetStatus(task.StatusInputRequired, msgBridgedInput, now); err != nil {
+	if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.rt.Store.Create(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	caller := post(`{}`, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/update", "Mcp-Name", id)
-	answers := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
-	if _, err := g.route.answerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
+	answers := map[string]InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
+	if _, err := g.route.AnswerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
 		t.Fatal(err)
 	}
 	if off := up.offSession(); len(off) > 0 || !strings.Contains(string(up.answer), "accept") {

@@ -7,9 +7,9 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// bridgedResult is the result a task records: for a bridged task the
+// BridgedResult is the result a task records: for a bridged task the
 // upstream's 2025-11-25 result with the 2026-07-28 fields.
-func bridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
+func BridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
 	if t.Era != task.Era2026 || t.Session == "" || result == nil {
 		return result
 	}
@@ -20,10 +20,10 @@ func bridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
 // session the upstream no longer knew when the task was to be created.
 const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
 
-const msgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
+const MsgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
 
-// upstreamSpeaksV2025 reports whether a task's upstream call is a
+// UpstreamSpeaksV2025 reports whether a task's upstream call is a
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
 // 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
 // session).
-func upstreamSpeaksV2025(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
+func UpstreamSpeaksV2025(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }

@@ -12,11 +12,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// cancelTask records the cancellation, then stops the upstream call: it
+// CancelTask records the cancellation, then stops the upstream call: it
 // sends the upstream tasks/cancel for a task the upstream runs, else
 // notifications/cancelled with the id the upstream knows, and closes the
 // call's stream.
-func (route *Route) cancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
+func (route *Route) CancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
 	t, err := route.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
 		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", clock())
 	})
@@ -24,7 +24,7 @@ func (route *Route) cancelTask(ctx context.Context, owner, id string, next http.
 		return nil, err
 	}
 	route.rt.Hub.Changed(id)
-	route.auditOutcome(t) // counts the ending too, as every other outcome
+	route.AuditOutcome(t) // counts the ending too, as every other outcome
 
 	if run, ok := route.rt.workers.get(id); ok {
 		route.stopCancelled(ctx, run, t)
@@ -32,8 +32,8 @@ func (route *Route) cancelTask(ctx context.Context, owner, id string, next http.
 	return t, nil
 }
 
-// notifyUpstreamCancelled tells the upstream the worker's call is cancelled.
-func (route *Route) notifyUpstreamCancelled(ctx context.Context, run *runningTask, t *task.Task, reason string) {
+// NotifyUpstreamCancelled tells the upstream the worker's call is cancelled.
+func (route *Route) NotifyUpstreamCancelled(ctx context.Context, run *Run, t *task.Task, reason string) {
 	body, err := jsonrpc.RequestBytes(nil, "notifications/cancelled", map[string]any{
 		"requestId": t.UpstreamID,
 		"reason":    reason,
@@ -43,11 +43,11 @@ func (route *Route) notifyUpstreamCancelled(ctx context.Context, run *runningTas
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	req := upstream.NewRequest(ctx, run.base, body)
+	req := upstream.NewRequest(ctx, run.Base, body)
 	if t.Session != "" {
 		req.Header.Set(upstream.HeaderSessionID, t.Session)
 	}
-	resp, err := upstream.Call(run.next, req)
+	resp, err := upstream.Call(run.Next, req)
 	if err != nil {
 		route.log.Warn("forwarding cancellation upstream", zap.String("task", t.ID), zap.Error(err))
 		return

@@ -38,7 +38,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 			if c.result != "" {
 				result = json.RawMessage(c.result)
 			}
-			applyOutcome(rec, result, c.rpcErr, now)
+			ApplyOutcome(rec, result, c.rpcErr, now)
 			if rec.Status != c.status || rec.StatusMessage != c.want {
 				t.Errorf("ended %s %q, want %s %q", rec.Status, rec.StatusMessage, c.status, c.want)
 			}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -140,9 +139,8 @@ type Gateway struct {
 	auditLog *zap.Logger
 	limiter  *gate.RateLimiter
 	// route is what the runtime knows of this configuration's route: its
-	// tasks' policy and hooks; started is set once Start succeeded.
-	route   *Route
-	started atomic.Bool
+	// tasks' policy and hooks, and whether it started.
+	route *Route
 	// caps is what the gateway learned of its upstream's own tasks.
 	caps upstreamCaps
 	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
@@ -151,7 +149,7 @@ type Gateway struct {
 
 // New returns a gateway for cfg on rt.
 func New(cfg Config, rt *Runtime) (*Gateway, error) {
-	if rt == nil || (rt.Store == nil && rt.openStore == nil) {
+	if rt == nil || !rt.hasStore() {
 		return nil, errors.New("taskproxy: a runtime with a store is required")
 	}
 	if cfg.DefaultTaskSupport == "" {
@@ -185,7 +183,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	g.route = rt.newRoute(RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
-		Logger: g.log, AuditLogger: g.auditLog, Start: g.Start, SessionLost: g.bridgedSessionLost,
+		Logger: g.log, AuditLogger: g.auditLog, SessionLost: g.bridgedSessionLost,
 	})
 	return g, nil
 }
@@ -196,25 +194,12 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 // recovers the tasks a previous process left. A gateway that is only
 // provisioned, never started, changes nothing. ServeHTTP starts the gateway
 // too, should a request arrive before the start is announced.
-func (g *Gateway) Start() error {
-	if g.started.Load() {
-		return nil
-	}
-	if err := g.rt.open(); err != nil {
-		g.rt.startFailed(g.route, err)
-		return fmt.Errorf("opening the task store: %w", err)
-	}
-	g.rt.startFailed(nil, nil)
-	if g.started.CompareAndSwap(false, true) {
-		g.rt.adopt(g.route)
-	}
-	return nil
-}
+func (g *Gateway) Start() error { return g.route.Start() }
 
 // Close is called when g's configuration is cleaned up (whether or not it
 // started): another started gateway takes over background work.
 func (g *Gateway) Close() {
-	g.rt.unregister(g.route)
+	g.route.Close()
 	g.bridge.close()
 }
 
@@ -224,14 +209,14 @@ var clock = func() time.Time { return time.Now().UTC() }
 // business goes to next unchanged; the error of next is returned so that the
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	if !g.started.Load() {
-		if err := g.Start(); err != nil {
+	if !g.route.Started() {
+		if err := g.route.Start(); err != nil {
 			g.log.Error("task store unavailable", zap.Error(err))
 			writeJSONError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
 			return nil
 		}
 	}
-	g.route.served(r, next)
+	g.route.Served(r, next)
 	who := task.CallerOf(r.Context())
 	if !g.guardSession(w, r, who.Owner) {
 		return nil
@@ -364,7 +349,7 @@ func (c *call) serveV2025Request() error {
 func (c *call) reply(result any) error {
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, result)
 	if err != nil {
-		c.fail(internalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
+		c.fail(InternalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
 		return nil
 	}
 	writeJSON(c.w, http.StatusOK, data)

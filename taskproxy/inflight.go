@@ -14,19 +14,19 @@ import (
 // through with the client's own ids, so a client's notifications/cancelled
 // reaches the upstream untouched.
 
-// runningTask is a task whose upstream call runs in this process.
-type runningTask struct {
+// Run is a task whose upstream call runs in this process.
+type Run struct {
 	owner string
-	// ctx is what the task's upstream calls run on; cancel ends them.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// release frees the context's resources once the worker is done.
-	release func()
-	// base is the detached request the call was made from: its headers
+	// Ctx is what the task's upstream calls run on; cancel ends them.
+	Ctx    context.Context
+	Cancel context.CancelCauseFunc
+	// Release frees the context's resources once the worker is done.
+	Release func()
+	// Base is the detached request the call was made from: its headers
 	// (session, authorization) address the same upstream session when the
 	// gateway must send the upstream a follow-up such as a cancellation.
-	base *http.Request
-	next http.Handler
+	Base *http.Request
+	Next http.Handler
 
 	mu           sync.Mutex
 	lastProgress json.RawMessage
@@ -39,25 +39,25 @@ type runningTask struct {
 	upstreamTaskID string
 }
 
-func (rt *runningTask) setUpstreamTask(id string) {
+func (rt *Run) setUpstreamTask(id string) {
 	rt.mu.Lock()
 	rt.upstreamTaskID = id
 	rt.mu.Unlock()
 }
 
-func (rt *runningTask) upstreamTask() string {
+func (rt *Run) upstreamTask() string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.upstreamTaskID
 }
 
-func (rt *runningTask) setProgress(p json.RawMessage) {
+func (rt *Run) setProgress(p json.RawMessage) {
 	rt.mu.Lock()
 	rt.lastProgress = p
 	rt.mu.Unlock()
 }
 
-func (rt *runningTask) progress() json.RawMessage {
+func (rt *Run) Progress() json.RawMessage {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.lastProgress
@@ -66,19 +66,19 @@ func (rt *runningTask) progress() json.RawMessage {
 // workerTable maps task ids to the workers running them in this process.
 type workerTable struct {
 	mu      sync.Mutex
-	running map[string]*runningTask
+	running map[string]*Run
 	wg      sync.WaitGroup
 }
 
-func newWorkerTable() *workerTable { return &workerTable{running: map[string]*runningTask{}} }
+func newWorkerTable() *workerTable { return &workerTable{running: map[string]*Run{}} }
 
-func (wt *workerTable) add(id string, rt *runningTask) {
+func (wt *workerTable) add(id string, rt *Run) {
 	wt.mu.Lock()
 	wt.running[id] = rt
 	wt.mu.Unlock()
 }
 
-func (wt *workerTable) remove(id string, rt *runningTask) {
+func (wt *workerTable) remove(id string, rt *Run) {
 	wt.mu.Lock()
 	if wt.running[id] == rt {
 		delete(wt.running, id)
@@ -86,7 +86,7 @@ func (wt *workerTable) remove(id string, rt *runningTask) {
 	wt.mu.Unlock()
 }
 
-func (wt *workerTable) get(id string) (*runningTask, bool) {
+func (wt *workerTable) get(id string) (*Run, bool) {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	rt, ok := wt.running[id]
@@ -94,10 +94,10 @@ func (wt *workerTable) get(id string) (*runningTask, bool) {
 }
 
 // snapshot copies the table.
-func (wt *workerTable) snapshot() map[string]*runningTask {
+func (wt *workerTable) snapshot() map[string]*Run {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
-	out := make(map[string]*runningTask, len(wt.running))
+	out := make(map[string]*Run, len(wt.running))
 	for id, rt := range wt.running {
 		out[id] = rt
 	}

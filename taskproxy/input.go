@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -20,40 +19,29 @@ import (
 // answer, whichever wire it comes on (a POSTed JSON-RPC response on
 // 2025-11-25, tasks/update on 2026-07-28), goes through answerInputs.
 
-// maxTaskInputs bounds the input requests one task records, and
-// maxInputResponses the answers one tasks/update may carry: a task can
+// MaxTaskInputs bounds the input requests one task records, and
+// MaxInputResponses the answers one tasks/update may carry: a task can
 // never have more outstanding, and every answer costs work before the
 // owner's task is even found.
 const (
-	maxTaskInputs     = 1000
-	maxInputResponses = maxTaskInputs
+	MaxTaskInputs     = 1000
+	MaxInputResponses = MaxTaskInputs
 )
 
-// countMembers counts the members of the JSON object at b, stopping after
-// limit+1 of them, without decoding any.
-func countMembers(b []byte, limit int) (int, error) {
-	n := 0
-	_, err := jsonx.EachMember(b, func(jsonx.Member) bool {
-		n++
-		return n <= limit
-	})
-	return n, err
-}
-
-// inputAnswer is a client's answer to one input request: a result or, on
+// InputAnswer is a client's answer to one input request: a result or, on
 // 2025-11-25, a JSON-RPC error (the client declined).
-type inputAnswer struct {
+type InputAnswer struct {
 	Result json.RawMessage
 	Error  *jsonrpc.Error
 }
 
-// answerInputs applies answers, by input key, to the owner's task. Answers to
+// AnswerInputs applies answers, by input key, to the owner's task. Answers to
 // upstream requests are sent to the upstream under the id it asked with;
 // answers to input_required requests are kept for the worker's retry. Keys
 // that are not outstanding (never issued, already answered) are ignored, as
 // is a task that has ended. Once nothing is outstanding the task is working
 // again. caller supplies the headers and next handler for the upstream.
-func (route *Route) answerInputs(ctx context.Context, owner, taskID string, answers map[string]inputAnswer, caller *http.Request, next http.Handler) (*task.Task, error) {
+func (route *Route) AnswerInputs(ctx context.Context, owner, taskID string, answers map[string]InputAnswer, caller *http.Request, next http.Handler) (*task.Task, error) {
 	t, err := route.rt.Store.Get(ctx, owner, taskID)
 	if err != nil || t.Status.Terminal() {
 		return t, err
@@ -69,15 +57,15 @@ func (route *Route) answerInputs(ctx context.Context, owner, taskID string, answ
 		}
 		base, via := caller, next
 		if run, ok := route.rt.workers.get(taskID); ok {
-			base, via = run.base, run.next
+			base, via = run.Base, run.Next
 		} else {
 			// The worker runs on another replica, or not yet after a
 			// restart: the answer goes as the worker would send it, not
 			// on the caller's wire (a 2026-07-28 tasks/update answering
 			// a call on a 2025-11-25 session).
-			base = taskUpstreamBase(ctx, caller, t)
+			base = TaskUpstreamBase(ctx, caller, t)
 		}
-		if err := route.answerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
+		if err := route.AnswerUpstream(ctx, t, base, via, in.UpstreamID, answer); err != nil {
 			return nil, err
 		}
 	}
@@ -105,7 +93,7 @@ func (route *Route) answerInputs(ctx context.Context, owner, taskID string, answ
 	})
 	switch err {
 	case nil:
-		route.auditTask(auditInputAnswered, t)
+		route.AuditTask(auditInputAnswered, t)
 		route.rt.Hub.Changed(taskID)
 		return t, nil
 	case errNoChange, task.ErrTerminal:
@@ -114,9 +102,9 @@ func (route *Route) answerInputs(ctx context.Context, owner, taskID string, answ
 	return nil, err
 }
 
-// answerUpstream sends the upstream a JSON-RPC response to one of its
+// AnswerUpstream sends the upstream a JSON-RPC response to one of its
 // requests, on the task's session.
-func (route *Route) answerUpstream(ctx context.Context, t *task.Task, base *http.Request, next http.Handler, id json.RawMessage, answer inputAnswer) error {
+func (route *Route) AnswerUpstream(ctx context.Context, t *task.Task, base *http.Request, next http.Handler, id json.RawMessage, answer InputAnswer) error {
 	body, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: id, Result: answer.Result, Error: answer.Error})
 	if err != nil {
 		return fmt.Errorf("encoding the answer: %w", err)

@@ -31,10 +31,10 @@ func newErrorRef() string {
 	return hex.EncodeToString(b[:])
 }
 
-// internalError logs err under a new reference, with what the gateway was
+// InternalError logs err under a new reference, with what the gateway was
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
-func internalError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
+func InternalError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	ref := newErrorRef()
 	if ce := log.Check(zap.ErrorLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
@@ -42,10 +42,10 @@ func internalError(log *zap.Logger, what string, err error, fields ...zap.Field)
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref %s)", ref)
 }
 
-// clientError maps an error of the gateway's own work to the client's
+// ClientError maps an error of the gateway's own work to the client's
 // error: a JSON-RPC error as is, one of the store's refusals with its text,
 // anything else through internalError.
-func clientError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
+func ClientError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		return rpcErr
@@ -53,7 +53,7 @@ func clientError(log *zap.Logger, what string, err error, fields ...zap.Field) *
 	if safeStoreError(err) {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", err.Error())
 	}
-	return internalError(log, what, err, fields...)
+	return InternalError(log, what, err, fields...)
 }
 
 // safeStoreError reports the store's refusals, whose text names no data.
@@ -66,13 +66,13 @@ func safeStoreError(err error) bool {
 	return false
 }
 
-// upstreamFailure is the error recorded for an upstream call that ended
+// UpstreamFailure is the error recorded for an upstream call that ended
 // without an answer. The gateway's own account of a broken answer ("ended
 // without a response", "not JSON-RPC") keeps its text; a network failure
 // becomes "upstream unreachable" and any other foreign error (the next
 // handler's, a panic) "upstream call failed", each with a reference to the
 // details in the log.
-func upstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.Error {
+func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.Error {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
@@ -126,11 +126,11 @@ func foreignError(err error) bool {
 	return strings.Contains(err.Error(), "panic")
 }
 
-// answerFailure is the error of a client's input answer that could not be
+// AnswerFailure is the error of a client's input answer that could not be
 // delivered: forwarding it upstream or recording it failed.
-func answerFailure(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
+func AnswerFailure(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
 	if strings.Contains(err.Error(), "upstream") { // the gateway's own wording: forwarding failed
-		return upstreamFailure(log, err, zap.String("task", taskID))
+		return UpstreamFailure(log, err, zap.String("task", taskID))
 	}
-	return clientError(log, "answering an input request", err, zap.String("task", taskID))
+	return ClientError(log, "answering an input request", err, zap.String("task", taskID))
 }

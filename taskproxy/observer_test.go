@@ -44,7 +44,7 @@ func TestCancelCountsAsEnded(t *testing.T) {
 		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.route.cancelTask(context.Background(), task.Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
+		if _, err := g.route.CancelTask(context.Background(), task.Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
 			t.Fatalf("%s: cancel: %v", era, err)
 		}
 	}

@@ -63,13 +63,13 @@ func (route *Route) settleUnsettled(ctx context.Context) int {
 	route.rt.unsettled.Range(func(k, v any) bool {
 		id, owner := k.(string), v.(string)
 		rec, err := route.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
-			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
+			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 			return nil
 		})
 		switch {
 		case err == nil:
 			settled++
-			route.auditOutcome(rec)
+			route.AuditOutcome(rec)
 			route.rt.Hub.Changed(id)
 			route.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
@@ -109,14 +109,14 @@ func (route *Route) failOrphans(ctx context.Context, now time.Time) int {
 				if !orphaned(rec) {
 					return errNoChange
 				}
-				applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgWorkerLost), clock())
+				ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgWorkerLost), clock())
 				return nil
 			})
 			switch {
 			case err == nil:
 				failed++
 				route.log.Warn("failed a task whose worker was lost", zap.String("task", t.ID))
-				route.auditOutcome(rec)
+				route.AuditOutcome(rec)
 				route.rt.Hub.Changed(t.ID)
 			case !errors.Is(err, errNoChange) && !outcomeSettled(err):
 				route.log.Warn("failing a task whose worker was lost", zap.String("task", t.ID), zap.Error(err))

@@ -100,7 +100,7 @@ func TestOrphanPass(t *testing.T) {
 	orphan := mk(me, now.Add(-time.Second))
 	fresh := mk(me, now.Add(time.Minute))
 	running := mk(me, now.Add(-time.Second))
-	g.rt.workers.add(running.ID, &runningTask{owner: "o"})
+	g.rt.workers.add(running.ID, &Run{owner: "o"})
 	defer g.rt.workers.remove(running.ID, nil)
 	other := mk("another-process", now.Add(-time.Second))
 

@@ -3,6 +3,7 @@ package taskproxy
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // paramsRead are the members of params the gateway reads or edits in any
@@ -15,7 +16,7 @@ var paramsRead = &gate.ReadMembers{
 		2: {Names: []string{"ttl"}},
 		4: {
 			Names: []string{metaProtocolVersion, metaClientCapabilities, gate.MetaIdempotencyKey, "progressToken",
-				metaRelatedTask, translate.MetaLogLevel, translate.MetaClientInfo},
+				task.MetaRelatedTask, translate.MetaLogLevel, translate.MetaClientInfo},
 			Nested: []*gate.ReadMembers{1: {
 				Names:  []string{"extensions", "tasks"},
 				Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},

@@ -124,6 +124,6 @@ func BenchmarkApplyOutcome(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := &task.Task{Status: task.StatusWorking, Era: task.Era2025}
-		applyOutcome(rec, result, nil, now)
+		ApplyOutcome(rec, result, nil, now)
 	}
 }

@@ -120,7 +120,7 @@ func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string
 		return rec.SetStatus(task.StatusFailed, message, clock())
 	})
 	if err == nil {
-		route.auditOutcome(rec)
+		route.AuditOutcome(rec)
 		route.rt.Hub.Changed(t.ID)
 	}
 }
@@ -170,20 +170,20 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 		if current == nil {
 			current = route
 		}
-		run := current.newRun(current.rerunBase(b.base.r, t), b.base.next)
+		run := current.NewRun(current.rerunBase(b.base.r, t), b.base.next)
 		if params == nil {
-			current.startWorker(t, run, nil, nil)
+			current.StartWorker(t, run, nil, nil)
 			return
 		}
 		a, err := current.nextAttempt(t, run, params, message)
 		if err != nil {
-			run.release()
+			run.Release()
 			if !errors.Is(err, task.ErrTerminal) {
-				current.finish(t, nil, clientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
+				current.Finish(t, nil, ClientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
 		}
-		current.startWorker(t, run, a, nil)
+		current.StartWorker(t, run, a, nil)
 	}()
 }
 
@@ -229,21 +229,21 @@ func (route *Route) rerunBase(served *http.Request, t *task.Task) *http.Request 
 	if t.Session != "" {
 		base.Header.Set(upstream.HeaderSessionID, t.Session)
 	}
-	taskCallHeaders(base.Header, t)
+	TaskCallHeaders(base.Header, t)
 	taskEndpoint(base, t)
 	return base
 }
 
-// routingHeaders keeps the headers of a request that a re-run must repeat:
+// RoutingHeaders keeps the headers of a request that a re-run must repeat:
 // the MCP protocol and routing headers, never credentials.
-func routingHeaders(r *http.Request) map[string]string {
+func RoutingHeaders(r *http.Request) map[string]string {
 	out := map[string]string{}
 	for k, v := range r.Header {
 		if len(v) == 0 {
 			continue
 		}
 		switch k := http.CanonicalHeaderKey(k); {
-		case k == upstream.HeaderProtocolVersion, isRoutingHeader(k):
+		case k == upstream.HeaderProtocolVersion, IsRoutingHeader(k):
 			out[k] = v[0]
 		}
 	}

@@ -76,25 +76,25 @@ func (rt *Runtime) closeShared() {
 
 // watchRemote stops run when t's record is cancelled by another replica:
 // it re-reads the task on every event until the worker ends.
-func (route *Route) watchRemote(t *task.Task, run *runningTask) {
+func (route *Route) watchRemote(t *task.Task, run *Run) {
 	sub := route.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
 	owner, id := t.Owner, t.ID
 	go func() {
 		defer sub.Close()
 		for {
 			select {
-			case <-run.ctx.Done():
+			case <-run.Ctx.Done():
 				return
 			case <-sub.Changed:
 			}
-			if run.ctx.Err() != nil || run.cancelling.Load() {
+			if run.Ctx.Err() != nil || run.cancelling.Load() {
 				return
 			}
-			rec, err := route.rt.Store.Get(run.ctx, owner, id)
+			rec, err := route.rt.Store.Get(run.Ctx, owner, id)
 			if err != nil || rec.Status != task.StatusCancelled {
 				continue // a change of the worker's own, or a read that failed: the next event re-reads
 			}
-			route.stopCancelled(run.ctx, run, rec)
+			route.stopCancelled(run.Ctx, run, rec)
 			return
 		}
 	}()
@@ -104,12 +104,12 @@ func (route *Route) watchRemote(t *task.Task, run *runningTask) {
 // cancelled, once whoever notices first: on 2025-11-25 the upstream is sent
 // notifications/cancelled with the id and session it knows; on 2026-07-28
 // closing the stream is the cancellation.
-func (route *Route) stopCancelled(ctx context.Context, run *runningTask, t *task.Task) {
+func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 	if !run.cancelling.CompareAndSwap(false, true) {
 		return
 	}
 	route.stopUpstreamCall(ctx, run, t, "task cancelled by the client")
-	run.cancel(errTaskCancelled)
+	run.Cancel(errTaskCancelled)
 }
 
 // renewResuming renews the leases of recovered tasks that wait for their

@@ -99,7 +99,7 @@ func TestInputRequestsCapped(t *testing.T) {
 	tests := []struct {
 		n       int
 		wantErr bool
-	}{{3, false}, {maxTaskInputs, false}, {maxTaskInputs + 1, true}}
+	}{{3, false}, {MaxTaskInputs, false}, {MaxTaskInputs + 1, true}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
 			now := clock()
@@ -112,9 +112,9 @@ func TestInputRequestsCapped(t *testing.T) {
 				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
 			}
 			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
-			keys, err := g.route.recordInput(tk, &runningTask{ctx: ctx}, result)
+			keys, err := g.route.recordInput(tk, &Run{Ctx: ctx}, result)
 			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", maxTaskInputs)) {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", MaxTaskInputs)) {
 					t.Fatalf("err = %v, want too many inputs", err)
 				}
 				return

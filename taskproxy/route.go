@@ -1,7 +1,9 @@
 package taskproxy
 
 import (
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,9 +34,6 @@ type RouteConfig struct {
 	Observer task.Observer
 	// Logger and AuditLogger receive the route's logs; never nil.
 	Logger, AuditLogger *zap.Logger
-	// Start starts the configuration the route belongs to, for a health
-	// check that retries a start whose store could not open.
-	Start func() error
 	// SessionLost reports whether ev, the answer to a bridged task's
 	// creating call, says the upstream lost the task's session, and
 	// forgets that session (the version bridge sets it); nil: never.
@@ -49,7 +48,34 @@ type Route struct {
 	log      *zap.Logger
 	auditLog *zap.Logger
 	base     *routeBase
+	started  atomic.Bool
 }
+
+// Start is called when the route's configuration starts serving: it opens
+// the runtime's store if no configuration did yet, makes the route the one
+// background work and re-runs of its tasks follow, and, the first time,
+// recovers the tasks a previous process left.
+func (route *Route) Start() error {
+	if route.started.Load() {
+		return nil
+	}
+	if err := route.rt.open(); err != nil {
+		route.rt.startFailed(route, err)
+		return fmt.Errorf("opening the task store: %w", err)
+	}
+	route.rt.startFailed(nil, nil)
+	if route.started.CompareAndSwap(false, true) {
+		route.rt.adopt(route)
+	}
+	return nil
+}
+
+// Started reports whether Start succeeded.
+func (route *Route) Started() bool { return route.started.Load() }
+
+// Close is called when the route's configuration is cleaned up (whether or
+// not it started): another started route takes over background work.
+func (route *Route) Close() { route.rt.unregister(route) }
 
 // sessionLost applies the bridge's hook, if any.
 func (route *Route) sessionLost(t *task.Task, ev *upstream.Event) bool {

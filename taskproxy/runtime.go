@@ -126,6 +126,9 @@ func newRuntime() *Runtime {
 		outcomeBackoff: defaultOutcomeBackoff}
 }
 
+// hasStore reports whether the runtime has a store or can open one.
+func (rt *Runtime) hasStore() bool { return rt.Store != nil || rt.openStore != nil }
+
 // Ready reports whether the store is open and the background work runs.
 func (rt *Runtime) Ready() bool { return rt.opened.Load() }
 
@@ -276,7 +279,7 @@ func (rt *Runtime) retryStart() error {
 	if route == nil {
 		return err
 	}
-	return route.cfg.Start()
+	return route.Start()
 }
 
 // adopt makes route, whose configuration started serving, the one background
@@ -317,11 +320,11 @@ func (rt *Runtime) routeFor(name string) *Route {
 	return nil
 }
 
-// served offers the request being served as the base of its route's
+// Served offers the request being served as the base of its route's
 // waiting work. It is detached here, on the request's own goroutine, where
 // nothing else writes to its Caddy variables; until work waits it costs one
 // atomic load.
-func (route *Route) served(r *http.Request, next http.Handler) {
+func (route *Route) Served(r *http.Request, next http.Handler) {
 	b := route.base
 	if !b.awaiting.Load() {
 		return
@@ -347,7 +350,7 @@ func (rt *Runtime) renewLeases() {
 		for id, run := range rt.workers.snapshot() {
 			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), clock(), leaseTTL)
 			if errors.Is(err, task.ErrLeaseHeld) {
-				run.cancel(errLeaseLost)
+				run.Cancel(errLeaseLost)
 			}
 		}
 		rt.renewResuming()

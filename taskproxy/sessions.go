@@ -51,7 +51,7 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		return true
 	case errors.Is(err, task.ErrNotFound):
 		if errors.Is(err, task.ErrForeign) {
-			g.route.audit(auditDenied, "", nil, task.CallerOf(r.Context()))
+			g.route.Audit(AuditDenied, "", nil, task.CallerOf(r.Context()))
 		}
 		writeJSONError(w, http.StatusNotFound, nil, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))
 	default:

@@ -17,28 +17,28 @@ import (
 // resumed the task) builds them from the task record as the worker would
 // send them, whatever wire the client used to ask.
 
-// taskUpstreamBase returns the base of a request about t sent upstream
+// TaskUpstreamBase returns the base of a request about t sent upstream
 // from r, a request of t's owner on this replica: r's headers (its
 // authentication, as the worker's requests carry their caller's) with the
 // call's protocol headers (taskCallHeaders), sent to t's endpoint and host.
-func taskUpstreamBase(ctx context.Context, r *http.Request, t *task.Task) *http.Request {
+func TaskUpstreamBase(ctx context.Context, r *http.Request, t *task.Task) *http.Request {
 	base := r.Clone(ctx)
-	taskCallHeaders(base.Header, t)
+	TaskCallHeaders(base.Header, t)
 	taskEndpoint(base, t)
 	return base
 }
 
-// taskCallHeaders sets h to the protocol headers of t's upstream call. A
+// TaskCallHeaders sets h to the protocol headers of t's upstream call. A
 // call on a 2025-11-25 session (a 2025-11-25 task's, a bridged task's) is
 // made on the task's session with the version it negotiated, as recorded
 // with the task, and without the 2026-07-28 routing headers, which name
 // the request they came with, not the call.
-func taskCallHeaders(h http.Header, t *task.Task) {
-	if !upstreamSpeaksV2025(t) {
+func TaskCallHeaders(h http.Header, t *task.Task) {
+	if !UpstreamSpeaksV2025(t) {
 		return
 	}
 	for k := range h {
-		if isRoutingHeader(k) {
+		if IsRoutingHeader(k) {
 			delete(h, k)
 		}
 	}
@@ -58,9 +58,9 @@ func taskCallHeaders(h http.Header, t *task.Task) {
 	}
 }
 
-// isRoutingHeader reports whether the canonical header name k is one of
+// IsRoutingHeader reports whether the canonical header name k is one of
 // the 2026-07-28 routing headers, which name the request they come with.
-func isRoutingHeader(k string) bool {
+func IsRoutingHeader(k string) bool {
 	return k == upstream.HeaderMethod || k == upstream.HeaderName || strings.HasPrefix(k, "Mcp-Param-")
 }
 

@@ -42,7 +42,7 @@ func TestTaskUpstreamBase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.tk.Endpoint, tt.tk.Host = "/mcp/a", "gw.example"
-			base := taskUpstreamBase(t.Context(), caller(), &tt.tk)
+			base := TaskUpstreamBase(t.Context(), caller(), &tt.tk)
 			h := base.Header
 			if got := h.Get(upstream.HeaderProtocolVersion); got != tt.version {
 				t.Errorf("version %q, want %q", got, tt.version)

@@ -26,7 +26,7 @@ func errTaskNotFound() *jsonrpc.Error {
 // denial.
 func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrForeign) {
-		c.g.route.audit(auditDenied, id, nil, c.caller)
+		c.g.route.Audit(AuditDenied, id, nil, c.caller)
 	}
 	return c.g.storeFailure(err)
 }
@@ -40,7 +40,7 @@ func (g *Gateway) storeFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrNotFound) {
 		return errTaskNotFound()
 	}
-	return clientError(g.log, "task store", err)
+	return ClientError(g.log, "task store", err)
 }
 
 func (c *call) taskIDParam() (string, *jsonrpc.Error) {
@@ -61,7 +61,7 @@ func (c *call) newTask(era task.Era, tool string, params json.RawMessage, ttl ti
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
 		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
 		Lease:    task.Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
-		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: routingHeaders(c.r),
+		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: RoutingHeaders(c.r),
 		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
 	}
 	if era == task.Era2025 {
@@ -79,7 +79,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	var dup *task.DuplicateError
 	switch {
 	case err == nil:
-		c.g.route.auditTask(auditCreated, t)
+		c.g.route.AuditTask(AuditCreated, t)
 		return true
 	case errors.As(err, &dup):
 		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
@@ -93,7 +93,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.g.quotaRefused(err))
 	default:
-		fail(clientError(c.g.log, "storing a task", err, zap.String("task", t.ID)))
+		fail(ClientError(c.g.log, "storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -101,14 +101,14 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 // startTask starts the worker of a stored task, making its first call.
 func (c *call) startTask(t *task.Task) {
 	g := c.g
-	run := g.route.newRun(g.cfg.Detach(c.r), c.next)
-	body, err := upstreamCallBody(t)
+	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
+	body, err := UpstreamCallBody(t)
 	if err != nil {
-		run.release()
-		g.route.finish(t, nil, internalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		run.Release()
+		g.route.Finish(t, nil, InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
-	g.route.startWorker(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, t.UpstreamID, body), nil)
+	g.route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
 }
 
 // checkQuota refuses a new task when the caller has too many active ones.
@@ -121,7 +121,7 @@ func (c *call) checkQuota() *jsonrpc.Error {
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)
 	if err != nil {
-		return clientError(g.log, "counting active tasks", err)
+		return ClientError(g.log, "counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
 		return g.quotaRefused(&task.QuotaError{Limit: g.cfg.MaxActivePerOwner})

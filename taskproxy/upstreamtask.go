@@ -54,8 +54,8 @@ func upstreamCallParams(t *task.Task) (json.RawMessage, error) {
 	return t.Params, nil
 }
 
-// upstreamCallBody encodes t's tools/call to the upstream.
-func upstreamCallBody(t *task.Task) ([]byte, error) {
+// UpstreamCallBody encodes t's tools/call to the upstream.
+func UpstreamCallBody(t *task.Task) ([]byte, error) {
 	params, err := upstreamCallParams(t)
 	if err != nil {
 		return nil, err
@@ -71,10 +71,10 @@ func followID(taskID, what string, n int) json.RawMessage {
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
-func (route *Route) workUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) {
+func (route *Route) workUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
-			route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
 			return
 		}
 		id, ok := route.createUpstreamTask(t, run, a)
@@ -86,8 +86,8 @@ func (route *Route) workUpstreamTask(t *task.Task, run *runningTask, a *upstream
 		run.setUpstreamTask(t.UpstreamTaskID)
 		// Resumed: a cancellation stored while no worker ran never
 		// reached the upstream.
-		if rec, err := route.rt.Store.Get(run.ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
-			route.cancelUpstreamTask(run.ctx, run, t, t.UpstreamTaskID)
+		if rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
+			route.cancelUpstreamTask(run.Ctx, run, t, t.UpstreamTaskID)
 			return
 		}
 	}
@@ -101,17 +101,17 @@ func (route *Route) workUpstreamTask(t *task.Task, run *runningTask, a *upstream
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
 // meanwhile, in which case the upstream's task is cancelled.
-func (route *Route) createUpstreamTask(t *task.Task, run *runningTask, a *upstream.Attempt) (string, bool) {
+func (route *Route) createUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt) (string, bool) {
 	ev := route.followEvents(t, run, a)
 	switch {
 	case ev.Err != nil:
-		route.finishInterrupted(run.ctx, t, ev.Err)
+		route.finishInterrupted(run.Ctx, t, ev.Err)
 		return "", false
 	case route.sessionLost(t, ev):
-		route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
+		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
 		return "", false
 	case ev.Final.Error != nil:
-		route.finish(t, nil, ev.Final.Error)
+		route.Finish(t, nil, ev.Final.Error)
 		return "", false
 	}
 	var created struct {
@@ -121,7 +121,7 @@ func (route *Route) createUpstreamTask(t *task.Task, run *runningTask, a *upstre
 		} `json:"task"`
 	}
 	if json.Unmarshal(ev.Final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
-		route.finish(t, bridgedResult(t, ev.Final.Result), nil)
+		route.Finish(t, BridgedResult(t, ev.Final.Result), nil)
 		return "", false
 	}
 	id := created.Task.TaskID
@@ -130,7 +130,7 @@ func (route *Route) createUpstreamTask(t *task.Task, run *runningTask, a *upstre
 	// storing the cancellation), and one that stored first makes the
 	// update below fail, and the upstream's task is cancelled here.
 	run.setUpstreamTask(id)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.Ctx), 10*time.Second)
 	defer cancel()
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
@@ -143,14 +143,14 @@ func (route *Route) createUpstreamTask(t *task.Task, run *runningTask, a *upstre
 		// The upstream's task must not run on untracked.
 		route.cancelUpstreamTask(ctx, run, t, id)
 		if !outcomeSettled(err) {
-			route.finish(t, nil, internalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
 		}
 		return "", false
 	}
 	if ce := route.log.Check(zap.DebugLevel, "following the upstream's task"); ce != nil {
 		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", id))
 	}
-	route.auditTask(auditUpstreamTask, rec)
+	route.AuditTask(auditUpstreamTask, rec)
 	route.rt.Hub.Changed(t.ID)
 	return id, true
 }
@@ -161,48 +161,48 @@ const auditUpstreamTask = "task created at the upstream"
 // followEvents consumes an attempt's events up to its last one: the
 // upstream's requests become the task's input requests, status
 // notifications of its task update the status message.
-func (route *Route) followEvents(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
+func (route *Route) followEvents(t *task.Task, run *Run, a *upstream.Attempt) *upstream.Event {
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			route.upstreamRequest(run.ctx, t, run, ev.Request)
+			route.upstreamRequest(run.Ctx, t, run, ev.Request)
 		case ev.Notification.Method == "notifications/tasks/status":
-			route.mirrorUpstreamStatus(run.ctx, t, ev.Notification.Params)
+			route.mirrorUpstreamStatus(run.Ctx, t, ev.Notification.Params)
 		}
 	}
-	return &upstream.Event{Err: context.Cause(run.ctx)}
+	return &upstream.Event{Err: context.Cause(run.Ctx)}
 }
 
 // followUpstreamTask waits for the upstream task's outcome with tasks/result
 // and records it. A tasks/result that ends without an answer is asked
 // again, as long as the upstream still knows the task.
-func (route *Route) followUpstreamTask(t *task.Task, run *runningTask) {
+func (route *Route) followUpstreamTask(t *task.Task, run *Run) {
 	failures := 0
 	for n := 1; ; n++ {
 		id := followID(t.ID, "result", n)
 		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
-			route.finish(t, nil, internalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
 			return
 		}
-		ev := route.followEvents(t, run, upstream.StartAttempt(run.ctx, run.base, run.next, id, body))
-		if run.ctx.Err() != nil {
-			route.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+		ev := route.followEvents(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))
+		if run.Ctx.Err() != nil {
+			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
 			return
 		}
 		if ev.Err == nil && ev.Final.Error == nil {
-			route.finish(t, bridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
+			route.Finish(t, BridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
 			return
 		}
 		status, known, err := route.upstreamTaskStatus(run, t, n)
 		switch {
 		case err == nil && !known:
-			route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		case err == nil && status.Terminal() && ev.Err == nil:
-			route.finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
+			route.Finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
 			return
 		}
 		if failures++; failures > maxFollowFailures {
@@ -210,13 +210,13 @@ func (route *Route) followUpstreamTask(t *task.Task, run *runningTask) {
 			if cause == nil {
 				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
 			}
-			route.finishInterrupted(run.ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
+			route.finishInterrupted(run.Ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
 			return
 		}
 		select {
 		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
-		case <-run.ctx.Done():
-			route.finishInterrupted(run.ctx, t, context.Cause(run.ctx))
+		case <-run.Ctx.Done():
+			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
 			return
 		}
 	}
@@ -224,10 +224,10 @@ func (route *Route) followUpstreamTask(t *task.Task, run *runningTask) {
 
 // upstreamTaskStatus asks the upstream for its task (tasks/get): its
 // status, or known false when the upstream answers that it has no such task.
-func (route *Route) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (task.Status, bool, error) {
-	ctx, cancel := context.WithTimeout(run.ctx, 30*time.Second)
+func (route *Route) upstreamTaskStatus(run *Run, t *task.Task, n int) (task.Status, bool, error) {
+	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
 	defer cancel()
-	answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 	if err != nil {
 		return "", false, err
 	}
@@ -251,8 +251,8 @@ func (route *Route) upstreamTaskStatus(run *runningTask, t *task.Task, n int) (t
 // interval while tasks/result blocks, mirroring the upstream's status
 // message into the task (the only way to see "Analyzing content…" from a
 // server that sends no status notifications). It returns the stop.
-func (route *Route) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
-	ctx, cancel := context.WithCancel(run.ctx)
+func (route *Route) pollUpstreamStatus(t *task.Task, run *Run) func() {
+	ctx, cancel := context.WithCancel(run.Ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -263,7 +263,7 @@ func (route *Route) pollUpstreamStatus(t *task.Task, run *runningTask) func() {
 			case <-ctx.Done():
 				return
 			}
-			answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 			if err != nil || answer.Error != nil {
 				continue // tasks/result's follow-up decides what a failure means
 			}
@@ -302,10 +302,10 @@ func (route *Route) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upst
 // cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
 // the task's session. Cancelling a task the upstream already ended is
 // refused by it (-32602), which changes nothing here.
-func (route *Route) cancelUpstreamTask(ctx context.Context, run *runningTask, t *task.Task, upstreamTaskID string) {
+func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	answer, err := upstream.Request(ctx, run.base, run.next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
+	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
 	switch {
 	case err != nil:
 		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
@@ -320,13 +320,13 @@ func (route *Route) cancelUpstreamTask(ctx context.Context, run *runningTask, t 
 // tasks/cancel of its own task when it runs one, else, on 2025-11-25,
 // notifications/cancelled of the call (on 2026-07-28 closing the call's
 // stream is the cancellation).
-func (route *Route) stopUpstreamCall(ctx context.Context, run *runningTask, t *task.Task, reason string) {
+func (route *Route) stopUpstreamCall(ctx context.Context, run *Run, t *task.Task, reason string) {
 	if id := run.upstreamTask(); id != "" {
 		route.cancelUpstreamTask(ctx, run, t, id)
 		return
 	}
-	if upstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
-		route.notifyUpstreamCancelled(ctx, run, t, reason)
+	if UpstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
+		route.NotifyUpstreamCancelled(ctx, run, t, reason)
 	}
 }
 
@@ -338,10 +338,10 @@ func withoutRelatedTask(result json.RawMessage) json.RawMessage {
 	if !ok {
 		return result
 	}
-	if _, ok := jsonx.Get(meta, metaRelatedTask); !ok {
+	if _, ok := jsonx.Get(meta, task.MetaRelatedTask); !ok {
 		return result
 	}
-	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == metaRelatedTask })
+	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == task.MetaRelatedTask })
 	if err != nil {
 		return result
 	}

@@ -182,8 +182,8 @@ func TestUpstreamTaskFollow(t *testing.T) {
 				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
-				answer := map[string]inputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
-				if _, err := g.route.answerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
+				answer := map[string]InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
+				if _, err := g.route.AnswerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -194,7 +194,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 			if tt.wantResult != "" && !strings.Contains(string(rec.Result), tt.wantResult) {
 				t.Errorf("result %s, want %q", rec.Result, tt.wantResult)
 			}
-			if strings.Contains(string(rec.Result), metaRelatedTask) {
+			if strings.Contains(string(rec.Result), task.MetaRelatedTask) {
 				t.Errorf("result %s keeps the upstream's related-task meta", rec.Result)
 			}
 			if tt.wantError != "" && (rec.Error == nil || !strings.Contains(rec.Error.Message, tt.wantError)) {
@@ -223,7 +223,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
 	waitStatus(t, g, task.Anonymous, id, task.StatusInputRequired)
-	if _, err := g.route.cancelTask(context.Background(), task.Anonymous, id, up); err != nil {
+	if _, err := g.route.CancelTask(context.Background(), task.Anonymous, id, up); err != nil {
 		t.Fatal(err)
 	}
 	if !up.saw("tasks/cancel") {

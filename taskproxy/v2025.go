@@ -15,8 +15,6 @@ import (
 // The 2025-11-25 wire adapter: requestor-driven tasks (params.task), the
 // tasks/* methods, and input relayed on the tasks/result stream.
 
-const metaRelatedTask = "io.modelcontextprotocol/related-task"
-
 // v2025Task is the 2025-11-25 Task object.
 type v2025Task struct {
 	TaskID        string      `json:"taskId"`
@@ -200,7 +198,7 @@ func (c *call) serveV2025Get() error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.route.audit(auditRetrieved, id, t, c.caller)
+	c.g.route.Audit(AuditRetrieved, id, t, c.caller)
 	return c.replyView(t, wireV2025)
 }
 
@@ -247,7 +245,7 @@ func (c *call) serveV2025Cancel() error {
 		c.fail(e)
 		return nil
 	}
-	t, err := c.g.route.cancelTask(c.r.Context(), c.owner, id, c.next)
+	t, err := c.g.route.CancelTask(c.r.Context(), c.owner, id, c.next)
 	if errors.Is(err, task.ErrTerminal) {
 		cur, gerr := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
 		if gerr != nil {

@@ -48,7 +48,7 @@ func (c *call) streamResult(id string) error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	g.route.audit(auditRetrieved, id, t, c.caller)
+	g.route.Audit(AuditRetrieved, id, t, c.caller)
 	if t.Status.Terminal() {
 		writeJSON(c.w, http.StatusOK, v2025FinalAnswer(c.msg.ID, t))
 		return nil
@@ -64,7 +64,7 @@ func (c *call) streamResult(id string) error {
 	}
 	s := &resultStream{c: c, sse: stream, sent: map[string]bool{}}
 	if run, ok := g.rt.workers.get(id); ok && stream != nil {
-		if p := run.progress(); p != nil {
+		if p := run.Progress(); p != nil {
 			s.progress(p)
 		}
 	}
@@ -182,7 +182,7 @@ func (s *resultStream) update(t *task.Task) {
 		if s.sent[in.Key] {
 			continue
 		}
-		params, err := jsonx.SetPath(jsonx.OrEmptyObject(in.Params), []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		params, err := jsonx.SetPath(jsonx.OrEmptyObject(in.Params), []string{"_meta", task.MetaRelatedTask}, relatedTaskMeta(t.ID))
 		if err != nil {
 			continue
 		}
@@ -224,7 +224,7 @@ func relatedTaskMeta(id string) []byte {
 func v2025FinalAnswer(id json.RawMessage, t *task.Task) []byte {
 	switch {
 	case t.Result != nil:
-		result, err := jsonx.SetPath(t.Result, []string{"_meta", metaRelatedTask}, relatedTaskMeta(t.ID))
+		result, err := jsonx.SetPath(t.Result, []string{"_meta", task.MetaRelatedTask}, relatedTaskMeta(t.ID))
 		if err != nil {
 			result = t.Result
 		}
@@ -254,9 +254,9 @@ func (c *call) serveInputAnswer(taskID, key string) error {
 		writeJSONError(c.w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no input request %q for this task", key))
 		return nil
 	}
-	answers := map[string]inputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
-	if _, err := c.g.route.answerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
-		writeJSONError(c.w, http.StatusBadGateway, nil, answerFailure(c.g.log, err, taskID))
+	answers := map[string]InputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
+	if _, err := c.g.route.AnswerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
+		writeJSONError(c.w, http.StatusBadGateway, nil, AnswerFailure(c.g.log, err, taskID))
 		return nil
 	}
 	c.w.WriteHeader(http.StatusAccepted)

@@ -308,15 +308,15 @@ func (c *call) serveV2026Get() error {
 		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.route.audit(auditRetrieved, id, t, c.caller)
+	c.g.route.Audit(AuditRetrieved, id, t, c.caller)
 	return c.replyView(t, wireV2026)
 }
 
 func (c *call) serveV2026Update() error {
 	id, _ := c.taskIDParam()
 	if raw, ok := jsonx.Get(c.msg.Params, "inputResponses"); ok {
-		if n, err := countMembers(raw, maxInputResponses); err == nil && n > maxInputResponses {
-			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", maxInputResponses, maxInputResponses))
+		if n, err := countMembers(raw, MaxInputResponses); err == nil && n > MaxInputResponses {
+			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", MaxInputResponses, MaxInputResponses))
 			return nil
 		}
 	}
@@ -327,15 +327,15 @@ func (c *call) serveV2026Update() error {
 		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object"))
 		return nil
 	}
-	answers := make(map[string]inputAnswer, len(p.InputResponses))
+	answers := make(map[string]InputAnswer, len(p.InputResponses))
 	for k, v := range p.InputResponses {
-		answers[k] = inputAnswer{Result: v}
+		answers[k] = InputAnswer{Result: v}
 	}
-	if _, err := c.g.route.answerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
+	if _, err := c.g.route.AnswerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
 		if errors.Is(err, task.ErrNotFound) {
 			c.failV2026(c.lookupFailure(id, err))
 		} else {
-			c.failV2026(answerFailure(c.g.log, err, id))
+			c.failV2026(AnswerFailure(c.g.log, err, id))
 		}
 		return nil
 	}
@@ -346,10 +346,21 @@ func (c *call) serveV2026Update() error {
 // state (cancellation is cooperative on this wire).
 func (c *call) serveV2026Cancel() error {
 	id, _ := c.taskIDParam()
-	_, err := c.g.route.cancelTask(c.r.Context(), c.owner, id, c.next)
+	_, err := c.g.route.CancelTask(c.r.Context(), c.owner, id, c.next)
 	if err != nil && !errors.Is(err, task.ErrTerminal) {
 		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
 	return c.reply(ackComplete)
+}
+
+// countMembers counts the members of the JSON object at b, stopping after
+// limit+1 of them, without decoding any.
+func countMembers(b []byte, limit int) (int, error) {
+	n := 0
+	_, err := jsonx.EachMember(b, func(jsonx.Member) bool {
+		n++
+		return n <= limit
+	})
+	return n, err
 }

@@ -99,12 +99,12 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failV2026(internalError(g.log, "encoding the upstream call", err))
+		c.failV2026(InternalError(g.log, "encoding the upstream call", err))
 		return nil
 	}
-	run := g.route.newRun(g.cfg.Detach(c.r), c.next)
-	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.cancel(errClientGone) })
-	a := upstream.StartAttempt(run.ctx, run.base, run.next, upstreamID, body)
+	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
+	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.Cancel(errClientGone) })
+	a := upstream.StartAttempt(run.Ctx, run.Base, run.Next, upstreamID, body)
 	reply := &v2026Reply{c: c}
 	timer := time.NewTimer(g.cfg.TaskAfter)
 	defer timer.Stop()
@@ -113,9 +113,9 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev upstream.Event) error {
 		stopFollowingClient()
-		defer run.release()
+		defer run.Release()
 		if ev.Err != nil {
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, upstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, UpstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
@@ -130,7 +130,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 		select {
 		case ev, ok := <-a.Events:
 			if !ok {
-				ev = upstream.Event{Err: context.Cause(run.ctx)}
+				ev = upstream.Event{Err: context.Cause(run.Ctx)}
 			}
 			switch {
 			case ev.Notification != nil:
@@ -139,7 +139,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 			case ev.Request != nil:
 				continue // no server-to-client requests on this wire
 			case errors.Is(ev.Err, errClientGone):
-				run.release()
+				run.Release()
 				return nil
 			case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
 				if mode == TaskRequired {
@@ -170,43 +170,43 @@ func refusesCaller(status int) bool {
 // convert stores the task and answers the CreateTaskResult; a worker takes
 // over the attempt (or its answer, pending). A pending final answer is
 // recorded before the task is stored, so the task is created already ended.
-func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func() bool, reply *v2026Reply, a *upstream.Attempt, pending *upstream.Event) error {
+func (c *call) convert(t *task.Task, run *Run, stopFollowingClient func() bool, reply *v2026Reply, a *upstream.Attempt, pending *upstream.Event) error {
 	g := c.g
 	if !stopFollowingClient() {
-		run.release() // the client left just now: the call was cancelled with it
+		run.Release() // the client left just now: the call was cancelled with it
 		return nil
 	}
 	ended := pending != nil && !(pending.Final != nil && upstream.IsInputRequired(pending.Final.Result))
 	if ended {
 		t.Lease = task.Lease{}
 		if pending.Err != nil {
-			applyOutcome(t, nil, upstreamFailure(g.log, pending.Err, zap.String("task", t.ID)), clock())
+			ApplyOutcome(t, nil, UpstreamFailure(g.log, pending.Err, zap.String("task", t.ID)), clock())
 		} else {
-			applyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
+			ApplyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
 		}
 	}
 	if err := g.rt.Store.CreateWithinLimits(c.r.Context(), t, g.limits()); err != nil {
 		// The call does not go on untracked: the upstream call is cancelled.
-		run.cancel(err)
-		run.release()
+		run.Cancel(err)
+		run.Release()
 		if errors.Is(err, task.ErrQuotaExceeded) {
 			e := g.quotaRefused(err)
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, clientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, ClientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
-	g.route.auditTask(auditCreated, t)
+	g.route.AuditTask(AuditCreated, t)
 	if ended {
-		run.release()
-		g.route.auditOutcome(t)
+		run.Release()
+		g.route.AuditOutcome(t)
 	} else {
-		g.route.startWorker(t, run, a, pending)
+		g.route.StartWorker(t, run, a, pending)
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, internalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.msg.ID, InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil

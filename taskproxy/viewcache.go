@@ -189,7 +189,7 @@ func (c *call) serveCachedGet(id string, wire viewWire) bool {
 		return false
 	}
 	if c.g.auditLog.Core().Enabled(zap.InfoLevel) {
-		c.g.route.audit(auditRetrieved, id, e.stub(), c.caller)
+		c.g.route.Audit(AuditRetrieved, id, e.stub(), c.caller)
 	}
 	c.replyRaw(view)
 	return true
@@ -200,7 +200,7 @@ func (c *call) serveCachedGet(id string, wire viewWire) bool {
 func (c *call) replyView(t *task.Task, wire viewWire) error {
 	view, err := renderView(t, wire)
 	if err != nil {
-		c.fail(internalError(c.g.log, "encoding a result", err))
+		c.fail(InternalError(c.g.log, "encoding a result", err))
 		return nil
 	}
 	c.g.rt.views.put(t, wire, view, clock())

@@ -70,7 +70,7 @@ func BenchmarkTaskEnd(b *testing.B) {
 		}
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, t.ID)
 		b.StartTimer()
-		g.route.finish(t, result, nil)
+		g.route.Finish(t, result, nil)
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")

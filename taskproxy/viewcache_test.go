@@ -126,7 +126,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.route.cancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
+	if _, err := g.route.CancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
 	for _, wire := range []viewWire{wireV2025, wireV2026} {

@@ -28,31 +28,31 @@ var (
 	errTaskCancelled = errors.New("task cancelled")
 )
 
-// newRun prepares the context a task's upstream calls run on: detached from
+// NewRun prepares the context a task's upstream calls run on: detached from
 // the client (base is a detached copy of its request), ended by cancellation
 // or by the runtime's shutdown, and by the task's expiry once startWorker
 // arms it.
-func (route *Route) newRun(base *http.Request, next http.Handler) *runningTask {
+func (route *Route) NewRun(base *http.Request, next http.Handler) *Run {
 	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), route.cfg.Detach), route.cfg.MaxResultBytes))
 	ctx, cancel := context.WithCancelCause(base.Context())
 	stopOnShutdown := context.AfterFunc(route.rt.ctx, func() { cancel(context.Cause(route.rt.ctx)) })
-	return &runningTask{
-		ctx:    ctx,
-		cancel: cancel,
-		base:   base,
-		next:   next,
-		release: func() {
+	return &Run{
+		Ctx:    ctx,
+		Cancel: cancel,
+		Base:   base,
+		Next:   next,
+		Release: func() {
 			stopOnShutdown()
 			cancel(nil)
 		},
 	}
 }
 
-// startWorker follows t's call in the background: the attempt in flight,
+// StartWorker follows t's call in the background: the attempt in flight,
 // or, when pending is set, an answer already taken from it.
 // At the task's expiry its call is stopped: on 2025-11-25 the upstream is
 // told first, since there closing the stream is not a cancellation.
-func (route *Route) startWorker(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
 	route.rt.workers.add(t.ID, run)
 	route.rt.workers.wg.Add(1)
@@ -64,20 +64,20 @@ func (route *Route) startWorker(t *task.Task, run *runningTask, a *upstream.Atte
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
-		route.finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
-		route.stopUpstreamCall(run.ctx, run, call, "task expired")
-		run.cancel(errTaskExpired)
+		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
+		run.Cancel(errTaskExpired)
 	})
 	runners.Run(func() {
 		defer route.rt.workers.wg.Done()
 		defer route.rt.workers.remove(t.ID, run)
-		defer run.release()
+		defer run.Release()
 		defer expire.Stop()
 		route.work(t, run, a, pending)
 	})
 }
 
-func (route *Route) work(t *task.Task, run *runningTask, a *upstream.Attempt, pending *upstream.Event) {
+func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
 	if t.UpstreamTask {
 		route.workUpstreamTask(t, run, a)
 		return
@@ -94,28 +94,28 @@ func (route *Route) work(t *task.Task, run *runningTask, a *upstream.Attempt, pe
 			pending = nil
 			switch {
 			case ev.Err != nil:
-				route.finishInterrupted(run.ctx, t, ev.Err)
+				route.finishInterrupted(run.Ctx, t, ev.Err)
 				return
 			case ev.Final.Error != nil:
-				route.finish(t, nil, ev.Final.Error)
+				route.Finish(t, nil, ev.Final.Error)
 				return
 			case t.Era != task.Era2026 || !upstream.IsInputRequired(ev.Final.Result):
-				route.finish(t, bridgedResult(t, ev.Final.Result), nil)
+				route.Finish(t, BridgedResult(t, ev.Final.Result), nil)
 				return
 			}
 			var err error
 			if keys, err = route.recordInput(t, run, ev.Final.Result); err != nil {
-				route.finishInterrupted(run.ctx, t, err)
+				route.finishInterrupted(run.Ctx, t, err)
 				return
 			}
 		}
 		params, err := route.awaitAnswers(t, run, keys)
 		if err != nil {
-			route.finishInterrupted(run.ctx, t, err)
+			route.finishInterrupted(run.Ctx, t, err)
 			return
 		}
 		if a, err = route.nextAttempt(t, run, params, ""); err != nil {
-			route.finishInterrupted(run.ctx, t, err)
+			route.finishInterrupted(run.Ctx, t, err)
 			return
 		}
 	}
@@ -123,8 +123,8 @@ func (route *Route) work(t *task.Task, run *runningTask, a *upstream.Attempt, pe
 
 // nextAttempt starts the task's next upstream call with params, under a
 // new JSON-RPC id, recording the id (and message, when not empty) first.
-func (route *Route) nextAttempt(t *task.Task, run *runningTask, params json.RawMessage, message string) (*upstream.Attempt, error) {
-	rec, err := route.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
+func (route *Route) nextAttempt(t *task.Task, run *Run, params json.RawMessage, message string) (*upstream.Attempt, error) {
+	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		if message != "" {
@@ -140,19 +140,19 @@ func (route *Route) nextAttempt(t *task.Task, run *runningTask, params json.RawM
 	if err != nil {
 		return nil, fmt.Errorf("encoding the upstream call: %w", err)
 	}
-	return upstream.StartAttempt(run.ctx, run.base, run.next, rec.UpstreamID, body), nil
+	return upstream.StartAttempt(run.Ctx, run.Base, run.Next, rec.UpstreamID, body), nil
 }
 
 // follow consumes an attempt's events up to its last one, relaying progress
 // to waiters and turning 2025-11-25 upstream requests into input requests.
-func (route *Route) follow(t *task.Task, run *runningTask, a *upstream.Attempt) *upstream.Event {
-	token := progressToken(t.Params)
+func (route *Route) follow(t *task.Task, run *Run, a *upstream.Attempt) *upstream.Event {
+	token := ProgressToken(t.Params)
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			route.upstreamRequest(run.ctx, t, run, ev.Request)
+			route.upstreamRequest(run.Ctx, t, run, ev.Request)
 		case ev.Notification.Method == "notifications/progress" && t.Era == task.Era2025:
 			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
 				run.setProgress(ev.Notification.Params)
@@ -161,7 +161,7 @@ func (route *Route) follow(t *task.Task, run *runningTask, a *upstream.Attempt) 
 		}
 	}
 	// The pump stops without a last event only when the context ended.
-	return &upstream.Event{Err: context.Cause(run.ctx)}
+	return &upstream.Event{Err: context.Cause(run.Ctx)}
 }
 
 // finishInterrupted records a call that ended without an answer. A cancelled
@@ -174,29 +174,29 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 		route.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
 	case errors.Is(cause, errTaskExpired):
-		route.finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
 		return
 	}
-	route.finish(t, nil, upstreamFailure(route.log, err, zap.String("task", t.ID)))
+	route.Finish(t, nil, UpstreamFailure(route.log, err, zap.String("task", t.ID)))
 }
 
-// finish records the call's outcome: a result or a JSON-RPC error. A result
+// Finish records the call's outcome: a result or a JSON-RPC error. A result
 // with isError:true fails a 2025-11-25 task but completes a 2026-07-28 one.
 // An outcome arriving after the task ended (cancelled meanwhile) is dropped.
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
-func (route *Route) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
-	rec, err := route.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, result, rpcErr, clock()) })
+func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
+	rec, err := route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, result, rpcErr, clock()) })
 	if err != nil && !outcomeSettled(err) {
 		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
 		rec, err = route.storeOutcome(t, func(rec *task.Task) {
-			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
+			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
 		})
 	}
 	switch {
 	case err == nil:
-		route.auditOutcome(rec)
+		route.AuditOutcome(rec)
 		route.rt.views.remember(rec, clock()) // its first tasks/get need not read the store
 	case outcomeSettled(err):
 		if ce := route.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
@@ -245,8 +245,8 @@ func (route *Route) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task
 	}
 }
 
-// applyOutcome sets a task's final state from the upstream's answer.
-func applyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
+// ApplyOutcome sets a task's final state from the upstream's answer.
+func ApplyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
 	to, message := task.StatusCompleted, completedMessage(rec.StatusMessage)
 	if rpcErr != nil {
 		rec.Error, to, message = rpcErr, task.StatusFailed, rpcErr.Message
@@ -307,18 +307,18 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *runningTask, m *jsonrpc.Message) {
+func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *Run, m *jsonrpc.Message) {
 	if m.Method == "ping" {
-		go route.answerUpstream(ctx, t, run.base, run.next, m.ID, inputAnswer{Result: json.RawMessage("{}")})
+		go route.AnswerUpstream(ctx, t, run.Base, run.Next, m.ID, InputAnswer{Result: json.RawMessage("{}")})
 		return
 	}
-	if !upstreamSpeaksV2025(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
+	if !UpstreamSpeaksV2025(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
 		route.log.Warn("ignoring a server-to-client request on the 2026-07-28 wire", zap.String("task", t.ID), zap.String("method", m.Method))
 		return
 	}
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
-		if len(rec.Inputs) >= maxTaskInputs {
-			return fmt.Errorf("the upstream asked for input more than %d times", maxTaskInputs)
+		if len(rec.Inputs) >= MaxTaskInputs {
+			return fmt.Errorf("the upstream asked for input more than %d times", MaxTaskInputs)
 		}
 		params := m.Params
 		if rec.Era == task.Era2026 && rec.UpstreamTaskID != "" {
@@ -328,18 +328,18 @@ func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *runn
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
 		if rec.Era == task.Era2026 { // a bridged task (bridge_call.go)
-			return rec.SetStatus(task.StatusInputRequired, msgBridgedInput, clock())
+			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
 		}
 		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
 	})
 	if err != nil {
 		route.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
 		if !errors.Is(err, task.ErrTerminal) && !errors.Is(err, task.ErrNotFound) && ctx.Err() == nil {
-			run.cancel(err) // the task fails with why: an unanswerable request would leave it waiting
+			run.Cancel(err) // the task fails with why: an unanswerable request would leave it waiting
 		}
 		return
 	}
-	route.auditTask(auditInputRequired, rec)
+	route.AuditTask(auditInputRequired, rec)
 	route.rt.Hub.Changed(t.ID)
 }
 
@@ -350,7 +350,7 @@ const maxLoadShedRetries = 3
 // recordInput records a 2026-07-28 input_required answer as the task's
 // input requests of this round, keeping the upstream's requestState, and
 // returns their keys.
-func (route *Route) recordInput(t *task.Task, run *runningTask, result json.RawMessage) ([]string, error) {
+func (route *Route) recordInput(t *task.Task, run *Run, result json.RawMessage) ([]string, error) {
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -372,10 +372,10 @@ func (route *Route) recordInput(t *task.Task, run *runningTask, result json.RawM
 		requests = append(requests, task.InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
 	}
 	var keys []string
-	rec, err := route.rt.Store.Update(run.ctx, t.Owner, t.ID, func(rec *task.Task) error {
+	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		keys = keys[:0]
-		if n := len(rec.Inputs) + len(requests); n > maxTaskInputs {
-			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, maxTaskInputs)
+		if n := len(rec.Inputs) + len(requests); n > MaxTaskInputs {
+			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, MaxTaskInputs)
 		}
 		rec.RequestState = answer.RequestState
 		for _, in := range requests {
@@ -396,25 +396,25 @@ func (route *Route) recordInput(t *task.Task, run *runningTask, result json.RawM
 	}
 	route.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
-		route.auditTask(auditInputRequired, rec)
+		route.AuditTask(auditInputRequired, rec)
 		return keys, nil
 	}
 	select { // load shedding: try again after the poll interval
 	case <-time.After(max(rec.PollInterval, 100*time.Millisecond)):
 		return nil, nil
-	case <-run.ctx.Done():
-		return nil, context.Cause(run.ctx)
+	case <-run.Ctx.Done():
+		return nil, context.Cause(run.Ctx)
 	}
 }
 
 // awaitAnswers waits until the client has answered the input requests with
 // keys (tasks/update) and returns the params of the retry: the original ones
 // with the answers under the upstream's own keys and its requestState.
-func (route *Route) awaitAnswers(t *task.Task, run *runningTask, keys []string) (json.RawMessage, error) {
+func (route *Route) awaitAnswers(t *task.Task, run *Run, keys []string) (json.RawMessage, error) {
 	sub := route.rt.Hub.Subscribe(t.ID)
 	defer sub.Close()
 	for {
-		rec, err := route.rt.Store.Get(run.ctx, t.Owner, t.ID)
+		rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -439,14 +439,14 @@ func (route *Route) awaitAnswers(t *task.Task, run *runningTask, keys []string) 
 		}
 		select {
 		case <-sub.Changed:
-		case <-run.ctx.Done():
-			return nil, context.Cause(run.ctx)
+		case <-run.Ctx.Done():
+			return nil, context.Cause(run.Ctx)
 		}
 	}
 }
 
-// progressToken returns params._meta.progressToken, or nil.
-func progressToken(params json.RawMessage) json.RawMessage {
+// ProgressToken returns params._meta.progressToken, or nil.
+func ProgressToken(params json.RawMessage) json.RawMessage {
 	meta, ok := jsonx.Get(params, "_meta")
 	if !ok {
 		return nil
