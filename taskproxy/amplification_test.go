@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -138,11 +139,11 @@ func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 	if err := g.rt.Store.Create(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	answers := map[string]InputAnswer{}
-	for i := range MaxInputResponses {
-		answers[fmt.Sprint("x", i)] = InputAnswer{Result: json.RawMessage(`1`)}
+	answers := map[string]runtime.InputAnswer{}
+	for i := range runtime.MaxInputResponses {
+		answers[fmt.Sprint("x", i)] = runtime.InputAnswer{Result: json.RawMessage(`1`)}
 	}
-	answers[k1] = InputAnswer{Result: json.RawMessage(`{"a":1}`)}
+	answers[k1] = runtime.InputAnswer{Result: json.RawMessage(`{"a":1}`)}
 	got, err := g.route.AnswerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)

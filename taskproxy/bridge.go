@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -343,7 +344,7 @@ func (c *call) serveBridged() error {
 func (c *call) bridgeDiscover(meta requestMeta) error {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		c.failV2026(UpstreamFailure(c.g.log, err))
+		c.failV2026(runtime.UpstreamFailure(c.g.log, err))
 		return nil
 	}
 	defer s.release()
@@ -353,7 +354,7 @@ func (c *call) bridgeDiscover(meta requestMeta) error {
 	}
 	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
 	if caps, err = jsonx.SetPath(caps, []string{"extensions", extensionTasks}, []byte("{}")); err != nil {
-		c.failV2026(InternalError(c.g.log, "building the discover result", err))
+		c.failV2026(runtime.InternalError(c.g.log, "building the discover result", err))
 		return nil
 	}
 	res := map[string]any{

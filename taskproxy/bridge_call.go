@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -45,7 +46,7 @@ type bridgedCall struct {
 	method  string
 	session *bridgeSession
 	meta    requestMeta
-	run     *Run
+	run     *runtime.Run
 	a       *upstream.Attempt
 	// id names the call: the task id should it become one.
 	id         string
@@ -86,7 +87,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	g := c.g
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		return nil, UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err))
+		return nil, runtime.UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{g: g, method: method, session: s, meta: meta, id: task.NewTaskID(), params: translate.V2025Params(c.msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.msg.Params, "_meta"), translate.MetaLogLevel); ok {
@@ -95,7 +96,7 @@ func (c *call) startBridged(meta requestMeta, method string) (*bridgedCall, *jso
 	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
 	if bc.body, err = jsonrpc.RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
-		return nil, InternalError(g.log, "encoding the upstream request", err)
+		return nil, runtime.InternalError(g.log, "encoding the upstream request", err)
 	}
 	base := g.cfg.Detach(c.r)
 	base.Header.Del(upstream.HeaderMethod)
@@ -132,7 +133,7 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.g.log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
 	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
-		return UpstreamFailure(bc.g.log, fmt.Errorf("re-opening the upstream session: %w", err))
+		return runtime.UpstreamFailure(bc.g.log, fmt.Errorf("re-opening the upstream session: %w", err))
 	}
 	if bc.unhold() {
 		bc.session.release()
@@ -147,15 +148,15 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 // refuseUpstreamRequest answers an upstream request that cannot reach the
 // client: a ping is answered, anything else refused.
 func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
-	answer := InputAnswer{Result: json.RawMessage("{}")}
+	answer := runtime.InputAnswer{Result: json.RawMessage("{}")}
 	if m.Method != "ping" {
-		answer = InputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
+		answer = runtime.InputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
 	}
 	go func() { _ = bc.answer(bc.run.Ctx, m.ID, answer) }()
 }
 
 // answer sends the upstream the response to one of its requests.
-func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer InputAnswer) error {
+func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer runtime.InputAnswer) error {
 	return bc.g.route.AnswerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.Base, bc.run.Next, id, answer)
 }
 
@@ -163,7 +164,7 @@ func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer In
 func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	c := reply.c
 	if ev.Err != nil {
-		e := UpstreamFailure(bc.g.log, ev.Err)
+		e := runtime.UpstreamFailure(bc.g.log, ev.Err)
 		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), http.StatusBadGateway)
 		return
 	}
@@ -176,7 +177,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 	}
 	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
-		e := InternalError(bc.g.log, "encoding a result", err)
+		e := runtime.InternalError(bc.g.log, "encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.msg.ID, e)
 	}
 	reply.send(data, http.StatusOK)
@@ -201,7 +202,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
-			c.failV2026(UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
+			c.failV2026(runtime.UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
 		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
@@ -276,7 +277,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 			case ev.Request != nil && canTask:
 				t := newTask()
 				t.AddInput(task.InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
-				_ = t.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
+				_ = t.SetStatus(task.StatusInputRequired, runtime.MsgBridgedInput, clock())
 				return c.convert(t, run, stopFollowingClient, reply, bc.a, nil)
 			case ev.Request != nil:
 				return bc.park(c, reply, stopFollowingClient, ev.Request)
@@ -295,7 +296,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 				t := newTask()
 				if ev.Final != nil && ev.Final.Error == nil {
 					final := *ev.Final
-					final.Result = BridgedResult(t, final.Result)
+					final.Result = runtime.BridgedResult(t, final.Result)
 					ev.Final = &final
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
@@ -440,7 +441,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, InternalError(g.log, "encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding input_required", err))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -475,10 +476,10 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		if !ok {
 			continue
 		}
-		if err := bc.answer(c.r.Context(), req.ID, InputAnswer{Result: answer}); err != nil {
+		if err := bc.answer(c.r.Context(), req.ID, runtime.InputAnswer{Result: answer}); err != nil {
 			bc.cancelUpstream("the answer could not be sent")
 			bc.run.Release()
-			c.failV2026(UpstreamFailure(g.log, err))
+			c.failV2026(runtime.UpstreamFailure(g.log, err))
 			return nil
 		}
 		delete(pc.pending, key)

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -69,7 +70,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
 	for k := range t.Headers {
-		if IsRoutingHeader(k) {
+		if runtime.IsRoutingHeader(k) {
 			delete(t.Headers, k)
 		}
 	}
@@ -80,10 +81,10 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	base := g.cfg.Detach(c.r)
 	bridgeHeaders(base.Header, s)
 	run := g.route.NewRun(base, c.next)
-	body, err := UpstreamCallBody(t) // t.UpstreamTask: with params.task
+	body, err := runtime.UpstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.Release()
-		g.route.Finish(t, nil, InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		g.route.Finish(t, nil, runtime.InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return c.reply(toV2026Create(t))
 	}
 	// The session stays held while the task runs: the table must not end

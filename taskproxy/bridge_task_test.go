@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -86,7 +87,7 @@ func (u *bridgedTaskUpstream) offSession() []string {
 
 // A 2026-07-28 call through the version bridge of a tool the upstream runs
 // as its own task becomes the gateway's task at once, created upstream with
-// params.task on the caller's session and followed there: input relayed as
+// params.task on the caller's session and followed there: input runtime.Relayed as
 // inputRequests, the result with the 2026-07-28 fields, without the
 // upstream's related-task.
 func TestBridgedUpstreamTask(t *testing.T) {
@@ -227,14 +228,14 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 		Era: task.Era2026, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
 		UpstreamTask: true, UpstreamTaskID: "up-1"}
 	rec.AddInput(task.InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{}`), UpstreamID: json.RawMessage(`7`)})
-	if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, now); err != nil {
+	if err := rec.SetStatus(task.StatusInputRequired, runtime.MsgBridgedInput, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.rt.Store.Create(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	caller := post(`{}`, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/update", "Mcp-Name", id)
-	answers := map[string]InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
+	answers := map[string]runtime.InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
 	if _, err := g.route.AnswerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
 		t.Fatal(err)
 	}

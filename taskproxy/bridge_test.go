@@ -335,7 +335,7 @@ func TestBridgeRequestOnSession(t *testing.T) {
 				t.Errorf("tools/list = %s %v", res.Result, res.Error)
 			}
 			if len(notes) != len(tt.notes) {
-				t.Fatalf("relayed %d notifications, want %d", len(notes), len(tt.notes))
+				t.Fatalf("runtime.Relayed %d notifications, want %d", len(notes), len(tt.notes))
 			}
 			for i, want := range tt.notes {
 				if !strings.Contains(string(notes[i].Params), want) {

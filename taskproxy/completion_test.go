@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -26,8 +27,8 @@ func TestCompletionStatusMessage(t *testing.T) {
 		{"upstream's progress message", "Gathering sources...", task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, ""},
 		{"upstream's progress message, 2025-11-25", "Gathering sources...", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
 		{"no message", "", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
-		{"re-run after a restart", msgRerun, task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, msgRerun},
-		{"re-run after a replica stopped", msgReplicaRerun, task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, msgReplicaRerun},
+		{"re-run after a restart", runtime.MsgRerun, task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, runtime.MsgRerun},
+		{"re-run after a replica stopped", runtime.MsgReplicaRerun, task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, runtime.MsgReplicaRerun},
 		{"tool error on 2026-07-28 completes", "Gathering sources...", task.Era2026, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusCompleted, ""},
 		{"tool error on 2025-11-25 fails", "Gathering sources...", task.Era2025, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusFailed, "Tool error: no"},
 		{"JSON-RPC error", "Gathering sources...", task.Era2025, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), task.StatusFailed, "boom"},
@@ -38,7 +39,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 			if c.result != "" {
 				result = json.RawMessage(c.result)
 			}
-			ApplyOutcome(rec, result, c.rpcErr, now)
+			runtime.ApplyOutcome(rec, result, c.rpcErr, now)
 			if rec.Status != c.status || rec.StatusMessage != c.want {
 				t.Errorf("ended %s %q, want %s %q", rec.Status, rec.StatusMessage, c.status, c.want)
 			}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -24,7 +25,7 @@ func TestHubEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, deliver := range []bool{false, true} {
-			h := NewHub()
+			h := runtime.NewHub()
 			sub := h.Subscribe("a", "c")
 			if deliver {
 				h.Deliver(tt.ev)
@@ -52,8 +53,8 @@ func TestHubEvents(t *testing.T) {
 				t.Errorf("watched %v, want [a c]", watched)
 			}
 			sub.Close()
-			if w := h.Watched(); len(w) != 0 || h.relayed() {
-				t.Errorf("after close: watched %v, relayed %v", w, h.relayed())
+			if w := h.Watched(); len(w) != 0 || h.Relayed() {
+				t.Errorf("after close: watched %v, runtime.Relayed %v", w, h.Relayed())
 			}
 		}
 	}

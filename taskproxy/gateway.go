@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -140,7 +141,7 @@ type Gateway struct {
 	limiter  *gate.RateLimiter
 	// route is what the runtime knows of this configuration's route: its
 	// tasks' policy and hooks, and whether it started.
-	route *Route
+	route *runtime.Route
 	// caps is what the gateway learned of its upstream's own tasks.
 	caps upstreamCaps
 	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
@@ -149,7 +150,7 @@ type Gateway struct {
 
 // New returns a gateway for cfg on rt.
 func New(cfg Config, rt *Runtime) (*Gateway, error) {
-	if rt == nil || !rt.hasStore() {
+	if rt == nil || !rt.HasStore() {
 		return nil, errors.New("taskproxy: a runtime with a store is required")
 	}
 	if cfg.DefaultTaskSupport == "" {
@@ -168,7 +169,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		cfg.SweepInterval = time.Minute
 	}
 	if cfg.ResumeWait <= 0 {
-		cfg.ResumeWait = 2 * leaseTTL
+		cfg.ResumeWait = 2 * runtime.LeaseTTL
 	}
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
@@ -180,7 +181,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if g.auditLog == nil {
 		g.auditLog = zap.NewNop()
 	}
-	g.route = rt.newRoute(RouteConfig{
+	g.route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
 		Logger: g.log, AuditLogger: g.auditLog, SessionLost: g.bridgedSessionLost,
@@ -349,7 +350,7 @@ func (c *call) serveV2025Request() error {
 func (c *call) reply(result any) error {
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, result)
 	if err != nil {
-		c.fail(InternalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
+		c.fail(runtime.InternalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
 		return nil
 	}
 	writeJSON(c.w, http.StatusOK, data)

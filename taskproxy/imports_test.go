@@ -29,6 +29,7 @@ var importRules = []struct {
 	{"taskproxy/internal/gate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/translate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap"}},
+	{"taskproxy/internal/runtime", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/translate", "taskproxy/internal/runners", "taskproxy/sse"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/badgerstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/pgstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/storetest", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},

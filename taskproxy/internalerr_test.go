@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -53,14 +54,14 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	}{
 		{"store error", g.storeFailure(errors.New("reading task abc: badger: corrupt value log at /var/lib/x")), "internal error (ref ", []string{"badger", "/var/lib"}, true},
 		{"store hex dump", g.storeFailure(hexDump), "internal error (ref ", []string{"owner", "7b 22", "Value with size"}, true},
-		{"dial error", UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", opaqueDialError{dial})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
-		{"unwrapping dial error", UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"panic", UpstreamFailure(g.log, errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
-		{"protocol account kept", UpstreamFailure(g.log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
-		{"expiry kept", UpstreamFailure(g.log, fmt.Errorf("calling upstream: %w", errTaskExpired)), "task expired before completion", nil, false},
-		{"store refusal kept", ClientError(g.log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
-		{"answer forwarding", AnswerFailure(g.log, fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"JSON-RPC error as is", ClientError(g.log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
+		{"dial error", runtime.UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", opaqueDialError{dial})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"unwrapping dial error", runtime.UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
+		{"panic", runtime.UpstreamFailure(g.log, errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
+		{"protocol account kept", runtime.UpstreamFailure(g.log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
+		{"expiry kept", runtime.UpstreamFailure(g.log, fmt.Errorf("calling upstream: %w", runtime.ErrTaskExpired)), "task expired before completion", nil, false},
+		{"store refusal kept", runtime.ClientError(g.log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
+		{"answer forwarding", runtime.AnswerFailure(g.log, fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
+		{"JSON-RPC error as is", runtime.ClientError(g.log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}
 	for _, tt := range tests {
 		msg := tt.got.Message

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -54,14 +55,14 @@ func TestOutcomeWriteFailures(t *testing.T) {
 		}, task.StatusCompleted, `"text":"done"`},
 		{"the full outcome never fits", func(*outcomeFailingStore) func(*task.Task) bool {
 			return func(rec *task.Task) bool { return rec.Result != nil }
-		}, task.StatusFailed, msgOutcomeLost},
+		}, task.StatusFailed, runtime.MsgOutcomeLost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &outcomeFailingStore{Store: newMemStore(t)}
 			store.fail = tt.fail(store)
 			rt := NewRuntime(store)
-			rt.outcomeBackoff = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+			rt.OutcomeBackoff = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
 			g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 			if err != nil {
 				t.Fatal(err)
@@ -79,48 +80,6 @@ func TestOutcomeWriteFailures(t *testing.T) {
 				t.Errorf("task ended %s: %s; want %s with %q", rec.Status, got, tt.wantStatus, tt.wantIn)
 			}
 		})
-	}
-}
-
-// A task leased to this process with no worker and its lease run out is
-// failed by the orphan pass; one with a worker or a live lease is not.
-func TestOrphanPass(t *testing.T) {
-	g := testGateway(t, Config{})
-	ctx := context.Background()
-	now := clock()
-	mk := func(holder string, expires time.Time) *task.Task {
-		tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2025,
-			Lease: task.Lease{Holder: holder, Expires: expires}}
-		if err := g.rt.Store.Create(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		return tk
-	}
-	me := g.rt.Store.Holder()
-	orphan := mk(me, now.Add(-time.Second))
-	fresh := mk(me, now.Add(time.Minute))
-	running := mk(me, now.Add(-time.Second))
-	g.rt.workers.add(running.ID, &Run{owner: "o"})
-	defer g.rt.workers.remove(running.ID, nil)
-	other := mk("another-process", now.Add(-time.Second))
-
-	if n := g.route.failOrphans(ctx, now); n != 1 {
-		t.Errorf("failed %d tasks, want 1", n)
-	}
-	for _, tc := range []struct {
-		tk   *task.Task
-		want task.Status
-	}{{orphan, task.StatusFailed}, {fresh, task.StatusWorking}, {running, task.StatusWorking}, {other, task.StatusWorking}} {
-		rec, err := g.rt.Store.Get(ctx, "o", tc.tk.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Status != tc.want {
-			t.Errorf("task leased to %q until %s: %s, want %s", tc.tk.Lease.Holder, tc.tk.Lease.Expires, rec.Status, tc.want)
-		}
-		if tc.want == task.StatusFailed && (rec.Error == nil || rec.Error.Message != msgWorkerLost) {
-			t.Errorf("orphan error = %+v", rec.Error)
-		}
 	}
 }
 
@@ -178,7 +137,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}
 	rt := NewRuntime(store)
-	rt.outcomeBackoff = []time.Duration{time.Millisecond}
+	rt.OutcomeBackoff = []time.Duration{time.Millisecond}
 	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +151,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	id := createV2025(t, g, next)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, ok := g.rt.unsettled.Load(id); ok {
+		if g.rt.Unsettled(id) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -200,18 +159,18 @@ func TestUnsettledTaskRetried(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := g.route.settleUnsettled(context.Background()); n != 0 {
+	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store refuses", n)
 	}
 	broken.Store(false)
-	if n := g.route.settleUnsettled(context.Background()); n != 1 {
+	if n := g.route.SettleUnsettled(context.Background()); n != 1 {
 		t.Fatalf("settled %d, want 1", n)
 	}
 	rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, id)
-	if err != nil || rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != msgOutcomeLost {
-		t.Errorf("task %+v, %v; want failed with %q", rec, err, msgOutcomeLost)
+	if err != nil || rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != runtime.MsgOutcomeLost {
+		t.Errorf("task %+v, %v; want failed with %q", rec, err, runtime.MsgOutcomeLost)
 	}
-	if _, ok := g.rt.unsettled.Load(id); ok {
+	if g.rt.Unsettled(id) {
 		t.Error("still noted as unsettled")
 	}
 }

@@ -47,39 +47,3 @@ func plainTTLParam(meta []byte) (ttl *float64, ok bool) {
 	}
 	return &f, true
 }
-
-// plainIsError is applyOutcome's fast path for result.isError, read on every
-// completion: it scans the result's members instead of running the
-// reflective decoder over the whole result. It answers only when the answer
-// is certainly the one decoding into struct{IsError bool `json:"isError"`}
-// gives, ignoring its error (result valid JSON and an object, no key that
-// decoding could also match by escapes or case folding, every isError
-// member true, false or null), and reports false otherwise.
-func plainIsError(result []byte) (isError, ok bool) {
-	if !json.Valid(result) {
-		return false, true // the decoder fails before setting anything
-	}
-	plain := true
-	_, err := jsonx.EachMember(result, func(m jsonx.Member) bool {
-		key := result[m.KeyStart+1 : m.KeyEnd-1]
-		switch {
-		case string(key) == "isError":
-			switch string(result[m.ValueStart:m.ValueEnd]) {
-			case "true":
-				isError = true
-			case "false":
-				isError = false
-			case "null": // leaves the field as it is
-			default:
-				plain = false
-			}
-		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("isError")):
-			plain = false
-		}
-		return plain
-	})
-	if err != nil || !plain {
-		return false, false
-	}
-	return isError, true
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -99,7 +100,7 @@ func TestInputRequestsCapped(t *testing.T) {
 	tests := []struct {
 		n       int
 		wantErr bool
-	}{{3, false}, {MaxTaskInputs, false}, {MaxTaskInputs + 1, true}}
+	}{{3, false}, {runtime.MaxTaskInputs, false}, {runtime.MaxTaskInputs + 1, true}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
 			now := clock()
@@ -112,9 +113,9 @@ func TestInputRequestsCapped(t *testing.T) {
 				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
 			}
 			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
-			keys, err := g.route.recordInput(tk, &Run{Ctx: ctx}, result)
+			keys, err := g.route.RecordInput(tk, &runtime.Run{Ctx: ctx}, result)
 			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", MaxTaskInputs)) {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", runtime.MaxTaskInputs)) {
 					t.Fatalf("err = %v, want too many inputs", err)
 				}
 				return

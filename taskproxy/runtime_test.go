@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -69,14 +70,14 @@ func TestRuntimeLifecycle(t *testing.T) {
 			if opens != tt.wantOpens {
 				t.Errorf("store opened %d times, want %d", opens, tt.wantOpens)
 			}
-			var wantRoute *Route
+			var wantRoute *runtime.Route
 			if want != nil {
 				wantRoute = want.route
 			}
-			if got := rt.current.Load(); got != wantRoute {
+			if got := rt.RouteFor(""); got != wantRoute {
 				t.Errorf("route in charge %p, want %p", got, wantRoute)
 			}
-			if want != nil && rt.routeFor(want.cfg.Route) != want.route {
+			if want != nil && rt.RouteFor(want.cfg.Route) != want.route {
 				t.Errorf("route %q follows another configuration", want.cfg.Route)
 			}
 			if err := rt.Close(time.Second); err != nil {
@@ -181,10 +182,10 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if got := waitStatus(notRetriedB, task.StatusFailed); got.StatusMessage != msgRestarted {
+	if got := waitStatus(notRetriedB, task.StatusFailed); got.StatusMessage != runtime.MsgRestarted {
 		t.Errorf("route b's task (not retry_on_restart there): %q", got.StatusMessage)
 	}
-	if got := waitStatus(gone, task.StatusFailed); got.StatusMessage != msgRouteGone {
+	if got := waitStatus(gone, task.StatusFailed); got.StatusMessage != runtime.MsgRouteGone {
 		t.Errorf("task of a route that is gone: %q", got.StatusMessage)
 	}
 	// Route b serving does not carry route a's re-run.

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -51,7 +52,7 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		return true
 	case errors.Is(err, task.ErrNotFound):
 		if errors.Is(err, task.ErrForeign) {
-			g.route.Audit(AuditDenied, "", nil, task.CallerOf(r.Context()))
+			g.route.Audit(runtime.AuditDenied, "", nil, task.CallerOf(r.Context()))
 		}
 		writeJSONError(w, http.StatusNotFound, nil, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))
 	default:

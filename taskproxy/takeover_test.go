@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -25,7 +26,7 @@ func TestTakeoverMessages(t *testing.T) {
 		RetryOnRestart: map[string]bool{"echo": true}}, rt)
 	mustStart(t, g)
 	deadline := time.Now().Add(30 * time.Second)
-	for !rt.recovered.Load() {
+	for !rt.Health(ctx).Recovered {
 		if time.Now().After(deadline) {
 			t.Fatal("recovery did not end")
 		}
@@ -44,7 +45,7 @@ func TestTakeoverMessages(t *testing.T) {
 	}
 	rerun, lost := orphan(task.Era2025, "", "a", "echo"), orphan(task.Era2025, "", "a", "other")
 	bridged, gone := orphan(task.Era2026, "s1", "a", "other"), orphan(task.Era2025, "", "gone", "echo")
-	if n := rt.takeOver(clock()); n != 4 {
+	if n := rt.TakeOver(clock()); n != 4 {
 		t.Fatalf("took over %d tasks, want 4", n)
 	}
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,10 +64,10 @@ func TestTakeoverMessages(t *testing.T) {
 		status   task.Status
 		message  string
 	}{
-		{"retry_on_restart tool", rerun, task.StatusCompleted, msgReplicaRerun},
-		{"other tool", lost, task.StatusFailed, msgReplicaLost},
-		{"bridged call", bridged, task.StatusFailed, msgReplicaLost},
-		{"route not configured here", gone, task.StatusFailed, msgReplicaRouteGone},
+		{"retry_on_restart tool", rerun, task.StatusCompleted, runtime.MsgReplicaRerun},
+		{"other tool", lost, task.StatusFailed, runtime.MsgReplicaLost},
+		{"bridged call", bridged, task.StatusFailed, runtime.MsgReplicaLost},
+		{"route not configured here", gone, task.StatusFailed, runtime.MsgReplicaRouteGone},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got *task.Task

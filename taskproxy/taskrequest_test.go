@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -42,7 +43,7 @@ func TestTaskUpstreamBase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.tk.Endpoint, tt.tk.Host = "/mcp/a", "gw.example"
-			base := TaskUpstreamBase(t.Context(), caller(), &tt.tk)
+			base := runtime.TaskUpstreamBase(t.Context(), caller(), &tt.tk)
 			h := base.Header
 			if got := h.Get(upstream.HeaderProtocolVersion); got != tt.version {
 				t.Errorf("version %q, want %q", got, tt.version)

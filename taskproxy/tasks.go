@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -26,7 +27,7 @@ func errTaskNotFound() *jsonrpc.Error {
 // denial.
 func (c *call) lookupFailure(id string, err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrForeign) {
-		c.g.route.Audit(AuditDenied, id, nil, c.caller)
+		c.g.route.Audit(runtime.AuditDenied, id, nil, c.caller)
 	}
 	return c.g.storeFailure(err)
 }
@@ -40,7 +41,7 @@ func (g *Gateway) storeFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrNotFound) {
 		return errTaskNotFound()
 	}
-	return ClientError(g.log, "task store", err)
+	return runtime.ClientError(g.log, "task store", err)
 }
 
 func (c *call) taskIDParam() (string, *jsonrpc.Error) {
@@ -60,8 +61,8 @@ func (c *call) newTask(era task.Era, tool string, params json.RawMessage, ttl ti
 		ID: id, Owner: c.caller.Owner, Principal: c.caller.Principal, Tenant: c.caller.Tenant, Status: task.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.g.cfg.PollInterval,
 		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
-		Lease:    task.Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(leaseTTL)},
-		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: RoutingHeaders(c.r),
+		Lease:    task.Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(runtime.LeaseTTL)},
+		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: runtime.RoutingHeaders(c.r),
 		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
 	}
 	if era == task.Era2025 {
@@ -79,7 +80,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	var dup *task.DuplicateError
 	switch {
 	case err == nil:
-		c.g.route.AuditTask(AuditCreated, t)
+		c.g.route.AuditTask(runtime.AuditCreated, t)
 		return true
 	case errors.As(err, &dup):
 		prev, err := c.g.rt.Store.Get(c.r.Context(), c.owner, dup.TaskID)
@@ -93,7 +94,7 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.g.quotaRefused(err))
 	default:
-		fail(ClientError(c.g.log, "storing a task", err, zap.String("task", t.ID)))
+		fail(runtime.ClientError(c.g.log, "storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -102,10 +103,10 @@ func (c *call) storeTask(t *task.Task, render func(*task.Task) any, fail func(*j
 func (c *call) startTask(t *task.Task) {
 	g := c.g
 	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
-	body, err := UpstreamCallBody(t)
+	body, err := runtime.UpstreamCallBody(t)
 	if err != nil {
 		run.Release()
-		g.route.Finish(t, nil, InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		g.route.Finish(t, nil, runtime.InternalError(g.log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
 	g.route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
@@ -121,7 +122,7 @@ func (c *call) checkQuota() *jsonrpc.Error {
 	}
 	n, err := g.rt.Store.CountActive(ctx, owner)
 	if err != nil {
-		return ClientError(g.log, "counting active tasks", err)
+		return runtime.ClientError(g.log, "counting active tasks", err)
 	}
 	if n >= g.cfg.MaxActivePerOwner {
 		return g.quotaRefused(&task.QuotaError{Limit: g.cfg.MaxActivePerOwner})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -182,7 +183,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 				if len(rec.Inputs) != 1 || string(rec.Inputs[0].UpstreamID) != "7" || rec.Inputs[0].Method != "elicitation/create" {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
-				answer := map[string]InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
+				answer := map[string]runtime.InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
 				if _, err := g.route.AnswerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +276,7 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 			if rec.Status != tc.want || (tc.check != "" && (rec.Error == nil || !strings.Contains(rec.Error.Message, tc.check))) {
 				t.Errorf("resumed task %s %+v, want %s %q", rec.Status, rec.Error, tc.want, tc.check)
 			}
-			if rec.StatusMessage == msgRestarted {
+			if rec.StatusMessage == runtime.MsgRestarted {
 				t.Error("failed as an unknown outcome instead of following the upstream's task")
 			}
 		})
@@ -374,7 +375,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
 	rec := waitEnded(t, g, task.Anonymous, id)
-	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, errTaskExpired.Error()) {
+	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, runtime.ErrTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
 	}
 	deadline := time.Now().Add(20 * time.Second)

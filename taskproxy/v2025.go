@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -190,7 +191,7 @@ func (c *call) serveV2025Get() error {
 		c.fail(e)
 		return nil
 	}
-	if c.serveCachedGet(id, wireV2025) {
+	if c.serveCachedGet(id, runtime.WireV2025) {
 		return nil
 	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
@@ -198,8 +199,8 @@ func (c *call) serveV2025Get() error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.route.Audit(AuditRetrieved, id, t, c.caller)
-	return c.replyView(t, wireV2025)
+	c.g.route.Audit(runtime.AuditRetrieved, id, t, c.caller)
+	return c.replyView(t, runtime.WireV2025)
 }
 
 func (c *call) serveV2025List() error {

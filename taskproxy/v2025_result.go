@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -48,7 +49,7 @@ func (c *call) streamResult(id string) error {
 		c.fail(c.lookupFailure(id, err))
 		return nil
 	}
-	g.route.Audit(AuditRetrieved, id, t, c.caller)
+	g.route.Audit(runtime.AuditRetrieved, id, t, c.caller)
 	if t.Status.Terminal() {
 		writeJSON(c.w, http.StatusOK, v2025FinalAnswer(c.msg.ID, t))
 		return nil
@@ -63,7 +64,7 @@ func (c *call) streamResult(id string) error {
 		stream = sse.Start(c.w, 0)
 	}
 	s := &resultStream{c: c, sse: stream, sent: map[string]bool{}}
-	if run, ok := g.rt.workers.get(id); ok && stream != nil {
+	if run, ok := g.rt.Worker(id); ok && stream != nil {
 		if p := run.Progress(); p != nil {
 			s.progress(p)
 		}
@@ -254,9 +255,9 @@ func (c *call) serveInputAnswer(taskID, key string) error {
 		writeJSONError(c.w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "no input request %q for this task", key))
 		return nil
 	}
-	answers := map[string]InputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
+	answers := map[string]runtime.InputAnswer{key: {Result: c.msg.Result, Error: c.msg.Error}}
 	if _, err := c.g.route.AnswerInputs(c.r.Context(), c.owner, taskID, answers, c.r, c.next); err != nil {
-		writeJSONError(c.w, http.StatusBadGateway, nil, AnswerFailure(c.g.log, err, taskID))
+		writeJSONError(c.w, http.StatusBadGateway, nil, runtime.AnswerFailure(c.g.log, err, taskID))
 		return nil
 	}
 	c.w.WriteHeader(http.StatusAccepted)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -300,7 +301,7 @@ func toV2026Detail(t *task.Task, resultType string) v2026Task {
 
 func (c *call) serveV2026Get() error {
 	id, _ := c.taskIDParam()
-	if c.serveCachedGet(id, wireV2026) {
+	if c.serveCachedGet(id, runtime.WireV2026) {
 		return nil
 	}
 	t, err := c.g.rt.Store.Get(c.r.Context(), c.owner, id)
@@ -308,15 +309,15 @@ func (c *call) serveV2026Get() error {
 		c.failV2026(c.lookupFailure(id, err))
 		return nil
 	}
-	c.g.route.Audit(AuditRetrieved, id, t, c.caller)
-	return c.replyView(t, wireV2026)
+	c.g.route.Audit(runtime.AuditRetrieved, id, t, c.caller)
+	return c.replyView(t, runtime.WireV2026)
 }
 
 func (c *call) serveV2026Update() error {
 	id, _ := c.taskIDParam()
 	if raw, ok := jsonx.Get(c.msg.Params, "inputResponses"); ok {
-		if n, err := countMembers(raw, MaxInputResponses); err == nil && n > MaxInputResponses {
-			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", MaxInputResponses, MaxInputResponses))
+		if n, err := countMembers(raw, runtime.MaxInputResponses); err == nil && n > runtime.MaxInputResponses {
+			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses has more than %d answers (limit %d per update)", runtime.MaxInputResponses, runtime.MaxInputResponses))
 			return nil
 		}
 	}
@@ -327,15 +328,15 @@ func (c *call) serveV2026Update() error {
 		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: inputResponses must be an object"))
 		return nil
 	}
-	answers := make(map[string]InputAnswer, len(p.InputResponses))
+	answers := make(map[string]runtime.InputAnswer, len(p.InputResponses))
 	for k, v := range p.InputResponses {
-		answers[k] = InputAnswer{Result: v}
+		answers[k] = runtime.InputAnswer{Result: v}
 	}
 	if _, err := c.g.route.AnswerInputs(c.r.Context(), c.owner, id, answers, c.r, c.next); err != nil {
 		if errors.Is(err, task.ErrNotFound) {
 			c.failV2026(c.lookupFailure(id, err))
 		} else {
-			c.failV2026(AnswerFailure(c.g.log, err, id))
+			c.failV2026(runtime.AnswerFailure(c.g.log, err, id))
 		}
 		return nil
 	}

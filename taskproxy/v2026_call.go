@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
@@ -99,7 +100,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.failV2026(InternalError(g.log, "encoding the upstream call", err))
+		c.failV2026(runtime.InternalError(g.log, "encoding the upstream call", err))
 		return nil
 	}
 	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
@@ -115,7 +116,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 		stopFollowingClient()
 		defer run.Release()
 		if ev.Err != nil {
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, UpstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.UpstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
 			return nil
 		}
 		status := http.StatusOK
@@ -170,7 +171,7 @@ func refusesCaller(status int) bool {
 // convert stores the task and answers the CreateTaskResult; a worker takes
 // over the attempt (or its answer, pending). A pending final answer is
 // recorded before the task is stored, so the task is created already ended.
-func (c *call) convert(t *task.Task, run *Run, stopFollowingClient func() bool, reply *v2026Reply, a *upstream.Attempt, pending *upstream.Event) error {
+func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *v2026Reply, a *upstream.Attempt, pending *upstream.Event) error {
 	g := c.g
 	if !stopFollowingClient() {
 		run.Release() // the client left just now: the call was cancelled with it
@@ -180,9 +181,9 @@ func (c *call) convert(t *task.Task, run *Run, stopFollowingClient func() bool, 
 	if ended {
 		t.Lease = task.Lease{}
 		if pending.Err != nil {
-			ApplyOutcome(t, nil, UpstreamFailure(g.log, pending.Err, zap.String("task", t.ID)), clock())
+			runtime.ApplyOutcome(t, nil, runtime.UpstreamFailure(g.log, pending.Err, zap.String("task", t.ID)), clock())
 		} else {
-			ApplyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
+			runtime.ApplyOutcome(t, pending.Final.Result, pending.Final.Error, clock())
 		}
 	}
 	if err := g.rt.Store.CreateWithinLimits(c.r.Context(), t, g.limits()); err != nil {
@@ -194,10 +195,10 @@ func (c *call) convert(t *task.Task, run *Run, stopFollowingClient func() bool, 
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, ClientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
 		return nil
 	}
-	g.route.AuditTask(AuditCreated, t)
+	g.route.AuditTask(runtime.AuditCreated, t)
 	if ended {
 		run.Release()
 		g.route.AuditOutcome(t)
@@ -206,7 +207,7 @@ func (c *call) convert(t *task.Task, run *Run, stopFollowingClient func() bool, 
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
 	return nil

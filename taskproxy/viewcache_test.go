@@ -11,15 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // getTask sends a tasks/get for id as owner on wire and returns the answer.
-func getTask(t *testing.T, g *Gateway, owner string, wire viewWire, id string) string {
+func getTask(t *testing.T, g *Gateway, owner string, wire runtime.Wire, id string) string {
 	t.Helper()
 	var r *http.Request
-	if wire == wireV2026 {
+	if wire == runtime.WireV2026 {
 		r = post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"`+id+`",`+declaring+`}}`,
 			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/get", "Mcp-Name", id)
 	} else {
@@ -52,12 +53,12 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", clock(), time.Hour)
-	for _, wire := range []viewWire{wireV2025, wireV2026} {
+	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026} {
 		for i := range 3 {
 			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
 			}
-			if _, _, ok := g.rt.views.lookup("alice", tk.ID, wire, clock()); !ok {
+			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, clock()); !ok {
 				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
 			}
 			if got := getTask(t, g, "bob", wire, tk.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
@@ -78,15 +79,15 @@ func TestViewCacheWires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[viewWire]string{}
-	for wire, result := range map[viewWire]any{wireV2025: toV2025Task(rec), wireV2026: toV2026Detail(rec, "complete")} {
+	want := map[runtime.Wire]string{}
+	for wire, result := range map[runtime.Wire]any{runtime.WireV2025: toV2025Task(rec), runtime.WireV2026: toV2026Detail(rec, "complete")} {
 		data, err := jsonrpc.ResponseBytes(json.RawMessage("7"), result)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want[wire] = string(data)
 	}
-	for _, wire := range []viewWire{wireV2025, wireV2026, wireV2025, wireV2026} {
+	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026, runtime.WireV2025, runtime.WireV2026} {
 		if got := getTask(t, g, "alice", wire, tk.ID); got != want[wire] {
 			t.Errorf("wire %d:\n got %s\nwant %s", wire, got, want[wire])
 		}
@@ -113,7 +114,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	if err := g.rt.Store.Create(ctx, cancelled); err != nil {
 		t.Fatal(err)
 	}
-	for _, wire := range []viewWire{wireV2025, wireV2026} {
+	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026} {
 		for _, id := range []string{working.ID, cancelled.ID} {
 			if got := getTask(t, g, "alice", wire, id); !strings.Contains(got, `"status":"working"`) {
 				t.Fatalf("before the change: %s", got)
@@ -129,7 +130,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	if _, err := g.route.CancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
-	for _, wire := range []viewWire{wireV2025, wireV2026} {
+	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026} {
 		if got := getTask(t, g, "alice", wire, working.ID); !strings.Contains(got, `"status":"completed"`) {
 			t.Errorf("wire %d after completion: %s", wire, got)
 		}
@@ -153,15 +154,15 @@ func TestViewCacheStatusChanges(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
 	})
 	id := createV2025(t, g, next)
-	if got := getTask(t, g, task.Anonymous, wireV2025, id); !strings.Contains(got, `"status":"working"`) {
+	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"working"`) {
 		t.Fatalf("while running: %s", got)
 	}
 	close(release)
 	waitEnded(t, g, task.Anonymous, id)
-	if _, _, ok := g.rt.views.lookup(task.Anonymous, id, wireV2025, clock()); !ok {
+	if _, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, clock()); !ok {
 		t.Error("the worker's outcome is not in the cache")
 	}
-	if got := getTask(t, g, task.Anonymous, wireV2025, id); !strings.Contains(got, `"status":"completed"`) {
+	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"completed"`) {
 		t.Errorf("after the outcome: %s", got)
 	}
 }
@@ -171,12 +172,12 @@ func TestViewCacheStatusChanges(t *testing.T) {
 func TestViewCacheExpiry(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	const ttl, left = 20 * time.Second, viewExpiryMargin + 2*time.Second
+	const ttl, left = 20 * time.Second, runtime.ViewExpiryMargin + 2*time.Second
 	tk := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
-	if got := getTask(t, g, "alice", wireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
+	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 		t.Fatalf("before expiry: %s", got)
 	}
-	if _, _, ok := g.rt.views.lookup("alice", tk.ID, wireV2025, clock()); !ok {
+	if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, clock()); !ok {
 		t.Fatal("the read left nothing in the cache")
 	}
 	for deadline := time.Now().Add(30 * time.Second); !clock().After(tk.ExpiresAt()); {
@@ -188,87 +189,7 @@ func TestViewCacheExpiry(t *testing.T) {
 	if n, err := g.rt.Store.Sweep(context.Background(), clock(), 100); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
-	if got := getTask(t, g, "alice", wireV2025, tk.ID); !strings.Contains(got, "Task has expired") {
+	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, "Task has expired") {
 		t.Errorf("after the sweep: %s", got)
-	}
-}
-
-func TestViewCacheUnit(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	finished := func(owner string) *task.Task {
-		tk := testTask(owner, now)
-		tk.Status = task.StatusCompleted
-		return tk
-	}
-	view := []byte(`{"taskId":"x"}`)
-	tests := []struct {
-		name      string
-		put       *task.Task
-		owner     string
-		at        time.Time
-		wantHit   bool
-		wantCount int
-	}{
-		{"owner, before expiry", finished("alice"), "alice", now.Add(time.Minute), true, 1},
-		{"another owner", finished("alice"), "bob", now.Add(time.Minute), false, 1},
-		{"an owner that is a prefix", finished("alice"), "ali", now.Add(time.Minute), false, 1},
-		{"just before the margin", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin - time.Millisecond), true, 1},
-		{"within the margin before the end of the ttl", finished("alice"), "alice", now.Add(time.Hour - viewExpiryMargin), false, 0},
-		{"at the end of the ttl", finished("alice"), "alice", now.Add(time.Hour), false, 0},
-		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
-		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
-		{"input required", func() *task.Task { t := testTask("alice", now); t.Status = task.StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
-		{"too large", func() *task.Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var vc viewCache
-			vc.put(tt.put, wireV2025, view, now)
-			got, v, ok := vc.lookup(tt.owner, tt.put.ID, wireV2025, tt.at)
-			if ok != tt.wantHit {
-				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
-			}
-			if ok && (got.owner != tt.owner || string(v) != string(view)) {
-				t.Errorf("served %+v, %s", got, v)
-			}
-			if len(vc.entries) != tt.wantCount {
-				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
-			}
-			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, wireV2026, now); v != nil {
-				t.Errorf("the legacy view served as the modern one: %s", v)
-			}
-		})
-	}
-}
-
-// The cache stays within its bytes, evicting the least recently used.
-func TestViewCacheBound(t *testing.T) {
-	now := time.Now()
-	vc := viewCache{max: 20 * viewEntryOverhead}
-	var ids []string
-	for i := range 100 {
-		tk := testTask("alice", now)
-		tk.Status = task.StatusCompleted
-		vc.put(tk, wireV2025, []byte(`{}`), now)
-		ids = append(ids, tk.ID)
-		if i >= 1 {
-			vc.lookup("alice", ids[0], wireV2025, now) // keeps the first one recent
-		}
-		if vc.bytes > vc.max {
-			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
-		}
-	}
-	if _, _, ok := vc.lookup("alice", ids[0], wireV2025, now); !ok {
-		t.Error("the most recently read entry was evicted")
-	}
-	if _, _, ok := vc.lookup("alice", ids[1], wireV2025, now); ok {
-		t.Error("an old entry survived")
-	}
-	total := 0
-	for _, e := range vc.entries {
-		total += e.size
-	}
-	if total != vc.bytes {
-		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
 	}
 }

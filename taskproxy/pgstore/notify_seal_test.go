@@ -10,19 +10,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // relayedStore is relayed, also returning the store.
-func relayedStore(t *testing.T, schema string) (*pgstore.Store, *taskproxy.Hub, func(task.TaskEvent)) {
+func relayedStore(t *testing.T, schema string) (*pgstore.Store, *runtime.Hub, func(task.TaskEvent)) {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := taskproxy.NewHub()
+	hub := runtime.NewHub()
 	r, err := s.RelayEvents(hub)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func notifications(t *testing.T, conn *pgx.Conn, n int) []string {
 	return out
 }
 
-func drain(sub *taskproxy.Subscription) {
+func drain(sub *runtime.Subscription) {
 	for {
 		select {
 		case <-sub.Changed:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -14,13 +14,13 @@ import (
 // relayed opens a store on schema without polling, and a hub relayed
 // through it; publish sends an event to the other stores' hubs, as the
 // runtime's hub does for what it publishes.
-func relayed(t *testing.T, schema string) (hub *taskproxy.Hub, publish func(task.TaskEvent)) {
+func relayed(t *testing.T, schema string) (hub *runtime.Hub, publish func(task.TaskEvent)) {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub = taskproxy.NewHub()
+	hub = runtime.NewHub()
 	r, err := s.RelayEvents(hub)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func relayed(t *testing.T, schema string) (hub *taskproxy.Hub, publish func(task
 	return hub, r.Send
 }
 
-func awaitChanged(t *testing.T, sub *taskproxy.Subscription, what string) {
+func awaitChanged(t *testing.T, sub *runtime.Subscription, what string) {
 	t.Helper()
 	select {
 	case <-sub.Changed:

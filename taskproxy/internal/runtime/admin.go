@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	if t.Status.Terminal() {
 		return t, task.ErrTerminal
 	}
-	route := rt.routeFor(t.Route)
+	route := rt.RouteFor(t.Route)
 	if route == nil { // the route is gone: the gateway in charge has the store and logs
 		route = rt.current.Load()
 	}

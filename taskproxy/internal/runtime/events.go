@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (h *Hub) setRelay(r task.EventRelay) {
 	h.relay.Store(&r)
 }
 
-// relayed reports whether events cross to other processes.
-func (h *Hub) relayed() bool { return h.relay.Load() != nil }
+// Relayed reports whether events cross to other processes.
+func (h *Hub) Relayed() bool { return h.relay.Load() != nil }
 
 var _ Events = (*Hub)(nil)

@@ -1,6 +1,7 @@
-package taskproxy
+package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,7 @@ import (
 // the next attempt with the answers.
 
 var (
-	errTaskExpired   = errors.New("task expired before completion")
+	ErrTaskExpired   = errors.New("task expired before completion")
 	errTaskCancelled = errors.New("task cancelled")
 )
 
@@ -56,7 +57,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 	run.owner = t.Owner
 	route.rt.workers.add(t.ID, run)
 	route.rt.workers.wg.Add(1)
-	if route.rt.Hub.relayed() { // a cancel may come from another replica
+	if route.rt.Hub.Relayed() { // a cancel may come from another replica
 		route.watchRemote(t, run)
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
@@ -64,9 +65,9 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
-		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
-		run.Cancel(errTaskExpired)
+		run.Cancel(ErrTaskExpired)
 	})
 	runners.Run(func() {
 		defer route.rt.workers.wg.Done()
@@ -104,7 +105,7 @@ func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *u
 				return
 			}
 			var err error
-			if keys, err = route.recordInput(t, run, ev.Final.Result); err != nil {
+			if keys, err = route.RecordInput(t, run, ev.Final.Result); err != nil {
 				route.finishInterrupted(run.Ctx, t, err)
 				return
 			}
@@ -173,8 +174,8 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
 		route.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
-	case errors.Is(cause, errTaskExpired):
-		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired))
+	case errors.Is(cause, ErrTaskExpired):
+		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
 		return
 	}
 	route.Finish(t, nil, UpstreamFailure(route.log, err, zap.String("task", t.ID)))
@@ -191,7 +192,7 @@ func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc
 	if err != nil && !outcomeSettled(err) {
 		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
 		rec, err = route.storeOutcome(t, func(rec *task.Task) {
-			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
+			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgOutcomeLost), clock())
 		})
 	}
 	switch {
@@ -210,8 +211,8 @@ func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc
 	route.rt.Hub.Changed(t.ID)
 }
 
-// msgOutcomeLost is the error of a task whose outcome could not be stored.
-const msgOutcomeLost = "the task's outcome could not be stored"
+// MsgOutcomeLost is the error of a task whose outcome could not be stored.
+const MsgOutcomeLost = "the task's outcome could not be stored"
 
 // outcomeSettled reports whether an outcome write failed because there is
 // nothing left to record: the task ended meanwhile or is gone.
@@ -220,7 +221,7 @@ func outcomeSettled(err error) bool {
 }
 
 // defaultOutcomeBackoff spaces the attempts to store an outcome: about six
-// seconds in all (Runtime.outcomeBackoff, which tests shorten).
+// seconds in all (Runtime.OutcomeBackoff, which tests shorten).
 var defaultOutcomeBackoff = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 750 * time.Millisecond, 2 * time.Second, 3 * time.Second}
 
 // storeOutcome applies set to the task's record, retrying failed writes
@@ -234,11 +235,11 @@ func (route *Route) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task
 			return nil
 		})
 		cancel()
-		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(route.rt.outcomeBackoff) {
+		if err == nil || outcomeSettled(err) || errors.Is(err, task.ErrClosed) || i == len(route.rt.OutcomeBackoff) {
 			return rec, err
 		}
 		select {
-		case <-time.After(route.rt.outcomeBackoff[i]):
+		case <-time.After(route.rt.OutcomeBackoff[i]):
 		case <-route.rt.ctx.Done():
 			return nil, err
 		}
@@ -277,7 +278,7 @@ func ApplyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error,
 // the work in progress, as an upstream's copied "Gathering sources...",
 // ends with the work.
 func completedMessage(working string) string {
-	if working == msgRerun || working == msgReplicaRerun {
+	if working == MsgRerun || working == MsgReplicaRerun {
 		return working
 	}
 	return ""
@@ -347,10 +348,10 @@ func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *Run,
 // input requests (the upstream shedding load) is retried.
 const maxLoadShedRetries = 3
 
-// recordInput records a 2026-07-28 input_required answer as the task's
+// RecordInput records a 2026-07-28 input_required answer as the task's
 // input requests of this round, keeping the upstream's requestState, and
 // returns their keys.
-func (route *Route) recordInput(t *task.Task, run *Run, result json.RawMessage) ([]string, error) {
+func (route *Route) RecordInput(t *task.Task, run *Run, result json.RawMessage) ([]string, error) {
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -461,4 +462,40 @@ func ProgressToken(params json.RawMessage) json.RawMessage {
 func progressTokenOf(params json.RawMessage) json.RawMessage {
 	tok, _ := jsonx.Get(params, "progressToken")
 	return tok
+}
+
+// plainIsError is applyOutcome's fast path for result.isError, read on every
+// completion: it scans the result's members instead of running the
+// reflective decoder over the whole result. It answers only when the answer
+// is certainly the one decoding into struct{IsError bool `json:"isError"`}
+// gives, ignoring its error (result valid JSON and an object, no key that
+// decoding could also match by escapes or case folding, every isError
+// member true, false or null), and reports false otherwise.
+func plainIsError(result []byte) (isError, ok bool) {
+	if !json.Valid(result) {
+		return false, true // the decoder fails before setting anything
+	}
+	plain := true
+	_, err := jsonx.EachMember(result, func(m jsonx.Member) bool {
+		key := result[m.KeyStart+1 : m.KeyEnd-1]
+		switch {
+		case string(key) == "isError":
+			switch string(result[m.ValueStart:m.ValueEnd]) {
+			case "true":
+				isError = true
+			case "false":
+				isError = false
+			case "null": // leaves the field as it is
+			default:
+				plain = false
+			}
+		case bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("isError")):
+			plain = false
+		}
+		return plain
+	})
+	if err != nil || !plain {
+		return false, false
+	}
+	return isError, true
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -22,14 +22,14 @@ import (
 
 const (
 	// unsettledRetry spaces the retries of unsettled tasks.
-	unsettledRetry = leaseRenew
+	unsettledRetry = LeaseRenew
 	// orphanScanInterval spaces the scans for orphans: each reads every
 	// active task, so it is the rare safety net.
 	orphanScanInterval = 5 * time.Minute
 )
 
-// msgWorkerLost is the error of a task the orphan scan failed.
-const msgWorkerLost = "the task's worker stopped without recording an outcome"
+// MsgWorkerLost is the error of a task the orphan scan failed.
+const MsgWorkerLost = "the task's worker stopped without recording an outcome"
 
 // failOrphansLoop retries unsettled tasks and scans for orphans until the
 // runtime closes.
@@ -47,23 +47,23 @@ func (rt *Runtime) failOrphansLoop() {
 			if route == nil {
 				continue
 			}
-			route.settleUnsettled(rt.ctx)
+			route.SettleUnsettled(rt.ctx)
 			if now.Sub(lastScan) >= orphanScanInterval {
 				lastScan = now
-				route.failOrphans(rt.ctx, clock())
+				route.FailOrphans(rt.ctx, clock())
 			}
 		}
 	}
 }
 
-// settleUnsettled tries once more to fail each unsettled task, and returns
+// SettleUnsettled tries once more to fail each unsettled task, and returns
 // how many it settled.
-func (route *Route) settleUnsettled(ctx context.Context) int {
+func (route *Route) SettleUnsettled(ctx context.Context) int {
 	settled := 0
 	route.rt.unsettled.Range(func(k, v any) bool {
 		id, owner := k.(string), v.(string)
 		rec, err := route.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
-			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
+			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgOutcomeLost), clock())
 			return nil
 		})
 		switch {
@@ -82,9 +82,9 @@ func (route *Route) settleUnsettled(ctx context.Context) int {
 	return settled
 }
 
-// failOrphans fails the tasks leased to this process, with the lease run
+// FailOrphans fails the tasks leased to this process, with the lease run
 // out at now, that no worker of this process runs, and returns how many.
-func (route *Route) failOrphans(ctx context.Context, now time.Time) int {
+func (route *Route) FailOrphans(ctx context.Context, now time.Time) int {
 	holder, failed, cursor := route.rt.Store.Holder(), 0, ""
 	orphaned := func(t *task.Task) bool {
 		_, running := route.rt.workers.get(t.ID)
@@ -109,7 +109,7 @@ func (route *Route) failOrphans(ctx context.Context, now time.Time) int {
 				if !orphaned(rec) {
 					return errNoChange
 				}
-				ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgWorkerLost), clock())
+				ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgWorkerLost), clock())
 				return nil
 			})
 			switch {
@@ -127,4 +127,11 @@ func (route *Route) failOrphans(ctx context.Context, now time.Time) int {
 		}
 		cursor = next
 	}
+}
+
+// Unsettled reports whether task id waits for the orphan loop to record its
+// failure (its worker could not store even that).
+func (rt *Runtime) Unsettled(id string) bool {
+	_, ok := rt.unsettled.Load(id)
+	return ok
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -25,17 +25,17 @@ import (
 // upstream runs itself, whose id was recorded, is followed again there
 // (upstreamtask.go).
 
-// msgRestarted is the status message (and error) of a task whose call was
+// MsgRestarted is the status message (and error) of a task whose call was
 // lost in a restart.
-const msgRestarted = "gateway restarted while the call was running; the upstream result is unknown"
+const MsgRestarted = "gateway restarted while the call was running; the upstream result is unknown"
 
-// msgRerun is the status message of a task re-run after a restart.
-const msgRerun = "re-running the call after a gateway restart (the tool is declared retry_on_restart)"
+// MsgRerun is the status message of a task re-run after a restart.
+const MsgRerun = "re-running the call after a gateway restart (the tool is declared retry_on_restart)"
 
-// msgRouteGone is the status message (and error) of an orphan whose route
+// MsgRouteGone is the status message (and error) of an orphan whose route
 // (the handler instance that created it) is no longer configured: nothing
 // knows its next handler or whether its tool may run again.
-const msgRouteGone = "gateway restarted while the call was running, and the route that created the task is no longer configured; the upstream result is unknown"
+const MsgRouteGone = "gateway restarted while the call was running, and the route that created the task is no longer configured; the upstream result is unknown"
 
 // recovery says why orphans are recovered, in the status messages of the
 // tasks: lost (the task fails, its outcome unknown), rerun (it runs again)
@@ -45,8 +45,8 @@ type recovery struct{ lost, rerun, routeGone string }
 // Recovered after this process restarted, or taken over from another
 // replica that stopped (replicas.go): the messages say which.
 var (
-	afterRestart     = &recovery{lost: msgRestarted, rerun: msgRerun, routeGone: msgRouteGone}
-	afterReplicaStop = &recovery{lost: msgReplicaLost, rerun: msgReplicaRerun, routeGone: msgReplicaRouteGone}
+	afterRestart     = &recovery{lost: MsgRestarted, rerun: MsgRerun, routeGone: MsgRouteGone}
+	afterReplicaStop = &recovery{lost: MsgReplicaLost, rerun: MsgReplicaRerun, routeGone: MsgReplicaRouteGone}
 )
 
 // recover takes over the orphans of the store, once per runtime, each
@@ -68,7 +68,7 @@ func (rt *Runtime) recover() {
 			if _, running := rt.workers.get(t.ID); running || t.Lease.Holder == holder {
 				continue // started by this process
 			}
-			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
+			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), LeaseTTL)
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
@@ -84,7 +84,7 @@ func (rt *Runtime) recover() {
 // recoverTask resumes or fails t, an orphan this process claimed; why says
 // what happened to its worker.
 func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery) {
-	route := rt.routeFor(t.Route)
+	route := rt.RouteFor(t.Route)
 	switch {
 	case route == nil:
 		if route = rt.current.Load(); route != nil { // its store and logs; the task fails
@@ -153,7 +153,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			return
 		}
 		if !rs.resume() { // its lease was released: take it again, if no one else did
-			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), leaseTTL)
+			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), LeaseTTL)
 			rt.resuming.CompareAndDelete(t.ID, rs)
 			switch {
 			case err == nil:
@@ -166,7 +166,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			return
 		}
 		defer rt.resuming.CompareAndDelete(t.ID, rs)
-		current := rt.routeFor(name)
+		current := rt.RouteFor(name)
 		if current == nil {
 			current = route
 		}

@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"crypto/rand"
@@ -77,8 +77,8 @@ func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.E
 	switch {
 	case errors.As(err, &rpcErr):
 		return rpcErr
-	case errors.Is(err, errTaskExpired):
-		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", errTaskExpired)
+	case errors.Is(err, ErrTaskExpired):
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired)
 	case !foreignError(err):
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", err)
 	}

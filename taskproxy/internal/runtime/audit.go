@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"

@@ -1,14 +1,9 @@
-package taskproxy
+package runtime
 
 import (
-	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -21,7 +16,7 @@ import (
 //     stale view behind: the one change left to a finished task is its
 //     deletion, and that comes only after its ExpiresAt;
 //   - an entry is served only until shortly before the task's ExpiresAt
-//     (viewExpiryMargin); from then on the store answers, with the record
+//     (ViewExpiryMargin); from then on the store answers, with the record
 //     or, once swept, ErrExpired;
 //   - an entry is served only to the owner of the record; any other caller
 //     goes to the store, which answers as for an unknown task and audits the
@@ -35,21 +30,21 @@ const (
 	// maxCachedEntry is the largest entry cached: a task with a larger
 	// result is always read from the store.
 	maxCachedEntry = 16 << 10
-	// viewExpiryMargin stops serving an entry this long before its task's
+	// ViewExpiryMargin stops serving an entry this long before its task's
 	// ttl ends: another replica sharing the store may sweep the task by a
 	// clock running a little ahead of this one.
-	viewExpiryMargin = 5 * time.Second
+	ViewExpiryMargin = 5 * time.Second
 	// viewEntryOverhead approximates an entry's memory beyond its bytes
 	// (measured: the entry, its map slot and allocation rounding).
 	viewEntryOverhead = 220
 )
 
-// viewWire names the rendering of a cached view.
-type viewWire uint8
+// Wire names the rendering of a cached view.
+type Wire uint8
 
 const (
-	wireV2025 viewWire = iota // 2025-11-25 tasks/get: the Task object
-	wireV2026                 // 2026-07-28 tasks/get: the DetailedTask
+	WireV2025 Wire = iota // 2025-11-25 tasks/get: the Task object
+	WireV2026             // 2026-07-28 tasks/get: the DetailedTask
 	numWires
 )
 
@@ -60,6 +55,9 @@ type viewCache struct {
 	lru     viewEntry // sentinel of the recency ring: lru.next is the newest
 	bytes   int
 	max     int // 0 means viewCacheBytes
+	// render encodes a task's tasks/get result on a wire (the protocol
+	// adapters' rendering, injected: the runtime knows no wire format).
+	render Renderer
 }
 
 type viewEntry struct {
@@ -81,14 +79,14 @@ func (e *viewEntry) stub() *task.Task {
 // lookup returns the cached entry of the owner's task id with its view on
 // wire, unless there is none, the task belongs to another owner, or it has
 // reached the end of its ttl at now.
-func (vc *viewCache) lookup(owner, id string, wire viewWire, now time.Time) (*viewEntry, []byte, bool) {
+func (vc *viewCache) lookup(owner, id string, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	e, ok := vc.entries[id]
 	if !ok {
 		return nil, nil, false
 	}
-	if !now.Add(viewExpiryMargin).Before(e.expires) {
+	if !now.Add(ViewExpiryMargin).Before(e.expires) {
 		vc.remove(e)
 		return nil, nil, false
 	}
@@ -105,11 +103,11 @@ func (vc *viewCache) remember(t *task.Task, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
-	wire := wireV2025
+	wire := WireV2025
 	if t.Era == task.Era2026 {
-		wire = wireV2026
+		wire = WireV2026
 	}
-	if view, err := renderView(t, wire); err == nil {
+	if view, err := vc.render(t, wire); err == nil {
 		vc.put(t, wire, view, now)
 	}
 }
@@ -117,7 +115,7 @@ func (vc *viewCache) remember(t *task.Task, now time.Time) {
 // put caches view, the rendering of the terminal record t on wire. Records
 // that are not terminal, have expired at now, or are too large are not
 // cached.
-func (vc *viewCache) put(t *task.Task, wire viewWire, view []byte, now time.Time) {
+func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 	if !t.Status.Terminal() || !now.Before(t.ExpiresAt()) {
 		return
 	}
@@ -173,43 +171,22 @@ func (vc *viewCache) remove(e *viewEntry) {
 	vc.bytes -= e.size
 }
 
-// renderView encodes the tasks/get result of t on wire.
-func renderView(t *task.Task, wire viewWire) ([]byte, error) {
-	if wire == wireV2026 {
-		return json.Marshal(toV2026Detail(t, "complete"))
-	}
-	return toV2025Task(t).appendJSON(nil), nil
-}
+// Renderer encodes the tasks/get result of a finished task on a wire.
+type Renderer func(t *task.Task, wire Wire) ([]byte, error)
 
-// serveCachedGet answers a tasks/get of a finished task from the cache, and
-// reports whether it did.
-func (c *call) serveCachedGet(id string, wire viewWire) bool {
-	e, view, ok := c.g.rt.views.lookup(c.owner, id, wire, clock())
+// CachedView returns the cached tasks/get result of the owner's finished
+// task id on wire, and a stub of the task (id, owner, tool, status, creation)
+// for the audit log.
+func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time) (*task.Task, []byte, bool) {
+	e, view, ok := rt.views.lookup(owner, id, wire, now)
 	if !ok {
-		return false
+		return nil, nil, false
 	}
-	if c.g.auditLog.Core().Enabled(zap.InfoLevel) {
-		c.g.route.Audit(AuditRetrieved, id, e.stub(), c.caller)
-	}
-	c.replyRaw(view)
-	return true
+	return e.stub(), view, true
 }
 
-// replyView answers a tasks/get with the view of t read from the store,
-// caching it when t is finished.
-func (c *call) replyView(t *task.Task, wire viewWire) error {
-	view, err := renderView(t, wire)
-	if err != nil {
-		c.fail(InternalError(c.g.log, "encoding a result", err))
-		return nil
-	}
-	c.g.rt.views.put(t, wire, view, clock())
-	c.replyRaw(view)
-	return nil
-}
-
-// replyRaw writes a JSON-RPC success response around result, already
-// encoded, without encoding it again.
-func (c *call) replyRaw(result []byte) {
-	writeJSON(c.w, http.StatusOK, jsonrpc.ResponseRaw(c.msg.ID, result))
+// CacheView keeps view, the tasks/get result of t on wire, when t is
+// finished.
+func (rt *Runtime) CacheView(t *task.Task, wire Wire, view []byte, now time.Time) {
+	rt.views.put(t, wire, view, now)
 }

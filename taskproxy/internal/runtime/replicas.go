@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -24,24 +24,24 @@ import (
 //     elsewhere.
 //
 // And a replica that dies leaves its tasks leased until the lease expires;
-// then another replica takes them over (takeOver), as recovery after a
+// then another replica takes them over (TakeOver), as recovery after a
 // restart does. None of this runs for a store only one process uses.
 
-// msgReplicaLost is the status message (and error) of a task whose worker's
+// MsgReplicaLost is the status message (and error) of a task whose worker's
 // replica stopped and whose tool may not run again.
-const msgReplicaLost = "the gateway replica running the call stopped; the upstream result is unknown"
+const MsgReplicaLost = "the gateway replica running the call stopped; the upstream result is unknown"
 
-// msgReplicaRerun is the status message of a task re-run after its
+// MsgReplicaRerun is the status message of a task re-run after its
 // worker's replica stopped.
-const msgReplicaRerun = "re-running the call after the gateway replica running it stopped (the tool is declared retry_on_restart)"
+const MsgReplicaRerun = "re-running the call after the gateway replica running it stopped (the tool is declared retry_on_restart)"
 
-// msgReplicaRouteGone is the status message (and error) of a task taken
+// MsgReplicaRouteGone is the status message (and error) of a task taken
 // over from a replica that stopped by a replica that does not configure
 // the route that created it.
-const msgReplicaRouteGone = "the gateway replica running the call stopped, and the route that created the task is not configured on the replica that took it over; the upstream result is unknown"
+const MsgReplicaRouteGone = "the gateway replica running the call stopped, and the route that created the task is not configured on the replica that took it over; the upstream result is unknown"
 
 // takeoverInterval spaces the passes that take over tasks of dead replicas.
-const takeoverInterval = leaseRenew
+const takeoverInterval = LeaseRenew
 
 // openShared attaches the store's event relay to the hub and starts the
 // takeover loop, when the store is shared between processes.
@@ -134,7 +134,7 @@ func (rt *Runtime) renewResuming() {
 				route.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
 			}
 		default:
-			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, leaseTTL)
+			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, LeaseTTL)
 		}
 		rs.mu.Unlock()
 		return rt.ctx.Err() == nil
@@ -154,22 +154,22 @@ func (rt *Runtime) takeoverLoop() {
 		case <-tick.C:
 		}
 		if rt.recovered.Load() && rt.current.Load() != nil {
-			rt.takeOver(clock())
+			rt.TakeOver(clock())
 		}
 	}
 }
 
-// takeOver claims the active tasks whose lease another holder let expire
+// TakeOver claims the active tasks whose lease another holder let expire
 // by now and treats them as recovery does: tools declared retry_on_restart
 // run again, 2026-07-28 tasks waiting for input wait on here, the others
-// fail with msgReplicaLost. The lease's compare-and-set (Acquire) decides
+// fail with MsgReplicaLost. The lease's compare-and-set (Acquire) decides
 // between replicas racing for one task, so none runs twice. It returns how
 // many it claimed.
 //
 // A store that lists expired leases alone (ExpiredLeaseLister) is asked
 // for those; otherwise each pass reads every active task (ListActive),
 // cheap enough every ten seconds for a gateway's active tasks.
-func (rt *Runtime) takeOver(now time.Time) int {
+func (rt *Runtime) TakeOver(now time.Time) int {
 	ctx, holder := rt.ctx, rt.Store.Holder()
 	list := rt.Store.ListActive
 	if el, ok := rt.Store.(task.ExpiredLeaseLister); ok {
@@ -196,7 +196,7 @@ func (rt *Runtime) takeOver(now time.Time) int {
 			if _, resuming := rt.resuming.Load(t.ID); resuming {
 				continue
 			}
-			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), leaseTTL)
+			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), LeaseTTL)
 			if err != nil {
 				continue // another replica was faster, or the task ended
 			}
@@ -220,7 +220,7 @@ const leaderSweeper = "sweeper"
 // intervals, so that the leader renews it in time; a dead leader is
 // replaced within that.
 func sweeperLeaseTTL(interval time.Duration) time.Duration {
-	return 2*interval + leaseRenew
+	return 2*interval + LeaseRenew
 }
 
 // leads reports whether this process leads duty name, taking or renewing

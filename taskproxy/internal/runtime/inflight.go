@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -110,3 +110,6 @@ func (wt *workerTable) count() int {
 	defer wt.mu.Unlock()
 	return len(wt.running)
 }
+
+// Worker returns the run of task id, when a worker of this process runs it.
+func (rt *Runtime) Worker(id string) (*Run, bool) { return rt.workers.get(id) }

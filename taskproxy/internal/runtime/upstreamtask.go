@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // bound to its owner, on either wire) and its worker is a 2025-11-25 task
 // client of the upstream: it sends the tools/call with params.task, records
 // the upstream's task id, follows it with tasks/result (which blocks, and
-// carries the upstream's input requests, relayed into the task's own input
+// carries the upstream's input requests, Relayed into the task's own input
 // requests) while polling tasks/get for its status message, maps the
 // task's cancellation and expiry to the upstream's tasks/cancel, and takes
 // the upstream's outcome as the task's. A restart resumes following by the
@@ -74,7 +74,7 @@ func followID(taskID, what string, n int) json.RawMessage {
 func (route *Route) workUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt) {
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgRestarted))
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 			return
 		}
 		id, ok := route.createUpstreamTask(t, run, a)

@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"context"

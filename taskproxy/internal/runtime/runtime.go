@@ -1,0 +1,379 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Runtime is the state that outlives one configuration: the store, the hub,
+// the running workers, the call and session tables, and the background work
+// on the store (lease renewal, sweeping, recovery after a restart).
+// Configurations that share a storage directory share one Runtime.
+//
+// A runtime does nothing on its own until a configuration using it starts
+// serving (Gateway.Start): only then is its store opened, its background
+// work started and recovery run. A configuration that is only provisioned
+// (caddy validate, a reload that fails) leaves the store untouched. Store
+// is nil until then for a runtime from NewLazyRuntime: check Ready first.
+type Runtime struct {
+	Store   task.Store
+	Hub     *Hub
+	workers *workerTable
+	views   viewCache // finished tasks' tasks/get answers (viewcache.go)
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	loops  sync.WaitGroup
+
+	// openStore opens the store on the first start; nil when the store
+	// was given open. opened is set once Store is usable and the loops
+	// run; mu guards the opening and closing.
+	openStore func() (task.Store, error)
+	opened    atomic.Bool
+	closed    bool
+	mu        sync.Mutex
+
+	// current is the route of the configuration that started serving
+	// last; background work uses its settings and logs.
+	current atomic.Pointer[Route]
+	// routes holds, per route name, the route of the configuration that
+	// started serving last; provisioned the routes built and not yet
+	// closed (recovery looks a task's route up there too, so that it
+	// finds the routes of the starting configuration that have not heard
+	// the start yet); bases each route's first served request.
+	regMu sync.Mutex
+	// failedStart is the route whose start could not open the store,
+	// and openErr why (retryStart).
+	failedStart *Route
+	openErr     error
+	routes      map[string]*Route
+	provisioned map[*Route]struct{}
+	bases       map[string]*routeBase
+	recoverOnce sync.Once
+	// recovered is set when the recovery pass after the first start has
+	// gone through the store (Health).
+	recovered atomic.Bool
+	// resuming holds the ids of recovered tasks waiting for a base (each
+	// a *resumingTask), so that the orphan pass leaves them alone.
+	resuming sync.Map
+	// unsettled holds the ids (and owners) of tasks whose worker could not
+	// store even a failure, for the orphan loop to retry.
+	unsettled sync.Map
+	// relay carries events to the other processes sharing the store, when
+	// the store offers it (events.go, replicas.go).
+	relay task.EventRelay
+	// OutcomeBackoff spaces the retries of an outcome write (storeOutcome);
+	// tests shorten it.
+	OutcomeBackoff []time.Duration
+}
+
+// routeBase is what work that starts without a client request (re-runs
+// after a restart) goes through: the next handler of a request its route
+// served. Once such work waits (awaiting), the next request the route
+// serves is detached into base, and ready is closed.
+type routeBase struct {
+	awaiting atomic.Bool
+	once     sync.Once
+	ready    chan struct{}
+	base     *servedRequest
+}
+
+type servedRequest struct {
+	r    *http.Request
+	next http.Handler
+}
+
+// Lease timing: a worker's lease lasts LeaseTTL and is renewed every
+// LeaseRenew, so a process that dies frees its tasks within LeaseTTL.
+const (
+	LeaseTTL   = 30 * time.Second
+	LeaseRenew = 10 * time.Second
+	sweepBatch = 500
+)
+
+// New returns a runtime on store, or, when store is nil, on the store open
+// opens when the first route on it starts, so that merely provisioning a
+// configuration opens nothing exclusively (a failed open is tried again at
+// the next start). render encodes the tasks/get results the view cache
+// keeps.
+func New(store task.Store, open func() (task.Store, error), render Renderer) *Runtime {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Runtime{Store: store, openStore: open, Hub: NewHub(), workers: newWorkerTable(),
+		views: viewCache{render: render}, ctx: ctx, cancel: cancel,
+		routes: map[string]*Route{}, provisioned: map[*Route]struct{}{}, bases: map[string]*routeBase{},
+		OutcomeBackoff: defaultOutcomeBackoff}
+}
+
+// HasStore reports whether the runtime has a store or can open one.
+func (rt *Runtime) HasStore() bool { return rt.Store != nil || rt.openStore != nil }
+
+// Ready reports whether the store is open and the background work runs.
+func (rt *Runtime) Ready() bool { return rt.opened.Load() }
+
+// errStoreClosed is returned by a start after the runtime closed.
+var errStoreClosed = errors.New("task runtime closed")
+
+// open opens the store, once, and starts the background work on it.
+func (rt *Runtime) open() error {
+	if rt.opened.Load() {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.opened.Load():
+		return nil
+	case rt.closed:
+		return errStoreClosed
+	}
+	if rt.Store == nil {
+		s, err := rt.openStore()
+		if err != nil {
+			return err
+		}
+		rt.Store = s
+	}
+	if err := rt.openShared(); err != nil {
+		return err
+	}
+	rt.loops.Add(3)
+	go rt.renewLeases()
+	go rt.sweep()
+	go rt.failOrphansLoop()
+	rt.opened.Store(true)
+	return nil
+}
+
+// errShutdown is the cause workers see when the runtime closes.
+var errShutdown = errors.New("gateway shutting down")
+
+// Close lets workers finish for up to grace, then stops the rest (their
+// tasks stay as they are in the store, for recovery at the next start or
+// another replica's takeover, their leases released), waits briefly for
+// them to return, and closes the store. A runtime that
+// never started has nothing running and closes at once.
+func (rt *Runtime) Close(grace time.Duration) error {
+	rt.mu.Lock()
+	rt.closed = true
+	started := rt.opened.Load()
+	rt.mu.Unlock()
+	if !started {
+		rt.cancel(errShutdown)
+		if rt.Store != nil {
+			return rt.Store.Close()
+		}
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { rt.workers.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+	}
+	left := rt.leftBehind()
+	rt.cancel(errShutdown)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	rt.loops.Wait()
+	rt.releaseLeftBehind(left) // another replica takes them at once (release.go)
+	rt.closeShared()
+	return rt.Store.Close()
+}
+
+// RunningWorkers returns how many task workers run in this process.
+func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
+
+// NewRoute records the route of a provisioned configuration and gives it
+// its base.
+func (rt *Runtime) NewRoute(cfg RouteConfig) *Route {
+	route := &Route{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger}
+	rt.register(route)
+	return route
+}
+
+// register records a provisioned route and gives it its base.
+func (rt *Runtime) register(route *Route) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	rt.provisioned[route] = struct{}{}
+	route.base = rt.baseLocked(route.cfg.Name)
+}
+
+func (rt *Runtime) baseLocked(route string) *routeBase {
+	b, ok := rt.bases[route]
+	if !ok {
+		b = &routeBase{ready: make(chan struct{})}
+		rt.bases[route] = b
+	}
+	return b
+}
+
+// routeBase returns the base of a route.
+func (rt *Runtime) routeBase(route string) *routeBase {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	return rt.baseLocked(route)
+}
+
+// unregister forgets a route whose configuration is cleaned up. When it
+// was in charge of background work, another started route takes over.
+func (rt *Runtime) unregister(route *Route) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	delete(rt.provisioned, route)
+	if rt.failedStart == route {
+		rt.failedStart, rt.openErr = nil, nil
+	}
+	if rt.routes[route.cfg.Name] == route {
+		delete(rt.routes, route.cfg.Name)
+	}
+	if rt.current.Load() == route {
+		var next *Route
+		for _, o := range rt.routes {
+			next = o
+			break
+		}
+		rt.current.Store(next)
+	}
+}
+
+// startFailed remembers the route whose start could not open the store,
+// and why, so that a health check can retry the start and report the cause
+// (nil, nil once a start succeeded).
+func (rt *Runtime) startFailed(route *Route, err error) {
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	rt.failedStart, rt.openErr = route, err
+}
+
+// retryStart starts again the configuration whose start failed, if any, and
+// returns the error of that start, or of the last failed one.
+func (rt *Runtime) retryStart() error {
+	rt.regMu.Lock()
+	route, err := rt.failedStart, rt.openErr
+	rt.regMu.Unlock()
+	if route == nil {
+		return err
+	}
+	return route.Start()
+}
+
+// adopt makes route, whose configuration started serving, the one background
+// work and its route's tasks follow, and starts recovery the first time.
+func (rt *Runtime) adopt(route *Route) {
+	rt.regMu.Lock()
+	rt.routes[route.cfg.Name] = route
+	rt.current.Store(route)
+	rt.regMu.Unlock()
+	rt.recoverOnce.Do(func() {
+		rt.loops.Add(1)
+		go func() {
+			defer rt.loops.Done()
+			rt.recover()
+			rt.recovered.Store(true)
+		}()
+	})
+}
+
+// RouteFor returns the route a task of name goes through: the one that
+// started last, else one provisioned (its configuration is starting).
+// Tasks stored before routes were recorded (name "") go through the route
+// in charge. Nil: the route is gone.
+func (rt *Runtime) RouteFor(name string) *Route {
+	if name == "" {
+		return rt.current.Load()
+	}
+	rt.regMu.Lock()
+	defer rt.regMu.Unlock()
+	if route := rt.routes[name]; route != nil {
+		return route
+	}
+	for route := range rt.provisioned {
+		if route.cfg.Name == name {
+			return route
+		}
+	}
+	return nil
+}
+
+// Served offers the request being served as the base of its route's
+// waiting work. It is detached here, on the request's own goroutine, where
+// nothing else writes to its Caddy variables; until work waits it costs one
+// atomic load.
+func (route *Route) Served(r *http.Request, next http.Handler) {
+	b := route.base
+	if !b.awaiting.Load() {
+		return
+	}
+	b.once.Do(func() {
+		b.base = &servedRequest{r: route.cfg.Detach(r), next: next}
+		close(b.ready)
+	})
+}
+
+// renewLeases keeps the leases of this process's workers alive; a worker
+// whose lease another process took over is stopped.
+func (rt *Runtime) renewLeases() {
+	defer rt.loops.Done()
+	tick := time.NewTicker(LeaseRenew)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for id, run := range rt.workers.snapshot() {
+			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), clock(), LeaseTTL)
+			if errors.Is(err, task.ErrLeaseHeld) {
+				run.Cancel(errLeaseLost)
+			}
+		}
+		rt.renewResuming()
+	}
+}
+
+var errLeaseLost = errors.New("another worker took over the task's lease")
+
+// sweep deletes expired tasks on the latest configuration's schedule and
+// collects Badger's value-log garbage after each pass.
+func (rt *Runtime) sweep() {
+	defer rt.loops.Done()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-rt.ctx.Done():
+			return
+		case now := <-tick.C:
+			route := rt.current.Load()
+			if route == nil || now.Sub(last) < route.cfg.SweepInterval {
+				continue
+			}
+			last = now
+			if !rt.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
+				continue // another replica sweeps
+			}
+			n, err := rt.Store.Sweep(rt.ctx, clock(), sweepBatch)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				route.log.Warn("sweeping expired tasks", zap.Error(err))
+			}
+			if gc, ok := rt.Store.(interface{ CollectGarbage() error }); ok && n > 0 {
+				if err := gc.CollectGarbage(); err != nil {
+					route.log.Warn("collecting store garbage", zap.Error(err))
+				}
+			}
+		}
+	}
+}

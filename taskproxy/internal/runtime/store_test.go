@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// newMemStore returns a real in-memory store (Badger), closed when the
+// test ends. The runtime knows no backend; its tests may, since the
+// backends import only package task.
+func newMemStore(t testing.TB) task.Store {
+	t.Helper()
+	s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// testRoute returns a runtime on an in-memory store and a route on it,
+// closed when the test ends.
+func testRoute(t testing.TB) (*Runtime, *Route) {
+	t.Helper()
+	rt := New(newMemStore(t), nil, nil)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop()})
+	return rt, route
+}

@@ -1,0 +1,93 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+func TestViewCacheUnit(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	finished := func(owner string) *task.Task {
+		tk := testTask(owner, now)
+		tk.Status = task.StatusCompleted
+		return tk
+	}
+	view := []byte(`{"taskId":"x"}`)
+	tests := []struct {
+		name      string
+		put       *task.Task
+		owner     string
+		at        time.Time
+		wantHit   bool
+		wantCount int
+	}{
+		{"owner, before expiry", finished("alice"), "alice", now.Add(time.Minute), true, 1},
+		{"another owner", finished("alice"), "bob", now.Add(time.Minute), false, 1},
+		{"an owner that is a prefix", finished("alice"), "ali", now.Add(time.Minute), false, 1},
+		{"just before the margin", finished("alice"), "alice", now.Add(time.Hour - ViewExpiryMargin - time.Millisecond), true, 1},
+		{"within the margin before the end of the ttl", finished("alice"), "alice", now.Add(time.Hour - ViewExpiryMargin), false, 0},
+		{"at the end of the ttl", finished("alice"), "alice", now.Add(time.Hour), false, 0},
+		{"after the end of the ttl", finished("alice"), "alice", now.Add(2 * time.Hour), false, 0},
+		{"still working", testTask("alice", now), "alice", now.Add(time.Minute), false, 0},
+		{"input required", func() *task.Task { t := testTask("alice", now); t.Status = task.StatusInputRequired; return t }(), "alice", now.Add(time.Minute), false, 0},
+		{"too large", func() *task.Task { t := finished("alice"); t.Tool = strings.Repeat("t", maxCachedEntry); return t }(), "alice", now.Add(time.Minute), false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var vc viewCache
+			vc.put(tt.put, WireV2025, view, now)
+			got, v, ok := vc.lookup(tt.owner, tt.put.ID, WireV2025, tt.at)
+			if ok != tt.wantHit {
+				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
+			}
+			if ok && (got.owner != tt.owner || string(v) != string(view)) {
+				t.Errorf("served %+v, %s", got, v)
+			}
+			if len(vc.entries) != tt.wantCount {
+				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
+			}
+			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, WireV2026, now); v != nil {
+				t.Errorf("the 2025-11-25 view served as the 2026-07-28 one: %s", v)
+			}
+		})
+	}
+}
+
+// The cache stays within its bytes, evicting the least recently used.
+func TestViewCacheBound(t *testing.T) {
+	now := time.Now()
+	vc := viewCache{max: 20 * viewEntryOverhead}
+	var ids []string
+	for i := range 100 {
+		tk := testTask("alice", now)
+		tk.Status = task.StatusCompleted
+		vc.put(tk, WireV2025, []byte(`{}`), now)
+		ids = append(ids, tk.ID)
+		if i >= 1 {
+			vc.lookup("alice", ids[0], WireV2025, now) // keeps the first one recent
+		}
+		if vc.bytes > vc.max {
+			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
+		}
+	}
+	if _, _, ok := vc.lookup("alice", ids[0], WireV2025, now); !ok {
+		t.Error("the most recently read entry was evicted")
+	}
+	if _, _, ok := vc.lookup("alice", ids[1], WireV2025, now); ok {
+		t.Error("an old entry survived")
+	}
+	total := 0
+	for _, e := range vc.entries {
+		total += e.size
+	}
+	if total != vc.bytes {
+		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
+	}
+}
+
+func testTask(owner string, created time.Time) *task.Task {
+	return &task.Task{ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
+}
