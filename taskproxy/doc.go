@@ -18,12 +18,16 @@
 // Each package imports only those below it (imports_test.go holds the
 // rules):
 //
-//	taskproxy            Config, New, Start, Close, ServeHTTP; for now also
-//	                     the protocol versions, the bridge and the runtime
+//	taskproxy            Config, New, Start, Close, ServeHTTP, the public
+//	                     Runtime; for now also the protocol versions and the
+//	                     bridge
+//	internal/runtime     running tasks: routes, workers, leases, recovery,
+//	                     takeover, orphans, input, the hub, audit, views
 //	internal/gate        checks before acting: params and encoding read
 //	                     fail-closed, origin, rate limits, stream slots,
 //	                     the session-binding cache, idempotency
 //	internal/upstream    the gateway's own calls to the next handler
+//	internal/translate   pure 2025-11-25 to 2026-07-28 translations
 //	task                 the task record, its status machine, leases, the
 //	                     Store contract (badgerstore and pgstore import it)
 //	jsonrpc              messages, errors, the fail-closed body reader
@@ -36,9 +40,10 @@
 // request names (a 2025-11-25 session belongs to the owner whose initialize
 // answer named it), reads the body with jsonrpc.Parse and the params check
 // (or refuses it), and tells the version apart. A tools/call that becomes a
-// task is stored before it is answered; its worker holds the task's lease
-// and runs the call through internal/upstream; other processes sharing the
-// store learn of changes through the store's event relay. Task methods are
+// task is stored before it is answered; its worker (internal/runtime) holds
+// the task's lease and runs the call through internal/upstream; other
+// processes sharing the store learn of changes through the store's event
+// relay. Task methods are
 // answered from the store, by their owner only: another owner's task answers
 // as one that never existed.
 package taskproxy

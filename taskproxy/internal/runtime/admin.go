@@ -69,7 +69,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 		return t, task.ErrTerminal
 	}
 	route := rt.RouteFor(t.Route)
-	if route == nil { // the route is gone: the gateway in charge has the store and logs
+	if route == nil { // the route is gone: the route in charge has the store and logs
 		route = rt.current.Load()
 	}
 	if route == nil {

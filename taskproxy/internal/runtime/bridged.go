@@ -7,6 +7,12 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
+// Bridged tasks: a 2026-07-28 client's task whose call runs on a 2025-11-25
+// upstream session the version bridge holds (task.Task.Session is set). The
+// worker runs it as a 2025-11-25 call and records its result with the
+// 2026-07-28 fields; what the bridge alone knows (its session table) it
+// lends through RouteConfig.SessionLost.
+
 // BridgedResult is the result a task records: for a bridged task the
 // upstream's 2025-11-25 result with the 2026-07-28 fields.
 func BridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
@@ -20,6 +26,8 @@ func BridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
 // session the upstream no longer knew when the task was to be created.
 const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
 
+// MsgBridgedInput is the status message of a 2026-07-28 task waiting for
+// input: its inputRequests are answered with tasks/update.
 const MsgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
 
 // UpstreamSpeaksV2025 reports whether a task's upstream call is a

@@ -127,9 +127,9 @@ func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string
 
 // resume restarts a worker for t once its route has served a request, whose
 // next handler the work goes through: with params, a new attempt of the
-// call; without, a wait for the client's input. route is the route's gateway;
-// the work runs under the route's gateway in charge by then. why is how it
-// was recovered (recoverTask).
+// call; without, a wait for the client's input. The work runs under the
+// route of that name started last by then. why is how it was recovered
+// (recoverTask).
 //
 // While it waits its lease is renewed (renewResuming), for up to the
 // route's ResumeWait: then the lease is released, so that a replica whose

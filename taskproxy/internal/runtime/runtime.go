@@ -13,16 +13,15 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Runtime is the state that outlives one configuration: the store, the hub,
-// the running workers, the call and session tables, and the background work
-// on the store (lease renewal, sweeping, recovery after a restart).
-// Configurations that share a storage directory share one Runtime.
+// Runtime is the task state that outlives one configuration: the store, the
+// hub, the running workers, the routes, and the background work on the
+// store (lease renewal, sweeping, recovery after a restart, takeover).
 //
-// A runtime does nothing on its own until a configuration using it starts
-// serving (Gateway.Start): only then is its store opened, its background
-// work started and recovery run. A configuration that is only provisioned
-// (caddy validate, a reload that fails) leaves the store untouched. Store
-// is nil until then for a runtime from NewLazyRuntime: check Ready first.
+// A runtime does nothing on its own until a route on it starts
+// (Route.Start): only then is its store opened, its background work
+// started and recovery run. A route that is only provisioned (caddy
+// validate, a reload that fails) leaves the store untouched. Store is nil
+// until then for a runtime given an opener: check Ready first.
 type Runtime struct {
 	Store   task.Store
 	Hub     *Hub

@@ -390,7 +390,7 @@ func (route *Route) RecordInput(t *task.Task, run *Run, result json.RawMessage) 
 			}
 			return nil
 		}
-		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer its inputRequests with tasks/update.", clock())
+		return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,55 @@
+// Package runtime runs tasks: the state of a gateway that outlives one
+// configuration. It owns the store, the hub that wakes waiters when a task
+// changes, the workers that run tasks' upstream calls, their leases, the
+// recovery of tasks a previous process left, the takeover of a dead
+// replica's tasks, the orphan pass, the answers to input requests, the
+// following of tasks an upstream runs itself, the audit log, the cache of
+// finished tasks' tasks/get answers (rendered by a function the protocol
+// adapters inject), cancellation by a client or an operator, and health.
+//
+// It knows no wire format and no protocol adapter: it imports the task
+// model, jsonrpc, the calls to the next handler (internal/upstream) and the
+// pure version translations (internal/translate), never internal/gate, the
+// root or an adapter (the root's imports_test.go holds the rule).
+//
+// # Routes
+//
+// A Route is one handler instance (a site's mcp_tasks) as the runtime sees
+// it: its policy (RouteConfig: how a worker's request is detached, the
+// result limit, the tools run again after a restart, loggers, the metrics
+// observer) and the hooks an adapter sets (SessionLost, from the version
+// bridge). A route is provisioned (NewRoute), started (Start: the store is
+// opened on the first start, the route takes charge of background work and
+// of its tasks, recovery runs once), and closed (Close: another started
+// route takes charge). Configurations that serve the same route name share
+// its tasks: a reload's new route takes over the old one's.
+//
+// # Task status
+//
+//	working ──► input_required ──► working ──► completed | failed | cancelled
+//
+// task.Task.SetStatus guards every transition; the stores refuse to change
+// a terminal record (ErrTerminal). A worker records the outcome with
+// retries (OutcomeBackoff); one that cannot store even a failure notes the
+// task as unsettled for the orphan loop.
+//
+// # Leases
+//
+// A worker holds its task's lease (LeaseTTL, renewed every LeaseRenew), so
+// that a process that dies frees its tasks within LeaseTTL:
+//
+//	free ──Acquire──► held by this process ──renew──► held ...
+//	                       │ clean stop: released (ttl 0)
+//	                       │ process dies: expires
+//	                       ▼
+//	expired ──Acquire by recovery or another replica's takeover──► held
+//
+// A task whose lease expired is recovered through the route that created
+// it: a tool declared retry_on_restart runs again, a 2026-07-28 task that
+// waits for input waits on, a task the upstream runs is followed again by
+// its recorded id, and anything else fails with why (MsgRestarted,
+// MsgReplicaLost, MsgRouteGone). A recovered task waits, holding its lease,
+// until its route serves a request here (its next handler is what the
+// re-run goes through), for up to the route's ResumeWait; then its lease
+// is released for a replica whose route serves.
+package runtime
