@@ -1,17 +1,13 @@
 package taskproxy
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -79,49 +75,6 @@ func TestResultTooLargeFailsTask(t *testing.T) {
 			rec := waitEnded(t, g, task.Anonymous, createV2025(t, g, next))
 			if rec.Status != task.StatusFailed || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "result too large (") || !strings.Contains(rec.Error.Message, "limit 1000)") || rec.Result != nil {
 				t.Errorf("task %s, error %+v; want failed with result too large", rec.Status, rec.Error)
-			}
-		})
-	}
-}
-
-// A task records at most maxTaskInputs input requests: an upstream asking
-// for more fails it rather than growing its record without bound.
-func TestInputRequestsCapped(t *testing.T) {
-	// On disk: the in-memory store keeps no value log, so it refuses
-	// records as large as a thousand inputs make.
-	store := openTestStore(t, t.TempDir(), false)
-	rt := NewRuntime(store)
-	t.Cleanup(func() { _ = rt.Close(time.Second) })
-	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tests := []struct {
-		n       int
-		wantErr bool
-	}{{3, false}, {runtime.MaxTaskInputs, false}, {runtime.MaxTaskInputs + 1, true}}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
-			now := clock()
-			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Round: 1}
-			if err := g.rt.Store.Create(ctx, tk); err != nil {
-				t.Fatal(err)
-			}
-			reqs := make([]string, tt.n)
-			for i := range reqs {
-				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
-			}
-			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
-			keys, err := g.route.RecordInput(tk, &runtime.Run{Ctx: ctx}, result)
-			if tt.wantErr {
-				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", runtime.MaxTaskInputs)) {
-					t.Fatalf("err = %v, want too many inputs", err)
-				}
-				return
-			}
-			if err != nil || len(keys) != tt.n {
-				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.n)
 			}
 		})
 	}

@@ -175,7 +175,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			current.StartWorker(t, run, nil, nil)
 			return
 		}
-		a, err := current.nextAttempt(t, run, params, message)
+		a, err := (&worker{route: current, t: t, run: run}).nextAttempt(params, message)
 		if err != nil {
 			run.Release()
 			if !errors.Is(err, task.ErrTerminal) {

@@ -76,7 +76,8 @@ func (rt *Runtime) closeShared() {
 
 // watchRemote stops run when t's record is cancelled by another replica:
 // it re-reads the task on every event until the worker ends.
-func (route *Route) watchRemote(t *task.Task, run *Run) {
+func (w *worker) watchRemote() {
+	route, t, run := w.route, w.t, w.run
 	sub := route.rt.Hub.Subscribe(t.ID) // now, so that no event is missed
 	owner, id := t.Owner, t.ID
 	go func() {

@@ -23,11 +23,27 @@ func newMemStore(t testing.TB) task.Store {
 	return s
 }
 
+// newDiskStore returns a real Badger store in a temporary directory: the
+// in-memory one keeps no value log, so it refuses large records.
+func newDiskStore(t testing.TB) task.Store {
+	t.Helper()
+	s, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // testRoute returns a runtime on an in-memory store and a route on it,
 // closed when the test ends.
-func testRoute(t testing.TB) (*Runtime, *Route) {
+func testRoute(t testing.TB) (*Runtime, *Route) { return testRouteOn(t, newMemStore(t)) }
+
+// testRouteOn returns a runtime on store and a route on it, closed when the
+// test ends.
+func testRouteOn(t testing.TB, store task.Store) (*Runtime, *Route) {
 	t.Helper()
-	rt := New(newMemStore(t), nil, nil)
+	rt := New(store, nil, nil)
 	t.Cleanup(func() { _ = rt.Close(time.Second) })
 	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop()})
 	return rt, route

@@ -71,13 +71,14 @@ func followID(taskID, what string, n int) json.RawMessage {
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
-func (route *Route) workUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt) {
+func (w *worker) workUpstreamTask(a *upstream.Attempt) {
+	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTaskID == "" {
 		if a == nil { // nothing to follow: recovery does not resume these
 			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 			return
 		}
-		id, ok := route.createUpstreamTask(t, run, a)
+		id, ok := w.createUpstreamTask(a)
 		if !ok {
 			return
 		}
@@ -91,9 +92,9 @@ func (route *Route) workUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt
 			return
 		}
 	}
-	stopPolling := route.pollUpstreamStatus(t, run)
+	stopPolling := w.pollUpstreamStatus()
 	defer stopPolling()
-	route.followUpstreamTask(t, run)
+	w.followUpstreamTask()
 }
 
 // createUpstreamTask reads the answer of the creating call and records the
@@ -101,8 +102,9 @@ func (route *Route) workUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
 // meanwhile, in which case the upstream's task is cancelled.
-func (route *Route) createUpstreamTask(t *task.Task, run *Run, a *upstream.Attempt) (string, bool) {
-	ev := route.followEvents(t, run, a)
+func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
+	route, t, run := w.route, w.t, w.run
+	ev := w.followEvents(a)
 	switch {
 	case ev.Err != nil:
 		route.finishInterrupted(run.Ctx, t, ev.Err)
@@ -161,15 +163,16 @@ const auditUpstreamTask = "task created at the upstream"
 // followEvents consumes an attempt's events up to its last one: the
 // upstream's requests become the task's input requests, status
 // notifications of its task update the status message.
-func (route *Route) followEvents(t *task.Task, run *Run, a *upstream.Attempt) *upstream.Event {
+func (w *worker) followEvents(a *upstream.Attempt) *upstream.Event {
+	run := w.run
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			route.upstreamRequest(run.Ctx, t, run, ev.Request)
+			w.upstreamRequest(ev.Request)
 		case ev.Notification.Method == "notifications/tasks/status":
-			route.mirrorUpstreamStatus(run.Ctx, t, ev.Notification.Params)
+			w.mirrorUpstreamStatus(run.Ctx, ev.Notification.Params)
 		}
 	}
 	return &upstream.Event{Err: context.Cause(run.Ctx)}
@@ -178,7 +181,8 @@ func (route *Route) followEvents(t *task.Task, run *Run, a *upstream.Attempt) *u
 // followUpstreamTask waits for the upstream task's outcome with tasks/result
 // and records it. A tasks/result that ends without an answer is asked
 // again, as long as the upstream still knows the task.
-func (route *Route) followUpstreamTask(t *task.Task, run *Run) {
+func (w *worker) followUpstreamTask() {
+	route, t, run := w.route, w.t, w.run
 	failures := 0
 	for n := 1; ; n++ {
 		id := followID(t.ID, "result", n)
@@ -187,7 +191,7 @@ func (route *Route) followUpstreamTask(t *task.Task, run *Run) {
 			route.Finish(t, nil, InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
 			return
 		}
-		ev := route.followEvents(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))
+		ev := w.followEvents(upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))
 		if run.Ctx.Err() != nil {
 			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
 			return
@@ -196,7 +200,7 @@ func (route *Route) followUpstreamTask(t *task.Task, run *Run) {
 			route.Finish(t, BridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
 			return
 		}
-		status, known, err := route.upstreamTaskStatus(run, t, n)
+		status, known, err := w.upstreamTaskStatus(n)
 		switch {
 		case err == nil && !known:
 			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
@@ -224,7 +228,8 @@ func (route *Route) followUpstreamTask(t *task.Task, run *Run) {
 
 // upstreamTaskStatus asks the upstream for its task (tasks/get): its
 // status, or known false when the upstream answers that it has no such task.
-func (route *Route) upstreamTaskStatus(run *Run, t *task.Task, n int) (task.Status, bool, error) {
+func (w *worker) upstreamTaskStatus(n int) (task.Status, bool, error) {
+	t, run := w.t, w.run
 	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
 	defer cancel()
 	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
@@ -251,7 +256,8 @@ func (route *Route) upstreamTaskStatus(run *Run, t *task.Task, n int) (task.Stat
 // interval while tasks/result blocks, mirroring the upstream's status
 // message into the task (the only way to see "Analyzing content…" from a
 // server that sends no status notifications). It returns the stop.
-func (route *Route) pollUpstreamStatus(t *task.Task, run *Run) func() {
+func (w *worker) pollUpstreamStatus() func() {
+	t, run := w.t, w.run
 	ctx, cancel := context.WithCancel(run.Ctx)
 	done := make(chan struct{})
 	go func() {
@@ -267,7 +273,7 @@ func (route *Route) pollUpstreamStatus(t *task.Task, run *Run) func() {
 			if err != nil || answer.Error != nil {
 				continue // tasks/result's follow-up decides what a failure means
 			}
-			route.mirrorUpstreamStatus(ctx, t, answer.Result)
+			w.mirrorUpstreamStatus(ctx, answer.Result)
 		}
 	}()
 	return func() {
@@ -279,7 +285,8 @@ func (route *Route) pollUpstreamStatus(t *task.Task, run *Run) func() {
 // mirrorUpstreamStatus copies the status message of the upstream's task (a
 // Task object) into the task while it is working; the status itself
 // follows from what the worker sees (input requests, the outcome).
-func (route *Route) mirrorUpstreamStatus(ctx context.Context, t *task.Task, upstreamTask json.RawMessage) {
+func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.RawMessage) {
+	route, t := w.route, w.t
 	var up struct {
 		TaskID        string `json:"taskId"`
 		StatusMessage string `json:"statusMessage"`

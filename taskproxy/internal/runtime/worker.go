@@ -29,6 +29,15 @@ var (
 	errTaskCancelled = errors.New("task cancelled")
 )
 
+// worker runs one task in this process: t is its record as the worker
+// knows it (updated as it goes), run the context and base request its
+// upstream calls go through, route the route it runs under.
+type worker struct {
+	route *Route
+	t     *task.Task
+	run   *Run
+}
+
 // NewRun prepares the context a task's upstream calls run on: detached from
 // the client (base is a detached copy of its request), ended by cancellation
 // or by the runtime's shutdown, and by the task's expiry once startWorker
@@ -55,10 +64,11 @@ func (route *Route) NewRun(base *http.Request, next http.Handler) *Run {
 // told first, since there closing the stream is not a cancellation.
 func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
+	w := &worker{route: route, t: t, run: run}
 	route.rt.workers.add(t.ID, run)
 	route.rt.workers.wg.Add(1)
 	if route.rt.Hub.Relayed() { // a cancel may come from another replica
-		route.watchRemote(t, run)
+		w.watchRemote()
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
 	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
@@ -74,13 +84,14 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		defer route.rt.workers.remove(t.ID, run)
 		defer run.Release()
 		defer expire.Stop()
-		route.work(t, run, a, pending)
+		w.work(a, pending)
 	})
 }
 
-func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
+func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
+	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTask {
-		route.workUpstreamTask(t, run, a)
+		w.workUpstreamTask(a)
 		return
 	}
 	for {
@@ -90,7 +101,7 @@ func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *u
 		} else {
 			ev := pending
 			if ev == nil {
-				ev = route.follow(t, run, a)
+				ev = w.follow(a)
 			}
 			pending = nil
 			switch {
@@ -105,17 +116,17 @@ func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *u
 				return
 			}
 			var err error
-			if keys, err = route.RecordInput(t, run, ev.Final.Result); err != nil {
+			if keys, err = w.recordInput(ev.Final.Result); err != nil {
 				route.finishInterrupted(run.Ctx, t, err)
 				return
 			}
 		}
-		params, err := route.awaitAnswers(t, run, keys)
+		params, err := w.awaitAnswers(keys)
 		if err != nil {
 			route.finishInterrupted(run.Ctx, t, err)
 			return
 		}
-		if a, err = route.nextAttempt(t, run, params, ""); err != nil {
+		if a, err = w.nextAttempt(params, ""); err != nil {
 			route.finishInterrupted(run.Ctx, t, err)
 			return
 		}
@@ -124,7 +135,8 @@ func (route *Route) work(t *task.Task, run *Run, a *upstream.Attempt, pending *u
 
 // nextAttempt starts the task's next upstream call with params, under a
 // new JSON-RPC id, recording the id (and message, when not empty) first.
-func (route *Route) nextAttempt(t *task.Task, run *Run, params json.RawMessage, message string) (*upstream.Attempt, error) {
+func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.Attempt, error) {
+	route, t, run := w.route, w.t, w.run
 	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
@@ -146,14 +158,15 @@ func (route *Route) nextAttempt(t *task.Task, run *Run, params json.RawMessage, 
 
 // follow consumes an attempt's events up to its last one, relaying progress
 // to waiters and turning 2025-11-25 upstream requests into input requests.
-func (route *Route) follow(t *task.Task, run *Run, a *upstream.Attempt) *upstream.Event {
+func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
+	route, t, run := w.route, w.t, w.run
 	token := ProgressToken(t.Params)
 	for ev := range a.Events {
 		switch {
 		case ev.Last():
 			return &ev
 		case ev.Request != nil:
-			route.upstreamRequest(run.Ctx, t, run, ev.Request)
+			w.upstreamRequest(ev.Request)
 		case ev.Notification.Method == "notifications/progress" && t.Era == task.Era2025:
 			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
 				run.setProgress(ev.Notification.Params)
@@ -308,7 +321,9 @@ func toolErrorMessage(result json.RawMessage) string {
 // upstreamRequest handles a request the upstream sends during the call: a
 // ping is answered at once; anything else (elicitation, sampling, roots) is
 // input the client must give, so the task waits in input_required.
-func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *Run, m *jsonrpc.Message) {
+func (w *worker) upstreamRequest(m *jsonrpc.Message) {
+	route, t, run := w.route, w.t, w.run
+	ctx := run.Ctx
 	if m.Method == "ping" {
 		go route.AnswerUpstream(ctx, t, run.Base, run.Next, m.ID, InputAnswer{Result: json.RawMessage("{}")})
 		return
@@ -348,10 +363,11 @@ func (route *Route) upstreamRequest(ctx context.Context, t *task.Task, run *Run,
 // input requests (the upstream shedding load) is retried.
 const maxLoadShedRetries = 3
 
-// RecordInput records a 2026-07-28 input_required answer as the task's
+// recordInput records a 2026-07-28 input_required answer as the task's
 // input requests of this round, keeping the upstream's requestState, and
 // returns their keys.
-func (route *Route) RecordInput(t *task.Task, run *Run, result json.RawMessage) ([]string, error) {
+func (w *worker) recordInput(result json.RawMessage) ([]string, error) {
+	route, t, run := w.route, w.t, w.run
 	var answer struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -411,7 +427,8 @@ func (route *Route) RecordInput(t *task.Task, run *Run, result json.RawMessage) 
 // awaitAnswers waits until the client has answered the input requests with
 // keys (tasks/update) and returns the params of the retry: the original ones
 // with the answers under the upstream's own keys and its requestState.
-func (route *Route) awaitAnswers(t *task.Task, run *Run, keys []string) (json.RawMessage, error) {
+func (w *worker) awaitAnswers(keys []string) (json.RawMessage, error) {
+	route, t, run := w.route, w.t, w.run
 	sub := route.rt.Hub.Subscribe(t.ID)
 	defer sub.Close()
 	for {

@@ -1,8 +1,14 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // plainIsError answers only where it agrees with the decoder applyOutcome
@@ -40,6 +46,43 @@ func TestPlainIsErrorAgreesWithDecoder(t *testing.T) {
 			_ = json.Unmarshal([]byte(tt.result), &r)
 			if ok && got != r.IsError {
 				t.Fatalf("isError = %v, decoder %v", got, r.IsError)
+			}
+		})
+	}
+}
+
+// A task records at most maxTaskInputs input requests: an upstream asking
+// for more fails it rather than growing its record without bound.
+func TestInputRequestsCapped(t *testing.T) {
+	// On disk: the in-memory store keeps no value log, so it refuses
+	// records as large as a thousand inputs make.
+	rt, route := testRouteOn(t, newDiskStore(t))
+	ctx := context.Background()
+	tests := []struct {
+		n       int
+		wantErr bool
+	}{{3, false}, {MaxTaskInputs, false}, {MaxTaskInputs + 1, true}}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			now := clock()
+			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Round: 1}
+			if err := rt.Store.Create(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			reqs := make([]string, tt.n)
+			for i := range reqs {
+				reqs[i] = fmt.Sprintf(`"u%d":{"method":"elicitation/create","params":{}}`, i)
+			}
+			result := json.RawMessage(`{"resultType":"input_required","inputRequests":{` + strings.Join(reqs, ",") + `}}`)
+			keys, err := (&worker{route: route, t: tk, run: &Run{Ctx: ctx}}).recordInput(result)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprint("limit ", MaxTaskInputs)) {
+					t.Fatalf("err = %v, want too many inputs", err)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.n {
+				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.n)
 			}
 		})
 	}
