@@ -11,7 +11,7 @@ import (
 
 // Routing headers of the 2026-07-28 Streamable HTTP transport.
 const (
-	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerProtocolVersion = "MCP-Protocol-Version"
 	headerMethod          = "Mcp-Method"
 	headerName            = "Mcp-Name"
 )

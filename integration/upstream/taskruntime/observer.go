@@ -43,18 +43,26 @@ func (s *Server) read(f func() int) int {
 func (s *Server) Calls(tool string) int { return s.read(func() int { return s.obs.calls[tool] }) }
 
 // TasksCreated reports how many tasks of tool were created.
-func (s *Server) TasksCreated(tool string) int { return s.read(func() int { return s.obs.created[tool] }) }
+func (s *Server) TasksCreated(tool string) int {
+	return s.read(func() int { return s.obs.created[tool] })
+}
 
 // Requests reports how many requests of method passed validation.
-func (s *Server) Requests(method string) int { return s.read(func() int { return s.obs.requests[method] }) }
+func (s *Server) Requests(method string) int {
+	return s.read(func() int { return s.obs.requests[method] })
+}
 
 // Rejections reports how many answers carried JSON-RPC error code (header
 // mismatches are CodeHeaderMismatch, and so on).
-func (s *Server) Rejections(code int) int { return s.read(func() int { return s.obs.rejections[code] }) }
+func (s *Server) Rejections(code int) int {
+	return s.read(func() int { return s.obs.rejections[code] })
+}
 
 // CancelRequests reports how many tasks/cancel requests named a task of
 // tool.
-func (s *Server) CancelRequests(tool string) int { return s.read(func() int { return s.obs.cancels[tool] }) }
+func (s *Server) CancelRequests(tool string) int {
+	return s.read(func() int { return s.obs.cancels[tool] })
+}
 
 // Gets reports how many tasks/get requests read task id.
 func (s *Server) Gets(id string) int { return s.read(func() int { return s.obs.gets[id] }) }

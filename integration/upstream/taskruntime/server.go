@@ -1,6 +1,7 @@
 package taskruntime
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -218,6 +219,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil || len(body) > maxBody {
 		writeError(w, nil, protocolError(http.StatusBadRequest, CodeParseError, "reading request body: too large or unreadable"))
+		return
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+		writeError(w, nil, s.count(protocolError(http.StatusBadRequest, CodeInvalidRequest, "the body must be one JSON-RPC message, not a batch")))
 		return
 	}
 	var msg message
