@@ -40,9 +40,13 @@ func (w *taskWork) step(k, n int, d time.Duration) error {
 	s := w.s
 	s.mu.Lock()
 	t := s.tasks[w.id]
-	if t == nil || t.Step > k {
+	if t == nil {
 		s.mu.Unlock()
 		return w.stopped()
+	}
+	if t.Step > k { // replaying a step passed before a restart
+		s.mu.Unlock()
+		return nil
 	}
 	if t.Step < k {
 		t.Step, t.Steps = k, n
