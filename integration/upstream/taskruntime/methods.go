@@ -149,6 +149,7 @@ func (s *Server) getTask(x *exchange) (any, *rpcError) {
 		return nil, err
 	}
 	s.obs.gets[t.ID]++
+	s.wakeLocked() // for WaitGets
 	return t.detailed(), nil
 }
 

@@ -144,6 +144,25 @@ func (s *Server) WaitTaskIDs(ctx context.Context, tool string, n int) ([]string,
 	}
 }
 
+// WaitGets blocks until task id has been read by at least n tasks/get
+// requests: a test that holds a task uses it to know a client has seen
+// the held state.
+func (s *Server) WaitGets(ctx context.Context, id string, n int) error {
+	for {
+		s.mu.Lock()
+		got, changed := s.obs.gets[id], s.changed
+		s.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d reads of task %s (saw %d): %w", n, id, got, ctx.Err())
+		}
+	}
+}
+
 // Hold makes tasks of tool created from now on pause when they reach step
 // (step ≥ 1): their statusMessage says "step <step> of n" and stays so
 // until [Server.Release]. The hold is part of the task and survives a

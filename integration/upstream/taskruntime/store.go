@@ -77,6 +77,12 @@ func (s *Server) changedLocked(t *record) {
 	if err := s.saveLocked(); err != nil {
 		s.logger.Error("saving task state", "file", s.stateFile, "error", err)
 	}
+	s.wakeLocked()
+}
+
+// wakeLocked wakes every waiter (work and observers) to re-check. Called
+// with s.mu held.
+func (s *Server) wakeLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
