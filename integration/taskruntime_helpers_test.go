@@ -182,4 +182,3 @@ func (c *taskRuntimeClient) mustCreate(t testing.TB, tool string, args map[strin
 func accepted(prop string, value any) map[string]any {
 	return map[string]any{"action": "accept", "content": map[string]any{prop: value}}
 }
-

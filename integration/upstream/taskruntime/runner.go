@@ -152,6 +152,9 @@ func (w *taskWork) stopped() error {
 
 // start runs a task's work in the background. Called with s.mu held.
 func (s *Server) start(t *record) {
+	if s.root.Err() != nil { // closed: the task resumes when the state file is loaded again
+		return
+	}
 	ctx, stop := context.WithCancelCause(s.root)
 	s.stops[t.ID] = stop
 	if t.CancelRequested && !t.IgnoresCancel { // acknowledged before a restart
