@@ -8,7 +8,9 @@
 //
 // Only 2026-07-28 over Streamable HTTP, stateless: one POST per request,
 // server/discover (advertising the extension), tools/list, tools/call,
-// tasks/get, tasks/update and tasks/cancel. Routing headers are checked
+// tasks/get, tasks/update, tasks/cancel, and subscriptions/listen with the
+// extension's taskIds filter (notifications/tasks on every change; see
+// listen.go). Routing headers are checked
 // strictly; the order of the checks and their errors are documented on
 // checkRequest (headers.go). In short: a missing, malformed or disagreeing
 // MCP-Protocol-Version, Mcp-Method or Mcp-Name is 400 with -32020; another

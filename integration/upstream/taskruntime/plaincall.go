@@ -136,6 +136,10 @@ func (s *sseWriter) event(v any) {
 		s.started = true
 	}
 	fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", b)
+	s.flush()
+}
+
+func (s *sseWriter) flush() {
 	if f, ok := s.w.(http.Flusher); ok {
 		f.Flush()
 	}

@@ -189,6 +189,9 @@ var methods = map[string]func(*Server, *exchange) (any, *rpcError){
 	"tasks/get":       (*Server).getTask,
 	"tasks/update":    (*Server).updateTask,
 	"tasks/cancel":    (*Server).cancelTask,
+	// subscriptions/listen is a core pattern; only the extension's taskIds
+	// filter is served.
+	"subscriptions/listen": (*Server).listen,
 }
 
 // exchange is one request being answered.
