@@ -1,0 +1,210 @@
+package taskruntime
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// callParams are the tools/call params the runtime reads.
+type callParams struct {
+	Name           string                     `json:"name"`
+	Arguments      json.RawMessage            `json:"arguments"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	RequestState   string                     `json:"requestState"`
+}
+
+// callTool runs a tool as a task or inside the call, by the tool's mode and
+// by whether this request declared the extension. A params.task (the
+// 2025-11-25 opt-in) is ignored, as the extension requires.
+func (s *Server) callTool(x *exchange) (any, *rpcError) {
+	var p callParams
+	if err := json.Unmarshal(x.msg.Params, &p); err != nil {
+		return nil, inBandError(CodeInvalidParams, "invalid tools/call params: %v", err)
+	}
+	spec, ok := s.tools[p.Name]
+	if !ok {
+		return nil, inBandError(CodeInvalidParams, "Unknown tool: %s", p.Name)
+	}
+	if _, _, err := parseArgs(p.Arguments, 1); err != nil {
+		return nil, err.(*rpcError)
+	}
+	// Input requests may only ask for what this request declared.
+	for _, c := range spec.needs {
+		if !x.meta.declares(c) {
+			return nil, missingCapability(map[string]any{c: map[string]any{}})
+		}
+	}
+	asTask := spec.mode == ModeRequired || spec.mode == ModeOptional && x.meta.declaresTasks()
+	if asTask && !x.meta.declaresTasks() {
+		return nil, missingCapability(tasksCapability())
+	}
+	s.mu.Lock()
+	s.obs.calls[p.Name]++
+	s.mu.Unlock()
+	if asTask {
+		return s.createTask(x, spec, p.Arguments), nil
+	}
+	return s.runPlain(x, spec, p)
+}
+
+// createTask stores the task before answering: a tasks/get for the id
+// resolves as soon as the client has it.
+func (s *Server) createTask(x *exchange, spec *toolSpec, args json.RawMessage) map[string]any {
+	now := s.now()
+	t := &record{
+		ID: newTaskID(), Owner: x.owner, Tool: spec.name, Args: args,
+		Status: StatusWorking, StatusMessage: "Task created", CreatedAt: now, UpdatedAt: now,
+		PollMs: s.pollInterval.Milliseconds(),
+	}
+	if s.ttl > 0 {
+		ms := s.ttl.Milliseconds()
+		t.TTLMs = &ms
+	}
+	var a workArgs
+	json.Unmarshal(args, &a)
+	t.IgnoresCancel = a.IgnoreCancel
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.holds[spec.name]; ok {
+		t.HoldAt = &k
+	}
+	s.tasks[t.ID] = t
+	s.order = append(s.order, t.ID)
+	s.obs.created[spec.name]++
+	s.changedLocked(t)
+	s.start(t)
+	return t.createResult()
+}
+
+// runPlain runs a tool inside the call.
+func (s *Server) runPlain(x *exchange, spec *toolSpec, p callParams) (any, *rpcError) {
+	given := map[string]json.RawMessage{}
+	if p.RequestState != "" {
+		prior, err := openState(s.stateKey, spec.name, p.RequestState)
+		if err != nil {
+			return nil, inBandError(CodeInvalidParams, "invalid requestState: %v", err)
+		}
+		for k, v := range prior {
+			given[k] = v
+		}
+	}
+	for k, v := range p.InputResponses {
+		given[k] = v
+	}
+	w := &plainWork{ctx: x.r.Context(), tool: spec.name, key: s.stateKey, given: given}
+	if len(x.meta.progressToken) > 0 {
+		w.sse = &sseWriter{w: x.w, token: x.meta.progressToken}
+	}
+	res, err := spec.run(w, p.Arguments)
+	var result any = res
+	var rerr *rpcError
+	var need *needInput
+	switch {
+	case errors.As(err, &need):
+		result = map[string]any{"resultType": "input_required", "inputRequests": need.requests, "requestState": need.state}
+	case errors.As(err, &rerr):
+	case err != nil:
+		rerr = inBandError(CodeInternalError, "%v", err)
+	}
+	if w.sse != nil {
+		x.answered = true
+		if rerr != nil {
+			s.count(rerr)
+		}
+		w.sse.respond(x.msg.ID, result, rerr)
+		return nil, nil
+	}
+	if rerr != nil {
+		rerr.status = http.StatusOK
+		return nil, rerr
+	}
+	return result, nil
+}
+
+// taskParams are the params of the three task methods.
+type taskParams struct {
+	TaskID         string                     `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+}
+
+// taskRequest checks what all task methods share: the extension declared
+// on this request (-32021 otherwise, as the extension says) and a task of
+// this caller. Called with s.mu held.
+func (s *Server) taskRequestLocked(x *exchange) (*record, taskParams, *rpcError) {
+	var p taskParams
+	if !x.meta.declaresTasks() {
+		return nil, p, missingCapability(tasksCapability())
+	}
+	json.Unmarshal(x.msg.Params, &p) // taskId was checked against Mcp-Name
+	t, err := s.lookup(x.owner, p.TaskID)
+	return t, p, err
+}
+
+func (s *Server) getTask(x *exchange) (any, *rpcError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, _, err := s.taskRequestLocked(x)
+	if err != nil {
+		return nil, err
+	}
+	s.obs.gets[t.ID]++
+	s.wakeLocked() // for WaitGets
+	return t.detailed(), nil
+}
+
+// updateTask takes answers to outstanding input requests. Answers to keys
+// not outstanding (never issued, answered already) are ignored; a partial
+// set is kept and the task stays input_required until the rest arrive.
+func (s *Server) updateTask(x *exchange) (any, *rpcError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, p, err := s.taskRequestLocked(x)
+	if err != nil {
+		return nil, err
+	}
+	if p.InputResponses == nil {
+		return nil, inBandError(CodeInvalidParams, "tasks/update requires inputResponses")
+	}
+	s.obs.updates[t.ID]++
+	took := false
+	for k, v := range p.InputResponses {
+		if _, ok := t.Outstanding[k]; !ok {
+			continue
+		}
+		if t.Answers == nil {
+			t.Answers = map[string]json.RawMessage{}
+		}
+		t.Answers[k] = v
+		delete(t.Outstanding, k)
+		took = true
+	}
+	if took {
+		if len(t.Outstanding) == 0 && t.Status == StatusInputRequired {
+			t.Status, t.StatusMessage = StatusWorking, "Input received"
+		}
+		s.changedLocked(t)
+	}
+	return map[string]any{"resultType": "complete"}, nil
+}
+
+// cancelTask acknowledges at once; the work stops cooperatively and the
+// task becomes cancelled soon after (a task that ignores cancellation, or
+// is finished already, keeps its course).
+func (s *Server) cancelTask(x *exchange) (any, *rpcError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, _, err := s.taskRequestLocked(x)
+	if err != nil {
+		return nil, err
+	}
+	s.obs.cancels[t.Tool]++
+	if !t.Status.Terminal() && !t.CancelRequested {
+		t.CancelRequested = true
+		s.changedLocked(t)
+		if stop := s.stops[t.ID]; stop != nil && !t.IgnoresCancel {
+			stop(errCancelled)
+		}
+	}
+	return map[string]any{"resultType": "complete"}, nil
+}
