@@ -21,6 +21,9 @@ import (
 // is nil until then for a runtime from NewLazyRuntime: check Ready first.
 type Runtime struct {
 	*runtime.Runtime
+	// Operator lists, reads and cancels tasks across owners, for the admin
+	// API and metrics.
+	runtime.Operator
 	sessions *gate.SessionTable
 	streams  *gate.StreamTable
 }
@@ -35,8 +38,10 @@ func NewRuntime(store task.Store) *Runtime { return newRuntime(store, nil) }
 func NewLazyRuntime(open func() (task.Store, error)) *Runtime { return newRuntime(nil, open) }
 
 func newRuntime(store task.Store, open func() (task.Store, error)) *Runtime {
+	rt := runtime.New(store, open, renderView)
 	return &Runtime{
-		Runtime:  runtime.New(store, open, renderView),
+		Runtime:  rt,
+		Operator: rt.Operator(),
 		sessions: gate.NewSessionTable(gate.MaxSessions),
 		streams:  gate.NewStreamTable(),
 	}

@@ -18,7 +18,8 @@ import (
 const auditOperatorCancelled = "task cancelled by operator"
 
 // adminStore returns the store for operator access.
-func (rt *Runtime) adminStore() (task.AdminLister, error) {
+func (op Operator) adminStore() (task.AdminLister, error) {
+	rt := op.rt
 	if !rt.Ready() {
 		return nil, task.ErrNotReady
 	}
@@ -31,8 +32,8 @@ func (rt *Runtime) adminStore() (task.AdminLister, error) {
 
 // ListAll pages through the tasks of every owner, newest first
 // (AdminLister.ListAll). It gives ErrNotReady before the store opened.
-func (rt *Runtime) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
-	al, err := rt.adminStore()
+func (op Operator) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
+	al, err := op.adminStore()
 	if err != nil {
 		return nil, "", err
 	}
@@ -40,8 +41,8 @@ func (rt *Runtime) ListAll(ctx context.Context, filter task.TaskFilter, cursor s
 }
 
 // GetAny returns the task with id whatever its owner (AdminLister.GetAny).
-func (rt *Runtime) GetAny(ctx context.Context, id string) (*task.Task, error) {
-	al, err := rt.adminStore()
+func (op Operator) GetAny(ctx context.Context, id string) (*task.Task, error) {
+	al, err := op.adminStore()
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,8 @@ func (rt *Runtime) GetAny(ctx context.Context, id string) (*task.Task, error) {
 }
 
 // Running reports whether a worker of this process runs task id.
-func (rt *Runtime) Running(id string) bool {
+func (op Operator) Running(id string) bool {
+	rt := op.rt
 	_, ok := rt.workers.get(id)
 	return ok
 }
@@ -60,8 +62,9 @@ func (rt *Runtime) Running(id string) bool {
 // 2026-07-28). The audit log records it as the owner's cancellation and, in
 // a second line, the operator who asked. A terminal task gives ErrTerminal
 // with the task.
-func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*task.Task, error) {
-	t, err := rt.GetAny(ctx, id)
+func (op Operator) CancelAsOperator(ctx context.Context, id, operator string) (*task.Task, error) {
+	rt := op.rt
+	t, err := op.GetAny(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	}
 	route := rt.RouteFor(t.Route)
 	if route == nil { // the route is gone: the route in charge has the store and logs
-		route = rt.current.Load()
+		route = rt.routes.inCharge()
 	}
 	if route == nil {
 		return nil, task.ErrNotReady
@@ -85,7 +88,7 @@ func (rt *Runtime) CancelAsOperator(ctx context.Context, id, operator string) (*
 	cancelled, err := route.CancelTask(ctx, t.Owner, id, nil)
 	if err != nil {
 		if errors.Is(err, task.ErrTerminal) { // it ended meanwhile
-			if now, gerr := rt.GetAny(ctx, id); gerr == nil {
+			if now, gerr := op.GetAny(ctx, id); gerr == nil {
 				return now, task.ErrTerminal
 			}
 		}
@@ -150,3 +153,11 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 	}
 	return h
 }
+
+// Operator is what an operator (the admin API, metrics) may do with a
+// runtime's tasks across owners: list and read them, see where they run,
+// cancel them, and read the store's figures.
+type Operator struct{ rt *Runtime }
+
+// Operator returns the runtime's operator view.
+func (rt *Runtime) Operator() Operator { return Operator{rt} }

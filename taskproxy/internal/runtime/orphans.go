@@ -33,7 +33,8 @@ const MsgWorkerLost = "the task's worker stopped without recording an outcome"
 
 // failOrphansLoop retries unsettled tasks and scans for orphans until the
 // runtime closes.
-func (rt *Runtime) failOrphansLoop() {
+func (m maintainer) failOrphansLoop() {
+	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(unsettledRetry)
 	defer tick.Stop()
@@ -43,7 +44,7 @@ func (rt *Runtime) failOrphansLoop() {
 		case <-rt.ctx.Done():
 			return
 		case now := <-tick.C:
-			route := rt.current.Load()
+			route := rt.routes.inCharge()
 			if route == nil {
 				continue
 			}

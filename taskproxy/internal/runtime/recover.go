@@ -58,7 +58,7 @@ func (rt *Runtime) recover() {
 		tasks, next, err := rt.Store.ListActive(ctx, cursor, 200)
 		if err != nil {
 			if ctx.Err() == nil {
-				if route := rt.current.Load(); route != nil {
+				if route := rt.routes.inCharge(); route != nil {
 					route.log.Error("listing tasks to recover", zap.Error(err))
 				}
 			}
@@ -87,7 +87,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 	route := rt.RouteFor(t.Route)
 	switch {
 	case route == nil:
-		if route = rt.current.Load(); route != nil { // its store and logs; the task fails
+		if route = rt.routes.inCharge(); route != nil { // its store and logs; the task fails
 			route.failOrphan(ctx, t, why.routeGone)
 		}
 	case t.Era == task.Era2026 && t.Session != "" && t.UpstreamTaskID == "":
@@ -139,7 +139,7 @@ func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string
 // moved it on meanwhile); if another worker holds it, it is left to it.
 func (route *Route) resume(t *task.Task, params []byte, message string, why *recovery) {
 	rt, name := route.rt, route.cfg.Name
-	b := rt.routeBase(name)
+	b := rt.routes.base(name)
 	b.awaiting.Store(true)
 	rs := &resumingTask{owner: t.Owner, why: why, since: clock(), wait: route.cfg.ResumeWait}
 	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed

@@ -62,7 +62,7 @@ func (rt *Runtime) releaseLeftBehind(left map[string]string) {
 			break // the rest run out as a dead replica's do
 		}
 	}
-	if route := rt.current.Load(); route != nil && released > 0 {
+	if route := rt.routes.inCharge(); route != nil && released > 0 {
 		route.log.Info("released the leases of tasks left to another worker", zap.Int("tasks", released))
 	}
 }

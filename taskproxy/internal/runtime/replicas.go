@@ -57,7 +57,7 @@ func (rt *Runtime) openShared() error {
 	rt.relay = relay
 	rt.Hub.setRelay(relay)
 	rt.loops.Add(1)
-	go rt.takeoverLoop()
+	go maintainer{rt}.takeoverLoop()
 	return nil
 }
 
@@ -68,7 +68,7 @@ func (rt *Runtime) closeShared() {
 	}
 	rt.Hub.setRelay(nil)
 	if err := rt.relay.Close(); err != nil {
-		if route := rt.current.Load(); route != nil {
+		if route := rt.routes.inCharge(); route != nil {
 			route.log.Warn("closing the store's event relay", zap.Error(err))
 		}
 	}
@@ -119,7 +119,8 @@ func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 // has its lease released instead, so that a replica whose route serves
 // requests takes it: a replica without traffic on the route would
 // otherwise hold it for ever.
-func (rt *Runtime) renewResuming() {
+func (m maintainer) renewResuming() {
+	rt := m.rt
 	now := clock()
 	rt.resuming.Range(func(k, v any) bool {
 		id, rs := k.(string), v.(*resumingTask)
@@ -131,7 +132,7 @@ func (rt *Runtime) renewResuming() {
 			// Not this process's lease any more, however it ended; a
 			// store that failed is asked again at the next round.
 			rs.released = err == nil || errors.Is(err, task.ErrLeaseHeld) || outcomeSettled(err)
-			if route := rt.current.Load(); route != nil && err == nil {
+			if route := rt.routes.inCharge(); route != nil && err == nil {
 				route.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
 			}
 		default:
@@ -144,7 +145,8 @@ func (rt *Runtime) renewResuming() {
 
 // takeoverLoop takes over the tasks of dead replicas every
 // takeoverInterval, once the first recovery pass is done.
-func (rt *Runtime) takeoverLoop() {
+func (m maintainer) takeoverLoop() {
+	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(takeoverInterval)
 	defer tick.Stop()
@@ -154,7 +156,7 @@ func (rt *Runtime) takeoverLoop() {
 			return
 		case <-tick.C:
 		}
-		if rt.recovered.Load() && rt.current.Load() != nil {
+		if rt.recovered.Load() && rt.routes.inCharge() != nil {
 			rt.TakeOver(clock())
 		}
 	}
@@ -182,7 +184,7 @@ func (rt *Runtime) TakeOver(now time.Time) int {
 	for {
 		tasks, next, err := list(ctx, cursor, 200)
 		if err != nil {
-			if route := rt.current.Load(); route != nil && ctx.Err() == nil {
+			if route := rt.routes.inCharge(); route != nil && ctx.Err() == nil {
 				route.log.Warn("listing tasks to take over", zap.Error(err))
 			}
 			return claimed
@@ -202,7 +204,7 @@ func (rt *Runtime) TakeOver(now time.Time) int {
 				continue // another replica was faster, or the task ended
 			}
 			claimed++
-			if route := rt.current.Load(); route != nil {
+			if route := rt.routes.inCharge(); route != nil {
 				route.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
 			}
 			rt.recoverTask(ctx, rec, afterReplicaStop)
@@ -227,7 +229,8 @@ func sweeperLeaseTTL(interval time.Duration) time.Duration {
 // leads reports whether this process leads duty name, taking or renewing
 // the leadership when the store elects one. A store that cannot tell
 // (failed query) is not led: the duty waits for the next round.
-func (rt *Runtime) leads(route *Route, name string, ttl time.Duration) bool {
+func (m maintainer) leads(route *Route, name string, ttl time.Duration) bool {
+	rt := m.rt
 	l, ok := rt.Store.(task.Leader)
 	if !ok {
 		return true

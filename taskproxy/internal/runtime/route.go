@@ -60,10 +60,10 @@ func (route *Route) Start() error {
 		return nil
 	}
 	if err := route.rt.open(); err != nil {
-		route.rt.startFailed(route, err)
+		route.rt.routes.startFailed(route, err)
 		return fmt.Errorf("opening the task store: %w", err)
 	}
-	route.rt.startFailed(nil, nil)
+	route.rt.routes.startFailed(nil, nil)
 	if route.started.CompareAndSwap(false, true) {
 		route.rt.adopt(route)
 	}
@@ -75,7 +75,7 @@ func (route *Route) Started() bool { return route.started.Load() }
 
 // Close is called when the route's configuration is cleaned up (whether or
 // not it started): another started route takes over background work.
-func (route *Route) Close() { route.rt.unregister(route) }
+func (route *Route) Close() { route.rt.routes.remove(route) }
 
 // sessionLost applies the bridge's hook, if any.
 func (route *Route) sessionLost(t *task.Task, ev *upstream.Event) bool {

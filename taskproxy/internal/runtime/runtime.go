@@ -40,22 +40,8 @@ type Runtime struct {
 	closed    bool
 	mu        sync.Mutex
 
-	// current is the route of the configuration that started serving
-	// last; background work uses its settings and logs.
-	current atomic.Pointer[Route]
-	// routes holds, per route name, the route of the configuration that
-	// started serving last; provisioned the routes built and not yet
-	// closed (recovery looks a task's route up there too, so that it
-	// finds the routes of the starting configuration that have not heard
-	// the start yet); bases each route's first served request.
-	regMu sync.Mutex
-	// failedStart is the route whose start could not open the store,
-	// and openErr why (retryStart).
-	failedStart *Route
-	openErr     error
-	routes      map[string]*Route
-	provisioned map[*Route]struct{}
-	bases       map[string]*routeBase
+	// routes are the routes on the runtime (routes.go).
+	routes      *routeTable
 	recoverOnce sync.Once
 	// recovered is set when the recovery pass after the first start has
 	// gone through the store (Health).
@@ -107,7 +93,7 @@ func New(store task.Store, open func() (task.Store, error), render Renderer) *Ru
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{Store: store, openStore: open, Hub: NewHub(), workers: newWorkerTable(),
 		views: viewCache{render: render}, ctx: ctx, cancel: cancel,
-		routes: map[string]*Route{}, provisioned: map[*Route]struct{}{}, bases: map[string]*routeBase{},
+		routes:         newRouteTable(),
 		OutcomeBackoff: defaultOutcomeBackoff}
 }
 
@@ -144,9 +130,9 @@ func (rt *Runtime) open() error {
 		return err
 	}
 	rt.loops.Add(3)
-	go rt.renewLeases()
-	go rt.sweep()
-	go rt.failOrphansLoop()
+	go maintainer{rt}.renewLeases()
+	go maintainer{rt}.sweep()
+	go maintainer{rt}.failOrphansLoop()
 	rt.opened.Store(true)
 	return nil
 }
@@ -196,71 +182,17 @@ func (rt *Runtime) RunningWorkers() int { return rt.workers.count() }
 // its base.
 func (rt *Runtime) NewRoute(cfg RouteConfig) *Route {
 	route := &Route{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger}
-	rt.register(route)
+	rt.routes.add(route)
 	return route
 }
 
-// register records a provisioned route and gives it its base.
-func (rt *Runtime) register(route *Route) {
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	rt.provisioned[route] = struct{}{}
-	route.base = rt.baseLocked(route.cfg.Name)
-}
-
-func (rt *Runtime) baseLocked(route string) *routeBase {
-	b, ok := rt.bases[route]
-	if !ok {
-		b = &routeBase{ready: make(chan struct{})}
-		rt.bases[route] = b
-	}
-	return b
-}
-
-// routeBase returns the base of a route.
-func (rt *Runtime) routeBase(route string) *routeBase {
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	return rt.baseLocked(route)
-}
-
-// unregister forgets a route whose configuration is cleaned up. When it
-// was in charge of background work, another started route takes over.
-func (rt *Runtime) unregister(route *Route) {
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	delete(rt.provisioned, route)
-	if rt.failedStart == route {
-		rt.failedStart, rt.openErr = nil, nil
-	}
-	if rt.routes[route.cfg.Name] == route {
-		delete(rt.routes, route.cfg.Name)
-	}
-	if rt.current.Load() == route {
-		var next *Route
-		for _, o := range rt.routes {
-			next = o
-			break
-		}
-		rt.current.Store(next)
-	}
-}
-
-// startFailed remembers the route whose start could not open the store,
-// and why, so that a health check can retry the start and report the cause
-// (nil, nil once a start succeeded).
-func (rt *Runtime) startFailed(route *Route, err error) {
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	rt.failedStart, rt.openErr = route, err
-}
+// RouteFor returns the route a task of name goes through (routeTable.lookup).
+func (rt *Runtime) RouteFor(name string) *Route { return rt.routes.lookup(name) }
 
 // retryStart starts again the configuration whose start failed, if any, and
 // returns the error of that start, or of the last failed one.
 func (rt *Runtime) retryStart() error {
-	rt.regMu.Lock()
-	route, err := rt.failedStart, rt.openErr
-	rt.regMu.Unlock()
+	route, err := rt.routes.failed()
 	if route == nil {
 		return err
 	}
@@ -270,10 +202,7 @@ func (rt *Runtime) retryStart() error {
 // adopt makes route, whose configuration started serving, the one background
 // work and its route's tasks follow, and starts recovery the first time.
 func (rt *Runtime) adopt(route *Route) {
-	rt.regMu.Lock()
-	rt.routes[route.cfg.Name] = route
-	rt.current.Store(route)
-	rt.regMu.Unlock()
+	rt.routes.adopt(route)
 	rt.recoverOnce.Do(func() {
 		rt.loops.Add(1)
 		go func() {
@@ -282,27 +211,6 @@ func (rt *Runtime) adopt(route *Route) {
 			rt.recovered.Store(true)
 		}()
 	})
-}
-
-// RouteFor returns the route a task of name goes through: the one that
-// started last, else one provisioned (its configuration is starting).
-// Tasks stored before routes were recorded (name "") go through the route
-// in charge. Nil: the route is gone.
-func (rt *Runtime) RouteFor(name string) *Route {
-	if name == "" {
-		return rt.current.Load()
-	}
-	rt.regMu.Lock()
-	defer rt.regMu.Unlock()
-	if route := rt.routes[name]; route != nil {
-		return route
-	}
-	for route := range rt.provisioned {
-		if route.cfg.Name == name {
-			return route
-		}
-	}
-	return nil
 }
 
 // Served offers the request being served as the base of its route's
@@ -322,7 +230,8 @@ func (route *Route) Served(r *http.Request, next http.Handler) {
 
 // renewLeases keeps the leases of this process's workers alive; a worker
 // whose lease another process took over is stopped.
-func (rt *Runtime) renewLeases() {
+func (m maintainer) renewLeases() {
+	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(LeaseRenew)
 	defer tick.Stop()
@@ -338,7 +247,7 @@ func (rt *Runtime) renewLeases() {
 				run.Cancel(errLeaseLost)
 			}
 		}
-		rt.renewResuming()
+		m.renewResuming()
 	}
 }
 
@@ -346,7 +255,8 @@ var errLeaseLost = errors.New("another worker took over the task's lease")
 
 // sweep deletes expired tasks on the latest configuration's schedule and
 // collects Badger's value-log garbage after each pass.
-func (rt *Runtime) sweep() {
+func (m maintainer) sweep() {
+	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -356,12 +266,12 @@ func (rt *Runtime) sweep() {
 		case <-rt.ctx.Done():
 			return
 		case now := <-tick.C:
-			route := rt.current.Load()
+			route := rt.routes.inCharge()
 			if route == nil || now.Sub(last) < route.cfg.SweepInterval {
 				continue
 			}
 			last = now
-			if !rt.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
+			if !m.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
 				continue // another replica sweeps
 			}
 			n, err := rt.Store.Sweep(rt.ctx, clock(), sweepBatch)
@@ -376,3 +286,8 @@ func (rt *Runtime) sweep() {
 		}
 	}
 }
+
+// maintainer runs the runtime's background work on the store: renewing
+// leases, sweeping expired tasks, retrying unsettled outcomes and failing
+// orphans, and taking over dead replicas' tasks.
+type maintainer struct{ rt *Runtime }

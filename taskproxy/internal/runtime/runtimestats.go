@@ -8,7 +8,8 @@ import (
 
 // StoreStats reports the size of the runtime's store; ok is false when the
 // store cannot tell (it does not implement StatsReporter, or is not open yet).
-func (rt *Runtime) StoreStats(ctx context.Context) (st task.StoreStats, ok bool, err error) {
+func (op Operator) StoreStats(ctx context.Context) (st task.StoreStats, ok bool, err error) {
+	rt := op.rt
 	if !rt.Ready() { // a lazy runtime's store is not open before its first start
 		return task.StoreStats{}, false, nil
 	}
