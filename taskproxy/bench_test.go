@@ -44,7 +44,7 @@ func BenchmarkRewriteToolsList(b *testing.B) {
 	b.SetBytes(int64(len(result)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := g.rewriteToolsList(result); err != nil {
+		if _, err := g.tools.rewriteToolsList(result); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -55,7 +55,7 @@ func BenchmarkRewriteInitialize(b *testing.B) {
 	result := []byte(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"up","version":"1"}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := g.rewriteInitialize(result); err != nil {
+		if _, err := g.tools.rewriteInitialize(result); err != nil {
 			b.Fatal(err)
 		}
 	}

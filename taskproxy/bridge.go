@@ -47,6 +47,14 @@ type probeVerdict struct {
 // bridgeState is a gateway's bridge: what the probe learned per endpoint,
 // the upstream sessions and the multi-round-trip calls waiting for input.
 type bridgeState struct {
+	// log, detach, maxParkedPerOwner and observer are the gateway's (its
+	// logger, Config.Detach, the bound on one owner's calls waiting for
+	// input, its metrics observer).
+	log               *zap.Logger
+	detach            func(*http.Request) *http.Request
+	maxParkedPerOwner int
+	observer          task.Observer
+
 	mu       sync.Mutex
 	verdicts map[string]*probeVerdict // by bridgeEndpoint
 	// pinned, set by tests (learned), answers for every endpoint.
@@ -56,8 +64,8 @@ type bridgeState struct {
 	parked   *parkedCalls
 }
 
-func newBridgeState() *bridgeState {
-	return &bridgeState{verdicts: map[string]*probeVerdict{}, sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
+func newBridgeState(log *zap.Logger, detach func(*http.Request) *http.Request, maxParkedPerOwner int, observer task.Observer) *bridgeState {
+	return &bridgeState{log: log, detach: detach, maxParkedPerOwner: maxParkedPerOwner, observer: observer, verdicts: map[string]*probeVerdict{}, sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
 }
 
 // close lets go of what the bridge holds when its configuration goes: the
@@ -94,7 +102,7 @@ func (c *call) bridges() bool {
 			return false
 		}
 	}
-	return c.g.upstreamIsV2025(c.r, c.next)
+	return c.g.bridge.upstreamIsV2025(c.r, c.next)
 }
 
 // bridgeEndpoint names the upstream endpoint a request goes to: a route
@@ -110,8 +118,7 @@ func bridgeEndpoint(r *http.Request) string {
 // the request is passed through as before. Nor is a 404 or 405, which any
 // path the upstream does not serve answers: the request is bridged, and the
 // verdict kept only once an upstream session opens there (confirmV2025).
-func (g *Gateway) upstreamIsV2025(r *http.Request, next http.Handler) bool {
-	b := g.bridge
+func (b *bridgeState) upstreamIsV2025(r *http.Request, next http.Handler) bool {
 	endpoint := bridgeEndpoint(r)
 	for {
 		b.mu.Lock()
@@ -145,7 +152,7 @@ func (g *Gateway) upstreamIsV2025(r *http.Request, next http.Handler) bool {
 		v.probing = done
 		b.mu.Unlock()
 
-		v2025, known, notFound := g.probeUpstream(r, next)
+		v2025, known, notFound := b.probe(r, next)
 		b.mu.Lock()
 		was, wasKnown := v.v2025, v.known
 		v.probing = nil
@@ -159,7 +166,7 @@ func (g *Gateway) upstreamIsV2025(r *http.Request, next http.Handler) bool {
 		b.mu.Unlock()
 		close(done)
 		if kept && (!wasKnown || was != v2025) {
-			g.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !v2025), zap.Bool("version_bridge", v2025))
+			b.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !v2025), zap.Bool("version_bridge", v2025))
 		}
 		return known && v2025
 	}
@@ -233,7 +240,7 @@ func (b *bridgeState) forget(endpoint string) {
 // for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
 // notFound reports a 404 or 405, which says as much of a path the upstream
 // does not serve at all.
-func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (v2025, known, notFound bool) {
+func (b *bridgeState) probe(r *http.Request, next http.Handler) (v2025, known, notFound bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
@@ -243,7 +250,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (v2025, know
 	}})
 	// A detached copy: the probe must not write to the client request's
 	// handler state (Caddy's variables), which the request itself uses next.
-	req := upstream.NewRequest(ctx, g.cfg.Detach(r), body)
+	req := upstream.NewRequest(ctx, b.detach(r), body)
 	// The verdict serves every caller of the endpoint, so the probe carries
 	// none of this caller's headers (cookies, session ids, headers of its
 	// own choosing that could steer the upstream's answer), only the Host
@@ -261,7 +268,7 @@ func (g *Gateway) probeUpstream(r *http.Request, next http.Handler) (v2025, know
 	req.Header.Set(upstream.HeaderMethod, "server/discover")
 	resp, err := upstream.Call(next, req)
 	if err != nil {
-		g.log.Warn("probing the upstream's protocol", zap.Error(err))
+		b.log.Warn("probing the upstream's protocol", zap.Error(err))
 		return false, false, false
 	}
 	var answer *jsonrpc.Message

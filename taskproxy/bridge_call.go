@@ -173,7 +173,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026Reply, ev upstream.Event) {
 		return
 	}
 	if bc.method == "tools/list" {
-		bc.g.caps.learnTools(ev.Final.Result) // what the upstream runs as its own task
+		bc.g.tools.caps.learnTools(ev.Final.Result) // what the upstream runs as its own task
 	}
 	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
@@ -205,13 +205,13 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 			c.failV2026(runtime.UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
-		if c.bridgedRunsUpstreamTask(s, name) && declared && g.effectiveMode(name) != TaskForbidden {
+		if c.bridgedRunsUpstreamTask(s, name) && declared && g.tools.effectiveMode(name) != TaskForbidden {
 			defer s.release()
 			return c.serveBridgedUpstreamTask(s, name)
 		}
 		s.release()
 	}
-	mode := g.effectiveMode(name)
+	mode := g.tools.effectiveMode(name)
 	if !declared && mode == TaskRequired {
 		c.failV2026(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		return nil
@@ -373,16 +373,6 @@ const maxParkedCalls = 1024
 // one principal must not fill the route's room.
 const defaultParkedPerOwner = 16
 
-// maxParkedPerOwner is the bound on one owner's calls waiting for input:
-// max_active_per_principal when set (a parked call is work in progress, as
-// a task is), else defaultParkedPerOwner.
-func (g *Gateway) maxParkedPerOwner() int {
-	if g.cfg.MaxActivePerOwner > 0 {
-		return g.cfg.MaxActivePerOwner
-	}
-	return defaultParkedPerOwner
-}
-
 // park answers the client input_required for the upstream's request m and
 // keeps the call open for the retry.
 func (bc *bridgedCall) park(c *call, reply *v2026Reply, stopFollowingClient func() bool, m *jsonrpc.Message) error {
@@ -392,23 +382,23 @@ func (bc *bridgedCall) park(c *call, reply *v2026Reply, stopFollowingClient func
 	}
 	pc := &parkedCall{bc: bc, owner: c.owner, pending: map[string]*jsonrpc.Message{}}
 	pc.name, _ = stringParam(c.msg.Params, "name")
-	return bc.g.parkAndReply(c, reply, pc, m)
+	return bc.g.bridge.parkAndReply(c, reply, pc, m)
 }
 
-func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *jsonrpc.Message) error {
+func (b *bridgeState) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *jsonrpc.Message) error {
 	bc := pc.bc
 	if m != nil {
 		pc.nextKey++
 		pc.pending["input-"+strconv.Itoa(pc.nextKey)] = m
 	}
 	state := task.NewTaskID()
-	p := g.bridge.parked
+	p := b.parked
 	p.mu.Lock()
-	if limit := g.maxParkedPerOwner(); p.byOwner[pc.owner] >= limit {
+	if limit := b.maxParkedPerOwner; p.byOwner[pc.owner] >= limit {
 		p.mu.Unlock()
 		bc.cancelUpstream("too many calls of the principal wait for input")
 		bc.run.Release()
-		if o := g.cfg.Observer; o != nil {
+		if o := b.observer; o != nil {
 			o.Refused("bridge_input")
 		}
 		e := jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many calls wait for input for this principal (limit %d); answer or abandon one first", limit)
@@ -441,7 +431,7 @@ func (g *Gateway) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m *js
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(b.log, "encoding input_required", err))
 	}
 	reply.send(data, http.StatusOK)
 	return nil
@@ -485,7 +475,7 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) e
 		delete(pc.pending, key)
 	}
 	if len(pc.pending) > 0 { // some still unanswered: ask again
-		return g.parkAndReply(c, &v2026Reply{c: c}, pc, nil)
+		return g.bridge.parkAndReply(c, &v2026Reply{c: c}, pc, nil)
 	}
 	return bc.follow(c, pc.name, canTask, mode)
 }

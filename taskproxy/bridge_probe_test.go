@@ -95,7 +95,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		{"/modern", false, 4},
 	}
 	for i, tt := range tests {
-		if got := g.upstreamIsV2025(at(tt.path), up); got != tt.v2025 {
+		if got := g.bridge.upstreamIsV2025(at(tt.path), up); got != tt.v2025 {
 			t.Errorf("request %d to %s: legacy %v, want %v", i, tt.path, got, tt.v2025)
 		}
 		if n := up.count(); n != tt.totalProbes {
@@ -146,7 +146,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		for i := range 3 * maxProbeVerdicts {
 			r := at("/legacy")
 			r.Host = fmt.Sprintf("h%d.example", i)
-			g.upstreamIsV2025(r, up)
+			g.bridge.upstreamIsV2025(r, up)
 		}
 		g.bridge.mu.Lock()
 		n := len(g.bridge.verdicts)

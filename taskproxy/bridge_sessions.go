@@ -416,7 +416,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 	caps := bridgeCapabilities(meta)
 	endpoint := bridgeEndpoint(c.r)
 	return func(ctx context.Context) (*bridgeSession, error) {
-		s, err := g.initializeUpstream(ctx, base, next, caps, clientInfo)
+		s, err := initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {
 			g.log.Warn("version bridge: opening an upstream session", zap.Error(err))
 			g.bridge.forget(endpoint) // the upstream may have changed: probe again
@@ -427,7 +427,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (upstreamcaps.go).
 		if init, err := json.Marshal(map[string]json.RawMessage{"capabilities": jsonx.OrEmptyObject(s.capabilities)}); err == nil {
-			g.caps.learnInitialize(init)
+			g.tools.caps.learnInitialize(init)
 		}
 		if ce := g.log.Check(zap.InfoLevel, "version bridge: upstream session opened"); ce != nil {
 			ce.Write(zap.String("owner", principal), zap.String("upstream_session", s.id), zap.String("version", s.version))
@@ -437,7 +437,7 @@ func (c *call) openBridgeSession(meta requestMeta) func(ctx context.Context) (*b
 }
 
 // initializeUpstream runs the 2025-11-25 handshake on base's endpoint.
-func (g *Gateway) initializeUpstream(ctx context.Context, base *http.Request, next http.Handler, caps, clientInfo json.RawMessage) (*bridgeSession, error) {
+func initializeUpstream(ctx context.Context, base *http.Request, next http.Handler, caps, clientInfo json.RawMessage) (*bridgeSession, error) {
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `bridge:initialize"`)
 	body, err := jsonrpc.RequestBytes(id, "initialize", map[string]any{
 		"protocolVersion": bridgeV2025Version,

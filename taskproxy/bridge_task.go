@@ -44,12 +44,12 @@ func bridgeHeaders(h http.Header, s *bridgeSession) {
 // task calls but the tool was not seen yet.
 func (c *call) bridgedRunsUpstreamTask(s *bridgeSession, name string) bool {
 	g := c.g
-	if _, known := g.caps.toolMode(name); !known && g.caps.declaresTasks() {
+	if _, known := g.tools.caps.toolMode(name); !known && g.tools.caps.declaresTasks() {
 		base := g.cfg.Detach(c.r)
 		bridgeHeaders(base.Header, s)
-		g.learnToolsFor(c.r.Context(), base, c.next, name)
+		g.tools.learnToolsFor(c.r.Context(), base, c.next, name)
 	}
-	return g.upstreamRunsTask(name)
+	return g.tools.upstreamRunsTask(name)
 }
 
 // serveBridgedUpstreamTask makes the gateway's task of a bridged call of a
@@ -102,16 +102,16 @@ func (s *bridgeSession) hold() {
 	s.table.mu.Unlock()
 }
 
-// bridgedSessionLost reports whether ev, the answer to a bridged task's
+// sessionLost reports whether ev, the answer to a bridged task's
 // creating call, says the upstream no longer knows the task's session (as
 // bridgedCall.sessionLost reads it); the session then leaves the table, so
 // that the caller's next request opens a new one.
-func (g *Gateway) bridgedSessionLost(t *task.Task, ev *upstream.Event) bool {
+func (b *bridgeState) sessionLost(t *task.Task, ev *upstream.Event) bool {
 	if t.Era != task.Era2026 || t.Session == "" || !upstream.SessionLost(*ev) {
 		return false
 	}
-	g.bridge.sessions.dropID(t.Session)
-	g.log.Info("version bridge: the upstream dropped a session; re-initializing at the next call", zap.String("task", t.ID), zap.String("upstream_session", t.Session))
+	b.sessions.dropID(t.Session)
+	b.log.Info("version bridge: the upstream dropped a session; re-initializing at the next call", zap.String("task", t.ID), zap.String("upstream_session", t.Session))
 	return true
 }
 

@@ -200,7 +200,7 @@ func TestBridgeProbe(t *testing.T) {
 				t.Fatalf("a 2025-11-25 request probed the upstream")
 			}
 			for range 3 {
-				if got := g.upstreamIsV2025(post(`{}`), next); got != tt.v2025 {
+				if got := g.bridge.upstreamIsV2025(post(`{}`), next); got != tt.v2025 {
 					t.Errorf("upstreamIsLegacy = %v, want %v", got, tt.v2025)
 				}
 			}

@@ -33,20 +33,20 @@ func (c *call) passRewriting(fn rewriteFunc) error {
 
 // rewriteInitialize adds capabilities.tasks to a 2025-11-25 initialize
 // result. Older protocol versions know no tasks and are left alone.
-func (g *Gateway) rewriteInitialize(result []byte) ([]byte, error) {
-	g.caps.learnInitialize(result)
+func (p *toolPolicy) rewriteInitialize(result []byte) ([]byte, error) {
+	p.caps.learnInitialize(result)
 	var head struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(task.Era2025) {
 		return result, nil
 	}
-	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, g.v2025TasksCapability())
+	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, p.v2025TasksCapability())
 }
 
 // v2025TasksCapability is the server capability the gateway declares.
-func (g *Gateway) v2025TasksCapability() []byte {
-	if g.cfg.ListTasks {
+func (p *toolPolicy) v2025TasksCapability() []byte {
+	if p.listTasks {
 		return []byte(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 	}
 	return []byte(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
@@ -55,7 +55,7 @@ func (g *Gateway) v2025TasksCapability() []byte {
 // rewriteToolsList sets execution.taskSupport on every tool from the
 // configured modes (effectiveMode: the upstream's required wins), copying
 // the result once. It learns the upstream's own modes first.
-func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
+func (p *toolPolicy) rewriteToolsList(result []byte) ([]byte, error) {
 	m, found, _, _, err := jsonx.FindMember(result, "tools")
 	if err != nil || !found {
 		return result, err
@@ -65,7 +65,7 @@ func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.caps.learnToolElems(tools, elems) // before the rewrite: effectiveMode reads the upstream's modes
+	p.caps.learnToolElems(tools, elems) // before the rewrite: effectiveMode reads the upstream's modes
 	out := make([]byte, 0, len(result)+len(elems)*40)
 	out = append(out, result[:m.ValueStart]...)
 	last := 0
@@ -73,7 +73,7 @@ func (g *Gateway) rewriteToolsList(result []byte) ([]byte, error) {
 		tool := tools[span[0]:span[1]]
 		name, _ := toolName(tool) // a tool without one gets the default mode
 		out = append(out, tools[last:span[0]]...)
-		if out, err = appendWithTaskSupport(out, tool, quotedMode(g.effectiveMode(string(name)))); err != nil {
+		if out, err = appendWithTaskSupport(out, tool, quotedMode(p.effectiveMode(string(name)))); err != nil {
 			return nil, err
 		}
 		last = span[1]

@@ -142,8 +142,10 @@ type Gateway struct {
 	// route is what the runtime knows of this configuration's route: its
 	// tasks' policy and hooks, and whether it started.
 	route *runtime.Route
-	// caps is what the gateway learned of its upstream's own tasks.
-	caps upstreamCaps
+	// tools decides each tool's task mode.
+	tools toolPolicy
+	// sessions binds 2025-11-25 sessions to their owners.
+	sessions *sessionGuard
 	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
 	bridge *bridgeState
 }
@@ -174,18 +176,27 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
-	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: gate.NewRateLimiter(cfg.RateLimit), bridge: newBridgeState()}
+	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: gate.NewRateLimiter(cfg.RateLimit)}
 	if g.log == nil {
 		g.log = zap.NewNop()
 	}
 	if g.auditLog == nil {
 		g.auditLog = zap.NewNop()
 	}
+	// A call waiting for input is work in progress, as a task is: one
+	// owner's are bounded by max_active_per_principal when it is set.
+	maxParked := defaultParkedPerOwner
+	if cfg.MaxActivePerOwner > 0 {
+		maxParked = cfg.MaxActivePerOwner
+	}
+	g.tools = toolPolicy{modes: cfg.Tools, fallback: cfg.DefaultTaskSupport, listTasks: cfg.ListTasks}
+	g.bridge = newBridgeState(g.log, cfg.Detach, maxParked, cfg.Observer)
 	g.route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
-		Logger: g.log, AuditLogger: g.auditLog, SessionLost: g.bridgedSessionLost,
+		Logger: g.log, AuditLogger: g.auditLog, SessionLost: g.bridge.sessionLost,
 	})
+	g.sessions = &sessionGuard{rt: rt, log: g.log, route: g.route}
 	return g, nil
 }
 
@@ -219,7 +230,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	}
 	g.route.Served(r, next)
 	who := task.CallerOf(r.Context())
-	if !g.guardSession(w, r, who.Owner) {
+	if !g.sessions.guard(w, r, who.Owner) {
 		return nil
 	}
 	if r.Method != http.MethodPost {
@@ -228,7 +239,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			return c.serveResumedResult(taskID)
 		}
 		if r.Method == http.MethodDelete && r.Header.Get(upstream.HeaderSessionID) != "" {
-			return g.serveSessionDelete(w, r, next)
+			return g.sessions.serveDelete(w, r, next)
 		}
 		return upstream.ServeNext(next, w, r)
 	}
@@ -328,10 +339,10 @@ func (c *call) serveV2025Request() error {
 	}
 	switch c.msg.Method {
 	case "initialize":
-		c.w = c.g.bindSessionOf(c.r.Context(), c.w, c.owner) // before the answer names the session
-		return c.passRewriting(c.g.rewriteInitialize)
+		c.w = c.g.sessions.bindOf(c.r.Context(), c.w, c.owner) // before the answer names the session
+		return c.passRewriting(c.g.tools.rewriteInitialize)
 	case "tools/list":
-		return c.passRewriting(c.g.rewriteToolsList)
+		return c.passRewriting(c.g.tools.rewriteToolsList)
 	case "tools/call":
 		return c.serveV2025ToolsCall()
 	case "tasks/get":
@@ -425,10 +436,10 @@ func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
 
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
-// toolMode returns the configured task mode of a tool.
-func (g *Gateway) toolMode(name string) TaskSupport {
-	if m, ok := g.cfg.Tools[name]; ok {
+// configured returns the configured task mode of a tool.
+func (p *toolPolicy) configured(name string) TaskSupport {
+	if m, ok := p.modes[name]; ok {
 		return m
 	}
-	return g.cfg.DefaultTaskSupport
+	return p.fallback
 }

@@ -24,9 +24,17 @@ import (
 // another owner or was never seen, gets the same 404 "Session not found", so
 // existence never leaks and the upstream never sees the request.
 
-// guardSession answers 404, as for an unknown session, when r names a
+// sessionGuard binds 2025-11-25 sessions to owners and checks them: the
+// store holds the bindings, the runtime's session table caches them.
+type sessionGuard struct {
+	rt    *Runtime
+	log   *zap.Logger
+	route *runtime.Route // the audit log of denials
+}
+
+// guard answers 404, as for an unknown session, when r names a
 // session that is not bound to owner. It reports whether r may go on.
-func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner string) bool {
+func (sg *sessionGuard) guard(w http.ResponseWriter, r *http.Request, owner string) bool {
 	// One session per request: with several values (or a list in one),
 	// the gateway would check one and an upstream that reads another would
 	// serve a session nobody checked.
@@ -46,34 +54,34 @@ func (g *Gateway) guardSession(w http.ResponseWriter, r *http.Request, owner str
 		}
 		return true
 	}
-	err := g.checkSession(r.Context(), sid, owner)
+	err := sg.check(r.Context(), sid, owner)
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, task.ErrNotFound):
 		if errors.Is(err, task.ErrForeign) {
-			g.route.Audit(runtime.AuditDenied, "", nil, task.CallerOf(r.Context()))
+			sg.route.Audit(runtime.AuditDenied, "", nil, task.CallerOf(r.Context()))
 		}
 		writeJSONError(w, http.StatusNotFound, nil, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))
 	default:
-		g.log.Error("checking a session binding", zap.Error(err))
+		sg.log.Error("checking a session binding", zap.Error(err))
 		writeJSONError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the session could not be checked; retry later"))
 	}
 	return false
 }
 
-// checkSession confirms that sid is bound to owner: from the cache while
+// check confirms that sid is bound to owner: from the cache while
 // its last refresh is recent, otherwise from the store, extending the
 // binding's ttl there.
-func (g *Gateway) checkSession(ctx context.Context, sid, owner string) error {
+func (sg *sessionGuard) check(ctx context.Context, sid, owner string) error {
 	now := clock()
-	if cached, refreshed, ok := g.rt.sessions.Lookup(sid); ok && cached == owner && now.Sub(refreshed) < gate.SessionRefresh {
+	if cached, refreshed, ok := sg.rt.sessions.Lookup(sid); ok && cached == owner && now.Sub(refreshed) < gate.SessionRefresh {
 		return nil
 	}
-	if err := g.rt.Store.CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
+	if err := sg.rt.Store.CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
 		return err
 	}
-	g.rt.sessions.Remember(sid, owner, now)
+	sg.rt.sessions.Remember(sid, owner, now)
 	return nil
 }
 
@@ -83,14 +91,14 @@ func (g *Gateway) checkSession(ctx context.Context, sid, owner string) error {
 // session to use), so an unbound session is never handed out.
 type bindingWriter struct {
 	http.ResponseWriter
-	g     *Gateway
+	sg    *sessionGuard
 	ctx   context.Context
 	owner string
 	done  bool
 }
 
-func (g *Gateway) bindSessionOf(ctx context.Context, w http.ResponseWriter, owner string) *bindingWriter {
-	return &bindingWriter{ResponseWriter: w, g: g, ctx: ctx, owner: owner}
+func (sg *sessionGuard) bindOf(ctx context.Context, w http.ResponseWriter, owner string) *bindingWriter {
+	return &bindingWriter{ResponseWriter: w, sg: sg, ctx: ctx, owner: owner}
 }
 
 func (b *bindingWriter) bind(code int) {
@@ -99,12 +107,12 @@ func (b *bindingWriter) bind(code int) {
 	if sid == "" || code < 200 || code > 299 {
 		return
 	}
-	if err := b.g.rt.Store.BindSession(b.ctx, sid, b.owner, gate.SessionIdleTTL); err != nil {
-		b.g.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
+	if err := b.sg.rt.Store.BindSession(b.ctx, sid, b.owner, gate.SessionIdleTTL); err != nil {
+		b.sg.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
 		b.Header().Del(upstream.HeaderSessionID)
 		return
 	}
-	b.g.rt.sessions.Remember(sid, b.owner, clock())
+	b.sg.rt.sessions.Remember(sid, b.owner, clock())
 }
 
 func (b *bindingWriter) WriteHeader(code int) {
@@ -132,17 +140,17 @@ func (b *bindingWriter) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
-// serveSessionDelete passes the owner's DELETE of a session on (guardSession
+// serveDelete passes the owner's DELETE of a session on (guardSession
 // has checked the owner), and forgets the binding once the upstream ended
 // the session or no longer knows it.
-func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, next http.Handler) error {
+func (sg *sessionGuard) serveDelete(w http.ResponseWriter, r *http.Request, next http.Handler) error {
 	sid := r.Header.Get(upstream.HeaderSessionID)
 	sw := &deleteStatusWriter{ResponseWriter: w}
 	err := upstream.ServeNext(next, sw, r)
 	if err == nil && (sw.status >= 200 && sw.status <= 299 || sw.status == http.StatusNotFound) {
-		g.rt.sessions.Forget(sid)
-		if ferr := g.rt.Store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
-			g.log.Warn("forgetting an ended session; it expires when idle", zap.Error(ferr))
+		sg.rt.sessions.Forget(sid)
+		if ferr := sg.rt.Store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
+			sg.log.Warn("forgetting an ended session; it expires when idle", zap.Error(ferr))
 		}
 	}
 	return err

@@ -63,7 +63,7 @@ func (c *call) newTask(era task.Era, tool string, params json.RawMessage, ttl ti
 		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
 		Lease:    task.Lease{Holder: c.g.rt.Store.Holder(), Expires: now.Add(runtime.LeaseTTL)},
 		Endpoint: c.r.URL.RequestURI(), Host: c.r.Host, Headers: runtime.RoutingHeaders(c.r),
-		Route: c.g.cfg.Route, UpstreamTask: c.g.upstreamRunsTask(tool),
+		Route: c.g.cfg.Route, UpstreamTask: c.g.tools.upstreamRunsTask(tool),
 	}
 	if era == task.Era2025 {
 		t.Session = c.r.Header.Get(upstream.HeaderSessionID)

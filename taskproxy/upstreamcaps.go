@@ -170,6 +170,17 @@ func (u *upstreamCaps) declaresTasks() bool {
 	return u.tasksCall != nil && *u.tasksCall
 }
 
+// toolPolicy decides each tool's task mode: the configured modes (the
+// fallback for tools not named), and what the gateway learned of the
+// upstream's own from the answers passing through (caps). It rewrites the
+// initialize and tools/list answers that advertise them (discovery.go).
+type toolPolicy struct {
+	modes     map[string]TaskSupport
+	fallback  TaskSupport
+	listTasks bool // tasks/list is served: the capability says so
+	caps      upstreamCaps
+}
+
 // effectiveMode is the task mode the gateway applies to and advertises for
 // a tool: the configured one, except that a tool the upstream runs only as
 // a task is required, on both wires, whatever is configured (the upstream
@@ -177,16 +188,16 @@ func (u *upstreamCaps) declaresTasks() bool {
 // calls: without one, the configuration stands. A tool the upstream
 // forbids as a task stays whatever is configured: the gateway makes those
 // tasks itself.
-func (g *Gateway) effectiveMode(name string) TaskSupport {
-	if m, ok := g.caps.toolMode(name); ok && m == TaskRequired && g.caps.declaresTasks() {
+func (p *toolPolicy) effectiveMode(name string) TaskSupport {
+	if m, ok := p.caps.toolMode(name); ok && m == TaskRequired && p.caps.declaresTasks() {
 		return TaskRequired
 	}
-	return g.toolMode(name)
+	return p.configured(name)
 }
 
 // upstreamRunsTask reports whether a task of the tool is created at the
 // upstream and followed there (upstreamtask.go).
-func (g *Gateway) upstreamRunsTask(name string) bool { return g.caps.runsTask(name) }
+func (p *toolPolicy) upstreamRunsTask(name string) bool { return p.caps.runsTask(name) }
 
 // toolsListRefetch spaces the gateway's own tools/list fetches for a tool
 // it has not seen: calls of a tool the upstream does not list must not each
@@ -202,17 +213,17 @@ const maxToolsListPages = 20
 // task-augmented call is decided on what the upstream declares. A failed
 // fetch leaves the tool unknown: the gateway then makes the task itself, as
 // for any upstream. Upstreams that declared no task calls are never asked.
-func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string) {
-	if _, ok := g.caps.toolMode(name); ok || !g.caps.declaresTasks() {
+func (p *toolPolicy) learnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string) {
+	if _, ok := p.caps.toolMode(name); ok || !p.caps.declaresTasks() {
 		return
 	}
-	g.caps.mu.Lock()
-	if time.Since(g.caps.fetched) < toolsListRefetch {
-		g.caps.mu.Unlock()
+	p.caps.mu.Lock()
+	if time.Since(p.caps.fetched) < toolsListRefetch {
+		p.caps.mu.Unlock()
 		return
 	}
-	g.caps.fetched = time.Now()
-	g.caps.mu.Unlock()
+	p.caps.fetched = time.Now()
+	p.caps.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cursor := ""
@@ -225,7 +236,7 @@ func (g *Gateway) learnToolsFor(ctx context.Context, r *http.Request, next http.
 		if err != nil || answer.Error != nil {
 			return
 		}
-		g.caps.learnTools(answer.Result)
+		p.caps.learnTools(answer.Result)
 		var p struct {
 			NextCursor string `json:"nextCursor"`
 		}

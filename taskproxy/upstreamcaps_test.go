@@ -101,11 +101,11 @@ func TestLearnToolsReplaces(t *testing.T) {
 func TestRewriteToolsListAllocs(t *testing.T) {
 	g := &Gateway{cfg: Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}}
 	result := benchToolsList(20)
-	if _, err := g.rewriteToolsList(result); err != nil {
+	if _, err := g.tools.rewriteToolsList(result); err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(50, func() {
-		if _, err := g.rewriteToolsList(result); err != nil {
+		if _, err := g.tools.rewriteToolsList(result); err != nil {
 			t.Fatal(err)
 		}
 	})

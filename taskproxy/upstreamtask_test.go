@@ -311,18 +311,18 @@ func TestEffectiveMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := testGateway(t, Config{Tools: tt.configured})
 			if tt.init != "" {
-				if _, err := g.rewriteInitialize([]byte(tt.init)); err != nil {
+				if _, err := g.tools.rewriteInitialize([]byte(tt.init)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			out, err := g.rewriteToolsList([]byte(tools))
+			out, err := g.tools.rewriteToolsList([]byte(tools))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := g.effectiveMode(tt.tool); got != tt.want {
+			if got := g.tools.effectiveMode(tt.tool); got != tt.want {
 				t.Errorf("effectiveMode = %s, want %s", got, tt.want)
 			}
-			if got := g.upstreamRunsTask(tt.tool); got != tt.wantRunsTask {
+			if got := g.tools.upstreamRunsTask(tt.tool); got != tt.wantRunsTask {
 				t.Errorf("upstreamRunsTask = %v, want %v", got, tt.wantRunsTask)
 			}
 			if tt.tool != "other" && !strings.Contains(string(out), `"name":"`+tt.tool+`"`) {

@@ -85,9 +85,9 @@ func (c *call) serveV2025ToolsCall() error {
 		augmented = false
 	}
 	if augmented { // decided on what the upstream declares of the tool
-		c.g.learnToolsFor(c.r.Context(), c.r, c.next, name)
+		c.g.tools.learnToolsFor(c.r.Context(), c.r, c.next, name)
 	}
-	switch mode := c.g.effectiveMode(name); {
+	switch mode := c.g.tools.effectiveMode(name); {
 	case augmented && mode == TaskForbidden:
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
 		return nil

@@ -46,7 +46,7 @@ func (c *call) serveV2026ToolsCall() error {
 	if n, err := stringParam(c.msg.Params, "name"); err == nil {
 		name = n
 	}
-	mode := c.g.effectiveMode(name)
+	mode := c.g.tools.effectiveMode(name)
 	declared := meta.declaresTasks()
 	switch {
 	case !declared && mode == TaskRequired:
@@ -64,7 +64,7 @@ func (c *call) serveV2026ToolsCall() error {
 		c.failV2026(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}
-	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" || c.g.upstreamRunsTask(name) {
+	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" || c.g.tools.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)
 	}
 	return c.runV2026Call(name, mode)
