@@ -392,7 +392,7 @@ func writeJSON(w http.ResponseWriter, status int, data []byte) {
 }
 
 func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
-	writeJSON(w, status, jsonrpc.ErrorBytes(id, e))
+	writeJSON(w, answerStatus(w, status, e), jsonrpc.ErrorBytes(id, e))
 }
 
 var errBodyTooLarge = errors.New("request body too large")

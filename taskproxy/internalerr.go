@@ -35,6 +35,9 @@ func newErrorRef() string {
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
 func (g *Gateway) internalError(what string, err error, fields ...zap.Field) *jsonrpc.Error {
+	if storeUnavailable(err) {
+		return g.unavailableError(what, err, fields...)
+	}
 	ref := newErrorRef()
 	if ce := g.log.Check(zap.ErrorLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)

@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Tasks left working by this process. A worker that cannot store even a
-// small failure (the store refused every write for seconds) notes its task
-// as unsettled; every unsettledRetry the orphan loop tries again. And a task
-// leased to this process whose worker is gone without a note (it is never
-// renewed: its lease runs out while no other process may take it over,
-// since this one lives) is found by a scan of the active tasks every
-// orphanScanInterval. Either way the task fails, so that none stays working
+// Tasks left working by this process. A worker that cannot store its
+// outcome notes its task as unsettled, with the outcome if the store is
+// only unavailable for now (a database down, a full disk) and otherwise
+// with a small failure; every unsettledRetry the orphan loop tries again.
+// And a task leased to this process whose worker is gone without a note
+// (it is never renewed: its lease runs out while no other process may take
+// it over, since this one lives) is found by a scan of the active tasks
+// every orphanScanInterval and fails. Either way no task stays working
 // until its ttl.
 
 const (
@@ -56,14 +58,30 @@ func (rt *Runtime) failOrphansLoop() {
 	}
 }
 
-// settleUnsettled tries once more to fail each unsettled task, and returns
-// how many it settled.
+// unsettledOutcome is what an unsettled task's record is still to get: the
+// call's own outcome while the store was unavailable, else the small
+// failure of msgOutcomeLost.
+type unsettledOutcome struct {
+	owner  string
+	result json.RawMessage
+	err    *jsonrpc.Error
+}
+
+// outcomeLost is the error recorded for an outcome the store refused.
+func outcomeLost() *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost)
+}
+
+// settleUnsettled tries once more to record each unsettled task's outcome,
+// and returns how many it settled. An outcome the store refuses for its
+// own sake (too large, say) is replaced by the small failure for the next
+// try.
 func (g *Gateway) settleUnsettled(ctx context.Context) int {
 	settled := 0
 	g.rt.unsettled.Range(func(k, v any) bool {
-		id, owner := k.(string), v.(string)
-		rec, err := g.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
-			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
+		id, u := k.(string), v.(unsettledOutcome)
+		rec, err := g.rt.Store.Update(ctx, u.owner, id, func(rec *task.Task) error {
+			applyOutcome(rec, u.result, u.err, clock())
 			return nil
 		})
 		switch {
@@ -74,8 +92,15 @@ func (g *Gateway) settleUnsettled(ctx context.Context) int {
 			g.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
 			g.rt.unsettled.Delete(id)
+		case storeUnavailable(err):
+			if ce := g.log.Check(zap.DebugLevel, "the task store is still unavailable for an unsettled task"); ce != nil {
+				ce.Write(zap.String("task", id), zap.Error(err))
+			}
 		default:
-			g.log.Warn("recording the failure of an unsettled task", zap.String("task", id), zap.Error(err))
+			g.log.Warn("recording the outcome of an unsettled task", zap.String("task", id), zap.Error(err))
+			if u.result != nil || u.err == nil || u.err.Message != msgOutcomeLost {
+				g.rt.unsettled.Store(id, unsettledOutcome{owner: u.owner, err: outcomeLost()})
+			}
 		}
 		return ctx.Err() == nil
 	})
@@ -89,7 +114,8 @@ func (g *Gateway) failOrphans(ctx context.Context, now time.Time) int {
 	orphaned := func(t *task.Task) bool {
 		_, running := g.rt.workers.get(t.ID)
 		_, resuming := g.rt.resuming.Load(t.ID)
-		return !running && !resuming && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
+		_, unsettled := g.rt.unsettled.Load(t.ID) // its outcome waits to be written
+		return !running && !resuming && !unsettled && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
 	}
 	for {
 		tasks, next, err := g.rt.Store.ListActive(ctx, cursor, 200)

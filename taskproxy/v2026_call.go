@@ -194,7 +194,8 @@ func (c *call) convert(t *task.Task, run *runningTask, stopFollowingClient func(
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, g.clientError("storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		e := g.clientError("storing a task", err, zap.String("task", t.ID))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
 		return nil
 	}
 	g.auditTask(auditCreated, t)

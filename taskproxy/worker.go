@@ -186,13 +186,14 @@ func (g *Gateway) finishInterrupted(ctx context.Context, t *task.Task, err error
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
+// An outcome the store cannot take only because it is unavailable for now
+// is kept as it is, and written when the store is back.
 func (g *Gateway) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	rec, err := g.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, result, rpcErr, clock()) })
-	if err != nil && !outcomeSettled(err) {
+	kept := storeUnavailable(err)
+	if err != nil && !outcomeSettled(err) && !kept {
 		g.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
-		rec, err = g.storeOutcome(t, func(rec *task.Task) {
-			applyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgOutcomeLost), clock())
-		})
+		rec, err = g.storeOutcome(t, func(rec *task.Task) { applyOutcome(rec, nil, outcomeLost(), clock()) })
 	}
 	switch {
 	case err == nil:
@@ -202,10 +203,14 @@ func (g *Gateway) finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.E
 		if ce := g.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
 		}
+	case kept:
+		// Written by the orphan loop once the store is back.
+		g.log.Warn("the task store is unavailable; the task's outcome is kept until it is back", zap.String("task", t.ID), zap.Error(err))
+		g.rt.unsettled.Store(t.ID, unsettledOutcome{owner: t.Owner, result: result, err: rpcErr})
 	default:
 		// Retried by the orphan loop until the store takes it.
 		g.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
-		g.rt.unsettled.Store(t.ID, t.Owner)
+		g.rt.unsettled.Store(t.ID, unsettledOutcome{owner: t.Owner, err: outcomeLost()})
 	}
 	g.rt.Hub.Changed(t.ID)
 }
