@@ -184,6 +184,18 @@ func (f *pgFaultCluster) run(t *testing.T, fault pgFault) {
 	f.crossReplicaCancel(t)
 	t.Logf("%s: health 200 on every replica %s after the fault ended", fault.name, healthy.Round(10*time.Millisecond))
 	load.report(fault.name, fc, recovery)
+	if dir := os.Getenv("MCP_TASKS_FAULT_LOGS"); dir != "" { // for looking into a failure
+		for i, g := range f.nodes {
+			_ = os.WriteFile(fmt.Sprintf("%s/replica-%d.log", dir, i), []byte(g.logs()), 0o600)
+		}
+	}
+	for outcome, n := range fc.outcomes {
+		if outcome != "completed " {
+			// No replica stopped, and the database kept every write it
+			// acknowledged: every call completes.
+			t.Errorf("%s: %d tasks ended %q, want every task completed", fault.name, n, outcome)
+		}
+	}
 }
 
 // duringOutage checks what holds while the database is down: each

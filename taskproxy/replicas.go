@@ -142,19 +142,25 @@ func (rt *Runtime) renewResuming() {
 }
 
 // takeoverLoop takes over the tasks of dead replicas every
-// takeoverInterval, once the first recovery pass is done.
+// takeoverInterval, once the first recovery pass is done. After a pass
+// that could not read the store it takes nothing over for a lease's
+// length: while the store was unavailable, live replicas could not renew
+// their leases either, and they renew them within that once it is back.
 func (rt *Runtime) takeoverLoop() {
 	defer rt.loops.Done()
 	tick := time.NewTicker(takeoverInterval)
 	defer tick.Stop()
+	var quietUntil time.Time
 	for {
 		select {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if rt.recovered.Load() && rt.gateway.Load() != nil {
-			rt.takeOver(clock())
+		if now := clock(); rt.recovered.Load() && rt.gateway.Load() != nil && !now.Before(quietUntil) {
+			if _, err := rt.takeOverPass(now); err != nil {
+				quietUntil = now.Add(leaseTTL)
+			}
 		}
 	}
 }
@@ -170,6 +176,12 @@ func (rt *Runtime) takeoverLoop() {
 // for those; otherwise each pass reads every active task (ListActive),
 // cheap enough every ten seconds for a gateway's active tasks.
 func (rt *Runtime) takeOver(now time.Time) int {
+	claimed, _ := rt.takeOverPass(now)
+	return claimed
+}
+
+// takeOverPass is takeOver, with the error of a listing that failed.
+func (rt *Runtime) takeOverPass(now time.Time) (int, error) {
 	ctx, holder := rt.ctx, rt.Store.Holder()
 	list := rt.Store.ListActive
 	if el, ok := rt.Store.(task.ExpiredLeaseLister); ok {
@@ -184,7 +196,7 @@ func (rt *Runtime) takeOver(now time.Time) int {
 			if g := rt.gateway.Load(); g != nil && ctx.Err() == nil {
 				g.log.Warn("listing tasks to take over", zap.Error(err))
 			}
-			return claimed
+			return claimed, err
 		}
 		for _, t := range tasks {
 			if t.Lease.Holder == holder || t.Lease.Expires.After(now) {
@@ -207,7 +219,7 @@ func (rt *Runtime) takeOver(now time.Time) int {
 			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
 		if next == "" {
-			return claimed
+			return claimed, nil
 		}
 		cursor = next
 	}
