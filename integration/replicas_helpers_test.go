@@ -45,11 +45,18 @@ type replicaCluster struct {
 func startReplicaCluster(t *testing.T, n int) *replicaCluster {
 	t.Helper()
 	dsn, _ := testDatabase(t)
+	return startReplicaClusterOn(t, n, dsn, replicaDirectives)
+}
+
+// startReplicaClusterOn starts n replicas configured with directives on
+// the database of dsn, and the balancer in front of them.
+func startReplicaClusterOn(t *testing.T, n int, dsn, directives string) *replicaCluster {
+	t.Helper()
 	up, upAddr := testUpstream(t)
 	c := &replicaCluster{t: t, up: up, created: map[string]string{}}
 	var addrs []string
 	for range n {
-		g := startPostgresGateway(t, upAddr, dsn, replicaDirectives)
+		g := startPostgresGateway(t, upAddr, dsn, directives)
 		c.nodes = append(c.nodes, g)
 		addrs = append(addrs, g.addr)
 	}

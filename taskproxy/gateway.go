@@ -379,8 +379,21 @@ func writeJSON(w http.ResponseWriter, status int, data []byte) {
 	_, _ = w.Write(data)
 }
 
+// answerStatus is the HTTP status of an error answer that would be sent
+// with status: 503 for a store that is unavailable. A 503 gets
+// Retry-After.
+func answerStatus(w http.ResponseWriter, status int, e *jsonrpc.Error) int {
+	if e != nil && strings.HasPrefix(e.Message, runtime.MsgStoreUnavailable) {
+		status = http.StatusServiceUnavailable
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", runtime.StoreRetryAfter)
+	}
+	return status
+}
+
 func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
-	writeJSON(w, status, jsonrpc.ErrorBytes(id, e))
+	writeJSON(w, answerStatus(w, status, e), jsonrpc.ErrorBytes(id, e))
 }
 
 var errBodyTooLarge = errors.New("request body too large")

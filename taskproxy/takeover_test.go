@@ -45,8 +45,8 @@ func TestTakeoverMessages(t *testing.T) {
 	}
 	rerun, lost := orphan(task.Era2025, "", "a", "echo"), orphan(task.Era2025, "", "a", "other")
 	bridged, gone := orphan(task.Era2026, "s1", "a", "other"), orphan(task.Era2025, "", "gone", "echo")
-	if n := rt.TakeOver(clock()); n != 4 {
-		t.Fatalf("took over %d tasks, want 4", n)
+	if n, err := rt.TakeOver(clock()); n != 4 || err != nil {
+		t.Fatalf("took over %d tasks (%v), want 4", n, err)
 	}
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -195,7 +195,8 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
 			return nil
 		}
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))), http.StatusInternalServerError)
+		e := runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
 		return nil
 	}
 	g.route.AuditTask(runtime.AuditCreated, t)

@@ -15,3 +15,13 @@ func allocated(info fs.FileInfo) int64 {
 	}
 	return info.Size()
 }
+
+// freeBytes is the space of dir's filesystem an unprivileged writer can
+// still use.
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}

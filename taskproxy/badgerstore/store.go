@@ -64,6 +64,11 @@ type Options struct {
 	// deleted something. 0 means DefaultGCInterval; negative disables it.
 	// An in-memory store has no value log to collect.
 	GCInterval time.Duration
+	// MinFreeBytes is the free space of the store's filesystem below which
+	// writes are refused (task.ErrUnavailable) until there is room again
+	// (diskguard.go). 0 means DefaultMinFreeBytes; negative checks only
+	// that the filesystem takes writes.
+	MinFreeBytes int64
 }
 
 // DefaultGCInterval is how often an on-disk store runs value-log garbage
@@ -82,6 +87,10 @@ type Store struct {
 	cursorSecret []byte
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
+
+	// guard checks the filesystem before writes (diskguard.go); nil in
+	// memory.
+	guard *diskGuard
 
 	// gcStop ends the scheduled value-log GC (sweep.go); gcDone
 	// closes when it has.
@@ -138,15 +147,24 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
 	s := &Store{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
+	if !o.InMemory {
+		if s.guard, err = newDiskGuard(o.Dir, o.MinFreeBytes); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	if err := s.checkFormat(); err != nil {
+		s.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
 	if err := s.nextEpoch(); err != nil {
+		s.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
 	if err := s.loadCursorSecret(); err != nil {
+		s.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
@@ -177,6 +195,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.writes)
 	<-s.committerDone
+	defer s.guard.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("closing badger: %w", err)
 	}
@@ -343,6 +362,9 @@ func setLease(txn *badger.Txn, id string, lease task.Lease) error {
 // data when a concurrent transaction conflicted with it: a compare-and-set.
 func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
 	for range maxConflictRetries {
+		if err := s.guard.check(); err != nil {
+			return err
+		}
 		err := s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) {
 			return err

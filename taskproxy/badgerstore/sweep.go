@@ -125,6 +125,9 @@ func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 func (s *Store) CollectGarbage() error {
 	return s.use(func() error {
 		for range 16 {
+			if err := s.guard.check(); err != nil {
+				return nil // a rewrite needs room; the next run tries again
+			}
 			if err := s.db.RunValueLogGC(0.5); err != nil {
 				if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
 					return nil

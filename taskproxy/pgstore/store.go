@@ -175,10 +175,14 @@ func (s *Store) Close() error {
 }
 
 // fail wraps err with what failed, and reports ErrClosed for a call that
-// raced Close.
+// raced Close. An error of reaching the database is also
+// task.ErrUnavailable (unavailable.go).
 func (s *Store) fail(what string, err error) error {
 	if s.closed.Load() {
 		return task.ErrClosed
+	}
+	if unavailable(err) {
+		return fmt.Errorf("pgstore: %s: %w: %w", what, task.ErrUnavailable, err)
 	}
 	return fmt.Errorf("pgstore: %s: %w", what, err)
 }

@@ -35,6 +35,10 @@ var (
 	// ErrIdempotencyMismatch means an idempotency key was reused with
 	// different arguments.
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with different arguments")
+	// ErrUnavailable means the store cannot serve the call for now (its
+	// database is unreachable, its disk is full or read-only) and the same
+	// call may succeed later. Backends wrap their cause with it.
+	ErrUnavailable = errors.New("task store unavailable")
 )
 
 // DefaultMaxRecordBytes is the record size limit unless configured.

@@ -35,6 +35,9 @@ func newErrorRef() string {
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
 func InternalError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
+	if storeUnavailable(err) {
+		return unavailableError(log, what, err, fields...)
+	}
 	ref := newErrorRef()
 	if ce := log.Check(zap.ErrorLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Tasks left working by this process. A worker that cannot store even a
-// small failure (the store refused every write for seconds) notes its task
-// as unsettled; every unsettledRetry the orphan loop tries again. And a task
-// leased to this process whose worker is gone without a note (it is never
-// renewed: its lease runs out while no other process may take it over,
-// since this one lives) is found by a scan of the active tasks every
-// orphanScanInterval. Either way the task fails, so that none stays working
+// Tasks left working by this process. A worker that cannot store its
+// outcome notes its task as unsettled, with the outcome if the store is
+// only unavailable for now (a database down, a full disk) and otherwise
+// with a small failure; every unsettledRetry the orphan loop tries again.
+// And a task leased to this process whose worker is gone without a note
+// (it is never renewed: its lease runs out while no other process may take
+// it over, since this one lives) is found by a scan of the active tasks
+// every orphanScanInterval and fails. Either way no task stays working
 // until its ttl.
 
 const (
@@ -57,14 +59,30 @@ func (m maintainer) failOrphansLoop() {
 	}
 }
 
-// SettleUnsettled tries once more to fail each unsettled task, and returns
-// how many it settled.
+// unsettledOutcome is what an unsettled task's record is still to get: the
+// call's own outcome while the store was unavailable, else the small
+// failure of MsgOutcomeLost.
+type unsettledOutcome struct {
+	owner  string
+	result json.RawMessage
+	err    *jsonrpc.Error
+}
+
+// outcomeLost is the error recorded for an outcome the store refused.
+func outcomeLost() *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgOutcomeLost)
+}
+
+// SettleUnsettled tries once more to record each unsettled task's outcome,
+// and returns how many it settled. An outcome the store refuses for its
+// own sake (too large, say) is replaced by the small failure for the next
+// try.
 func (route *Route) SettleUnsettled(ctx context.Context) int {
 	settled := 0
 	route.rt.unsettled.Range(func(k, v any) bool {
-		id, owner := k.(string), v.(string)
-		rec, err := route.rt.Store.Update(ctx, owner, id, func(rec *task.Task) error {
-			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgOutcomeLost), clock())
+		id, u := k.(string), v.(unsettledOutcome)
+		rec, err := route.rt.Store.Update(ctx, u.owner, id, func(rec *task.Task) error {
+			ApplyOutcome(rec, u.result, u.err, clock())
 			return nil
 		})
 		switch {
@@ -75,8 +93,15 @@ func (route *Route) SettleUnsettled(ctx context.Context) int {
 			route.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
 			route.rt.unsettled.Delete(id)
+		case storeUnavailable(err):
+			if ce := route.log.Check(zap.DebugLevel, "the task store is still unavailable for an unsettled task"); ce != nil {
+				ce.Write(zap.String("task", id), zap.Error(err))
+			}
 		default:
-			route.log.Warn("recording the failure of an unsettled task", zap.String("task", id), zap.Error(err))
+			route.log.Warn("recording the outcome of an unsettled task", zap.String("task", id), zap.Error(err))
+			if u.result != nil || u.err == nil || u.err.Message != MsgOutcomeLost {
+				route.rt.unsettled.Store(id, unsettledOutcome{owner: u.owner, err: outcomeLost()})
+			}
 		}
 		return ctx.Err() == nil
 	})
@@ -90,7 +115,8 @@ func (route *Route) FailOrphans(ctx context.Context, now time.Time) int {
 	orphaned := func(t *task.Task) bool {
 		_, running := route.rt.workers.get(t.ID)
 		_, resuming := route.rt.resuming.Load(t.ID)
-		return !running && !resuming && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
+		_, unsettled := route.rt.unsettled.Load(t.ID) // its outcome waits to be written
+		return !running && !resuming && !unsettled && t.Lease.Holder == holder && t.Lease.Expires.Before(now)
 	}
 	for {
 		tasks, next, err := route.rt.Store.ListActive(ctx, cursor, 200)

@@ -144,20 +144,26 @@ func (m maintainer) renewResuming() {
 }
 
 // takeoverLoop takes over the tasks of dead replicas every
-// takeoverInterval, once the first recovery pass is done.
+// takeoverInterval, once the first recovery pass is done. After a pass
+// that could not read the store it takes nothing over for a lease's
+// length: while the store was unavailable, live replicas could not renew
+// their leases either, and they renew them within that once it is back.
 func (m maintainer) takeoverLoop() {
 	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(takeoverInterval)
 	defer tick.Stop()
+	var quietUntil time.Time
 	for {
 		select {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if rt.recovered.Load() && rt.routes.inCharge() != nil {
-			rt.TakeOver(clock())
+		if now := clock(); rt.recovered.Load() && rt.routes.inCharge() != nil && !now.Before(quietUntil) {
+			if _, err := rt.TakeOver(now); err != nil {
+				quietUntil = now.Add(LeaseTTL)
+			}
 		}
 	}
 }
@@ -171,8 +177,9 @@ func (m maintainer) takeoverLoop() {
 //
 // A store that lists expired leases alone (ExpiredLeaseLister) is asked
 // for those; otherwise each pass reads every active task (ListActive),
-// cheap enough every ten seconds for a gateway's active tasks.
-func (rt *Runtime) TakeOver(now time.Time) int {
+// cheap enough every ten seconds for a gateway's active tasks. A listing
+// that fails ends the pass with its error.
+func (rt *Runtime) TakeOver(now time.Time) (int, error) {
 	ctx, holder := rt.ctx, rt.Store.Holder()
 	list := rt.Store.ListActive
 	if el, ok := rt.Store.(task.ExpiredLeaseLister); ok {
@@ -187,7 +194,7 @@ func (rt *Runtime) TakeOver(now time.Time) int {
 			if route := rt.routes.inCharge(); route != nil && ctx.Err() == nil {
 				route.log.Warn("listing tasks to take over", zap.Error(err))
 			}
-			return claimed
+			return claimed, err
 		}
 		for _, t := range tasks {
 			if t.Lease.Holder == holder || t.Lease.Expires.After(now) {
@@ -210,7 +217,7 @@ func (rt *Runtime) TakeOver(now time.Time) int {
 			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
 		if next == "" {
-			return claimed
+			return claimed, nil
 		}
 		cursor = next
 	}

@@ -49,8 +49,8 @@ type Runtime struct {
 	// resuming holds the ids of recovered tasks waiting for a base (each
 	// a *resumingTask), so that the orphan pass leaves them alone.
 	resuming sync.Map
-	// unsettled holds the ids (and owners) of tasks whose worker could not
-	// store even a failure, for the orphan loop to retry.
+	// unsettled maps the ids of tasks whose worker could not store their
+	// outcome to an unsettledOutcome, for the orphan loop to retry.
 	unsettled sync.Map
 	// relay carries events to the other processes sharing the store, when
 	// the store offers it (events.go, replicas.go).

@@ -200,13 +200,14 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 // A write that fails is retried with backoff; an outcome that still cannot
 // be stored (too large for the store, say) is replaced by a small failure,
 // so that no task stays working, and no tasks/result waits, until its ttl.
+// An outcome the store cannot take only because it is unavailable for now
+// is kept as it is, and written when the store is back.
 func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	rec, err := route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, result, rpcErr, clock()) })
-	if err != nil && !outcomeSettled(err) {
+	kept := storeUnavailable(err)
+	if err != nil && !outcomeSettled(err) && !kept {
 		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
-		rec, err = route.storeOutcome(t, func(rec *task.Task) {
-			ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgOutcomeLost), clock())
-		})
+		rec, err = route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, nil, outcomeLost(), clock()) })
 	}
 	switch {
 	case err == nil:
@@ -216,10 +217,14 @@ func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc
 		if ce := route.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
 		}
+	case kept:
+		// Written by the orphan loop once the store is back.
+		route.log.Warn("the task store is unavailable; the task's outcome is kept until it is back", zap.String("task", t.ID), zap.Error(err))
+		route.rt.unsettled.Store(t.ID, unsettledOutcome{owner: t.Owner, result: result, err: rpcErr})
 	default:
 		// Retried by the orphan loop until the store takes it.
 		route.log.Error("recording task failure", zap.String("task", t.ID), zap.Error(err))
-		route.rt.unsettled.Store(t.ID, t.Owner)
+		route.rt.unsettled.Store(t.ID, unsettledOutcome{owner: t.Owner, err: outcomeLost()})
 	}
 	route.rt.Hub.Changed(t.ID)
 }

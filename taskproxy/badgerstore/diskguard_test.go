@@ -1,0 +1,90 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Below the free-space reserve every write is refused as unavailable
+// (creates, outcomes, leases), reads go on, and once there is room again
+// the refused writes succeed. The end-to-end test fills a real filesystem;
+// here the reserve is set above any disk's size.
+func TestDiskGuardRefusesWritesBelowReserve(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kept := testTask("alice", time.Now())
+	if err := s.Create(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	s.guard.minFree = math.MaxInt64 // the filesystem is "full"
+	for _, w := range []struct {
+		name  string
+		write func() error
+	}{
+		{"create", func() error { return s.Create(ctx, testTask("alice", time.Now())) }},
+		{"outcome", func() error {
+			_, err := s.Update(ctx, "alice", kept.ID, func(rec *task.Task) error {
+				return rec.SetStatus(task.StatusCompleted, "", time.Now())
+			})
+			return err
+		}},
+		{"lease", func() error {
+			_, err := s.Acquire(ctx, "alice", kept.ID, s.Holder(), time.Now(), time.Minute)
+			return err
+		}},
+	} {
+		err := w.write()
+		if !errors.Is(err, task.ErrUnavailable) || !errors.Is(err, ErrDiskFull) {
+			t.Errorf("%s below the reserve: %v, want ErrDiskFull (task.ErrUnavailable)", w.name, err)
+		}
+	}
+	if got, err := s.Get(ctx, "alice", kept.ID); err != nil || got.Status != task.StatusWorking {
+		t.Errorf("a read below the reserve: %+v, %v", got, err)
+	}
+	s.guard.minFree = 0 // room again
+	if _, err := s.Update(ctx, "alice", kept.ID, func(rec *task.Task) error {
+		return rec.SetStatus(task.StatusCompleted, "", time.Now())
+	}); err != nil {
+		t.Errorf("the outcome once there is room: %v", err)
+	}
+}
+
+// A filesystem that refuses writes (the probe file cannot be written)
+// refuses the store's writes as unavailable.
+func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A probe that cannot be written, as on a filesystem the kernel turned
+	// read-only: a read-only descriptor of the same file.
+	ro, err := os.Open(filepath.Join(dir, probeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := s.guard.probe
+	s.guard.probe = ro
+	err = s.Create(context.Background(), testTask("alice", time.Now()))
+	if !errors.Is(err, task.ErrUnavailable) || !errors.Is(err, ErrReadOnly) {
+		t.Errorf("a write on a read-only filesystem: %v, want ErrReadOnly (task.ErrUnavailable)", err)
+	}
+	s.guard.probe = rw
+	_ = ro.Close()
+	if err := s.Create(context.Background(), testTask("alice", time.Now())); err != nil {
+		t.Errorf("a write once the filesystem is writable again: %v", err)
+	}
+}

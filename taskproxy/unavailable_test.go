@@ -1,0 +1,106 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// unavailableStore refuses writes of terminal records with
+// task.ErrUnavailable while down is set, as a store whose database is down
+// or whose disk is full does.
+type unavailableStore struct {
+	task.Store
+	down atomic.Bool
+}
+
+func (s *unavailableStore) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+	return s.Store.Update(ctx, owner, id, func(rec *task.Task) error {
+		if err := fn(rec); err != nil {
+			return err
+		}
+		if rec.Status.Terminal() && s.down.Load() {
+			return fmt.Errorf("writing: %w: connection refused", task.ErrUnavailable)
+		}
+		return nil
+	})
+}
+
+// An outcome that arrives while the store is unavailable is kept as it is,
+// not replaced by a failure, and written once the store is back.
+func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
+	store := &unavailableStore{Store: newMemStore(t)}
+	store.down.Store(true)
+	rt := NewRuntime(store)
+	rt.OutcomeBackoff = []time.Duration{time.Millisecond}
+	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg, _ := jsonrpc.Parse(mustRead(r))
+		data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"kept"}]}`))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	id := createV2025(t, g, next)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if g.rt.Unsettled(id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task was never noted as unsettled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
+		t.Fatalf("settled %d while the store is unavailable", n)
+	}
+	if n := g.route.FailOrphans(context.Background(), clock().Add(time.Hour)); n != 0 {
+		t.Errorf("the orphan scan failed %d tasks whose outcome waits to be written", n)
+	}
+	store.down.Store(false)
+	if n := g.route.SettleUnsettled(context.Background()); n != 1 {
+		t.Fatalf("settled %d, want 1", n)
+	}
+	rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, id)
+	if err != nil || rec.Status != task.StatusCompleted || !strings.Contains(string(rec.Result), "kept") {
+		t.Errorf("task %+v, %v; want completed with the call's own result", rec, err)
+	}
+}
+
+// An error of an unavailable store is answered with 503 and Retry-After,
+// whatever status the answer would otherwise have; other errors keep their
+// status, and any 503 gets Retry-After.
+func TestAnswerStatus(t *testing.T) {
+	unavailable := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref 0a)", runtime.MsgStoreUnavailable)
+	other := jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref 0a)")
+	for _, tc := range []struct {
+		name       string
+		status     int
+		e          *jsonrpc.Error
+		want       int
+		retryAfter bool
+	}{
+		{"unavailable on 2025-11-25", http.StatusOK, unavailable, http.StatusServiceUnavailable, true},
+		{"unavailable on 2026-07-28", http.StatusInternalServerError, unavailable, http.StatusServiceUnavailable, true},
+		{"another error", http.StatusOK, other, http.StatusOK, false},
+		{"a 503 of its own", http.StatusServiceUnavailable, other, http.StatusServiceUnavailable, true},
+	} {
+		w := httptest.NewRecorder()
+		if got := answerStatus(w, tc.status, tc.e); got != tc.want || (w.Header().Get("Retry-After") != "") != tc.retryAfter {
+			t.Errorf("%s: status %d, Retry-After %q; want %d, Retry-After %v", tc.name, got, w.Header().Get("Retry-After"), tc.want, tc.retryAfter)
+		}
+	}
+}
