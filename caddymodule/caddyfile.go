@@ -59,6 +59,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		sweep_interval           <duration>
 //		rate_limit               <operations per second>|off
 //		dns_rebinding_protection auto|on|off
+//		routing_headers          lenient|strict
 //		principal                <placeholder>
 //		trust_domain             <name>
 //		auth jwt {
@@ -206,6 +207,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("dns_rebinding_protection: %v", err)
 			}
 			h.DNSRebindingProtection = v
+		case "routing_headers":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if _, err := parseRoutingHeaders(v); err != nil {
+				return d.Errf("routing_headers: %v", err)
+			}
+			h.RoutingHeaders = v
 		default:
 			return d.Errf("unrecognized mcp_tasks subdirective %q", name)
 		}

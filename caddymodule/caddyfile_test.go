@@ -23,6 +23,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		default_task_support forbidden
 		max_body      512KiB
 		pass_unreadable
+		routing_headers strict
 		max_result    2MiB
 		tool slow_compute optional
 		tool failing_job  required
@@ -58,6 +59,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"pass_unreadable", h.PassUnreadable, true},
+		{"routing_headers", h.RoutingHeaders, "strict"},
 		{"max_result", h.MaxResult, int64(2 << 20)},
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
 		{"tool failing_job", h.Tools["failing_job"].TaskSupport, "required"},
@@ -113,6 +115,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"zero max_finished", "mcp_tasks {\n max_finished_per_principal 0\n}", "max_finished_per_principal: want a positive number"},
 		{"bad max_finished", "mcp_tasks {\n max_finished_per_principal lots\n}", "max_finished_per_principal: want a positive number"},
 		{"bad rebinding mode", "mcp_tasks {\n dns_rebinding_protection sometimes\n}", "dns_rebinding_protection: unknown mode"},
+		{"bad routing_headers mode", "mcp_tasks {\n routing_headers loose\n}", "routing_headers: unknown mode"},
+		{"routing_headers without a mode", "mcp_tasks {\n routing_headers\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,6 +200,7 @@ func TestValidateNamesOption(t *testing.T) {
 		{"max_result", "max_result: must be between", func(h *Handler) { h.MaxResult = 17 << 20 }},
 		{"rate_limit", "rate_limit: must be a finite number", func(h *Handler) { h.RateLimit = math.Inf(1) }},
 		{"dns_rebinding_protection", "dns_rebinding_protection", func(h *Handler) { h.DNSRebindingProtection = "maybe" }},
+		{"routing_headers", "routing_headers: unknown mode", func(h *Handler) { h.RoutingHeaders = "loose" }},
 	}
 	for _, tt := range tests {
 		h := base()

@@ -175,6 +175,14 @@ type Handler struct {
 	// never. Default: "auto".
 	DNSRebindingProtection string `json:"dns_rebinding_protection,omitempty"`
 
+	// RoutingHeaders says how 2026-07-28 routing headers are checked on
+	// tasks/get, tasks/update and tasks/cancel: "lenient" takes a missing
+	// Mcp-Name from params.taskId (FastMCP's tasks client omits it, and
+	// FastMCP servers accept that); "strict" refuses it with HTTP 400 and
+	// -32020, as the tasks extension's MUST says. A header that disagrees
+	// with the body is refused either way. Default: "lenient".
+	RoutingHeaders string `json:"routing_headers,omitempty"`
+
 	authn interface {
 		authenticate(http.ResponseWriter, *http.Request) *http.Request
 	}
@@ -350,22 +358,23 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		maxActive = 0
 	}
 	return taskproxy.Config{
-		TaskAfter:           time.Duration(h.TaskAfter),
-		DefaultTTL:          time.Duration(h.DefaultTTL),
-		MaxTTL:              time.Duration(h.MaxTTL),
-		PollInterval:        time.Duration(h.PollInterval),
-		MaxActivePerOwner:   maxActive,
-		MaxFinishedPerOwner: max(h.MaxFinishedPerPrincipal, 0),
-		DefaultTaskSupport:  def,
-		Tools:               tools,
-		RetryOnRestart:      retry,
-		SweepInterval:       time.Duration(h.SweepInterval),
-		MaxBody:             h.MaxBody,
-		PassUnreadable:      h.PassUnreadable,
-		MaxResultBytes:      h.MaxResult,
-		RateLimit:           max(h.RateLimit, 0),
-		Detach:              detachRequest,
-		Logger:              h.logger,
+		TaskAfter:            time.Duration(h.TaskAfter),
+		DefaultTTL:           time.Duration(h.DefaultTTL),
+		MaxTTL:               time.Duration(h.MaxTTL),
+		PollInterval:         time.Duration(h.PollInterval),
+		MaxActivePerOwner:    maxActive,
+		MaxFinishedPerOwner:  max(h.MaxFinishedPerPrincipal, 0),
+		DefaultTaskSupport:   def,
+		Tools:                tools,
+		RetryOnRestart:       retry,
+		SweepInterval:        time.Duration(h.SweepInterval),
+		MaxBody:              h.MaxBody,
+		PassUnreadable:       h.PassUnreadable,
+		StrictRoutingHeaders: h.RoutingHeaders == "strict",
+		MaxResultBytes:       h.MaxResult,
+		RateLimit:            max(h.RateLimit, 0),
+		Detach:               detachRequest,
+		Logger:               h.logger,
 		// Derived from the module's logger, so that Caddy's logging config
 		// routes it: "include http.handlers.mcp_tasks.audit".
 		AuditLogger:         h.logger.Named("audit"),
@@ -455,7 +464,21 @@ func (h *Handler) Validate() error {
 	if _, err := taskproxy.ParseRebindingProtection(h.DNSRebindingProtection); err != nil {
 		return fmt.Errorf("mcp_tasks: dns_rebinding_protection: %w", err)
 	}
+	if _, err := parseRoutingHeaders(h.RoutingHeaders); err != nil {
+		return fmt.Errorf("mcp_tasks: routing_headers: %w", err)
+	}
 	return nil
+}
+
+// parseRoutingHeaders reads routing_headers: whether it is strict.
+func parseRoutingHeaders(s string) (strict bool, err error) {
+	switch s {
+	case "", "lenient":
+		return false, nil
+	case "strict":
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown mode %q (want strict or lenient)", s)
 }
 
 // Cleanup releases this configuration's hold on the task store. It runs even

@@ -69,7 +69,7 @@ const (
 	npmInstallTimeout  = 5 * time.Minute
 	goBuildTimeout     = 5 * time.Minute
 	defaultRunTimeout  = 5 * time.Minute
-	processStartupWait = 15 * time.Second
+	processStartupWait = 60 * time.Second // a bound, not a measure: node starts slowly on a loaded machine
 	completionMarker   = ".mcp-testing-complete"
 )
 

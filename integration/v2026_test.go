@@ -20,6 +20,9 @@ import (
 type v2026Client struct {
 	*rpcClient
 	declare bool // list the tasks extension in the client capabilities
+	// noTaskName leaves Mcp-Name off tasks/get, tasks/update and
+	// tasks/cancel, as FastMCP's tasks client does.
+	noTaskName bool
 }
 
 func newV2026Client(t *testing.T, url string, declare bool) *v2026Client {
@@ -57,7 +60,7 @@ func (c *v2026Client) request(ctx context.Context, method string, params map[str
 	if name, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", name)
 	}
-	if name, ok := params["taskId"].(string); ok {
+	if name, ok := params["taskId"].(string); ok && !c.noTaskName {
 		req.Header.Set("Mcp-Name", name)
 	}
 	s := c.openRequest(req, nil)

@@ -77,6 +77,13 @@ type Config struct {
 	// escapes the gateway's tool modes, quotas, tasks and audit log: leave
 	// it off unless the upstream refuses such bodies itself.
 	PassUnreadable bool
+	// StrictRoutingHeaders refuses a 2026-07-28 tasks/get, tasks/update or
+	// tasks/cancel without the Mcp-Name header with HTTP 400 / -32020, as
+	// the tasks extension's MUST says. By default the gateway takes the
+	// missing header from params.taskId, as FastMCP servers do, since
+	// FastMCP's tasks client omits it; a header that disagrees with the
+	// body is refused either way.
+	StrictRoutingHeaders bool
 	// MaxResultBytes caps one message of an upstream answer (above all the
 	// result of a call, and each event of its stream): a task whose
 	// upstream sends more fails with "result too large (N bytes, limit M)",

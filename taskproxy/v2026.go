@@ -138,7 +138,7 @@ func readRequestMeta(params json.RawMessage) (requestMeta, *jsonrpc.Error) {
 func (c *call) validV2026(needsTasks bool) bool {
 	meta, e := readRequestMeta(c.msg.Params)
 	if e == nil {
-		e = checkV2026Headers(c.r, c.msg, meta)
+		e = checkV2026Headers(c.r, c.msg, meta, c.g.cfg.StrictRoutingHeaders)
 	}
 	if e == nil && needsTasks && !meta.declaresTasks() {
 		e = errMissingTasksCapability(c.msg.Method + " needs the " + extensionTasks + " extension declared in this request's client capabilities")
@@ -157,8 +157,9 @@ func errMissingTasksCapability(why string) *jsonrpc.Error {
 }
 
 // checkV2026Headers validates MCP-Protocol-Version, Mcp-Method and Mcp-Name
-// against the body.
-func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta) *jsonrpc.Error {
+// against the body. Unless strict, a tasks/get, tasks/update or
+// tasks/cancel without Mcp-Name takes it from params.taskId (lenientTaskName).
+func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta, strict bool) *jsonrpc.Error {
 	if !isSupportedV2026(meta.version) {
 		e := jsonrpc.Errorf(jsonrpc.CodeUnsupportedProtocolVersion, "Unsupported protocol version")
 		e.Data, _ = json.Marshal(map[string]any{"supported": supportedVersions, "requested": meta.version})
@@ -183,7 +184,37 @@ func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta) 
 	if err != nil {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
 	}
+	if !strict && nameParam == "taskId" && len(r.Header.Values(upstream.HeaderName)) == 0 {
+		lenientTaskName(r, name)
+	}
 	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
+}
+
+// lenientTaskName sets the missing Mcp-Name of a task method from its
+// params.taskId. The tasks extension says a client MUST send it, but
+// FastMCP's tasks client (and the TypeScript SDK's before August 2026)
+// sends tasks/get, tasks/update and tasks/cancel without it, and the
+// servers they were written against accept that and refuse only a
+// mismatch: refusing it here would lose every task such a client starts
+// through the gateway. The header is set, not only skipped, so that a
+// request passed on to an upstream carries it as the extension says.
+// Config.StrictRoutingHeaders turns this off.
+func lenientTaskName(r *http.Request, taskID string) {
+	r.Header.Set(upstream.HeaderName, encodeHeaderValue(taskID))
+}
+
+// encodeHeaderValue writes v as a header value: as it is when it is
+// visible ASCII without surrounding spaces, else in the =?base64?…?= form
+// MCP uses (decodeHeaderValue).
+func encodeHeaderValue(v string) string {
+	plain := v == strings.TrimSpace(v) && !strings.HasPrefix(v, "=?base64?")
+	for i := 0; plain && i < len(v); i++ {
+		plain = v[i] >= 0x20 && v[i] < 0x7f
+	}
+	if plain {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
 func isSupportedV2026(v string) bool { return v == string(task.Era2026) }

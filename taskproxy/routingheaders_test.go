@@ -1,0 +1,92 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// A task method without Mcp-Name, as FastMCP's tasks client sends it, is
+// served with the name taken from params.taskId; a name that disagrees is
+// refused either way, and StrictRoutingHeaders refuses the missing one.
+func TestTaskMethodsWithoutMcpName(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		g := testGateway(t, Config{StrictRoutingHeaders: strict})
+		mustStart(t, g)
+		now := clock()
+		tk := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, Status: task.StatusWorking, Era: task.Era2026,
+			CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Tool: "slow"}
+		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name, method, params string
+			mcpName              []string // nil: no header
+			wantStatus, wantCode int      // wantCode 0: a result
+			wantName             string   // the Mcp-Name the request carries afterwards
+		}{
+			{"get without Mcp-Name", "tasks/get", `"taskId":"` + tk.ID + `"`, nil, 200, 0, tk.ID},
+			{"get with a mismatching Mcp-Name", "tasks/get", `"taskId":"` + tk.ID + `"`, []string{"other"}, 400, jsonrpc.CodeHeaderMismatch, "other"},
+			{"update without Mcp-Name", "tasks/update", `"taskId":"` + tk.ID + `","inputResponses":{}`, nil, 200, 0, tk.ID},
+			{"cancel without Mcp-Name", "tasks/cancel", `"taskId":"` + tk.ID + `"`, nil, 200, 0, tk.ID},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name+map[bool]string{true: " (strict)", false: ""}[strict], func(t *testing.T) {
+				headers := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", tt.method}
+				for _, v := range tt.mcpName {
+					headers = append(headers, "Mcp-Name", v)
+				}
+				r := post(`{"jsonrpc":"2.0","id":1,"method":"`+tt.method+`","params":{`+tt.params+`,`+declaring+`}}`, headers...)
+				rec := httptest.NewRecorder()
+				next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the upstream was called") })
+				if err := g.ServeHTTP(rec, r, next); err != nil {
+					t.Fatal(err)
+				}
+				status, code, name := tt.wantStatus, tt.wantCode, tt.wantName
+				if strict && tt.mcpName == nil {
+					status, code, name = 400, jsonrpc.CodeHeaderMismatch, ""
+				}
+				var m jsonrpc.Message
+				if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+					t.Fatalf("answer %s: %v", rec.Body, err)
+				}
+				switch {
+				case rec.Code != status:
+					t.Errorf("HTTP %d, want %d: %s", rec.Code, status, rec.Body)
+				case code == 0 && (m.Error != nil || m.Result == nil):
+					t.Errorf("want a result, got %s", rec.Body)
+				case code == 0 && tt.method == "tasks/get" && !strings.Contains(string(m.Result), tk.ID):
+					t.Errorf("want the task, got %s", rec.Body)
+				case code != 0 && (m.Error == nil || m.Error.Code != code):
+					t.Errorf("want error %d, got %s", code, rec.Body)
+				}
+				if got := r.Header.Get("Mcp-Name"); got != name {
+					t.Errorf("Mcp-Name afterwards %q, want %q", got, name)
+				}
+			})
+		}
+		rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, tk.ID)
+		if want := map[bool]task.Status{false: task.StatusCancelled, true: task.StatusWorking}[strict]; err != nil || rec.Status != want {
+			t.Errorf("strict %v: task %v, %v; want %s", strict, rec.Status, err, want)
+		}
+	}
+}
+
+func TestEncodeHeaderValue(t *testing.T) {
+	for _, v := range []string{"abc", "a b", " lead", "trail ", "ünï", "tab\there", "=?base64?x?=", ""} {
+		got, ok := decodeHeaderValue(encodeHeaderValue(v))
+		if !ok || got != v {
+			t.Errorf("%q: encoded %q decodes to %q, %v", v, encodeHeaderValue(v), got, ok)
+		}
+	}
+	if got := encodeHeaderValue("plain-id_1"); got != "plain-id_1" {
+		t.Errorf("plain value encoded as %q", got)
+	}
+}
