@@ -23,6 +23,8 @@ type v2026Client struct {
 	// noTaskName leaves Mcp-Name off tasks/get, tasks/update and
 	// tasks/cancel, as FastMCP's tasks client does.
 	noTaskName bool
+	// meta holds _meta members of the client's own (a progressToken).
+	meta map[string]any
 }
 
 func newV2026Client(t *testing.T, url string, declare bool) *v2026Client {
@@ -37,11 +39,15 @@ func (c *v2026Client) body(method string, params map[string]any) (json.RawMessag
 	if params == nil {
 		params = map[string]any{}
 	}
-	params["_meta"] = map[string]any{
+	meta := map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e", "version": "1"},
 		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
+	for k, v := range c.meta {
+		meta[k] = v
+	}
+	params["_meta"] = meta
 	id := c.id()
 	body, err := jsonrpc.RequestBytes(id, method, params)
 	if err != nil {
@@ -215,6 +221,10 @@ func TestV2026Input(t *testing.T) {
 	t.Run("confirm_delete", func(t *testing.T) {
 		res := c.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "a.txt"}})
 		id := str(res["taskId"])
+		// The upstream asked at once: the CreateTaskResult says so.
+		if str(res["status"]) != "input_required" || str(res["resultType"]) != "task" {
+			t.Errorf("CreateTaskResult = %v, want status input_required", res)
+		}
 		task := c.waitStatus(id, "input_required")
 		var inputs map[string]struct {
 			Method string `json:"method"`
@@ -352,6 +362,64 @@ func TestV2026ClientCloseBeforeConversion(t *testing.T) {
 	<-done
 	if err := up.WaitCancellations(wctx, "slow_compute", 1); err != nil {
 		t.Fatalf("closing the client's stream did not cancel the upstream call: %v", err)
+	}
+}
+
+// The upstream's notifications/progress on a call that became a task
+// become the task's statusMessage, seen by tasks/get and by
+// subscriptions/listen.
+func TestV2026ProgressBecomesStatus(t *testing.T) {
+	c, _, _ := v2026Setup(t)
+	c.meta = map[string]any{"progressToken": "p-1"}
+	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 4, "label": "prog"}})
+	id := str(res["taskId"])
+	if id == "" {
+		t.Fatalf("no task: %v", res)
+	}
+	_, body := c.body("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}})
+	req := c.newRequest(context.Background(), body)
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := sse.NewReader(resp.Body)
+	var seen []string
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			t.Fatalf("stream ended before the terminal notification (status messages %q): %v", seen, err)
+		}
+		if !ev.HasData || ev.Data == "" {
+			continue
+		}
+		m, err := jsonrpc.Parse([]byte(ev.Data))
+		if err != nil || m.Method != "notifications/tasks" {
+			continue
+		}
+		var p struct {
+			Status        string `json:"status"`
+			StatusMessage string `json:"statusMessage"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.StatusMessage != "" {
+			seen = append(seen, p.StatusMessage)
+		}
+		if p.Status == "completed" {
+			break
+		}
+	}
+	found := false
+	for _, s := range seen {
+		found = found || strings.HasPrefix(s, "progress ") && strings.HasSuffix(s, "/4: computing prog")
+	}
+	if !found {
+		t.Errorf("no notifications/tasks carried the progress as its statusMessage; saw %q", seen)
+	}
+	if done := c.get(id); str(done["statusMessage"]) != "" {
+		t.Errorf("the completed task kept the progress message %q", str(done["statusMessage"]))
 	}
 }
 

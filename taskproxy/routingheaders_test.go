@@ -21,8 +21,11 @@ func TestTaskMethodsWithoutMcpName(t *testing.T) {
 		g := testGateway(t, Config{StrictRoutingHeaders: strict})
 		mustStart(t, g)
 		now := clock()
+		// Leased to this process, as a running task's is: recovery, which
+		// runs after the start, leaves it alone.
 		tk := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, Status: task.StatusWorking, Era: task.Era2026,
-			CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Tool: "slow"}
+			CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Tool: "slow",
+			Lease: task.Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
 		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}

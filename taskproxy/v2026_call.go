@@ -177,7 +177,20 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 		run.Release() // the client left just now: the call was cancelled with it
 		return nil
 	}
-	ended := pending != nil && !(pending.Final != nil && upstream.IsInputRequired(pending.Final.Result))
+	inputRequired := pending != nil && pending.Final != nil && upstream.IsInputRequired(pending.Final.Result)
+	ended := pending != nil && !inputRequired
+	waiting := false // the task is created waiting for input
+	if inputRequired {
+		// Recorded before the task is stored, so that the CreateTaskResult
+		// says input_required and the worker only waits for the answers;
+		// an answer it cannot read is left to the worker, which fails the
+		// task with why.
+		if in, err := runtime.ParseInputRequired(pending.Final.Result); err == nil && len(in.Requests) > 0 {
+			if _, err := in.Apply(t, nil); err == nil {
+				waiting, pending = true, nil
+			}
+		}
+	}
 	if ended {
 		t.Lease = task.Lease{}
 		if pending.Err != nil {
@@ -200,10 +213,14 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 		return nil
 	}
 	g.route.AuditTask(runtime.AuditCreated, t)
-	if ended {
+	switch {
+	case ended:
 		run.Release()
 		g.route.AuditOutcome(t)
-	} else {
+	case waiting:
+		g.route.AuditTask(runtime.AuditInputRequired, t)
+		g.route.StartWorker(t, run, nil, nil)
+	default:
 		g.route.StartWorker(t, run, a, pending)
 	}
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))

@@ -11,7 +11,7 @@ import (
 // Audit events.
 const (
 	AuditCreated       = "task created"
-	auditInputRequired = "input requested"
+	AuditInputRequired = "input requested"
 	auditInputAnswered = "input answered"
 	auditCompleted     = "task completed"
 	auditFailed        = "task failed"

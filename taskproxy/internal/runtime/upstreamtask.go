@@ -286,7 +286,7 @@ func (w *worker) pollUpstreamStatus() func() {
 // Task object) into the task while it is working; the status itself
 // follows from what the worker sees (input requests, the outcome).
 func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.RawMessage) {
-	route, t := w.route, w.t
+	t := w.t
 	var up struct {
 		TaskID        string `json:"taskId"`
 		StatusMessage string `json:"statusMessage"`
@@ -294,11 +294,18 @@ func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.Raw
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
+	w.setWorkingMessage(ctx, up.StatusMessage)
+}
+
+// setWorkingMessage sets the status message of the task while it is
+// working, and wakes its waiters.
+func (w *worker) setWorkingMessage(ctx context.Context, message string) {
+	route, t := w.route, w.t
 	_, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
-		if rec.Status != task.StatusWorking || rec.StatusMessage == up.StatusMessage {
+		if rec.Status != task.StatusWorking || rec.StatusMessage == message {
 			return errNoChange
 		}
-		rec.StatusMessage, rec.UpdatedAt = up.StatusMessage, clock()
+		rec.StatusMessage, rec.UpdatedAt = message, clock()
 		return nil
 	})
 	if err == nil {

@@ -161,21 +161,41 @@ func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.
 func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
 	route, t, run := w.route, w.t, w.run
 	token := ProgressToken(t.Params)
-	for ev := range a.Events {
-		switch {
-		case ev.Last():
-			return &ev
-		case ev.Request != nil:
-			w.upstreamRequest(ev.Request)
-		case ev.Notification.Method == "notifications/progress" && t.Era == task.Era2025:
-			if token != nil && upstream.SameID(progressTokenOf(ev.Notification.Params), token) {
-				run.setProgress(ev.Notification.Params)
-				route.rt.Hub.Progress(t.ID, ev.Notification.Params)
+	var status progressStatus // 2026-07-28: progress becomes the status message (progress.go)
+	defer status.stop()
+	for {
+		select {
+		case ev, ok := <-a.Events:
+			if !ok {
+				// The pump stops without a last event only when the context ended.
+				return &upstream.Event{Err: context.Cause(run.Ctx)}
+			}
+			switch {
+			case ev.Last():
+				return &ev
+			case ev.Request != nil:
+				w.upstreamRequest(ev.Request)
+			case ev.Notification.Method != "notifications/progress":
+			case token != nil && !upstream.SameID(progressTokenOf(ev.Notification.Params), token):
+				// another request's progress
+			case t.Era == task.Era2025:
+				if token != nil { // relayed on the tasks/result stream, by its token
+					run.setProgress(ev.Notification.Params)
+					route.rt.Hub.Progress(t.ID, ev.Notification.Params)
+				}
+			default:
+				if msg, ok := progressMessage(ev.Notification.Params); ok {
+					if msg, ok = status.offer(msg, time.Now()); ok {
+						w.setWorkingMessage(run.Ctx, msg)
+					}
+				}
+			}
+		case <-status.due():
+			if msg, ok := status.fire(time.Now()); ok {
+				w.setWorkingMessage(run.Ctx, msg)
 			}
 		}
 	}
-	// The pump stops without a last event only when the context ended.
-	return &upstream.Event{Err: context.Cause(run.Ctx)}
 }
 
 // finishInterrupted records a call that ended without an answer. A cancelled
@@ -360,8 +380,62 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		}
 		return
 	}
-	route.AuditTask(auditInputRequired, rec)
+	route.AuditTask(AuditInputRequired, rec)
 	route.rt.Hub.Changed(t.ID)
+}
+
+// InputRequired is a 2026-07-28 input_required answer of an upstream,
+// decoded: its input requests under the upstream's keys, and its
+// requestState.
+type InputRequired struct {
+	Requests     []task.InputRequest
+	RequestState string
+}
+
+// ParseInputRequired decodes an upstream's input_required result.
+func ParseInputRequired(result json.RawMessage) (*InputRequired, error) {
+	var answer struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal(result, &answer); err != nil {
+		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
+	}
+	out := &InputRequired{Requests: make([]task.InputRequest, 0, len(answer.InputRequests)), RequestState: answer.RequestState}
+	for upKey, raw := range answer.InputRequests {
+		var req struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
+			return nil, fmt.Errorf("upstream input request %q is malformed", upKey)
+		}
+		out.Requests = append(out.Requests, task.InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
+	}
+	return out, nil
+}
+
+// Apply records the input requests as rec's inputs of its current round,
+// appending their keys to keys, and moves rec to input_required. Without
+// requests (the upstream shedding load) it counts a retry instead, and
+// fails after maxLoadShedRetries.
+func (in *InputRequired) Apply(rec *task.Task, keys []string) ([]string, error) {
+	if n := len(rec.Inputs) + len(in.Requests); n > MaxTaskInputs {
+		return keys, fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, MaxTaskInputs)
+	}
+	rec.RequestState = in.RequestState
+	for _, req := range in.Requests {
+		req.Round = rec.Round
+		keys = append(keys, rec.AddInput(req))
+	}
+	if len(in.Requests) == 0 {
+		rec.LoadShed++
+		if rec.LoadShed > maxLoadShedRetries {
+			return keys, errors.New("the upstream kept answering input_required without input requests")
+		}
+		return keys, nil
+	}
+	return keys, rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
 }
 
 // maxLoadShedRetries bounds how often an input_required answer without
@@ -373,52 +447,24 @@ const maxLoadShedRetries = 3
 // returns their keys.
 func (w *worker) recordInput(result json.RawMessage) ([]string, error) {
 	route, t, run := w.route, w.t, w.run
-	var answer struct {
-		InputRequests map[string]json.RawMessage `json:"inputRequests"`
-		RequestState  string                     `json:"requestState"`
-	}
-	if err := json.Unmarshal(result, &answer); err != nil {
-		return nil, fmt.Errorf("reading the upstream's input_required answer: %w", err)
-	}
 	// Decoded here, not in the update: its fn runs on the store's one
 	// committer goroutine, which every owner's writes wait for.
-	requests := make([]task.InputRequest, 0, len(answer.InputRequests))
-	for upKey, raw := range answer.InputRequests {
-		var req struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		if err := json.Unmarshal(raw, &req); err != nil || req.Method == "" {
-			return nil, fmt.Errorf("upstream input request %q is malformed", upKey)
-		}
-		requests = append(requests, task.InputRequest{Method: req.Method, Params: req.Params, UpstreamKey: upKey})
+	answer, err := ParseInputRequired(result)
+	if err != nil {
+		return nil, err
 	}
 	var keys []string
 	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
-		keys = keys[:0]
-		if n := len(rec.Inputs) + len(requests); n > MaxTaskInputs {
-			return fmt.Errorf("the upstream asked for too many inputs (%d, limit %d)", n, MaxTaskInputs)
-		}
-		rec.RequestState = answer.RequestState
-		for _, in := range requests {
-			in.Round = rec.Round
-			keys = append(keys, rec.AddInput(in))
-		}
-		if len(keys) == 0 {
-			rec.LoadShed++
-			if rec.LoadShed > maxLoadShedRetries {
-				return errors.New("the upstream kept answering input_required without input requests")
-			}
-			return nil
-		}
-		return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
+		var err error
+		keys, err = answer.Apply(rec, keys[:0])
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	route.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
-		route.AuditTask(auditInputRequired, rec)
+		route.AuditTask(AuditInputRequired, rec)
 		return keys, nil
 	}
 	select { // load shedding: try again after the poll interval
