@@ -12,7 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// TestMcpGoClient drives the legacy task flow with an independent client,
+// TestMcpGoClient drives the 2025-11-25 task flow with an independent client,
 // mark3labs/mcp-go v1.2.1: its CallTool cannot read a CreateTaskResult, so
 // the task-augmented call goes through its transport; everything else uses
 // its task API.

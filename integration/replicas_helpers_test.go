@@ -94,7 +94,7 @@ func (c *replicaCluster) track(id, owner string) {
 	c.created[id] = owner
 }
 
-// legacy opens a 2025-11-25 session for subject through the balancer.
+// v2025 opens a 2025-11-25 session for subject through the balancer.
 func (c *replicaCluster) v2025(t testing.TB, subject string) *rpcClient {
 	t.Helper()
 	rc := newRPCClient(t, c.URL)
@@ -103,7 +103,7 @@ func (c *replicaCluster) v2025(t testing.TB, subject string) *rpcClient {
 	return rc
 }
 
-// modern is a 2026-07-28 client of subject through the balancer.
+// v2026 is a 2026-07-28 client of subject through the balancer.
 func (c *replicaCluster) v2026(t *testing.T, subject string) *v2026Client {
 	mc := newV2026Client(t, c.URL, true)
 	mc.header.Set("Authorization", "Bearer "+hmacToken(t, subject, "t1"))

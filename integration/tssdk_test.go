@@ -12,7 +12,7 @@ import (
 // client drives TestTypeScriptSDKClient.
 const tsSDKVersion = "1.32.2"
 
-// TestTypeScriptSDKClient runs the legacy task flows with an independent
+// TestTypeScriptSDKClient runs the 2025-11-25 task flows with an independent
 // client: the official TypeScript SDK, installed from npm by the test. It
 // task-augments calls itself when the gateway advertises task support, polls
 // tasks/get, reads the result with tasks/result, and answers the

@@ -235,7 +235,7 @@ func (b *bridgeState) forget(endpoint string) {
 
 // probeUpstream sends server/discover as a 2026-07-28 client would and
 // reads the answer: a discover result listing 2026-07-28, or one of the
-// 2026-07-28 error codes, is a modern server; a refusal of the caller (401,
+// 2026-07-28 error codes, is a 2026-07-28 server; a refusal of the caller (401,
 // 403) or a failure to reach it says nothing; anything else (a 400 asking
 // for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
 // notFound reports a 404 or 405, which says as much of a path the upstream

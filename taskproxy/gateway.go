@@ -51,7 +51,7 @@ type ErrorHandler interface {
 
 // Config is what one loaded configuration asks of the gateway.
 type Config struct {
-	// TaskAfter is how long a modern call may run before it becomes a task.
+	// TaskAfter is how long a 2026-07-28 call may run before it becomes a task.
 	TaskAfter time.Duration
 	// DefaultTTL applies when a request asks for none; MaxTTL caps them.
 	DefaultTTL, MaxTTL time.Duration

@@ -20,10 +20,10 @@ func TestDetectEra(t *testing.T) {
 		want               task.Era
 	}{
 		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, task.Era2025},
-		{"legacy header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2025},
-		{"modern header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2026},
+		{"2025-11-25 header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2025},
+		{"2026-07-28 header", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2026},
 		{"future header", "2027-01-01", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, task.Era2026},
-		{"modern meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, task.Era2026},
+		{"2026-07-28 meta only", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`, task.Era2026},
 		{"meta key with escapes", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`, task.Era2026},
 		{"meta with an escaped name", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_m\u0065ta":{"io.modelcontextprotocol/\u0070rotocolVersion":"2026-07-28"}}}`, task.Era2026},
 		{"meta key elsewhere", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}}`, task.Era2025},

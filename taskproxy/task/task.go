@@ -72,7 +72,7 @@ type Task struct {
 	// params as the upstream receives them (params.task removed).
 	Tool   string          `json:"tool"`
 	Params json.RawMessage `json:"params"`
-	// Session is the client's Mcp-Session-Id the call runs on (legacy).
+	// Session is the client's Mcp-Session-Id the call runs on (2025-11-25).
 	Session string `json:"session,omitempty"`
 	// UpstreamID is the JSON-RPC id of the call as the upstream knows it,
 	// and Round the number of the upstream attempt it belongs to: a
@@ -95,8 +95,8 @@ type Task struct {
 	// the gateway's account of a failure that had none.
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *jsonrpc.Error  `json:"error,omitempty"`
-	// IsError records a tool result with isError:true (failed in the legacy
-	// era, completed in the modern one).
+	// IsError records a tool result with isError:true (failed on 2025-11-25,
+	// completed on 2026-07-28).
 	IsError bool `json:"isError,omitempty"`
 
 	// Lease names the worker running the task.
@@ -147,7 +147,7 @@ type InputRequest struct {
 	Key    string          `json:"key"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
-	// UpstreamID is the id of the upstream's JSON-RPC request (legacy
+	// UpstreamID is the id of the upstream's JSON-RPC request (2025-11-25
 	// server-to-client requests), answered with that id.
 	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
 	// UpstreamKey is the upstream's own key of a 2026-07-28 input request;

@@ -39,7 +39,7 @@ func BenchmarkCrossReplicaCancel(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		ok(b, modern(ctx, b, r.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
+		ok(b, v2026Request(ctx, b, r.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
 		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f.up.WaitCancellations(wait, upstream.ToolSlowCompute, i+1)
 		cancel()

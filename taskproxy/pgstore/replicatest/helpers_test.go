@@ -259,8 +259,8 @@ func legacyTask(tb testing.TB, url string, session map[string]string, tool strin
 	return tk.TaskID
 }
 
-// modern sends a 2026-07-28 request declaring the tasks extension.
-func modern(ctx context.Context, tb testing.TB, url, method string, params map[string]any) *jsonrpc.Message {
+// v2026Request sends a 2026-07-28 request declaring the tasks extension.
+func v2026Request(ctx context.Context, tb testing.TB, url, method string, params map[string]any) *jsonrpc.Message {
 	tb.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -282,7 +282,7 @@ func modern(ctx context.Context, tb testing.TB, url, method string, params map[s
 // modernTask starts a 2026-07-28 call through url that becomes a task.
 func modernTask(tb testing.TB, url, tool string, args map[string]any) string {
 	tb.Helper()
-	res := ok(tb, modern(context.Background(), tb, url, "tools/call", map[string]any{"name": tool, "arguments": args}), "tools/call "+tool)
+	res := ok(tb, v2026Request(context.Background(), tb, url, "tools/call", map[string]any{"name": tool, "arguments": args}), "tools/call "+tool)
 	id := str(res["taskId"])
 	if id == "" {
 		tb.Fatalf("tools/call %s did not become a task: %v", tool, res)

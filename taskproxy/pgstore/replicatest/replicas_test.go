@@ -54,7 +54,7 @@ func TestInputAnsweredOnAnotherReplica(t *testing.T) {
 	answerOn(t, b, id)
 	var tk map[string]json.RawMessage
 	waitFor(t, "the task to end", func() bool {
-		tk = ok(t, modern(context.Background(), t, b.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
+		tk = ok(t, v2026Request(context.Background(), t, b.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
 		s := str(tk["status"])
 		return s != "working" && s != "input_required"
 	})
@@ -68,7 +68,7 @@ func answerOn(t *testing.T, r *replica, id string) {
 	t.Helper()
 	var tk map[string]json.RawMessage
 	waitFor(t, "the task to ask for input", func() bool {
-		tk = ok(t, modern(context.Background(), t, r.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
+		tk = ok(t, v2026Request(context.Background(), t, r.url, "tasks/get", map[string]any{"taskId": id}), "tasks/get")
 		return str(tk["status"]) == "input_required"
 	})
 	var inputs map[string]json.RawMessage
@@ -80,7 +80,7 @@ func answerOn(t *testing.T, r *replica, id string) {
 	if len(answers) == 0 {
 		t.Fatalf("no input requests in %v", tk)
 	}
-	ok(t, modern(context.Background(), t, r.url, "tasks/update", map[string]any{"taskId": id, "inputResponses": answers}), "tasks/update")
+	ok(t, v2026Request(context.Background(), t, r.url, "tasks/update", map[string]any{"taskId": id, "inputResponses": answers}), "tasks/update")
 }
 
 // resultOnB starts a 2025-11-25 task on A and waits for it with tasks/result
@@ -367,7 +367,7 @@ func TestModernCancelOnAnotherReplica(t *testing.T) {
 	if err := f.up.WaitCalls(ctx, upstream.ToolSlowCompute, 1); err != nil {
 		t.Fatal(err)
 	}
-	ok(t, modern(ctx, t, b.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
+	ok(t, v2026Request(ctx, t, b.url, "tasks/cancel", map[string]any{"taskId": id}), "tasks/cancel on B")
 	if got := b.stored(t, id).Status; got != task.StatusCancelled {
 		t.Fatalf("task %s after tasks/cancel on B, want cancelled", got)
 	}
