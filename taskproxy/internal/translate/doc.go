@@ -1,0 +1,6 @@
+// Package translate turns 2025-11-25 answers and params into their
+// 2026-07-28 forms and back, for the version bridge and for the tasks whose
+// 2026-07-28 client was served by a 2025-11-25 upstream. Its functions are
+// pure: bytes in, bytes out, with every member they do not translate kept
+// as the upstream wrote it.
+package translate

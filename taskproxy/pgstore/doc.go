@@ -1,0 +1,21 @@
+// Package pgstore is the task.Store on PostgreSQL (pgx/v5 with a
+// connection pool), for gateways that run as several replicas: every
+// replica opens the same database and sees every task at once.
+//
+// Layout (one schema, created and migrated by Open; migrate.go):
+//
+//	tasks       one row per task: indexed columns, the JSON record, and
+//	            its summary (what listings show and the owner check reads)
+//	leases      the lease of a task (its own row, so a renewal rewrites
+//	            a few bytes and not the record)
+//	owners      one row per owner that created within a quota: the lock
+//	            that makes the quota count atomic with the create
+//	tombstones  swept tasks, so that their owner learns "expired"
+//	sessions    session-to-owner bindings
+//	meta        the cursor secret (also the key of the events between
+//	            replicas, seal.go)
+//
+// Owners and session ids are stored hashed, as in the Badger store. Every
+// write is guarded: a task leaves a non-terminal state at most once, and an
+// update is a compare-and-set on the row's version.
+package pgstore
