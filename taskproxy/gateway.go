@@ -155,6 +155,8 @@ type Gateway struct {
 	sessions *sessionGuard
 	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
 	bridge *bridgeState
+	// taskRuntimes knows which 2026-07-28 upstreams run tasks themselves.
+	taskRuntimes taskRuntimes
 }
 
 // New returns a gateway for cfg on rt.

@@ -48,6 +48,9 @@ func (c *call) serveV2026ToolsCall() error {
 	}
 	mode := c.g.tools.effectiveMode(name)
 	declared := meta.declaresTasks()
+	if handled, err := c.serveV2026OnTaskRuntime(name, mode, declared); handled { // v2026_followed.go
+		return err
+	}
 	switch {
 	case !declared && mode == TaskRequired:
 		if c.validV2026(false) {

@@ -79,6 +79,8 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return json.Unmarshal(v, &t.UpstreamTask) == nil
 	case "upstreamTaskId":
 		return plainString(v, &t.UpstreamTaskID)
+	case "upstreamV2026":
+		return json.Unmarshal(v, &t.UpstreamV2026) == nil
 	case "inputs":
 		return json.Unmarshal(v, &t.Inputs) == nil
 	case "nextInputKey":

@@ -78,6 +78,9 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 		b = append(appendKey(b, "upstreamTask"), "true"...)
 	}
 	str("upstreamTaskId", t.UpstreamTaskID, true)
+	if ok && t.UpstreamV2026 {
+		b = append(appendKey(b, "upstreamV2026"), "true"...)
+	}
 	value("inputs", t.Inputs, len(t.Inputs) == 0)
 	num("nextInputKey", int64(t.NextInputKey), true)
 	raw("result", t.Result, true)

@@ -22,7 +22,7 @@ func (t *Task) Summary() *Task {
 		Status: t.Status, StatusMessage: t.StatusMessage,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, TTL: t.TTL, PollInterval: t.PollInterval,
 		Era: t.Era, Tool: t.Tool, Round: t.Round,
-		UpstreamTask: t.UpstreamTask, UpstreamTaskID: t.UpstreamTaskID,
+		UpstreamTask: t.UpstreamTask, UpstreamTaskID: t.UpstreamTaskID, UpstreamV2026: t.UpstreamV2026,
 		IsError: t.IsError, Lease: t.Lease, Route: t.Route,
 	}
 	for _, in := range t.Inputs {

@@ -85,6 +85,10 @@ type Task struct {
 	// created; a restart resumes following it.
 	UpstreamTask   bool   `json:"upstreamTask,omitempty"`
 	UpstreamTaskID string `json:"upstreamTaskId,omitempty"`
+	// UpstreamV2026 says the upstream's task is a 2026-07-28 one (the
+	// tasks extension): it is followed with tasks/get and answered with
+	// tasks/update, not with tasks/result (upstreamtask2026.go).
+	UpstreamV2026 bool `json:"upstreamV2026,omitempty"`
 
 	// Inputs are the input requests met during the task, in order; their
 	// keys are never reused.

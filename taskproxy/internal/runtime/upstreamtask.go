@@ -48,7 +48,7 @@ func upstreamTaskParams(t *task.Task) (json.RawMessage, error) {
 // upstreamCallParams returns the params of t's tools/call as the upstream
 // receives them: with params.task when the upstream makes the task.
 func upstreamCallParams(t *task.Task) (json.RawMessage, error) {
-	if t.UpstreamTask {
+	if t.UpstreamTask && !t.UpstreamV2026 { // 2026-07-28: the extension, kept in t.Params, asks
 		return upstreamTaskParams(t)
 	}
 	return t.Params, nil
@@ -317,6 +317,10 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 // the task's session. Cancelling a task the upstream already ended is
 // refused by it (-32602), which changes nothing here.
 func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
+	if t.UpstreamV2026 {
+		route.cancelV2026UpstreamTask(ctx, run, t, upstreamTaskID)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})

@@ -71,7 +71,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		w.watchRemote()
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
-	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session}
+	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session, UpstreamV2026: t.UpstreamV2026}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
@@ -90,6 +90,10 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 
 func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 	route, t, run := w.route, w.t, w.run
+	if t.UpstreamTask && t.UpstreamV2026 {
+		w.workV2026UpstreamTask(a)
+		return
+	}
 	if t.UpstreamTask {
 		w.workUpstreamTask(a)
 		return

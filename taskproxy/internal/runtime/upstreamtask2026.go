@@ -1,0 +1,456 @@
+package runtime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Task-aware 2026-07-28 upstreams (the io.modelcontextprotocol/tasks
+// extension). The upstream answers a tools/call that declares the
+// extension with a CreateTaskResult; the gateway's task mirrors that task.
+// There is no tasks/result on this wire: the worker polls the upstream's
+// tasks/get (with Mcp-Name, at the upstream's pollIntervalMs within
+// bounds), copies status, statusMessage, result and error, records the
+// upstream's inputRequests as the task's own (under the gateway's keys)
+// and sends the client's answers with the upstream's tasks/update, under
+// the upstream's keys. The task's cancellation and expiry send tasks/cancel.
+// The upstream task's id is recorded, so a restart follows it again.
+
+// Bounds on the poll interval of a followed 2026-07-28 task: the
+// upstream's pollIntervalMs is honoured within them, so that an upstream
+// asking for 1 ms polls is not hammered, and one asking for an hour is
+// still seen to end.
+const (
+	minV2026Poll = 50 * time.Millisecond
+	maxV2026Poll = 10 * time.Second
+)
+
+// V2026Created is what the gateway reads of an upstream CreateTaskResult.
+type V2026Created struct {
+	TaskID         string      `json:"taskId"`
+	Status         task.Status `json:"status"`
+	StatusMessage  string      `json:"statusMessage"`
+	PollIntervalMs int64       `json:"pollIntervalMs"`
+}
+
+// ReadV2026Created reads a 2026-07-28 CreateTaskResult (resultType "task"
+// with a taskId); ok is false for any other answer.
+func ReadV2026Created(result json.RawMessage) (V2026Created, bool) {
+	var c struct {
+		ResultType string `json:"resultType"`
+		V2026Created
+	}
+	if len(result) == 0 || json.Unmarshal(result, &c) != nil || c.ResultType != "task" || c.TaskID == "" {
+		return V2026Created{}, false
+	}
+	return c.V2026Created, true
+}
+
+// v2026UpstreamTask is what the worker reads of the upstream's tasks/get.
+type v2026UpstreamTask struct {
+	TaskID         string                     `json:"taskId"`
+	Status         task.Status                `json:"status"`
+	StatusMessage  string                     `json:"statusMessage"`
+	PollIntervalMs int64                      `json:"pollIntervalMs"`
+	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
+	Result         json.RawMessage            `json:"result"`
+	Error          *jsonrpc.Error             `json:"error"`
+}
+
+// workV2026UpstreamTask runs a task the 2026-07-28 upstream runs: a is the
+// call in flight when the task was made before the upstream answered
+// (task_after passed), nil when the upstream's task id is already known
+// (recorded at creation, or resumed after a restart).
+func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
+	route, t, run := w.route, w.t, w.run
+	if t.UpstreamTaskID == "" {
+		if a == nil {
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
+			return
+		}
+		ev := w.followEvents(a)
+		switch {
+		case ev.Err != nil:
+			route.finishInterrupted(run.Ctx, t, ev.Err)
+			return
+		case ev.Final.Error != nil:
+			route.Finish(t, nil, ev.Final.Error)
+			return
+		}
+		created, ok := ReadV2026Created(ev.Final.Result)
+		if !ok {
+			if upstream.IsInputRequired(ev.Final.Result) {
+				// A multi-round-trip exchange before the task: the
+				// worker's own input loop answers it with retries.
+				t.UpstreamTask, t.UpstreamV2026 = false, false
+				w.work(nil, ev)
+				return
+			}
+			route.Finish(t, ev.Final.Result, nil) // the upstream ran it plainly
+			return
+		}
+		if !w.recordV2026UpstreamTask(created) {
+			return
+		}
+	} else {
+		run.setUpstreamTask(t.UpstreamTaskID)
+		if rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID); err == nil && rec.Status == task.StatusCancelled {
+			route.cancelUpstreamTask(run.Ctx, run, t, t.UpstreamTaskID)
+			return
+		}
+	}
+	w.followV2026UpstreamTask()
+}
+
+// recordV2026UpstreamTask records the id of the upstream's task, created
+// after the gateway's own; false means the task ended instead.
+func (w *worker) recordV2026UpstreamTask(created V2026Created) bool {
+	route, t, run := w.route, w.t, w.run
+	run.setUpstreamTask(created.TaskID) // before the record: see createUpstreamTask
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.Ctx), 10*time.Second)
+	defer cancel()
+	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
+		rec.UpstreamTask, rec.UpstreamV2026, rec.UpstreamTaskID = true, true, created.TaskID
+		if m := created.StatusMessage; m != "" && rec.Status == task.StatusWorking {
+			rec.StatusMessage, rec.UpdatedAt = m, clock()
+		}
+		return nil
+	})
+	if err != nil {
+		route.cancelUpstreamTask(ctx, run, t, created.TaskID)
+		if !outcomeSettled(err) {
+			route.Finish(t, nil, InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
+		}
+		return false
+	}
+	t.UpstreamTaskID = created.TaskID
+	route.AuditTask(auditUpstreamTask, rec)
+	route.rt.Hub.Changed(t.ID)
+	return true
+}
+
+// followV2026UpstreamTask polls the upstream's task until it ends, and
+// sends the client's answers on as soon as they are given.
+func (w *worker) followV2026UpstreamTask() {
+	route, t, run := w.route, w.t, w.run
+	sub := route.rt.Hub.Subscribe(t.ID)
+	defer sub.Close()
+	every := clampV2026Poll(t.PollInterval)
+	sent := map[string]bool{} // upstream keys whose answers went out
+	failures := 0
+	for n := 1; ; n++ {
+		if w.sendV2026Answers(n, sent) {
+			continue // answers went out: see what the upstream made of them
+		}
+		up, known, err := w.getV2026UpstreamTask(n)
+		if run.Ctx.Err() != nil {
+			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
+			return
+		}
+		switch {
+		case err != nil:
+			if failures++; failures > maxFollowFailures {
+				route.finishInterrupted(run.Ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, err))
+				return
+			}
+		case !known:
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			return
+		default:
+			failures = 0
+			if up.PollIntervalMs > 0 {
+				every = clampV2026Poll(time.Duration(up.PollIntervalMs) * time.Millisecond)
+			}
+			if w.mirrorV2026UpstreamTask(up) {
+				return
+			}
+		}
+		timer := time.NewTimer(every)
+		select {
+		case <-timer.C:
+		case <-sub.Changed: // an answer, perhaps: sent at the loop's start
+		case <-run.Ctx.Done():
+			timer.Stop()
+			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
+			return
+		}
+		timer.Stop()
+	}
+}
+
+func clampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026Poll), maxV2026Poll) }
+
+// mirrorV2026UpstreamTask copies one tasks/get answer into the task; it
+// returns true once the task has ended.
+func (w *worker) mirrorV2026UpstreamTask(up v2026UpstreamTask) bool {
+	route, t, run := w.route, w.t, w.run
+	switch up.Status {
+	case task.StatusCompleted:
+		result := up.Result
+		if result == nil {
+			result = json.RawMessage("{}")
+		}
+		route.Finish(t, result, nil)
+		return true
+	case task.StatusFailed:
+		e := up.Error
+		if e == nil {
+			e = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", up.StatusMessage)
+		}
+		route.Finish(t, nil, e)
+		return true
+	case task.StatusCancelled:
+		// Cancelled upstream, not by this task's client (that cancel is
+		// recorded first and ends the worker).
+		msg := "the upstream cancelled its task"
+		if up.StatusMessage != "" {
+			msg += ": " + up.StatusMessage
+		}
+		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msg))
+		return true
+	case task.StatusInputRequired:
+		w.recordV2026Inputs(up.InputRequests)
+	case task.StatusWorking:
+		if up.StatusMessage != "" {
+			w.mirrorUpstreamStatus(run.Ctx, mustJSON(map[string]string{"taskId": t.UpstreamTaskID, "statusMessage": up.StatusMessage}))
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// recordV2026Inputs records the upstream's outstanding input requests the
+// task does not hold yet under fresh keys of its own, and puts the task in
+// input_required while any of them is unanswered. The upstream never reuses
+// a key within a task, so its key identifies the request.
+func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
+	route, t, run := w.route, w.t, w.run
+	type upstreamInput struct {
+		key    string
+		method string
+		params json.RawMessage
+	}
+	var inputs []upstreamInput
+	for k, raw := range requests {
+		var req struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(raw, &req) != nil || req.Method == "" {
+			route.log.Warn("ignoring a malformed upstream input request", zap.String("task", t.ID), zap.String("key", k))
+			continue
+		}
+		inputs = append(inputs, upstreamInput{k, req.Method, req.Params})
+	}
+	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
+		held := make(map[string]*task.InputRequest, len(rec.Inputs))
+		for i := range rec.Inputs {
+			if k := rec.Inputs[i].UpstreamKey; k != "" {
+				held[k] = &rec.Inputs[i]
+			}
+		}
+		waiting, changed := false, false
+		for _, in := range inputs {
+			have, ok := held[in.key]
+			if !ok {
+				if len(rec.Inputs) >= MaxTaskInputs {
+					return fmt.Errorf("the upstream asked for input more than %d times", MaxTaskInputs)
+				}
+				rec.AddInput(task.InputRequest{Method: in.method, Params: in.params, UpstreamKey: in.key, Round: rec.Round})
+				waiting, changed = true, true
+				continue
+			}
+			waiting = waiting || !have.Answered
+		}
+		if waiting && rec.Status != task.StatusInputRequired {
+			changed = true
+			if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock()); err != nil {
+				return err
+			}
+		}
+		if !changed {
+			return errNoChange
+		}
+		rec.UpdatedAt = clock()
+		return nil
+	})
+	switch {
+	case err == nil:
+		route.AuditTask(auditInputRequired, rec)
+		route.rt.Hub.Changed(t.ID)
+	case err != errNoChange && run.Ctx.Err() == nil:
+		route.log.Warn("recording the upstream's input requests", zap.String("task", t.ID), zap.Error(err))
+	}
+}
+
+// sendV2026Answers sends the upstream, with one tasks/update, the client's
+// answers not sent yet (a partial set too: the upstream keeps it), under
+// the upstream's keys. It reports whether it sent any. After a restart,
+// answers already sent go again; the upstream ignores answers to keys no
+// longer outstanding.
+func (w *worker) sendV2026Answers(n int, sent map[string]bool) bool {
+	route, t, run := w.route, w.t, w.run
+	rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID)
+	if err != nil || rec.Status.Terminal() {
+		return false
+	}
+	responses := map[string]json.RawMessage{}
+	for _, in := range rec.Inputs {
+		if in.UpstreamKey != "" && in.Answered && !sent[in.UpstreamKey] && in.Response != nil {
+			responses[in.UpstreamKey] = in.Response
+		}
+	}
+	if len(responses) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
+	defer cancel()
+	answer, err := w.v2026Request(ctx, followID(t.ID, "update", n), "tasks/update", map[string]any{"taskId": t.UpstreamTaskID, "inputResponses": responses})
+	if err != nil || answer.Error != nil {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			msg = answer.Error.Message
+		}
+		route.log.Warn("sending answers to the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", t.UpstreamTaskID), zap.String("error", msg))
+		return false // the next tasks/get decides; the answers go again
+	}
+	for k := range responses {
+		sent[k] = true
+	}
+	return true
+}
+
+// getV2026UpstreamTask asks the upstream for its task: known is false when
+// the upstream answers that it has no such task (-32602).
+func (w *worker) getV2026UpstreamTask(n int) (v2026UpstreamTask, bool, error) {
+	t, run := w.t, w.run
+	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
+	defer cancel()
+	answer, err := w.v2026Request(ctx, followID(t.ID, "get", n), "tasks/get", map[string]any{"taskId": t.UpstreamTaskID})
+	if err != nil {
+		return v2026UpstreamTask{}, false, err
+	}
+	if answer.Error != nil {
+		if answer.Error.Code == jsonrpc.CodeInvalidParams {
+			return v2026UpstreamTask{}, false, nil
+		}
+		return v2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
+	}
+	var up v2026UpstreamTask
+	if err := json.Unmarshal(answer.Result, &up); err != nil {
+		return v2026UpstreamTask{}, false, fmt.Errorf("reading tasks/get: %w", err)
+	}
+	return up, true, nil
+}
+
+// v2026Request sends the upstream one request of the task's own on the
+// 2026-07-28 wire: the required _meta (the client capabilities of the
+// task's call, which declared the extension) and the routing headers.
+func (w *worker) v2026Request(ctx context.Context, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
+	return v2026UpstreamRequest(ctx, w.run.Base, w.run.Next, w.t.Params, id, method, params)
+}
+
+// v2026UpstreamRequest sends the upstream a task request on the 2026-07-28
+// wire, from base's headers; callParams are the params of the call that
+// made the upstream's task, whose client capabilities it repeats.
+func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    string(task.Era2026),
+		"io.modelcontextprotocol/clientCapabilities": v2026ClientCapabilities(callParams),
+	}
+	body, err := jsonrpc.RequestBytes(id, method, params)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", method, err)
+	}
+	req := upstream.NewRequest(ctx, base, body)
+	for k := range req.Header {
+		if IsRoutingHeader(k) { // the call's Mcp-Name and Mcp-Param-*
+			delete(req.Header, k)
+		}
+	}
+	req.Header.Del(upstream.HeaderSessionID)
+	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
+	req.Header.Set(upstream.HeaderMethod, method)
+	if name, ok := params["taskId"].(string); ok {
+		req.Header.Set(upstream.HeaderName, headerValue(name))
+	}
+	resp, err := upstream.Call(next, req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	defer upstream.FinishBody(resp.Body, time.Second)
+	if resp.Status < 200 || resp.Status > 299 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, upstream.MaxHTTPFailureBody))
+		if m, err := jsonrpc.Parse(data); err == nil && m.Error != nil {
+			return m, nil // a 2026-07-28 refusal: 400 with -32602, -32020 …
+		}
+		return &jsonrpc.Message{JSONRPC: "2.0", ID: id, Error: upstream.DescribeHTTPFailure(resp.Status, data)}, nil
+	}
+	answer, err := upstream.ReadAnswer(resp, id, upstream.MaxResultOf(ctx))
+	if answer != nil {
+		return answer, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("the upstream answered %s without a response", method)
+	}
+	return nil, fmt.Errorf("%s: %w", method, err)
+}
+
+// v2026ClientCapabilities is the client capabilities the task's call
+// declared (the tasks extension among them), or just the extension.
+func v2026ClientCapabilities(params json.RawMessage) json.RawMessage {
+	if meta, ok := jsonx.Get(params, "_meta"); ok {
+		if caps, ok := jsonx.Get(meta, "io.modelcontextprotocol/clientCapabilities"); ok && len(caps) > 0 && caps[0] == '{' {
+			return caps
+		}
+	}
+	return json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
+}
+
+// headerValue is an MCP header value: as is when plain printable ASCII,
+// else in the =?base64?…?= form.
+func headerValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+		}
+	}
+	if strings.TrimSpace(v) != v {
+		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+	}
+	return v
+}
+
+// cancelV2026UpstreamTask sends the upstream tasks/cancel for its task.
+func (route *Route) cancelV2026UpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	answer, err := v2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": upstreamTaskID})
+	switch {
+	case err != nil:
+		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
+	case answer.Error != nil:
+		if ce := route.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
+			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package taskproxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Calls to a 2026-07-28 upstream that runs tasks itself (the tasks
+// extension in its server/discover, v2026_taskruntime.go):
+//
+//   - a client that declares the extension: the call goes upstream with the
+//     extension kept; an upstream CreateTaskResult becomes the gateway's
+//     task (its own id, bound to the caller) that follows the upstream's
+//     (runtime/upstreamtask2026.go); a plain answer passes through, and a
+//     call still running at task_after becomes a gateway task as for any
+//     upstream, which takes a later CreateTaskResult the same way;
+//   - a client that does not: the call goes upstream without it, as
+//     always; when the upstream refuses it for want of the extension
+//     (-32021: the tool runs only as a task), the gateway calls again
+//     declaring it and answers the client's call with the task's outcome.
+//
+// Tools configured forbidden keep their plain call, and a tool configured
+// required still needs the client to declare the extension.
+
+// serveV2026OnTaskRuntime serves a tools/call of name in front of a task
+// runtime; handled is false when the call is served as for any upstream.
+func (c *call) serveV2026OnTaskRuntime(name string, mode TaskSupport, declared bool) (handled bool, err error) {
+	switch {
+	case mode == TaskForbidden, !declared && mode == TaskRequired:
+		return false, nil
+	case !c.upstreamRunsV2026Tasks():
+		return false, nil
+	case !declared:
+		return true, c.serveV2026PlainOnTaskRuntime()
+	}
+	if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
+		return true, nil
+	}
+	if e := c.checkQuota(); e != nil {
+		c.failV2026(e)
+		return true, nil
+	}
+	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" {
+		// A task at once, before the upstream is called (a repeat finds
+		// it); its worker takes the upstream's CreateTaskResult.
+		t := c.newTask(task.Era2026, name, c.msg.Params, c.g.cfg.DefaultTTL)
+		t.UpstreamTask, t.UpstreamV2026 = true, true
+		if c.storeTask(t, func(t *task.Task) any { return toV2026Create(t) }, c.failV2026) {
+			c.startTask(t)
+			return true, c.reply(toV2026Create(t))
+		}
+		return true, nil
+	}
+	return true, c.runV2026FollowedCall(name, mode)
+}
+
+// runV2026FollowedCall is runV2026Call for a task runtime: the extension
+// stays declared, and the upstream's CreateTaskResult is taken as the start
+// of a followed task.
+func (c *call) runV2026FollowedCall(name string, mode TaskSupport) error {
+	g := c.g
+	id := task.NewTaskID()
+	upstreamID := jsonrpc.UpstreamCallID(id, 1)
+	params := c.msg.Params
+	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
+	if err != nil {
+		c.failV2026(runtime.InternalError(g.log, "encoding the upstream call", err))
+		return nil
+	}
+	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
+	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.Cancel(errClientGone) })
+	a := upstream.StartAttempt(run.Ctx, run.Base, run.Next, upstreamID, body)
+	reply := &v2026Reply{c: c}
+	timer := time.NewTimer(g.cfg.TaskAfter)
+	defer timer.Stop()
+
+	t := c.newTask(task.Era2026, name, params, g.cfg.DefaultTTL)
+	t.ID, t.UpstreamID = id, upstreamID
+	for {
+		select {
+		case ev, ok := <-a.Events:
+			if !ok {
+				ev = upstream.Event{Err: context.Cause(run.Ctx)}
+			}
+			switch {
+			case ev.Notification != nil:
+				reply.relay(ev.Notification)
+				continue
+			case ev.Request != nil:
+				continue // no server-to-client requests on this wire
+			case errors.Is(ev.Err, errClientGone):
+				run.Release()
+				return nil
+			case ev.Final != nil && ev.Final.Error == nil:
+				if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+					return c.adoptV2026UpstreamTask(t, run, stopFollowingClient, reply, created)
+				}
+				if upstream.IsInputRequired(ev.Final.Result) {
+					if mode == TaskRequired {
+						return c.passV2026Answer(run, stopFollowingClient, reply, ev)
+					}
+					return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+				}
+			}
+			switch {
+			case ev.Head != nil && refusesCaller(ev.Head.Status):
+				return c.passV2026Answer(run, stopFollowingClient, reply, ev)
+			case mode == TaskRequired:
+				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+			}
+			return c.passV2026Answer(run, stopFollowingClient, reply, ev)
+		case <-timer.C:
+			// The upstream has not answered yet: the gateway's task
+			// follows the call, and a CreateTaskResult it ends with.
+			t.UpstreamTask, t.UpstreamV2026 = true, true
+			return c.convert(t, run, stopFollowingClient, reply, a, nil)
+		}
+	}
+}
+
+// passV2026Answer answers the client with the upstream's own answer to a
+// call that did not become a task.
+func (c *call) passV2026Answer(run *runtime.Run, stopFollowingClient func() bool, reply *v2026Reply, ev upstream.Event) error {
+	stopFollowingClient()
+	defer run.Release()
+	if ev.Err != nil {
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.UpstreamFailure(c.g.log, ev.Err)), http.StatusBadGateway)
+		return nil
+	}
+	status := http.StatusOK
+	if ev.Final.Error != nil {
+		status = v2026Status(ev.Final.Error.Code)
+	}
+	data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
+	reply.sendUpstream(data, status, ev.Head)
+	return nil
+}
+
+// adoptV2026UpstreamTask makes the gateway's task of an upstream task just
+// created: stored with the upstream's task id, then answered, and followed
+// by a worker. When the gateway cannot take it (the client left, the store
+// refused), the upstream's task is cancelled: it must not run untracked.
+func (c *call) adoptV2026UpstreamTask(t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *v2026Reply, created runtime.V2026Created) error {
+	g := c.g
+	if !stopFollowingClient() {
+		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
+		run.Release()
+		return nil
+	}
+	t.UpstreamTask, t.UpstreamV2026, t.UpstreamTaskID = true, true, created.TaskID
+	if created.StatusMessage != "" && created.Status == task.StatusWorking {
+		t.StatusMessage = created.StatusMessage
+	}
+	if err := g.rt.Store.CreateWithinLimits(c.r.Context(), t, g.limits()); err != nil {
+		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
+		run.Cancel(err)
+		run.Release()
+		if errors.Is(err, task.ErrQuotaExceeded) {
+			e := g.quotaRefused(err)
+			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
+			return nil
+		}
+		e := runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
+		return nil
+	}
+	g.route.AuditTask(runtime.AuditCreated, t)
+	g.route.StartWorker(t, run, nil, nil)
+	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
+	if err != nil {
+		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
+	}
+	reply.send(data, http.StatusOK)
+	return nil
+}
+
+// serveV2026PlainOnTaskRuntime serves a client without the extension: its
+// call as it is, and, when the upstream refuses it for want of the
+// extension, again with it declared, waiting for the upstream's task.
+func (c *call) serveV2026PlainOnTaskRuntime() error {
+	g := c.g
+	params, err := withoutTasksExtension(c.msg.Params)
+	if err != nil {
+		return c.pass()
+	}
+	ctx := c.r.Context()
+	base := g.cfg.Detach(c.r)
+	reply := &v2026Reply{c: c}
+	ev := c.plainAttempt(ctx, base, params, reply, 1)
+	if ev.Err == nil && ev.Final.Error != nil && ev.Final.Error.Code == jsonrpc.CodeMissingRequiredClientCapability {
+		withExt, err := withTasksExtension(params)
+		if err != nil {
+			c.failV2026(runtime.InternalError(g.log, "declaring the tasks extension", err))
+			return nil
+		}
+		ev = c.plainAttempt(ctx, base, withExt, reply, 2)
+		if ev.Err == nil && ev.Final.Error == nil {
+			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+				result, rpcErr, err := runtime.AwaitV2026UpstreamTask(ctx, base, c.next, withExt, created)
+				switch {
+				case ctx.Err() != nil:
+					return nil // the client left; the upstream's task was cancelled
+				case err != nil:
+					reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.UpstreamFailure(g.log, err)), http.StatusBadGateway)
+					return nil
+				}
+				data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: result, Error: rpcErr})
+				reply.send(data, http.StatusOK)
+				return nil
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if ev.Err != nil {
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.UpstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
+		return nil
+	}
+	status := http.StatusOK
+	if ev.Final.Error != nil {
+		status = v2026Status(ev.Final.Error.Code)
+	}
+	data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
+	reply.sendUpstream(data, status, ev.Head)
+	return nil
+}
+
+// plainAttempt makes one upstream call of a plain client's tools/call with
+// params, relaying its progress, and returns its last event.
+func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *v2026Reply, n int) upstream.Event {
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":" + string(rune('0'+n)))
+	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
+	if err != nil {
+		return upstream.Event{Err: err}
+	}
+	a := upstream.StartAttempt(ctx, base, c.next, id, body)
+	for ev := range a.Events {
+		switch {
+		case ev.Last():
+			return ev
+		case ev.Notification != nil:
+			reply.relay(ev.Notification)
+		}
+	}
+	return upstream.Event{Err: context.Cause(ctx)}
+}
+
+// withTasksExtension declares the tasks extension in the client
+// capabilities of params._meta.
+func withTasksExtension(params json.RawMessage) (json.RawMessage, error) {
+	return jsonx.SetPath(jsonx.OrEmptyObject(params), []string{"_meta", metaClientCapabilities, "extensions", extensionTasks}, []byte("{}"))
+}
