@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,3 +137,180 @@ func sendPlain(t *testing.T, url, auth, method string, params map[string]any) ta
 	return r
 }
 
+// gatewayInputKey returns the gateway's key of the input request whose
+// message contains text, from a tasks/get answer in input_required.
+func gatewayInputKey(t *testing.T, r taskRuntimeReply, text string) string {
+	t.Helper()
+	reqs, _ := r.Result["inputRequests"].(map[string]any)
+	for k, v := range reqs {
+		b, _ := json.Marshal(v)
+		if strings.Contains(string(b), text) {
+			return k
+		}
+	}
+	t.Fatalf("no input request asks %q: %s", text, r.raw)
+	return ""
+}
+
+// hasInputKey reports whether a tasks/get answer asks text.
+func asks(r taskRuntimeReply, text string) bool {
+	reqs, _ := r.Result["inputRequests"].(map[string]any)
+	for _, v := range reqs {
+		b, _ := json.Marshal(v)
+		if strings.Contains(string(b), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFollowV2026Input: the fixture's interview (optional, so a task only
+// because the client declared the extension) asks two questions, then a
+// third. The gateway's task shows them as inputRequests under keys of its
+// own; the client answers one (a partial set, which the upstream keeps),
+// then the other, then the third, each with the gateway's tasks/update, and
+// the task completes with the upstream's result.
+func TestFollowV2026Input(t *testing.T) {
+	rt, _, gw := taskRuntimeGateway(t, "", "task_after 10s")
+	c := newTaskRuntimeClient(gw.URL, "Bearer bo")
+	id := c.mustCreate(t, taskruntime.ToolInterview, map[string]any{"stepMs": 0})
+	upID := followedUpstreamID(t, gw, id)
+
+	first := waitGatewayTask(t, c, id, "both first-round questions", func(r taskRuntimeReply) bool {
+		return r.Result["status"] == "input_required" && asks(r, "What is your name?") && asks(r, "favourite colour")
+	})
+	nameKey, colorKey := gatewayInputKey(t, first, "What is your name?"), gatewayInputKey(t, first, "favourite colour")
+	if nameKey == "name" || colorKey == "color" {
+		t.Errorf("the gateway shows the upstream's keys (%s, %s), want its own", nameKey, colorKey)
+	}
+	if r := c.send(t, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{nameKey: accepted("name", "Ada")}}); r.Error != nil {
+		t.Fatalf("tasks/update (name): %s", r.raw)
+	}
+	if _, err := rt.WaitTask(context.Background(), upID, func(v taskruntime.TaskView) bool {
+		return len(v.Answered) == 1 && v.Answered[0] == "name"
+	}); err != nil {
+		t.Fatalf("the partial answer never reached the upstream: %v", err)
+	}
+	if got := c.get(t, id); got.Result["status"] != "input_required" || !asks(got, "favourite colour") || asks(got, "What is your name?") {
+		t.Errorf("after the partial answer: %s, want only the colour still asked", got.raw)
+	}
+	c.send(t, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{colorKey: accepted("color", "teal")}})
+	second := waitGatewayTask(t, c, id, "the second round", func(r taskRuntimeReply) bool { return asks(r, "Save the profile of Ada?") })
+	saveKey := gatewayInputKey(t, second, "Save the profile")
+	if saveKey == nameKey || saveKey == colorKey {
+		t.Errorf("key %s reused", saveKey)
+	}
+	c.send(t, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{saveKey: accepted("save", true)}})
+	done := waitGatewayTask(t, c, id, "the interview to complete", statusIs("completed"))
+	if !strings.Contains(done.raw, "Hello Ada, you like teal; saved: true") {
+		t.Errorf("completed interview: %s", done.raw)
+	}
+	if n := rt.Rejections(taskruntime.CodeHeaderMismatch); n != 0 {
+		t.Errorf("the fixture refused %d requests for their headers", n)
+	}
+}
+
+// TestFollowV2026CancelAndFailure: tasks/cancel of a followed task reaches
+// the upstream as tasks/cancel of its task, which ends cancelled; a task
+// the upstream fails with a JSON-RPC error fails with that error, and one
+// that completes with isError completes with that result.
+func TestFollowV2026CancelAndFailure(t *testing.T) {
+	rt, _, gw := taskRuntimeGateway(t, "", "task_after 10s")
+	rt.Hold(taskruntime.ToolSteps, 1)
+	c := newTaskRuntimeClient(gw.URL, "Bearer cy")
+
+	id := c.mustCreate(t, taskruntime.ToolSteps, map[string]any{"steps": 3, "stepMs": 0})
+	upID := followedUpstreamID(t, gw, id)
+	if r := c.send(t, "tasks/cancel", map[string]any{"taskId": id}); r.Error != nil {
+		t.Fatalf("tasks/cancel: %s", r.raw)
+	}
+	if v, err := rt.WaitTask(context.Background(), upID, func(v taskruntime.TaskView) bool { return v.CancelRequested }); err != nil || !v.CancelRequested {
+		t.Fatalf("the upstream's task was never asked to cancel: %v", err)
+	}
+	_ = rt.Release(upID)
+	if v, err := rt.WaitTask(context.Background(), upID, func(v taskruntime.TaskView) bool { return v.Status.Terminal() }); err != nil || v.Status != taskruntime.StatusCancelled {
+		t.Errorf("upstream task ended %s (%v), want cancelled", v.Status, err)
+	}
+	if got := c.get(t, id); got.Result["status"] != "cancelled" {
+		t.Errorf("gateway task after cancel: %s", got.raw)
+	}
+	rt.Unhold(taskruntime.ToolSteps)
+
+	failed := c.mustCreate(t, taskruntime.ToolFailJob, map[string]any{"steps": 1, "stepMs": 0})
+	got := waitGatewayTask(t, c, failed, "fail_job to fail", statusIs("failed"))
+	if !strings.Contains(got.raw, "Simulated failure after 1 steps") || !strings.Contains(got.raw, "-32603") {
+		t.Errorf("failed task: %s, want the upstream's error", got.raw)
+	}
+	toolErr := c.mustCreate(t, taskruntime.ToolFailJob, map[string]any{"steps": 1, "stepMs": 0, "kind": "tool"})
+	got = waitGatewayTask(t, c, toolErr, "the tool error to complete", statusIs("completed"))
+	if !strings.Contains(got.raw, `"isError":true`) || !strings.Contains(got.raw, "Job failed: simulated tool error") {
+		t.Errorf("tool-error task: %s", got.raw)
+	}
+}
+
+// TestFollowV2026PlainClient: a 2026-07-28 client without the extension
+// gets the final result of steps (which the upstream runs only as a task,
+// refusing a plain call with -32021) on its own call: the gateway calls
+// again with the extension and waits for the upstream's task. An optional
+// tool runs plainly at the upstream, and a forbidden one answers at once.
+func TestFollowV2026PlainClient(t *testing.T) {
+	rt, _, gw := taskRuntimeGateway(t, "", "")
+	r := sendPlain(t, gw.URL, "Bearer dee", "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": map[string]any{"steps": 3, "stepMs": 0, "label": "plain"}})
+	if r.Error != nil || !strings.Contains(r.raw, "Completed 3 steps for plain") {
+		t.Fatalf("plain call of the task-only tool: %s, want its result", r.raw)
+	}
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != 1 {
+		t.Errorf("upstream steps tasks: %d, want 1", n)
+	}
+	r = sendPlain(t, gw.URL, "Bearer dee", "tools/call", map[string]any{"name": taskruntime.ToolFailJob, "arguments": map[string]any{"steps": 1, "stepMs": 0, "kind": "tool"}})
+	if !strings.Contains(r.raw, "Job failed: simulated tool error") || rt.TasksCreated(taskruntime.ToolFailJob) != 0 {
+		t.Errorf("plain call of an optional tool: %s (upstream tasks %d), want a plain result", r.raw, rt.TasksCreated(taskruntime.ToolFailJob))
+	}
+	r = sendPlain(t, gw.URL, "Bearer dee", "tools/call", map[string]any{"name": taskruntime.ToolEcho, "arguments": map[string]any{"text": "hi"}})
+	if !strings.Contains(r.raw, "echo: hi") {
+		t.Errorf("plain echo: %s", r.raw)
+	}
+	// With the extension, the forbidden tool is still answered at once.
+	r = newTaskRuntimeClient(gw.URL, "Bearer dee").send(t, "tools/call", map[string]any{"name": taskruntime.ToolEcho, "arguments": map[string]any{"text": "ho"}})
+	if r.Result["resultType"] == "task" || !strings.Contains(r.raw, "echo: ho") {
+		t.Errorf("echo with the extension: %s, want the immediate result", r.raw)
+	}
+}
+
+// TestFollowV2026GatewayRestart: the gateway is killed while following an
+// upstream task that waits for input; the restarted gateway (same Badger
+// store) follows it again by its recorded id: the input requests are still
+// the task's, the answer reaches the upstream, and the task completes.
+func TestFollowV2026GatewayRestart(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	rt, addr, gw := taskRuntimeGateway(t, store, "task_after 10s")
+	c := newTaskRuntimeClient(gw.URL, "")
+	id := c.mustCreate(t, taskruntime.ToolInterview, map[string]any{"stepMs": 0})
+	upID := followedUpstreamID(t, gw, id)
+	first := waitGatewayTask(t, c, id, "the first round", func(r taskRuntimeReply) bool {
+		return asks(r, "What is your name?") && asks(r, "favourite colour")
+	})
+	killGateway(t, gw)
+
+	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: "task_after 10s"})
+	c.url = gw2.URL
+	if got := c.get(t, id); got.Result["status"] != "input_required" || !asks(got, "What is your name?") {
+		t.Errorf("after the restart: %s, want the same questions", got.raw)
+	}
+	c.send(t, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{
+		gatewayInputKey(t, first, "What is your name?"): accepted("name", "Rex"),
+		gatewayInputKey(t, first, "favourite colour"):   accepted("color", "red"),
+	}})
+	second := waitGatewayTask(t, c, id, "the second round after the restart", func(r taskRuntimeReply) bool { return asks(r, "Save the profile of Rex?") })
+	c.send(t, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{gatewayInputKey(t, second, "Save the profile"): accepted("save", false)}})
+	done := waitGatewayTask(t, c, id, "the interview to complete", statusIs("completed"))
+	if !strings.Contains(done.raw, "Hello Rex, you like red; saved: false") {
+		t.Errorf("completed after the restart: %s", done.raw)
+	}
+	if got := adminUpstreamTaskID(t, gw2, id); got != upID {
+		t.Errorf("after the restart the admin API names %q, want %q", got, upID)
+	}
+	if n := rt.TasksCreated(taskruntime.ToolInterview); n != 1 {
+		t.Errorf("upstream interview tasks: %d, want 1 (followed again, not re-run)", n)
+	}
+}
