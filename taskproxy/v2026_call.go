@@ -48,8 +48,8 @@ func (c *call) serveV2026ToolsCall() error {
 	}
 	mode := c.g.tools.effectiveMode(name)
 	declared := meta.declaresTasks()
-	if handled, err := c.serveV2026OnTaskRuntime(name, mode, declared); handled { // v2026_followed.go
-		return err
+	if !declared && c.plainOnTaskRuntime(mode) { // v2026_followed.go
+		return c.serveV2026PlainOnTaskRuntime()
 	}
 	switch {
 	case !declared && mode == TaskRequired:
@@ -66,6 +66,9 @@ func (c *call) serveV2026ToolsCall() error {
 	if e := c.checkQuota(); e != nil {
 		c.failV2026(e) // the same refusal as on the 2025-11-25 wire
 		return nil
+	}
+	if c.upstreamRunsV2026Tasks() { // v2026_followed.go
+		return c.runV2026OnTaskRuntime(name, mode)
 	}
 	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" || c.g.tools.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)

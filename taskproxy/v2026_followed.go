@@ -34,24 +34,18 @@ import (
 // Tools configured forbidden keep their plain call, and a tool configured
 // required still needs the client to declare the extension.
 
-// serveV2026OnTaskRuntime serves a tools/call of name in front of a task
-// runtime; handled is false when the call is served as for any upstream.
-func (c *call) serveV2026OnTaskRuntime(name string, mode TaskSupport, declared bool) (handled bool, err error) {
-	switch {
-	case mode == TaskForbidden, !declared && mode == TaskRequired:
-		return false, nil
-	case !c.upstreamRunsV2026Tasks():
-		return false, nil
-	case !declared:
-		return true, c.serveV2026PlainOnTaskRuntime()
-	}
-	if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
-		return true, nil
-	}
-	if e := c.checkQuota(); e != nil {
-		c.failV2026(e)
-		return true, nil
-	}
+// plainOnTaskRuntime reports whether a call of a client without the
+// extension, of a tool in mode, is served by serveV2026PlainOnTaskRuntime:
+// the upstream runs tasks itself, and the tool is neither forbidden nor
+// configured required (which the gateway refuses without the extension).
+func (c *call) plainOnTaskRuntime(mode TaskSupport) bool {
+	return mode == TaskOptional && c.upstreamRunsV2026Tasks()
+}
+
+// runV2026OnTaskRuntime serves a call, checked and within quota, of a
+// client that declares the extension, to an upstream that runs tasks
+// itself.
+func (c *call) runV2026OnTaskRuntime(name string, mode TaskSupport) error {
 	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" {
 		// A task at once, before the upstream is called (a repeat finds
 		// it); its worker takes the upstream's CreateTaskResult.
@@ -59,11 +53,11 @@ func (c *call) serveV2026OnTaskRuntime(name string, mode TaskSupport, declared b
 		t.UpstreamTask, t.UpstreamV2026 = true, true
 		if c.storeTask(t, func(t *task.Task) any { return toV2026Create(t) }, c.failV2026) {
 			c.startTask(t)
-			return true, c.reply(toV2026Create(t))
+			return c.reply(toV2026Create(t))
 		}
-		return true, nil
+		return nil
 	}
-	return true, c.runV2026FollowedCall(name, mode)
+	return c.runV2026FollowedCall(name, mode)
 }
 
 // runV2026FollowedCall is runV2026Call for a task runtime: the extension
