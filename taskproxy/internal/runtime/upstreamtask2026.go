@@ -293,7 +293,7 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 	})
 	switch {
 	case err == nil:
-		route.AuditTask(auditInputRequired, rec)
+		route.AuditTask(AuditInputRequired, rec)
 		route.rt.Hub.Changed(t.ID)
 	case err != errNoChange && run.Ctx.Err() == nil:
 		route.log.Warn("recording the upstream's input requests", zap.String("task", t.ID), zap.Error(err))
