@@ -109,7 +109,7 @@ run_tests() {
 	build
 	ensure_postgres
 	CADDY_BINARY="$PWD/caddy" DEMO_UPSTREAM_BINARY="$DEMO_BIN" \
-		go test -race -count=1 -timeout 20m ./... "$@"
+		go test -race -count=1 -timeout 20m -parallel 4 ./... "$@"
 	# A short run of every fuzz target (their seeds and saved failures ran
 	# above as ordinary tests); ./xcaddy.sh fuzz runs long campaigns. A
 	# count, not a duration: a duration can run out while the fuzzer still

@@ -19,6 +19,7 @@ const (
 // build, process management, result parsing) works and records the baseline
 // the gateway is later compared with.
 func TestConformanceBaselineDirect(t *testing.T) {
+	t.Parallel()
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 

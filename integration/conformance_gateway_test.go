@@ -9,6 +9,7 @@ import (
 // go-sdk's everything server. The gateway must be invisible to it: every
 // check passes, as it does directly (TestConformanceBaselineDirect).
 func TestConformanceThroughGateway(t *testing.T) {
+	t.Parallel()
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 	addr := freeAddr(t)
