@@ -90,6 +90,7 @@ func ids(tasks []adminTaskView) []string {
 // task, the stores, health, and a cancellation that reaches the upstream
 // and is audited as the operator's.
 func TestAdminAPI(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	admin := gw.adminAddr
@@ -290,6 +291,7 @@ func TestAdminAPI(t *testing.T) {
 // On 2026-07-28 the operator's cancellation closes the call's stream, which
 // the upstream observes as the request's cancellation.
 func TestAdminCancelV2026(t *testing.T) {
+	t.Parallel()
 	c, gw, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	id := str(res["taskId"])
@@ -313,6 +315,7 @@ func TestAdminCancelV2026(t *testing.T) {
 // A store that cannot open makes health answer 503 with the reason, and the
 // task routes 503, while the rest of Caddy runs.
 func TestAdminHealthStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	blocker := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
@@ -345,6 +348,7 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 // With two stores in use, a listing names one with ?store=, and a lookup by
 // id finds the task in whichever store has it.
 func TestAdminSeveralStores(t *testing.T) {
+	t.Parallel()
 	_, upAddr := testUpstream(t)
 	home := t.TempDir()
 	storeA, storeB := filepath.Join(home, "store-a"), filepath.Join(home, "store-b")

@@ -50,6 +50,7 @@ func mountFS(t *testing.T, args ...string) string {
 // TestBadgerDiskFull: the store's filesystem (a 160 MiB tmpfs) fills up
 // while tasks run, and is given space after diskFaultFor.
 func TestBadgerDiskFull(t *testing.T) {
+	t.Parallel()
 	mnt := mountFS(t, "-t", "tmpfs", "-o", "size=160m", "tmpfs")
 	_, upAddr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: upAddr, StorageDir: filepath.Join(mnt, "store"), Directives: badgerFaultDirectives})
@@ -133,6 +134,7 @@ func probeRefused(t *testing.T, url string) {
 // mount, so Caddy is stopped, the filesystem repaired and remounted, and
 // Caddy started again on it: every task acknowledged before is there.
 func TestBadgerReadOnly(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skipf("a loop device for the store needs root (uid %d)", os.Geteuid())
 	}

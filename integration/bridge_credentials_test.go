@@ -106,6 +106,7 @@ func (o *openerRecorder) Flush() {
 }
 
 func TestBridgeKeepsUpstreamCredentialsApart(t *testing.T) {
+	t.Parallel()
 	const aliceToken, bobToken = "alice-upstream-token", "bob-upstream-token"
 	up := newSessionOpenerServer(aliceToken, bobToken)
 	srv := httptest.NewServer(up)

@@ -152,6 +152,7 @@ func resultText(t *testing.T, result json.RawMessage) string {
 }
 
 func TestBridgeTSEverything(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
@@ -457,6 +458,7 @@ func mustJSON(v any) json.RawMessage {
 // as tasks by the ext-tasks requester, simulate-research-query (the server's
 // own task, with and without its clarification) among them.
 func TestBridgeOfficialClient(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
@@ -489,6 +491,7 @@ func TestBridgeOfficialClient(t *testing.T) {
 // a tool declared retry_on_restart, instead of waiting for answers that
 // would reach nothing.
 func TestBridgeRestart(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	addr := strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp")
 	store := filepath.Join(t.TempDir(), "store")
@@ -519,6 +522,7 @@ func TestBridgeRestart(t *testing.T) {
 // principal's (REVIEW 3, 4); a retry must name the waiting call's tool
 // (REVIEW 8).
 func TestBridgeLimits(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),

@@ -49,6 +49,7 @@ func flat(task map[string]json.RawMessage) map[string]string {
 }
 
 func TestBridgeUpstreamTask(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp"),
@@ -163,6 +164,7 @@ func TestBridgeUpstreamTask(t *testing.T) {
 // restarted gateway follows the task again there: the client's tasks/update
 // answer reaches the upstream and the task completes with its report.
 func TestBridgeUpstreamTaskRestart(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	addr := strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp")
 	store := filepath.Join(t.TempDir(), "store")

@@ -85,6 +85,7 @@ func postTyped(t *testing.T, c *rpcClient, ct, body string) (int, string) {
 // "name", so the TypeScript SDK behind express.json() runs the last "name",
 // dangerous_tool, where the gateway read safe_tool's name.
 func TestForeignCharsetRefused(t *testing.T) {
+	t.Parallel()
 	addr, runs := tsExpressUpstream(t)
 	const body = `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"safe_tool","+AG4-ame":"dangerous_tool","arguments":{}}}`
 	types := []string{

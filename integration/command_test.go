@@ -29,6 +29,7 @@ func runCaddy(t *testing.T, args ...string) (string, string, bool) {
 // tables for people, --json for scripts, the admin address from --address
 // or from the config file, errors with a non-zero exit.
 func TestCommandMCPTasks(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	waitFor(t, 30*time.Second, "health", func() bool {

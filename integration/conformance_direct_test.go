@@ -19,6 +19,8 @@ const (
 // build, process management, result parsing) works and records the baseline
 // the gateway is later compared with.
 func TestConformanceBaselineDirect(t *testing.T) {
+	// Not parallel: the suites judge answers against the gateway's
+	// task_after, which a machine loaded by other tests can overrun.
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 

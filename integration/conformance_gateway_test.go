@@ -9,6 +9,8 @@ import (
 // go-sdk's everything server. The gateway must be invisible to it: every
 // check passes, as it does directly (TestConformanceBaselineDirect).
 func TestConformanceThroughGateway(t *testing.T) {
+	// Not parallel: the suites judge answers against the gateway's
+	// task_after, which a machine loaded by other tests can overrun.
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 	addr := freeAddr(t)

@@ -26,6 +26,7 @@ import (
 // as the gateway's own application/json request, on behalf of the caller
 // the ambient credentials name.
 func TestCrossSiteSimpleRequestsRunNoTask(t *testing.T) {
+	t.Parallel()
 	hash, err := exec.Command(caddyBinary, "hash-password", "--plaintext", "pw").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func killGateway(t *testing.T, gw *gateway) {
 // is there: slow_compute ones failed with the restart reason, slow_echo ones
 // (declared retry_on_restart) run again once and completed.
 func TestSIGKILLRecovery(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	store := filepath.Join(t.TempDir(), "store")
 	directives := v2025Tools + "task_after 200ms\ntool slow_echo optional retry_on_restart"
@@ -133,6 +134,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 
 // caddy reload while 20 tasks run: all 20 complete normally.
 func TestReloadTwentyTasks(t *testing.T) {
+	t.Parallel()
 	c, gw, _ := v2025Setup(t, "")
 	var ids []string
 	for i := range 20 {
@@ -148,6 +150,7 @@ func TestReloadTwentyTasks(t *testing.T) {
 }
 
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	t.Run("completed task is swept; its owner hears expired, others not found", func(t *testing.T) {
 		gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth + "sweep_interval 200ms"})
@@ -197,6 +200,7 @@ func TestExpiry(t *testing.T) {
 // Ten concurrent identical creates with one idempotency key: one task, one
 // upstream call, in both eras; the key with other arguments is refused.
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	v2025 := newRPCClient(t, gw.URL)
@@ -278,6 +282,7 @@ func TestIdempotency(t *testing.T) {
 // store after the other (15 s here, past docker's 10 s before SIGKILL), and
 // every task is recovered after the restart as the README says.
 func TestStopGraceSharedByStores(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	dir := t.TempDir()
 	config := func(admin, port string) string {

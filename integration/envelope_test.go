@@ -13,6 +13,7 @@ import (
 // a UTF-8 byte order mark (readers that decode the body as text first, as
 // the TypeScript SDK does).
 func TestEnvelopeSpellingsReachTheGateway(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	alice := hmacToken(t, "alice", "t1")

@@ -34,6 +34,7 @@ func rawHMACToken(sub, org string) string {
 // Each now gets the gateway's invalid-token 401, while "victim" and
 // "victim\ufffd" are two owners that never see each other's tasks.
 func TestLossyJWTClaimsAreRefused(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 
@@ -90,6 +91,7 @@ func TestLossyJWTClaimsAreRefused(t *testing.T) {
 // JSON text, where a 0xFF byte becomes U+FFFD: the task of "victim\xff"
 // would be read back as a task of "victim\ufffd".
 func TestPrincipalPlaceholderRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{
 		Upstream:   addr,

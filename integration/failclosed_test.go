@@ -62,6 +62,7 @@ func postBody(t *testing.T, c *rpcClient, body string) (int, string) {
 
 // Batches: the TypeScript SDK v1 (server-everything) runs every element.
 func TestBatchesRefused(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	addr := strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp")
 	one := `[{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"message":"batched call ran"}}}]`
@@ -90,6 +91,7 @@ func TestBatchesRefused(t *testing.T) {
 // Bytes after the message: go-sdk's decoder reads the first value and runs
 // it.
 func TestTrailingBytesRefused(t *testing.T) {
+	t.Parallel()
 	const plain = `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"failing_job","arguments":{}}}`
 	bodies := []string{plain + "x", plain + plain, plain + "}", plain + " 1"}
 
@@ -165,6 +167,7 @@ func mcpGoUpstream(t *testing.T) (addr string, dangerous *atomic.Int32) {
 // Keys another reader matches differently: mcp-go reads "jſonrpc" (U+017F)
 // as "jsonrpc", and of "name" and "NAME" takes the last.
 func TestFoldedKeysRefused(t *testing.T) {
+	t.Parallel()
 	addr, dangerous := mcpGoUpstream(t)
 	bodies := []string{
 		"{\"j\u017fonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"dangerous_tool\",\"arguments\":{}}}",

@@ -42,6 +42,7 @@ func brokenUpstream(t *testing.T, fail http.HandlerFunc) string {
 
 // Transport failures end the task failed with a reason; nothing hangs.
 func TestUpstreamFailures(t *testing.T) {
+	t.Parallel()
 	deadAddr := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -126,6 +127,7 @@ func TestUpstreamFailures(t *testing.T) {
 
 // Upstream progress for the call's token reaches the tasks/result stream.
 func TestV2025ProgressRelay(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "")
 	m := c.call("tools/call", map[string]any{
 		"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5, "label": "p"},
@@ -170,6 +172,7 @@ func TestV2025ProgressRelay(t *testing.T) {
 // and expect the client to resume it with GET and Last-Event-ID; the
 // worker does, and the task completes with what the resumed stream says.
 func TestV2025StreamResumption(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var callID json.RawMessage
 	var resumedFrom, resumedSession string

@@ -61,6 +61,7 @@ func allocated(t *testing.T, gw *gateway) int64 {
 // create is refused with -32000 and the limit; its finished tasks are kept
 // (they answer), and other principals are not held back.
 func TestFinishedTasksBounded(t *testing.T) {
+	t.Parallel()
 	_, alice, bob := aliceAndBob(t, "max_finished_per_principal 3")
 	ids := bigTasks(t, alice, 3, 10)
 	m := alice.callTool("big_result", map[string]any{"bytes": 10}, map[string]any{"ttl": 600000})
@@ -80,6 +81,7 @@ func TestFinishedTasksBounded(t *testing.T) {
 // principal's tasks/get of them, allocate far less than the results: the
 // stores read summaries, and check the owner before reading a record.
 func TestListAndForeignGetReadNoResults(t *testing.T) {
+	t.Parallel()
 	const tasks, size = 16, 1 << 20
 	gw, alice, bob := aliceAndBob(t, "")
 	ids := bigTasks(t, alice, tasks, size)

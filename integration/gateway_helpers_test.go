@@ -190,6 +190,7 @@ var httpClient = &http.Client{Timeout: 60 * time.Second}
 // serves is valid for the built binary, with mcp_tasks ordered before
 // reverse_proxy by the module itself.
 func TestCaddyfileExampleAdapts(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(caddyBinary, "adapt", "--config", "../Caddyfile.example", "--adapter", "caddyfile").CombinedOutput()
 	if err != nil {
 		t.Fatalf("caddy adapt Caddyfile.example: %v\n%s", err, out)

@@ -51,6 +51,7 @@ func postV2026(t *testing.T, c *v2026Client, method string, params map[string]an
 // discovery starts) reaches the client as such, not as HTTP 200 with a
 // JSON-RPC error.
 func TestV2026PassThroughKeepsUpstreamStatus(t *testing.T) {
+	t.Parallel()
 	const challenge = `Bearer resource_metadata="http://example.test/.well-known/oauth-protected-resource"`
 	up := upstream.New(upstream.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +113,7 @@ func TestV2026PassThroughKeepsUpstreamStatus(t *testing.T) {
 // Oversized id and answer lists get -32602 with the limit, through the real
 // binary.
 func TestOversizedListsRefusedEndToEnd(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr})
 	c := newV2026Client(t, gw.URL, true)
@@ -147,6 +149,7 @@ func TestOversizedListsRefusedEndToEnd(t *testing.T) {
 // An upstream result over the configured max_result fails the task with the
 // size and the limit; one under it completes.
 func TestResultTooLargeEndToEnd(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "max_result 2MiB")
 	tests := []struct {
 		bytes      int
@@ -174,6 +177,7 @@ func TestResultTooLargeEndToEnd(t *testing.T) {
 // A message whose id JSON-RPC does not allow is answered by the gateway:
 // -32700 when the id is not valid JSON, -32600 when it is of the wrong kind.
 func TestInvalidIDsEndToEnd(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr})
 	tests := []struct {
@@ -207,6 +211,7 @@ func TestInvalidIDsEndToEnd(t *testing.T) {
 // (the tool is forbidden to run as a task) reaches the upstream without the
 // tasks extension in its client capabilities.
 func TestForbiddenPassThroughStripsTasksExtension(t *testing.T) {
+	t.Parallel()
 	up := upstream.New(upstream.Options{})
 	var mu sync.Mutex
 	var calls []string

@@ -46,6 +46,7 @@ func (u *identityRecorder) users(tool string) []string {
 // call does: header_up X-User {http.auth.user.id} names the caller on both,
 // never the placeholder's text and never another caller.
 func TestTaskCallsKeepCallerPlaceholders(t *testing.T) {
+	t.Parallel()
 	rec := &identityRecorder{next: upstream.New(upstream.Options{}), seen: map[string][]string{}}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
@@ -75,6 +76,7 @@ func TestTaskCallsKeepCallerPlaceholders(t *testing.T) {
 // passes as a bare preflight: the upstream sees no body, no session and no
 // credentials that nobody checked.
 func TestPreflightReachesUpstreamBare(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		body, session, authorization string
 	}
@@ -121,6 +123,7 @@ http://:` + port + ` {
 // X-User {http.auth.user.id} sets X-User to nothing, neither the
 // placeholder's literal text nor what the client put in X-User.
 func TestPreflightCarriesNoIdentityPlaceholder(t *testing.T) {
+	t.Parallel()
 	var (
 		mu   sync.Mutex
 		seen [][]string

@@ -83,6 +83,7 @@ func v2026Headers(method, name string) map[string]string {
 }
 
 func TestPrincipalIsolation(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "task_after 200ms\n" + hmacAuth})
 	tokens := map[string]string{"A": hmacToken(t, "alice", "t1"), "B": hmacToken(t, "bob", "t1"), "C": hmacToken(t, "carol", "t2")}
@@ -202,6 +203,7 @@ func TestPrincipalIsolation(t *testing.T) {
 }
 
 func TestQuotaAndRateLimit(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "max_active_per_principal 3\nrate_limit 2"})
 	c := newRPCClient(t, gw.URL)
@@ -262,6 +264,7 @@ func grepLines(s, sub string) string {
 // The audit log tells one task's lifecycle with the principal and never
 // carries a token, an argument or a result.
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth, SiteDirectives: "log"})
 	token := hmacToken(t, "alice", "t1")
@@ -331,6 +334,7 @@ func TestAuditLog(t *testing.T) {
 // principal {http.auth.user.id} takes the caller from an earlier Caddy auth
 // handler, here basic_auth.
 func TestPrincipalPlaceholder(t *testing.T) {
+	t.Parallel()
 	hash, err := exec.Command(caddyBinary, "hash-password", "--plaintext", "pw").Output()
 	if err != nil {
 		t.Fatal(err)

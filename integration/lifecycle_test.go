@@ -54,6 +54,7 @@ func storeState(t *testing.T, dir string) (holder string, active map[string]*tas
 // caddy validate succeeds while another Caddy serves the same storage
 // directory (it used to fail on Badger's directory lock).
 func TestValidateWhileRunning(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	c := newRPCClient(t, gw.URL)
@@ -72,6 +73,7 @@ func TestValidateWhileRunning(t *testing.T) {
 // was working stays working, and the store's open count does not move. The
 // next real start recovers it.
 func TestValidateLeavesStoreAlone(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	store := filepath.Join(t.TempDir(), "store")
 	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: v2025Tools})
@@ -115,6 +117,7 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 // configuration in charge: its sweep schedule keeps deleting expired tasks
 // and its poll interval is still answered.
 func TestFailedReloadKeepsOldSettings(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "sweep_interval 200ms"})
 	c := newRPCClient(t, gw.URL)
@@ -208,6 +211,7 @@ http://:%s {
 // reaching that site's upstream, under that site's retry_on_restart list;
 // it used to go through whichever site served a request first.
 func TestRestartRerunsThroughOwnRoute(t *testing.T) {
+	t.Parallel()
 	upA, addrA := testUpstream(t)
 	upB, addrB := testUpstream(t)
 	home := t.TempDir()

@@ -37,6 +37,7 @@ auth jwt {
 
 // tasks/list pages through the caller's tasks, and only the caller's.
 func TestV2025ListPaging(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 

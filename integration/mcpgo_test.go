@@ -17,6 +17,7 @@ import (
 // the task-augmented call goes through its transport; everything else uses
 // its task API.
 func TestMcpGoClient(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

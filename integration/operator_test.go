@@ -57,6 +57,7 @@ func readmeBlock(t *testing.T, marker string) string {
 // Issue 9 item 18: the README's audit log configuration routes the audit
 // lines to their own file.
 func TestAuditLogToFile(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	auditFile := filepath.Join(t.TempDir(), "mcp-audit.log")
 	block := readmeBlock(t, "include http.handlers.mcp_tasks.audit")
@@ -111,6 +112,7 @@ func frontProxy(t *testing.T, gatewayURL, publicHost string) string {
 // loopback listener, authenticated task calls work; an anonymous call on
 // loopback under a foreign Host is still refused (DNS rebinding).
 func TestFrontProxy(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	authed := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + hmacAuth})
 	c := newRPCClient(t, frontProxy(t, authed.URL, "mcp.example.com"))
@@ -153,6 +155,7 @@ func TestFrontProxy(t *testing.T) {
 // Issue 9 item 20: beside a handle block for the same path, the gateway and
 // its auth still run; inside a handle block it works as well.
 func TestHandleLayouts(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	layouts := map[string]string{
 		"beside handle": `
@@ -213,6 +216,7 @@ const shadowWarning = "before mcp_tasks runs"
 // configuration warns about nothing (forward_auth answers only the requests
 // it refuses; it is no handler that skips the gateway).
 func TestForwardAuthLayout(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	authService := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("Authorization") {
@@ -271,6 +275,7 @@ http://:` + port + ` {
 // loads them: a route block with reverse_proxy written first, and a global
 // order that puts handle before mcp_tasks.
 func TestShadowedGatewayWarned(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	layouts := map[string]struct{ global, site string }{
 		"route, reverse_proxy written first": {"", `
@@ -307,6 +312,7 @@ func TestShadowedGatewayWarned(t *testing.T) {
 // three is shadowed (redir answers before mcp_tasks); exactly that one is
 // warned about, on every load.
 func TestShadowWarningPerSite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	site := func(port, extra string) string {
 		return "http://:" + port + " {\n" + extra + "\tmcp_tasks /mcp* {\n\t\tstorage_dir " + filepath.Join(dir, "store") +
@@ -357,6 +363,7 @@ func TestShadowWarningPerSite(t *testing.T) {
 // A global order that undoes the module's own is warned about when the
 // Caddyfile is adapted.
 func TestOrderOverrideWarned(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "Caddyfile")
 	site := "{\n\torder mcp_tasks before reverse_proxy\n}\n:8080 {\n\tmcp_tasks /mcp*\n\thandle /mcp* {\n\t\treverse_proxy 127.0.0.1:9100\n\t}\n}\n"
 	if err := os.WriteFile(cfg, []byte(site), 0o600); err != nil {
@@ -374,6 +381,7 @@ func TestOrderOverrideWarned(t *testing.T) {
 // Issue 9 items 21: cancelled tasks are counted as ended, and the store's
 // gauges report active and stored tasks and its size.
 func TestMetricsCancelledAndGauges(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	c := newRPCClient(t, gw.URL)
@@ -408,6 +416,7 @@ func TestMetricsCancelledAndGauges(t *testing.T) {
 // Issue 9 item 17: a CORS preflight is not an auth failure, and anonymous
 // callers behind a trusted proxy are rate-limited by their own address.
 func TestPreflightAndClientIP(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startCaddyfile(t, func(admin, port string) string {
 		return globalHead(admin, "\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}") + `
@@ -493,6 +502,7 @@ http://:` + port + ` {
 // Issue 9 item 23: the example Caddyfile is as caddy fmt writes it, so
 // adapting it warns about nothing.
 func TestCaddyfileExampleFormatted(t *testing.T) {
+	t.Parallel()
 	want, err := os.ReadFile("../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)

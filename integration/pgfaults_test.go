@@ -72,6 +72,7 @@ func (f *pgFaultCluster) token(subject string) string {
 }
 
 func TestPostgresFaults(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(pgtest.EnvDSN) != "" {
 		t.Skipf("the fault tests stop and restart PostgreSQL: they need a throwaway cluster, not the server of %s", pgtest.EnvDSN)
 	}

@@ -130,6 +130,7 @@ func gatewayBackends(t *testing.T, db *pgx.Conn) []int {
 // health answers 503 while the database refuses connections; after a
 // restart of the Caddy process the finished tasks are still served.
 func TestPostgresStorage(t *testing.T) {
+	t.Parallel()
 	dsn, db := testDatabase(t)
 	dsn = withDSNParam(t, dsn, "application_name", "mcp-tasks-e2e")
 	// The throwaway cluster trusts local connections, so the password is
@@ -299,6 +300,7 @@ func TestPostgresStorage(t *testing.T) {
 // requests get 503, and once the database accepts connections the health
 // probe alone opens the store.
 func TestPostgresStorageDownAtStart(t *testing.T) {
+	t.Parallel()
 	dsn, db := testDatabase(t)
 	dsn = withDSNParam(t, dsn, "application_name", "mcp-tasks-e2e")
 	secret := ""
@@ -354,6 +356,7 @@ func TestPostgresStorageDownAtStart(t *testing.T) {
 // than hanging as long as the connection does; when the network is back,
 // health is 200 again.
 func TestPostgresHealthUnansweringDatabase(t *testing.T) {
+	t.Parallel()
 	dsn, _ := testDatabase(t)
 	hole, dsn := newPGBlackhole(t, dsn)
 	_, upAddr := testUpstream(t)

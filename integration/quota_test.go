@@ -17,6 +17,7 @@ import (
 // -32000 and the limit. On 2026-07-28 an over-cap call is refused, never run
 // as a plain call.
 func TestQuotaConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	const calls, limit = 30, 3
 	tests := []struct {
 		name string
@@ -78,6 +79,7 @@ func TestQuotaConcurrentCreates(t *testing.T) {
 // Creating a task takes from the caller's rate-limit bucket, like the other
 // task operations.
 func TestRateLimitTaskCreation(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "rate_limit 1"})
 	c := newRPCClient(t, gw.URL)

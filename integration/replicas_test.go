@@ -26,6 +26,7 @@ import (
 // tasks are taken over once their leases expire, re-run when their tool is
 // retry_on_restart and failed with the reason otherwise, and none is lost.
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	c := startReplicaCluster(t, 3)
 	up := c.up
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -659,6 +660,7 @@ func TestReplicas(t *testing.T) {
 // The README's Caddyfiles of a replica and of the balancer are valid for
 // the built Caddy.
 func TestReadmeReplicasValidates(t *testing.T) {
+	t.Parallel()
 	for _, marker := range []string{"# on each replica", "# on the balancer"} {
 		config := filepath.Join(t.TempDir(), "Caddyfile")
 		if err := os.WriteFile(config, []byte(readmeBlock(t, marker)), 0o600); err != nil {

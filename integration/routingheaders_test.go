@@ -13,6 +13,7 @@ import (
 // reaches the upstream. routing_headers strict refuses such requests, as
 // the extension's MUST says.
 func TestV2026TaskMethodsWithoutMcpName(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	lenient := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 300ms"})
 	strict := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 300ms\nrouting_headers strict"})

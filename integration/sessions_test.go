@@ -49,6 +49,7 @@ func sessionRequest(t *testing.T, method, url, token, session string, headers ma
 // same storage (the upstream keeps running, with alice's session) keeps
 // the binding.
 func TestSessionBindingEndToEnd(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	opts := gatewayOptions{Upstream: addr, StorageDir: filepath.Join(t.TempDir(), "store"), Directives: v2025Tools + hmacAuth}
 	gw := startGateway(t, opts)

@@ -13,6 +13,7 @@ import (
 // The Badger backend written as a storage module, and its storage_dir
 // shorthand naming the same store.
 func TestBadgerStorageModule(t *testing.T) {
+	t.Parallel()
 	_, upAddr := testUpstream(t)
 	dir := filepath.Join(t.TempDir(), "tasks")
 	site := func(port, storage string) string {
@@ -74,6 +75,7 @@ func TestBadgerStorageModule(t *testing.T) {
 // The README's storage postgres example is valid for the built Caddy, and
 // caddy validate connects to nothing (the DSN names a port nobody serves).
 func TestReadmeStoragePostgresValidates(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(config, []byte(readmeBlock(t, "storage postgres")), 0o600); err != nil {
 		t.Fatal(err)

@@ -74,6 +74,7 @@ func floodingUpstream(t *testing.T, sent *atomic.Int64) string {
 // grace_period and without its write idle timeout here (as behind a proxy
 // that times out slow clients itself), so nothing else ends the stream.
 func TestSlowResultReaderDoesNotBlockStop(t *testing.T) {
+	t.Parallel()
 	var sent atomic.Int64
 	upAddr := floodingUpstream(t, &sent)
 	home := t.TempDir()
@@ -158,6 +159,7 @@ http://:%s {
 // Last-Event-ID continues the answer up to the task's result. A JSON
 // tasks/result waiting meanwhile gets 503 with Retry-After, not an empty 200.
 func TestReloadEndsResultStreamResumably(t *testing.T) {
+	t.Parallel()
 	c, gw, _ := v2025Setup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 8}, 60000)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
@@ -244,6 +246,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 // One principal holds at most 16 long-lived answers; the next one gets
 // HTTP 429 with a JSON-RPC error that names the limit.
 func TestStreamsPerPrincipalCapped(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tasks/result", map[string]string{"taskId": task.TaskID})

@@ -18,6 +18,7 @@ import (
 // cancels one, and, as a client without the extension, is refused the
 // required tool and served the optional one plainly.
 func TestTaskRuntimeExtTasksClient(t *testing.T) {
+	t.Parallel()
 	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond})
 	// Hold the first steps task at step 2 until the client has read it
 	// there, so that the status message it reports is certain.
@@ -104,6 +105,7 @@ func TestTaskRuntimeExtTasksClient(t *testing.T) {
 // input, and starts it again: both tasks are still there, bound to their
 // caller, and finish.
 func TestTaskRuntimeProcessRestart(t *testing.T) {
+	t.Parallel()
 	proc := startTaskRuntimeProcess(t, t.TempDir()+"/tasks.json", "-hold", "steps=2")
 	c := newTaskRuntimeClient(proc.URL, "Bearer carol")
 	held := c.mustCreate(t, taskruntime.ToolSteps, map[string]any{"steps": 3, "stepMs": 0})

@@ -85,6 +85,7 @@ func hmacTokenWith(t *testing.T, secret, subject string) string {
 // that never existed, and a restart keeps every task reachable for its
 // owner.
 func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
+	t.Parallel()
 	_, up := testUpstream(t)
 	store := filepath.Join(t.TempDir(), "shared-store")
 	hash := func(pw string) string {

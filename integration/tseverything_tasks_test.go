@@ -48,6 +48,7 @@ func resultStream(t *testing.T, c *rpcClient, taskID string, answer func(method 
 }
 
 func TestTSEverythingV2025Tasks(t *testing.T) {
+	t.Parallel()
 	gw, _ := tsEverythingGateway(t, "")
 	checkNoRace(t, gw)
 	c := newRPCClient(t, gw.URL)

@@ -10,6 +10,7 @@ import (
 // TypeScript everything server: a 2025-11-25 session through the gateway
 // lists its tools and calls one, and the server's own task tool is listed.
 func TestTSEverythingThroughGateway(t *testing.T) {
+	t.Parallel()
 	upstreamURL := startTSEverything(t)
 	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(upstreamURL, "http://"), "/mcp")})
 

@@ -18,6 +18,7 @@ const tsSDKVersion = "1.32.2"
 // tasks/get, reads the result with tasks/result, and answers the
 // elicitation relayed on that stream.
 func TestTypeScriptSDKClient(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 	out := runNodeClient(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-client.mjs", gw.URL, "@modelcontextprotocol/sdk@"+tsSDKVersion)
@@ -51,6 +52,7 @@ const (
 // tool's task, a tool error completing, and a JSON-RPC error passing
 // through.
 func TestExtTasksClient(t *testing.T) {
+	t.Parallel()
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "tool test_tool_with_task required"})
 	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "ext-tasks-client.mjs", gw.URL,
@@ -94,7 +96,9 @@ func runNodeClient(t *testing.T, dirName, script, url string, packages ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := filepath.Join(dir, "client.mjs") // beside its node_modules
+	// Beside its node_modules, under the script's own name: tests running
+	// at once may use the same install with different scripts.
+	run := filepath.Join(dir, script)
 	if err := os.WriteFile(run, code, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duratio
 // it to completion, and answers the upstream's report from tasks/result
 // under its own task id; the upstream task id is in the record.
 func TestUpstreamTaskResearchQuery(t *testing.T) {
+	t.Parallel()
 	gw, upstreamURL := tsEverythingGateway(t, "")
 	c := newRPCClient(t, gw.URL)
 	c.initialize(`{"elicitation":{}}`)
@@ -147,6 +148,7 @@ func TestUpstreamTaskResearchQuery(t *testing.T) {
 // relays it as its task's input request on its own tasks/result stream; the
 // client's answer reaches the upstream, whose report names it.
 func TestUpstreamTaskElicitation(t *testing.T) {
+	t.Parallel()
 	gw, _ := tsEverythingGateway(t, "")
 	c := newRPCClient(t, gw.URL)
 	c.initialize(`{"elicitation":{}}`)
@@ -188,6 +190,7 @@ func TestUpstreamTaskElicitation(t *testing.T) {
 // TestUpstreamTaskCancel: cancelling the gateway's task cancels the
 // upstream's one (tasks/cancel), as the upstream itself then reports.
 func TestUpstreamTaskCancel(t *testing.T) {
+	t.Parallel()
 	gw, upstreamURL := tsEverythingGateway(t, "")
 	c := newRPCClient(t, gw.URL)
 	c.initialize(`{"elicitation":{}}`)
@@ -231,6 +234,7 @@ func TestUpstreamTaskCancel(t *testing.T) {
 // upstream's task; the restarted gateway follows it again by its recorded
 // id, and the task completes with the upstream's report.
 func TestUpstreamTaskRestartResume(t *testing.T) {
+	t.Parallel()
 	store := filepath.Join(t.TempDir(), "store")
 	gw, upstreamURL := tsEverythingGateway(t, store)
 	c := newRPCClient(t, gw.URL)
@@ -284,6 +288,7 @@ func TestUpstreamTaskRestartResume(t *testing.T) {
 // forbidden as a task upstream; the gateway makes the task itself, calls the
 // upstream plainly and relays its progress on tasks/result.
 func TestUpstreamForbiddenToolAsGatewayTask(t *testing.T) {
+	t.Parallel()
 	gw, _ := tsEverythingGateway(t, "")
 	c := newRPCClient(t, gw.URL)
 	c.initialize(`{"elicitation":{}}`)

@@ -41,6 +41,7 @@ type upstreamObserver interface {
 }
 
 func TestV2025Discovery(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools})
 
@@ -104,6 +105,7 @@ func TestV2025Discovery(t *testing.T) {
 }
 
 func TestV2025CreatePollResult(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2025Setup(t, "")
 	// The answer comes while the call still runs: the task is working, and
 	// the upstream has not finished (it is asserted below that the result
@@ -154,6 +156,7 @@ func TestV2025CreatePollResult(t *testing.T) {
 }
 
 func TestV2025Cancel(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2025Setup(t, "")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 60}, 60000)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -179,6 +182,7 @@ func TestV2025Cancel(t *testing.T) {
 }
 
 func TestV2025Failures(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "")
 	t.Run("tool error fails the task but tasks/result is the CallToolResult", func(t *testing.T) {
 		tk := c.createTask("failing_job", map[string]any{}, 60000)
@@ -251,6 +255,7 @@ func TestV2025Failures(t *testing.T) {
 // The elicitation the upstream sends mid-call reaches the client on the
 // tasks/result stream, and the client's answer goes back to the upstream.
 func TestV2025Elicitation(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "")
 	tk := c.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 60000)
 	waitFor(t, 10*time.Second, "input_required", func() bool { return c.getTask(tk.TaskID).Status == "input_required" })
@@ -303,6 +308,7 @@ func TestV2025Elicitation(t *testing.T) {
 // notifications/cancelled for a plain call reaches the upstream; for a task's
 // request id it never touches the task.
 func TestV2025PlainCancellation(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2025Setup(t, "")
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`777`), "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -331,6 +337,7 @@ func TestV2025PlainCancellation(t *testing.T) {
 }
 
 func TestBodyCapEndToEnd(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2025Setup(t, "max_body 1KiB")
 	big := strings.Repeat("x", 2048)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`1`), "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": big}})
@@ -348,6 +355,7 @@ func TestBodyCapEndToEnd(t *testing.T) {
 // caddy reload with a task running: no Badger lock error, and the task
 // carries on and completes under the new configuration.
 func TestReloadWithRunningTask(t *testing.T) {
+	t.Parallel()
 	c, gw, _ := v2025Setup(t, "")
 	tk := c.createTask("slow_compute", map[string]any{"seconds": 2, "label": "reload"}, 60000)
 	gw.reload(v2025Tools + "poll_interval 2s")

@@ -121,6 +121,7 @@ func v2026Setup(t *testing.T) (*v2026Client, *gateway, upstreamObserver) {
 }
 
 func TestV2026Discover(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2026Setup(t)
 	res := c.ok("server/discover", nil)
 	var caps struct {
@@ -140,6 +141,7 @@ func TestV2026Discover(t *testing.T) {
 }
 
 func TestV2026Conversion(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2026Setup(t)
 	t.Run("fast call has no task", func(t *testing.T) {
 		res := c.ok("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "fast"}})
@@ -179,6 +181,7 @@ func TestV2026Conversion(t *testing.T) {
 }
 
 func TestV2026RequiredTool(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
 	if str(res["resultType"]) != "task" {
@@ -201,6 +204,7 @@ func TestV2026RequiredTool(t *testing.T) {
 
 // A JSON-RPC error after conversion fails the task with that error.
 func TestV2026FailedTask(t *testing.T) {
+	t.Parallel()
 	// protocol_error_job answers after ~200ms: convert before that.
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 50ms"})
@@ -217,6 +221,7 @@ func TestV2026FailedTask(t *testing.T) {
 }
 
 func TestV2026Input(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2026Setup(t)
 	t.Run("confirm_delete", func(t *testing.T) {
 		res := c.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "a.txt"}})
@@ -310,6 +315,7 @@ func TestV2026Input(t *testing.T) {
 }
 
 func TestV2026Cancel(t *testing.T) {
+	t.Parallel()
 	c, _, up := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60}})
 	id := str(res["taskId"])
@@ -337,6 +343,7 @@ func TestV2026Cancel(t *testing.T) {
 // A client that closes its stream before the call became a task cancels the
 // upstream call, as a plain proxy would.
 func TestV2026ClientCloseBeforeConversion(t *testing.T) {
+	t.Parallel()
 	up, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 30s"})
 	c := newV2026Client(t, gw.URL, true)
@@ -369,6 +376,7 @@ func TestV2026ClientCloseBeforeConversion(t *testing.T) {
 // become the task's statusMessage, seen by tasks/get and by
 // subscriptions/listen.
 func TestV2026ProgressBecomesStatus(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2026Setup(t)
 	c.meta = map[string]any{"progressToken": "p-1"}
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 4, "label": "prog"}})
@@ -424,6 +432,7 @@ func TestV2026ProgressBecomesStatus(t *testing.T) {
 }
 
 func TestV2026Subscription(t *testing.T) {
+	t.Parallel()
 	c, _, _ := v2026Setup(t)
 	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1.5}})
 	id := str(res["taskId"])

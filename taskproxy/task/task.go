@@ -245,13 +245,21 @@ func (t *Task) recordChange(c StatusChange) {
 	t.History = append(t.History, c)
 }
 
-// NewTaskID returns a random, URL-safe task id carrying 128 bits.
+// NewTaskID returns a random, URL-safe task id of 22 characters (128
+// random bits, less the one first character in 64 that is a dash: an id
+// never begins with "-", so a command line takes it as an argument).
 func NewTaskID() string {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("reading random bytes for a task id: %v", err)) // crypto/rand never fails on supported platforms
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(fmt.Sprintf("reading random bytes for a task id: %v", err)) // crypto/rand never fails on supported platforms
+		}
+		// An id that begins with "-" reads as a flag on a command line
+		// (caddy mcp-tasks cancel <id>): one in 64 would; draw again.
+		if b[0]>>2 != 62 {
+			return base64.RawURLEncoding.EncodeToString(b[:])
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Clone returns a deep enough copy for a compare-and-set: slices that an
