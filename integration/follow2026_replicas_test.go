@@ -16,6 +16,7 @@ import (
 // id (the upstream's work goes on meanwhile, and is not started again), and
 // the task completes with the upstream's result.
 func TestFollowV2026ReplicaKill(t *testing.T) {
+	t.Parallel()
 	// Bound to nothing upstream: after a takeover the survivor follows the
 	// task with the headers of a request it served, not the creator's
 	// credentials, which the gateway never stores.

@@ -64,6 +64,7 @@ func statusIs(want string) func(taskRuntimeReply) bool {
 // admin API names the upstream's task. The fixture saw every tasks/get with
 // the right Mcp-Name (it refuses any other).
 func TestFollowV2026Required(t *testing.T) {
+	t.Parallel()
 	rt, _, gw := taskRuntimeGateway(t, "", "task_after 10s")
 	rt.Hold(taskruntime.ToolSteps, 2)
 	c := newTaskRuntimeClient(gw.URL, "Bearer alice")
@@ -171,6 +172,7 @@ func asks(r taskRuntimeReply, text string) bool {
 // then the other, then the third, each with the gateway's tasks/update, and
 // the task completes with the upstream's result.
 func TestFollowV2026Input(t *testing.T) {
+	t.Parallel()
 	rt, _, gw := taskRuntimeGateway(t, "", "task_after 10s")
 	c := newTaskRuntimeClient(gw.URL, "Bearer bo")
 	id := c.mustCreate(t, taskruntime.ToolInterview, map[string]any{"stepMs": 0})
@@ -215,6 +217,7 @@ func TestFollowV2026Input(t *testing.T) {
 // the upstream fails with a JSON-RPC error fails with that error, and one
 // that completes with isError completes with that result.
 func TestFollowV2026CancelAndFailure(t *testing.T) {
+	t.Parallel()
 	rt, _, gw := taskRuntimeGateway(t, "", "task_after 10s")
 	rt.Hold(taskruntime.ToolSteps, 1)
 	c := newTaskRuntimeClient(gw.URL, "Bearer cy")
@@ -254,6 +257,7 @@ func TestFollowV2026CancelAndFailure(t *testing.T) {
 // again with the extension and waits for the upstream's task. An optional
 // tool runs plainly at the upstream, and a forbidden one answers at once.
 func TestFollowV2026PlainClient(t *testing.T) {
+	t.Parallel()
 	rt, _, gw := taskRuntimeGateway(t, "", "")
 	r := sendPlain(t, gw.URL, "Bearer dee", "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": map[string]any{"steps": 3, "stepMs": 0, "label": "plain"}})
 	if r.Error != nil || !strings.Contains(r.raw, "Completed 3 steps for plain") {
@@ -282,6 +286,7 @@ func TestFollowV2026PlainClient(t *testing.T) {
 // store) follows it again by its recorded id: the input requests are still
 // the task's, the answer reaches the upstream, and the task completes.
 func TestFollowV2026GatewayRestart(t *testing.T) {
+	t.Parallel()
 	store := filepath.Join(t.TempDir(), "store")
 	rt, addr, gw := taskRuntimeGateway(t, store, "task_after 10s")
 	c := newTaskRuntimeClient(gw.URL, "")
