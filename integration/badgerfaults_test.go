@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +75,10 @@ func TestBadgerDiskFull(t *testing.T) {
 	_ = filler.Close()
 	full := time.Now()
 	probeRefused(t, gw.URL)
+	// The health check says so too: a balancer sends new tasks elsewhere.
+	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, `"writable":false`) {
+		t.Errorf("health while the disk is full: HTTP %d %s, want 503 and writable false", code, body)
+	}
 	time.Sleep(diskFaultFor - time.Since(full))
 	if gw.proc.Exited() {
 		t.Fatalf("Caddy ended while the store's filesystem was full:\n%s", tail(gw.logs(), 3000))
@@ -84,6 +89,9 @@ func TestBadgerDiskFull(t *testing.T) {
 	freed := time.Now()
 
 	waitFor(t, 60*time.Second, "a task to be accepted once there is space", func() bool { return load.acceptedSince(freed) })
+	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil); code != http.StatusOK {
+		t.Errorf("health once there is space: HTTP %d %s, want 200", code, body)
+	}
 	recovery := time.Since(freed)
 	after := load.count()
 	waitFor(t, 60*time.Second, "the load to go on after the fault", func() bool { return load.count() >= after+8 })
@@ -181,10 +189,21 @@ func TestBadgerReadOnly(t *testing.T) {
 	}
 	load.halt()
 
-	// Repair: end Caddy, fsck, mount again, start Caddy on the same store.
-	// Caddy is killed, not stopped: caddy stop on a read-only Badger
-	// store did not end in a first run (left for issue 19).
-	killGateway(t, gw)
+	// Repair: stop Caddy, fsck, mount again, start Caddy on the same store.
+	// Caddy must stop on its own (SIGINT, as caddy stop does): Badger
+	// retries its memtable flush for ever on a read-only filesystem, and
+	// the store's close gives up on it after a bound.
+	stopped := time.Now()
+	if err := gw.proc.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gw.proc.done:
+		t.Logf("read-only filesystem: Caddy stopped in %s", time.Since(stopped).Round(time.Millisecond))
+	case <-time.After(90 * time.Second): // a bound, not a measure: a hang
+		t.Errorf("Caddy did not stop on a read-only store:\n%s", tail(gw.logs(), 3000))
+		killGateway(t, gw)
+	}
 	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}

@@ -104,3 +104,10 @@ func (g *diskGuard) close() {
 
 // errFreeUnknown means the platform cannot tell the free space.
 var errFreeUnknown = errors.New("free space unknown on this platform")
+
+// CheckWritable reports whether the store would take a write now: nil, or
+// ErrDiskFull or ErrReadOnly with the figures (task.WriteChecker, for
+// health checks). A store in memory always would.
+func (s *Store) CheckWritable() error { return s.use(s.guard.check) }
+
+var _ task.WriteChecker = (*Store)(nil)

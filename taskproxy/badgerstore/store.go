@@ -192,10 +192,34 @@ func (s *Store) Close() error {
 	close(s.writes)
 	<-s.committerDone
 	defer s.guard.close()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("closing badger: %w", err)
+	return closeWithin(s.db.Close, closeTimeout)
+}
+
+// closeTimeout bounds how long Close waits for Badger. Badger's Close
+// flushes the memtable and retries a failed flush for ever: on a
+// filesystem turned read-only (or full) it would never return, and Caddy,
+// which closes the store when it stops, would never exit. Nothing
+// acknowledged is lost by not waiting: every write is in the memtable's
+// write-ahead log already (fsync'd with sync_writes on), which the next
+// open replays.
+const closeTimeout = 10 * time.Second
+
+// closeWithin runs closeDB and waits for it up to limit; a close that
+// takes longer is left to finish (or not) in the background.
+func closeWithin(closeDB func() error, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- closeDB() }()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("closing badger: %w", err)
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("closing badger: not done after %s (it retries writing its memtable; is the filesystem read-only or full?); what was written is in its write-ahead log, replayed at the next open", limit)
 	}
-	return nil
 }
 
 // use runs fn unless the store is closed, keeping Close out meanwhile.

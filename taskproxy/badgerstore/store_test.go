@@ -270,3 +270,21 @@ func TestStoreOnDisk(t *testing.T) {
 		t.Errorf("task lost across reopen: %v", err)
 	}
 }
+
+// A close that never ends (Badger retrying a memtable flush on a read-only
+// filesystem) is given up after the limit, with why; one that ends in time
+// reports its own error.
+func TestCloseWithin(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	err := closeWithin(func() error { <-block; return nil }, 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "not done after") {
+		t.Errorf("blocked close = %v, want a timeout naming the limit", err)
+	}
+	if err := closeWithin(func() error { return errors.New("boom") }, time.Minute); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("failed close = %v", err)
+	}
+	if err := closeWithin(func() error { return nil }, time.Minute); err != nil {
+		t.Errorf("close = %v", err)
+	}
+}

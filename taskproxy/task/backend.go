@@ -24,6 +24,15 @@ type Leader interface {
 	TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 }
 
+// WriteChecker is implemented by stores that can tell, without writing a
+// task, whether they would take a write now (Badger's disk guard: the
+// filesystem writable and with room). Health checks ask it.
+type WriteChecker interface {
+	// CheckWritable returns nil when a write may go ahead, else why not
+	// (an error that is ErrUnavailable).
+	CheckWritable() error
+}
+
 // CleanStoreError keeps the first line of a store's error: Badger's errors
 // about oversized keys and values go on with a hex dump of the data, which
 // holds another caller's arguments and must reach neither clients nor logs.

@@ -107,7 +107,11 @@ type Health struct {
 	Open bool `json:"open"`
 	// Reachable: a read of the store succeeded just now.
 	Reachable bool `json:"reachable"`
-	// Error says why the store is not reachable.
+	// Writable: the store takes writes (a store that can tell, as Badger's
+	// disk guard does, found its filesystem writable and with room; any
+	// other store that is reachable is taken as writable).
+	Writable bool `json:"writable"`
+	// Error says why the store is not reachable or not writable.
 	Error string `json:"error,omitempty"`
 	// Workers is the number of task workers running in this process.
 	Workers int `json:"workers"`
@@ -119,9 +123,9 @@ type Health struct {
 // healthProbeTimeout bounds the health probe's read of the store.
 const healthProbeTimeout = 5 * time.Second
 
-// Healthy reports whether the store is open and reachable and recovery is
-// done.
-func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Recovered }
+// Healthy reports whether the store is open, reachable and writable and
+// recovery is done.
+func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Writable && h.Recovered }
 
 // Health reads the store once (a lookup of an id that cannot exist) and
 // reports the runtime's state.
@@ -147,9 +151,17 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 	_, err := rt.Store.Get(ctx, "", "health-probe") // not a task id: ids are 22 characters
 	switch {
 	case err == nil, errors.Is(err, task.ErrNotFound):
-		h.Reachable = true
+		h.Reachable, h.Writable = true, true
 	default:
 		h.Error = err.Error()
+		return h
+	}
+	// A store whose filesystem is full or read-only still reads, but
+	// refuses every new task: a load balancer should send them elsewhere.
+	if wc, ok := rt.Store.(task.WriteChecker); ok {
+		if err := wc.CheckWritable(); err != nil {
+			h.Writable, h.Error = false, err.Error()
+		}
 	}
 	return h
 }

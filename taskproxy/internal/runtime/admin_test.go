@@ -1,0 +1,47 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// unwritableStore reads, but its filesystem (as Badger's disk guard would
+// say) takes no writes.
+type unwritableStore struct {
+	task.Store
+	err error
+}
+
+func (s unwritableStore) CheckWritable() error { return s.err }
+
+// A store that reads but cannot take writes is not healthy: every new task
+// would be refused there.
+func TestHealthAsksWhetherTheStoreTakesWrites(t *testing.T) {
+	full := fmt.Errorf("%w: the store's filesystem is full", task.ErrUnavailable)
+	for _, tt := range []struct {
+		name     string
+		err      error
+		writable bool
+	}{{"writable", nil, true}, {"full", full, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, route := testRouteOn(t, unwritableStore{Store: newMemStore(t), err: tt.err})
+			if err := route.Start(); err != nil {
+				t.Fatal(err)
+			}
+			h := rt.Health(context.Background())
+			for ; !h.Recovered; h = rt.Health(context.Background()) { // recovery of an empty store ends at once
+				time.Sleep(time.Millisecond)
+			}
+			if h.Writable != tt.writable || h.Healthy() != tt.writable || !h.Reachable {
+				t.Errorf("health %+v, want writable and healthy %v, reachable", h, tt.writable)
+			}
+			if !tt.writable && h.Error != tt.err.Error() {
+				t.Errorf("error %q, want %q", h.Error, tt.err)
+			}
+		})
+	}
+}
