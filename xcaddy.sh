@@ -4,7 +4,8 @@
 #   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
-#   ./xcaddy.sh test    build, then run every test (unit and end-to-end)
+#   ./xcaddy.sh test    lint, build, then run every test (unit and end-to-end)
+#   ./xcaddy.sh lint [golangci-lint flags]  static analysis (.golangci.yml)
 #   ./xcaddy.sh fuzz [time]  run every Go fuzz target for time each (default 10m)
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
 #
@@ -105,7 +106,17 @@ ensure_postgres() {
 	fi
 }
 
+# run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
+# .golangci.yml over the whole module. The first run builds the tool and
+# fills its cache (minutes); later runs take about a minute.
+run_lint() {
+	echo "linting (golangci-lint, .golangci.yml)" >&2
+	go tool golangci-lint run "$@" ./...
+}
+
 run_tests() {
+	# Lint first: it is the quickest to fail.
+	run_lint
 	build
 	ensure_postgres
 	# -parallel 4: the end-to-end tests mostly wait on other processes
@@ -150,9 +161,10 @@ build) build ;;
 bench) shift; run_bench "$@" ;;
 run) run ;;
 test) shift; run_tests "$@" ;;
+lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|fuzz [time per target]|bench [bench flags]" >&2
+	echo "usage: $0 build|run|test [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]" >&2
 	exit 2
 	;;
 esac

@@ -99,8 +99,12 @@ func TestValidateLeavesStoreAlone(t *testing.T) {
 		t.Errorf("task after validate: %+v, want it working as before", got)
 	}
 	var n1, n2 int
-	fmt.Sscanf(epoch1, "e%d", &n1)
-	fmt.Sscanf(epoch2, "e%d", &n2)
+	if _, err := fmt.Sscanf(epoch1, "e%d", &n1); err != nil {
+		t.Fatalf("store epoch %q: %v", epoch1, err)
+	}
+	if _, err := fmt.Sscanf(epoch2, "e%d", &n2); err != nil {
+		t.Fatalf("store epoch %q: %v", epoch2, err)
+	}
 	if n2 != n1+1 {
 		t.Errorf("store opened as %s, then %s after validate: validate opened the store", epoch1, epoch2)
 	}

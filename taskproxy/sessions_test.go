@@ -115,7 +115,7 @@ func TestSessionBinding(t *testing.T) {
 		}
 		return g, s
 	}
-	g, store := open()
+	g, _ := open()
 	up := &sessionUpstream{live: map[string]bool{}}
 	send := func(g *Gateway, who, method, sid string, headers ...string) (int, string) {
 		t.Helper()
@@ -200,7 +200,7 @@ func TestSessionBinding(t *testing.T) {
 	if err := g.rt.Close(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	g, store = open()
+	g, store := open()
 	refused(g, "after a restart")
 
 	// The owner's DELETE ends the session and its binding.

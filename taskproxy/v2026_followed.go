@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -235,7 +236,7 @@ func (c *call) serveV2026PlainOnTaskRuntime() error {
 // plainAttempt makes one upstream call of a plain client's tools/call with
 // params, relaying its progress, and returns its last event.
 func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *v2026Reply, n int) upstream.Event {
-	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":" + string(rune('0'+n)))
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":" + strconv.Itoa(n))
 	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
 	if err != nil {
 		return upstream.Event{Err: err}

@@ -104,7 +104,7 @@ func checkRequest(r *http.Request, msg *message, known func(string) bool) (reque
 	if !isObject(params.Meta[metaClientCapabilities]) {
 		return meta, protocolError(http.StatusBadRequest, CodeInvalidParams, "params._meta[%q] is required (an object)", metaClientCapabilities)
 	}
-	json.Unmarshal(params.Meta[metaClientCapabilities], &meta.capabilities)
+	_ = json.Unmarshal(params.Meta[metaClientCapabilities], &meta.capabilities) // an object (checked above); members of other shapes stay unset
 	meta.progressToken = params.Meta["progressToken"]
 	if meta.protocolVersion != version {
 		return meta, headerMismatch("%s header value '%s' does not match body value '%s'", headerProtocolVersion, version, meta.protocolVersion)
@@ -124,7 +124,7 @@ func checkRequest(r *http.Request, msg *message, known func(string) bool) (reque
 		return meta, nil
 	}
 	var fields map[string]json.RawMessage
-	json.Unmarshal(msg.Params, &fields)
+	_ = json.Unmarshal(msg.Params, &fields) // params that are no object leave fields empty: refused just below
 	var want string
 	if json.Unmarshal(fields[field], &want) != nil {
 		return meta, protocolError(http.StatusBadRequest, CodeInvalidParams, "params.%s is required (a string)", field)

@@ -124,8 +124,12 @@ func TestErrorData(t *testing.T) {
 				t.Fatalf("answer %d %s, want 400 with an error", r.status, r.body)
 			}
 			var got, want any
-			json.Unmarshal(r.Error.Data, &got)
-			json.Unmarshal([]byte(tt.want), &want)
+			if err := json.Unmarshal(r.Error.Data, &got); err != nil {
+				t.Fatalf("error data %s: %v", r.Error.Data, err)
+			}
+			if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
+				t.Fatalf("want %s: %v", tt.want, err)
+			}
 			g, _ := json.Marshal(got)
 			w, _ := json.Marshal(want)
 			if string(g) != string(w) {

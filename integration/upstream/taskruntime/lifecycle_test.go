@@ -42,7 +42,9 @@ func TestExpiry(t *testing.T) {
 	c.poll(done, StatusCompleted)
 	s.Hold(ToolSteps, 1)
 	running := c.createTask(ToolSteps, map[string]any{"steps": 2, "stepMs": 0})
-	s.WaitTask(waitCtx(t), running, func(v TaskView) bool { return v.Held })
+	if _, err := s.WaitTask(waitCtx(t), running, func(v TaskView) bool { return v.Held }); err != nil {
+		t.Fatalf("task %s never held: %v", running, err)
+	}
 
 	clock.advance(time.Minute)
 	r := c.get(done)
@@ -151,7 +153,9 @@ func TestPlainCalls(t *testing.T) {
 					Message       string  `json:"message"`
 				} `json:"params"`
 			}
-			json.Unmarshal([]byte(d), &n)
+			if err := json.Unmarshal([]byte(d), &n); err != nil {
+				t.Fatalf("progress notification %s: %v", d, err)
+			}
 			progress = append(progress, n.Params.ProgressToken+" "+n.Params.Message)
 		}
 	}
@@ -179,7 +183,9 @@ func TestRestart(t *testing.T) {
 	c.poll(done, StatusCompleted)
 	first.Hold(ToolSteps, 2)
 	held := c.createTask(ToolSteps, map[string]any{"steps": 3, "stepMs": 0})
-	first.WaitTask(waitCtx(t), held, func(v TaskView) bool { return v.Held })
+	if _, err := first.WaitTask(waitCtx(t), held, func(v TaskView) bool { return v.Held }); err != nil {
+		t.Fatalf("task %s never held: %v", held, err)
+	}
 	asking := c.createTask(ToolInterview, map[string]any{"stepMs": 0})
 	c.poll(asking, StatusInputRequired)
 	c.update(asking, map[string]any{"name": accept(map[string]any{"name": "Cy"})})

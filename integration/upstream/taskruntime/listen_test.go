@@ -127,7 +127,9 @@ func TestControlHandler(t *testing.T) {
 	}
 	c := newClient(t, url, true)
 	id := c.createTask(ToolSteps, map[string]any{"steps": 1, "stepMs": 0})
-	s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held })
+	if _, err := s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held }); err != nil {
+		t.Fatalf("task %s never held: %v", id, err)
+	}
 	tests := []struct {
 		name, method, path string
 		wantCode           int

@@ -62,7 +62,7 @@ func (s *Server) createTask(x *exchange, spec *toolSpec, args json.RawMessage) m
 		t.TTLMs = &ms
 	}
 	var a workArgs
-	json.Unmarshal(args, &a)
+	_ = json.Unmarshal(args, &a) // arguments of another shape ignore no cancel
 	t.IgnoresCancel = a.IgnoreCancel
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,7 +110,7 @@ func (s *Server) runPlain(x *exchange, spec *toolSpec, p callParams) (any, *rpcE
 	if w.sse != nil {
 		x.answered = true
 		if rerr != nil {
-			s.count(rerr)
+			_ = s.count(rerr) // counted only: the answer below carries rerr
 		}
 		w.sse.respond(x.msg.ID, result, rerr)
 		return nil, nil
@@ -136,7 +136,7 @@ func (s *Server) taskRequestLocked(x *exchange) (*record, taskParams, *rpcError)
 	if !x.meta.declaresTasks() {
 		return nil, p, missingCapability(tasksCapability())
 	}
-	json.Unmarshal(x.msg.Params, &p) // taskId was checked against Mcp-Name
+	_ = json.Unmarshal(x.msg.Params, &p) // taskId was checked against Mcp-Name
 	t, err := s.lookup(x.owner, p.TaskID)
 	return t, p, err
 }

@@ -253,7 +253,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
-		json.Unmarshal(msg.Params, &p)
+		_ = json.Unmarshal(msg.Params, &p) // the requested version is echoed when it can be read
 		e := protocolError(http.StatusBadRequest, CodeUnsupportedVersion, unsupportedVersionMessage)
 		e.Data = map[string]any{"supported": []string{ProtocolVersion}, "requested": p.ProtocolVersion}
 		writeError(w, msg.ID, s.count(e))

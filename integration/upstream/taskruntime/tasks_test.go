@@ -227,7 +227,9 @@ func TestCancel(t *testing.T) {
 			s.Hold(ToolSteps, 2)
 			defer s.Unhold(ToolSteps)
 			id := c.createTask(ToolSteps, map[string]any{"stepMs": 0})
-			s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held })
+			if _, err := s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held }); err != nil {
+				t.Errorf("task %s never held: %v", id, err) // t is the parent's: no Fatal from a subtest
+			}
 			return id
 		}, StatusCancelled},
 		{"task waiting for input", func() string {
@@ -244,7 +246,9 @@ func TestCancel(t *testing.T) {
 			s.Hold(ToolSteps, 1)
 			defer s.Unhold(ToolSteps)
 			id := c.createTask(ToolSteps, map[string]any{"steps": 2, "stepMs": 0, "ignoreCancel": true})
-			s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held })
+			if _, err := s.WaitTask(waitCtx(t), id, func(v TaskView) bool { return v.Held }); err != nil {
+				t.Errorf("task %s never held: %v", id, err) // t is the parent's: no Fatal from a subtest
+			}
 			return id
 		}, StatusCompleted},
 	}

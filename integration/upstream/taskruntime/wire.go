@@ -122,7 +122,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	_, _ = w.Write(buf.Bytes()) // a failed write means the client has gone
 }
 
 // validID reports whether a request id is a string or an integer, the only

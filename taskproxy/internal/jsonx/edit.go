@@ -3,6 +3,7 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -68,20 +69,25 @@ func Delete(obj []byte, key string) ([]byte, error) {
 }
 
 // SetPath sets the member at path (a chain of object keys) to value,
-// creating intermediate objects as needed.
+// creating intermediate objects as needed. An empty path names no member
+// and is an error.
 func SetPath(obj []byte, path []string, value []byte) ([]byte, error) {
-	if len(path) == 1 {
-		return Set(obj, path[0], value)
+	if len(path) == 0 {
+		return nil, errors.New("setting a member: empty path")
 	}
-	inner, ok := Get(obj, path[0])
+	key, rest := path[0], path[1:]
+	if len(rest) == 0 {
+		return Set(obj, key, value)
+	}
+	inner, ok := Get(obj, key)
 	if !ok || len(inner) == 0 || inner[0] != '{' {
 		inner = []byte("{}")
 	}
-	updated, err := SetPath(inner, path[1:], value)
+	updated, err := SetPath(inner, rest, value)
 	if err != nil {
 		return nil, err
 	}
-	return Set(obj, path[0], updated)
+	return Set(obj, key, updated)
 }
 
 // Splice returns a copy of b with b[start:end] replaced by with.

@@ -55,7 +55,8 @@ func (route *Route) AnswerInputs(ctx context.Context, owner, taskID string, answ
 		if !ok || in.Answered || in.UpstreamID == nil {
 			continue
 		}
-		base, via := caller, next
+		var base *http.Request
+		via := next
 		if run, ok := route.rt.workers.get(taskID); ok {
 			base, via = run.Base, run.Next
 		} else {

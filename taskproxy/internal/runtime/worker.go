@@ -354,7 +354,14 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 	route, t, run := w.route, w.t, w.run
 	ctx := run.Ctx
 	if m.Method == "ping" {
-		go route.AnswerUpstream(ctx, t, run.Base, run.Next, m.ID, InputAnswer{Result: json.RawMessage("{}")})
+		id, taskID := m.ID, t.ID
+		go func() {
+			// An unanswered ping is the upstream's to time out; the call
+			// itself reports an upstream that has gone.
+			if err := route.AnswerUpstream(ctx, t, run.Base, run.Next, id, InputAnswer{Result: json.RawMessage("{}")}); err != nil {
+				route.log.Debug("answering an upstream's ping", zap.String("task", taskID), zap.Error(err))
+			}
+		}()
 		return
 	}
 	if !UpstreamSpeaksV2025(t) && t.UpstreamTaskID == "" { // a 2025-11-25 upstream's task asks this way on either wire
