@@ -73,7 +73,7 @@ func (c *call) serveV2026ToolsCall() error {
 	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" || c.g.tools.upstreamRunsTask(name) {
 		return c.runIdempotentCall(name)
 	}
-	return c.runV2026Call(name, mode)
+	return c.runV2026Call(name, mode, false)
 }
 
 // runIdempotentCall serves a call with an idempotency key: it becomes a task
@@ -95,14 +95,23 @@ func (c *call) runIdempotentCall(name string) error {
 	return c.reply(toV2026Create(t))
 }
 
-func (c *call) runV2026Call(name string, mode TaskSupport) error {
+// runV2026Call calls the upstream and waits up to task_after: a call that
+// answers sooner gets its answer; a call still running, or one whose answer
+// the tool's mode makes a task, becomes one (convert). onTaskRuntime: the
+// upstream runs tasks itself (v2026_followed.go), so the call keeps the
+// extension declared, and the upstream's CreateTaskResult is taken as the
+// start of a followed task.
+func (c *call) runV2026Call(name string, mode TaskSupport, onTaskRuntime bool) error {
 	g := c.g
 	id := task.NewTaskID()
 	upstreamID := jsonrpc.UpstreamCallID(id, 1)
-	params, err := withoutTasksExtension(c.msg.Params)
-	if err != nil {
-		c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
-		return nil
+	params := c.msg.Params
+	if !onTaskRuntime {
+		var err error
+		if params, err = withoutTasksExtension(params); err != nil {
+			c.failV2026(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+			return nil
+		}
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
@@ -118,21 +127,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 
 	t := c.newTask(task.Era2026, name, params, g.cfg.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
-	passThrough := func(ev upstream.Event) error {
-		stopFollowingClient()
-		defer run.Release()
-		if ev.Err != nil {
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, runtime.UpstreamFailure(g.log, ev.Err)), http.StatusBadGateway)
-			return nil
-		}
-		status := http.StatusOK
-		if ev.Final.Error != nil {
-			status = v2026Status(ev.Final.Error.Code)
-		}
-		data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
-		reply.sendUpstream(data, status, ev.Head)
-		return nil
-	}
+	passThrough := func(ev upstream.Event) error { return c.passV2026Answer(run, stopFollowingClient, reply, ev) }
 	for {
 		select {
 		case ev, ok := <-a.Events:
@@ -148,6 +143,13 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 			case errors.Is(ev.Err, errClientGone):
 				run.Release()
 				return nil
+			}
+			if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
+				if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+					return c.adoptV2026UpstreamTask(t, run, stopFollowingClient, reply, created)
+				}
+			}
+			switch {
 			case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
 				if mode == TaskRequired {
 					return passThrough(ev)
@@ -163,6 +165,11 @@ func (c *call) runV2026Call(name string, mode TaskSupport) error {
 			}
 			return passThrough(ev)
 		case <-timer.C:
+			if onTaskRuntime {
+				// The upstream has not answered yet: the gateway's task
+				// follows the call, and a CreateTaskResult it ends with.
+				t.UpstreamTask, t.UpstreamV2026 = true, true
+			}
 			return c.convert(t, run, stopFollowingClient, reply, a, nil)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -58,71 +57,7 @@ func (c *call) runV2026OnTaskRuntime(name string, mode TaskSupport) error {
 		}
 		return nil
 	}
-	return c.runV2026FollowedCall(name, mode)
-}
-
-// runV2026FollowedCall is runV2026Call for a task runtime: the extension
-// stays declared, and the upstream's CreateTaskResult is taken as the start
-// of a followed task.
-func (c *call) runV2026FollowedCall(name string, mode TaskSupport) error {
-	g := c.g
-	id := task.NewTaskID()
-	upstreamID := jsonrpc.UpstreamCallID(id, 1)
-	params := c.msg.Params
-	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
-	if err != nil {
-		c.failV2026(runtime.InternalError(g.log, "encoding the upstream call", err))
-		return nil
-	}
-	run := g.route.NewRun(g.cfg.Detach(c.r), c.next)
-	stopFollowingClient := context.AfterFunc(c.r.Context(), func() { run.Cancel(errClientGone) })
-	a := upstream.StartAttempt(run.Ctx, run.Base, run.Next, upstreamID, body)
-	reply := &v2026Reply{c: c}
-	timer := time.NewTimer(g.cfg.TaskAfter)
-	defer timer.Stop()
-
-	t := c.newTask(task.Era2026, name, params, g.cfg.DefaultTTL)
-	t.ID, t.UpstreamID = id, upstreamID
-	for {
-		select {
-		case ev, ok := <-a.Events:
-			if !ok {
-				ev = upstream.Event{Err: context.Cause(run.Ctx)}
-			}
-			switch {
-			case ev.Notification != nil:
-				reply.relay(ev.Notification)
-				continue
-			case ev.Request != nil:
-				continue // no server-to-client requests on this wire
-			case errors.Is(ev.Err, errClientGone):
-				run.Release()
-				return nil
-			case ev.Final != nil && ev.Final.Error == nil:
-				if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
-					return c.adoptV2026UpstreamTask(t, run, stopFollowingClient, reply, created)
-				}
-				if upstream.IsInputRequired(ev.Final.Result) {
-					if mode == TaskRequired {
-						return c.passV2026Answer(run, stopFollowingClient, reply, ev)
-					}
-					return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
-				}
-			}
-			switch {
-			case ev.Head != nil && refusesCaller(ev.Head.Status):
-				return c.passV2026Answer(run, stopFollowingClient, reply, ev)
-			case mode == TaskRequired:
-				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
-			}
-			return c.passV2026Answer(run, stopFollowingClient, reply, ev)
-		case <-timer.C:
-			// The upstream has not answered yet: the gateway's task
-			// follows the call, and a CreateTaskResult it ends with.
-			t.UpstreamTask, t.UpstreamV2026 = true, true
-			return c.convert(t, run, stopFollowingClient, reply, a, nil)
-		}
-	}
+	return c.runV2026Call(name, mode, true)
 }
 
 // passV2026Answer answers the client with the upstream's own answer to a
