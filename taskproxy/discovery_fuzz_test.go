@@ -3,11 +3,16 @@ package taskproxy
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
 // The reference for the discovery rewrites is encoding/json decoding into
@@ -144,8 +149,56 @@ func FuzzDiscoveryRewrite(f *testing.F) {
 		}
 		if in, err := decodeJSON(toolsResult); err == nil && json.Valid(toolsResult) && !foldedName(in) {
 			checkToolsListRewrite(t, g, toolsResult, in, declares)
+			checkRewriteOnTheWire(t, g, toolsResult)
 		}
 	})
+}
+
+// lineBreak is an SSE line end: CRLF, LF or CR.
+var lineBreak = regexp.MustCompile("\r\n|\r|\n")
+
+// checkRewriteOnTheWire checks that the response carrying result, as a JSON
+// body and as an SSE event (its JSON text split over data lines where it
+// has line breaks), reaches the client as the rewrite of result alone.
+func checkRewriteOnTheWire(t *testing.T, g *Gateway, result []byte) {
+	lines := lineBreak.Split(string(result), -1)
+	result = []byte(strings.Join(lines, "\n")) // what an SSE reader rejoins
+	message := []byte(`{"jsonrpc":"2.0","id":7,"result":` + string(result) + `}`)
+	want := message
+	if edited, err := g.rewriteToolsList(result); err == nil && !bytes.Equal(edited, result) {
+		want = []byte(`{"jsonrpc":"2.0","id":7,"result":` + string(edited) + `}`)
+	}
+	for _, contentType := range []string{"application/json", "text/event-stream"} {
+		body := message
+		if contentType == "text/event-stream" {
+			body = []byte("event: message\nid: e1\ndata: " + strings.ReplaceAll(string(message), "\n", "\ndata: ") + "\n\n")
+		}
+		rec := httptest.NewRecorder()
+		rw := &rewriteWriter{ResponseWriter: rec, id: json.RawMessage(`7`), fn: g.rewriteToolsList}
+		rw.Header().Set("Content-Type", contentType)
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write(body)
+		rw.finish()
+		got := rec.Body.Bytes()
+		if contentType == "text/event-stream" {
+			ev, err := sse.NewReader(bytes.NewReader(got)).Next()
+			if err != nil || ev.ID != "e1" || ev.Type != "message" {
+				t.Fatalf("SSE answer %q rewritten as %q: event %+v, %v", body, got, ev, err)
+			}
+			got = []byte(ev.Data)
+		}
+		if a, b := mustDecode(t, got), mustDecode(t, want); !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s answer %s reached the client as %s, want %s", contentType, body, got, want)
+		}
+	}
+}
+
+func mustDecode(t *testing.T, b []byte) any {
+	v, err := decodeJSON(b)
+	if err != nil || !json.Valid(b) {
+		t.Fatalf("%s: not valid JSON: %v", b, err)
+	}
+	return v
 }
 
 // checkInitializeRewrite checks one initialize rewrite and what it learned;
