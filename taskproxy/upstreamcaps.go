@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -115,7 +116,7 @@ func toolName(tool []byte) (name []byte, ok bool) {
 	if !ok || len(raw) < 2 || raw[0] != '"' {
 		return nil, false
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) { // else decoded, invalid bytes as U+FFFD
 		return raw[1 : len(raw)-1], true
 	}
 	return []byte(jsonx.Unquote(raw)), true
