@@ -41,7 +41,7 @@ func (p *toolPolicy) rewriteInitialize(result []byte) ([]byte, error) {
 	if err := json.Unmarshal(result, &head); err != nil || head.ProtocolVersion != string(task.Era2025) {
 		return result, nil
 	}
-	return jsonx.SetPath(result, []string{"capabilities", "tasks"}, p.v2025TasksCapability())
+	return jsonx.SetPathLast(result, []string{"capabilities", "tasks"}, p.v2025TasksCapability())
 }
 
 // v2025TasksCapability is the server capability the gateway declares.
@@ -56,7 +56,7 @@ func (p *toolPolicy) v2025TasksCapability() []byte {
 // configured modes (effectiveMode: the upstream's required wins), copying
 // the result once. It learns the upstream's own modes first.
 func (p *toolPolicy) rewriteToolsList(result []byte) ([]byte, error) {
-	m, found, _, _, err := jsonx.FindMember(result, "tools")
+	m, found, _, _, err := jsonx.FindLast(result, "tools")
 	if err != nil || !found {
 		return result, err
 	}
@@ -85,12 +85,12 @@ func (p *toolPolicy) rewriteToolsList(result []byte) ([]byte, error) {
 // appendWithTaskSupport appends tool to out with execution.taskSupport set
 // to mode (a JSON string).
 func appendWithTaskSupport(out, tool, mode []byte) ([]byte, error) {
-	_, found, closing, count, err := jsonx.FindMember(tool, "execution")
+	_, found, closing, count, err := jsonx.FindLast(tool, "execution")
 	if err != nil {
 		return nil, err
 	}
 	if found {
-		edited, err := jsonx.SetPath(tool, []string{"execution", "taskSupport"}, mode)
+		edited, err := jsonx.SetPathLast(tool, []string{"execution", "taskSupport"}, mode)
 		return append(out, edited...), err
 	}
 	// The common case: add the whole member before the closing brace.

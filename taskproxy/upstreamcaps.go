@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -63,7 +64,7 @@ func (u *upstreamCaps) learnInitialize(result []byte) {
 
 // learnTools records the taskSupport of the tools of one tools/list page.
 func (u *upstreamCaps) learnTools(result []byte) {
-	m, found, _, _, err := jsonx.FindMember(result, "tools")
+	m, found, _, _, err := jsonx.FindLast(result, "tools")
 	if err != nil || !found {
 		return
 	}
@@ -110,11 +111,11 @@ const maxToolsHint = 64
 // toolName is the name of a tool of a tools/list answer, unescaped; ok is
 // false when it has no string name.
 func toolName(tool []byte) (name []byte, ok bool) {
-	raw, ok := jsonx.Get(tool, "name")
+	raw, ok := jsonx.GetLast(tool, "name")
 	if !ok || len(raw) < 2 || raw[0] != '"' {
 		return nil, false
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) { // else decoded, invalid bytes as U+FFFD
 		return raw[1 : len(raw)-1], true
 	}
 	return []byte(jsonx.Unquote(raw)), true
@@ -123,11 +124,11 @@ func toolName(tool []byte) (name []byte, ok bool) {
 // declaredTaskSupport is the execution.taskSupport a tool of a tools/list
 // answer declares, "forbidden" when it declares none or no valid one.
 func declaredTaskSupport(tool []byte) TaskSupport {
-	exec, ok := jsonx.Get(tool, "execution")
+	exec, ok := jsonx.GetLast(tool, "execution")
 	if !ok || len(exec) == 0 || exec[0] != '{' {
 		return TaskForbidden
 	}
-	raw, ok := jsonx.Get(exec, "taskSupport")
+	raw, ok := jsonx.GetLast(exec, "taskSupport")
 	if !ok || len(raw) < 2 || raw[0] != '"' {
 		return TaskForbidden
 	}

@@ -26,14 +26,7 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 	if found {
 		return Splice(obj, m.ValueStart, m.ValueEnd, value), nil
 	}
-	ins := make([]byte, 0, len(key)+len(value)+4)
-	if count > 0 {
-		ins = append(ins, ',')
-	}
-	ins, _ = MarshalString(ins, key)
-	ins = append(ins, ':')
-	ins = append(ins, value...)
-	return Splice(obj, closing, closing, ins), nil
+	return insertMember(obj, closing, count, key, value), nil
 }
 
 // Delete returns obj without key (unchanged when key is absent).
