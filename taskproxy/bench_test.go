@@ -39,7 +39,8 @@ func benchToolsList(n int) []byte {
 }
 
 func BenchmarkRewriteToolsList(b *testing.B) {
-	g := &Gateway{cfg: Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}}
+	conf := Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}
+	g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 	result := benchToolsList(20)
 	b.SetBytes(int64(len(result)))
 	b.ReportAllocs()

@@ -138,11 +138,12 @@ func FuzzDiscoveryRewrite(f *testing.F) {
 	f.Add([]byte(`{"protocolVers\u0069on":"2025-11-25"}`), []byte(`{"tools":[{"n\u0061me":"slow_compute","execution":{"taskSupport":"optional","x":[1.50]}}],"nextCursor":"c"}`), byte(42))
 	modes := []TaskSupport{TaskForbidden, TaskOptional, TaskRequired}
 	f.Fuzz(func(t *testing.T, initResult, toolsResult []byte, cfg byte) {
-		g := &Gateway{cfg: Config{
+		conf := Config{
 			DefaultTaskSupport: modes[cfg%3],
 			ListTasks:          cfg&4 != 0,
 			Tools:              map[string]TaskSupport{"slow_compute": modes[(cfg>>3)%3], "a": modes[(cfg>>5)%3]},
-		}}
+		}
+		g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 		declares := false
 		if in, err := decodeJSON(initResult); err == nil && json.Valid(initResult) && !foldedName(in) {
 			declares = checkInitializeRewrite(t, g, initResult, in)

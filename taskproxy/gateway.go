@@ -198,7 +198,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g.tools = toolPolicy{modes: cfg.Tools, fallback: cfg.DefaultTaskSupport, listTasks: cfg.ListTasks}
+	g.tools = newToolPolicy(cfg)
 	g.bridge = newBridgeState(g.log, cfg.Detach, maxParked, cfg.Observer)
 	g.route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,

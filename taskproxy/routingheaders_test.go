@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -84,12 +85,12 @@ func TestTaskMethodsWithoutMcpName(t *testing.T) {
 
 func TestEncodeHeaderValue(t *testing.T) {
 	for _, v := range []string{"abc", "a b", " lead", "trail ", "ünï", "tab\there", "=?base64?x?=", ""} {
-		got, ok := decodeHeaderValue(encodeHeaderValue(v))
+		got, ok := decodeHeaderValue(upstream.EncodeHeaderValue(v))
 		if !ok || got != v {
-			t.Errorf("%q: encoded %q decodes to %q, %v", v, encodeHeaderValue(v), got, ok)
+			t.Errorf("%q: encoded %q decodes to %q, %v", v, upstream.EncodeHeaderValue(v), got, ok)
 		}
 	}
-	if got := encodeHeaderValue("plain-id_1"); got != "plain-id_1" {
+	if got := upstream.EncodeHeaderValue("plain-id_1"); got != "plain-id_1" {
 		t.Errorf("plain value encoded as %q", got)
 	}
 }

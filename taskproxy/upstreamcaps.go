@@ -182,6 +182,11 @@ type toolPolicy struct {
 	caps      upstreamCaps
 }
 
+// newToolPolicy returns the tool policy of cfg, with nothing learned yet.
+func newToolPolicy(cfg Config) toolPolicy {
+	return toolPolicy{modes: cfg.Tools, fallback: cfg.DefaultTaskSupport, listTasks: cfg.ListTasks}
+}
+
 // effectiveMode is the task mode the gateway applies to and advertises for
 // a tool: the configured one, except that a tool the upstream runs only as
 // a task is required, on both wires, whatever is configured (the upstream

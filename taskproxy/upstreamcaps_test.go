@@ -1,6 +1,7 @@
 package taskproxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"runtime"
@@ -99,10 +100,11 @@ func TestLearnToolsReplaces(t *testing.T) {
 // decoded the whole answer to learn the upstream's modes (62 allocations
 // for 20 tools).
 func TestRewriteToolsListAllocs(t *testing.T) {
-	g := &Gateway{cfg: Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}}
+	conf := Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}
+	g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 	result := benchToolsList(20)
-	if _, err := g.tools.rewriteToolsList(result); err != nil {
-		t.Fatal(err)
+	if out, err := g.tools.rewriteToolsList(result); err != nil || !json.Valid(out) || !bytes.Contains(out, []byte(`"taskSupport":"required"`)) {
+		t.Fatalf("rewrite = %s, %v", out, err)
 	}
 	allocs := testing.AllocsPerRun(50, func() {
 		if _, err := g.tools.rewriteToolsList(result); err != nil {

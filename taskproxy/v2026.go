@@ -200,21 +200,7 @@ func checkV2026Headers(r *http.Request, msg *jsonrpc.Message, meta requestMeta, 
 // request passed on to an upstream carries it as the extension says.
 // Config.StrictRoutingHeaders turns this off.
 func lenientTaskName(r *http.Request, taskID string) {
-	r.Header.Set(upstream.HeaderName, encodeHeaderValue(taskID))
-}
-
-// encodeHeaderValue writes v as a header value: as it is when it is
-// visible ASCII without surrounding spaces, else in the =?base64?…?= form
-// MCP uses (decodeHeaderValue).
-func encodeHeaderValue(v string) string {
-	plain := v == strings.TrimSpace(v) && !strings.HasPrefix(v, "=?base64?")
-	for i := 0; plain && i < len(v); i++ {
-		plain = v[i] >= 0x20 && v[i] < 0x7f
-	}
-	if plain {
-		return v
-	}
-	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+	r.Header.Set(upstream.HeaderName, upstream.EncodeHeaderValue(taskID))
 }
 
 func isSupportedV2026(v string) bool { return v == string(task.Era2026) }

@@ -317,13 +317,16 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 // the task's session. Cancelling a task the upstream already ended is
 // refused by it (-32602), which changes nothing here.
 func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
-	if t.UpstreamV2026 {
-		route.cancelV2026UpstreamTask(ctx, run, t, upstreamTaskID)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]string{"taskId": upstreamTaskID})
+	id, params := followID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
+	var answer *jsonrpc.Message
+	var err error
+	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (upstreamtask2026_request.go)
+		answer, err = v2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, id, "tasks/cancel", params)
+	} else {
+		answer, err = upstream.Request(ctx, run.Base, run.Next, t.Session, id, "tasks/cancel", params)
+	}
 	switch {
 	case err != nil:
 		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))

@@ -2,15 +2,11 @@ package runtime
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -44,7 +40,7 @@ func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Han
 	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
 	req.Header.Set(upstream.HeaderMethod, method)
 	if name, ok := params["taskId"].(string); ok {
-		req.Header.Set(upstream.HeaderName, headerValue(name))
+		req.Header.Set(upstream.HeaderName, upstream.EncodeHeaderValue(name))
 	}
 	resp, err := upstream.Call(next, req)
 	if err != nil {
@@ -77,33 +73,4 @@ func v2026ClientCapabilities(params json.RawMessage) json.RawMessage {
 		}
 	}
 	return json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
-}
-
-// headerValue is an MCP header value: as is when plain printable ASCII,
-// else in the =?base64?…?= form.
-func headerValue(v string) string {
-	for i := 0; i < len(v); i++ {
-		if v[i] < 0x20 || v[i] > 0x7e {
-			return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
-		}
-	}
-	if strings.TrimSpace(v) != v {
-		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
-	}
-	return v
-}
-
-// cancelV2026UpstreamTask sends the upstream tasks/cancel for its task.
-func (route *Route) cancelV2026UpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	answer, err := v2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, followID(t.ID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": upstreamTaskID})
-	switch {
-	case err != nil:
-		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
-	case answer.Error != nil:
-		if ce := route.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
-			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
-		}
-	}
 }

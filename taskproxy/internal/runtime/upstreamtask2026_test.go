@@ -46,20 +46,6 @@ func TestClampV2026Poll(t *testing.T) {
 	}
 }
 
-func TestV2026HeaderValue(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"abc-123_XYZ", "abc-123_XYZ"},
-		{"tâche", "=?base64?dMOiY2hl?="},
-		{" padded", "=?base64?IHBhZGRlZA==?="},
-		{"line\nbreak", "=?base64?bGluZQpicmVhaw==?="},
-	}
-	for _, tt := range tests {
-		if got := headerValue(tt.in); got != tt.want {
-			t.Errorf("headerValue(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestV2026ClientCapabilities(t *testing.T) {
 	tests := []struct{ name, params, want string }{
 		{"the call's", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,

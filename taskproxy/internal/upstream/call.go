@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -382,3 +383,18 @@ const (
 	HeaderProtocolVersion = "Mcp-Protocol-Version"
 	HeaderSessionID       = "Mcp-Session-Id"
 )
+
+// EncodeHeaderValue writes v as an MCP header value (Mcp-Name, Mcp-Param-*):
+// as it is when it is visible ASCII without surrounding spaces, else in the
+// =?base64?…?= form MCP uses for the rest (and for a value that would read
+// as that form).
+func EncodeHeaderValue(v string) string {
+	plain := v == strings.TrimSpace(v) && !strings.HasPrefix(v, "=?base64?")
+	for i := 0; plain && i < len(v); i++ {
+		plain = v[i] >= 0x20 && v[i] < 0x7f
+	}
+	if plain {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+}
