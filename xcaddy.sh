@@ -5,7 +5,7 @@
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    lint, build, then run every test (unit and end-to-end)
-#   ./xcaddy.sh lint [golangci-lint flags]  static analysis (.golangci.yml)
+#   ./xcaddy.sh lint [golangci-lint flags]  static analysis (.ci/golangci.yml)
 #   ./xcaddy.sh fuzz [time]  run every Go fuzz target for time each (default 10m)
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
 #
@@ -107,11 +107,11 @@ ensure_postgres() {
 }
 
 # run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
-# .golangci.yml over the whole module. The first run builds the tool and
+# .ci/golangci.yml over the whole module. The first run builds the tool and
 # fills its cache (minutes); later runs take about a minute.
 run_lint() {
-	echo "linting (golangci-lint, .golangci.yml)" >&2
-	go tool golangci-lint run "$@" ./...
+	echo "linting (golangci-lint, .ci/golangci.yml)" >&2
+	go tool golangci-lint run --config .ci/golangci.yml "$@" ./...
 }
 
 run_tests() {

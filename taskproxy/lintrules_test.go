@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// depguardList is one rule of depguard in .golangci.yml.
+// depguardList is one rule of depguard in .ci/golangci.yml.
 type depguardList struct {
 	ListMode string         `yaml:"list-mode"`
 	Files    []string       `yaml:"files"`
@@ -58,10 +58,10 @@ func (l depguardList) denies(imp string) bool {
 	return true // strict and unknown modes are not used here
 }
 
-// loadDepguard reads the depguard rules of the module's .golangci.yml.
+// loadDepguard reads the depguard rules of the module's .ci/golangci.yml.
 func loadDepguard(t *testing.T) map[string]depguardList {
 	t.Helper()
-	b, err := os.ReadFile("../.golangci.yml")
+	b, err := os.ReadFile("../.ci/golangci.yml")
 	if err != nil {
 		t.Fatalf("reading the lint configuration: %v", err)
 	}
@@ -76,10 +76,10 @@ func loadDepguard(t *testing.T) map[string]depguardList {
 		} `yaml:"linters"`
 	}
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatalf("parsing .golangci.yml: %v", err)
+		t.Fatalf("parsing .ci/golangci.yml: %v", err)
 	}
 	if !slices.Contains(cfg.Linters.Enable, "depguard") {
-		t.Fatal(".golangci.yml does not enable depguard")
+		t.Fatal(".ci/golangci.yml does not enable depguard")
 	}
 	return cfg.Linters.Settings.Depguard.Rules
 }
