@@ -216,13 +216,7 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 		// The call does not go on untracked: the upstream call is cancelled.
 		run.Cancel(err)
 		run.Release()
-		if errors.Is(err, task.ErrQuotaExceeded) {
-			e := g.quotaRefused(err)
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
-			return nil
-		}
-		e := runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
+		c.refuseV2026Create(reply, t, err)
 		return nil
 	}
 	g.route.AuditTask(runtime.AuditCreated, t)
@@ -236,12 +230,29 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 	default:
 		g.route.StartWorker(t, run, a, pending)
 	}
+	c.replyV2026Created(reply, t)
+	return nil
+}
+
+// refuseV2026Create answers a call whose task the store did not take: the
+// quota's refusal, or the store's error (503 when it is unavailable).
+func (c *call) refuseV2026Create(reply *v2026Reply, t *task.Task, err error) {
+	if errors.Is(err, task.ErrQuotaExceeded) {
+		e := c.g.quotaRefused(err)
+		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
+		return
+	}
+	e := runtime.ClientError(c.g.log, "storing a task", err, zap.String("task", t.ID))
+	reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
+}
+
+// replyV2026Created answers the call with t's CreateTaskResult.
+func (c *call) replyV2026Created(reply *v2026Reply, t *task.Task) {
 	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(c.g.log, "encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.send(data, http.StatusOK)
-	return nil
 }
 
 // passWithoutTasks passes a call that will not become a task through with

@@ -3,11 +3,8 @@ package taskproxy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -97,22 +94,12 @@ func (c *call) adoptV2026UpstreamTask(t *task.Task, run *runtime.Run, stopFollow
 		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
 		run.Cancel(err)
 		run.Release()
-		if errors.Is(err, task.ErrQuotaExceeded) {
-			e := g.quotaRefused(err)
-			reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), v2026Status(e.Code))
-			return nil
-		}
-		e := runtime.ClientError(g.log, "storing a task", err, zap.String("task", t.ID))
-		reply.send(jsonrpc.ErrorBytes(c.msg.ID, e), answerStatus(c.w, http.StatusInternalServerError, e))
+		c.refuseV2026Create(reply, t, err)
 		return nil
 	}
 	g.route.AuditTask(runtime.AuditCreated, t)
 	g.route.StartWorker(t, run, nil, nil)
-	data, err := jsonrpc.ResponseBytes(c.msg.ID, toV2026Create(t))
-	if err != nil {
-		data = jsonrpc.ErrorBytes(c.msg.ID, runtime.InternalError(g.log, "encoding the task", err, zap.String("task", t.ID)))
-	}
-	reply.send(data, http.StatusOK)
+	c.replyV2026Created(reply, t)
 	return nil
 }
 
