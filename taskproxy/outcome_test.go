@@ -136,29 +136,7 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}
-	rt := NewRuntime(store)
-	rt.OutcomeBackoff = []time.Duration{time.Millisecond}
-	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		msg, _ := jsonrpc.Parse(mustRead(r))
-		data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(`{"content":[]}`))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(data)
-	})
-	id := createV2025(t, g, next)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if g.rt.Unsettled(id) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task was never noted as unsettled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	g, id := unsettledTask(t, store, `{"content":[]}`)
 	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store refuses", n)
 	}
@@ -173,4 +151,35 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	if g.rt.Unsettled(id) {
 		t.Error("still noted as unsettled")
 	}
+}
+
+// unsettledTask creates a 2025-11-25 task on a gateway over store, whose
+// upstream answers result, and waits until its worker, unable to store the
+// outcome, notes the task as unsettled.
+func unsettledTask(t *testing.T, store task.Store, result string) (*Gateway, string) {
+	t.Helper()
+	rt := NewRuntime(store)
+	rt.OutcomeBackoff = []time.Duration{time.Millisecond}
+	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg, _ := jsonrpc.Parse(mustRead(r))
+		data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(result))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+	id := createV2025(t, g, next)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if g.rt.Unsettled(id) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task was never noted as unsettled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return g, id
 }

@@ -2,7 +2,6 @@ package taskproxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -41,29 +40,7 @@ func (s *unavailableStore) Update(ctx context.Context, owner, id string, fn func
 func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
 	store := &unavailableStore{Store: newMemStore(t)}
 	store.down.Store(true)
-	rt := NewRuntime(store)
-	rt.OutcomeBackoff = []time.Duration{time.Millisecond}
-	g, err := New(Config{DefaultTTL: time.Hour, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		msg, _ := jsonrpc.Parse(mustRead(r))
-		data, _ := jsonrpc.ResponseBytes(msg.ID, json.RawMessage(`{"content":[{"type":"text","text":"kept"}]}`))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(data)
-	})
-	id := createV2025(t, g, next)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if g.rt.Unsettled(id) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task was never noted as unsettled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	g, id := unsettledTask(t, store, `{"content":[{"type":"text","text":"kept"}]}`)
 	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store is unavailable", n)
 	}
