@@ -12,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func init() {
@@ -146,7 +147,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&h.DefaultTaskSupport) {
 				return d.ArgErr()
 			}
-			if _, err := taskproxy.ParseTaskSupport(h.DefaultTaskSupport); err != nil {
+			if _, err := task.ParseSupport(h.DefaultTaskSupport); err != nil {
 				return d.Errf("default_task_support: %v", err)
 			}
 		case "max_body":
@@ -272,7 +273,7 @@ func (h *Handler) parseTool(d *caddyfile.Dispenser) error {
 	if len(args) != 2 && !retry {
 		return d.Errf("tool: want 'tool <name> forbidden|optional|required [retry_on_restart]', got %q", args)
 	}
-	if _, err := taskproxy.ParseTaskSupport(args[1]); err != nil {
+	if _, err := task.ParseSupport(args[1]); err != nil {
 		return d.Errf("tool %s: %v", args[0], err)
 	}
 	if h.Tools == nil {

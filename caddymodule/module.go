@@ -311,7 +311,7 @@ func (h *Handler) applyDefaults() {
 		h.MaxFinishedPerPrincipal = task.DefaultMaxFinished
 	}
 	if h.DefaultTaskSupport == "" {
-		h.DefaultTaskSupport = string(taskproxy.TaskOptional)
+		h.DefaultTaskSupport = string(task.SupportOptional)
 	}
 	if h.MaxBody == 0 {
 		h.MaxBody = DefaultMaxBody
@@ -329,11 +329,11 @@ func (h *Handler) applyDefaults() {
 
 // gatewayConfig translates the module's fields into the core's config.
 func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
-	def, err := taskproxy.ParseTaskSupport(h.DefaultTaskSupport)
+	def, err := task.ParseSupport(h.DefaultTaskSupport)
 	if err != nil {
 		return taskproxy.Config{}, fmt.Errorf("default_task_support: %w", err)
 	}
-	tools := make(map[string]taskproxy.TaskSupport, len(h.Tools))
+	tools := make(map[string]task.Support, len(h.Tools))
 	retry := map[string]bool{}
 	for name, p := range h.Tools {
 		if p != nil && p.RetryOnRestart {
@@ -343,7 +343,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 			tools[name] = def
 			continue
 		}
-		m, err := taskproxy.ParseTaskSupport(p.TaskSupport)
+		m, err := task.ParseSupport(p.TaskSupport)
 		if err != nil {
 			return taskproxy.Config{}, fmt.Errorf("tool %s: %w", name, err)
 		}

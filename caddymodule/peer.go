@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // withPeer tells the core what Caddy determined of the client: its address
@@ -17,5 +18,5 @@ func withPeer(r *http.Request) *http.Request {
 		return r
 	}
 	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
-	return taskproxy.WithPeer(r, taskproxy.Peer{ClientIP: ip, ViaTrustedProxy: trusted})
+	return taskproxy.WithPeer(r, task.Peer{ClientIP: ip, ViaTrustedProxy: trusted})
 }

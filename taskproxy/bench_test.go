@@ -39,7 +39,7 @@ func benchToolsList(n int) []byte {
 }
 
 func BenchmarkRewriteToolsList(b *testing.B) {
-	conf := Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}
+	conf := Config{DefaultTaskSupport: task.SupportOptional, Tools: map[string]task.Support{"tool_3": task.SupportRequired}}
 	g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 	result := benchToolsList(20)
 	b.SetBytes(int64(len(result)))

@@ -205,18 +205,18 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 			c.failV2026(runtime.UpstreamFailure(g.log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
-		if c.bridgedRunsUpstreamTask(s, name) && declared && g.tools.effectiveMode(name) != TaskForbidden {
+		if c.bridgedRunsUpstreamTask(s, name) && declared && g.tools.effectiveMode(name) != task.SupportForbidden {
 			defer s.release()
 			return c.serveBridgedUpstreamTask(s, name)
 		}
 		s.release()
 	}
 	mode := g.tools.effectiveMode(name)
-	if !declared && mode == TaskRequired {
+	if !declared && mode == task.SupportRequired {
 		c.failV2026(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		return nil
 	}
-	canTask := declared && mode != TaskForbidden
+	canTask := declared && mode != task.SupportForbidden
 	if state != "" {
 		return c.resumeBridgedCall(state, canTask, mode)
 	}
@@ -241,7 +241,7 @@ func (c *call) serveBridgedToolsCall(meta requestMeta) error {
 
 // follow consumes the call's events for the client request c until the
 // call ends, becomes a task, or waits for the client's input.
-func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSupport) error {
+func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode task.Support) error {
 	g := bc.g
 	run := bc.run
 	stopFollowingClient := context.AfterFunc(c.r.Context(), func() {
@@ -292,7 +292,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode TaskSuppo
 					return nil
 				}
 				continue
-			case canTask && mode == TaskRequired && !(ev.Head != nil && refusesCaller(ev.Head.Status)):
+			case canTask && mode == task.SupportRequired && !(ev.Head != nil && refusesCaller(ev.Head.Status)):
 				t := newTask()
 				if ev.Final != nil && ev.Final.Error == nil {
 					final := *ev.Final
@@ -440,7 +440,7 @@ func (b *bridgeState) parkAndReply(c *call, reply *v2026Reply, pc *parkedCall, m
 // resumeBridgedCall serves the retry of a call that waits for input: the
 // answers go to the upstream as the responses to its requests, and the
 // call goes on for this request.
-func (c *call) resumeBridgedCall(state string, canTask bool, mode TaskSupport) error {
+func (c *call) resumeBridgedCall(state string, canTask bool, mode task.Support) error {
 	g := c.g
 	name, _ := stringParam(c.msg.Params, "name")
 	pc, ok, otherName := g.bridge.parked.takeCall(state, c.owner, &name)

@@ -150,7 +150,7 @@ func parkedState(t *testing.T, m *jsonrpc.Message) string {
 // decides whether the call may become a task, so it must be the call's).
 func TestBridgeRetryOtherTool(t *testing.T) {
 	up := newAskUpstream()
-	g := bridgeGateway(t, Config{Tools: map[string]TaskSupport{"ask": TaskForbidden, "other": TaskOptional}})
+	g := bridgeGateway(t, Config{Tools: map[string]task.Support{"ask": task.SupportForbidden, "other": task.SupportOptional}})
 	state := parkedState(t, first(bridgedCallOf(t, g, up, "alice", `"name":"ask"`)))
 	retry := func(name string) (*jsonrpc.Message, int) {
 		return bridgedCallOf(t, g, up, "alice", `"name":"`+name+`","inputResponses":{"input-1":{"action":"accept","content":{}}},"requestState":"`+state+`"`)

@@ -104,13 +104,13 @@ func appendWithTaskSupport(out, tool, mode []byte) ([]byte, error) {
 	return append(out, tool[closing:]...), nil
 }
 
-var quotedModes = map[TaskSupport][]byte{
-	TaskForbidden: []byte(`"forbidden"`),
-	TaskOptional:  []byte(`"optional"`),
-	TaskRequired:  []byte(`"required"`),
+var quotedModes = map[task.Support][]byte{
+	task.SupportForbidden: []byte(`"forbidden"`),
+	task.SupportOptional:  []byte(`"optional"`),
+	task.SupportRequired:  []byte(`"required"`),
 }
 
-func quotedMode(m TaskSupport) []byte { return quotedModes[m] }
+func quotedMode(m task.Support) []byte { return quotedModes[m] }
 
 // rewriteMessage applies fn to the result of data when data is the
 // response with id; anything else comes back unchanged.

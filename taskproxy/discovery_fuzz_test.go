@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The reference for the discovery rewrites is encoding/json decoding into
@@ -92,13 +93,13 @@ func refTasksCall(result any) *bool {
 
 // refDeclared is the task mode a decoded tool declares, as the gateway must
 // learn it: execution.taskSupport when valid, else forbidden.
-func refDeclared(tool map[string]any) TaskSupport {
+func refDeclared(tool map[string]any) task.Support {
 	exec, _ := tool["execution"].(map[string]any)
 	s, _ := exec["taskSupport"].(string)
-	if m, err := ParseTaskSupport(s); err == nil {
+	if m, err := task.ParseSupport(s); err == nil {
 		return m
 	}
-	return TaskForbidden
+	return task.SupportForbidden
 }
 
 // discoverySeeds are the initialize and tools/list results of the real
@@ -136,12 +137,12 @@ func FuzzDiscoveryRewrite(f *testing.F) {
 	}
 	f.Add([]byte(`{"protocolVersion":"2025-06-18","capabilities":{"tasks":5}}`), []byte(`{"tools":[{"name":"x","execution":null},{"name":1}]}`), byte(0))
 	f.Add([]byte(`{"protocolVers\u0069on":"2025-11-25"}`), []byte(`{"tools":[{"n\u0061me":"slow_compute","execution":{"taskSupport":"optional","x":[1.50]}}],"nextCursor":"c"}`), byte(42))
-	modes := []TaskSupport{TaskForbidden, TaskOptional, TaskRequired}
+	modes := []task.Support{task.SupportForbidden, task.SupportOptional, task.SupportRequired}
 	f.Fuzz(func(t *testing.T, initResult, toolsResult []byte, cfg byte) {
 		conf := Config{
 			DefaultTaskSupport: modes[cfg%3],
 			ListTasks:          cfg&4 != 0,
-			Tools:              map[string]TaskSupport{"slow_compute": modes[(cfg>>3)%3], "a": modes[(cfg>>5)%3]},
+			Tools:              map[string]task.Support{"slow_compute": modes[(cfg>>3)%3], "a": modes[(cfg>>5)%3]},
 		}
 		g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 		declares := false
@@ -266,7 +267,7 @@ func checkToolsListRewrite(t *testing.T, g *Gateway, result []byte, in any, decl
 	if !isList || !allObjects(list) {
 		t.Fatalf("rewriteToolsList(%s) = %s, want an error: tools is not an array of objects", result, out)
 	}
-	learned := map[string]TaskSupport{}
+	learned := map[string]task.Support{}
 	for _, e := range list {
 		tool := e.(map[string]any)
 		if name, ok := tool["name"].(string); ok {
@@ -284,8 +285,8 @@ func checkToolsListRewrite(t *testing.T, g *Gateway, result []byte, in any, decl
 		tool := e.(map[string]any)
 		name, _ := tool["name"].(string)
 		mode := g.tools.configured(name)
-		if learned[name] == TaskRequired && declares {
-			mode = TaskRequired
+		if learned[name] == task.SupportRequired && declares {
+			mode = task.SupportRequired
 		}
 		exec, ok := tool["execution"].(map[string]any)
 		if !ok {

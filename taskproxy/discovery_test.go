@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 func testGateway(t *testing.T, cfg Config) *Gateway {
@@ -102,8 +103,8 @@ func TestDiscoveryRewrite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := testGateway(t, Config{ListTasks: tt.listTasks, DefaultTaskSupport: TaskOptional,
-				Tools: map[string]TaskSupport{"slow": TaskRequired, "quick": TaskForbidden}})
+			g := testGateway(t, Config{ListTasks: tt.listTasks, DefaultTaskSupport: task.SupportOptional,
+				Tools: map[string]task.Support{"slow": task.SupportRequired, "quick": task.SupportForbidden}})
 			rec := httptest.NewRecorder()
 			if err := g.ServeHTTP(rec, post(tt.request, "Accept-Encoding", "gzip"), upstreamAnswer(tt.contentType, tt.upstream)); err != nil {
 				t.Fatal(err)

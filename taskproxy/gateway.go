@@ -21,25 +21,6 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// TaskSupport is a tool's task mode, as 2025-11-25 execution.taskSupport.
-type TaskSupport string
-
-// The task modes.
-const (
-	TaskForbidden TaskSupport = "forbidden"
-	TaskOptional  TaskSupport = "optional"
-	TaskRequired  TaskSupport = "required"
-)
-
-// ParseTaskSupport validates a mode name.
-func ParseTaskSupport(s string) (TaskSupport, error) {
-	switch m := TaskSupport(s); m {
-	case TaskForbidden, TaskOptional, TaskRequired:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown task support %q (want forbidden, optional or required)", s)
-}
-
 // ErrorHandler is an http.Handler that can also report the error its chain
 // ended with, as Caddy's handlers do. Hand the gateway a next handler that
 // implements it, and a pass-through keeps Caddy's error handling and a
@@ -64,9 +45,9 @@ type Config struct {
 	// their ttl ends): at it, creates are refused; 0 means no cap.
 	MaxFinishedPerOwner int
 	// DefaultTaskSupport applies to tools not in Tools.
-	DefaultTaskSupport TaskSupport
+	DefaultTaskSupport task.Support
 	// Tools holds per-tool task modes.
-	Tools map[string]TaskSupport
+	Tools map[string]task.Support
 	// MaxBody caps request bodies; larger ones get 413.
 	MaxBody int64
 	// PassUnreadable hands a POST body that is not one JSON-RPC message the
@@ -165,7 +146,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		return nil, errors.New("taskproxy: a runtime with a store is required")
 	}
 	if cfg.DefaultTaskSupport == "" {
-		cfg.DefaultTaskSupport = TaskOptional
+		cfg.DefaultTaskSupport = task.SupportOptional
 	}
 	if cfg.DefaultTTL <= 0 || cfg.MaxTTL <= 0 || cfg.DefaultTTL > cfg.MaxTTL {
 		return nil, fmt.Errorf("taskproxy: need 0 < default ttl (%s) <= max ttl (%s)", cfg.DefaultTTL, cfg.MaxTTL)
@@ -459,7 +440,7 @@ func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
 // configured returns the configured task mode of a tool.
-func (p *toolPolicy) configured(name string) TaskSupport {
+func (p *toolPolicy) configured(name string) task.Support {
 	if m, ok := p.modes[name]; ok {
 		return m
 	}

@@ -21,17 +21,17 @@ func TestRebindingModes(t *testing.T) {
 		name   string
 		mode   RebindingProtection
 		caller *task.Caller
-		peer   *Peer
+		peer   *task.Peer
 		host   string
 		want   int
 	}{
 		{"auto, anonymous, foreign host", "", nil, nil, "mcp.example.com", http.StatusForbidden},
 		{"auto, anonymous, localhost", RebindingAuto, nil, nil, "localhost:8080", http.StatusOK},
 		{"auto, authenticated, foreign host", RebindingAuto, &alice, nil, "mcp.example.com", http.StatusOK},
-		{"auto, anonymous via trusted proxy", RebindingAuto, nil, &Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusOK},
-		{"auto, anonymous via untrusted peer", RebindingAuto, nil, &Peer{ClientIP: "127.0.0.1"}, "mcp.example.com", http.StatusForbidden},
+		{"auto, anonymous via trusted proxy", RebindingAuto, nil, &task.Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusOK},
+		{"auto, anonymous via untrusted peer", RebindingAuto, nil, &task.Peer{ClientIP: "127.0.0.1"}, "mcp.example.com", http.StatusForbidden},
 		{"on, authenticated, foreign host", RebindingOn, &alice, nil, "mcp.example.com", http.StatusForbidden},
-		{"on, via trusted proxy", RebindingOn, nil, &Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusForbidden},
+		{"on, via trusted proxy", RebindingOn, nil, &task.Peer{ClientIP: "203.0.113.9", ViaTrustedProxy: true}, "mcp.example.com", http.StatusForbidden},
 		{"off, anonymous, foreign host", RebindingOff, nil, nil, "mcp.example.com", http.StatusOK},
 	}
 	for _, tt := range tests {
@@ -77,7 +77,7 @@ func TestRateLimitKeyIsClientIP(t *testing.T) {
 		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
 		r.RemoteAddr = "10.0.0.1:4000" // the same front proxy for everybody
 		if clientIP != "" {
-			r = WithPeer(r, Peer{ClientIP: clientIP, ViaTrustedProxy: true})
+			r = WithPeer(r, task.Peer{ClientIP: clientIP, ViaTrustedProxy: true})
 		}
 		rec := httptest.NewRecorder()
 		if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {

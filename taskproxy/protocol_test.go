@@ -178,7 +178,7 @@ func TestClientCancellation(t *testing.T) {
 // that the upstream does not make a task of it. A call with no room for a
 // task is refused as on the 2025-11-25 wire, and never reaches the upstream.
 func TestPassThroughStripsTasksExtension(t *testing.T) {
-	g := testGateway(t, Config{Tools: map[string]TaskSupport{"nope": TaskForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
+	g := testGateway(t, Config{Tools: map[string]task.Support{"nope": task.SupportForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
 	now := clock()
 	// Held by this process, as a running worker's task is: without a
 	// lease, the recovery that runs at the start could take it for an

@@ -45,7 +45,7 @@ func TestStreamSlotsKeyIsClientIP(t *testing.T) {
 	open := func(clientIP string) bool {
 		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`)
 		r.RemoteAddr = "10.0.0.1:4000" // the same front proxy for everybody
-		r = WithPeer(r, Peer{ClientIP: clientIP, ViaTrustedProxy: true})
+		r = WithPeer(r, task.Peer{ClientIP: clientIP, ViaTrustedProxy: true})
 		c := &call{g: g, w: httptest.NewRecorder(), r: r, msg: &jsonrpc.Message{ID: json.RawMessage("1")}, owner: task.Anonymous}
 		return c.openStream() != nil
 	}

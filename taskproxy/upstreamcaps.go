@@ -32,7 +32,7 @@ type upstreamCaps struct {
 	tasksCall *bool
 	// tools holds the taskSupport of every tool seen in a tools/list
 	// answer ("forbidden" when the tool declares none).
-	tools map[string]TaskSupport
+	tools map[string]task.Support
 	// fetched is when the gateway last fetched a tools/list itself.
 	fetched time.Time
 }
@@ -90,7 +90,7 @@ func (u *upstreamCaps) learnToolElems(tools []byte, elems [][2]int) {
 		// Sized for a usual page at most: a map keeps its size for ever,
 		// and the elements of a hostile or broken answer need not be
 		// tools (four million of them once kept 312 MiB).
-		u.tools = make(map[string]TaskSupport, min(len(elems), maxToolsHint))
+		u.tools = make(map[string]task.Support, min(len(elems), maxToolsHint))
 	}
 	for _, span := range elems {
 		tool := tools[span[0]:span[1]]
@@ -123,24 +123,24 @@ func toolName(tool []byte) (name []byte, ok bool) {
 
 // declaredTaskSupport is the execution.taskSupport a tool of a tools/list
 // answer declares, "forbidden" when it declares none or no valid one.
-func declaredTaskSupport(tool []byte) TaskSupport {
+func declaredTaskSupport(tool []byte) task.Support {
 	exec, ok := jsonx.GetLast(tool, "execution")
 	if !ok || len(exec) == 0 || exec[0] != '{' {
-		return TaskForbidden
+		return task.SupportForbidden
 	}
 	raw, ok := jsonx.GetLast(exec, "taskSupport")
 	if !ok || len(raw) < 2 || raw[0] != '"' {
-		return TaskForbidden
+		return task.SupportForbidden
 	}
-	if m, err := ParseTaskSupport(jsonx.Unquote(raw)); err == nil {
+	if m, err := task.ParseSupport(jsonx.Unquote(raw)); err == nil {
 		return m
 	}
-	return TaskForbidden
+	return task.SupportForbidden
 }
 
 // toolMode returns the upstream's own task mode of a tool, and whether the
 // tool is known at all.
-func (u *upstreamCaps) toolMode(name string) (TaskSupport, bool) {
+func (u *upstreamCaps) toolMode(name string) (task.Support, bool) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	m, ok := u.tools[name]
@@ -157,7 +157,7 @@ func (u *upstreamCaps) runsTask(name string) bool {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	m, ok := u.tools[name]
-	if !ok || m == TaskForbidden {
+	if !ok || m == task.SupportForbidden {
 		return false
 	}
 	return u.tasksCall == nil || *u.tasksCall
@@ -176,8 +176,8 @@ func (u *upstreamCaps) declaresTasks() bool {
 // upstream's own from the answers passing through (caps). It rewrites the
 // initialize and tools/list answers that advertise them (discovery.go).
 type toolPolicy struct {
-	modes     map[string]TaskSupport
-	fallback  TaskSupport
+	modes     map[string]task.Support
+	fallback  task.Support
 	listTasks bool // tasks/list is served: the capability says so
 	caps      upstreamCaps
 }
@@ -194,9 +194,9 @@ func newToolPolicy(cfg Config) toolPolicy {
 // calls: without one, the configuration stands. A tool the upstream
 // forbids as a task stays whatever is configured: the gateway makes those
 // tasks itself.
-func (p *toolPolicy) effectiveMode(name string) TaskSupport {
-	if m, ok := p.caps.toolMode(name); ok && m == TaskRequired && p.caps.declaresTasks() {
-		return TaskRequired
+func (p *toolPolicy) effectiveMode(name string) task.Support {
+	if m, ok := p.caps.toolMode(name); ok && m == task.SupportRequired && p.caps.declaresTasks() {
+		return task.SupportRequired
 	}
 	return p.configured(name)
 }

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // decodedToolModes is what learnTools recorded before it scanned instead of
 // decoding: the reference for well-formed answers.
-func decodedToolModes(t *testing.T, result []byte) map[string]TaskSupport {
+func decodedToolModes(t *testing.T, result []byte) map[string]task.Support {
 	t.Helper()
 	var r struct {
 		Tools []struct {
@@ -26,11 +27,11 @@ func decodedToolModes(t *testing.T, result []byte) map[string]TaskSupport {
 	if err := json.Unmarshal(result, &r); err != nil {
 		t.Fatalf("reference decode: %v", err)
 	}
-	out := map[string]TaskSupport{}
+	out := map[string]task.Support{}
 	for _, tool := range r.Tools {
-		mode := TaskForbidden
+		mode := task.SupportForbidden
 		if tool.Execution != nil {
-			if m, err := ParseTaskSupport(tool.Execution.TaskSupport); err == nil {
+			if m, err := task.ParseSupport(tool.Execution.TaskSupport); err == nil {
 				mode = m
 			}
 		}
@@ -43,25 +44,25 @@ func TestLearnTools(t *testing.T) {
 	tests := []struct {
 		name   string
 		result string
-		want   map[string]TaskSupport
+		want   map[string]task.Support
 		// decodes is set when encoding/json reads the answer too, so
 		// that the scan must agree with it.
 		decodes bool
 	}{
 		{"modes", `{"tools":[{"name":"a"},{"name":"b","execution":{"taskSupport":"required"}},{"name":"c","execution":{"taskSupport":"optional"}},{"name":"d","execution":{"taskSupport":"forbidden"}}]}`,
-			map[string]TaskSupport{"a": TaskForbidden, "b": TaskRequired, "c": TaskOptional, "d": TaskForbidden}, true},
+			map[string]task.Support{"a": task.SupportForbidden, "b": task.SupportRequired, "c": task.SupportOptional, "d": task.SupportForbidden}, true},
 		{"escaped and unicode names", `{"tools":[{"name":"tab\tq\"uote","execution":{"taskSupport":"required"}},{"name":"\u00e9t\u00e9","execution":{"taskSupport":"optional"}},{"name":"日本"}]}`,
-			map[string]TaskSupport{"tab\tq\"uote": TaskRequired, "été": TaskOptional, "日本": TaskForbidden}, true},
+			map[string]task.Support{"tab\tq\"uote": task.SupportRequired, "été": task.SupportOptional, "日本": task.SupportForbidden}, true},
 		{"members in any order, whitespace, nesting", "{ \"nextCursor\":\"x\" , \"tools\" : [ { \"inputSchema\":{\"name\":\"not me\",\"execution\":{\"taskSupport\":\"required\"}}, \"execution\" : { \"other\":[1,{\"taskSupport\":\"required\"}], \"taskSupport\" : \"optional\" } , \"name\" : \"e\" } ] }",
-			map[string]TaskSupport{"e": TaskOptional}, true},
+			map[string]task.Support{"e": task.SupportOptional}, true},
 		{"execution null or without taskSupport", `{"tools":[{"name":"f","execution":null},{"name":"g","execution":{}}]}`,
-			map[string]TaskSupport{"f": TaskForbidden, "g": TaskForbidden}, true},
+			map[string]task.Support{"f": task.SupportForbidden, "g": task.SupportForbidden}, true},
 		{"unknown taskSupport", `{"tools":[{"name":"h","execution":{"taskSupport":"always"}}]}`,
-			map[string]TaskSupport{"h": TaskForbidden}, true},
+			map[string]task.Support{"h": task.SupportForbidden}, true},
 		{"odd values count as none", `{"tools":[{"name":"i","execution":"required"},{"name":"j","execution":{"taskSupport":true}}]}`,
-			map[string]TaskSupport{"i": TaskForbidden, "j": TaskForbidden}, false},
+			map[string]task.Support{"i": task.SupportForbidden, "j": task.SupportForbidden}, false},
 		{"tools without a string name are passed over", `{"tools":[{"name":7,"execution":{"taskSupport":"required"}},{"execution":{"taskSupport":"required"}},"x",{"name":"k"}]}`,
-			map[string]TaskSupport{"k": TaskForbidden}, false},
+			map[string]task.Support{"k": task.SupportForbidden}, false},
 		{"no tools", `{"tools":[]}`, nil, false},
 		{"not a list", `{"tools":{"name":"l"}}`, nil, false},
 		{"malformed", `{"tools":[{"name":"m"`, nil, false},
@@ -89,7 +90,7 @@ func TestLearnToolsReplaces(t *testing.T) {
 	var u upstreamCaps
 	u.learnTools([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"}]}`))
 	u.learnTools([]byte(`{"tools":[{"name":"a"}]}`))
-	want := map[string]TaskSupport{"a": TaskForbidden, "b": TaskForbidden}
+	want := map[string]task.Support{"a": task.SupportForbidden, "b": task.SupportForbidden}
 	if !maps.Equal(u.tools, want) {
 		t.Errorf("learned %v, want %v", u.tools, want)
 	}
@@ -100,7 +101,7 @@ func TestLearnToolsReplaces(t *testing.T) {
 // decoded the whole answer to learn the upstream's modes (62 allocations
 // for 20 tools).
 func TestRewriteToolsListAllocs(t *testing.T) {
-	conf := Config{DefaultTaskSupport: TaskOptional, Tools: map[string]TaskSupport{"tool_3": TaskRequired}}
+	conf := Config{DefaultTaskSupport: task.SupportOptional, Tools: map[string]task.Support{"tool_3": task.SupportRequired}}
 	g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
 	result := benchToolsList(20)
 	if out, err := g.tools.rewriteToolsList(result); err != nil || !json.Valid(out) || !bytes.Contains(out, []byte(`"taskSupport":"required"`)) {

@@ -292,20 +292,20 @@ func TestEffectiveMode(t *testing.T) {
 	without := `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}`
 	tests := []struct {
 		name, init   string // "" = no initialize seen
-		configured   map[string]TaskSupport
+		configured   map[string]task.Support
 		tool         string
-		want         TaskSupport
+		want         task.Support
 		wantRunsTask bool
 	}{
-		{"required upstream wins", withTasks, nil, "req", TaskRequired, true},
-		{"required upstream beats configured forbidden", withTasks, map[string]TaskSupport{"req": TaskForbidden}, "req", TaskRequired, true},
-		{"required upstream, no initialize seen: configured, but followed", "", nil, "req", TaskOptional, true},
-		{"optional upstream keeps the configured mode", withTasks, nil, "opt", TaskOptional, true},
-		{"optional upstream, configured forbidden", withTasks, map[string]TaskSupport{"opt": TaskForbidden}, "opt", TaskForbidden, true},
-		{"forbidden upstream does not forbid gateway tasks", withTasks, nil, "forb", TaskOptional, false},
-		{"absent taskSupport is forbidden upstream", withTasks, nil, "none", TaskOptional, false},
-		{"required without the tasks capability is not followed", without, nil, "req", TaskOptional, false},
-		{"unknown tool", withTasks, nil, "other", TaskOptional, false},
+		{"required upstream wins", withTasks, nil, "req", task.SupportRequired, true},
+		{"required upstream beats configured forbidden", withTasks, map[string]task.Support{"req": task.SupportForbidden}, "req", task.SupportRequired, true},
+		{"required upstream, no initialize seen: configured, but followed", "", nil, "req", task.SupportOptional, true},
+		{"optional upstream keeps the configured mode", withTasks, nil, "opt", task.SupportOptional, true},
+		{"optional upstream, configured forbidden", withTasks, map[string]task.Support{"opt": task.SupportForbidden}, "opt", task.SupportForbidden, true},
+		{"forbidden upstream does not forbid gateway tasks", withTasks, nil, "forb", task.SupportOptional, false},
+		{"absent taskSupport is forbidden upstream", withTasks, nil, "none", task.SupportOptional, false},
+		{"required without the tasks capability is not followed", without, nil, "req", task.SupportOptional, false},
+		{"unknown tool", withTasks, nil, "other", task.SupportOptional, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,10 +88,10 @@ func (c *call) serveV2025ToolsCall() error {
 		c.g.tools.learnToolsFor(c.r.Context(), c.r, c.next, name)
 	}
 	switch mode := c.g.tools.effectiveMode(name); {
-	case augmented && mode == TaskForbidden:
+	case augmented && mode == task.SupportForbidden:
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
 		return nil
-	case !augmented && mode == TaskRequired:
+	case !augmented && mode == task.SupportRequired:
 		c.fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
 		return nil
 	case augmented:

@@ -52,12 +52,12 @@ func (c *call) serveV2026ToolsCall() error {
 		return c.serveV2026PlainOnTaskRuntime()
 	}
 	switch {
-	case !declared && mode == TaskRequired:
+	case !declared && mode == task.SupportRequired:
 		if c.validV2026(false) {
 			c.failV2026(errMissingTasksCapability("tool " + name + " runs only as a task"))
 		}
 		return nil
-	case !declared || mode == TaskForbidden:
+	case !declared || mode == task.SupportForbidden:
 		return c.passWithoutTasks()
 	}
 	if !c.validV2026(true) || !c.guardOrigin() || c.limited() {
@@ -101,7 +101,7 @@ func (c *call) runIdempotentCall(name string) error {
 // upstream runs tasks itself (v2026_followed.go), so the call keeps the
 // extension declared, and the upstream's CreateTaskResult is taken as the
 // start of a followed task.
-func (c *call) runV2026Call(name string, mode TaskSupport, onTaskRuntime bool) error {
+func (c *call) runV2026Call(name string, mode task.Support, onTaskRuntime bool) error {
 	g := c.g
 	id := task.NewTaskID()
 	upstreamID := jsonrpc.UpstreamCallID(id, 1)
@@ -151,7 +151,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport, onTaskRuntime bool) e
 			}
 			switch {
 			case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
-				if mode == TaskRequired {
+				if mode == task.SupportRequired {
 					return passThrough(ev)
 				}
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
@@ -160,7 +160,7 @@ func (c *call) runV2026Call(name string, mode TaskSupport, onTaskRuntime bool) e
 				// (MCP authorization starts from a 401), so it passes
 				// through even for a tool that always runs as a task.
 				return passThrough(ev)
-			case mode == TaskRequired:
+			case mode == task.SupportRequired:
 				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 			}
 			return passThrough(ev)

@@ -35,14 +35,14 @@ import (
 // extension, of a tool in mode, is served by serveV2026PlainOnTaskRuntime:
 // the upstream runs tasks itself, and the tool is neither forbidden nor
 // configured required (which the gateway refuses without the extension).
-func (c *call) plainOnTaskRuntime(mode TaskSupport) bool {
-	return mode == TaskOptional && c.upstreamRunsV2026Tasks()
+func (c *call) plainOnTaskRuntime(mode task.Support) bool {
+	return mode == task.SupportOptional && c.upstreamRunsV2026Tasks()
 }
 
 // runV2026OnTaskRuntime serves a call, checked and within quota, of a
 // client that declares the extension, to an upstream that runs tasks
 // itself.
-func (c *call) runV2026OnTaskRuntime(name string, mode TaskSupport) error {
+func (c *call) runV2026OnTaskRuntime(name string, mode task.Support) error {
 	if key, _ := gate.IdempotencyOf(c.r, c.msg.Params); key != "" {
 		// A task at once, before the upstream is called (a repeat finds
 		// it); its worker takes the upstream's CreateTaskResult.

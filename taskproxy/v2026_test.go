@@ -48,7 +48,7 @@ func TestDetectEra(t *testing.T) {
 // Every error code the gateway answers on the 2026-07-28 wire, with its HTTP
 // status, for requests it handles itself.
 func TestV2026Validation(t *testing.T) {
-	g := testGateway(t, Config{Tools: map[string]TaskSupport{"job": TaskRequired}})
+	g := testGateway(t, Config{Tools: map[string]task.Support{"job": task.SupportRequired}})
 	hdr := func(method, name string) []string {
 		h := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method}
 		if name != "" {
