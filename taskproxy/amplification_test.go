@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -113,7 +114,7 @@ func TestListenTaskIDs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ids, present, e := listenTaskIDs(json.RawMessage(tt.params))
+			ids, present, e := v2026.ListenTaskIDs(json.RawMessage(tt.params))
 			if present != tt.present || (e != nil) != tt.refused {
 				t.Fatalf("present %v, error %v; want %v, refused %v", present, e, tt.present, tt.refused)
 			}
@@ -132,7 +133,7 @@ func TestListenTaskIDs(t *testing.T) {
 func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 	g := testGateway(t, Config{})
 	ctx := context.Background()
-	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: clock(), UpdatedAt: clock(), TTL: 60e9, Era: task.Era2026, Round: 1}
+	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: runtime.Now(), UpdatedAt: runtime.Now(), TTL: 60e9, Era: task.Era2026, Round: 1}
 	k1 := tk.AddInput(task.InputRequest{Method: "elicitation/create", UpstreamKey: "u1", Round: 1})
 	k2 := tk.AddInput(task.InputRequest{Method: "elicitation/create", UpstreamKey: "u2", Round: 1})
 	tk.Status = task.StatusInputRequired
@@ -144,7 +145,7 @@ func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
 		answers[fmt.Sprint("x", i)] = runtime.InputAnswer{Result: json.RawMessage(`1`)}
 	}
 	answers[k1] = runtime.InputAnswer{Result: json.RawMessage(`{"a":1}`)}
-	got, err := g.route.AnswerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
+	got, err := g.env.Route.AnswerInputs(ctx, "o", tk.ID, answers, post(`{}`), http.NotFoundHandler())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,38 +23,6 @@ func BenchmarkParseMessage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := jsonrpc.Parse(benchCall); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func benchToolsList(n int) []byte {
-	var tools []string
-	for i := range n {
-		tools = append(tools, fmt.Sprintf(`{"name":"tool_%d","description":"A tool that does thing number %d.","inputSchema":{"type":"object","properties":{"a":{"type":"string"}}}}`, i, i))
-	}
-	return []byte(`{"tools":[` + strings.Join(tools, ",") + `]}`)
-}
-
-func BenchmarkRewriteToolsList(b *testing.B) {
-	conf := Config{DefaultTaskSupport: task.SupportOptional, Tools: map[string]task.Support{"tool_3": task.SupportRequired}}
-	g := &Gateway{cfg: conf, tools: newToolPolicy(conf)}
-	result := benchToolsList(20)
-	b.SetBytes(int64(len(result)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := g.tools.rewriteToolsList(result); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkRewriteInitialize(b *testing.B) {
-	g := &Gateway{}
-	result := []byte(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"up","version":"1"}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := g.tools.rewriteInitialize(result); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -67,7 +69,7 @@ func (u *askUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case m.Method == "tools/call":
-		name, _ := stringParam(m.Params, "name")
+		name, _ := wire.StringParam(m.Params, "name")
 		w.Header().Set("Content-Type", "text/event-stream")
 		if name == "echo" {
 			_, _ = io.WriteString(w, "data: "+`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[{"type":"text","text":"echo"}]}}`+"\n\n")
@@ -99,7 +101,7 @@ const askCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"
 func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params string) (*jsonrpc.Message, int) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + params + `,` + askCaps + `}}`
-	name, _ := stringParam(json.RawMessage(`{`+params+`}`), "name")
+	name, _ := wire.StringParam(json.RawMessage(`{`+params+`}`), "name")
 	r := WithCaller(post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name), task.Caller{Owner: who, Principal: who})
 	w := httptest.NewRecorder()
 	if err := g.ServeHTTP(w, r, next); err != nil {
@@ -127,8 +129,8 @@ func bridgedCallOf(t *testing.T, g *Gateway, next http.Handler, who, params stri
 func bridgeGateway(t *testing.T, cfg Config) *Gateway {
 	t.Helper()
 	g := testGateway(t, cfg)
-	g.bridge.forgetProbe()
-	t.Cleanup(g.bridge.close)
+	g.bridge.ForgetProbe()
+	t.Cleanup(g.bridge.Close)
 	return g
 }
 
@@ -200,7 +202,7 @@ func TestBridgeParkedPerOwner(t *testing.T) {
 		limit     int
 	}{
 		{"max_active_per_principal", 3, 3},
-		{"default", 0, defaultParkedPerOwner},
+		{"default", 0, bridge.DefaultParkedPerOwner},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,9 +226,7 @@ func TestBridgeParkedPerOwner(t *testing.T) {
 			if m.Error != nil || !strings.Contains(string(m.Result), "decline") {
 				t.Errorf("alice's retry: %s %v", m.Result, m.Error)
 			}
-			g.bridge.parked.mu.Lock()
-			n, a := g.bridge.parked.byOwner["bob"], g.bridge.parked.byOwner["alice"]
-			g.bridge.parked.mu.Unlock()
+			n, a := g.bridge.Parked("bob"), g.bridge.Parked("alice")
 			if n != tt.limit || a != 0 {
 				t.Errorf("parked calls counted bob %d alice %d, want %d and 0", n, a, tt.limit)
 			}

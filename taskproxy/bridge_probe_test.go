@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -76,8 +77,8 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 	}
 	up := &endpointsUpstream{}
 	g := testGateway(t, Config{})
-	g.bridge.forgetProbe()
-	t.Cleanup(g.bridge.close)
+	g.bridge.ForgetProbe()
+	t.Cleanup(g.bridge.Close)
 
 	tests := []struct {
 		path        string
@@ -95,7 +96,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 		{"/modern", false, 4},
 	}
 	for i, tt := range tests {
-		if got := g.bridge.upstreamIsV2025(at(tt.path), up); got != tt.v2025 {
+		if got := g.bridge.UpstreamIsV2025(at(tt.path), up); got != tt.v2025 {
 			t.Errorf("request %d to %s: legacy %v, want %v", i, tt.path, got, tt.v2025)
 		}
 		if n := up.count(); n != tt.totalProbes {
@@ -143,16 +144,14 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 	})
 
 	t.Run("bounded", func(t *testing.T) {
-		for i := range 3 * maxProbeVerdicts {
+		for i := range 3 * wire.MaxProbeVerdicts {
 			r := at("/legacy")
 			r.Host = fmt.Sprintf("h%d.example", i)
-			g.bridge.upstreamIsV2025(r, up)
+			g.bridge.UpstreamIsV2025(r, up)
 		}
-		g.bridge.mu.Lock()
-		n := len(g.bridge.verdicts)
-		g.bridge.mu.Unlock()
-		if n > maxProbeVerdicts {
-			t.Errorf("%d verdicts kept, want at most %d", n, maxProbeVerdicts)
+		n := g.bridge.Verdicts()
+		if n > wire.MaxProbeVerdicts {
+			t.Errorf("%d verdicts kept, want at most %d", n, wire.MaxProbeVerdicts)
 		}
 	})
 }

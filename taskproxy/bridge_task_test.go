@@ -108,7 +108,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 			up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, elicit: tt.elicit, answered: make(chan struct{})}}
 			g := testGateway(t, Config{})
 			defer g.rt.Close(time.Second)
-			g.bridge.learned(true)
+			g.bridge.Pin(true)
 			w := httptest.NewRecorder()
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{},` + tt.caps + `}}`
 			if err := g.ServeHTTP(w, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "job"), up); err != nil {
@@ -178,7 +178,7 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report0(), known: true}}
 			store := newMemStore(t)
-			past := clock().Add(-time.Minute)
+			past := runtime.Now().Add(-time.Minute)
 			id := task.NewTaskID()
 			err := store.Create(t.Context(), &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
 				TTL: time.Hour, Era: task.Era2026, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s-1",
@@ -222,7 +222,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{answered: make(chan struct{})}}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
-	now := clock()
+	now := runtime.Now()
 	id := task.NewTaskID()
 	rec := &task.Task{ID: id, Owner: task.Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
 		Era: task.Era2026, Tool: "job", Session: "s-1", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"},
@@ -236,7 +236,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 	}
 	caller := post(`{}`, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/update", "Mcp-Name", id)
 	answers := map[string]runtime.InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept"}`)}}
-	if _, err := g.route.AnswerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
+	if _, err := g.env.Route.AnswerInputs(t.Context(), task.Anonymous, id, answers, caller, up); err != nil {
 		t.Fatal(err)
 	}
 	if off := up.offSession(); len(off) > 0 || !strings.Contains(string(up.answer), "accept") {
@@ -252,7 +252,7 @@ func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
 	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, answered: make(chan struct{})}}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
-	g.bridge.learned(true)
+	g.bridge.Pin(true)
 	call := func() *task.Task {
 		w := httptest.NewRecorder()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{},` + declaring + `}}`

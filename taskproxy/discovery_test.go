@@ -33,7 +33,7 @@ func testGateway(t *testing.T, cfg Config) *Gateway {
 	}
 	// The test upstreams here stand for 2026-07-28 servers: no probe
 	// (the version bridge's probe has its own tests, bridge_test.go).
-	g.bridge.learned(false)
+	g.bridge.Pin(false)
 	return g
 }
 

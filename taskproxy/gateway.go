@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
+	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -122,22 +125,16 @@ const DefaultMaxResultBytes = upstream.DefaultMaxResultBytes
 
 // Gateway serves one configuration.
 type Gateway struct {
-	cfg      Config
-	rt       *Runtime
-	log      *zap.Logger
-	auditLog *zap.Logger
-	limiter  *gate.RateLimiter
-	// route is what the runtime knows of this configuration's route: its
-	// tasks' policy and hooks, and whether it started.
-	route *runtime.Route
-	// tools decides each tool's task mode.
-	tools toolPolicy
-	// sessions binds 2025-11-25 sessions to their owners.
-	sessions *sessionGuard
-	// bridge serves 2026-07-28 clients in front of a 2025-11-25 upstream.
-	bridge *bridgeState
-	// taskRuntimes knows which 2026-07-28 upstreams run tasks themselves.
-	taskRuntimes taskRuntimes
+	cfg Config
+	rt  *Runtime
+	// env is what every exchange of this configuration shares: the
+	// policy, loggers, the runtime's route, the gate's tables, the tool
+	// policy and the session guard.
+	env *wire.Env
+	// v2026 answers 2026-07-28 requests; bridge those of them that go to
+	// an upstream speaking only 2025-11-25.
+	v2026  *v2026.Handler
+	bridge *bridge.Bridge
 }
 
 // New returns a gateway for cfg on rt.
@@ -166,27 +163,37 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
-	g := &Gateway{cfg: cfg, rt: rt, log: cfg.Logger, auditLog: cfg.AuditLogger, limiter: gate.NewRateLimiter(cfg.RateLimit)}
-	if g.log == nil {
-		g.log = zap.NewNop()
+	env := &wire.Env{
+		Policy: wire.Policy{
+			TaskAfter: cfg.TaskAfter, DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, PollInterval: cfg.PollInterval,
+			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
+			ListTasks: cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
+			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
+			Stopping: cfg.Stopping, Observer: cfg.Observer,
+		},
+		Log: cfg.Logger, AuditLog: cfg.AuditLogger, Runtime: rt.Runtime,
+		Limiter: gate.NewRateLimiter(cfg.RateLimit), Streams: rt.streams,
+		Tools: wire.NewToolPolicy(cfg.Tools, cfg.DefaultTaskSupport, cfg.ListTasks),
 	}
-	if g.auditLog == nil {
-		g.auditLog = zap.NewNop()
+	if env.Log == nil {
+		env.Log = zap.NewNop()
+	}
+	if env.AuditLog == nil {
+		env.AuditLog = zap.NewNop()
 	}
 	// A call waiting for input is work in progress, as a task is: one
 	// owner's are bounded by max_active_per_principal when it is set.
-	maxParked := defaultParkedPerOwner
+	maxParked := bridge.DefaultParkedPerOwner
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g.tools = newToolPolicy(cfg)
-	g.bridge = newBridgeState(g.log, cfg.Detach, maxParked, cfg.Observer)
-	g.route = rt.NewRoute(runtime.RouteConfig{
+	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: &v2026.Handler{}, bridge: bridge.New(env, maxParked)}
+	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
-		Logger: g.log, AuditLogger: g.auditLog, SessionLost: g.bridge.sessionLost,
+		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.bridge.SessionLost,
 	})
-	g.sessions = &sessionGuard{rt: rt, log: g.log, route: g.route}
+	env.Sessions = wire.NewSessionGuard(rt.Store, rt.sessions, env.Log, env.Route)
 	return g, nil
 }
 
@@ -196,46 +203,45 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 // recovers the tasks a previous process left. A gateway that is only
 // provisioned, never started, changes nothing. ServeHTTP starts the gateway
 // too, should a request arrive before the start is announced.
-func (g *Gateway) Start() error { return g.route.Start() }
+func (g *Gateway) Start() error { return g.env.Route.Start() }
 
 // Close is called when g's configuration is cleaned up (whether or not it
 // started): another started gateway takes over background work.
 func (g *Gateway) Close() {
-	g.route.Close()
-	g.bridge.close()
+	g.env.Route.Close()
+	g.bridge.Close()
 }
-
-var clock = func() time.Time { return time.Now().UTC() }
 
 // ServeHTTP handles one request to the MCP endpoint. What is not task
 // business goes to next unchanged; the error of next is returned so that the
 // caller's error handling applies.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) error {
-	if !g.route.Started() {
-		if err := g.route.Start(); err != nil {
-			g.log.Error("task store unavailable", zap.Error(err))
-			writeJSONError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
+	route := g.env.Route
+	if !route.Started() {
+		if err := route.Start(); err != nil {
+			g.env.Log.Error("task store unavailable", zap.Error(err))
+			wire.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
 			return nil
 		}
 	}
-	g.route.Served(r, next)
+	route.Served(r, next)
 	who := task.CallerOf(r.Context())
-	if !g.sessions.guard(w, r, who.Owner) {
+	if !g.env.Sessions.Guard(w, r, who.Owner) {
 		return nil
 	}
 	if r.Method != http.MethodPost {
-		if taskID, id, ok := parseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
-			c := &call{g: g, w: w, r: r, next: next, msg: &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, owner: who.Owner, caller: who}
-			return c.serveResumedResult(taskID)
+		if taskID, id, ok := v2025.ParseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
+			x := g.exchange(w, r, next, &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, who)
+			return v2025.ServeResumedResult(x, taskID)
 		}
 		if r.Method == http.MethodDelete && r.Header.Get(upstream.HeaderSessionID) != "" {
-			return g.sessions.serveDelete(w, r, next)
+			return g.env.Sessions.ServeDelete(w, r, next)
 		}
 		return upstream.ServeNext(next, w, r)
 	}
 	body, err := readBody(r, g.cfg.MaxBody)
 	if errors.Is(err, errBodyTooLarge) {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
+		wire.WriteError(w, http.StatusRequestEntityTooLarge, nil,
 			jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
 		return nil
 	}
@@ -246,11 +252,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		// malformed JSON. (Only on an error: errors.As's target escapes,
 		// one allocation per request.)
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			writeJSONError(w, http.StatusRequestEntityTooLarge, nil,
+			wire.WriteError(w, http.StatusRequestEntityTooLarge, nil,
 				jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body exceeds %d bytes", mbe.Limit))
 			return nil
 		}
-		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
+		wire.WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
 		return nil
 	}
 	msg, err := jsonrpc.Parse(body)
@@ -263,24 +269,35 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
-	c := &call{g: g, w: w, r: r, next: next, msg: msg, owner: who.Owner, caller: who}
+	x := g.exchange(w, r, next, msg, who)
 	if detectEra(r, msg) == task.Era2026 {
-		return c.serveV2026()
+		switch {
+		case !msg.IsRequest():
+			return x.Pass()
+		case g.bridge.Applies(x): // a 2025-11-25 upstream: the version bridge answers
+			return g.bridge.Serve(x)
+		}
+		return g.v2026.Serve(x)
 	}
 	switch {
 	case msg.IsRequest():
-		return c.serveV2025Request()
+		return v2025.Serve(x)
 	case msg.IsNotification() && msg.Method == "notifications/cancelled":
-		return c.serveCancelled()
+		return v2025.ServeCancelled(x)
 	case msg.IsResponse():
 		if taskID, key, ok := jsonrpc.ParseInputID(msg.ID); ok {
-			if !c.guardOrigin() || c.limited() {
+			if !x.GuardOrigin() || x.Limited() {
 				return nil
 			}
-			return c.serveInputAnswer(taskID, key)
+			return v2025.ServeInputAnswer(x, taskID, key)
 		}
 	}
 	return upstream.ServeNext(next, w, r)
+}
+
+// exchange is the request the protocol packages answer.
+func (g *Gateway) exchange(w http.ResponseWriter, r *http.Request, next http.Handler, msg *jsonrpc.Message, who task.Caller) *wire.Exchange {
+	return &wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who}
 }
 
 // refuseUnreadable answers a POST body the gateway cannot read exactly as
@@ -299,91 +316,15 @@ func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next 
 	if msg != nil {
 		id = msg.ID
 	}
-	if ce := g.log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
+	if ce := g.env.Log.Check(zap.DebugLevel, "refused a body the gateway cannot read as one JSON-RPC message"); ce != nil {
 		ce.Write(zap.String("reason", re.Reason))
 	}
 	status := http.StatusBadRequest
 	if re == gate.ErrForeignEncoding {
 		status = http.StatusUnsupportedMediaType
 	}
-	writeJSONError(w, status, id, re.RPCError())
+	wire.WriteError(w, status, id, re.RPCError())
 	return nil
-}
-
-// call is one client request the gateway looks at.
-type call struct {
-	g      *Gateway
-	w      http.ResponseWriter
-	r      *http.Request
-	next   http.Handler
-	msg    *jsonrpc.Message
-	owner  string
-	caller task.Caller
-}
-
-func (c *call) pass() error { return upstream.ServeNext(c.next, c.w, c.r) }
-
-func (c *call) serveV2025Request() error {
-	if strings.HasPrefix(c.msg.Method, "tasks/") && (!c.guardOrigin() || c.limited()) {
-		return nil
-	}
-	switch c.msg.Method {
-	case "initialize":
-		c.w = c.g.sessions.bindOf(c.r.Context(), c.w, c.owner) // before the answer names the session
-		return c.passRewriting(c.g.tools.rewriteInitialize)
-	case "tools/list":
-		return c.passRewriting(c.g.tools.rewriteToolsList)
-	case "tools/call":
-		return c.serveV2025ToolsCall()
-	case "tasks/get":
-		return c.serveV2025Get()
-	case "tasks/result":
-		return c.serveV2025Result()
-	case "tasks/list":
-		return c.serveV2025List()
-	case "tasks/cancel":
-		return c.serveV2025Cancel()
-	}
-	return c.pass()
-}
-
-// reply writes a JSON-RPC success response.
-func (c *call) reply(result any) error {
-	data, err := jsonrpc.ResponseBytes(c.msg.ID, result)
-	if err != nil {
-		c.fail(runtime.InternalError(c.g.log, "encoding a result", err, zap.String("method", c.msg.Method)))
-		return nil
-	}
-	writeJSON(c.w, http.StatusOK, data)
-	return nil
-}
-
-// fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
-// transport does for errors of a request it accepted.
-func (c *call) fail(e *jsonrpc.Error) { writeJSONError(c.w, http.StatusOK, c.msg.ID, e) }
-
-func writeJSON(w http.ResponseWriter, status int, data []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Content-Length")
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
-}
-
-// answerStatus is the HTTP status of an error answer that would be sent
-// with status: 503 for a store that is unavailable. A 503 gets
-// Retry-After.
-func answerStatus(w http.ResponseWriter, status int, e *jsonrpc.Error) int {
-	if e != nil && strings.HasPrefix(e.Message, runtime.MsgStoreUnavailable) {
-		status = http.StatusServiceUnavailable
-	}
-	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", runtime.StoreRetryAfter)
-	}
-	return status
-}
-
-func writeJSONError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
-	writeJSON(w, answerStatus(w, status, e), jsonrpc.ErrorBytes(id, e))
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -427,22 +368,12 @@ func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
 	// The literal key is the cheap test; a key written with escapes
 	// ("\u0070rotocolVersion") is the same key to every JSON reader, so
 	// params with a backslash take the scanner's decoding path too.
-	if len(msg.Params) > 0 && (bytes.Contains(msg.Params, []byte(metaProtocolVersion)) || bytes.IndexByte(msg.Params, '\\') >= 0) {
+	if len(msg.Params) > 0 && (bytes.Contains(msg.Params, []byte(wire.MetaProtocolVersion)) || bytes.IndexByte(msg.Params, '\\') >= 0) {
 		if meta, ok := jsonx.Get(msg.Params, "_meta"); ok {
-			if _, ok := jsonx.Get(meta, metaProtocolVersion); ok {
+			if _, ok := jsonx.Get(meta, wire.MetaProtocolVersion); ok {
 				return task.Era2026
 			}
 		}
 	}
 	return task.Era2025
-}
-
-const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-
-// configured returns the configured task mode of a tool.
-func (p *toolPolicy) configured(name string) task.Support {
-	if m, ok := p.modes[name]; ok {
-		return m
-	}
-	return p.fallback
 }

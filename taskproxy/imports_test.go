@@ -29,6 +29,10 @@ var importRules = []struct {
 	{"taskproxy/internal/gate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/translate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap"}},
+	{"taskproxy/internal/wire", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/runners", "taskproxy/sse"}, []string{"github.com/caddyserver/caddy"}},
+	{"taskproxy/internal/wire/v2025", []string{"taskproxy/internal/wire", "taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/runners", "taskproxy/sse"}, []string{module + "taskproxy/internal/wire/v2026", "github.com/caddyserver/caddy"}},
+	{"taskproxy/internal/wire/v2026", []string{"taskproxy/internal/wire", "taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/runners", "taskproxy/sse"}, []string{module + "taskproxy/internal/wire/v2025", "github.com/caddyserver/caddy"}},
+	{"taskproxy/internal/bridge", []string{"taskproxy/internal/wire", "taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/runners", "taskproxy/sse"}, []string{module + "taskproxy/internal/wire/v2025", "github.com/caddyserver/caddy"}},
 	{"taskproxy/internal/runtime", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/translate", "taskproxy/internal/runners", "taskproxy/sse"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/badgerstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/pgstore", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"github.com/caddyserver/caddy"}},
@@ -37,7 +41,14 @@ var importRules = []struct {
 }
 
 // forbiddenDep says why a package with these rules may not import dep, or "".
+// A forbidden entry wins over an allowed one: the 2026-07-28 package may use
+// internal/wire but not internal/wire/v2025 below it.
 func forbiddenDep(allowed, forbidden []string, dep string) string {
+	for _, bad := range forbidden {
+		if dep == bad || strings.HasPrefix(dep, bad+"/") {
+			return "a package its layer may not use"
+		}
+	}
 	if rest, ok := strings.CutPrefix(dep, module); ok {
 		if allowed == nil {
 			return ""
@@ -51,11 +62,6 @@ func forbiddenDep(allowed, forbidden []string, dep string) string {
 			}
 		}
 		return "a package of the module its layer may not use"
-	}
-	for _, bad := range forbidden {
-		if dep == bad || strings.HasPrefix(dep, bad+"/") {
-			return "a package its layer may not use"
-		}
 	}
 	return ""
 }
@@ -99,6 +105,9 @@ func TestForbiddenDep(t *testing.T) {
 		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, "net/http/httptrace", true},
 		{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}, "net/netip", false},
 		{"taskproxy", []string{"taskproxy"}, nil, module + "taskproxy/badgerstore", true},
+		{"taskproxy/internal/wire/v2026", []string{"taskproxy/internal/wire"}, []string{module + "taskproxy/internal/wire/v2025"}, module + "taskproxy/internal/wire", false},
+		{"taskproxy/internal/wire/v2026", []string{"taskproxy/internal/wire"}, []string{module + "taskproxy/internal/wire/v2025"}, module + "taskproxy/internal/wire/v2025", true},
+		{"taskproxy/internal/bridge", []string{"taskproxy/internal/wire"}, []string{module + "taskproxy/internal/wire/v2025"}, module + "taskproxy/internal/wire/v2026", false},
 		{"taskproxy", []string{"taskproxy"}, nil, module + "auth", true},
 		{"taskproxy", []string{"taskproxy"}, nil, module + "taskproxy/sse", false},
 		{"taskproxy", []string{"taskproxy"}, []string{"github.com/caddyserver/caddy"}, "github.com/caddyserver/caddy/v2", true},

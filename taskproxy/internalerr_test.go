@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -42,7 +43,7 @@ var refPattern = regexp.MustCompile(`\(ref ([0-9a-f]{12})\)`)
 // with a reference, and the log has the details under that reference.
 func TestInternalErrorsHideDetails(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	g := &Gateway{log: zap.New(core)}
+	g := &Gateway{env: &wire.Env{Log: zap.New(core)}}
 	dial := refusedDial(t)
 	hexDump := fmt.Errorf("committing: %w", task.CleanStoreError(errors.New("Value with size 2097152 exceeded 1048576 limit. Value:\n00000000  7b 22 6f 77 6e 65 72 22  |{\"owner\"|")))
 	tests := []struct {
@@ -52,16 +53,16 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 		secrets []string // none may appear in the client's message
 		logged  bool     // the details are in the log under the ref
 	}{
-		{"store error", g.storeFailure(errors.New("reading task abc: badger: corrupt value log at /var/lib/x")), "internal error (ref ", []string{"badger", "/var/lib"}, true},
-		{"store hex dump", g.storeFailure(hexDump), "internal error (ref ", []string{"owner", "7b 22", "Value with size"}, true},
-		{"dial error", runtime.UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", opaqueDialError{dial})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
-		{"unwrapping dial error", runtime.UpstreamFailure(g.log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"panic", runtime.UpstreamFailure(g.log, errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
-		{"protocol account kept", runtime.UpstreamFailure(g.log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
-		{"expiry kept", runtime.UpstreamFailure(g.log, fmt.Errorf("calling upstream: %w", runtime.ErrTaskExpired)), "task expired before completion", nil, false},
-		{"store refusal kept", runtime.ClientError(g.log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
-		{"answer forwarding", runtime.AnswerFailure(g.log, fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"JSON-RPC error as is", runtime.ClientError(g.log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
+		{"store error", g.env.StoreFailure(errors.New("reading task abc: badger: corrupt value log at /var/lib/x")), "internal error (ref ", []string{"badger", "/var/lib"}, true},
+		{"store hex dump", g.env.StoreFailure(hexDump), "internal error (ref ", []string{"owner", "7b 22", "Value with size"}, true},
+		{"dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", opaqueDialError{dial})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"unwrapping dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
+		{"panic", runtime.UpstreamFailure(g.env.Log, errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
+		{"protocol account kept", runtime.UpstreamFailure(g.env.Log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
+		{"expiry kept", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", runtime.ErrTaskExpired)), "task expired before completion", nil, false},
+		{"store refusal kept", runtime.ClientError(g.env.Log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
+		{"answer forwarding", runtime.AnswerFailure(g.env.Log, fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
+		{"JSON-RPC error as is", runtime.ClientError(g.env.Log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}
 	for _, tt := range tests {
 		msg := tt.got.Message

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -34,9 +35,9 @@ func TestCancelCountsAsEnded(t *testing.T) {
 	// request starts would otherwise fail a task no worker holds before
 	// the test cancels it.
 	leased := func(era task.Era) *task.Task {
-		tk := testTask(task.Anonymous, clock())
+		tk := testTask(task.Anonymous, runtime.Now())
 		tk.Era = era
-		tk.Lease = task.Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
+		tk.Lease = task.Lease{Holder: g.rt.Store.Holder(), Expires: runtime.Now().Add(time.Hour)}
 		return tk
 	}
 	for _, era := range []task.Era{task.Era2025, task.Era2026} {
@@ -44,7 +45,7 @@ func TestCancelCountsAsEnded(t *testing.T) {
 		if err := g.rt.Store.Create(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.route.CancelTask(context.Background(), task.Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
+		if _, err := g.env.Route.CancelTask(context.Background(), task.Anonymous, tk.ID, http.NotFoundHandler()); err != nil {
 			t.Fatalf("%s: cancel: %v", era, err)
 		}
 	}

@@ -2,11 +2,8 @@ package taskproxy
 
 import (
 	"fmt"
-	"net/http"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 )
 
 // DNS rebinding protection for what the gateway answers itself. The spec has
@@ -45,28 +42,13 @@ func ParseRebindingProtection(s string) (RebindingProtection, error) {
 	return "", fmt.Errorf("unknown mode %q (want auto, on or off)", s)
 }
 
-// guarded reports whether the rebinding guard applies to the call.
-func (c *call) guarded() bool {
-	switch c.g.cfg.RebindingProtection {
-	case RebindingOff:
-		return false
+// guard is the mode as the protocol packages take it.
+func (m RebindingProtection) guard() wire.Rebinding {
+	switch m {
 	case RebindingOn:
-		return true
+		return wire.RebindingOn
+	case RebindingOff:
+		return wire.RebindingOff
 	}
-	return c.owner == task.Anonymous && !peerOf(c.r).ViaTrustedProxy
-}
-
-// guardOrigin answers 403 and returns false for a rebinding suspect, and
-// 415 for a post a web page could have sent cross-site (gate.CrossSiteSimple),
-// whoever the caller.
-func (c *call) guardOrigin() bool {
-	if gate.CrossSiteSimple(c.r) {
-		writeJSONError(c.w, http.StatusUnsupportedMediaType, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
-		return false
-	}
-	if !c.guarded() || !gate.RebindingSuspect(c.r) {
-		return true
-	}
-	writeJSONError(c.w, http.StatusForbidden, c.msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
-	return false
+	return wire.RebindingAuto
 }

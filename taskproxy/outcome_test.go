@@ -137,11 +137,11 @@ func TestUnsettledTaskRetried(t *testing.T) {
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}
 	g, id := unsettledTask(t, store, `{"content":[]}`)
-	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
+	if n := g.env.Route.SettleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store refuses", n)
 	}
 	broken.Store(false)
-	if n := g.route.SettleUnsettled(context.Background()); n != 1 {
+	if n := g.env.Route.SettleUnsettled(context.Background()); n != 1 {
 		t.Fatalf("settled %d, want 1", n)
 	}
 	rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, id)
@@ -182,4 +182,14 @@ func unsettledTask(t *testing.T, store task.Store, result string) (*Gateway, str
 		time.Sleep(10 * time.Millisecond)
 	}
 	return g, id
+}
+
+func BenchmarkApplyOutcome(b *testing.B) {
+	result := json.RawMessage(`{"content":[{"type":"text","text":"the answer of the tool, a few words long"}],"structuredContent":{"n":42},"isError":false}`)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := &task.Task{Status: task.StatusWorking, Era: task.Era2025}
+		runtime.ApplyOutcome(rec, result, nil, now)
+	}
 }

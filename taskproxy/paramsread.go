@@ -3,6 +3,7 @@ package taskproxy
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -15,17 +16,17 @@ var paramsRead = &gate.ReadMembers{
 	Nested: []*gate.ReadMembers{
 		2: {Names: []string{"ttl"}},
 		4: {
-			Names: []string{metaProtocolVersion, metaClientCapabilities, gate.MetaIdempotencyKey, "progressToken",
+			Names: []string{wire.MetaProtocolVersion, wire.MetaClientCapabilities, gate.MetaIdempotencyKey, "progressToken",
 				task.MetaRelatedTask, translate.MetaLogLevel, translate.MetaClientInfo},
 			Nested: []*gate.ReadMembers{1: {
 				Names:  []string{"extensions", "tasks"},
-				Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},
+				Nested: []*gate.ReadMembers{{Names: []string{wire.ExtensionTasks}}},
 			}},
 		},
 		8: {Names: []string{"taskIds"}},
 		12: {
 			Names:  []string{"extensions", "tasks"},
-			Nested: []*gate.ReadMembers{{Names: []string{extensionTasks}}},
+			Nested: []*gate.ReadMembers{{Names: []string{wire.ExtensionTasks}}},
 		},
 	},
 }

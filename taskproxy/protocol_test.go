@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -179,7 +181,7 @@ func TestClientCancellation(t *testing.T) {
 // task is refused as on the 2025-11-25 wire, and never reaches the upstream.
 func TestPassThroughStripsTasksExtension(t *testing.T) {
 	g := testGateway(t, Config{Tools: map[string]task.Support{"nope": task.SupportForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
-	now := clock()
+	now := runtime.Now()
 	// Held by this process, as a running worker's task is: without a
 	// lease, the recovery that runs at the start could take it for an
 	// orphan and fail it, which left room for the call now and then.
@@ -211,7 +213,7 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 				t.Fatalf("upstream got %d bodies; answer HTTP %d %s", len(up.bodies), rec.Code, rec.Body)
 			}
 			got := up.bodies[0]
-			if strings.Contains(got, extensionTasks) || !strings.Contains(got, `"arguments":{"q":1}`) || !strings.Contains(got, `"id":5`) {
+			if strings.Contains(got, wire.ExtensionTasks) || !strings.Contains(got, `"arguments":{"q":1}`) || !strings.Contains(got, `"id":5`) {
 				t.Errorf("upstream got %s, want the call without the tasks extension", got)
 			}
 			if m, err := jsonrpc.Parse(rec.Body.Bytes()); err != nil || m.Result == nil {

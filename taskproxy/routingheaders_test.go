@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -21,7 +21,7 @@ func TestTaskMethodsWithoutMcpName(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		g := testGateway(t, Config{StrictRoutingHeaders: strict})
 		mustStart(t, g)
-		now := clock()
+		now := runtime.Now()
 		// Leased to this process, as a running task's is: recovery, which
 		// runs after the start, leaves it alone.
 		tk := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, Status: task.StatusWorking, Era: task.Era2026,
@@ -80,17 +80,5 @@ func TestTaskMethodsWithoutMcpName(t *testing.T) {
 		if want := map[bool]task.Status{false: task.StatusCancelled, true: task.StatusWorking}[strict]; err != nil || rec.Status != want {
 			t.Errorf("strict %v: task %v, %v; want %s", strict, rec.Status, err, want)
 		}
-	}
-}
-
-func TestEncodeHeaderValue(t *testing.T) {
-	for _, v := range []string{"abc", "a b", " lead", "trail ", "ünï", "tab\there", "=?base64?x?=", ""} {
-		got, ok := decodeHeaderValue(upstream.EncodeHeaderValue(v))
-		if !ok || got != v {
-			t.Errorf("%q: encoded %q decodes to %q, %v", v, upstream.EncodeHeaderValue(v), got, ok)
-		}
-	}
-	if got := upstream.EncodeHeaderValue("plain-id_1"); got != "plain-id_1" {
-		t.Errorf("plain value encoded as %q", got)
 	}
 }

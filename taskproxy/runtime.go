@@ -2,9 +2,12 @@ package taskproxy
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
+	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -59,3 +62,12 @@ func (h Health) Healthy() bool { return runtime.Health(h).Healthy() }
 
 // Health reads the store once and reports the runtime's state.
 func (rt *Runtime) Health(ctx context.Context) Health { return Health(rt.Runtime.Health(ctx)) }
+
+// renderView encodes the tasks/get result of t on w, for the runtime's
+// view cache.
+func renderView(t *task.Task, w runtime.Wire) ([]byte, error) {
+	if w == runtime.WireV2026 {
+		return json.Marshal(v2026.Detail(t, "complete"))
+	}
+	return v2025.Render(t).AppendJSON(nil), nil
+}

@@ -72,12 +72,12 @@ func TestRuntimeLifecycle(t *testing.T) {
 			}
 			var wantRoute *runtime.Route
 			if want != nil {
-				wantRoute = want.route
+				wantRoute = want.env.Route
 			}
 			if got := rt.RouteFor(""); got != wantRoute {
 				t.Errorf("route in charge %p, want %p", got, wantRoute)
 			}
-			if want != nil && rt.RouteFor(want.cfg.Route) != want.route {
+			if want != nil && rt.RouteFor(want.cfg.Route) != want.env.Route {
 				t.Errorf("route %q follows another configuration", want.cfg.Route)
 			}
 			if err := rt.Close(time.Second); err != nil {
@@ -133,7 +133,7 @@ func mustStart(t *testing.T, g *Gateway) {
 func TestRecoveryFollowsRoutes(t *testing.T) {
 	store := newMemStore(t)
 	ctx := t.Context()
-	past := clock().Add(-time.Hour)
+	past := runtime.Now().Add(-time.Hour)
 	orphan := func(route, tool string) string {
 		id := task.NewTaskID()
 		err := store.Create(ctx, &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,

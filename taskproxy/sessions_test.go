@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -84,14 +85,14 @@ func (u *sessionUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sid = fmt.Sprintf("session-%d", u.next)
 		u.live[sid] = true
 		w.Header().Set(upstream.HeaderSessionID, sid)
-		writeJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		wire.WriteJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
 	case !u.live[sid]:
 		http.Error(w, "unknown session", http.StatusNotFound)
 	case r.Method == http.MethodDelete:
 		delete(u.live, sid)
 		w.WriteHeader(http.StatusOK)
 	default:
-		writeJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
+		wire.WriteJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":2,"result":{}}`))
 	}
 }
 

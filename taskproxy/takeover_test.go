@@ -32,7 +32,7 @@ func TestTakeoverMessages(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	past := clock().Add(-time.Hour)
+	past := runtime.Now().Add(-time.Hour)
 	orphan := func(era task.Era, session, route, tool string) string {
 		id := task.NewTaskID()
 		err := store.Create(ctx, &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
@@ -45,7 +45,7 @@ func TestTakeoverMessages(t *testing.T) {
 	}
 	rerun, lost := orphan(task.Era2025, "", "a", "echo"), orphan(task.Era2025, "", "a", "other")
 	bridged, gone := orphan(task.Era2026, "s1", "a", "other"), orphan(task.Era2025, "", "gone", "echo")
-	if n, err := rt.TakeOver(clock()); n != 4 || err != nil {
+	if n, err := rt.TakeOver(runtime.Now()); n != 4 || err != nil {
 		t.Fatalf("took over %d tasks (%v), want 4", n, err)
 	}
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -37,7 +37,7 @@ func TestTaskUpstreamBase(t *testing.T) {
 		{"2025-11-25 task created without a version header", task.Task{Era: task.Era2025, Session: "s-1"}, "", "s-1", false},
 		{"2025-11-25 task of an upstream without sessions", task.Task{Era: task.Era2025, Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-11-25"}}, "2025-11-25", "", false},
 		{"bridged task on an older session", task.Task{Era: task.Era2026, Session: "s-2", Headers: map[string]string{upstream.HeaderProtocolVersion: "2025-06-18", upstream.HeaderMethod: "tools/call"}}, "2025-06-18", "s-2", false},
-		{"bridged task recorded with the caller's version", task.Task{Era: task.Era2026, Session: "s-3", Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, bridgeV2025Version, "s-3", false},
+		{"bridged task recorded with the caller's version", task.Task{Era: task.Era2026, Session: "s-3", Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, string(task.Era2025), "s-3", false},
 		{"2026-07-28 task: the caller's wire", task.Task{Era: task.Era2026, Headers: map[string]string{upstream.HeaderProtocolVersion: "2026-07-28"}}, "2026-07-28", "callers", true},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -41,14 +42,14 @@ func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
 	store := &unavailableStore{Store: newMemStore(t)}
 	store.down.Store(true)
 	g, id := unsettledTask(t, store, `{"content":[{"type":"text","text":"kept"}]}`)
-	if n := g.route.SettleUnsettled(context.Background()); n != 0 {
+	if n := g.env.Route.SettleUnsettled(context.Background()); n != 0 {
 		t.Fatalf("settled %d while the store is unavailable", n)
 	}
-	if n := g.route.FailOrphans(context.Background(), clock().Add(time.Hour)); n != 0 {
+	if n := g.env.Route.FailOrphans(context.Background(), runtime.Now().Add(time.Hour)); n != 0 {
 		t.Errorf("the orphan scan failed %d tasks whose outcome waits to be written", n)
 	}
 	store.down.Store(false)
-	if n := g.route.SettleUnsettled(context.Background()); n != 1 {
+	if n := g.env.Route.SettleUnsettled(context.Background()); n != 1 {
 		t.Fatalf("settled %d, want 1", n)
 	}
 	rec, err := g.rt.Store.Get(context.Background(), task.Anonymous, id)
@@ -76,7 +77,7 @@ func TestAnswerStatus(t *testing.T) {
 		{"a 503 of its own", http.StatusServiceUnavailable, other, http.StatusServiceUnavailable, true},
 	} {
 		w := httptest.NewRecorder()
-		if got := answerStatus(w, tc.status, tc.e); got != tc.want || (w.Header().Get("Retry-After") != "") != tc.retryAfter {
+		if got := wire.AnswerStatus(w, tc.status, tc.e); got != tc.want || (w.Header().Get("Retry-After") != "") != tc.retryAfter {
 			t.Errorf("%s: status %d, Retry-After %q; want %d, Retry-After %v", tc.name, got, w.Header().Get("Retry-After"), tc.want, tc.retryAfter)
 		}
 	}

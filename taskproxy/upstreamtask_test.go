@@ -184,7 +184,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 					t.Fatalf("inputs %+v, want the upstream's elicitation (id 7)", rec.Inputs)
 				}
 				answer := map[string]runtime.InputAnswer{rec.Inputs[0].Key: {Result: json.RawMessage(`{"action":"accept","content":{"x":"y"}}`)}}
-				if _, err := g.route.AnswerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
+				if _, err := g.env.Route.AnswerInputs(context.Background(), task.Anonymous, id, answer, post(`{}`), tt.up); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -224,7 +224,7 @@ func TestUpstreamTaskCancelled(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
 	waitStatus(t, g, task.Anonymous, id, task.StatusInputRequired)
-	if _, err := g.route.CancelTask(context.Background(), task.Anonymous, id, up); err != nil {
+	if _, err := g.env.Route.CancelTask(context.Background(), task.Anonymous, id, up); err != nil {
 		t.Fatal(err)
 	}
 	if !up.saw("tasks/cancel") {
@@ -249,7 +249,7 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newMemStore(t)
-			past := clock().Add(-time.Minute)
+			past := runtime.Now().Add(-time.Minute)
 			id := task.NewTaskID()
 			err := store.Create(t.Context(), &task.Task{ID: id, Owner: "o", Status: task.StatusWorking, CreatedAt: past, UpdatedAt: past,
 				TTL: time.Hour, Era: task.Era2025, Tool: "job", Params: json.RawMessage(`{"name":"job"}`), Session: "s1",
@@ -311,18 +311,18 @@ func TestEffectiveMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := testGateway(t, Config{Tools: tt.configured})
 			if tt.init != "" {
-				if _, err := g.tools.rewriteInitialize([]byte(tt.init)); err != nil {
+				if _, err := g.env.Tools.RewriteInitialize([]byte(tt.init)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			out, err := g.tools.rewriteToolsList([]byte(tools))
+			out, err := g.env.Tools.RewriteToolsList([]byte(tools))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := g.tools.effectiveMode(tt.tool); got != tt.want {
+			if got := g.env.Tools.EffectiveMode(tt.tool); got != tt.want {
 				t.Errorf("effectiveMode = %s, want %s", got, tt.want)
 			}
-			if got := g.tools.upstreamRunsTask(tt.tool); got != tt.wantRunsTask {
+			if got := g.env.Tools.UpstreamRunsTask(tt.tool); got != tt.wantRunsTask {
 				t.Errorf("upstreamRunsTask = %v, want %v", got, tt.wantRunsTask)
 			}
 			if tt.tool != "other" && !strings.Contains(string(out), `"name":"`+tt.tool+`"`) {

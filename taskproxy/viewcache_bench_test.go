@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -70,7 +71,7 @@ func BenchmarkTaskEnd(b *testing.B) {
 		}
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, t.ID)
 		b.StartTimer()
-		g.route.Finish(t, result, nil)
+		g.env.Route.Finish(t, result, nil)
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -83,7 +84,7 @@ func BenchmarkTaskEnd(b *testing.B) {
 // BenchmarkResponseBytes encodes a CreateTaskResult answer, as every
 // create and cancel does.
 func BenchmarkResponseBytes(b *testing.B) {
-	result := v2025Created(benchTask())
+	result := v2025.CreateResult(benchTask())
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := jsonrpc.ResponseBytes(json.RawMessage("42"), result); err != nil {

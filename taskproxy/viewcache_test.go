@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
+	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -52,13 +54,13 @@ func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, tt
 func TestViewCacheOwnerOnly(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	tk := storeFinished(t, g, "alice", clock(), time.Hour)
+	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
 	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026} {
 		for i := range 3 {
 			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
 			}
-			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, clock()); !ok {
+			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, runtime.Now()); !ok {
 				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
 			}
 			if got := getTask(t, g, "bob", wire, tk.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
@@ -74,13 +76,13 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 func TestViewCacheWires(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
-	tk := storeFinished(t, g, "alice", clock(), time.Hour)
+	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
 	rec, err := g.rt.Store.Get(context.Background(), "alice", tk.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[runtime.Wire]string{}
-	for wire, result := range map[runtime.Wire]any{runtime.WireV2025: toV2025Task(rec), runtime.WireV2026: toV2026Detail(rec, "complete")} {
+	for wire, result := range map[runtime.Wire]any{runtime.WireV2025: v2025.Render(rec), runtime.WireV2026: v2026.Detail(rec, "complete")} {
 		data, err := jsonrpc.ResponseBytes(json.RawMessage("7"), result)
 		if err != nil {
 			t.Fatal(err)
@@ -103,13 +105,13 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	mustStart(t, g)
 
 	// Leased to this process, so that recovery leaves them alone.
-	lease := task.Lease{Holder: g.rt.Store.Holder(), Expires: clock().Add(time.Hour)}
-	working := testTask("alice", clock())
+	lease := task.Lease{Holder: g.rt.Store.Holder(), Expires: runtime.Now().Add(time.Hour)}
+	working := testTask("alice", runtime.Now())
 	working.Lease = lease
 	if err := g.rt.Store.Create(ctx, working); err != nil {
 		t.Fatal(err)
 	}
-	cancelled := testTask("alice", clock())
+	cancelled := testTask("alice", runtime.Now())
 	cancelled.Lease = lease
 	if err := g.rt.Store.Create(ctx, cancelled); err != nil {
 		t.Fatal(err)
@@ -123,11 +125,11 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	}
 	if _, err := g.rt.Store.Update(ctx, "alice", working.ID, func(rec *task.Task) error {
 		rec.Result = json.RawMessage(`{"content":[]}`)
-		return rec.SetStatus(task.StatusCompleted, "", clock())
+		return rec.SetStatus(task.StatusCompleted, "", runtime.Now())
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.route.CancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
+	if _, err := g.env.Route.CancelTask(ctx, "alice", cancelled.ID, http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
 	for _, wire := range []runtime.Wire{runtime.WireV2025, runtime.WireV2026} {
@@ -159,7 +161,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	}
 	close(release)
 	waitEnded(t, g, task.Anonymous, id)
-	if _, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, clock()); !ok {
+	if _, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now()); !ok {
 		t.Error("the worker's outcome is not in the cache")
 	}
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"completed"`) {
@@ -173,20 +175,20 @@ func TestViewCacheExpiry(t *testing.T) {
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	const ttl, left = 20 * time.Second, runtime.ViewExpiryMargin + 2*time.Second
-	tk := storeFinished(t, g, "alice", clock().Add(left-ttl), ttl)
+	tk := storeFinished(t, g, "alice", runtime.Now().Add(left-ttl), ttl)
 	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 		t.Fatalf("before expiry: %s", got)
 	}
-	if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, clock()); !ok {
+	if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now()); !ok {
 		t.Fatal("the read left nothing in the cache")
 	}
-	for deadline := time.Now().Add(30 * time.Second); !clock().After(tk.ExpiresAt()); {
+	for deadline := time.Now().Add(30 * time.Second); !runtime.Now().After(tk.ExpiresAt()); {
 		if time.Now().After(deadline) {
 			t.Fatal("the task never expired")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n, err := g.rt.Store.Sweep(context.Background(), clock(), 100); err != nil || n != 1 {
+	if n, err := g.rt.Store.Sweep(context.Background(), runtime.Now(), 100); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v", n, err)
 	}
 	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, "Task has expired") {

@@ -28,7 +28,7 @@ func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Ca
 	}
 	fields := []zap.Field{zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant)}
 	if t != nil {
-		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", clock().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
+		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", Now().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
 	}
 	ce.Write(fields...)
 }

@@ -18,7 +18,7 @@ import (
 // call's stream.
 func (route *Route) CancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
 	t, err := route.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
-		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", clock())
+		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", Now())
 	})
 	if err != nil {
 		return nil, err

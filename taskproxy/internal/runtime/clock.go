@@ -2,5 +2,6 @@ package runtime
 
 import "time"
 
-// clock is the time the runtime stamps on records: UTC, as the stores keep it.
-func clock() time.Time { return time.Now().UTC() }
+// Now is the time the gateway stamps on records: UTC, as the stores keep
+// it.
+func Now() time.Time { return time.Now().UTC() }

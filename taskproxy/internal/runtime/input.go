@@ -86,9 +86,9 @@ func (route *Route) AnswerInputs(ctx context.Context, owner, taskID string, answ
 		if !changed {
 			return errNoChange
 		}
-		rec.UpdatedAt = clock()
+		rec.UpdatedAt = Now()
 		if len(rec.Outstanding()) == 0 && rec.Status == task.StatusInputRequired {
-			return rec.SetStatus(task.StatusWorking, "", clock())
+			return rec.SetStatus(task.StatusWorking, "", Now())
 		}
 		return nil
 	})

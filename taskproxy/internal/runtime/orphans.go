@@ -53,7 +53,7 @@ func (m maintainer) failOrphansLoop() {
 			route.SettleUnsettled(rt.ctx)
 			if now.Sub(lastScan) >= orphanScanInterval {
 				lastScan = now
-				route.FailOrphans(rt.ctx, clock())
+				route.FailOrphans(rt.ctx, Now())
 			}
 		}
 	}
@@ -82,7 +82,7 @@ func (route *Route) SettleUnsettled(ctx context.Context) int {
 	route.rt.unsettled.Range(func(k, v any) bool {
 		id, u := k.(string), v.(unsettledOutcome)
 		rec, err := route.rt.Store.Update(ctx, u.owner, id, func(rec *task.Task) error {
-			ApplyOutcome(rec, u.result, u.err, clock())
+			ApplyOutcome(rec, u.result, u.err, Now())
 			return nil
 		})
 		switch {
@@ -136,7 +136,7 @@ func (route *Route) FailOrphans(ctx context.Context, now time.Time) int {
 				if !orphaned(rec) {
 					return errNoChange
 				}
-				ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgWorkerLost), clock())
+				ApplyOutcome(rec, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgWorkerLost), Now())
 				return nil
 			})
 			switch {

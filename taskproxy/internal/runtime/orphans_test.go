@@ -13,7 +13,7 @@ import (
 func TestOrphanPass(t *testing.T) {
 	rt, route := testRoute(t)
 	ctx := context.Background()
-	now := clock()
+	now := Now()
 	mk := func(holder string, expires time.Time) *task.Task {
 		tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2025,
 			Lease: task.Lease{Holder: holder, Expires: expires}}

@@ -68,7 +68,7 @@ func (rt *Runtime) recover() {
 			if _, running := rt.workers.get(t.ID); running || t.Lease.Holder == holder {
 				continue // started by this process
 			}
-			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), LeaseTTL)
+			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), LeaseTTL)
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
@@ -117,7 +117,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string) {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", message)
-		return rec.SetStatus(task.StatusFailed, message, clock())
+		return rec.SetStatus(task.StatusFailed, message, Now())
 	})
 	if err == nil {
 		route.AuditOutcome(rec)
@@ -141,7 +141,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 	rt, name := route.rt, route.cfg.Name
 	b := rt.routes.base(name)
 	b.awaiting.Store(true)
-	rs := &resumingTask{owner: t.Owner, why: why, since: clock(), wait: route.cfg.ResumeWait}
+	rs := &resumingTask{owner: t.Owner, why: why, since: Now(), wait: route.cfg.ResumeWait}
 	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed
 	rt.loops.Add(1)
 	go func() {
@@ -153,7 +153,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			return
 		}
 		if !rs.resume() { // its lease was released: take it again, if no one else did
-			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), clock(), LeaseTTL)
+			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), Now(), LeaseTTL)
 			rt.resuming.CompareAndDelete(t.ID, rs)
 			switch {
 			case err == nil:

@@ -21,7 +21,7 @@ import (
 // task that ended (ErrTerminal), or whose lease another worker holds
 // (ErrLeaseHeld), is left alone.
 func (rt *Runtime) releaseLease(ctx context.Context, owner, id string) error {
-	_, err := rt.Store.Acquire(ctx, owner, id, rt.Store.Holder(), clock(), 0)
+	_, err := rt.Store.Acquire(ctx, owner, id, rt.Store.Holder(), Now(), 0)
 	return err
 }
 

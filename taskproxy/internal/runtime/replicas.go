@@ -121,7 +121,7 @@ func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 // otherwise hold it for ever.
 func (m maintainer) renewResuming() {
 	rt := m.rt
-	now := clock()
+	now := Now()
 	rt.resuming.Range(func(k, v any) bool {
 		id, rs := k.(string), v.(*resumingTask)
 		rs.mu.Lock()
@@ -160,7 +160,7 @@ func (m maintainer) takeoverLoop() {
 			return
 		case <-tick.C:
 		}
-		if now := clock(); rt.recovered.Load() && rt.routes.inCharge() != nil && !now.Before(quietUntil) {
+		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !now.Before(quietUntil) {
 			if _, err := rt.TakeOver(now); err != nil {
 				quietUntil = now.Add(LeaseTTL)
 			}
@@ -206,7 +206,7 @@ func (rt *Runtime) TakeOver(now time.Time) (int, error) {
 			if _, resuming := rt.resuming.Load(t.ID); resuming {
 				continue
 			}
-			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, clock(), LeaseTTL)
+			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), LeaseTTL)
 			if err != nil {
 				continue // another replica was faster, or the task ended
 			}

@@ -242,7 +242,7 @@ func (m maintainer) renewLeases() {
 		case <-tick.C:
 		}
 		for id, run := range rt.workers.snapshot() {
-			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), clock(), LeaseTTL)
+			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), Now(), LeaseTTL)
 			if errors.Is(err, task.ErrLeaseHeld) {
 				run.Cancel(errLeaseLost)
 			}
@@ -274,7 +274,7 @@ func (m maintainer) sweep() {
 			if !m.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
 				continue // another replica sweeps
 			}
-			n, err := rt.Store.Sweep(rt.ctx, clock(), sweepBatch)
+			n, err := rt.Store.Sweep(rt.ctx, Now(), sweepBatch)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				route.log.Warn("sweeping expired tasks", zap.Error(err))
 			}

@@ -137,7 +137,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
 		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = m, clock()
+			rec.StatusMessage, rec.UpdatedAt = m, Now()
 		}
 		return nil
 	})
@@ -305,7 +305,7 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 		if rec.Status != task.StatusWorking || rec.StatusMessage == message {
 			return errNoChange
 		}
-		rec.StatusMessage, rec.UpdatedAt = message, clock()
+		rec.StatusMessage, rec.UpdatedAt = message, Now()
 		return nil
 	})
 	if err == nil {

@@ -120,7 +120,7 @@ func (w *worker) recordV2026UpstreamTask(created V2026Created) bool {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTask, rec.UpstreamV2026, rec.UpstreamTaskID = true, true, created.TaskID
 		if m := created.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = m, clock()
+			rec.StatusMessage, rec.UpdatedAt = m, Now()
 		}
 		return nil
 	})
@@ -276,14 +276,14 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 		}
 		if waiting && rec.Status != task.StatusInputRequired {
 			changed = true
-			if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock()); err != nil {
+			if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now()); err != nil {
 				return err
 			}
 		}
 		if !changed {
 			return errNoChange
 		}
-		rec.UpdatedAt = clock()
+		rec.UpdatedAt = Now()
 		return nil
 	})
 	switch {

@@ -185,8 +185,13 @@ func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time) (*task
 	return e.stub(), view, true
 }
 
-// CacheView keeps view, the tasks/get result of t on wire, when t is
-// finished.
-func (rt *Runtime) CacheView(t *task.Task, wire Wire, view []byte, now time.Time) {
+// View renders t's tasks/get result on wire, with the renderer the
+// runtime was made with, and keeps it when t is finished.
+func (rt *Runtime) View(t *task.Task, wire Wire, now time.Time) ([]byte, error) {
+	view, err := rt.views.render(t, wire)
+	if err != nil {
+		return nil, err
+	}
 	rt.views.put(t, wire, view, now)
+	return view, nil
 }

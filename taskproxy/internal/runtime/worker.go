@@ -145,7 +145,7 @@ func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		if message != "" {
-			return rec.SetStatus(task.StatusWorking, message, clock())
+			return rec.SetStatus(task.StatusWorking, message, Now())
 		}
 		return nil
 	})
@@ -227,16 +227,16 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 // An outcome the store cannot take only because it is unavailable for now
 // is kept as it is, and written when the store is back.
 func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
-	rec, err := route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, result, rpcErr, clock()) })
+	rec, err := route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, result, rpcErr, Now()) })
 	kept := storeUnavailable(err)
 	if err != nil && !outcomeSettled(err) && !kept {
 		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
-		rec, err = route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, nil, outcomeLost(), clock()) })
+		rec, err = route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, nil, outcomeLost(), Now()) })
 	}
 	switch {
 	case err == nil:
 		route.AuditOutcome(rec)
-		route.rt.views.remember(rec, clock()) // its first tasks/get need not read the store
+		route.rt.views.remember(rec, Now()) // its first tasks/get need not read the store
 	case outcomeSettled(err):
 		if ce := route.log.Check(zap.DebugLevel, "late task outcome dropped"); ce != nil {
 			ce.Write(zap.String("task", t.ID), zap.Error(err))
@@ -380,9 +380,9 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
 		if rec.Era == task.Era2026 { // a bridged task (bridge_call.go)
-			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
+			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 		}
-		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", clock())
+		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", Now())
 	})
 	if err != nil {
 		route.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
@@ -446,7 +446,7 @@ func (in *InputRequired) Apply(rec *task.Task, keys []string) ([]string, error) 
 		}
 		return keys, nil
 	}
-	return keys, rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, clock())
+	return keys, rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 }
 
 // maxLoadShedRetries bounds how often an input_required answer without

@@ -64,7 +64,7 @@ func TestInputRequestsCapped(t *testing.T) {
 	}{{3, false}, {MaxTaskInputs, false}, {MaxTaskInputs + 1, true}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
-			now := clock()
+			now := Now()
 			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Round: 1}
 			if err := rt.Store.Create(ctx, tk); err != nil {
 				t.Fatal(err)

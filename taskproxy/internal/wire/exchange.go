@@ -1,0 +1,157 @@
+package wire
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Policy is what one configuration decides for the requests both protocol
+// versions answer (the fields' meaning is on the root's Config).
+type Policy struct {
+	TaskAfter, DefaultTTL, MaxTTL, PollInterval time.Duration
+	MaxActivePerOwner, MaxFinishedPerOwner      int
+	ListTasks, StrictRoutingHeaders             bool
+	MaxResultBytes                              int64
+	// RouteName is the route tasks record (Config.Route).
+	RouteName string
+	// Rebinding says when the DNS rebinding guard applies.
+	Rebinding Rebinding
+	// Detach returns a copy of a request that outlives it, for workers.
+	Detach func(r *http.Request) *http.Request
+	// Stopping is closed when the server stops; long-lived streams end.
+	Stopping <-chan struct{}
+	// Observer receives lifecycle counts; nil ignores them.
+	Observer task.Observer
+}
+
+// Env is one configuration's services, shared by every exchange it serves:
+// its policy, loggers, the task runtime and its route, and the gate's
+// tables.
+type Env struct {
+	Policy
+	Log, AuditLog *zap.Logger
+	Runtime       *runtime.Runtime
+	// Route is the runtime's route of this configuration: its tasks'
+	// workers, audit, cancellation and input answers.
+	Route    *runtime.Route
+	Limiter  *gate.RateLimiter
+	Streams  *gate.StreamTable
+	Tools    *ToolPolicy
+	Sessions *SessionGuard
+}
+
+// Exchange is one client request the gateway looks at, and its answer.
+// The protocol packages wrap it in types of their own; what both versions
+// do with a request (answer, refuse, guard, make and look up tasks) is
+// here.
+type Exchange struct {
+	*Env
+	W      http.ResponseWriter
+	R      *http.Request
+	Next   http.Handler
+	Msg    *jsonrpc.Message
+	Owner  string
+	Caller task.Caller
+}
+
+// Pass hands the request to the next handler unchanged.
+func (c *Exchange) Pass() error { return upstream.ServeNext(c.Next, c.W, c.R) }
+
+// Reply writes a JSON-RPC success response.
+func (c *Exchange) Reply(result any) error {
+	data, err := jsonrpc.ResponseBytes(c.Msg.ID, result)
+	if err != nil {
+		c.Fail(runtime.InternalError(c.Log, "encoding a result", err, zap.String("method", c.Msg.Method)))
+		return nil
+	}
+	WriteJSON(c.W, http.StatusOK, data)
+	return nil
+}
+
+// ReplyRaw writes a JSON-RPC success response around result, already
+// encoded, without encoding it again.
+func (c *Exchange) ReplyRaw(result []byte) {
+	WriteJSON(c.W, http.StatusOK, jsonrpc.ResponseRaw(c.Msg.ID, result))
+}
+
+// Fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
+// transport does for errors of a request it accepted.
+func (c *Exchange) Fail(e *jsonrpc.Error) { WriteError(c.W, http.StatusOK, c.Msg.ID, e) }
+
+// WriteJSON writes a JSON body with status.
+func WriteJSON(w http.ResponseWriter, status int, data []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+// AnswerStatus is the HTTP status of an error answer that would be sent
+// with status: 503 for a store that is unavailable. A 503 gets
+// Retry-After.
+func AnswerStatus(w http.ResponseWriter, status int, e *jsonrpc.Error) int {
+	if e != nil && strings.HasPrefix(e.Message, runtime.MsgStoreUnavailable) {
+		status = http.StatusServiceUnavailable
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", runtime.StoreRetryAfter)
+	}
+	return status
+}
+
+// WriteError writes the JSON-RPC error e for request id with status (503
+// when the store is unavailable, see AnswerStatus).
+func WriteError(w http.ResponseWriter, status int, id json.RawMessage, e *jsonrpc.Error) {
+	WriteJSON(w, AnswerStatus(w, status, e), jsonrpc.ErrorBytes(id, e))
+}
+
+// AcceptsSSE reports whether the client takes an event stream.
+func AcceptsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// RefusesCaller reports whether an upstream HTTP status refuses the caller
+// rather than answering the call: 401 and 403.
+func RefusesCaller(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// KeepAliveInterval spaces SSE comments on idle streams, so proxies and
+// clients do not time them out.
+const KeepAliveInterval = 15 * time.Second
+
+// ISOMillis is how both versions write a task's times.
+const ISOMillis = "2006-01-02T15:04:05.000Z07:00"
+
+// The _meta keys and the extension both versions' code reads.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	ExtensionTasks         = "io.modelcontextprotocol/tasks"
+)
+
+// Endpoint names the upstream endpoint a request goes to: a route may
+// serve several hosts and paths, and each may be another server.
+func Endpoint(r *http.Request) string {
+	return strings.ToLower(r.Host) + r.URL.Path
+}
+
+// ProbeTTL is how long what the gateway learned by asking an upstream
+// endpoint itself (its protocol, whether it runs tasks) is kept: an
+// upstream that is upgraded (or replaced) is noticed after at most this
+// long.
+const ProbeTTL = 5 * time.Minute
+
+// MaxProbeVerdicts bounds the endpoints whose probe answers one route
+// keeps: a route matching a prefix serves any path a caller sends.
+const MaxProbeVerdicts = 64

@@ -1,0 +1,122 @@
+package wire
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// DNS rebinding protection for what the gateway answers itself. The spec has
+// servers validate Origin and Host; for requests that pass through, the
+// upstream does, but tasks and their results never reach it. The rule is the
+// usual one for local servers: a request that arrived on a loopback address
+// must name a loopback host, in Host and in Origin when it has one.
+//
+// A rebinding attack borrows a browser on the gateway's machine, which holds
+// no credentials of the gateway's: an authenticated caller, or a request a
+// trusted front proxy forwarded (which names the public host by design), is
+// not what the rule protects against, so RebindingAuto skips it there.
+
+// Rebinding says when the DNS rebinding guard applies.
+type Rebinding int
+
+// The guard modes (the root's RebindingProtection names them).
+const (
+	// RebindingAuto guards anonymous requests on a loopback listener that
+	// did not come through a trusted proxy. It is the default.
+	RebindingAuto Rebinding = iota
+	// RebindingOn guards every request on a loopback listener.
+	RebindingOn
+	// RebindingOff never guards.
+	RebindingOff
+)
+
+// guarded reports whether the rebinding guard applies to the call.
+func (c *Exchange) guarded() bool {
+	switch c.Rebinding {
+	case RebindingOff:
+		return false
+	case RebindingOn:
+		return true
+	}
+	return c.Owner == task.Anonymous && !PeerOf(c.R).ViaTrustedProxy
+}
+
+// guardOrigin answers 403 and returns false for a rebinding suspect, and
+// 415 for a post a web page could have sent cross-site (gate.CrossSiteSimple),
+// whoever the caller.
+func (c *Exchange) GuardOrigin() bool {
+	if gate.CrossSiteSimple(c.R) {
+		WriteError(c.W, http.StatusUnsupportedMediaType, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
+		return false
+	}
+	if !c.guarded() || !gate.RebindingSuspect(c.R) {
+		return true
+	}
+	WriteError(c.W, http.StatusForbidden, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
+	return false
+}
+
+// limited answers 429 with Retry-After when the caller is over its rate.
+// task.Anonymous callers are one principal, so they are told apart by client
+// address (the one the glue determined, which behind a trusted proxy is not
+// the proxy's): otherwise every client of an unauthenticated gateway shares
+// one bucket.
+func (c *Exchange) Limited() bool {
+	key := c.Owner
+	if key == task.Anonymous {
+		key = "ip:" + PeerOf(c.R).ClientIP
+	}
+	ok, wait := c.Limiter.Allow(key, time.Now())
+	if ok {
+		return false
+	}
+	if c.Observer != nil {
+		c.Observer.Refused("rate_limit")
+	}
+	c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	WriteError(c.W, http.StatusTooManyRequests, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited, "rate limit exceeded: too many task operations; retry after %s", wait.Round(time.Millisecond)))
+	return true
+}
+
+// openStream takes one of the caller's stream slots and returns its
+// release, or answers HTTP 429 with a JSON-RPC error naming the limit and
+// returns nil. task.Anonymous callers are counted per client address (the one
+// the glue determined, as for the rate limit).
+func (c *Exchange) OpenStream() (release func()) {
+	key := c.Owner
+	if key == task.Anonymous {
+		// The client address the glue determined, as the rate limiter
+		// keys them: behind a trusted proxy the connection's address is
+		// the proxy's, and every anonymous client would share one budget.
+		key = "ip:" + PeerOf(c.R).ClientIP
+	}
+	if !c.Streams.Acquire(key) {
+		if o := c.Observer; o != nil {
+			o.Refused("streams")
+		}
+		c.W.Header().Set("Retry-After", "1")
+		WriteError(c.W, http.StatusTooManyRequests, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited,
+			"too many open streams for this principal (limit %d); close one first", gate.MaxStreamsPerOwner))
+		return nil
+	}
+	return func() { c.Streams.Release(key) }
+}
+
+// PeerOf returns the peer of r: the one the glue set, or else r.RemoteAddr.
+func PeerOf(r *http.Request) task.Peer {
+	if p, ok := task.PeerOf(r.Context()); ok {
+		return p
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return task.Peer{ClientIP: host}
+}

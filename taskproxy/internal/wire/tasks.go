@@ -1,0 +1,151 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// What both wire adapters share: creating, storing and starting tasks,
+// cancelling them, and answering failed lookups.
+
+// ErrTaskNotFound is the one answer for unknown, expired and foreign ids.
+func ErrTaskNotFound() *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
+}
+
+// LookupFailure maps a store error to the client's error. A task of another
+// owner answers exactly as an unknown one; only the audit log records the
+// denial.
+func (c *Exchange) LookupFailure(id string, err error) *jsonrpc.Error {
+	if errors.Is(err, task.ErrForeign) {
+		c.Route.Audit(runtime.AuditDenied, id, nil, c.Caller)
+	}
+	return c.StoreFailure(err)
+}
+
+// StoreFailure maps a store error to the JSON-RPC error a client sees; an
+// internal one is logged and answered with a reference only.
+func (e *Env) StoreFailure(err error) *jsonrpc.Error {
+	if errors.Is(err, task.ErrExpired) {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task has expired")
+	}
+	if errors.Is(err, task.ErrNotFound) {
+		return ErrTaskNotFound()
+	}
+	return runtime.ClientError(e.Log, "task store", err)
+}
+
+// TaskIDParam reads params.taskId.
+func (c *Exchange) TaskIDParam() (string, *jsonrpc.Error) {
+	id, err := StringParam(c.Msg.Params, "taskId")
+	if err != nil {
+		return "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err)
+	}
+	return id, nil
+}
+
+// NewTask returns a working task record of the caller, leased to this
+// process, with what a re-run would need of the request.
+func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, ttl time.Duration) *task.Task {
+	now := runtime.Now()
+	id := task.NewTaskID()
+	t := &task.Task{
+		ID: id, Owner: c.Caller.Owner, Principal: c.Caller.Principal, Tenant: c.Caller.Tenant, Status: task.StatusWorking,
+		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.PollInterval,
+		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
+		Lease:    task.Lease{Holder: c.Runtime.Store.Holder(), Expires: now.Add(runtime.LeaseTTL)},
+		Endpoint: c.R.URL.RequestURI(), Host: c.R.Host, Headers: runtime.RoutingHeaders(c.R),
+		Route: c.RouteName, UpstreamTask: c.Tools.UpstreamRunsTask(tool),
+	}
+	if era == task.Era2025 {
+		t.Session = c.R.Header.Get(upstream.HeaderSessionID)
+	}
+	t.IdempotencyKey, t.Fingerprint = gate.IdempotencyOf(c.R, c.Msg.Params)
+	return t
+}
+
+// StoreTask stores a new task. It answers for itself, and returns false,
+// when the store refuses: for an idempotent duplicate with the existing
+// task, rendered by render.
+func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail func(*jsonrpc.Error)) bool {
+	err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits())
+	var dup *task.DuplicateError
+	switch {
+	case err == nil:
+		c.Route.AuditTask(runtime.AuditCreated, t)
+		return true
+	case errors.As(err, &dup):
+		prev, err := c.Runtime.Store.Get(c.R.Context(), c.Owner, dup.TaskID)
+		if err != nil {
+			fail(c.StoreFailure(err))
+			return false
+		}
+		_ = c.Reply(render(prev))
+	case errors.Is(err, task.ErrIdempotencyMismatch):
+		fail(gate.IdempotencyMismatch())
+	case errors.Is(err, task.ErrQuotaExceeded):
+		fail(c.QuotaRefused(err))
+	default:
+		fail(runtime.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID)))
+	}
+	return false
+}
+
+// StartTask starts the worker of a stored task, making its first call.
+func (c *Exchange) StartTask(t *task.Task) {
+	run := c.Route.NewRun(c.Detach(c.R), c.Next)
+	body, err := runtime.UpstreamCallBody(t)
+	if err != nil {
+		run.Release()
+		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		return
+	}
+	c.Route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
+}
+
+// CheckQuota refuses a new task when the caller has too many active ones.
+// A create with an idempotency key is left to the store, which answers a
+// repeat with its task even at the quota.
+func (c *Exchange) CheckQuota() *jsonrpc.Error {
+	ctx, owner := c.R.Context(), c.Owner
+	if c.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.R, c.Msg.Params) {
+		return nil
+	}
+	n, err := c.Runtime.Store.CountActive(ctx, owner)
+	if err != nil {
+		return runtime.ClientError(c.Log, "counting active tasks", err)
+	}
+	if n >= c.MaxActivePerOwner {
+		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
+	}
+	return nil
+}
+
+// QuotaRefused counts and answers a create over a bound (err, a
+// *QuotaError), on both wires. checkQuota is only the early answer: the
+// store enforces the bounds atomically with the create
+// (Store.CreateWithinLimits).
+func (e *Env) QuotaRefused(err error) *jsonrpc.Error {
+	if e.Observer != nil {
+		e.Observer.Refused("quota")
+	}
+	var q *task.QuotaError
+	if errors.As(err, &q) {
+		return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "%s", q.Error())
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many active tasks (limit %d)", e.MaxActivePerOwner)
+}
+
+// Limits are the bounds of the tasks one owner keeps.
+func (e *Env) Limits() task.Limits {
+	return task.Limits{MaxActive: e.MaxActivePerOwner, MaxFinished: e.MaxFinishedPerOwner}
+}

@@ -1,0 +1,293 @@
+package v2025
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// call is one 2025-11-25 request.
+type call struct{ *wire.Exchange }
+
+// Serve answers a 2025-11-25 request: the task methods and task-augmented
+// tools/call itself, initialize and tools/list passed through with what
+// the gateway serves added, anything else passed through.
+func Serve(x *wire.Exchange) error {
+	c := &call{x}
+	if strings.HasPrefix(c.Msg.Method, "tasks/") && (!c.GuardOrigin() || c.Limited()) {
+		return nil
+	}
+	switch c.Msg.Method {
+	case "initialize":
+		c.W = c.Sessions.BindOf(c.R.Context(), c.W, c.Owner) // before the answer names the session
+		return c.PassRewriting(c.Tools.RewriteInitialize)
+	case "tools/list":
+		return c.PassRewriting(c.Tools.RewriteToolsList)
+	case "tools/call":
+		return c.serveToolsCall()
+	case "tasks/get":
+		return c.serveGet()
+	case "tasks/result":
+		return c.serveResult()
+	case "tasks/list":
+		return c.serveList()
+	case "tasks/cancel":
+		return c.serveCancel()
+	}
+	return c.Pass()
+}
+
+// Task is the 2025-11-25 Task object.
+type Task struct {
+	TaskID        string      `json:"taskId"`
+	Status        task.Status `json:"status"`
+	StatusMessage string      `json:"statusMessage,omitempty"`
+	CreatedAt     string      `json:"createdAt"`
+	LastUpdatedAt string      `json:"lastUpdatedAt"`
+	TTL           int64       `json:"ttl"`
+	PollInterval  int64       `json:"pollInterval,omitempty"`
+}
+
+// AppendJSON appends lt encoded as json.Marshal encodes it, byte for byte,
+// without reflection: every create, and every tasks/get of a finished task
+// once, encodes one.
+func (lt Task) AppendJSON(b []byte) []byte {
+	b = append(b, `{"taskId":`...)
+	b, _ = jsonx.MarshalString(b, lt.TaskID)
+	b = append(b, `,"status":`...)
+	b, _ = jsonx.MarshalString(b, string(lt.Status))
+	if lt.StatusMessage != "" {
+		b = append(b, `,"statusMessage":`...)
+		b, _ = jsonx.MarshalString(b, lt.StatusMessage)
+	}
+	b = append(b, `,"createdAt":`...)
+	b, _ = jsonx.MarshalString(b, lt.CreatedAt)
+	b = append(b, `,"lastUpdatedAt":`...)
+	b, _ = jsonx.MarshalString(b, lt.LastUpdatedAt)
+	b = append(b, `,"ttl":`...)
+	b = strconv.AppendInt(b, lt.TTL, 10)
+	if lt.PollInterval != 0 {
+		b = append(b, `,"pollInterval":`...)
+		b = strconv.AppendInt(b, lt.PollInterval, 10)
+	}
+	return append(b, '}')
+}
+
+// Render is t as the 2025-11-25 Task object.
+func Render(t *task.Task) Task {
+	status := t.Status
+	if status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
+		status = task.StatusFailed
+	}
+	return Task{
+		TaskID:        t.ID,
+		Status:        status,
+		StatusMessage: t.StatusMessage,
+		CreatedAt:     t.CreatedAt.UTC().Format(wire.ISOMillis),
+		LastUpdatedAt: t.UpdatedAt.UTC().Format(wire.ISOMillis),
+		TTL:           t.TTL.Milliseconds(),
+		PollInterval:  t.PollInterval.Milliseconds(),
+	}
+}
+
+// serveToolsCall applies the tool's task mode: a task-augmented call
+// becomes a task, a plain one passes through.
+func (c *call) serveToolsCall() error {
+	params, err := wire.ParamsObject(c.Msg.Params)
+	if err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+		return nil
+	}
+	var name string
+	_ = json.Unmarshal(params["name"], &name)
+	taskMeta, augmented := params["task"]
+	if augmented && string(taskMeta) == "null" {
+		augmented = false
+	}
+	if augmented { // decided on what the upstream declares of the tool
+		c.Tools.LearnToolsFor(c.R.Context(), c.R, c.Next, name)
+	}
+	switch mode := c.Tools.EffectiveMode(name); {
+	case augmented && mode == task.SupportForbidden:
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
+		return nil
+	case !augmented && mode == task.SupportRequired:
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
+		return nil
+	case augmented:
+		if !c.GuardOrigin() {
+			return nil
+		}
+		return c.createTask(name, taskMeta)
+	}
+	return c.Pass()
+}
+
+// ServeCancelled routes a client's notifications/cancelled. Plain calls
+// pass through with the client's own id, which is the id the upstream
+// knows, so their cancellation passes through untouched, as a plain proxy
+// would pass it. The ids the gateway made up for its own calls are not the
+// client's to cancel (tasks are cancelled with tasks/cancel only).
+func ServeCancelled(x *wire.Exchange) error {
+	c := &call{x}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	_ = json.Unmarshal(c.Msg.Params, &p)
+	if jsonrpc.IsGatewayID(p.RequestID) {
+		c.W.WriteHeader(http.StatusAccepted)
+		return nil
+	}
+	return c.Pass()
+}
+
+// minTaskTTL is the shortest ttl a task is granted: a shorter request
+// (but above zero) is raised to it.
+const minTaskTTL = time.Second
+
+// requestedTTL reads params.task.ttl (milliseconds) and applies the limits.
+// The number is clamped while it is still a float: converted first, a huge
+// ttl such as 1e13 overflows time.Duration into a negative one. A ttl that is
+// not positive is refused; absent or null asks for the default.
+func (c *call) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) {
+	var meta struct {
+		TTL *float64 `json:"ttl"`
+	}
+	if ttl, ok := plainTTLParam(taskMeta); ok {
+		meta.TTL = ttl
+	} else if err := json.Unmarshal(taskMeta, &meta); err != nil {
+		return 0, errors.New("params.task must be an object")
+	}
+	if meta.TTL == nil {
+		return c.DefaultTTL, nil
+	}
+	ms := *meta.TTL
+	if !(ms > 0) { // also NaN, which JSON cannot carry but a float can
+		return 0, errors.New("params.task.ttl must be a positive number of milliseconds")
+	}
+	maxMs := float64(c.MaxTTL) / float64(time.Millisecond)
+	minMs := float64(min(minTaskTTL, c.MaxTTL)) / float64(time.Millisecond)
+	ms = max(min(ms, maxMs), minMs)
+	return min(time.Duration(ms*float64(time.Millisecond)), c.MaxTTL), nil
+}
+
+func (c *call) createTask(tool string, taskMeta json.RawMessage) error {
+	ttl, err := c.requestedTTL(taskMeta)
+	if err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+		return nil
+	}
+	if c.Limited() { // creating a task is the most expensive operation
+		return nil
+	}
+	if e := c.CheckQuota(); e != nil {
+		c.Fail(e)
+		return nil
+	}
+	params, err := jsonx.Delete(c.Msg.Params, "task")
+	if err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params: %v", err))
+		return nil
+	}
+	t := c.NewTask(task.Era2025, tool, params, ttl)
+	if !c.StoreTask(t, func(t *task.Task) any { return CreateResult(t) }, c.Fail) {
+		return nil
+	}
+	c.StartTask(t)
+	c.ReplyRaw(CreateResult(t))
+	return nil
+}
+
+// CreateResult is the 2025-11-25 CreateTaskResult, encoded.
+func CreateResult(t *task.Task) json.RawMessage {
+	b := append(make([]byte, 0, 256), `{"task":`...)
+	b = Render(t).AppendJSON(b)
+	return append(b, '}')
+}
+
+func (c *call) serveGet() error {
+	id, e := c.TaskIDParam()
+	if e != nil {
+		c.Fail(e)
+		return nil
+	}
+	if c.ServeCachedGet(id, runtime.WireV2025) {
+		return nil
+	}
+	t, err := c.Runtime.Store.Get(c.R.Context(), c.Owner, id)
+	if err != nil {
+		c.Fail(c.LookupFailure(id, err))
+		return nil
+	}
+	c.Route.Audit(runtime.AuditRetrieved, id, t, c.Caller)
+	return c.ReplyView(t, runtime.WireV2025)
+}
+
+func (c *call) serveList() error {
+	if !c.ListTasks {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "tasks/list is not offered: callers are not authenticated, so tasks cannot be listed per caller"))
+		return nil
+	}
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	if err := json.Unmarshal(jsonx.OrEmptyObject(c.Msg.Params), &p); err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params: %v", err))
+		return nil
+	}
+	cursor := ""
+	if p.Cursor != nil {
+		cursor = *p.Cursor
+	}
+	tasks, next, err := c.Runtime.Store.List(c.R.Context(), c.Owner, cursor, listPageSize)
+	if errors.Is(err, task.ErrInvalidCursor) {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid cursor"))
+		return nil
+	}
+	if err != nil {
+		c.Fail(c.StoreFailure(err))
+		return nil
+	}
+	out := struct {
+		Tasks      []Task `json:"tasks"`
+		NextCursor string       `json:"nextCursor,omitempty"`
+	}{Tasks: make([]Task, 0, len(tasks)), NextCursor: next}
+	for _, t := range tasks {
+		out.Tasks = append(out.Tasks, Render(t))
+	}
+	return c.Reply(out)
+}
+
+const listPageSize = 50
+
+func (c *call) serveCancel() error {
+	id, e := c.TaskIDParam()
+	if e != nil {
+		c.Fail(e)
+		return nil
+	}
+	t, err := c.Route.CancelTask(c.R.Context(), c.Owner, id, c.Next)
+	if errors.Is(err, task.ErrTerminal) {
+		cur, gerr := c.Runtime.Store.Get(c.R.Context(), c.Owner, id)
+		if gerr != nil {
+			c.Fail(c.LookupFailure(id, gerr))
+			return nil
+		}
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Cannot cancel task: already in terminal status '%s'", cur.Status))
+		return nil
+	}
+	if err != nil {
+		c.Fail(c.LookupFailure(id, err))
+		return nil
+	}
+	return c.Reply(Render(t))
+}

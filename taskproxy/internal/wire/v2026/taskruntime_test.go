@@ -1,0 +1,66 @@
+package v2026
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+)
+
+func TestAdvertisesTasksExtension(t *testing.T) {
+	tests := []struct {
+		name, result string
+		want         bool
+	}{
+		{"listed", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`, true},
+		{"listed with settings", `{"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{"x":1}}}}`, true},
+		{"other extension", `{"capabilities":{"extensions":{"io.example/other":{}}}}`, false},
+		{"not an object", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}`, false},
+		{"no extensions", `{"capabilities":{"tools":{}}}`, false},
+		{"no capabilities", `{"supportedVersions":["2026-07-28"]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := advertisesTasksExtension([]byte(tt.result)); got != tt.want {
+				t.Errorf("advertisesTasksExtension(%s) = %v, want %v", tt.result, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWithTasksExtension(t *testing.T) {
+	tests := []struct{ name, params string }{
+		{"no _meta", `{"name":"steps"}`},
+		{"capabilities without extensions", `{"name":"steps","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}`},
+		{"other extension", `{"name":"steps","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.example/x":{}}}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := withTasksExtension(json.RawMessage(tt.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta := RequestMeta{Capabilities: mustGet(t, mustGet(t, got, "_meta"), wire.MetaClientCapabilities)}
+			if !meta.DeclaresTasks() {
+				t.Errorf("withTasksExtension(%s) = %s, which declares no tasks extension", tt.params, got)
+			}
+			back, err := withoutTasksExtension(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := RequestMeta{Capabilities: mustGet(t, mustGet(t, back, "_meta"), wire.MetaClientCapabilities)}
+			if m.DeclaresTasks() {
+				t.Errorf("withoutTasksExtension left the extension: %s", back)
+			}
+		})
+	}
+}
+
+func mustGet(t *testing.T, b json.RawMessage, key string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m[key] == nil {
+		t.Fatalf("%s has no %q", b, key)
+	}
+	return m[key]
+}

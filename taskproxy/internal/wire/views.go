@@ -1,0 +1,37 @@
+package wire
+
+import (
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+	"go.uber.org/zap"
+)
+
+// The tasks/get answers of finished tasks come from the runtime's view
+// cache (internal/runtime/viewcache.go) when they can; this file renders
+// them for each protocol version and writes them.
+
+// ServeCachedGet answers a tasks/get of a finished task from the cache, and
+// reports whether it did.
+func (c *Exchange) ServeCachedGet(id string, wire runtime.Wire) bool {
+	stub, view, ok := c.Runtime.CachedView(c.Owner, id, wire, runtime.Now())
+	if !ok {
+		return false
+	}
+	if c.AuditLog.Core().Enabled(zap.InfoLevel) {
+		c.Route.Audit(runtime.AuditRetrieved, id, stub, c.Caller)
+	}
+	c.ReplyRaw(view)
+	return true
+}
+
+// ReplyView answers a tasks/get with the view of t read from the store,
+// caching it when t is finished.
+func (c *Exchange) ReplyView(t *task.Task, wire runtime.Wire) error {
+	view, err := c.Runtime.View(t, wire, runtime.Now())
+	if err != nil {
+		c.Fail(runtime.InternalError(c.Log, "encoding a result", err))
+		return nil
+	}
+	c.ReplyRaw(view)
+	return nil
+}
