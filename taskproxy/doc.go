@@ -3,10 +3,10 @@
 // posts, answers the task methods itself from a durable store, turns
 // tools/call requests into tasks run by workers through the next handler,
 // and passes everything else through untouched. It serves both task
-// protocols: 2025-11-25 (the client asks with params.task; the v2025 files)
-// and the 2026-07-28 tasks extension (the gateway decides; the v2026 files),
+// protocols: 2025-11-25 (the client asks with params.task; internal/wire/v2025)
+// and the 2026-07-28 tasks extension (the gateway decides; internal/wire/v2026),
 // and bridges 2026-07-28 clients to upstreams that speak only 2025-11-25
-// (the bridge files).
+// (internal/bridge).
 //
 // The package imports no Caddy code and no store backend: callers identify
 // each request's owner with WithCaller, hand the gateway the next handler as
@@ -19,8 +19,14 @@
 // rules):
 //
 //	taskproxy            Config, New, Start, Close, ServeHTTP, the public
-//	                     Runtime; for now also the protocol versions and the
-//	                     bridge
+//	                     Runtime: reads the body, tells the version apart,
+//	                     hands the request to one adapter
+//	internal/bridge      2026-07-28 clients in front of 2025-11-25 upstreams
+//	internal/wire/v2025, internal/wire/v2026
+//	                     each protocol version's methods and renderings
+//	internal/wire        the exchange both versions share: answers, guards,
+//	                     creating and looking up tasks, session binding,
+//	                     the tool policy and discovery rewrites
 //	internal/runtime     running tasks: routes, workers, leases, recovery,
 //	                     takeover, orphans, input, the hub, audit, views
 //	internal/gate        checks before acting: params and encoding read

@@ -93,14 +93,14 @@ type Config struct {
 	SweepInterval time.Duration
 	// ResumeWait is how long a task taken over or recovered waits, holding
 	// its lease, for its route to serve a request here before the lease is
-	// released for a replica that serves the route (recover.go); it keeps
+	// released for a replica that serves the route (internal/runtime/recover.go); it keeps
 	// waiting here too. 0 means twice the lease ttl.
 	ResumeWait time.Duration
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) per owner per second; 0 means no limit.
 	RateLimit float64
 	// RebindingProtection says when requests the gateway answers itself
-	// are checked for DNS rebinding (origin.go); "" means RebindingAuto.
+	// are checked for DNS rebinding (internal/wire/guards.go); "" means RebindingAuto.
 	RebindingProtection RebindingProtection
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}

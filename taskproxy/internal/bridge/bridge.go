@@ -24,9 +24,9 @@ import (
 // speaks only 2025-11-25. The gateway learns once per route, by probing
 // with server/discover, whether the upstream speaks 2026-07-28; when it
 // does not, it answers 2026-07-28 requests itself on upstream sessions it
-// holds per principal (bridge_sessions.go): server/discover from the
+// holds per principal (sessions.go): server/discover from the
 // upstream's initialize, tools/call with its input requests turned into
-// input_required or a task (bridge_call.go), and every other request
+// input_required or a task (call.go), and every other request
 // translated both ways. 2025-11-25 traffic never waits for the probe.
 
 // probeVerdict is what the probe learned of one endpoint.
@@ -161,28 +161,9 @@ func (b *Bridge) UpstreamIsV2025(r *http.Request, next http.Handler) bool {
 	}
 }
 
-// makeRoomLocked keeps the verdicts within their bound: the stale ones go,
-// then the oldest.
+// makeRoomLocked keeps the verdicts within their bound (wire.MakeRoom).
 func (b *Bridge) makeRoomLocked() {
-	if len(b.verdicts) < wire.MaxProbeVerdicts {
-		return
-	}
-	var oldest string
-	for k, v := range b.verdicts {
-		if v.probing != nil {
-			continue
-		}
-		if time.Since(v.probedAt) >= wire.ProbeTTL {
-			delete(b.verdicts, k)
-			continue
-		}
-		if oldest == "" || v.probedAt.Before(b.verdicts[oldest].probedAt) {
-			oldest = k
-		}
-	}
-	if len(b.verdicts) >= wire.MaxProbeVerdicts && oldest != "" {
-		delete(b.verdicts, oldest)
-	}
+	wire.MakeRoom(b.verdicts, func(v *probeVerdict) time.Time { return v.probedAt }, func(v *probeVerdict) bool { return v.probing != nil })
 }
 
 // confirmV2025 keeps the verdict that endpoint, which answered the probe

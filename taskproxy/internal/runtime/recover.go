@@ -91,11 +91,11 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 			route.failOrphan(ctx, t, why.routeGone)
 		}
 	case t.Era == task.Era2026 && t.Session != "" && t.UpstreamTaskID == "":
-		// Bridged (bridge_call.go): its input and its outcome belonged to
+		// Bridged (internal/bridge/call.go): its input and its outcome belonged to
 		// an upstream call on a 2025-11-25 session, which died with the
 		// process; answers would reach nothing. A bridged task the
 		// upstream runs itself, whose id was recorded, lives on in the
-		// upstream's session and is followed again below (bridge_task.go).
+		// upstream's session and is followed again below (internal/bridge/task.go).
 		route.failOrphan(ctx, t, why.lost)
 	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
 		route.resume(t, nil, "", why)

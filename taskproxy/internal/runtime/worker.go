@@ -379,7 +379,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 			params = withoutRelatedTask(params)
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
-		if rec.Era == task.Era2026 { // a bridged task (bridge_call.go)
+		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)
 			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 		}
 		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", Now())

@@ -155,3 +155,26 @@ const ProbeTTL = 5 * time.Minute
 // MaxProbeVerdicts bounds the endpoints whose probe answers one route
 // keeps: a route matching a prefix serves any path a caller sends.
 const MaxProbeVerdicts = 64
+
+// MakeRoom keeps a table of probe verdicts (by endpoint) within
+// MaxProbeVerdicts, for one more: the verdicts older than ProbeTTL go,
+// then the oldest. A verdict whose probe is in flight (probing) stays:
+// others wait for it. at is when a verdict was learned.
+func MakeRoom[V any](verdicts map[string]V, at func(V) time.Time, probing func(V) bool) {
+	var oldest string
+	for k, v := range verdicts {
+		if probing(v) {
+			continue
+		}
+		if time.Since(at(v)) >= ProbeTTL {
+			delete(verdicts, k)
+			continue
+		}
+		if oldest == "" || at(v).Before(at(verdicts[oldest])) {
+			oldest = k
+		}
+	}
+	if len(verdicts) >= MaxProbeVerdicts && oldest != "" {
+		delete(verdicts, oldest)
+	}
+}

@@ -22,7 +22,7 @@ import (
 // from the answers passing through, per route (one Gateway serves one
 // route), and replaced by every later answer. A tool the upstream runs as a
 // task itself is called with params.task and followed as a task client
-// (upstreamtask.go); for every other tool the gateway makes the task.
+// (internal/runtime/upstreamtask.go); for every other tool the gateway makes the task.
 
 // UpstreamCaps is the learned knowledge of one route's upstream.
 type UpstreamCaps struct {
@@ -211,7 +211,7 @@ func (p *ToolPolicy) EffectiveMode(name string) task.Support {
 }
 
 // UpstreamRunsTask reports whether a task of the tool is created at the
-// upstream and followed there (upstreamtask.go).
+// upstream and followed there (internal/runtime/upstreamtask.go).
 func (p *ToolPolicy) UpstreamRunsTask(name string) bool { return p.Caps.runsTask(name) }
 
 // toolsListRefetch spaces the gateway's own tools/list fetches for a tool

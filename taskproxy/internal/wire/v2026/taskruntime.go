@@ -22,7 +22,7 @@ import (
 // no per-tool task mode on the wire (the server decides per call), so this
 // is all the gateway can learn ahead: calls to such an upstream keep the
 // extension declared, and an upstream CreateTaskResult becomes a followed
-// task (v2026_followed.go). The gateway asks with a discover of its own,
+// task (followed.go). The gateway asks with a discover of its own,
 // per endpoint, cached for as long as the bridge's probe verdicts and as
 // bounded; one discover of an endpoint runs at a time.
 
@@ -88,25 +88,10 @@ func (c *call) upstreamRunsTasks() bool {
 	}
 }
 
-// makeRoomLocked drops stale verdicts, and the oldest when the table is
-// full: a route may front many hosts, and each is an endpoint.
+// makeRoomLocked keeps the verdicts within their bound (wire.MakeRoom): a
+// route may front many hosts, and each is an endpoint.
 func (s *taskRuntimes) makeRoomLocked() {
-	var oldest string
-	for k, v := range s.verdicts {
-		if v.probing != nil {
-			continue
-		}
-		if time.Since(v.at) >= wire.ProbeTTL {
-			delete(s.verdicts, k)
-			continue
-		}
-		if oldest == "" || v.at.Before(s.verdicts[oldest].at) {
-			oldest = k
-		}
-	}
-	if len(s.verdicts) >= wire.MaxProbeVerdicts && oldest != "" {
-		delete(s.verdicts, oldest)
-	}
+	wire.MakeRoom(s.verdicts, func(v *taskRuntimeVerdict) time.Time { return v.at }, func(v *taskRuntimeVerdict) bool { return v.probing != nil })
 }
 
 // discoverTasksExtension sends server/discover as a 2026-07-28 client and
