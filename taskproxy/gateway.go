@@ -131,9 +131,8 @@ type Gateway struct {
 	// policy, loggers, the runtime's route, the gate's tables, the tool
 	// policy and the session guard.
 	env *wire.Env
-	// v2026 answers 2026-07-28 requests; bridge those of them that go to
-	// an upstream speaking only 2025-11-25.
-	v2026  *v2026.Handler
+	// bridge answers the 2026-07-28 requests that go to an upstream
+	// speaking only 2025-11-25.
 	bridge *bridge.Bridge
 }
 
@@ -178,6 +177,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if env.Log == nil {
 		env.Log = zap.NewNop()
 	}
+	env.Probes = wire.NewProbes(env.Log, cfg.Detach)
 	if env.AuditLog == nil {
 		env.AuditLog = zap.NewNop()
 	}
@@ -187,7 +187,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: &v2026.Handler{}, bridge: bridge.New(env, maxParked)}
+	g := &Gateway{cfg: cfg, rt: rt, env: env, bridge: bridge.New(env, maxParked)}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
@@ -277,7 +277,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		case g.bridge.Applies(x): // a 2025-11-25 upstream: the version bridge answers
 			return g.bridge.Serve(x)
 		}
-		return g.v2026.Serve(x)
+		return v2026.Serve(x)
 	}
 	switch {
 	case msg.IsRequest():

@@ -97,10 +97,34 @@ type Lease struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
-// Store holds task records durably. Every lookup takes the owner key, and a
-// record of another owner is reported as ErrNotFound. Implementations must be
-// safe for concurrent use.
+// Store is what a backend gives the gateway: durable task records and the
+// bindings of 2025-11-25 sessions to their owners.
 type Store interface {
+	TaskStore
+	SessionBinder
+}
+
+// SessionBinder keeps which owner a 2025-11-25 session belongs to: the
+// owner whose initialize answer named it. Implementations must be safe for
+// concurrent use.
+type SessionBinder interface {
+	// BindSession binds sessionID to owner for ttl. Binding a session
+	// already bound to owner refreshes its ttl; one bound to another owner
+	// is left alone and gives ErrForeign.
+	BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error
+	// CheckSession returns nil when sessionID is bound to owner, ErrForeign
+	// when it is bound to another owner and ErrNotFound when it is not
+	// bound (never, forgotten or expired). With refresh > 0 a binding to
+	// owner is extended to refresh from now, in the same transaction.
+	CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error
+	// ForgetSession removes the binding of sessionID, if any.
+	ForgetSession(ctx context.Context, sessionID string) error
+}
+
+// TaskStore holds task records durably. Every lookup takes the owner key,
+// and a record of another owner is reported as ErrNotFound.
+// Implementations must be safe for concurrent use.
+type TaskStore interface {
 	// Create stores a new task. When it returns nil the task is durable
 	// and visible to Get. A task with an IdempotencyKey that a live task of
 	// the same owner already has is not stored: the error is a
@@ -162,16 +186,4 @@ type Store interface {
 	// Session bindings (sessions.go): which owner a 2025-11-25 session
 	// belongs to. They are security state, so they are stored durably and
 	// survive restarts; a binding idle for its ttl expires.
-
-	// BindSession binds sessionID to owner for ttl. Binding a session
-	// already bound to owner refreshes its ttl; one bound to another owner
-	// is left alone and gives ErrForeign.
-	BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error
-	// CheckSession returns nil when sessionID is bound to owner, ErrForeign
-	// when it is bound to another owner and ErrNotFound when it is not
-	// bound (never, forgotten or expired). With refresh > 0 a binding to
-	// owner is extended to refresh from now, in the same transaction.
-	CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error
-	// ForgetSession removes the binding of sessionID, if any.
-	ForgetSession(ctx context.Context, sessionID string) error
 }

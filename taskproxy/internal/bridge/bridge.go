@@ -6,9 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
@@ -17,7 +14,6 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The version bridge: a 2026-07-28 client in front of an upstream that
@@ -29,14 +25,6 @@ import (
 // input_required or a task (call.go), and every other request
 // translated both ways. 2025-11-25 traffic never waits for the probe.
 
-// probeVerdict is what the probe learned of one endpoint.
-type probeVerdict struct {
-	known    bool      // a probe gave a usable answer
-	v2025    bool      // the upstream does not speak 2026-07-28 there
-	probedAt time.Time // when
-	probing  chan struct{}
-}
-
 // Bridge is a configuration's version bridge: what the probe learned per
 // endpoint, the upstream sessions and the multi-round-trip calls waiting
 // for input.
@@ -46,9 +34,8 @@ type Bridge struct {
 	// maxParkedPerOwner bounds one owner's calls waiting for input.
 	maxParkedPerOwner int
 
-	mu       sync.Mutex
-	verdicts map[string]*probeVerdict // by bridgeEndpoint
-	// pinned, set by tests (learned), answers for every endpoint.
+	mu sync.Mutex
+	// pinned, set by tests (Pin), answers for every endpoint.
 	pinned *bool
 
 	sessions *bridgeSessions
@@ -59,7 +46,7 @@ type Bridge struct {
 // later: the route takes the bridge's SessionLost as a hook). One owner
 // may have at most maxParkedPerOwner calls waiting for input.
 func New(env *wire.Env, maxParkedPerOwner int) *Bridge {
-	return &Bridge{Env: env, maxParkedPerOwner: maxParkedPerOwner, verdicts: map[string]*probeVerdict{}, sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
+	return &Bridge{Env: env, maxParkedPerOwner: maxParkedPerOwner, sessions: newBridgeSessions(maxBridgeSessions, bridgeSessionIdle), parked: newParkedCalls()}
 }
 
 // Close lets go of what the bridge holds when its configuration goes: the
@@ -100,82 +87,22 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 	return c.b.UpstreamIsV2025(c.R, c.Next)
 }
 
-// UpstreamIsV2025 returns the cached probe answer for the request's
-// endpoint, probing when there is none or it is stale. Only one probe of an
-// endpoint runs at a time; the others wait for it. A probe that learns
+// UpstreamIsV2025 reports whether r's endpoint speaks only 2025-11-25, by
+// the configuration's probe of it (wire.Probes). A probe that learns
 // nothing (the upstream is down, or refuses the caller) is not kept, and
 // the request is passed through as before. Nor is a 404 or 405, which any
 // path the upstream does not serve answers: the request is bridged, and the
-// verdict kept only once an upstream session opens there (confirmV2025).
+// verdict kept only once an upstream session opens there
+// (Probes.ConfirmV2025).
 func (b *Bridge) UpstreamIsV2025(r *http.Request, next http.Handler) bool {
-	endpoint := wire.Endpoint(r)
-	for {
-		b.mu.Lock()
-		if b.pinned != nil {
-			v2025 := *b.pinned
-			b.mu.Unlock()
-			return v2025
-		}
-		v := b.verdicts[endpoint]
-		if v != nil && v.known && time.Since(v.probedAt) < wire.ProbeTTL {
-			v2025 := v.v2025
-			b.mu.Unlock()
-			return v2025
-		}
-		if v != nil && v.probing != nil {
-			wait := v.probing
-			b.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-r.Context().Done():
-				return false
-			}
-		}
-		if v == nil {
-			v = &probeVerdict{}
-			b.makeRoomLocked()
-			b.verdicts[endpoint] = v
-		}
-		done := make(chan struct{})
-		v.probing = done
-		b.mu.Unlock()
-
-		v2025, known, notFound := b.probe(r, next)
-		b.mu.Lock()
-		was, wasKnown := v.v2025, v.known
-		v.probing = nil
-		if known && !(v2025 && notFound) {
-			v.known, v.v2025, v.probedAt = true, v2025, time.Now()
-		}
-		kept := v.known
-		if !kept && b.verdicts[endpoint] == v {
-			delete(b.verdicts, endpoint)
-		}
-		b.mu.Unlock()
-		close(done)
-		if kept && (!wasKnown || was != v2025) {
-			b.Log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !v2025), zap.Bool("version_bridge", v2025))
-		}
-		return known && v2025
-	}
-}
-
-// makeRoomLocked keeps the verdicts within their bound (wire.MakeRoom).
-func (b *Bridge) makeRoomLocked() {
-	wire.MakeRoom(b.verdicts, func(v *probeVerdict) time.Time { return v.probedAt }, func(v *probeVerdict) bool { return v.probing != nil })
-}
-
-// confirmV2025 keeps the verdict that endpoint, which answered the probe
-// 404 or 405, speaks only 2025-11-25: an upstream session opened there.
-func (b *Bridge) confirmV2025(endpoint string) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if v := b.verdicts[endpoint]; v != nil && (v.known || v.probing != nil) {
-		return // probed meanwhile: that answer stands
+	pinned := b.pinned
+	b.mu.Unlock()
+	if pinned != nil {
+		return *pinned
 	}
-	b.makeRoomLocked()
-	b.verdicts[endpoint] = &probeVerdict{known: true, v2025: true, probedAt: time.Now()}
+	v, known := b.Probes.Verdict(r, next)
+	return known && v.V2025
 }
 
 // Pin pins what the upstream speaks at every endpoint, as tests need.
@@ -190,114 +117,8 @@ func (b *Bridge) Pin(v2025 bool) {
 func (b *Bridge) ForgetProbe() {
 	b.mu.Lock()
 	b.pinned = nil
-	b.verdicts = map[string]*probeVerdict{}
 	b.mu.Unlock()
-}
-
-// forget makes the next 2026-07-28 request of endpoint probe again.
-func (b *Bridge) forget(endpoint string) {
-	b.mu.Lock()
-	if v := b.verdicts[endpoint]; v != nil && v.probing == nil {
-		delete(b.verdicts, endpoint)
-	}
-	b.mu.Unlock()
-}
-
-// probeUpstream sends server/discover as a 2026-07-28 client would and
-// reads the answer: a discover result listing 2026-07-28, or one of the
-// 2026-07-28 error codes, is a 2026-07-28 server; a refusal of the caller (401,
-// 403) or a failure to reach it says nothing; anything else (a 400 asking
-// for a session, 404, 405, a JSON-RPC error) is a 2025-only server.
-// notFound reports a 404 or 405, which says as much of a path the upstream
-// does not serve at all.
-func (b *Bridge) probe(r *http.Request, next http.Handler) (v2025, known, notFound bool) {
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
-	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
-		wire.MetaProtocolVersion:    string(task.Era2026),
-		wire.MetaClientCapabilities: map[string]any{},
-	}})
-	// A detached copy: the probe must not write to the client request's
-	// handler state (Caddy's variables), which the request itself uses next.
-	req := upstream.NewRequest(ctx, b.Detach(r), body)
-	// The verdict serves every caller of the endpoint, so the probe carries
-	// none of this caller's headers (cookies, session ids, headers of its
-	// own choosing that could steer the upstream's answer), only the Host
-	// (the request's, which routes it) and Authorization: an upstream that
-	// wants credentials refuses the probe without them, and a refusal
-	// (401, 403) is never kept.
-	req.Header = http.Header{
-		"Content-Type": req.Header.Values("Content-Type"),
-		"Accept":       req.Header.Values("Accept"),
-	}
-	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
-		req.Header["Authorization"] = auth
-	}
-	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
-	req.Header.Set(upstream.HeaderMethod, "server/discover")
-	resp, err := upstream.Call(next, req)
-	if err != nil {
-		b.Log.Warn("probing the upstream's protocol", zap.Error(err))
-		return false, false, false
-	}
-	var answer *jsonrpc.Message
-	if resp.Status >= 200 && resp.Status <= 299 {
-		answer, _ = upstream.ReadAnswer(resp, nil, 1<<20)
-		upstream.FinishBody(resp.Body, time.Second)
-	} else {
-		data := make([]byte, 0, 512)
-		buf := make([]byte, 4096)
-		for len(data) < 64<<10 {
-			n, err := resp.Body.Read(buf)
-			data = append(data, buf[:n]...)
-			if err != nil {
-				break
-			}
-		}
-		upstream.FinishBody(resp.Body, time.Second)
-		answer, _ = jsonrpc.Parse(data)
-	}
-	v2025, known = classifyProbe(resp.Status, answer)
-	return v2025, known, resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed
-}
-
-// classifyProbe is probeUpstream's reading of an answer.
-func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
-	if wire.RefusesCaller(status) || status >= 500 {
-		return false, false
-	}
-	if answer != nil && answer.Error != nil {
-		switch answer.Error.Code {
-		case jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingRequiredClientCapability:
-			return false, true
-		case jsonrpc.CodeUnsupportedProtocolVersion:
-			var data struct {
-				Supported []string `json:"supported"`
-			}
-			_ = json.Unmarshal(answer.Error.Data, &data)
-			for _, v := range data.Supported {
-				if v == string(task.Era2026) {
-					return false, true
-				}
-			}
-			return true, true
-		}
-		return true, true
-	}
-	if answer != nil && answer.Result != nil {
-		var res struct {
-			SupportedVersions []string `json:"supportedVersions"`
-		}
-		if json.Unmarshal(answer.Result, &res) == nil {
-			for _, v := range res.SupportedVersions {
-				if v == string(task.Era2026) {
-					return false, true
-				}
-			}
-		}
-	}
-	return true, true
+	b.Probes.ForgetAll()
 }
 
 // call is one 2026-07-28 request the bridge answers.
@@ -345,9 +166,9 @@ func (c *call) bridgeDiscover(meta v2026.RequestMeta) error {
 		return nil
 	}
 	res := map[string]any{
-		"resultType":              "complete",
+		"resultType":        "complete",
 		"supportedVersions": v2026.SupportedVersions,
-		"capabilities":            caps,
+		"capabilities":      caps,
 		// Private: the answer comes from this principal's session; 0: an
 		// upstream session that is re-initialized may change it.
 		"ttlMs":      0,

@@ -4,11 +4,7 @@ package bridge
 // hold it to its bounds.
 
 // Verdicts is the number of endpoints whose probe answer the bridge keeps.
-func (b *Bridge) Verdicts() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.verdicts)
-}
+func (b *Bridge) Verdicts() int { return b.Probes.Len() }
 
 // Parked is the number of owner's calls waiting for the client's retry
 // with inputResponses.

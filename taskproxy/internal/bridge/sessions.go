@@ -421,10 +421,10 @@ func (c *call) openBridgeSession(meta v2026.RequestMeta) func(ctx context.Contex
 		s, err := initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {
 			c.Log.Warn("version bridge: opening an upstream session", zap.Error(err))
-			c.b.forget(endpoint) // the upstream may have changed: probe again
+			c.Probes.Forget(endpoint) // the upstream may have changed: probe again
 			return nil, err
 		}
-		c.b.confirmV2025(endpoint) // a 2025-11-25 server is there
+		c.Probes.ConfirmV2025(endpoint) // a 2025-11-25 server is there
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
 		// passed-through initialize would teach it (internal/wire/tools.go).

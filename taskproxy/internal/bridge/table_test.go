@@ -10,45 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
-
-func TestClassifyProbe(t *testing.T) {
-	msg := func(s string) *jsonrpc.Message {
-		m, err := jsonrpc.Parse([]byte(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	tests := []struct {
-		name         string
-		status       int
-		answer       *jsonrpc.Message
-		v2025, known bool
-	}{
-		{"discover result with 2026-07-28", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`), false, true},
-		{"discover result without it", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}`), true, true},
-		{"session required (TS SDK v1)", 400, msg(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"}}`), true, true},
-		{"method not found in 200", 200, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}`), true, true},
-		{"header mismatch is a 2026-07-28 server", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}`), false, true},
-		{"unsupported version listing 2026-07-28", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}`), false, true},
-		{"unsupported version without it", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25"],"requested":"2026-07-28"}}}`), true, true},
-		{"405 without body", 405, nil, true, true},
-		{"404 without body", 404, nil, true, true},
-		{"401 says nothing", 401, nil, false, false},
-		{"403 says nothing", 403, nil, false, false},
-		{"502 says nothing", 502, nil, false, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			v2025, known := classifyProbe(tt.status, tt.answer)
-			if v2025 != tt.v2025 || known != tt.known {
-				t.Errorf("classifyProbe = v2025 %v known %v, want %v %v", v2025, known, tt.v2025, tt.known)
-			}
-		})
-	}
-}
 
 // deleteRecorder is an upstream that records the sessions ended with DELETE.
 type deleteRecorder struct {

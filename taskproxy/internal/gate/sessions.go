@@ -1,13 +1,12 @@
 package gate
 
 import (
-	"container/list"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 const (
@@ -26,59 +25,34 @@ const (
 // time the stored binding's ttl was last extended. It is bounded; the least
 // recently used entries go first.
 type SessionTable struct {
-	mu    sync.Mutex
-	max   int
-	byID  map[string]*list.Element
-	order *list.List // front: most recently used
+	bindings *lru.Cache[string, sessionBinding]
 }
 
-type sessionEntry struct {
-	id, owner string
+// sessionBinding is one cached binding.
+type sessionBinding struct {
+	owner     string
 	refreshed time.Time
 }
 
-func NewSessionTable(max int) *SessionTable {
-	return &SessionTable{max: max, byID: map[string]*list.Element{}, order: list.New()}
+// NewSessionTable returns a table of at most size bindings (at least one).
+func NewSessionTable(size int) *SessionTable {
+	bindings, _ := lru.New[string, sessionBinding](max(size, 1)) // only a size below 1 fails
+	return &SessionTable{bindings: bindings}
 }
 
-// lookup returns the cached binding of id.
+// Lookup returns the cached binding of id.
 func (s *SessionTable) Lookup(id string) (owner string, refreshed time.Time, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.byID[id]
-	if !ok {
-		return "", time.Time{}, false
-	}
-	s.order.MoveToFront(e)
-	entry := e.Value.(*sessionEntry)
-	return entry.owner, entry.refreshed, true
+	b, ok := s.bindings.Get(id)
+	return b.owner, b.refreshed, ok
 }
 
-// remember caches a binding the store confirmed.
+// Remember caches a binding the store confirmed.
 func (s *SessionTable) Remember(id, owner string, refreshed time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.byID[id]; ok {
-		s.order.MoveToFront(e)
-		*e.Value.(*sessionEntry) = sessionEntry{id: id, owner: owner, refreshed: refreshed}
-		return
-	}
-	s.byID[id] = s.order.PushFront(&sessionEntry{id: id, owner: owner, refreshed: refreshed})
-	if s.order.Len() > s.max {
-		oldest := s.order.Back()
-		s.order.Remove(oldest)
-		delete(s.byID, oldest.Value.(*sessionEntry).id)
-	}
+	s.bindings.Add(id, sessionBinding{owner: owner, refreshed: refreshed})
 }
 
-func (s *SessionTable) Forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.byID[id]; ok {
-		s.order.Remove(e)
-		delete(s.byID, id)
-	}
-}
+// Forget drops the cached binding of id.
+func (s *SessionTable) Forget(id string) { s.bindings.Remove(id) }
 
 // SessionHeaderAlias reports whether h has a header that reads as
 // Mcp-Session-Id once underscores are taken for hyphens (Mcp_Session_Id):

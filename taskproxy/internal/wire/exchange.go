@@ -48,6 +48,10 @@ type Env struct {
 	Streams  *gate.StreamTable
 	Tools    *ToolPolicy
 	Sessions *SessionGuard
+	// Probes is what the gateway learned of its upstream endpoints by
+	// asking them itself (the protocol they speak, whether they run
+	// tasks).
+	Probes *Probes
 }
 
 // Exchange is one client request the gateway looks at, and its answer.
@@ -155,26 +159,3 @@ const ProbeTTL = 5 * time.Minute
 // MaxProbeVerdicts bounds the endpoints whose probe answers one route
 // keeps: a route matching a prefix serves any path a caller sends.
 const MaxProbeVerdicts = 64
-
-// MakeRoom keeps a table of probe verdicts (by endpoint) within
-// MaxProbeVerdicts, for one more: the verdicts older than ProbeTTL go,
-// then the oldest. A verdict whose probe is in flight (probing) stays:
-// others wait for it. at is when a verdict was learned.
-func MakeRoom[V any](verdicts map[string]V, at func(V) time.Time, probing func(V) bool) {
-	var oldest string
-	for k, v := range verdicts {
-		if probing(v) {
-			continue
-		}
-		if time.Since(at(v)) >= ProbeTTL {
-			delete(verdicts, k)
-			continue
-		}
-		if oldest == "" || at(v).Before(at(verdicts[oldest])) {
-			oldest = k
-		}
-	}
-	if len(verdicts) >= MaxProbeVerdicts && oldest != "" {
-		delete(verdicts, oldest)
-	}
-}

@@ -28,12 +28,12 @@ import (
 // store holds the bindings, the runtime's session table caches them.
 // NewSessionGuard returns the guard of store's bindings, cached in table;
 // route's audit log records denials.
-func NewSessionGuard(store task.Store, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
+func NewSessionGuard(store task.SessionBinder, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
 	return &SessionGuard{store: store, table: table, log: log, route: route}
 }
 
 type SessionGuard struct {
-	store task.Store
+	store task.SessionBinder
 	table *gate.SessionTable
 	log   *zap.Logger
 	route *runtime.Route // the audit log of denials

@@ -259,7 +259,7 @@ func (c *call) serveList() error {
 	}
 	out := struct {
 		Tasks      []Task `json:"tasks"`
-		NextCursor string       `json:"nextCursor,omitempty"`
+		NextCursor string `json:"nextCursor,omitempty"`
 	}{Tasks: make([]Task, 0, len(tasks)), NextCursor: next}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, Render(t))

@@ -51,23 +51,16 @@ func (c *call) fail(e *jsonrpc.Error) {
 
 var ackComplete = json.RawMessage(`{"resultType":"complete"}`)
 
-// Handler serves the 2026-07-28 requests of one configuration.
-type Handler struct {
-	// taskRuntimes knows which upstreams run tasks themselves.
-	taskRuntimes taskRuntimes
-}
-
 // call is one 2026-07-28 request.
 type call struct {
 	*wire.Exchange
-	h *Handler
 }
 
 // Serve answers a 2026-07-28 request: the task methods and a tools/call
 // that may become a task itself, server/discover passed through with the
 // extension added, anything else passed through.
-func (h *Handler) Serve(x *wire.Exchange) error {
-	c := &call{Exchange: x, h: h}
+func Serve(x *wire.Exchange) error {
+	c := &call{Exchange: x}
 	if !c.Msg.IsRequest() {
 		return c.Pass()
 	}

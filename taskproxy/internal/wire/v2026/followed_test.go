@@ -7,27 +7,6 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 )
 
-func TestAdvertisesTasksExtension(t *testing.T) {
-	tests := []struct {
-		name, result string
-		want         bool
-	}{
-		{"listed", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`, true},
-		{"listed with settings", `{"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{"x":1}}}}`, true},
-		{"other extension", `{"capabilities":{"extensions":{"io.example/other":{}}}}`, false},
-		{"not an object", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}`, false},
-		{"no extensions", `{"capabilities":{"tools":{}}}`, false},
-		{"no capabilities", `{"supportedVersions":["2026-07-28"]}`, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := advertisesTasksExtension([]byte(tt.result)); got != tt.want {
-				t.Errorf("advertisesTasksExtension(%s) = %v, want %v", tt.result, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestWithTasksExtension(t *testing.T) {
 	tests := []struct{ name, params string }{
 		{"no _meta", `{"name":"steps"}`},

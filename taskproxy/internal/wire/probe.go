@@ -1,0 +1,246 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// What the gateway learns of an upstream endpoint by asking it itself:
+// one server/discover, sent as a 2026-07-28 client that declares the tasks
+// extension, tells whether the upstream speaks 2026-07-28 there (else the
+// version bridge answers its 2026-07-28 clients) and whether it runs the
+// tasks extension itself (else the gateway makes the tasks). 2025-11-25
+// traffic never waits for it.
+
+// probeTimeout bounds one probe.
+const probeTimeout = 10 * time.Second
+
+// Verdict is what a probe learned of one endpoint.
+type Verdict struct {
+	// V2025 says the upstream does not speak 2026-07-28 there.
+	V2025 bool
+	// TasksExtension says its server/discover lists the tasks extension:
+	// it runs 2026-07-28 tasks itself.
+	TasksExtension bool
+	// at is when the probe answered.
+	at time.Time
+}
+
+// Probes keeps the verdicts of one configuration's endpoints: at most
+// MaxProbeVerdicts, the least recently used going first, each for
+// ProbeTTL. One probe of an endpoint runs at a time; the others wait for
+// its answer.
+type Probes struct {
+	log      *zap.Logger
+	detach   func(*http.Request) *http.Request
+	verdicts *lru.Cache[string, Verdict]
+	flight   singleflight.Group
+}
+
+// NewProbes returns an empty table. detach copies a request for the
+// probe, which must not write to the client request's handler state.
+func NewProbes(log *zap.Logger, detach func(*http.Request) *http.Request) *Probes {
+	verdicts, _ := lru.New[string, Verdict](MaxProbeVerdicts) // only a size below 1 fails
+	return &Probes{log: log, detach: detach, verdicts: verdicts}
+}
+
+// probeResult is one probe's answer: known is false when the upstream
+// could not be asked (not kept); notFound reports a 404 or 405, which any
+// path the upstream does not serve answers (not kept either, until
+// Confirm).
+type probeResult struct {
+	v               Verdict
+	known, notFound bool
+}
+
+// Verdict returns the kept verdict of r's endpoint, probing when there is
+// none or it is stale; known is false when the probe learned nothing (the
+// upstream is down, or refuses the caller) or the caller left meanwhile.
+// A 404 or 405 answers V2025 without being kept.
+func (p *Probes) Verdict(r *http.Request, next http.Handler) (v Verdict, known bool) {
+	endpoint := Endpoint(r)
+	if v, ok := p.fresh(endpoint); ok {
+		return v, true
+	}
+	ch := p.flight.DoChan(endpoint, func() (any, error) {
+		if v, ok := p.fresh(endpoint); ok { // a probe that ended just now
+			return probeResult{v: v, known: true}, nil
+		}
+		res := p.ask(r, next)
+		if res.known && !res.notFound {
+			prev, had := p.verdicts.Peek(endpoint)
+			p.verdicts.Add(endpoint, res.v)
+			if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension {
+				p.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !res.v.V2025),
+					zap.Bool("version_bridge", res.v.V2025), zap.Bool("runs_tasks_extension", res.v.TasksExtension))
+			}
+		}
+		return res, nil
+	})
+	select {
+	case out := <-ch:
+		res := out.Val.(probeResult)
+		return res.v, res.known
+	case <-r.Context().Done():
+		return Verdict{}, false
+	}
+}
+
+// fresh returns endpoint's verdict while it is younger than ProbeTTL.
+func (p *Probes) fresh(endpoint string) (Verdict, bool) {
+	v, ok := p.verdicts.Get(endpoint)
+	if !ok {
+		return Verdict{}, false
+	}
+	if time.Since(v.at) >= ProbeTTL {
+		p.verdicts.Remove(endpoint)
+		return Verdict{}, false
+	}
+	return v, true
+}
+
+// ConfirmV2025 keeps the verdict that endpoint, which answered the probe
+// 404 or 405, speaks only 2025-11-25: an upstream session opened there. A
+// verdict kept meanwhile stands.
+func (p *Probes) ConfirmV2025(endpoint string) {
+	if _, ok := p.fresh(endpoint); ok {
+		return
+	}
+	p.verdicts.Add(endpoint, Verdict{V2025: true, at: time.Now()})
+}
+
+// Forget makes the next request of endpoint probe again.
+func (p *Probes) Forget(endpoint string) { p.verdicts.Remove(endpoint) }
+
+// ForgetAll makes the next request of every endpoint probe again.
+func (p *Probes) ForgetAll() { p.verdicts.Purge() }
+
+// Len is the number of endpoints whose verdict is kept.
+func (p *Probes) Len() int { return p.verdicts.Len() }
+
+// ask sends the probe and reads its answer: a discover result listing
+// 2026-07-28, or one of the 2026-07-28 error codes, is a 2026-07-28
+// server; a refusal of the caller (401, 403), a 5xx or a failure to reach
+// it says nothing; anything else (a 400 asking for a session, 404, 405, a
+// JSON-RPC error) is a 2025-only server. The probe outlives the request
+// that started it (others wait for its answer), up to probeTimeout.
+func (p *Probes) ask(r *http.Request, next http.Handler) probeResult {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), probeTimeout)
+	defer cancel()
+	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
+	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
+		MetaProtocolVersion:    string(task.Era2026),
+		MetaClientCapabilities: map[string]any{"extensions": map[string]any{ExtensionTasks: map[string]any{}}},
+	}})
+	// A detached copy: the probe must not write to the client request's
+	// handler state (Caddy's variables), which the request itself uses next.
+	req := upstream.NewRequest(ctx, p.detach(r), body)
+	// The verdict serves every caller of the endpoint, so the probe carries
+	// none of this caller's headers (cookies, session ids, headers of its
+	// own choosing that could steer the upstream's answer), only the Host
+	// (the request's, which routes it) and Authorization: an upstream that
+	// wants credentials refuses the probe without them, and a refusal
+	// (401, 403) is never kept.
+	req.Header = http.Header{
+		"Content-Type": req.Header.Values("Content-Type"),
+		"Accept":       req.Header.Values("Accept"),
+	}
+	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
+		req.Header["Authorization"] = auth
+	}
+	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
+	req.Header.Set(upstream.HeaderMethod, "server/discover")
+	resp, err := upstream.Call(next, req)
+	if err != nil {
+		p.log.Warn("probing the upstream's protocol", zap.Error(err))
+		return probeResult{}
+	}
+	var answer *jsonrpc.Message
+	if resp.Status >= 200 && resp.Status <= 299 {
+		answer, _ = upstream.ReadAnswer(resp, nil, 1<<20)
+		upstream.FinishBody(resp.Body, time.Second)
+	} else {
+		data := make([]byte, 0, 512)
+		buf := make([]byte, 4096)
+		for len(data) < 64<<10 {
+			n, err := resp.Body.Read(buf)
+			data = append(data, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		upstream.FinishBody(resp.Body, time.Second)
+		answer, _ = jsonrpc.Parse(data)
+	}
+	v2025, known := classifyProbe(resp.Status, answer)
+	res := probeResult{v: Verdict{V2025: v2025, at: time.Now()}, known: known,
+		notFound: resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed}
+	if known && !v2025 && answer != nil && answer.Result != nil {
+		res.v.TasksExtension = advertisesTasksExtension(answer.Result)
+	}
+	return res
+}
+
+// classifyProbe is ask's reading of an answer.
+func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
+	if RefusesCaller(status) || status >= 500 {
+		return false, false
+	}
+	if answer != nil && answer.Error != nil {
+		switch answer.Error.Code {
+		case jsonrpc.CodeHeaderMismatch, jsonrpc.CodeMissingRequiredClientCapability:
+			return false, true
+		case jsonrpc.CodeUnsupportedProtocolVersion:
+			var data struct {
+				Supported []string `json:"supported"`
+			}
+			_ = json.Unmarshal(answer.Error.Data, &data)
+			for _, v := range data.Supported {
+				if v == string(task.Era2026) {
+					return false, true
+				}
+			}
+			return true, true
+		}
+		return true, true
+	}
+	if answer != nil && answer.Result != nil {
+		var res struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		}
+		if json.Unmarshal(answer.Result, &res) == nil {
+			for _, v := range res.SupportedVersions {
+				if v == string(task.Era2026) {
+					return false, true
+				}
+			}
+		}
+	}
+	return true, true
+}
+
+// advertisesTasksExtension reports whether a server/discover result lists
+// the tasks extension among its capabilities.
+func advertisesTasksExtension(result []byte) bool {
+	caps, ok := jsonx.Get(result, "capabilities")
+	if !ok {
+		return false
+	}
+	ext, ok := jsonx.Get(caps, "extensions")
+	if !ok {
+		return false
+	}
+	v, ok := jsonx.Get(ext, ExtensionTasks)
+	return ok && len(v) > 0 && v[0] == '{'
+}

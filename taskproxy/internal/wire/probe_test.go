@@ -1,0 +1,184 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"go.uber.org/zap"
+)
+
+func TestAdvertisesTasksExtension(t *testing.T) {
+	tests := []struct {
+		name, result string
+		want         bool
+	}{
+		{"listed", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`, true},
+		{"listed with settings", `{"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{"x":1}}}}`, true},
+		{"other extension", `{"capabilities":{"extensions":{"io.example/other":{}}}}`, false},
+		{"not an object", `{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}`, false},
+		{"no extensions", `{"capabilities":{"tools":{}}}`, false},
+		{"no capabilities", `{"supportedVersions":["2026-07-28"]}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := advertisesTasksExtension([]byte(tt.result)); got != tt.want {
+				t.Errorf("advertisesTasksExtension(%s) = %v, want %v", tt.result, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClassifyProbe(t *testing.T) {
+	msg := func(s string) *jsonrpc.Message {
+		m, err := jsonrpc.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	tests := []struct {
+		name         string
+		status       int
+		answer       *jsonrpc.Message
+		v2025, known bool
+	}{
+		{"discover result with 2026-07-28", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}`), false, true},
+		{"discover result without it", 200, msg(`{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}`), true, true},
+		{"session required (TS SDK v1)", 400, msg(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"}}`), true, true},
+		{"method not found in 200", 200, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}`), true, true},
+		{"header mismatch is a 2026-07-28 server", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}`), false, true},
+		{"unsupported version listing 2026-07-28", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}`), false, true},
+		{"unsupported version without it", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25"],"requested":"2026-07-28"}}}`), true, true},
+		{"405 without body", 405, nil, true, true},
+		{"404 without body", 404, nil, true, true},
+		{"401 says nothing", 401, nil, false, false},
+		{"403 says nothing", 403, nil, false, false},
+		{"502 says nothing", 502, nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v2025, known := classifyProbe(tt.status, tt.answer)
+			if v2025 != tt.v2025 || known != tt.known {
+				t.Errorf("classifyProbe = v2025 %v known %v, want %v %v", v2025, known, tt.v2025, tt.known)
+			}
+		})
+	}
+}
+
+// discoverCounter is an upstream that answers server/discover as a
+// 2026-07-28 server listing the tasks extension (or, with status set, with
+// that status), after release is closed, and counts the probes.
+type discoverCounter struct {
+	mu      sync.Mutex
+	probes  int
+	status  int
+	release chan struct{}
+}
+
+func (u *discoverCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.probes++
+	u.mu.Unlock()
+	if u.release != nil {
+		<-u.release
+	}
+	if u.status != 0 {
+		w.WriteHeader(u.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":"mcp-tasks:probe","result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`))
+}
+
+func (u *discoverCounter) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.probes
+}
+
+func probeRequest(host string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Host = host
+	return r
+}
+
+// One probe per endpoint answers both questions (the protocol, the tasks
+// extension) for every caller waiting meanwhile; a caller that leaves
+// does not cancel it; a 404 is not kept; the table is bounded.
+func TestProbesOnePerEndpoint(t *testing.T) {
+	detach := func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) }
+	t.Run("concurrent callers share one probe", func(t *testing.T) {
+		up := &discoverCounter{release: make(chan struct{})}
+		p := NewProbes(zap.NewNop(), detach)
+		var wg sync.WaitGroup
+		results := make([]Verdict, 8)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, known := p.Verdict(probeRequest("a.example"), up)
+				if !known {
+					t.Error("verdict unknown")
+				}
+				results[i] = v
+			}()
+		}
+		for up.count() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		// A caller that gives up waiting does not end the probe.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, known := p.Verdict(probeRequest("a.example").WithContext(ctx), up); known {
+			t.Error("a caller that left got a verdict")
+		}
+		close(up.release)
+		wg.Wait()
+		for _, v := range results {
+			if v.V2025 || !v.TasksExtension {
+				t.Errorf("verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
+			}
+		}
+		if v, known := p.Verdict(probeRequest("a.example"), up); !known || v.V2025 || up.count() != 1 {
+			t.Errorf("after the probe: %+v %v, %d probes, want the kept verdict and 1 probe", v, known, up.count())
+		}
+		p.Forget("a.example/mcp")
+		p.Verdict(probeRequest("a.example"), up)
+		if up.count() != 2 {
+			t.Errorf("%d probes after Forget, want 2", up.count())
+		}
+	})
+	t.Run("not found is not kept until confirmed", func(t *testing.T) {
+		up := &discoverCounter{status: http.StatusNotFound}
+		p := NewProbes(zap.NewNop(), detach)
+		for range 2 {
+			if v, known := p.Verdict(probeRequest("b.example"), up); !known || !v.V2025 {
+				t.Errorf("404: %+v %v, want bridged", v, known)
+			}
+		}
+		if up.count() != 2 {
+			t.Errorf("%d probes, want 2 (a 404 is not kept)", up.count())
+		}
+		p.ConfirmV2025("b.example/mcp")
+		p.Verdict(probeRequest("b.example"), up)
+		if up.count() != 2 {
+			t.Errorf("%d probes after ConfirmV2025, want 2", up.count())
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		up := &discoverCounter{}
+		p := NewProbes(zap.NewNop(), detach)
+		for i := range 3 * MaxProbeVerdicts {
+			p.Verdict(probeRequest(fmt.Sprintf("h%d.example", i)), up)
+		}
+		if p.Len() != MaxProbeVerdicts {
+			t.Errorf("%d verdicts kept, want %d", p.Len(), MaxProbeVerdicts)
+		}
+	})
+}
