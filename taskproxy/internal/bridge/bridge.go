@@ -10,7 +10,6 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -198,17 +197,8 @@ func (c *call) serveBridgedRequest(meta v2026.RequestMeta) error {
 	defer bc.run.Release()
 	reply := v2026.NewReply(c.Exchange)
 	for {
-		ev, ok := <-bc.a.Events
-		if !ok {
-			ev = upstream.Event{Err: context.Cause(bc.run.Ctx)}
-		}
+		ev, _ := bc.a.Until(bc.run.Ctx, nil, bc.relayOrRefuse(reply, nil))
 		switch {
-		case ev.Notification != nil:
-			bc.relay(reply, ev.Notification)
-			continue
-		case ev.Request != nil:
-			bc.refuseUpstreamRequest(ev.Request)
-			continue
 		case errors.Is(ev.Err, v2026.ErrClientGone):
 			return nil
 		case bc.sessionLost(ev):

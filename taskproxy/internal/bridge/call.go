@@ -260,53 +260,63 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode task.Supp
 		t.Headers[upstream.HeaderProtocolVersion] = bc.session.version // what its call speaks (taskCallHeaders)
 		return t
 	}
+	// An upstream request other than a ping is a decision point: the
+	// call becomes a task, or waits for the client's retry.
+	keepRequests := func(m *jsonrpc.Message) bool { return m.Method != "ping" }
 	for {
-		select {
-		case ev, ok := <-bc.a.Events:
-			if !ok {
-				ev = upstream.Event{Err: context.Cause(run.Ctx)}
-			}
-			switch {
-			case ev.Notification != nil:
-				bc.relay(reply, ev.Notification)
-				continue
-			case ev.Request != nil && ev.Request.Method == "ping":
-				bc.refuseUpstreamRequest(ev.Request)
-				continue
-			case ev.Request != nil && canTask:
-				t := newTask()
-				t.AddInput(task.InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
-				_ = t.SetStatus(task.StatusInputRequired, runtime.MsgBridgedInput, runtime.Now())
-				return v2026.Convert(c.Exchange, t, run, stopFollowingClient, reply, bc.a, nil)
-			case ev.Request != nil:
-				return bc.park(c, reply, stopFollowingClient, ev.Request)
-			case errors.Is(ev.Err, v2026.ErrClientGone):
-				run.Release()
-				return nil
-			case bc.sessionLost(ev):
-				if e := bc.restart(c); e != nil {
-					stopFollowingClient()
-					run.Release()
-					reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), v2026.Status(e.Code))
-					return nil
-				}
-				continue
-			case canTask && mode == task.SupportRequired && !(ev.Head != nil && wire.RefusesCaller(ev.Head.Status)):
-				t := newTask()
-				if ev.Final != nil && ev.Final.Error == nil {
-					final := *ev.Final
-					final.Result = runtime.BridgedResult(t, final.Result)
-					ev.Final = &final
-				}
-				return v2026.Convert(c.Exchange, t, run, stopFollowingClient, reply, nil, &ev)
-			}
-			stopFollowingClient()
-			run.Release()
-			bc.sendFinal(reply, ev)
-			return nil
-		case <-timerC:
+		ev, ok := bc.a.Until(run.Ctx, timerC, bc.relayOrRefuse(reply, keepRequests))
+		switch {
+		case !ok: // task_after passed
 			return v2026.Convert(c.Exchange, newTask(), run, stopFollowingClient, reply, bc.a, nil)
+		case ev.Request != nil && canTask:
+			t := newTask()
+			t.AddInput(task.InputRequest{Method: ev.Request.Method, Params: ev.Request.Params, UpstreamID: ev.Request.ID})
+			_ = t.SetStatus(task.StatusInputRequired, runtime.MsgBridgedInput, runtime.Now())
+			return v2026.Convert(c.Exchange, t, run, stopFollowingClient, reply, bc.a, nil)
+		case ev.Request != nil:
+			return bc.park(c, reply, stopFollowingClient, ev.Request)
+		case errors.Is(ev.Err, v2026.ErrClientGone):
+			run.Release()
+			return nil
+		case bc.sessionLost(ev):
+			if e := bc.restart(c); e != nil {
+				stopFollowingClient()
+				run.Release()
+				reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), v2026.Status(e.Code))
+				return nil
+			}
+			continue
+		case canTask && mode == task.SupportRequired && !(ev.Head != nil && wire.RefusesCaller(ev.Head.Status)):
+			t := newTask()
+			if ev.Final != nil && ev.Final.Error == nil {
+				final := *ev.Final
+				final.Result = runtime.BridgedResult(t, final.Result)
+				ev.Final = &final
+			}
+			return v2026.Convert(c.Exchange, t, run, stopFollowingClient, reply, nil, &ev)
 		}
+		stopFollowingClient()
+		run.Release()
+		bc.sendFinal(reply, ev)
+		return nil
+	}
+}
+
+// relayOrRefuse is an Attempt.Until handler for a bridged call: it relays
+// the call's notifications, and answers the upstream's requests itself
+// (refuseUpstreamRequest) unless keep takes them (nil keeps none).
+func (bc *bridgedCall) relayOrRefuse(reply *v2026.Reply, keep func(*jsonrpc.Message) bool) func(upstream.Event) bool {
+	return func(ev upstream.Event) bool {
+		switch {
+		case ev.Notification != nil:
+			bc.relay(reply, ev.Notification)
+		case ev.Request == nil:
+		case keep != nil && keep(ev.Request):
+			return true
+		default:
+			bc.refuseUpstreamRequest(ev.Request)
+		}
+		return false
 	}
 }
 

@@ -165,17 +165,16 @@ const auditUpstreamTask = "task created at the upstream"
 // notifications of its task update the status message.
 func (w *worker) followEvents(a *upstream.Attempt) *upstream.Event {
 	run := w.run
-	for ev := range a.Events {
+	ev, _ := a.Until(run.Ctx, nil, func(ev upstream.Event) bool {
 		switch {
-		case ev.Last():
-			return &ev
 		case ev.Request != nil:
 			w.upstreamRequest(ev.Request)
 		case ev.Notification.Method == "notifications/tasks/status":
 			w.mirrorUpstreamStatus(run.Ctx, ev.Notification.Params)
 		}
-	}
-	return &upstream.Event{Err: context.Cause(run.Ctx)}
+		return false
+	})
+	return &ev
 }
 
 // followUpstreamTask waits for the upstream task's outcome with tasks/result

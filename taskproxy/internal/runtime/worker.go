@@ -167,37 +167,33 @@ func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
 	token := ProgressToken(t.Params)
 	var status progressStatus // 2026-07-28: progress becomes the status message (progress.go)
 	defer status.stop()
+	on := func(ev upstream.Event) bool {
+		switch {
+		case ev.Request != nil:
+			w.upstreamRequest(ev.Request)
+		case ev.Notification.Method != "notifications/progress":
+		case token != nil && !upstream.SameID(progressTokenOf(ev.Notification.Params), token):
+			// another request's progress
+		case t.Era == task.Era2025:
+			if token != nil { // relayed on the tasks/result stream, by its token
+				run.setProgress(ev.Notification.Params)
+				route.rt.Hub.Progress(t.ID, ev.Notification.Params)
+			}
+		default:
+			if msg, ok := progressMessage(ev.Notification.Params); ok {
+				if msg, ok = status.offer(msg, time.Now()); ok {
+					w.setWorkingMessage(run.Ctx, msg)
+				}
+			}
+		}
+		return false
+	}
 	for {
-		select {
-		case ev, ok := <-a.Events:
-			if !ok {
-				// The pump stops without a last event only when the context ended.
-				return &upstream.Event{Err: context.Cause(run.Ctx)}
-			}
-			switch {
-			case ev.Last():
-				return &ev
-			case ev.Request != nil:
-				w.upstreamRequest(ev.Request)
-			case ev.Notification.Method != "notifications/progress":
-			case token != nil && !upstream.SameID(progressTokenOf(ev.Notification.Params), token):
-				// another request's progress
-			case t.Era == task.Era2025:
-				if token != nil { // relayed on the tasks/result stream, by its token
-					run.setProgress(ev.Notification.Params)
-					route.rt.Hub.Progress(t.ID, ev.Notification.Params)
-				}
-			default:
-				if msg, ok := progressMessage(ev.Notification.Params); ok {
-					if msg, ok = status.offer(msg, time.Now()); ok {
-						w.setWorkingMessage(run.Ctx, msg)
-					}
-				}
-			}
-		case <-status.due():
-			if msg, ok := status.fire(time.Now()); ok {
-				w.setWorkingMessage(run.Ctx, msg)
-			}
+		if ev, last := a.Until(run.Ctx, status.due(), on); last {
+			return &ev
+		}
+		if msg, ok := status.fire(time.Now()); ok {
+			w.setWorkingMessage(run.Ctx, msg)
 		}
 	}
 }

@@ -55,6 +55,28 @@ const MaxHTTPFailureBody = 64 << 10
 // Last reports whether e ends the call.
 func (e Event) Last() bool { return e.Final != nil || e.Err != nil }
 
+// Until reads a's events, handing each one before the last to on, until
+// the last one or one that on keeps (on returns true): it returns that
+// event and true. When tick fires first (a nil tick never does) it
+// returns false, and the caller may call again; no event is lost. A
+// channel closed without a last event (the pump stops so only when ctx
+// ended) reads as a last event with ctx's cause. A nil on keeps nothing.
+func (a *Attempt) Until(ctx context.Context, tick <-chan time.Time, on func(Event) bool) (Event, bool) {
+	for {
+		select {
+		case ev, ok := <-a.Events:
+			if !ok {
+				return Event{Err: context.Cause(ctx)}, true
+			}
+			if ev.Last() || (on != nil && on(ev)) {
+				return ev, true
+			}
+		case <-tick:
+			return Event{}, false
+		}
+	}
+}
+
 // StartAttempt sends body, a tools/call with upstreamID, through next on
 // ctx. Cancelling ctx closes the upstream stream, which on 2026-07-28 is the
 // cancellation of the call.

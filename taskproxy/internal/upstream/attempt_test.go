@@ -1,12 +1,14 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
@@ -59,4 +61,65 @@ func TestReadAnswer(t *testing.T) {
 			t.Errorf("%s: answer %v, %v; want none and io.EOF", tt.name, got, err)
 		}
 	}
+}
+
+// Until hands the events before the last to its handler, stops at the
+// last one or one the handler keeps, returns false when the tick fires
+// first (losing no event), and reads a closed channel as the context's end.
+func TestAttemptUntil(t *testing.T) {
+	note := Event{Notification: &jsonrpc.Message{Method: "notifications/progress"}}
+	req := Event{Request: &jsonrpc.Message{Method: "elicitation/create"}}
+	final := Event{Final: &jsonrpc.Message{Result: []byte(`{}`)}}
+	keepRequests := func(ev Event) bool { return ev.Request != nil }
+	tests := []struct {
+		name    string
+		events  []Event
+		close   bool
+		keep    func(Event) bool
+		want    Event
+		handled int
+	}{
+		{"the last event", []Event{note, note, final}, false, nil, final, 2},
+		{"a kept event", []Event{note, req, final}, false, keepRequests, req, 2},
+		{"an event not kept", []Event{req, final}, false, func(Event) bool { return false }, final, 1},
+		{"closed without a last event", []Event{note}, true, nil, Event{Err: context.Canceled}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := make(chan Event, len(tt.events))
+			for _, ev := range tt.events {
+				ch <- ev
+			}
+			if tt.close {
+				close(ch)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			handled := 0
+			on := func(ev Event) bool {
+				handled++
+				return tt.keep != nil && tt.keep(ev)
+			}
+			got, last := (&Attempt{Events: ch}).Until(ctx, nil, on)
+			if !last || got.Final != tt.want.Final || got.Request != tt.want.Request || !errors.Is(got.Err, tt.want.Err) || (got.Err == nil) != (tt.want.Err == nil) {
+				t.Errorf("Until = %+v %v, want %+v", got, last, tt.want)
+			}
+			if handled != tt.handled {
+				t.Errorf("handler saw %d events, want %d", handled, tt.handled)
+			}
+		})
+	}
+	t.Run("the tick fires first", func(t *testing.T) {
+		ch := make(chan Event, 1)
+		tick := make(chan time.Time, 1)
+		tick <- time.Now()
+		a := &Attempt{Events: ch}
+		if _, last := a.Until(context.Background(), tick, nil); last {
+			t.Fatal("Until ended without an event")
+		}
+		ch <- final
+		if got, last := a.Until(context.Background(), tick, nil); !last || got.Final != final.Final {
+			t.Errorf("after the tick: %+v %v, want the final event", got, last)
+		}
+	})
 }

@@ -129,51 +129,39 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 	t := c.NewTask(task.Era2026, name, params, c.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev upstream.Event) error { return c.passAnswer(run, stopFollowingClient, reply, ev) }
-	for {
-		select {
-		case ev, ok := <-a.Events:
-			if !ok {
-				ev = upstream.Event{Err: context.Cause(run.Ctx)}
-			}
-			switch {
-			case ev.Notification != nil:
-				reply.Relay(ev.Notification)
-				continue
-			case ev.Request != nil:
-				continue // no server-to-client requests on this wire
-			case errors.Is(ev.Err, ErrClientGone):
-				run.Release()
-				return nil
-			}
-			if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
-				if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
-					return c.adoptUpstreamTask(t, run, stopFollowingClient, reply, created)
-				}
-			}
-			switch {
-			case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
-				if mode == task.SupportRequired {
-					return passThrough(ev)
-				}
-				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
-			case ev.Head != nil && wire.RefusesCaller(ev.Head.Status):
-				// Not an outcome of the tool: the caller must act on it
-				// (MCP authorization starts from a 401), so it passes
-				// through even for a tool that always runs as a task.
-				return passThrough(ev)
-			case mode == task.SupportRequired:
-				return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
-			}
-			return passThrough(ev)
-		case <-timer.C:
-			if onTaskRuntime {
-				// The upstream has not answered yet: the gateway's task
-				// follows the call, and a CreateTaskResult it ends with.
-				t.UpstreamTask, t.UpstreamV2026 = true, true
-			}
-			return c.convert(t, run, stopFollowingClient, reply, a, nil)
+	ev, answered := a.Until(run.Ctx, timer.C, relayTo(reply)) // no server-to-client requests on this wire
+	switch {
+	case !answered:
+		if onTaskRuntime {
+			// The upstream has not answered yet: the gateway's task
+			// follows the call, and a CreateTaskResult it ends with.
+			t.UpstreamTask, t.UpstreamV2026 = true, true
+		}
+		return c.convert(t, run, stopFollowingClient, reply, a, nil)
+	case errors.Is(ev.Err, ErrClientGone):
+		run.Release()
+		return nil
+	}
+	if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
+		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+			return c.adoptUpstreamTask(t, run, stopFollowingClient, reply, created)
 		}
 	}
+	switch {
+	case ev.Final != nil && upstream.IsInputRequired(ev.Final.Result):
+		if mode == task.SupportRequired {
+			return passThrough(ev)
+		}
+		return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+	case ev.Head != nil && wire.RefusesCaller(ev.Head.Status):
+		// Not an outcome of the tool: the caller must act on it
+		// (MCP authorization starts from a 401), so it passes
+		// through even for a tool that always runs as a task.
+		return passThrough(ev)
+	case mode == task.SupportRequired:
+		return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
+	}
+	return passThrough(ev)
 }
 
 // convert stores the task and answers the CreateTaskResult; a worker takes
@@ -377,4 +365,15 @@ func (r *Reply) Send(data []byte, status int) {
 		return
 	}
 	wire.WriteJSON(r.x.W, status, data)
+}
+
+// relayTo is an Attempt.Until handler that relays the call's
+// notifications to reply and keeps no event.
+func relayTo(reply *Reply) func(upstream.Event) bool {
+	return func(ev upstream.Event) bool {
+		if ev.Notification != nil {
+			reply.Relay(ev.Notification)
+		}
+		return false
+	}
 }

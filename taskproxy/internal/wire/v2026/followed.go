@@ -162,16 +162,8 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 	if err != nil {
 		return upstream.Event{Err: err}
 	}
-	a := upstream.StartAttempt(ctx, base, c.Next, id, body)
-	for ev := range a.Events {
-		switch {
-		case ev.Last():
-			return ev
-		case ev.Notification != nil:
-			reply.Relay(ev.Notification)
-		}
-	}
-	return upstream.Event{Err: context.Cause(ctx)}
+	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, relayTo(reply))
+	return ev
 }
 
 // withTasksExtension declares the tasks extension in the client
