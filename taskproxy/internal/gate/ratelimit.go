@@ -36,7 +36,7 @@ func NewRateLimiter(perSecond float64) *RateLimiter {
 	return &RateLimiter{limit: rate.Limit(perSecond), burst: max(1, int(math.Ceil(2*perSecond))), buckets: map[string]*rate.Limiter{}}
 }
 
-// allow takes one token of owner's bucket, or says how long to wait.
+// Allow takes one token of owner's bucket, or says how long to wait.
 func (l *RateLimiter) Allow(owner string, now time.Time) (bool, time.Duration) {
 	if l == nil {
 		return true, 0

@@ -20,7 +20,7 @@ type StreamTable struct {
 
 func NewStreamTable() *StreamTable { return &StreamTable{n: map[string]int{}} }
 
-// acquire takes a slot of key, or reports false when key holds the maximum.
+// Acquire takes a slot of key, or reports false when key holds the maximum.
 func (s *StreamTable) Acquire(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -79,14 +79,14 @@ func SkipString(b []byte, i int) (int, error) {
 	return 0, ErrMalformed
 }
 
-// member is the span of one object member: its key (quotes included) and
+// Member is the span of one object member: its key (quotes included) and
 // its value.
 type Member struct {
 	KeyStart, KeyEnd     int
 	ValueStart, ValueEnd int
 }
 
-// is reports whether the member's key, in obj, is key. Keys without escapes,
+// Is reports whether the member's key, in obj, is key. Keys without escapes,
 // the usual case, compare without decoding or allocating.
 func (m Member) Is(obj []byte, key string) bool {
 	raw := obj[m.KeyStart+1 : m.KeyEnd-1]

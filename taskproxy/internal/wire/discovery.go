@@ -20,7 +20,7 @@ import (
 // passed through; it returns the result unchanged when there is nothing to do.
 type rewriteFunc func(result []byte) ([]byte, error)
 
-// passRewriting passes the request through, rewriting the result of the
+// PassRewriting passes the request through, rewriting the result of the
 // response to it. The client's Accept-Encoding is dropped so that the
 // upstream's answer arrives readable.
 func (c *Exchange) PassRewriting(fn rewriteFunc) error {

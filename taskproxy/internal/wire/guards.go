@@ -48,7 +48,7 @@ func (c *Exchange) guarded() bool {
 	return c.Owner == task.Anonymous && !PeerOf(c.R).ViaTrustedProxy
 }
 
-// guardOrigin answers 403 and returns false for a rebinding suspect, and
+// GuardOrigin answers 403 and returns false for a rebinding suspect, and
 // 415 for a post a web page could have sent cross-site (gate.CrossSiteSimple),
 // whoever the caller.
 func (c *Exchange) GuardOrigin() bool {
@@ -63,7 +63,7 @@ func (c *Exchange) GuardOrigin() bool {
 	return false
 }
 
-// limited answers 429 with Retry-After when the caller is over its rate.
+// Limited answers 429 with Retry-After when the caller is over its rate.
 // task.Anonymous callers are one principal, so they are told apart by client
 // address (the one the glue determined, which behind a trusted proxy is not
 // the proxy's): otherwise every client of an unauthenticated gateway shares
@@ -85,7 +85,7 @@ func (c *Exchange) Limited() bool {
 	return true
 }
 
-// openStream takes one of the caller's stream slots and returns its
+// OpenStream takes one of the caller's stream slots and returns its
 // release, or answers HTTP 429 with a JSON-RPC error naming the limit and
 // returns nil. task.Anonymous callers are counted per client address (the one
 // the glue determined, as for the rate limit).

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// paramsObject decodes params into a map of raw members; absent params give
+// ParamsObject decodes params into a map of raw members; absent params give
 // an empty map.
 func ParamsObject(params json.RawMessage) (map[string]json.RawMessage, error) {
 	obj := map[string]json.RawMessage{}
@@ -19,7 +19,7 @@ func ParamsObject(params json.RawMessage) (map[string]json.RawMessage, error) {
 	return obj, nil
 }
 
-// stringParam returns the string member name of params.
+// StringParam returns the string member name of params.
 func StringParam(params json.RawMessage, name string) (string, error) {
 	if s, ok := plainStringParam(params, name); ok {
 		return s, nil

@@ -26,17 +26,17 @@ import (
 
 // SessionGuard binds 2025-11-25 sessions to owners and checks them: the
 // store holds the bindings, the runtime's session table caches them.
-// NewSessionGuard returns the guard of store's bindings, cached in table;
-// route's audit log records denials.
-func NewSessionGuard(store task.SessionBinder, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
-	return &SessionGuard{store: store, table: table, log: log, route: route}
-}
-
 type SessionGuard struct {
 	store task.SessionBinder
 	table *gate.SessionTable
 	log   *zap.Logger
 	route *runtime.Route // the audit log of denials
+}
+
+// NewSessionGuard returns the guard of store's bindings, cached in table;
+// route's audit log records denials.
+func NewSessionGuard(store task.SessionBinder, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
+	return &SessionGuard{store: store, table: table, log: log, route: route}
 }
 
 // Guard answers 404, as for an unknown session, when r names a

@@ -37,7 +37,7 @@ type UpstreamCaps struct {
 	fetched time.Time
 }
 
-// learnInitialize records capabilities.tasks of an initialize result.
+// LearnInitialize records capabilities.tasks of an initialize result.
 func (u *UpstreamCaps) LearnInitialize(result []byte) {
 	var r struct {
 		Capabilities struct {
@@ -62,7 +62,7 @@ func (u *UpstreamCaps) LearnInitialize(result []byte) {
 	u.mu.Unlock()
 }
 
-// learnTools records the taskSupport of the tools of one tools/list page.
+// LearnTools records the taskSupport of the tools of one tools/list page.
 func (u *UpstreamCaps) LearnTools(result []byte) {
 	m, found, _, _, err := jsonx.FindLast(result, "tools")
 	if err != nil || !found {
@@ -138,7 +138,7 @@ func declaredTaskSupport(tool []byte) task.Support {
 	return task.SupportForbidden
 }
 
-// toolMode returns the upstream's own task mode of a tool, and whether the
+// ToolMode returns the upstream's own task mode of a tool, and whether the
 // tool is known at all.
 func (u *UpstreamCaps) ToolMode(name string) (task.Support, bool) {
 	u.mu.RLock()
@@ -163,7 +163,7 @@ func (u *UpstreamCaps) runsTask(name string) bool {
 	return u.tasksCall == nil || *u.tasksCall
 }
 
-// declaresTasks reports whether an initialize answer seen since the start
+// DeclaresTasks reports whether an initialize answer seen since the start
 // declared task-augmented tools/call.
 func (u *UpstreamCaps) DeclaresTasks() bool {
 	u.mu.RLock()

@@ -164,15 +164,15 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 	return passThrough(ev)
 }
 
-// convert stores the task and answers the CreateTaskResult; a worker takes
-// over the attempt (or its answer, pending). A pending final answer is
-// recorded before the task is stored, so the task is created already ended.
-// Convert is call.convert for x, a call another package made (the
-// version bridge's).
+// Convert makes a task of x's call, a 2026-07-28 call another package
+// started (the version bridge's), as convert does for this package's.
 func Convert(x *wire.Exchange, t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *Reply, a *upstream.Attempt, pending *upstream.Event) error {
 	return (&call{Exchange: x}).convert(t, run, stopFollowingClient, reply, a, pending)
 }
 
+// convert stores the task and answers the CreateTaskResult; a worker takes
+// over the attempt (or its answer, pending). A pending final answer is
+// recorded before the task is stored, so the task is created already ended.
 func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *Reply, a *upstream.Attempt, pending *upstream.Event) error {
 	if !stopFollowingClient() {
 		run.Release() // the client left just now: the call was cancelled with it

@@ -39,12 +39,12 @@ func Status(code int) int {
 	return http.StatusOK
 }
 
-// fail writes a JSON-RPC error with its 2026-07-28 HTTP status.
 // Fail writes the JSON-RPC error e with its 2026-07-28 HTTP status.
 func Fail(x *wire.Exchange, e *jsonrpc.Error) {
 	wire.WriteError(x.W, Status(e.Code), x.Msg.ID, e)
 }
 
+// fail is Fail of c.
 func (c *call) fail(e *jsonrpc.Error) {
 	wire.WriteError(c.W, Status(e.Code), c.Msg.ID, e)
 }
@@ -140,14 +140,14 @@ func ReadRequestMeta(params json.RawMessage) (RequestMeta, *jsonrpc.Error) {
 	return RequestMeta{Version: *m.Meta.Version, Capabilities: m.Meta.Capabilities}, nil
 }
 
+// Valid is valid for x, a request another package answers (the version
+// bridge).
+func Valid(x *wire.Exchange, needsTasks bool) bool { return (&call{Exchange: x}).valid(needsTasks) }
+
 // valid checks a request the gateway handles against the 2026-07-28
 // rules: required _meta, a supported version equal to the header's, the
 // routing headers, and (when needsTasks) the tasks extension declared. It
 // writes the error and returns false when the request fails.
-// Valid is the check of call.valid for x, a request another package
-// answers (the version bridge).
-func Valid(x *wire.Exchange, needsTasks bool) bool { return (&call{Exchange: x}).valid(needsTasks) }
-
 func (c *call) valid(needsTasks bool) bool {
 	meta, e := ReadRequestMeta(c.Msg.Params)
 	if e == nil {
