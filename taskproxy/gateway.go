@@ -193,7 +193,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
 		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.bridge.SessionLost,
 	})
-	env.Sessions = wire.NewSessionGuard(rt.Store, rt.sessions, env.Log, env.Route)
+	env.Sessions = wire.NewSessionGuard(rt.Runtime, rt.sessions, env.Log, env.Route)
 	return g, nil
 }
 

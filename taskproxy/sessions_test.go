@@ -105,12 +105,13 @@ func (u *sessionUpstream) reachedCount() int {
 // A session belongs to the principal whose initialize answer named it:
 // another principal gets the answer of an unknown session on every method
 // and version header, the upstream never sees those requests, random ids
-// never displace bindings, and bindings survive a restart.
+// never displace bindings, and bindings survive a restart. The runtime
+// opens its store when the gateway first serves, as Caddy's does.
 func TestSessionBinding(t *testing.T) {
 	dir := t.TempDir()
 	open := func() (*Gateway, task.Store) {
 		s := openTestStore(t, dir, false)
-		g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewRuntime(s))
+		g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, NewLazyRuntime(func() (task.Store, error) { return s, nil }))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,17 +27,22 @@ import (
 // SessionGuard binds 2025-11-25 sessions to owners and checks them: the
 // store holds the bindings, the runtime's session table caches them.
 type SessionGuard struct {
-	store task.SessionBinder
+	// rt's store holds the bindings; it is read at each use, since a
+	// runtime opens its store only when a configuration starts.
+	rt    *runtime.Runtime
 	table *gate.SessionTable
 	log   *zap.Logger
 	route *runtime.Route // the audit log of denials
 }
 
-// NewSessionGuard returns the guard of store's bindings, cached in table;
-// route's audit log records denials.
-func NewSessionGuard(store task.SessionBinder, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
-	return &SessionGuard{store: store, table: table, log: log, route: route}
+// NewSessionGuard returns the guard of the bindings in rt's store, cached
+// in table; route's audit log records denials.
+func NewSessionGuard(rt *runtime.Runtime, table *gate.SessionTable, log *zap.Logger, route *runtime.Route) *SessionGuard {
+	return &SessionGuard{rt: rt, table: table, log: log, route: route}
 }
+
+// binder is the store of the bindings.
+func (sg *SessionGuard) binder() task.SessionBinder { return sg.rt.Store }
 
 // Guard answers 404, as for an unknown session, when r names a
 // session that is not bound to owner. It reports whether r may go on.
@@ -85,7 +90,7 @@ func (sg *SessionGuard) check(ctx context.Context, sid, owner string) error {
 	if cached, refreshed, ok := sg.table.Lookup(sid); ok && cached == owner && now.Sub(refreshed) < gate.SessionRefresh {
 		return nil
 	}
-	if err := sg.store.CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
+	if err := sg.binder().CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
 		return err
 	}
 	sg.table.Remember(sid, owner, now)
@@ -115,7 +120,7 @@ func (b *bindingWriter) bind(code int) {
 	if sid == "" || code < 200 || code > 299 {
 		return
 	}
-	if err := b.sg.store.BindSession(b.ctx, sid, b.owner, gate.SessionIdleTTL); err != nil {
+	if err := b.sg.binder().BindSession(b.ctx, sid, b.owner, gate.SessionIdleTTL); err != nil {
 		b.sg.log.Error("binding a new session to its principal; the session id is withheld from the client", zap.Error(err))
 		b.Header().Del(upstream.HeaderSessionID)
 		return
@@ -157,7 +162,7 @@ func (sg *SessionGuard) ServeDelete(w http.ResponseWriter, r *http.Request, next
 	err := upstream.ServeNext(next, sw, r)
 	if err == nil && (sw.status >= 200 && sw.status <= 299 || sw.status == http.StatusNotFound) {
 		sg.table.Forget(sid)
-		if ferr := sg.store.ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
+		if ferr := sg.binder().ForgetSession(context.WithoutCancel(r.Context()), sid); ferr != nil {
 			sg.log.Warn("forgetting an ended session; it expires when idle", zap.Error(ferr))
 		}
 	}
