@@ -177,10 +177,10 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if env.Log == nil {
 		env.Log = zap.NewNop()
 	}
-	env.Probes = wire.NewProbes(env.Log, cfg.Detach)
 	if env.AuditLog == nil {
 		env.AuditLog = zap.NewNop()
 	}
+	env.Probes = wire.NewProbes(env.Log, cfg.Detach)
 	// A call waiting for input is work in progress, as a task is: one
 	// owner's are bounded by max_active_per_principal when it is set.
 	maxParked := bridge.DefaultParkedPerOwner
