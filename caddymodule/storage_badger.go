@@ -2,11 +2,13 @@ package caddymodule
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
@@ -33,6 +35,15 @@ type BadgerStorage struct {
 	// be lost. It applies when the directory is first opened.
 	// Default: true.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
+
+	// MinFree is the free space, in bytes, of the directory's filesystem
+	// below which the store refuses new tasks (HTTP 503 with Retry-After)
+	// while it still records the outcomes of running ones: room kept for
+	// Badger's own flushes and compaction, so that a full disk stops new
+	// work instead of damaging the store. Negative turns the reserve off
+	// (the store then only notices a filesystem that refuses writes).
+	// Default: 64 MiB.
+	MinFree int64 `json:"min_free,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -81,7 +92,7 @@ func (b *BadgerStorage) OpenStore(logger *zap.Logger) (task.Store, error) {
 	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating task store directory %s: %w", b.Dir, err)
 	}
-	store, err := badgerstore.Open(badgerstore.Options{Dir: b.Dir, SyncWrites: b.SyncWrites == nil || *b.SyncWrites, Logger: logger})
+	store, err := badgerstore.Open(badgerstore.Options{Dir: b.Dir, SyncWrites: b.SyncWrites == nil || *b.SyncWrites, MinFreeBytes: b.MinFree, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening task store %s: %w", b.Dir, err)
 	}
@@ -93,6 +104,7 @@ func (b *BadgerStorage) OpenStore(logger *zap.Logger) (task.Store, error) {
 //	storage badger [<dir>] {
 //		dir         <path>
 //		sync_writes on|off
+//		min_free    <size>|off
 //	}
 func (b *BadgerStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the backend's name
@@ -114,6 +126,20 @@ func (b *BadgerStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			b.SyncWrites = on
+		case "min_free":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if v == "off" {
+				b.MinFree = -1
+				continue
+			}
+			size, err := humanize.ParseBytes(v)
+			if err != nil || size == 0 || size > math.MaxInt64 {
+				return d.Errf("min_free: want a size such as 256MiB, or off, got %q", v)
+			}
+			b.MinFree = int64(size)
 		default:
 			return d.Errf("unrecognized storage badger option %q", name)
 		}

@@ -1,11 +1,14 @@
 package caddymodule
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -13,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The storage subdirective: errors of the Caddyfile.
@@ -30,6 +34,8 @@ func TestStorageCaddyfileErrors(t *testing.T) {
 		{"dsn without value", "mcp_tasks {\n storage postgres {\n  dsn\n }\n}", "wrong argument count"},
 		{"unknown badger option", "mcp_tasks {\n storage badger {\n  compression zstd\n }\n}", "unrecognized storage badger option"},
 		{"bad badger sync_writes", "mcp_tasks {\n storage badger {\n  sync_writes maybe\n }\n}", "sync_writes"},
+		{"bad badger min_free", "mcp_tasks {\n storage badger {\n  min_free lots\n }\n}", "min_free: want a size"},
+		{"badger min_free without value", "mcp_tasks {\n storage badger {\n  min_free\n }\n}", "wrong argument count"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,6 +204,45 @@ func TestStorageAdaptErrors(t *testing.T) {
 			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), map[string]any{"filename": "Caddyfile"})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "Caddyfile:") {
 				t.Errorf("adapt: %v, want an error with its line containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// min_free sets the free space the Badger store keeps in reserve: a size,
+// or off; with more reserve than the disk has, new tasks are refused as
+// unavailable (HTTP 503 at the gateway), and with it off they are taken.
+func TestBadgerMinFree(t *testing.T) {
+	tests := []struct {
+		name, block string
+		want        int64
+		refused     bool
+	}{
+		{"default", "", 0, false},
+		{"a size", "min_free 256MiB", 256 << 20, false},
+		{"off", "min_free off", -1, false},
+		{"more than any disk", "min_free 1EiB", 1 << 60, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b BadgerStorage
+			if err := b.UnmarshalCaddyfile(caddyfile.NewTestDispenser("badger {\n " + tt.block + "\n}")); err != nil {
+				t.Fatal(err)
+			}
+			if b.MinFree != tt.want {
+				t.Fatalf("MinFree = %d, want %d", b.MinFree, tt.want)
+			}
+			b.Dir = t.TempDir()
+			store, err := b.OpenStore(zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			now := time.Now().UTC()
+			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Minute}
+			err = store.Create(context.Background(), tk)
+			if refused := errors.Is(err, task.ErrUnavailable); refused != tt.refused || (!tt.refused && err != nil) {
+				t.Errorf("create: %v, want refused %v", err, tt.refused)
 			}
 		})
 	}
