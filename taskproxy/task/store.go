@@ -105,8 +105,9 @@ type Store interface {
 }
 
 // SessionBinder keeps which owner a 2025-11-25 session belongs to: the
-// owner whose initialize answer named it. Implementations must be safe for
-// concurrent use.
+// owner whose initialize answer named it. Bindings are security state, so
+// they are stored durably and survive restarts; a binding idle for its ttl
+// expires. Implementations must be safe for concurrent use.
 type SessionBinder interface {
 	// BindSession binds sessionID to owner for ttl. Binding a session
 	// already bound to owner refreshes its ttl; one bound to another owner
@@ -182,8 +183,4 @@ type TaskStore interface {
 	Sweep(ctx context.Context, now time.Time, batch int) (int, error)
 	// Close releases the store.
 	Close() error
-
-	// Session bindings (sessions.go): which owner a 2025-11-25 session
-	// belongs to. They are security state, so they are stored durably and
-	// survive restarts; a binding idle for its ttl expires.
 }

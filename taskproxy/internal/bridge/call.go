@@ -264,7 +264,7 @@ func (bc *bridgedCall) follow(c *call, name string, canTask bool, mode task.Supp
 	// call becomes a task, or waits for the client's retry.
 	keepRequests := func(m *jsonrpc.Message) bool { return m.Method != "ping" }
 	for {
-		ev, ok := bc.a.Until(run.Ctx, timerC, bc.relayOrRefuse(reply, keepRequests))
+		ev, ok := bc.a.Until(run.Ctx, upstream.After(timerC), bc.relayOrRefuse(reply, keepRequests))
 		switch {
 		case !ok: // task_after passed
 			return v2026.Convert(c.Exchange, newTask(), run, stopFollowingClient, reply, bc.a, nil)

@@ -189,7 +189,7 @@ func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
 		return false
 	}
 	for {
-		if ev, last := a.Until(run.Ctx, status.due(), on); last {
+		if ev, last := a.Until(run.Ctx, status.due, on); last {
 			return &ev
 		}
 		if msg, ok := status.fire(time.Now()); ok {

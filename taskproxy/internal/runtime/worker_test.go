@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -85,5 +87,49 @@ func TestInputRequestsCapped(t *testing.T) {
 				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.n)
 			}
 		})
+	}
+}
+
+// A 2026-07-28 task's progress becomes its status message at most once a
+// progress interval: a message throttled behind another is written when
+// its time comes, while the call still runs (the follow loop waits on the
+// throttle's timer, which the message itself armed).
+func TestFollowWritesThrottledProgress(t *testing.T) {
+	rt, route := testRoute(t)
+	ctx := context.Background()
+	now := Now()
+	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Minute,
+		Era: task.Era2026, Params: json.RawMessage(`{"name":"x","_meta":{"progressToken":7}}`)}
+	if err := rt.Store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	progress := func(n int, msg string) upstream.Event {
+		p, _ := json.Marshal(map[string]any{"progressToken": 7, "progress": n, "total": 3, "message": msg})
+		return upstream.Event{Notification: &jsonrpc.Message{JSONRPC: "2.0", Method: "notifications/progress", Params: p}}
+	}
+	events := make(chan upstream.Event, 3)
+	events <- progress(1, "first")
+	events <- progress(2, "second") // within the interval: throttled
+	w := &worker{route: route, t: tk, run: &Run{Ctx: ctx}}
+	done := make(chan *upstream.Event, 1)
+	go func() { done <- w.follow(&upstream.Attempt{Events: events}) }()
+
+	deadline := time.Now().Add(10 * progressStatusInterval)
+	for {
+		rec, err := rt.Store.Get(ctx, "o", tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(rec.StatusMessage, "second") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status message %q, want the throttled second message written while the call runs", rec.StatusMessage)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	events <- upstream.Event{Final: &jsonrpc.Message{Result: json.RawMessage(`{}`)}}
+	if ev := <-done; ev.Final == nil {
+		t.Errorf("follow ended with %+v, want the final answer", ev)
 	}
 }

@@ -57,12 +57,18 @@ func (e Event) Last() bool { return e.Final != nil || e.Err != nil }
 
 // Until reads a's events, handing each one before the last to on, until
 // the last one or one that on keeps (on returns true): it returns that
-// event and true. When tick fires first (a nil tick never does) it
-// returns false, and the caller may call again; no event is lost. A
-// channel closed without a last event (the pump stops so only when ctx
-// ended) reads as a last event with ctx's cause. A nil on keeps nothing.
-func (a *Attempt) Until(ctx context.Context, tick <-chan time.Time, on func(Event) bool) (Event, bool) {
+// event and true. When the channel tick returns fires first it returns
+// false, and the caller may call again; no event is lost. tick is asked
+// again after each event, since on may arm a timer; a nil tick, or a nil
+// channel, never fires. A channel closed without a last event (the pump
+// stops so only when ctx ended) reads as a last event with ctx's cause. A
+// nil on keeps nothing.
+func (a *Attempt) Until(ctx context.Context, tick func() <-chan time.Time, on func(Event) bool) (Event, bool) {
 	for {
+		var fired <-chan time.Time
+		if tick != nil {
+			fired = tick()
+		}
 		select {
 		case ev, ok := <-a.Events:
 			if !ok {
@@ -71,7 +77,7 @@ func (a *Attempt) Until(ctx context.Context, tick <-chan time.Time, on func(Even
 			if ev.Last() || (on != nil && on(ev)) {
 				return ev, true
 			}
-		case <-tick:
+		case <-fired:
 			return Event{}, false
 		}
 	}
@@ -214,4 +220,9 @@ func SessionLost(ev Event) bool {
 		return ev.Final.Error != nil && strings.Contains(strings.ToLower(ev.Final.Error.Message), "session")
 	}
 	return false
+}
+
+// After is an Until tick that fires on ch.
+func After(ch <-chan time.Time) func() <-chan time.Time {
+	return func() <-chan time.Time { return ch }
 }

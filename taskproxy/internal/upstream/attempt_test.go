@@ -114,12 +114,37 @@ func TestAttemptUntil(t *testing.T) {
 		tick := make(chan time.Time, 1)
 		tick <- time.Now()
 		a := &Attempt{Events: ch}
-		if _, last := a.Until(context.Background(), tick, nil); last {
+		if _, last := a.Until(context.Background(), After(tick), nil); last {
 			t.Fatal("Until ended without an event")
 		}
 		ch <- final
-		if got, last := a.Until(context.Background(), tick, nil); !last || got.Final != final.Final {
+		if got, last := a.Until(context.Background(), After(tick), nil); !last || got.Final != final.Final {
 			t.Errorf("after the tick: %+v %v, want the final event", got, last)
+		}
+	})
+	// A timer the handler arms (the worker's progress throttle) is seen:
+	// the tick is asked again after each event.
+	t.Run("a tick armed by the handler", func(t *testing.T) {
+		ch := make(chan Event, 1)
+		ch <- note
+		var armed chan time.Time
+		on := func(Event) bool {
+			armed = make(chan time.Time, 1)
+			armed <- time.Now()
+			return false
+		}
+		done := make(chan bool, 1)
+		go func() {
+			_, last := (&Attempt{Events: ch}).Until(context.Background(), func() <-chan time.Time { return armed }, on)
+			done <- last
+		}()
+		select {
+		case last := <-done:
+			if last {
+				t.Error("Until ended with an event, want the armed tick")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Until never saw the tick armed by its handler")
 		}
 	})
 }

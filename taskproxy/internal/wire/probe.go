@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -39,13 +43,16 @@ type Verdict struct {
 
 // Probes keeps the verdicts of one configuration's endpoints: at most
 // MaxProbeVerdicts, the least recently used going first, each for
-// ProbeTTL. One probe of an endpoint runs at a time; the others wait for
-// its answer.
+// ProbeTTL. One probe of an endpoint with one caller's credentials runs at
+// a time; the callers with the same credentials wait for its answer.
 type Probes struct {
 	log      *zap.Logger
 	detach   func(*http.Request) *http.Request
 	verdicts *lru.Cache[string, Verdict]
 	flight   singleflight.Group
+	// probing holds the endpoints whose probe runs (ConfirmV2025 leaves
+	// them to it).
+	probing sync.Map
 }
 
 // NewProbes returns an empty table. detach copies a request for the
@@ -56,37 +63,37 @@ func NewProbes(log *zap.Logger, detach func(*http.Request) *http.Request) *Probe
 }
 
 // probeResult is one probe's answer: known is false when the upstream
-// could not be asked (not kept); notFound reports a 404 or 405, which any
-// path the upstream does not serve answers (not kept either, until
-// Confirm).
+// could not be asked; notFound reports a 404 or 405, which any path the
+// upstream does not serve answers.
 type probeResult struct {
 	v               Verdict
 	known, notFound bool
 }
 
+// kept reports whether the result is kept as the endpoint's verdict: not
+// when the probe learned nothing, nor for a 2025-only answer of 404 or 405
+// (until Confirm: a path the upstream does not serve says as much).
+func (res probeResult) kept() bool { return res.known && !(res.v.V2025 && res.notFound) }
+
 // Verdict returns the kept verdict of r's endpoint, probing when there is
 // none or it is stale; known is false when the probe learned nothing (the
 // upstream is down, or refuses the caller) or the caller left meanwhile.
-// A 404 or 405 answers V2025 without being kept.
+// A 404 or 405 answers V2025 without being kept. The probe carries r's
+// Authorization and runs within r's context; callers of an endpoint with
+// the same Authorization wait for one probe, and a probe that learned
+// nothing (its credentials, or none, refused) is no other caller's answer.
 func (p *Probes) Verdict(r *http.Request, next http.Handler) (v Verdict, known bool) {
 	endpoint := Endpoint(r)
 	if v, ok := p.fresh(endpoint); ok {
 		return v, true
 	}
-	ch := p.flight.DoChan(endpoint, func() (any, error) {
-		if v, ok := p.fresh(endpoint); ok { // a probe that ended just now
-			return probeResult{v: v, known: true}, nil
-		}
-		res := p.ask(r, next)
-		if res.known && !res.notFound {
-			prev, had := p.verdicts.Peek(endpoint)
-			p.verdicts.Add(endpoint, res.v)
-			if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension {
-				p.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !res.v.V2025),
-					zap.Bool("version_bridge", res.v.V2025), zap.Bool("runs_tasks_extension", res.v.TasksExtension))
-			}
-		}
-		return res, nil
+	// The probe's request is made here, on the caller's goroutine: the
+	// caller goes on with r (editing its headers) when it stops waiting,
+	// while the probe may still run.
+	req := p.request(r)
+	flight := endpoint + "\x00" + gate.HashHex(strings.Join(r.Header.Values("Authorization"), "\n"))
+	ch := p.flight.DoChan(flight, func() (any, error) {
+		return p.run(endpoint, req, next), nil
 	})
 	select {
 	case out := <-ch:
@@ -95,6 +102,33 @@ func (p *Probes) Verdict(r *http.Request, next http.Handler) (v Verdict, known b
 	case <-r.Context().Done():
 		return Verdict{}, false
 	}
+}
+
+// run probes endpoint with req and keeps what it learned. A panic of the
+// probe (of the detach it was given, say) is logged and learns nothing:
+// it would otherwise end the process, on the flight's goroutine.
+func (p *Probes) run(endpoint string, req *http.Request, next http.Handler) (res probeResult) {
+	p.probing.Store(endpoint, true)
+	defer p.probing.Delete(endpoint)
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("probing the upstream's protocol panicked", zap.Any("panic", v), zap.String("endpoint", endpoint))
+			res = probeResult{}
+		}
+	}()
+	if v, ok := p.fresh(endpoint); ok { // a probe that ended just now
+		return probeResult{v: v, known: true}
+	}
+	res = p.ask(req, next)
+	if res.kept() {
+		prev, had := p.verdicts.Peek(endpoint)
+		p.verdicts.Add(endpoint, res.v)
+		if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension {
+			p.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !res.v.V2025),
+				zap.Bool("version_bridge", res.v.V2025), zap.Bool("runs_tasks_extension", res.v.TasksExtension))
+		}
+	}
+	return res
 }
 
 // fresh returns endpoint's verdict while it is younger than ProbeTTL.
@@ -112,9 +146,12 @@ func (p *Probes) fresh(endpoint string) (Verdict, bool) {
 
 // ConfirmV2025 keeps the verdict that endpoint, which answered the probe
 // 404 or 405, speaks only 2025-11-25: an upstream session opened there. A
-// verdict kept meanwhile stands.
+// verdict kept meanwhile, or a probe under way, stands.
 func (p *Probes) ConfirmV2025(endpoint string) {
 	if _, ok := p.fresh(endpoint); ok {
+		return
+	}
+	if _, ok := p.probing.Load(endpoint); ok {
 		return
 	}
 	p.verdicts.Add(endpoint, Verdict{V2025: true, at: time.Now()})
@@ -129,15 +166,10 @@ func (p *Probes) ForgetAll() { p.verdicts.Purge() }
 // Len is the number of endpoints whose verdict is kept.
 func (p *Probes) Len() int { return p.verdicts.Len() }
 
-// ask sends the probe and reads its answer: a discover result listing
-// 2026-07-28, or one of the 2026-07-28 error codes, is a 2026-07-28
-// server; a refusal of the caller (401, 403), a 5xx or a failure to reach
-// it says nothing; anything else (a 400 asking for a session, 404, 405, a
-// JSON-RPC error) is a 2025-only server. The probe outlives the request
-// that started it (others wait for its answer), up to probeTimeout.
-func (p *Probes) ask(r *http.Request, next http.Handler) probeResult {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), probeTimeout)
-	defer cancel()
+// request is the probe of r's endpoint: server/discover as a 2026-07-28
+// client that declares the tasks extension, within r's context (bounded
+// by probeTimeout).
+func (p *Probes) request(r *http.Request) *http.Request {
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
 	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
 		MetaProtocolVersion:    string(task.Era2026),
@@ -145,7 +177,7 @@ func (p *Probes) ask(r *http.Request, next http.Handler) probeResult {
 	}})
 	// A detached copy: the probe must not write to the client request's
 	// handler state (Caddy's variables), which the request itself uses next.
-	req := upstream.NewRequest(ctx, p.detach(r), body)
+	req := upstream.NewRequest(r.Context(), p.detach(r), body)
 	// The verdict serves every caller of the endpoint, so the probe carries
 	// none of this caller's headers (cookies, session ids, headers of its
 	// own choosing that could steer the upstream's answer), only the Host
@@ -157,11 +189,22 @@ func (p *Probes) ask(r *http.Request, next http.Handler) probeResult {
 		"Accept":       req.Header.Values("Accept"),
 	}
 	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
-		req.Header["Authorization"] = auth
+		req.Header["Authorization"] = slices.Clone(auth)
 	}
 	req.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
 	req.Header.Set(upstream.HeaderMethod, "server/discover")
-	resp, err := upstream.Call(next, req)
+	return req
+}
+
+// ask sends the probe and reads its answer: a discover result listing
+// 2026-07-28, or one of the 2026-07-28 error codes, is a 2026-07-28
+// server; a refusal of the caller (401, 403), a 5xx or a failure to reach
+// it says nothing; anything else (a 400 asking for a session, 404, 405, a
+// JSON-RPC error) is a 2025-only server.
+func (p *Probes) ask(req *http.Request, next http.Handler) probeResult {
+	ctx, cancel := context.WithTimeout(req.Context(), probeTimeout)
+	defer cancel()
+	resp, err := upstream.Call(next, req.WithContext(ctx))
 	if err != nil {
 		p.log.Warn("probing the upstream's protocol", zap.Error(err))
 		return probeResult{}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,4 +182,82 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 			t.Errorf("%d verdicts kept, want %d", p.Len(), MaxProbeVerdicts)
 		}
 	})
+}
+
+// A probe that learned nothing for one caller (its credentials, or none,
+// refused) is not another caller's answer: a caller with other
+// credentials probes with its own.
+func TestProbesWaiterProbesAgainAfterRefusal(t *testing.T) {
+	var probes atomic.Int32
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		if r.Header.Get("Authorization") == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"Method not found"}}`))
+	})
+	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	req := func(auth string) *http.Request {
+		r := probeRequest("h")
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		return r
+	}
+	anonymous := make(chan bool, 1)
+	go func() {
+		_, known := p.Verdict(req(""), up)
+		anonymous <- known
+	}()
+	for probes.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if v, known := p.Verdict(req("Bearer good"), up); !known || !v.V2025 {
+		t.Errorf("the caller with credentials: %+v %v, want its own verdict (a 2025-only upstream)", v, known)
+	}
+	if <-anonymous {
+		t.Error("the refused caller got a verdict")
+	}
+	if n := probes.Load(); n != 2 {
+		t.Errorf("%d probes, want 2 (the refused one and the caller's own)", n)
+	}
+}
+
+// The probe reads the caller's request only on the caller's goroutine: a
+// caller that stops waiting goes on with its request (the discover
+// rewrite drops Accept-Encoding) while the probe may still run. Run with
+// -race.
+func TestProbesLeaveTheCallersRequestAlone(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(10 * time.Millisecond)
+		w.WriteHeader(http.StatusNotFound)
+	})
+	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := probeRequest(fmt.Sprintf("h%d.example", i)).WithContext(ctx)
+		r.Header.Set("Accept-Encoding", "gzip")
+		r.Header.Set("Authorization", "Bearer a")
+		p.Verdict(r, up)
+		r.Header.Del("Accept-Encoding")
+		r.Header.Set("X-Later", "1")
+	}
+}
+
+// A panic while probing (a detach that fails, say) learns nothing; it
+// does not end the process from the probe's goroutine.
+func TestProbesRecoverAPanic(t *testing.T) {
+	p := NewProbes(zap.NewNop(), func(*http.Request) *http.Request { panic("detach failed") })
+	defer func() {
+		if v := recover(); v != nil {
+			t.Logf("the panic reached the caller: %v", v)
+		}
+	}()
+	if _, known := p.Verdict(probeRequest("h"), http.NotFoundHandler()); known {
+		t.Error("a probe that panicked gave a verdict")
+	}
 }

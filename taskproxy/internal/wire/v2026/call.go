@@ -129,7 +129,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 	t := c.NewTask(task.Era2026, name, params, c.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev upstream.Event) error { return c.passAnswer(run, stopFollowingClient, reply, ev) }
-	ev, answered := a.Until(run.Ctx, timer.C, relayTo(reply)) // no server-to-client requests on this wire
+	ev, answered := a.Until(run.Ctx, upstream.After(timer.C), relayTo(reply)) // no server-to-client requests on this wire
 	switch {
 	case !answered:
 		if onTaskRuntime {
