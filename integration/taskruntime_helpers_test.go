@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,7 +17,8 @@ import (
 )
 
 // startTaskRuntimeInProcess serves the 2026-07-28 task runtime fixture on a
-// loopback listener and returns it with its MCP endpoint URL.
+// loopback listener and returns it with its MCP endpoint URL (/mcp); its
+// observer API is under /control (taskRuntimeControlURL).
 func startTaskRuntimeInProcess(t testing.TB, opts taskruntime.Options) (*taskruntime.Server, string) {
 	t.Helper()
 	rt, err := taskruntime.New(opts)
@@ -25,6 +27,7 @@ func startTaskRuntimeInProcess(t testing.TB, opts taskruntime.Options) (*taskrun
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", rt)
+	mux.Handle("/control/", http.StripPrefix("/control", rt.ControlHandler()))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Close()
@@ -33,6 +36,11 @@ func startTaskRuntimeInProcess(t testing.TB, opts taskruntime.Options) (*taskrun
 		}
 	})
 	return rt, srv.URL + "/mcp"
+}
+
+// taskRuntimeControlURL is the observer API beside a fixture's MCP endpoint.
+func taskRuntimeControlURL(mcpURL string) string {
+	return strings.TrimSuffix(mcpURL, "/mcp") + "/control"
 }
 
 // taskRuntimeProcess is the fixture run as its own process

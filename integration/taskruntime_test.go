@@ -20,34 +20,14 @@ import (
 func TestTaskRuntimeExtTasksClient(t *testing.T) {
 	t.Parallel()
 	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond})
-	// Hold the first steps task at step 2 until the client has read it
-	// there, so that the status message it reports is certain.
+	// Hold the first steps task at step 2; the client releases it through
+	// the observer API once it has read it there, so that the status
+	// message it reports is certain.
 	rt.Hold(taskruntime.ToolSteps, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	released := make(chan error, 1)
-	go func() {
-		released <- func() error {
-			ids, err := rt.WaitTaskIDs(ctx, taskruntime.ToolSteps, 1)
-			if err != nil {
-				return err
-			}
-			rt.Unhold(taskruntime.ToolSteps)
-			if _, err := rt.WaitTask(ctx, ids[0], func(v taskruntime.TaskView) bool { return v.Held }); err != nil {
-				return err
-			}
-			if err := rt.WaitGets(ctx, ids[0], rt.Gets(ids[0])+1); err != nil {
-				return err
-			}
-			return rt.Release(ids[0])
-		}()
-	}()
 
-	out := runNodeClient(t, "ext-tasks-"+extTasksVersion+"-client-"+mcpClientVersion, "taskruntime-client.mjs", url,
-		"@modelcontextprotocol/ext-tasks@"+extTasksVersion, "@modelcontextprotocol/client@"+mcpClientVersion)
-	if err := <-released; err != nil {
-		t.Fatalf("holding the first task: %v", err)
-	}
+	out := runTaskRuntimeClient(t, url, "full", taskRuntimeControlURL(url))
 	for _, want := range []string{
 		"ERA modern",
 		"TOOLS steps,interview,echo,fail_job",

@@ -87,6 +87,13 @@ func TestExtTasksClient(t *testing.T) {
 // test.
 func runNodeClient(t *testing.T, dirName, script, url string, packages ...string) string {
 	t.Helper()
+	return runNodeClientArgs(t, dirName, script, []string{url}, packages...)
+}
+
+// runNodeClientArgs is runNodeClient with the script's arguments given
+// whole (the URL first).
+func runNodeClientArgs(t *testing.T, dirName, script string, args []string, packages ...string) string {
+	t.Helper()
 	_, env := conformanceCLI(t, conformanceStableVersion) // Node 22 on PATH
 	installMu.Lock()
 	dir := filepath.Join(mcpTestingCacheDir(t), dirName)
@@ -106,7 +113,7 @@ func runNodeClient(t *testing.T, dirName, script, url string, packages ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCmd(2*time.Minute, env, dir, node, run, url)
+	out, err := runCmd(2*time.Minute, env, dir, node, append([]string{run}, args...)...)
 	t.Logf("%s:\n%s", script, out)
 	if err != nil {
 		t.Fatalf("client failed: %v", err)
