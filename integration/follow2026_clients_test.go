@@ -222,3 +222,30 @@ func TestFollowV2026ClientWithoutMcpName(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowV2026TSSDKv1Client: the official TypeScript SDK v1 client
+// (2025-11-25) through the gateway in front of the task runtime fixture,
+// which speaks only 2026-07-28 (FastMCP 4, unlike it, serves 2025-11-25
+// sessions too). The gateway has no bridge from
+// 2025-11-25 clients to 2026-07-28-only upstreams, so the client's
+// initialize reaches the fixture and its refusal comes back unchanged:
+// HTTP 400, -32022, naming the version it supports. No task is made
+// anywhere. (The README's "What upstreams work" says so; this test holds
+// it to what a user sees.)
+func TestFollowV2026TSSDKv1Client(t *testing.T) {
+	t.Parallel()
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{})
+	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")})
+	out := runNodeClient(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-client.mjs", gw.URL, "@modelcontextprotocol/sdk@"+tsSDKVersion)
+	for _, want := range []string{"CONNECT ERROR 400", "-32022", `"requested":"2025-11-25","supported":["2026-07-28"]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client output lacks %q", want)
+		}
+	}
+	if n := rt.Rejections(taskruntime.CodeUnsupportedVersion); n != 1 {
+		t.Errorf("the fixture refused %d requests with -32022, want the client's initialize", n)
+	}
+	if n := len(rt.TaskIDs("")); n != 0 {
+		t.Errorf("the fixture made %d tasks, want none", n)
+	}
+}

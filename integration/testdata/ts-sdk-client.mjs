@@ -1,7 +1,7 @@
 // A 2025-11-25 task client on the official TypeScript SDK (v1): it runs each
 // fixture tool as a task through client.experimental.tasks.callToolStream,
 // answers elicitations, and prints one line per event for the Go test
-// (TestTypeScriptSDKClient) to check.
+// (TestTypeScriptSDKClient, TestFollowV2026TSSDKv1Client) to check.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -12,7 +12,14 @@ client.setRequestHandler(ElicitRequestSchema, async (req) => {
   console.log('ELICIT', JSON.stringify(req.params.message));
   return { action: 'accept', content: { confirm: true } };
 });
-await client.connect(new StreamableHTTPClientTransport(url));
+try {
+  await client.connect(new StreamableHTTPClientTransport(url));
+} catch (e) {
+  // A server that does not speak 2025-11-25 (a 2026-07-28-only task
+  // runtime) refuses initialize: say how, for the Go test to check.
+  console.log('CONNECT ERROR', e?.code ?? '', (e?.message ?? String(e)).slice(0, 300));
+  process.exit(0);
+}
 console.log('SERVER CAPS', JSON.stringify(client.getServerCapabilities().tasks));
 const tools = await client.listTools();
 console.log('TOOLS', tools.tools.map(t => `${t.name}:${t.execution?.taskSupport}`).join(' '));
