@@ -131,8 +131,9 @@ type Gateway struct {
 	// policy, loggers, the runtime's route, the gate's tables, the tool
 	// policy and the session guard.
 	env *wire.Env
-	// bridge answers the 2026-07-28 requests that go to an upstream
-	// speaking only 2025-11-25.
+	// v2026 answers 2026-07-28 requests; bridge those that go to an
+	// upstream speaking only 2025-11-25.
+	v2026  *v2026.Handler
 	bridge *bridge.Bridge
 }
 
@@ -187,7 +188,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g := &Gateway{cfg: cfg, rt: rt, env: env, bridge: bridge.New(env, maxParked)}
+	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked)}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
@@ -210,6 +211,7 @@ func (g *Gateway) Start() error { return g.env.Route.Start() }
 func (g *Gateway) Close() {
 	g.env.Route.Close()
 	g.bridge.Close()
+	g.v2026.Close()
 }
 
 // ServeHTTP handles one request to the MCP endpoint. What is not task
@@ -277,7 +279,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		case g.bridge.Applies(x): // a 2025-11-25 upstream: the version bridge answers
 			return g.bridge.Serve(x)
 		}
-		return v2026.Serve(x)
+		return g.v2026.Serve(x)
 	}
 	switch {
 	case msg.IsRequest():

@@ -63,6 +63,10 @@ type Options struct {
 	// background. Zero means [DefaultSweep]; negative means only when a
 	// request arrives (tests with their own clock use that).
 	SweepInterval time.Duration
+
+	// Modes sets the task mode of tools by name, in place of their own
+	// (ToolInterview required, say: a task-only tool that asks for input).
+	Modes map[string]TaskMode
 }
 
 // Server is the task runtime. It implements [http.Handler] for the MCP
@@ -126,6 +130,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.obs.init()
 	for _, t := range toolSpecs() {
+		if m, ok := opts.Modes[t.name]; ok {
+			t.mode = m
+		}
 		s.tools[t.name] = t
 		s.toolOrder = append(s.toolOrder, t)
 	}

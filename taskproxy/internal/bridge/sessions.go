@@ -13,7 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -111,30 +110,12 @@ func (c *call) acquireBridgeSession(meta v2026.RequestMeta) (*bridgeSession, err
 }
 
 // acquireBridgeSessionIn is acquireBridgeSession on table t. The session is
-// keyed by bridgeOwner but counted against the caller's owner: anonymous
+// keyed by UpstreamOwner but counted against the caller's owner: anonymous
 // callers with many credentials are one owner to the table's limits, so
 // one of them cannot take every session (and evict everyone's idle ones)
 // by sending another made-up token with each call.
 func (c *call) acquireBridgeSessionIn(t *bridgeSessions, meta v2026.RequestMeta, open func(context.Context) (*bridgeSession, error)) (*bridgeSession, error) {
 	return t.acquire(c.R.Context(), c.Owner, c.bridgeSessionKey(meta), open)
-}
-
-// bridgeOwner is whom the caller's upstream sessions belong to: the
-// caller's owner key. task.Anonymous callers are one owner to the gateway, but
-// not to an upstream that authenticates them itself with the bearer token
-// each one sends: an upstream session opened with one caller's credentials
-// must never serve a request bearing another's (the upstream would serve
-// it with what it keeps of the first caller's session), so for anonymous
-// callers the credentials the upstream sees count too, as a digest.
-func (c *call) bridgeOwner() string {
-	if c.Owner != task.Anonymous {
-		return c.Owner
-	}
-	auth := c.R.Header.Values("Authorization")
-	if len(auth) == 0 {
-		return c.Owner
-	}
-	return c.Owner + "\x00" + gate.HashHex(strings.Join(auth, "\n"))
 }
 
 // acquire returns owner's session of key, opening it with open when there
@@ -393,7 +374,7 @@ func bridgeCapabilityNames(meta v2026.RequestMeta) string {
 // contents cannot open sessions without end (a later request with other
 // contents shares the session the first one opened).
 func (c *call) bridgeSessionKey(meta v2026.RequestMeta) string {
-	return c.bridgeOwner() + "\x00" + wire.Endpoint(c.R) + "\x00" + bridgeCapabilityNames(meta)
+	return c.UpstreamOwner() + "\x00" + wire.Endpoint(c.R) + "\x00" + bridgeCapabilityNames(meta)
 }
 
 // openBridgeSession returns how to open the caller's session: initialize
@@ -403,7 +384,7 @@ func (c *call) openBridgeSession(meta v2026.RequestMeta) func(ctx context.Contex
 	// owner keys the session; principal is what the log says of whose it
 	// is: for anonymous callers owner holds an unsalted digest of their
 	// Authorization, which for basic credentials is a password hash.
-	owner, principal := c.bridgeOwner(), c.Owner
+	owner, principal := c.UpstreamOwner(), c.Owner
 	base := c.Detach(c.R)
 	base = base.WithContext(upstream.WithMaxResult(upstream.WithDetach(base.Context(), c.Detach), c.MaxResultBytes))
 	base.Header.Del(upstream.HeaderSessionID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -15,18 +16,26 @@ import (
 // upstream runs only as a task: the gateway declares the extension on the
 // call itself, then waits for the upstream's task within the client's own
 // request and answers with its outcome. No task of the gateway's is made:
-// the client could not address it.
+// the client could not address it. When the upstream's task asks for
+// input, the client gets it as any 2026-07-28 server asks a plain call
+// (an InputRequiredResult), and its retry's answers go to the upstream's
+// task with tasks/update (AnswerV2026UpstreamTask).
 
-// MsgInlineInput is the error of a call, made for a client without the
-// tasks extension, whose upstream task asked for input: the client has no
-// way to answer it.
-const MsgInlineInput = "the upstream's task for this call asks for input, which a client can answer only as a task: declare the " + "io.modelcontextprotocol/tasks extension"
+// InlineOutcome is where an upstream task awaited within a client's call
+// stopped: its result or error, or its input requests (by the upstream's
+// keys) while it waits for input.
+type InlineOutcome struct {
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+	Input  map[string]json.RawMessage
+}
 
 // AwaitV2026UpstreamTask polls the upstream's task (created by a call with
-// callParams, from base's headers) until it ends, and returns its result or
-// error. When ctx ends first (the client left), or the task asks for
-// input, the upstream's task is cancelled.
-func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created) (json.RawMessage, *jsonrpc.Error, error) {
+// callParams, from base's headers) until it ends or asks for input other
+// than the keys answered (just sent with AnswerV2026UpstreamTask: the
+// upstream may list them until it has taken the answers). When ctx ends
+// first (the client left), the upstream's task is cancelled.
+func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
 	every := clampV2026Poll(time.Duration(created.PollIntervalMs) * time.Millisecond)
 	cancelUpstream := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -40,7 +49,7 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 		cancel()
 		if ctx.Err() != nil {
 			cancelUpstream()
-			return nil, nil, context.Cause(ctx)
+			return InlineOutcome{}, context.Cause(ctx)
 		}
 		switch {
 		case err != nil || (answer.Error != nil && answer.Error.Code != jsonrpc.CodeInvalidParams):
@@ -49,15 +58,15 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 			}
 			if failures++; failures > maxFollowFailures {
 				cancelUpstream()
-				return nil, nil, fmt.Errorf("following the upstream's task %s: %w", created.TaskID, err)
+				return InlineOutcome{}, fmt.Errorf("following the upstream's task %s: %w", created.TaskID, err)
 			}
 		case answer.Error != nil:
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, created.TaskID), nil
+			return InlineOutcome{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, created.TaskID)}, nil
 		default:
 			failures = 0
 			var up v2026UpstreamTask
 			if err := json.Unmarshal(answer.Result, &up); err != nil {
-				return nil, nil, fmt.Errorf("reading tasks/get: %w", err)
+				return InlineOutcome{}, fmt.Errorf("reading tasks/get: %w", err)
 			}
 			if up.PollIntervalMs > 0 {
 				every = clampV2026Poll(time.Duration(up.PollIntervalMs) * time.Millisecond)
@@ -67,17 +76,20 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 				if up.Result == nil {
 					up.Result = json.RawMessage("{}")
 				}
-				return up.Result, nil, nil
+				return InlineOutcome{Result: up.Result}, nil
 			case task.StatusFailed:
 				if up.Error == nil {
 					up.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", up.StatusMessage)
 				}
-				return nil, up.Error, nil
+				return InlineOutcome{Error: up.Error}, nil
 			case task.StatusCancelled:
-				return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream cancelled its task %s", created.TaskID), nil
+				return InlineOutcome{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream cancelled its task %s", created.TaskID)}, nil
 			case task.StatusInputRequired:
-				cancelUpstream()
-				return nil, jsonrpc.Errorf(jsonrpc.CodeMissingRequiredClientCapability, "%s", MsgInlineInput), nil
+				asked := maps.Clone(up.InputRequests)
+				maps.DeleteFunc(asked, func(k string, _ json.RawMessage) bool { _, ok := answered[k]; return ok })
+				if len(asked) > 0 {
+					return InlineOutcome{Input: asked}, nil
+				}
 			}
 		}
 		timer := time.NewTimer(every)
@@ -86,9 +98,25 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 		case <-ctx.Done():
 			timer.Stop()
 			cancelUpstream()
-			return nil, nil, context.Cause(ctx)
+			return InlineOutcome{}, context.Cause(ctx)
 		}
 	}
+}
+
+// AnswerV2026UpstreamTask sends the upstream's task, awaited within a
+// client's call, the client's answers to its input requests (by the
+// upstream's keys) with tasks/update.
+func AnswerV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, upstreamTaskID string, responses map[string]json.RawMessage) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	answer, err := v2026UpstreamRequest(ctx, base, next, callParams, inlineID(upstreamTaskID, "update", 1), "tasks/update", map[string]any{"taskId": upstreamTaskID, "inputResponses": responses})
+	switch {
+	case err != nil:
+		return fmt.Errorf("tasks/update of the upstream's task %s: %w", upstreamTaskID, err)
+	case answer.Error != nil:
+		return fmt.Errorf("tasks/update of the upstream's task %s: %w", upstreamTaskID, answer.Error)
+	}
+	return nil
 }
 
 // inlineID is the id of the n-th request about an upstream task followed

@@ -159,3 +159,22 @@ const ProbeTTL = 5 * time.Minute
 // MaxProbeVerdicts bounds the endpoints whose probe answers one route
 // keeps: a route matching a prefix serves any path a caller sends.
 const MaxProbeVerdicts = 64
+
+// UpstreamOwner is whom what the gateway holds of the caller's work at the
+// upstream belongs to (an upstream session of the version bridge, an
+// upstream task waiting for a plain client's input): the caller's owner
+// key. task.Anonymous callers are one owner to the gateway, but not to an
+// upstream that authenticates them itself with the bearer token each one
+// sends: what one caller's credentials opened must never serve a request
+// bearing another's, so for anonymous callers the credentials the upstream
+// sees count too, as a digest.
+func (c *Exchange) UpstreamOwner() string {
+	if c.Owner != task.Anonymous {
+		return c.Owner
+	}
+	auth := c.R.Header.Values("Authorization")
+	if len(auth) == 0 {
+		return c.Owner
+	}
+	return c.Owner + "\x00" + gate.HashHex(strings.Join(auth, "\n"))
+}

@@ -50,8 +50,13 @@ func (c *call) serveToolsCall() error {
 	}
 	mode := c.Tools.EffectiveMode(name)
 	declared := meta.DeclaresTasks()
-	if !declared && c.plainOnTaskRuntime(mode) { // followed.go
-		return c.servePlainOnTaskRuntime()
+	if !declared {
+		if w, ok := c.inlineRetry(name); ok { // inline.go
+			return c.resumeInline(w)
+		}
+		if c.plainOnTaskRuntime(mode) { // followed.go
+			return c.servePlainOnTaskRuntime()
+		}
 	}
 	switch {
 	case !declared && mode == task.SupportRequired:

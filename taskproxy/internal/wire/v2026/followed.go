@@ -124,17 +124,9 @@ func (c *call) servePlainOnTaskRuntime() error {
 		ev = c.plainAttempt(ctx, base, withExt, reply, 2)
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
-				result, rpcErr, err := runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, withExt, created)
-				switch {
-				case ctx.Err() != nil:
-					return nil // the client left; the upstream's task was cancelled
-				case err != nil:
-					reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)), http.StatusBadGateway)
-					return nil
-				}
-				data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.Msg.ID, Result: result, Error: rpcErr})
-				reply.Send(data, http.StatusOK)
-				return nil
+				name, _ := wire.StringParam(c.Msg.Params, "name")
+				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
+					pollMs: created.PollIntervalMs, params: withExt, base: base, next: c.Next})
 			}
 		}
 	}

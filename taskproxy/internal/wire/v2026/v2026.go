@@ -54,13 +54,16 @@ var ackComplete = json.RawMessage(`{"resultType":"complete"}`)
 // call is one 2026-07-28 request.
 type call struct {
 	*wire.Exchange
+	// h is the configuration's handler (nil for a call another package
+	// makes: the version bridge's).
+	h *Handler
 }
 
 // Serve answers a 2026-07-28 request: the task methods and a tools/call
 // that may become a task itself, server/discover passed through with the
 // extension added, anything else passed through.
-func Serve(x *wire.Exchange) error {
-	c := &call{Exchange: x}
+func (h *Handler) Serve(x *wire.Exchange) error {
+	c := &call{Exchange: x, h: h}
 	if !c.Msg.IsRequest() {
 		return c.Pass()
 	}
