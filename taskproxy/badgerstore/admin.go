@@ -20,9 +20,15 @@ import (
 // operators page rarely, so no second, global index is kept on the write
 // path for it.
 
+// storeLister lists every owner's tasks: the admin API's listing and
+// lookup by id, and recovery's walk of the active index (lease.go).
+type storeLister struct {
+	*reader
+}
+
 // ListAll pages through every owner's tasks, newest first. The cursor is the
 // position (<createdAt hex>/<taskId>) of the last task returned.
-func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *storeLister) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
 	var after []byte
 	if cursor != "" {
 		pos, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -107,7 +113,7 @@ func ownerIndexPositions(ctx context.Context, txn *badger.Txn) ([][]byte, error)
 }
 
 // GetAny returns the task with id whatever its owner.
-func (s *Store) GetAny(ctx context.Context, id string) (*task.Task, error) {
+func (s *storeLister) GetAny(ctx context.Context, id string) (*task.Task, error) {
 	var t *task.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {

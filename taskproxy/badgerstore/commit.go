@@ -33,8 +33,31 @@ type writeOp struct {
 	done  chan error
 }
 
+// committer is the group commit: the one goroutine that commits every
+// write of a task record or lease, and its cache of the live records it
+// wrote (livecache.go).
+type committer struct {
+	*handle
+	*opening
+	// writes feeds the committer goroutine; committerDone closes when it
+	// has returned, after Close closed writes.
+	writes        chan writeOp
+	committerDone chan struct{}
+	// live and staged are the committer's cache of live records
+	// (livecache.go); only the committer goroutine touches them.
+	live, staged map[string]*liveEntry
+}
+
+// writer makes the writes of tasks (creates, updates, and leases in
+// lease.go) and hands them to the committer.
+type writer struct {
+	*committer
+	// maxRecord is the size limit of one encoded record.
+	maxRecord int
+}
+
 // write hands op to the committer and waits for its outcome.
-func (s *Store) write(apply func(*badger.Txn) (error, error)) error {
+func (s *committer) write(apply func(*badger.Txn) (error, error)) error {
 	return s.use(func() error {
 		done := make(chan error, 1)
 		s.writes <- writeOp{apply: apply, done: done}
@@ -43,7 +66,7 @@ func (s *Store) write(apply func(*badger.Txn) (error, error)) error {
 }
 
 // commitWrites is the committer goroutine.
-func (s *Store) commitWrites() {
+func (s *committer) commitWrites() {
 	defer close(s.committerDone)
 	// With SyncWrites every commit costs Badger two fsyncs (value log and
 	// memtable log), whatever its size: before committing a small batch the
@@ -75,7 +98,7 @@ func (s *Store) commitWrites() {
 const syncYields = 3
 
 // drain adds the writes waiting, up to maxBatch, to batch.
-func (s *Store) drain(batch []writeOp) []writeOp {
+func (s *committer) drain(batch []writeOp) []writeOp {
 	for len(batch) < maxBatch {
 		select {
 		case op, ok := <-s.writes:
@@ -95,7 +118,7 @@ func (s *Store) drain(batch []writeOp) []writeOp {
 // transaction too big for Badger), the batch is split in two and each half
 // committed on its own, down to single writes: only the write at fault
 // fails, and the others commit.
-func (s *Store) commitBatch(batch []writeOp) []error {
+func (s *committer) commitBatch(batch []writeOp) []error {
 	results := make([]error, len(batch))
 	err := s.retryConflicts(context.Background(), "committing task writes", func(txn *badger.Txn) error {
 		clear(s.staged) // a run again after a conflict starts afresh
@@ -121,13 +144,13 @@ func (s *Store) commitBatch(batch []writeOp) []error {
 }
 
 // Create stores t with its index keys; see task.Store.Create.
-func (s *Store) Create(ctx context.Context, t *task.Task) error {
+func (s *writer) Create(ctx context.Context, t *task.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
 // task.Store.CreateWithin.
-func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
+func (s *writer) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
 	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
@@ -135,7 +158,7 @@ func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) e
 // task.Store.CreateWithinLimits. The counts run inside the
 // committer's transaction, whose iterators see the writes made earlier in
 // the same batch, so a batch of concurrent creates is counted as it goes.
-func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
+func (s *writer) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	apply, err := s.createOp(t, l)
 	if err != nil {
 		return err
@@ -144,7 +167,7 @@ func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Lim
 }
 
 // createOp returns the committer's write of a create.
-func (s *Store) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error, error), error) {
+func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error, error), error) {
 	withLease := !t.Status.Terminal()
 	data, err := s.encodeRecord(t, withLease) // here, not on the committer's goroutine
 	if err != nil {
@@ -199,7 +222,7 @@ func (s *Store) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error,
 //
 // Another owner's task is refused on its header (head.go) before its
 // record is read, whatever its size.
-func (s *Store) liveRecord(txn *badger.Txn, owner, id string) (t *task.Task, leaseInRecord bool, outcome, fatal error) {
+func (s *committer) liveRecord(txn *badger.Txn, owner, id string) (t *task.Task, leaseInRecord bool, outcome, fatal error) {
 	if !s.cached(id) {
 		switch _, _, err := checkOwner(txn, id, owner); {
 		case errors.Is(err, task.ErrNotFound): // ErrForeign too
@@ -231,7 +254,7 @@ func refusal(err error) bool {
 // Update applies fn to the owner's task as a compare-and-set; see
 // task.Store.Update. A task becoming terminal leaves the active index
 // and drops its lease key.
-func (s *Store) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+func (s *writer) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
 	var out *task.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil

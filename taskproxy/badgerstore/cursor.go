@@ -21,10 +21,16 @@ import (
 
 var cursorSecretKey = []byte("m/cursor-secret")
 
-// loadCursorSecret reads the store's cursor secret, creating it on the
-// first open, so cursors stay valid across restarts.
-func (s *Store) loadCursorSecret() error {
-	err := s.db.Update(func(txn *badger.Txn) error {
+// cursorSigner issues and checks the owners' listing cursors.
+type cursorSigner struct {
+	// cursorSecret signs the cursors.
+	cursorSecret []byte
+}
+
+// loadCursorSecret reads the store's cursor secret from db, creating it on
+// the first open, so cursors stay valid across restarts.
+func (s *cursorSigner) loadCursorSecret(db *badger.DB) error {
+	err := db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(cursorSecretKey)
 		if err == nil {
 			s.cursorSecret, err = item.ValueCopy(nil)
@@ -49,7 +55,7 @@ func (s *Store) loadCursorSecret() error {
 	return nil
 }
 
-func (s *Store) cursorMAC(owner string, pos []byte) []byte {
+func (s *cursorSigner) cursorMAC(owner string, pos []byte) []byte {
 	m := hmac.New(sha256.New, s.cursorSecret)
 	m.Write([]byte(ownerHash(owner)))
 	m.Write([]byte{0})
@@ -58,13 +64,13 @@ func (s *Store) cursorMAC(owner string, pos []byte) []byte {
 }
 
 // issueCursor returns the owner's cursor for a listing position.
-func (s *Store) issueCursor(owner string, pos []byte) string {
+func (s *cursorSigner) issueCursor(owner string, pos []byte) string {
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.cursorMAC(owner, pos))
 }
 
 // readCursor returns the position of a cursor the store issued to owner.
-func (s *Store) readCursor(owner, cursor string) ([]byte, error) {
+func (s *cursorSigner) readCursor(owner, cursor string) ([]byte, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {

@@ -36,10 +36,10 @@ func (e *StoreFormatError) Error() string {
 // Is makes errors.Is(err, ErrStoreFormatTooNew) hold.
 func (e *StoreFormatError) Is(target error) bool { return target == ErrStoreFormatTooNew }
 
-// checkFormat reads the store's format version, writing this build's into
-// a store that has none, and refuses a newer one.
-func (s *Store) checkFormat() error {
-	err := s.db.Update(func(txn *badger.Txn) error {
+// checkFormat reads the format version of the store in db, writing this
+// build's into a store that has none, and refuses a newer one.
+func checkFormat(db *badger.DB) error {
+	err := db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(formatKey)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, FormatVersion))

@@ -150,7 +150,7 @@ func headerOwnedBy(header []byte, id, owner string) (mine, known bool) {
 }
 
 // readSummary reads the summary of task id, its lease resolved.
-func (s *Store) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
+func (s *reader) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
 	t, _, err := readHead(txn, id)
 	if err != nil {
 		return nil, err

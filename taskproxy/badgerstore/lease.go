@@ -24,9 +24,19 @@ import (
 
 var epochKey = []byte("m/epoch")
 
-// nextEpoch records that the store was opened once more.
-func (s *Store) nextEpoch() error {
-	err := s.db.Update(func(txn *badger.Txn) error {
+// opening is this opening of the store: its epoch and the lease holder it
+// names this process.
+type opening struct {
+	// epoch counts the opens of this store. Badger holds a directory lock,
+	// so a lease held under an older epoch belongs to a process that is
+	// gone and can be taken over at once.
+	epoch  uint64
+	holder string
+}
+
+// nextEpoch records in db that the store was opened once more.
+func (s *opening) nextEpoch(db *badger.DB) error {
+	err := db.Update(func(txn *badger.Txn) error {
 		var epoch uint64
 		item, err := txn.Get(epochKey)
 		switch {
@@ -54,11 +64,11 @@ func (s *Store) nextEpoch() error {
 }
 
 // Holder names this process as a lease holder.
-func (s *Store) Holder() string { return s.holder }
+func (s *opening) Holder() string { return s.holder }
 
 // holderGone reports whether holder belongs to an earlier opening of the
 // store, whose process cannot still be running.
-func (s *Store) holderGone(holder string) bool {
+func (s *opening) holderGone(holder string) bool {
 	epoch, _, ok := strings.Cut(strings.TrimPrefix(holder, "e"), "/")
 	if !ok || !strings.HasPrefix(holder, "e") {
 		return false
@@ -68,14 +78,14 @@ func (s *Store) holderGone(holder string) bool {
 }
 
 // leaseFree reports whether holder may take lease at now.
-func (s *Store) leaseFree(lease task.Lease, holder string, now time.Time) bool {
+func (s *opening) leaseFree(lease task.Lease, holder string, now time.Time) bool {
 	return lease.Holder == "" || lease.Holder == holder || !lease.Expires.After(now) || s.holderGone(lease.Holder)
 }
 
 // Acquire takes or renews the lease, as one compare-and-set. It writes the
 // lease key only, a few bytes, whatever the size of the record; the first
 // time, it also rewrites the record without the lease it was created with.
-func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
+func (s *writer) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
 	var out *task.Task
 	err := s.write(func(txn *badger.Txn) (error, error) {
 		out = nil
@@ -114,7 +124,7 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 
 // ListActive pages through the active index of every owner. The cursor is
 // the position of the last key returned.
-func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *storeLister) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
 	var tasks []*task.Task
 	next := ""
 	err := s.use(func() error {

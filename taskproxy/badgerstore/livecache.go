@@ -36,7 +36,7 @@ type liveEntry struct {
 
 // readLive returns task id as the batch so far left it, from the staging,
 // the cache, or the store. The task is the caller's to change.
-func (s *Store) readLive(txn *badger.Txn, id string) (*task.Task, bool, error) {
+func (s *committer) readLive(txn *badger.Txn, id string) (*task.Task, bool, error) {
 	e, staged := s.staged[id]
 	if !staged {
 		e = s.live[id]
@@ -48,7 +48,7 @@ func (s *Store) readLive(txn *badger.Txn, id string) (*task.Task, bool, error) {
 }
 
 // cached reports whether readLive has task id without reading the store.
-func (s *Store) cached(id string) bool {
+func (s *committer) cached(id string) bool {
 	e, staged := s.staged[id]
 	return e != nil || !staged && s.live[id] != nil
 }
@@ -57,7 +57,7 @@ func (s *Store) cached(id string) bool {
 // size the length of its encoded record (0 when the write did not encode
 // it: kept only if the task is cached, so known to be small), or nil t when
 // the task ended or was deleted. t is copied.
-func (s *Store) stage(id string, t *task.Task, leaseInRecord bool, size int) {
+func (s *committer) stage(id string, t *task.Task, leaseInRecord bool, size int) {
 	if s.staged == nil {
 		s.staged = map[string]*liveEntry{}
 	}
@@ -89,7 +89,7 @@ func ownCopy(t *task.Task) *task.Task {
 // settle applies a batch's staging to the cache once its transaction has
 // committed. When it failed, the tasks it touched leave the cache too, to
 // be read from the store again: what the store holds of them is its word.
-func (s *Store) settle(committed bool) {
+func (s *committer) settle(committed bool) {
 	if s.live == nil {
 		s.live = map[string]*liveEntry{}
 	}

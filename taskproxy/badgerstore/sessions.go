@@ -23,6 +23,11 @@ import (
 // they touch one small key and are rare (at initialize, and when a session
 // in use is refreshed, at most every few minutes).
 
+// sessions keeps the session bindings.
+type sessions struct {
+	*handle
+}
+
 func sessionKey(sessionID string) []byte {
 	sum := sha256.Sum256([]byte(sessionID))
 	return []byte("s/" + hex.EncodeToString(sum[:]))
@@ -52,7 +57,7 @@ func setSessionBinding(txn *badger.Txn, sessionID, owner string, ttl time.Durati
 }
 
 // BindSession binds sessionID to owner for ttl, unless another owner has it.
-func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
+func (s *sessions) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "binding a session", func(txn *badger.Txn) error {
 			err := sessionBinding(txn, sessionID, owner)
@@ -65,7 +70,7 @@ func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl ti
 }
 
 // CheckSession checks, and with refresh > 0 extends, a session binding.
-func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
+func (s *sessions) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
 	return s.use(func() error {
 		if refresh <= 0 {
 			return s.db.View(func(txn *badger.Txn) error { return sessionBinding(txn, sessionID, owner) })
@@ -80,7 +85,7 @@ func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refre
 }
 
 // ForgetSession deletes the binding of sessionID.
-func (s *Store) ForgetSession(ctx context.Context, sessionID string) error {
+func (s *sessions) ForgetSession(ctx context.Context, sessionID string) error {
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "forgetting a session", func(txn *badger.Txn) error {
 			return txn.Delete(sessionKey(sessionID))

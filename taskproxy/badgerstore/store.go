@@ -71,34 +71,28 @@ type Options struct {
 // collection unless configured.
 const DefaultGCInterval = 10 * time.Minute
 
-// Store is the Store on an embedded Badger database.
+// Store is the Store on an embedded Badger database. It puts together the
+// seams below, each a small type with the state it needs, and holds the
+// state they share (the handle, the opening, the committer), which they
+// point to; their methods are the Store's through embedding.
 type Store struct {
-	db *badger.DB
-	// epoch counts the opens of this store. Badger holds a directory lock,
-	// so a lease held under an older epoch belongs to a process that is
-	// gone and can be taken over at once.
-	epoch  uint64
-	holder string
-	// cursorSecret signs listing cursors (cursor.go).
-	cursorSecret []byte
-	// maxRecord is the size limit of one encoded record.
-	maxRecord int
+	handle      // the database, the disk guard and the closed gate
+	opening     // this opening's epoch and lease holder (lease.go)
+	committer   // the group commit and its cache of live records (commit.go, livecache.go)
+	writer      // creates, updates and leases, as the committer's writes (commit.go, lease.go)
+	reader      // an owner's reads: Get, List, CountActive
+	storeLister // every owner's tasks: the admin API's and recovery's listings (admin.go)
+	sessions    // session bindings (sessions.go)
+	sweeper     // expiry and value-log garbage collection (sweep.go)
+}
 
+// handle is the database with what every call goes through: the gate that
+// keeps Close out while a call runs, and the disk guard before a write.
+type handle struct {
+	db *badger.DB
 	// guard checks the filesystem before writes (diskguard.go); nil in
 	// memory.
 	guard *diskGuard
-
-	// gcStop ends the scheduled value-log GC (sweep.go); gcDone
-	// closes when it has.
-	gcStop, gcDone chan struct{}
-	gcOnce         sync.Once
-
-	// writes feeds the group committer (commit.go).
-	writes        chan writeOp
-	committerDone chan struct{}
-	// live and staged are the committer's cache of live records
-	// (livecache.go); only the committer goroutine touches them.
-	live, staged map[string]*liveEntry
 
 	mu     sync.RWMutex // guards closed against the methods in flight
 	closed bool
@@ -142,30 +136,37 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening badger at %q: %w", o.Dir, err)
 	}
-	s := &Store{db: db, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{}), maxRecord: maxRecord}
+	s := &Store{handle: handle{db: db}}
+	h, open := &s.handle, &s.opening
 	if !o.InMemory {
-		if s.guard, err = newDiskGuard(o.Dir, o.MinFreeBytes); err != nil {
+		if h.guard, err = newDiskGuard(o.Dir, o.MinFreeBytes); err != nil {
 			_ = db.Close()
 			return nil, err
 		}
 	}
-	if err := s.checkFormat(); err != nil {
-		s.guard.close()
+	if err := checkFormat(db); err != nil {
+		h.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
-	if err := s.nextEpoch(); err != nil {
-		s.guard.close()
+	if err := open.nextEpoch(db); err != nil {
+		h.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
-	if err := s.loadCursorSecret(); err != nil {
-		s.guard.close()
+	cursors := &cursorSigner{}
+	if err := cursors.loadCursorSecret(db); err != nil {
+		h.guard.close()
 		_ = db.Close()
 		return nil, err
 	}
+	s.committer = committer{handle: h, opening: open, writes: make(chan writeOp, maxBatch), committerDone: make(chan struct{})}
+	s.writer = writer{committer: &s.committer, maxRecord: maxRecord}
+	s.reader = reader{handle: h, opening: open, cursorSigner: cursors}
+	s.storeLister = storeLister{reader: &s.reader}
+	s.sessions = sessions{handle: h}
+	s.sweeper = sweeper{committer: &s.committer, gcStop: make(chan struct{}), gcDone: make(chan struct{})}
 	go s.commitWrites()
-	s.gcStop, s.gcDone = make(chan struct{}), make(chan struct{})
 	interval := o.GCInterval
 	if interval == 0 {
 		interval = DefaultGCInterval
@@ -223,7 +224,7 @@ func closeWithin(closeDB func() error, limit time.Duration) error {
 }
 
 // use runs fn unless the store is closed, keeping Close out meanwhile.
-func (s *Store) use(fn func() error) error {
+func (s *handle) use(fn func() error) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -265,7 +266,7 @@ func leaseKey(id string) []byte { return []byte("l/" + id) }
 // all. A record this build writes with a lease therefore has no lease key
 // (records of older builds may have both: readRecord); one without may
 // have one. A terminal task holds no lease.
-func (s *Store) encodeRecord(t *task.Task, withLease bool) ([]byte, error) {
+func (s *writer) encodeRecord(t *task.Task, withLease bool) ([]byte, error) {
 	rec := t
 	if !withLease && t.Lease != (task.Lease{}) {
 		c := *t
@@ -288,18 +289,9 @@ func getRecord(txn *badger.Txn, id string) (*task.Task, error) {
 	return t, err
 }
 
-// getTask is getRecord for a method of s: it spares the lease key's
-// lookup for a task whose record carries a lease of this opening
-// (readRecord), which is every task created since the store was opened and
-// not yet renewed.
-func (s *Store) getTask(txn *badger.Txn, id string) (*task.Task, error) {
-	t, _, err := readRecord(txn, id, s.holderPrefix())
-	return t, err
-}
-
 // holderPrefix is what every lease holder of this opening of the store
 // starts with (see nextEpoch).
-func (s *Store) holderPrefix() string {
+func (s *opening) holderPrefix() string {
 	return s.holder[:strings.IndexByte(s.holder, '/')+1]
 }
 
@@ -380,7 +372,7 @@ func setLease(txn *badger.Txn, id string, lease task.Lease) error {
 
 // retryConflicts runs fn in a read-write transaction, again on the current
 // data when a concurrent transaction conflicted with it: a compare-and-set.
-func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
+func (s *handle) retryConflicts(ctx context.Context, what string, fn func(*badger.Txn) error) error {
 	for range maxConflictRetries {
 		if err := s.guard.check(); err != nil {
 			return err
@@ -394,129 +386,6 @@ func (s *Store) retryConflicts(ctx context.Context, what string, fn func(*badger
 		}
 	}
 	return fmt.Errorf("%s: gave up after %d conflicts", what, maxConflictRetries)
-}
-
-// Get returns the owner's task. The owner is checked on the task's header
-// (head.go), so another owner's task is refused without reading its
-// record, whatever its size.
-func (s *Store) Get(ctx context.Context, owner, id string) (*task.Task, error) {
-	var t *task.Task
-	err := s.use(func() error {
-		return s.db.View(func(txn *badger.Txn) error {
-			rec, whole, err := checkOwner(txn, id, owner)
-			switch {
-			case errors.Is(err, task.ErrForeign):
-				return err
-			case errors.Is(err, task.ErrNotFound):
-				return tombstone(txn, owner, id)
-			case err != nil:
-				return err
-			case whole == nil:
-				if whole, err = decodeItem(rec, id); err != nil {
-					return err
-				}
-			}
-			// As getTask: the lease of this opening in the record is its own.
-			_, err = resolveLease(txn, whole, s.holderPrefix())
-			t = whole
-			return err
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// List pages through the owner index, reading the tasks' headers only.
-func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
-	if limit <= 0 {
-		return nil, "", fmt.Errorf("listing tasks: the page size must be positive, got %d", limit)
-	}
-	prefix := ownerPrefix(owner)
-	start := prefix
-	if cursor != "" {
-		pos, err := s.readCursor(owner, cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		start = append(append(bytes.Clone(prefix), pos...), 0) // just past the last key returned
-	}
-	var tasks []*task.Task
-	var next string
-	err := s.use(func() error {
-		return s.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-			defer it.Close()
-			for it.Seek(start); it.ValidForPrefix(prefix); it.Next() {
-				key := it.Item().Key()
-				if len(tasks) == limit {
-					next = s.issueCursor(owner, lastKeyPosition(tasks[len(tasks)-1]))
-					return nil
-				}
-				id := string(key[bytes.LastIndexByte(key, '/')+1:])
-				t, err := s.readSummary(txn, id)
-				if errors.Is(err, task.ErrNotFound) {
-					continue // swept between the index and the record
-				}
-				if err != nil {
-					return err
-				}
-				tasks = append(tasks, t)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return tasks, next, nil
-}
-
-func lastKeyPosition(t *task.Task) []byte {
-	return fmt.Appendf(nil, "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
-}
-
-// validCursorPosition checks the shape "<16 hex digits>/<task id>".
-func validCursorPosition(pos []byte) bool {
-	if len(pos) < 18 || pos[16] != '/' {
-		return false
-	}
-	if _, err := hex.DecodeString(string(pos[:16])); err != nil {
-		return false
-	}
-	for _, c := range pos[17:] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// CountActive counts the owner's non-terminal tasks from the active index,
-// reading keys only.
-func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
-	n := 0
-	err := s.use(func() error {
-		return s.db.View(func(txn *badger.Txn) error {
-			n = countActive(txn, owner, 0)
-			return nil
-		})
-	})
-	return n, err
-}
-
-// countActive counts the owner's active-index keys in txn, stopping at
-// upTo when it is positive: a quota check reads no more than the quota.
-func countActive(txn *badger.Txn, owner string, upTo int) int {
-	prefix := activePrefix(owner)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	n := 0
-	for it.Rewind(); it.ValidForPrefix(prefix) && (upTo <= 0 || n < upTo); it.Next() {
-		n++
-	}
-	return n
 }
 
 // badgerLogger sends Badger's printf-style logging to zap; Badger's info

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -17,6 +18,15 @@ import (
 // expiry time, and deletes each expired task with all its keys, leaving a
 // tombstone so that its owner learns "expired" rather than "not found" for
 // one ttl more.
+
+// sweeper deletes expired tasks, through the committer, and runs the
+// value-log garbage collection on its schedule.
+type sweeper struct {
+	*committer
+	// gcStop ends the scheduled value-log GC; gcDone closes when it has.
+	gcStop, gcDone chan struct{}
+	gcOnce         sync.Once
+}
 
 func tombstoneKey(id string) []byte { return []byte("x/" + id) }
 
@@ -36,7 +46,7 @@ func tombstone(txn *badger.Txn, owner, id string) error {
 }
 
 // Sweep deletes the tasks that expired before now, batch by batch.
-func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
+func (s *sweeper) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
 	total := 0
 	for {
 		ids, err := s.expired(now, batch)
@@ -66,7 +76,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error
 }
 
 // expired returns up to limit expiry-index keys due before now.
-func (s *Store) expired(now time.Time, limit int) ([][]byte, error) {
+func (s *sweeper) expired(now time.Time, limit int) ([][]byte, error) {
 	var keys [][]byte
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
@@ -122,7 +132,7 @@ func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 
 // CollectGarbage rewrites value-log files that are mostly garbage, until
 // Badger finds none worth it.
-func (s *Store) CollectGarbage() error {
+func (s *sweeper) CollectGarbage() error {
 	return s.use(func() error {
 		for range 16 {
 			if err := s.guard.check(); err != nil {
@@ -140,7 +150,7 @@ func (s *Store) CollectGarbage() error {
 }
 
 // collectGarbageEvery runs CollectGarbage on a schedule until Close.
-func (s *Store) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
+func (s *sweeper) collectGarbageEvery(interval time.Duration, log *zap.Logger) {
 	defer close(s.gcDone)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
