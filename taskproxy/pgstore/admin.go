@@ -2,13 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,17 +29,23 @@ const adminListSQL = `SELECT t.id, t.created_ns, coalesce(t.summary, t.record), 
 // filters on what only the record holds (principal, tool).
 const adminScanBatch = 500
 
+// adminLister lists and looks up every owner's tasks for operators.
+type adminLister struct {
+	*database
+	*cursorSigner
+}
+
 // ListAll returns up to limit tasks of every owner that match filter,
 // newest first; see task.AdminLister. Its cursor is signed like an
 // owner's, under another domain, so neither is accepted for the other.
-func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *adminLister) ListAll(ctx context.Context, filter task.TaskFilter, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
 		return nil, "", task.ErrClosed
 	}
 	afterNs, afterID := int64(math.MaxInt64), ""
 	if cursor != "" {
 		var err error
-		if afterNs, afterID, err = s.readAdminCursor(cursor); err != nil {
+		if afterNs, afterID, err = s.readCursor(adminDomain, cursor); err != nil {
 			return nil, "", err
 		}
 	}
@@ -64,7 +66,7 @@ func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor stri
 		case err != nil:
 			return nil, "", s.fail("listing every owner's tasks", err)
 		case full:
-			return tasks, s.adminCursor(lastNs, lastID), nil
+			return tasks, s.issueCursor(adminDomain, lastNs, lastID), nil
 		case n < batch:
 			return tasks, "", nil
 		}
@@ -74,7 +76,7 @@ func (s *Store) ListAll(ctx context.Context, filter task.TaskFilter, cursor stri
 // adminBatch reads one batch after (*afterNs, *afterID), appends the tasks
 // that match, and moves the position on. full reports that the page is
 // full and more rows follow.
-func (s *Store) adminBatch(ctx context.Context, query string, filter task.TaskFilter, afterNs *int64, afterID *string,
+func (s *adminLister) adminBatch(ctx context.Context, query string, filter task.TaskFilter, afterNs *int64, afterID *string,
 	batch, limit int, tasks *[]*task.Task, lastNs *int64, lastID *string) (n int, full bool, err error) {
 	rows, err := s.pool.Query(ctx, query, *afterNs, *afterID, string(filter.Status), batch)
 	if err != nil {
@@ -107,44 +109,9 @@ func (s *Store) adminBatch(ctx context.Context, query string, filter task.TaskFi
 	return n, false, rows.Err()
 }
 
-// adminMAC signs a listing position for the admin listing. Owners' cursors
-// sign the hex of an owner hash first; "admin" is not one, so the two
-// never sign the same bytes.
-func (s *Store) adminMAC(pos []byte) []byte {
-	m := hmac.New(sha256.New, s.cursorSecret)
-	m.Write([]byte("admin"))
-	m.Write([]byte{0})
-	m.Write(pos)
-	return m.Sum(nil)[:16]
-}
-
-func (s *Store) adminCursor(createdNs int64, id string) string {
-	pos := position(createdNs, id)
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.adminMAC(pos))
-}
-
-func (s *Store) readAdminCursor(cursor string) (int64, string, error) {
-	enc := base64.RawURLEncoding
-	p, m, ok := strings.Cut(cursor, ".")
-	if !ok {
-		return 0, "", task.ErrInvalidCursor
-	}
-	pos, err1 := enc.DecodeString(p)
-	mac, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.adminMAC(pos)) || len(pos) < 18 || pos[16] != '/' {
-		return 0, "", task.ErrInvalidCursor
-	}
-	created, err := strconv.ParseUint(string(pos[:16]), 16, 64)
-	if err != nil {
-		return 0, "", task.ErrInvalidCursor
-	}
-	return int64(created), string(pos[17:]), nil
-}
-
 // GetAny returns the task with id whatever its owner; a task swept less
 // than a ttl ago gives ErrExpired.
-func (s *Store) GetAny(ctx context.Context, id string) (*task.Task, error) {
+func (s *adminLister) GetAny(ctx context.Context, id string) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}

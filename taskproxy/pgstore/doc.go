@@ -18,4 +18,15 @@
 // Owners and session ids are stored hashed, as in the Badger store. Every
 // write is guarded: a task leaves a non-terminal state at most once, and an
 // update is a compare-and-set on the row's version.
+//
+// Store is put together from small types, one per concern, which share
+// the database handle (the pool, the schema's SQL, the write deadline and
+// the closed flag) and whose methods it gains by embedding: taskRows
+// (creating, reading and updating a task's row, tasks.go), lister (an
+// owner's listing with signed cursors, and the active and expired-lease
+// pages of recovery and takeover: listing.go, expired.go), adminLister
+// (every owner's tasks for the admin API, admin.go), leases (lease.go),
+// leadership (leader.go), sessions (sessions.go), sweeper (sweep.go) and
+// events (LISTEN/NOTIFY and polling between replicas, notify.go, sealed
+// as seal.go says).
 package pgstore

@@ -15,7 +15,7 @@ import (
 // of every replica runs it every few seconds, and live leases, the many,
 // are never read. See task.ExpiredLeaseLister. (An active task with no
 // lease row at all is left to the recovery pass at start.)
-func (s *Store) ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *lister) ListExpiredLeases(ctx context.Context, now time.Time, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
 		return nil, "", task.ErrClosed
 	}

@@ -17,9 +17,14 @@ import (
 // row and not a session advisory lock: it works through transaction
 // poolers, and a leader that dies loses the duty when its term ends.
 
+// leadership keeps the leaders table.
+type leadership struct {
+	*database
+}
+
 // TryLead takes or renews the leadership name for holder until ttl from
 // now; see task.Leader.
-func (s *Store) TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+func (s *leadership) TryLead(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	if s.closed.Load() {
 		return false, task.ErrClosed
 	}

@@ -18,9 +18,14 @@ import (
 // before its lease expires (Badger's earlier-epoch rule has no equivalent
 // across replicas): a takeover waits for the expiry.
 
+// leases takes and renews the lease rows of tasks.
+type leases struct {
+	*database
+}
+
 // Acquire takes or renews the lease of the owner's task; see
 // task.Store.
-func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
+func (s *leases) Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
@@ -49,7 +54,7 @@ func (s *Store) Acquire(ctx context.Context, owner, id, holder string, now time.
 }
 
 // refusedLease explains an Acquire that took nothing.
-func (s *Store) refusedLease(ctx context.Context, owner, id string) error {
+func (s *leases) refusedLease(ctx context.Context, owner, id string) error {
 	var taskOwner []byte
 	var status string
 	err := s.pool.QueryRow(ctx, s.q.acquireState, id).Scan(&taskOwner, &status)

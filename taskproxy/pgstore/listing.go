@@ -27,26 +27,41 @@ import (
 
 // loadCursorSecret reads the secret, creating it on the first open; of
 // replicas that open together, the first insert wins and all read it.
-func (s *Store) loadCursorSecret(ctx context.Context) error {
+func (s *database) loadCursorSecret(ctx context.Context) ([]byte, error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return fmt.Errorf("pgstore: making a cursor secret: %w", err)
+		return nil, fmt.Errorf("pgstore: making a cursor secret: %w", err)
 	}
 	if _, err := s.pool.Exec(ctx, s.q.secretInit, secret); err != nil {
-		return fmt.Errorf("pgstore: storing the cursor secret: %w", err)
+		return nil, fmt.Errorf("pgstore: storing the cursor secret: %w", err)
 	}
-	if err := s.pool.QueryRow(ctx, s.q.secretGet).Scan(&s.cursorSecret); err != nil {
-		return fmt.Errorf("pgstore: loading the cursor secret: %w", err)
+	var stored []byte
+	if err := s.pool.QueryRow(ctx, s.q.secretGet).Scan(&stored); err != nil {
+		return nil, fmt.Errorf("pgstore: loading the cursor secret: %w", err)
 	}
-	if len(s.cursorSecret) != 32 {
-		return errors.New("pgstore: malformed cursor secret")
+	if len(stored) != 32 {
+		return nil, errors.New("pgstore: malformed cursor secret")
 	}
-	return nil
+	return stored, nil
 }
 
-func (s *Store) cursorMAC(owner string, pos []byte) []byte {
+// cursorSigner issues and checks the cursors of the owners' listings and
+// of the admin listing. A cursor is signed under a domain: an owner's is
+// the hex of the owner's hash, the admin listing's is adminDomain, which
+// is not one, so neither kind of cursor is accepted for the other.
+type cursorSigner struct {
+	cursorSecret []byte
+}
+
+// adminDomain is the domain of the admin listing's cursors.
+const adminDomain = "admin"
+
+// ownerDomain is the domain of the owner's cursors.
+func ownerDomain(owner string) string { return hex.EncodeToString(ownerHash(owner)) }
+
+func (s *cursorSigner) cursorMAC(domain string, pos []byte) []byte {
 	m := hmac.New(sha256.New, s.cursorSecret)
-	m.Write([]byte(hex.EncodeToString(ownerHash(owner))))
+	m.Write([]byte(domain))
 	m.Write([]byte{0})
 	m.Write(pos)
 	return m.Sum(nil)[:16]
@@ -56,14 +71,16 @@ func position(createdNs int64, id string) []byte {
 	return fmt.Appendf(nil, "%016x/%s", uint64(createdNs), id)
 }
 
-func (s *Store) issueCursor(owner string, createdNs int64, id string) string {
+// issueCursor returns the cursor of a listing position under domain.
+func (s *cursorSigner) issueCursor(domain string, createdNs int64, id string) string {
 	pos := position(createdNs, id)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.cursorMAC(owner, pos))
+	return enc.EncodeToString(pos) + "." + enc.EncodeToString(s.cursorMAC(domain, pos))
 }
 
-// readCursor returns the position of a cursor the store issued to owner.
-func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
+// readCursor returns the position of a cursor the store issued under
+// domain.
+func (s *cursorSigner) readCursor(domain, cursor string) (int64, string, error) {
 	enc := base64.RawURLEncoding
 	p, m, ok := strings.Cut(cursor, ".")
 	if !ok {
@@ -71,7 +88,7 @@ func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
 	}
 	pos, err1 := enc.DecodeString(p)
 	mac, err2 := enc.DecodeString(m)
-	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(owner, pos)) || len(pos) < 18 || pos[16] != '/' {
+	if err1 != nil || err2 != nil || !hmac.Equal(mac, s.cursorMAC(domain, pos)) || len(pos) < 18 || pos[16] != '/' {
 		return 0, "", task.ErrInvalidCursor
 	}
 	created, err := strconv.ParseUint(string(pos[:16]), 16, 64)
@@ -81,9 +98,16 @@ func (s *Store) readCursor(owner, cursor string) (int64, string, error) {
 	return int64(created), string(pos[17:]), nil
 }
 
+// lister lists an owner's tasks, with signed cursors, and the pages of
+// every owner's active tasks that recovery and takeover walk (expired.go).
+type lister struct {
+	*database
+	*cursorSigner
+}
+
 // List pages through the owner's tasks, oldest first, reading their
 // summaries; see task.Store.
-func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *lister) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
 		return nil, "", task.ErrClosed
 	}
@@ -93,7 +117,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 	afterNs, afterID := int64(math.MinInt64), ""
 	if cursor != "" {
 		var err error
-		if afterNs, afterID, err = s.readCursor(owner, cursor); err != nil {
+		if afterNs, afterID, err = s.readCursor(ownerDomain(owner), cursor); err != nil {
 			return nil, "", err
 		}
 	}
@@ -107,7 +131,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 	var lastID string
 	for rows.Next() {
 		if len(tasks) == limit {
-			return tasks, s.issueCursor(owner, lastNs, lastID), nil
+			return tasks, s.issueCursor(ownerDomain(owner), lastNs, lastID), nil
 		}
 		var record []byte
 		var holder *string
@@ -128,7 +152,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*t
 }
 
 // CountActive returns how many of the owner's tasks are not terminal.
-func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
+func (s *lister) CountActive(ctx context.Context, owner string) (int, error) {
 	if s.closed.Load() {
 		return 0, task.ErrClosed
 	}
@@ -142,7 +166,7 @@ func (s *Store) CountActive(ctx context.Context, owner string) (int, error) {
 // ListActive pages through every owner's non-terminal tasks by id, for
 // recovery; the cursor is the last id returned (an internal cursor, never
 // shown to clients).
-func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *lister) ListActive(ctx context.Context, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed.Load() {
 		return nil, "", task.ErrClosed
 	}
@@ -160,7 +184,7 @@ func (s *Store) ListActive(ctx context.Context, cursor string, limit int) ([]*ta
 // lease expiry), ordered by id with one row more than the page, and
 // returns them with the cursor of the next page: the last id returned, or
 // "" when there is none.
-func (s *Store) idPage(rows pgx.Rows, limit int, what string) ([]*task.Task, string, error) {
+func (s *lister) idPage(rows pgx.Rows, limit int, what string) ([]*task.Task, string, error) {
 	defer rows.Close()
 	var tasks []*task.Task
 	for rows.Next() {

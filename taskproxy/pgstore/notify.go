@@ -2,9 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,9 +42,25 @@ const (
 	kindProgress = 'p'
 )
 
+// events is what a store's relays share: how they poll and notify, the
+// events' key and channel (seal.go), the count of notifications dropped,
+// and the logger.
+type events struct {
+	*database
+	// eventPoll and noNotify are Options.EventPoll and Options.NoNotify.
+	eventPoll time.Duration
+	noNotify  bool
+	// eventAEAD seals the events and eventChannel is their channel, both
+	// derived from the cursor secret (seal.go).
+	eventAEAD     cipher.AEAD
+	eventChannel  string
+	droppedEvents atomic.Uint64
+	log           *zap.Logger
+}
+
 // relay is the task.EventRelay of a store.
 type relay struct {
-	s       *Store
+	s       *events
 	hub     task.EventSink
 	channel string
 	origin  string // originLen random bytes
@@ -58,7 +76,7 @@ type relay struct {
 // the schema; see task.EventSource. The first LISTEN is made before it
 // returns, so that nothing published after is missed; when it fails the
 // listener keeps trying in the background and polling covers meanwhile.
-func (s *Store) RelayEvents(hub task.EventSink) (task.EventRelay, error) {
+func (s *events) RelayEvents(hub task.EventSink) (task.EventRelay, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
@@ -249,7 +267,7 @@ func (r *relay) deliver(payload string) {
 // DroppedEvents counts the notifications this store's relays dropped
 // because they did not open under the schema's key (forged, or another
 // schema's) or were stale or replayed (for tests and metrics).
-func (s *Store) DroppedEvents() uint64 { return s.droppedEvents.Load() }
+func (s *events) DroppedEvents() uint64 { return s.droppedEvents.Load() }
 
 // pollLoop reads the versions of the watched tasks every interval and wakes
 // the waiters of a task whose version moved, appeared or vanished. A task

@@ -15,9 +15,14 @@ import (
 // and the wall-clock time it expires at. An expired binding counts as none;
 // the sweep deletes it later.
 
+// sessions keeps the session bindings.
+type sessions struct {
+	*database
+}
+
 // BindSession binds sessionID to owner for ttl, unless another owner has a
 // live binding of it.
-func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
+func (s *sessions) BindSession(ctx context.Context, sessionID, owner string, ttl time.Duration) error {
 	if s.closed.Load() {
 		return task.ErrClosed
 	}
@@ -35,7 +40,7 @@ func (s *Store) BindSession(ctx context.Context, sessionID, owner string, ttl ti
 }
 
 // CheckSession checks, and with refresh > 0 extends, a session binding.
-func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
+func (s *sessions) CheckSession(ctx context.Context, sessionID, owner string, refresh time.Duration) error {
 	if s.closed.Load() {
 		return task.ErrClosed
 	}
@@ -65,7 +70,7 @@ func (s *Store) CheckSession(ctx context.Context, sessionID, owner string, refre
 }
 
 // ForgetSession deletes the binding of sessionID.
-func (s *Store) ForgetSession(ctx context.Context, sessionID string) error {
+func (s *sessions) ForgetSession(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return task.ErrClosed
 	}

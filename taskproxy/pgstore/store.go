@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,25 +57,32 @@ const DefaultSchema = "mcp_tasks"
 // DefaultWriteTimeout bounds a write unless configured.
 const DefaultWriteTimeout = 30 * time.Second
 
-// Store is the task.Store on PostgreSQL.
+// Store is the task.Store on PostgreSQL. It puts together the seams
+// below, each a small type with the state it needs, and holds the database
+// handle they share, which they point to; their methods are the Store's
+// through embedding.
 type Store struct {
+	database    // the pool, the schema's SQL, the write deadline and the closed flag
+	taskRows    // creates, reads and updates of a task's row (tasks.go)
+	lister      // an owner's listing and the store-wide active and expired-lease ones (listing.go, expired.go)
+	adminLister // every owner's tasks for the admin API (admin.go)
+	leases      // lease rows (lease.go)
+	leadership  // leaderships of duties one replica does for all (leader.go)
+	sessions    // session bindings (sessions.go)
+	sweeper     // expiry of tasks, tombstones and bindings (sweep.go)
+	events      // events between replicas: LISTEN/NOTIFY and polling (notify.go)
+	// holder names this opening of the store as a lease holder (newHolder).
+	holder string
+}
+
+// database is the pool with what every call of the store needs: the
+// schema's SQL, the deadline of a write, and whether the store was closed.
+type database struct {
 	pool         *pgxpool.Pool
 	schema       string
 	q            queries
-	holder       string
-	cursorSecret []byte
-	maxRecord    int
 	writeTimeout time.Duration
 	closed       atomic.Bool
-	// eventPoll and noNotify configure the event relay (notify.go).
-	eventPoll time.Duration
-	noNotify  bool
-	// eventAEAD seals the events and eventChannel is their channel, both
-	// derived from the cursor secret (seal.go).
-	eventAEAD     cipher.AEAD
-	eventChannel  string
-	droppedEvents atomic.Uint64
-	log           *zap.Logger
 }
 
 // Open connects, creates or migrates the schema (safe when several
@@ -97,26 +103,38 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connecting: %w", err)
 	}
-	s := &Store{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), maxRecord: o.MaxRecordBytes, writeTimeout: o.WriteTimeout,
-		eventPoll: o.EventPoll, noNotify: o.NoNotify, log: o.Logger}
-	if s.log == nil {
-		s.log = zap.NewNop()
-	}
-	if s.maxRecord <= 0 {
-		s.maxRecord = task.DefaultMaxRecordBytes
-	}
+	s := &Store{database: database{pool: pool, schema: schema, q: newQueries(pgx.Identifier{schema}.Sanitize()), writeTimeout: o.WriteTimeout}}
+	db := &s.database
 	if s.writeTimeout <= 0 {
 		s.writeTimeout = DefaultWriteTimeout
+	}
+	maxRecord := o.MaxRecordBytes
+	if maxRecord <= 0 {
+		maxRecord = task.DefaultMaxRecordBytes
+	}
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
 	}
 	if err := migrate(ctx, pool, schema); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.loadCursorSecret(ctx); err != nil {
+	secret, err := db.loadCursorSecret(ctx)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if s.eventAEAD, s.eventChannel, err = eventKeys(s.cursorSecret); err != nil {
+	cursors := &cursorSigner{cursorSecret: secret}
+	s.taskRows = taskRows{database: db, maxRecord: maxRecord}
+	s.lister = lister{database: db, cursorSigner: cursors}
+	s.adminLister = adminLister{database: db, cursorSigner: cursors}
+	s.leases = leases{database: db}
+	s.leadership = leadership{database: db}
+	s.sessions = sessions{database: db}
+	s.sweeper = sweeper{database: db}
+	s.events = events{database: db, eventPoll: o.EventPoll, noNotify: o.NoNotify, log: log}
+	if s.eventAEAD, s.eventChannel, err = eventKeys(secret); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -157,7 +175,7 @@ func (s *Store) Close() error {
 // fail wraps err with what failed, and reports ErrClosed for a call that
 // raced Close. An error of reaching the database is also
 // task.ErrUnavailable (unavailable.go).
-func (s *Store) fail(what string, err error) error {
+func (s *database) fail(what string, err error) error {
 	if s.closed.Load() {
 		return task.ErrClosed
 	}
@@ -169,7 +187,7 @@ func (s *Store) fail(what string, err error) error {
 
 // writeContext gives a write its own deadline, detached from the caller's
 // cancellation.
-func (s *Store) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *database) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), s.writeTimeout)
 }
 
@@ -200,7 +218,7 @@ const maxRetries = 20
 var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // inTx runs fn in a transaction, again when it failed on a concurrent one.
-func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+func (s *database) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var err error
 	for range maxRetries {
 		err = pgx.BeginTxFunc(ctx, s.pool, readCommitted, fn)

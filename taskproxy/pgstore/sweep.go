@@ -7,12 +7,18 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
+// sweeper deletes what expired: tasks (leaving tombstones), tombstones and
+// session bindings.
+type sweeper struct {
+	*database
+}
+
 // Sweep deletes the tasks whose ttl ended by now, batch by batch, leaving a
 // tombstone for each; it also clears tombstones and session bindings past
 // their own expiry. Rows locked by a concurrent write are skipped, so two
 // sweepers (or a sweep and a write) never wait on each other: what is
 // skipped goes in a later sweep.
-func (s *Store) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
+func (s *sweeper) Sweep(ctx context.Context, now time.Time, batch int) (int, error) {
 	if s.closed.Load() {
 		return 0, task.ErrClosed
 	}

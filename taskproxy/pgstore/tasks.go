@@ -13,13 +13,21 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
+// taskRows creates, reads and updates the rows of tasks (with their lease
+// rows where a write changes them).
+type taskRows struct {
+	*database
+	// maxRecord is the size limit of one encoded record.
+	maxRecord int
+}
+
 // encoded is a task as stored: its record, and its summary (Task.Summary),
 // which listings and the owner check read instead.
 type encoded struct{ record, summary []byte }
 
 // encodeRecord encodes t for storing, within the size limit. The lease is
 // left out: it has a row of its own.
-func (s *Store) encodeRecord(t *task.Task) (encoded, error) {
+func (s *taskRows) encodeRecord(t *task.Task) (encoded, error) {
 	rec := *t
 	rec.Lease = task.Lease{}
 	data, err := json.Marshal(&rec)
@@ -50,13 +58,13 @@ func decodeTask(record []byte, holder *string, expires *int64) (*task.Task, erro
 }
 
 // Create stores a new task; see task.Store.
-func (s *Store) Create(ctx context.Context, t *task.Task) error {
+func (s *taskRows) Create(ctx context.Context, t *task.Task) error {
 	return s.CreateWithin(ctx, t, 0)
 }
 
 // CreateWithin stores t unless its owner is at the quota; see
 // task.Store.
-func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
+func (s *taskRows) CreateWithin(ctx context.Context, t *task.Task, maxActive int) error {
 	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
@@ -65,7 +73,7 @@ func (s *Store) CreateWithin(ctx context.Context, t *task.Task, maxActive int) e
 // owner's row in the owners table is locked first, in a transaction, so
 // that concurrent creates of one owner, on any replica, count one after the
 // other.
-func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
+func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	if s.closed.Load() {
 		return task.ErrClosed
 	}
@@ -117,7 +125,7 @@ func (s *Store) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Lim
 
 // overLimits refuses a create at now when the owner is at a bound (0:
 // none); finished tasks count until their ttl ends.
-func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now time.Time, maxActive, maxFinished int) (refused, err error) {
+func (s *taskRows) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now time.Time, maxActive, maxFinished int) (refused, err error) {
 	var n int
 	if maxActive > 0 {
 		if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
@@ -140,7 +148,7 @@ func (s *Store) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now tim
 
 // insert writes the task and its lease in one statement, unless its id or
 // its idempotency key is taken: then refused says why.
-func (s *Store) insert(ctx context.Context, q querier, t *task.Task, owner []byte, data encoded) (refused, err error) {
+func (s *taskRows) insert(ctx context.Context, q querier, t *task.Task, owner []byte, data encoded) (refused, err error) {
 	for range maxRetries {
 		var n int
 		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
@@ -161,7 +169,7 @@ func (s *Store) insert(ctx context.Context, q querier, t *task.Task, owner []byt
 // conflict explains an insert that inserted nothing: ErrExists, a
 // *DuplicateError, ErrIdempotencyMismatch, or nil when the conflicting task
 // is gone.
-func (s *Store) conflict(ctx context.Context, tx querier, t *task.Task, owner []byte) (refused, err error) {
+func (s *taskRows) conflict(ctx context.Context, tx querier, t *task.Task, owner []byte) (refused, err error) {
 	var exists bool
 	if err := tx.QueryRow(ctx, s.q.taskExists, t.ID).Scan(&exists); err != nil {
 		return nil, err
@@ -211,7 +219,7 @@ func scanRow(r pgx.Row) (*row, error) {
 // Get returns the owner's task; see task.Store. The owner is in the
 // query, so another owner's row is never fetched, whatever its size: only
 // whether it exists is asked, for the audit log's ErrForeign.
-func (s *Store) Get(ctx context.Context, owner, id string) (*task.Task, error) {
+func (s *taskRows) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
@@ -230,7 +238,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 
 // notOwned explains why the owner's query found no task id: ErrForeign
 // when it exists (another owner's), ErrNotFound when it does not.
-func (s *Store) notOwned(ctx context.Context, id string) error {
+func (s *taskRows) notOwned(ctx context.Context, id string) error {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
 		return s.fail("reading task "+id, err)
@@ -243,7 +251,7 @@ func (s *Store) notOwned(ctx context.Context, id string) error {
 
 // tombstone gives ErrExpired when owner's task id was swept less than a ttl
 // ago, ErrNotFound otherwise (for other owners too).
-func (s *Store) tombstone(ctx context.Context, owner, id string) error {
+func (s *taskRows) tombstone(ctx context.Context, owner, id string) error {
 	var stoneOwner []byte
 	err := s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
 	switch {
@@ -264,7 +272,7 @@ const optimisticTries = 3
 
 // Update applies fn to the owner's task as a compare-and-set on the row's
 // version; see task.Store.
-func (s *Store) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+func (s *taskRows) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
@@ -333,7 +341,7 @@ func (s *Store) Update(ctx context.Context, owner, id string, fn func(*task.Task
 }
 
 // apply runs fn on a copy of cur and checks what it may change.
-func (s *Store) apply(cur *task.Task, fn func(*task.Task) error) (*task.Task, error) {
+func (s *taskRows) apply(cur *task.Task, fn func(*task.Task) error) (*task.Task, error) {
 	next := cur.Clone()
 	if err := fn(next); err != nil {
 		return nil, err
@@ -355,7 +363,7 @@ type querier interface {
 
 // compareAndSet writes next over cur if the row is still at cur's version
 // and not terminal; it reports false when it was not.
-func (s *Store) compareAndSet(ctx context.Context, q querier, cur *row, next *task.Task, data encoded) (bool, error) {
+func (s *taskRows) compareAndSet(ctx context.Context, q querier, cur *row, next *task.Task, data encoded) (bool, error) {
 	terminal := next.Status.Terminal()
 	args := []any{next.ID, cur.version, string(next.Status), next.IdempotencyKey, next.Fingerprint, data.record}
 	if terminal || next.Lease == cur.tk.Lease {
