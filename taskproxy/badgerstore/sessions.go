@@ -92,3 +92,6 @@ func (s *sessions) ForgetSession(ctx context.Context, sessionID string) error {
 		})
 	})
 }
+
+// The seam is the task.SessionBinder half of the store contract on its own.
+var _ task.SessionBinder = (*sessions)(nil)

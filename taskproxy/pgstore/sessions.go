@@ -81,3 +81,6 @@ func (s *sessions) ForgetSession(ctx context.Context, sessionID string) error {
 	}
 	return nil
 }
+
+// The seam is the task.SessionBinder half of the store contract on its own.
+var _ task.SessionBinder = (*sessions)(nil)
