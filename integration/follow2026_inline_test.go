@@ -1,12 +1,7 @@
 package integration
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"maps"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +26,7 @@ func TestFollowV2026PlainClientInput(t *testing.T) {
 		t.Helper()
 		params := map[string]any{"name": taskruntime.ToolInterview, "arguments": map[string]any{"stepMs": 0}}
 		maps.Copy(params, extra)
-		return sendPlainElicit(t, gw.URL, auth, params)
+		return sendPlainCaps(t, gw.URL, auth, "tools/call", params, map[string]any{"elicitation": map[string]any{"form": map[string]any{}}})
 	}
 	inputRound := func(r taskRuntimeReply, keys ...string) string {
 		t.Helper()
@@ -80,35 +75,4 @@ func TestFollowV2026PlainClientInput(t *testing.T) {
 	} else if v, _ := rt.Task(ids[0]); v.Status != taskruntime.StatusCompleted {
 		t.Errorf("pia's upstream task is %s, want completed", v.Status)
 	}
-}
-
-// sendPlainElicit is sendPlain for a client that declares elicitation
-// (what the interview asks for) but not the tasks extension.
-func sendPlainElicit(t *testing.T, url, auth string, params map[string]any) taskRuntimeReply {
-	t.Helper()
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    taskruntime.ProtocolVersion,
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}},
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("MCP-Protocol-Version", taskruntime.ProtocolVersion)
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", params["name"].(string))
-	req.Header.Set("Authorization", auth)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("tools/call: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := taskRuntimeReply{raw: string(b)}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("tools/call: decoding %q: %v", b, err)
-	}
-	return r
 }

@@ -109,9 +109,16 @@ func TestFollowV2026Required(t *testing.T) {
 // extension, with every routing header, and returns the decoded answer.
 func sendPlain(t *testing.T, url, auth, method string, params map[string]any) taskRuntimeReply {
 	t.Helper()
+	return sendPlainCaps(t, url, auth, method, params, map[string]any{})
+}
+
+// sendPlainCaps is sendPlain for a client that declares caps (but not the
+// tasks extension).
+func sendPlainCaps(t *testing.T, url, auth, method string, params, caps map[string]any) taskRuntimeReply {
+	t.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    taskruntime.ProtocolVersion,
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -63,9 +63,17 @@ func (c *call) runOnTaskRuntime(name string, mode task.Support) error {
 func (c *call) passAnswer(run *runtime.Run, stopFollowingClient func() bool, reply *Reply, ev upstream.Event) error {
 	stopFollowingClient()
 	defer run.Release()
+	c.sendAnswer(reply, ev)
+	return nil
+}
+
+// sendAnswer answers the client with ev, the last event of an upstream
+// call: the upstream's answer as a plain proxy gives it, or 502 when
+// there was none.
+func (c *call) sendAnswer(reply *Reply, ev upstream.Event) {
 	if ev.Err != nil {
 		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
-		return nil
+		return
 	}
 	status := http.StatusOK
 	if ev.Final.Error != nil {
@@ -73,7 +81,6 @@ func (c *call) passAnswer(run *runtime.Run, stopFollowingClient func() bool, rep
 	}
 	data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.Msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
 	reply.SendUpstream(data, status, ev.Head)
-	return nil
 }
 
 // adoptUpstreamTask makes the gateway's task of an upstream task just
@@ -130,19 +137,9 @@ func (c *call) servePlainOnTaskRuntime() error {
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		return nil
+	if ctx.Err() == nil {
+		c.sendAnswer(reply, ev)
 	}
-	if ev.Err != nil {
-		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
-		return nil
-	}
-	status := http.StatusOK
-	if ev.Final.Error != nil {
-		status = Status(ev.Final.Error.Code)
-	}
-	data, _ := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.Msg.ID, Result: ev.Final.Result, Error: ev.Final.Error})
-	reply.SendUpstream(data, status, ev.Head)
 	return nil
 }
 
