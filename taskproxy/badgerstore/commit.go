@@ -185,7 +185,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 		// A repeat of a create (same idempotency key) finds its task even
 		// at a bound: it adds none.
 		if (maxActive > 0 || maxFinished > 0) && t.IdempotencyKey != "" {
-			if err := checkIdempotency(txn, t); err != nil {
+			if err := s.checkIdempotency(txn, t); err != nil {
 				if refusal(err) {
 					return err, nil
 				}
@@ -204,7 +204,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 				return &task.QuotaError{Limit: maxFinished, Finished: true}, nil
 			}
 		}
-		err := createIn(txn, t, data, header)
+		err := s.createIn(txn, t, data, header)
 		if err == nil {
 			s.stage(t.ID, t, true, len(data))
 		}
@@ -224,7 +224,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 // record is read, whatever its size.
 func (s *committer) liveRecord(txn *badger.Txn, owner, id string) (t *task.Task, leaseInRecord bool, outcome, fatal error) {
 	if !s.cached(id) {
-		switch _, _, err := checkOwner(txn, id, owner); {
+		switch _, _, err := s.checkOwner(txn, id, owner); {
 		case errors.Is(err, task.ErrNotFound): // ErrForeign too
 			return nil, false, err, nil
 		case err != nil:
@@ -315,14 +315,14 @@ func sameLease(a, b task.Lease) bool {
 // createIn writes t (data, its lease included; and its header) and its
 // index keys in txn, unless its id exists or its idempotency key belongs to
 // a live task.
-func createIn(txn *badger.Txn, t *task.Task, data, header []byte) error {
+func (s *handle) createIn(txn *badger.Txn, t *task.Task, data, header []byte) error {
 	if _, err := txn.Get(recordKey(t.ID)); err == nil {
 		return task.ErrExists
 	} else if !errors.Is(err, badger.ErrKeyNotFound) {
 		return fmt.Errorf("checking task %s: %w", t.ID, err)
 	}
 	if t.IdempotencyKey != "" {
-		if err := checkIdempotency(txn, t); err != nil {
+		if err := s.checkIdempotency(txn, t); err != nil {
 			return err
 		}
 		if err := txn.Set(idempotencyKey(t), []byte(t.ID)); err != nil {
@@ -349,7 +349,7 @@ func idempotencyKey(t *task.Task) []byte {
 }
 
 // checkIdempotency refuses t when a live task of its owner has its key.
-func checkIdempotency(txn *badger.Txn, t *task.Task) error {
+func (s *handle) checkIdempotency(txn *badger.Txn, t *task.Task) error {
 	item, err := txn.Get(idempotencyKey(t))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil
@@ -361,7 +361,7 @@ func checkIdempotency(txn *badger.Txn, t *task.Task) error {
 	if err != nil {
 		return fmt.Errorf("reading idempotency key: %w", err)
 	}
-	prev, err := getRecord(txn, string(id))
+	prev, err := s.getRecord(txn, string(id))
 	if errors.Is(err, task.ErrNotFound) {
 		return nil // swept: the key is free again
 	}

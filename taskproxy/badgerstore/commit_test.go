@@ -42,7 +42,7 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 			}
 			good = append(good, tk)
 			batch = append(batch, writeOp{apply: func(txn *badger.Txn) (error, error) {
-				if err := createIn(txn, tk, data, nil); err != nil {
+				if err := s.createIn(txn, tk, data, nil); err != nil {
 					return nil, err
 				}
 				return nil, nil

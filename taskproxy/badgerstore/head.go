@@ -65,7 +65,7 @@ func putRecord(txn *badger.Txn, id string, record, header []byte) error {
 // readHead reads the summary of task id, without its lease resolved: from
 // its header when that is the record's, or else from the record, whole
 // (whole is then set, and t is the full task).
-func readHead(txn *badger.Txn, id string) (t *task.Task, whole bool, err error) {
+func (s *handle) readHead(txn *badger.Txn, id string) (t *task.Task, whole bool, err error) {
 	rec, err := txn.Get(recordKey(id)) // the key and its version only, not the value
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, task.ErrNotFound
@@ -84,7 +84,7 @@ func readHead(txn *badger.Txn, id string) (t *task.Task, whole bool, err error) 
 	case err != nil && !errors.Is(err, badger.ErrKeyNotFound):
 		return nil, false, fmt.Errorf("reading the header of task %s: %w", id, err)
 	}
-	t, err = decodeItem(rec, id)
+	t, err = s.decodeItem(rec, id)
 	return t, true, err
 }
 
@@ -93,7 +93,7 @@ func readHead(txn *badger.Txn, id string) (t *task.Task, whole bool, err error) 
 // is another owner's. It returns the task when it had to read it from its
 // record (without its lease resolved), or else the record's item, its
 // value not read.
-func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *task.Task, err error) {
+func (s *handle) checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *task.Task, err error) {
 	rec, err = txn.Get(recordKey(id)) // the key and its version only, not the value
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, nil, task.ErrNotFound
@@ -114,7 +114,7 @@ func checkOwner(txn *badger.Txn, id, owner string) (rec *badger.Item, whole *tas
 			return nil, nil, task.ErrForeign
 		}
 	}
-	t, read, err := readHead(txn, id) // a header of an unexpected shape, or none
+	t, read, err := s.readHead(txn, id) // a header of an unexpected shape, or none
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -151,7 +151,7 @@ func headerOwnedBy(header []byte, id, owner string) (mine, known bool) {
 
 // readSummary reads the summary of task id, its lease resolved.
 func (s *reader) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
-	t, _, err := readHead(txn, id)
+	t, _, err := s.readHead(txn, id)
 	if err != nil {
 		return nil, err
 	}

@@ -59,8 +59,7 @@ func TestHeaderSparesTheRecord(t *testing.T) {
 			reads.Add(1)
 		}
 	}
-	recordHook.Store(&hook)
-	t.Cleanup(func() { recordHook.Store(nil) })
+	s.onRecordRead = hook
 	cases := []struct {
 		name  string
 		call  func() error
@@ -131,7 +130,7 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return createIn(txn, old, data, nil) }); err != nil {
+	if err := s.db.Update(func(txn *badger.Txn) error { return s.createIn(txn, old, data, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	rewritten := testTask("alice", time.Now().Add(time.Millisecond))

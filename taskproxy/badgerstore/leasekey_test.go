@@ -137,7 +137,7 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 	tk.Lease = task.Lease{Holder: "e1/p1", Expires: t0.Add(time.Hour)}
 	data, _ := json.Marshal(tk)
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return createIn(txn, &task.Task{ID: tk.ID, Owner: tk.Owner, CreatedAt: t0, TTL: time.Hour, Status: task.StatusWorking}, data, nil)
+		return s.createIn(txn, &task.Task{ID: tk.ID, Owner: tk.Owner, CreatedAt: t0, TTL: time.Hour, Status: task.StatusWorking}, data, nil)
 	}); err != nil {
 		t.Fatal(err)
 	}

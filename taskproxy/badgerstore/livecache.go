@@ -44,7 +44,7 @@ func (s *committer) readLive(txn *badger.Txn, id string) (*task.Task, bool, erro
 	if e != nil {
 		return ownCopy(e.tk), e.leaseInRecord, nil
 	}
-	return readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
+	return s.readRecord(txn, id, s.holderPrefix()) // the transaction holds the batch's own writes
 }
 
 // cached reports whether readLive has task id without reading the store.

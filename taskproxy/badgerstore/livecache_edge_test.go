@@ -151,7 +151,7 @@ func TestReviewLegacyLeaseKeyWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := createIn(txn, tk, data, nil); err != nil {
+		if err := s.createIn(txn, tk, data, nil); err != nil {
 			return err
 		}
 		return setLease(txn, tk.ID, renewed) // the older build's renewal

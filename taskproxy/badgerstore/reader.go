@@ -24,7 +24,7 @@ type reader struct {
 // (readRecord), which is every task created since the store was opened and
 // not yet renewed.
 func (s *reader) getTask(txn *badger.Txn, id string) (*task.Task, error) {
-	t, _, err := readRecord(txn, id, s.holderPrefix())
+	t, _, err := s.readRecord(txn, id, s.holderPrefix())
 	return t, err
 }
 
@@ -35,7 +35,7 @@ func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) 
 	var t *task.Task
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			rec, whole, err := checkOwner(txn, id, owner)
+			rec, whole, err := s.checkOwner(txn, id, owner)
 			switch {
 			case errors.Is(err, task.ErrForeign):
 				return err
@@ -44,7 +44,7 @@ func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) 
 			case err != nil:
 				return err
 			case whole == nil:
-				if whole, err = decodeItem(rec, id); err != nil {
+				if whole, err = s.decodeItem(rec, id); err != nil {
 					return err
 				}
 			}

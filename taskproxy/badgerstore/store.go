@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -96,6 +95,10 @@ type handle struct {
 
 	mu     sync.RWMutex // guards closed against the methods in flight
 	closed bool
+
+	// onRecordRead, when set (by tests, before the store is used), is
+	// called each time a record's value is read.
+	onRecordRead func(id string)
 }
 
 var _ task.Store = (*Store)(nil)
@@ -284,8 +287,8 @@ func (s *writer) encodeRecord(t *task.Task, withLease bool) ([]byte, error) {
 }
 
 // getRecord reads task id with its lease, wherever the lease lives.
-func getRecord(txn *badger.Txn, id string) (*task.Task, error) {
-	t, _, err := readRecord(txn, id, "")
+func (s *handle) getRecord(txn *badger.Txn, id string) (*task.Task, error) {
+	t, _, err := s.readRecord(txn, id, "")
 	return t, err
 }
 
@@ -306,7 +309,7 @@ func (s *opening) holderPrefix() string {
 // known to be the record's own: this process wrote it when it created the
 // task, and no other build has written since. An empty current never
 // skips the lookup.
-func readRecord(txn *badger.Txn, id, current string) (*task.Task, bool, error) {
+func (s *handle) readRecord(txn *badger.Txn, id, current string) (*task.Task, bool, error) {
 	item, err := txn.Get(recordKey(id))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, task.ErrNotFound
@@ -314,7 +317,7 @@ func readRecord(txn *badger.Txn, id, current string) (*task.Task, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("reading task %s: %w", id, err)
 	}
-	t, err := decodeItem(item, id)
+	t, err := s.decodeItem(item, id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -322,10 +325,10 @@ func readRecord(txn *badger.Txn, id, current string) (*task.Task, bool, error) {
 	return t, inRecord, err
 }
 
-// decodeItem decodes the record of task id (recordHook counts it).
-func decodeItem(item *badger.Item, id string) (*task.Task, error) {
-	if hook := recordHook.Load(); hook != nil {
-		(*hook)(id)
+// decodeItem decodes the record of task id (onRecordRead counts it).
+func (s *handle) decodeItem(item *badger.Item, id string) (*task.Task, error) {
+	if s.onRecordRead != nil {
+		s.onRecordRead(id)
 	}
 	var t task.Task
 	if err := item.Value(func(v []byte) error { return task.DecodeRecord(v, &t) }); err != nil {
@@ -333,10 +336,6 @@ func decodeItem(item *badger.Item, id string) (*task.Task, error) {
 	}
 	return &t, nil
 }
-
-// recordHook, when set (by tests only), is called each time a record's
-// value is read.
-var recordHook atomic.Pointer[func(id string)]
 
 // resolveLease gives t, as its record or header has it, the lease that
 // holds (see readRecord), and reports whether it is the record's own.

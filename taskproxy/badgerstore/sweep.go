@@ -57,7 +57,7 @@ func (s *sweeper) Sweep(ctx context.Context, now time.Time, batch int) (int, err
 		// it wrote (livecache.go): it learns of the deletions.
 		err = s.write(func(txn *badger.Txn) (error, error) {
 			for _, k := range ids {
-				id, err := deleteTask(txn, k)
+				id, err := s.deleteTask(txn, k)
 				if err != nil {
 					return nil, err
 				}
@@ -102,12 +102,12 @@ func (s *sweeper) expired(now time.Time, limit int) ([][]byte, error) {
 
 // deleteTask removes the task of an expiry key and every key of it, and
 // leaves its tombstone for one more ttl. It returns the task's id.
-func deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
+func (s *handle) deleteTask(txn *badger.Txn, expiry []byte) (string, error) {
 	id := string(expiry[bytes.LastIndexByte(expiry, '/')+1:])
 	if err := txn.Delete(expiry); err != nil {
 		return id, err
 	}
-	t, err := getRecord(txn, id)
+	t, err := s.getRecord(txn, id)
 	if errors.Is(err, task.ErrNotFound) {
 		return id, nil
 	}
