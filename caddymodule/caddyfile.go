@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -55,7 +56,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_body                 <size>
 //		pass_unreadable
 //		max_result               <size>
-//		tool <name> forbidden|optional|required [retry_on_restart]
+//		tool <name> forbidden|optional|required [retry_on_restart] [run_timeout <duration>|off]
+//		run_timeout              <duration>|off
 //		sync_writes              on|off
 //		sweep_interval           <duration>
 //		rate_limit               <operations per second>|off
@@ -76,6 +78,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			resource_metadata_url <url>
 //		}
 //	}
+//
+// run_timeout bounds how long a task's tool may run (time waiting for the
+// client's input aside): after it the upstream call is cancelled and the
+// task fails with a message naming the limit. Off by default: the task's
+// ttl bounds it. A tool's run_timeout replaces the route's for that tool;
+// "off" there exempts the tool.
 //
 // storage_dir (with sync_writes) is shorthand for "storage badger"; it and
 // storage exclude each other. The backends' options are documented on
@@ -166,6 +174,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "tool":
 			if err := h.parseTool(d); err != nil {
 				return err
+			}
+		case "run_timeout":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			if h.RunTimeout, err = parseRunTimeout(v); err != nil {
+				return d.Errf("run_timeout: %v", err)
+			}
+			if h.RunTimeout < 0 { // off: the default, no bound but the ttl
+				h.RunTimeout = 0
 			}
 		case "auth":
 			if err := h.parseAuth(d); err != nil {
@@ -266,15 +285,40 @@ func parsePositiveDuration(d *caddyfile.Dispenser, into *caddy.Duration) error {
 	return nil
 }
 
-// parseTool reads "tool <name> <mode> [retry_on_restart]".
+// parseTool reads "tool <name> <mode> [retry_on_restart] [run_timeout
+// <duration>|off]"; the options after the mode come in any order.
 func (h *Handler) parseTool(d *caddyfile.Dispenser) error {
+	const syntax = "tool <name> forbidden|optional|required [retry_on_restart] [run_timeout <duration>|off]"
 	args := d.RemainingArgs()
-	retry := len(args) == 3 && args[2] == "retry_on_restart"
-	if len(args) != 2 && !retry {
-		return d.Errf("tool: want 'tool <name> forbidden|optional|required [retry_on_restart]', got %q", args)
+	if len(args) < 2 {
+		return d.Errf("tool: want '%s', got %q", syntax, args)
 	}
 	if _, err := task.ParseSupport(args[1]); err != nil {
 		return d.Errf("tool %s: %v", args[0], err)
+	}
+	p := &ToolPolicy{TaskSupport: args[1]}
+	seen := map[string]bool{}
+	for rest := args[2:]; len(rest) > 0; {
+		opt := rest[0]
+		if seen[opt] {
+			return d.Errf("tool %s: %s given twice", args[0], opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "retry_on_restart":
+			p.RetryOnRestart, rest = true, rest[1:]
+		case "run_timeout":
+			if len(rest) < 2 {
+				return d.Errf("tool %s: run_timeout needs a duration or off", args[0])
+			}
+			var err error
+			if p.RunTimeout, err = parseRunTimeout(rest[1]); err != nil {
+				return d.Errf("tool %s: run_timeout: %v", args[0], err)
+			}
+			rest = rest[2:]
+		default:
+			return d.Errf("tool: want '%s', got %q", syntax, args)
+		}
 	}
 	if h.Tools == nil {
 		h.Tools = map[string]*ToolPolicy{}
@@ -282,8 +326,24 @@ func (h *Handler) parseTool(d *caddyfile.Dispenser) error {
 	if _, dup := h.Tools[args[0]]; dup {
 		return d.Errf("tool %s is configured twice", args[0])
 	}
-	h.Tools[args[0]] = &ToolPolicy{TaskSupport: args[1], RetryOnRestart: retry}
+	h.Tools[args[0]] = p
 	return nil
+}
+
+// parseRunTimeout reads a run_timeout: a positive duration, or off
+// (returned as -1, which a tool's policy keeps to mean none).
+func parseRunTimeout(v string) (caddy.Duration, error) {
+	if v == "off" {
+		return -1, nil
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil {
+		return 0, err
+	}
+	if dur <= 0 {
+		return 0, fmt.Errorf("want a positive duration or off, got %s", v)
+	}
+	return caddy.Duration(dur), nil
 }
 
 // Interface guard

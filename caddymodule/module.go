@@ -117,6 +117,18 @@ type Handler struct {
 	// Tools sets the task policy of individual tools, by tool name.
 	Tools map[string]*ToolPolicy `json:"tools,omitempty"`
 
+	// RunTimeout bounds how long a task's tool may run: after it the
+	// upstream call is cancelled (notifications/cancelled on 2025-11-25,
+	// tasks/cancel for a task the upstream runs, the stream closed) and the
+	// task fails with "run timeout: the tool ran longer than <limit>
+	// (run_timeout)". Time the task spends in input_required, waiting for
+	// the client's answer, does not count; the clock starts when a worker
+	// starts the task (again after a restart). A tool's own run_timeout
+	// takes precedence. Default: 0, no bound but the task's ttl (the
+	// gateway cannot know how long a tool legitimately runs, and the ttl,
+	// default_ttl and at most max_ttl, already ends every task).
+	RunTimeout caddy.Duration `json:"run_timeout,omitempty"`
+
 	// SyncWrites makes every task write wait for the disk (fsync), so an
 	// accepted task survives a power loss, not only a crash of the
 	// process. Concurrent writes share one fsync. Turning it off trades
@@ -209,6 +221,11 @@ type ToolPolicy struct {
 	// was running when the gateway stopped or crashed is run again from
 	// the stored request on restart, instead of failing.
 	RetryOnRestart bool `json:"retry_on_restart,omitempty"`
+
+	// RunTimeout is the tool's own run timeout, in place of the route's
+	// (Handler.RunTimeout); a negative value means none for this tool
+	// ("off" in the Caddyfile). Default: 0, the route's.
+	RunTimeout caddy.Duration `json:"run_timeout,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -335,9 +352,13 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 	}
 	tools := make(map[string]task.Support, len(h.Tools))
 	retry := map[string]bool{}
+	runTimeouts := map[string]time.Duration{}
 	for name, p := range h.Tools {
 		if p != nil && p.RetryOnRestart {
 			retry[name] = true
+		}
+		if p != nil && p.RunTimeout != 0 {
+			runTimeouts[name] = max(time.Duration(p.RunTimeout), 0) // negative: none
 		}
 		if p == nil || p.TaskSupport == "" {
 			tools[name] = def
@@ -367,6 +388,8 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		DefaultTaskSupport:   def,
 		Tools:                tools,
 		RetryOnRestart:       retry,
+		RunTimeout:           time.Duration(h.RunTimeout),
+		ToolRunTimeouts:      runTimeouts,
 		SweepInterval:        time.Duration(h.SweepInterval),
 		MaxBody:              h.MaxBody,
 		PassUnreadable:       h.PassUnreadable,
@@ -443,7 +466,7 @@ func (h *Handler) Validate() error {
 		v    caddy.Duration
 	}{
 		{"task_after", h.TaskAfter}, {"default_ttl", h.DefaultTTL}, {"max_ttl", h.MaxTTL},
-		{"poll_interval", h.PollInterval}, {"sweep_interval", h.SweepInterval},
+		{"poll_interval", h.PollInterval}, {"sweep_interval", h.SweepInterval}, {"run_timeout", h.RunTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("mcp_tasks: %s: must not be negative, got %s", d.name, time.Duration(d.v))

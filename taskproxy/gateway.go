@@ -89,6 +89,13 @@ type Config struct {
 	// theirs that was running when the gateway died is re-run on restart
 	// instead of failed.
 	RetryOnRestart map[string]bool
+	// RunTimeout bounds how long a task's tool may run (time waiting for
+	// the client's input aside): after it the upstream call is cancelled
+	// and the task fails with a message naming the limit. 0 means no bound
+	// but the task's ttl. ToolRunTimeouts holds per-tool limits, which
+	// take precedence (0 there: none for that tool).
+	RunTimeout      time.Duration
+	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.
 	SweepInterval time.Duration
 	// ResumeWait is how long a task taken over or recovered waits, holding
@@ -192,6 +199,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
+		RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.bridge.SessionLost,
 	})
 	env.Sessions = wire.NewSessionGuard(rt.Runtime, rt.sessions, env.Log, env.Route)

@@ -28,6 +28,11 @@ type RouteConfig struct {
 	ResumeWait time.Duration
 	// RetryOnRestart names the tools whose calls run again after a restart.
 	RetryOnRestart map[string]bool
+	// RunTimeout bounds how long a task's tool may run (runtimeout.go);
+	// 0 means no bound but the task's ttl. ToolRunTimeouts holds per-tool
+	// limits, which take precedence (0 there: none for that tool).
+	RunTimeout      time.Duration
+	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the sweeps of expired tasks.
 	SweepInterval time.Duration
 	// Observer counts lifecycle events; nil ignores them.

@@ -79,11 +79,13 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
 		run.Cancel(ErrTaskExpired)
 	})
+	stopRunTimeout := route.armRunTimeout(t, run, call)
 	runners.Run(func() {
 		defer route.rt.workers.wg.Done()
 		defer route.rt.workers.remove(t.ID, run)
 		defer run.Release()
 		defer expire.Stop()
+		defer stopRunTimeout()
 		w.work(a, pending)
 	})
 }
@@ -202,8 +204,8 @@ func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
 // task is already recorded; on shutdown the task is left for recovery.
 func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err error) {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errTaskCancelled), errors.Is(err, task.ErrTerminal):
-		return
+	case errors.Is(cause, errTaskCancelled), errors.Is(cause, errRunTimeout), errors.Is(err, task.ErrTerminal):
+		return // recorded by the cancellation or the run_timeout
 	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
 		route.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
