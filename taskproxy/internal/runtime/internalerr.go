@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -87,7 +88,10 @@ func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.E
 	}
 	ref := newErrorRef()
 	msg := "upstream call failed"
-	if unreachable(err) {
+	switch {
+	case connectionLost(err): // first: a reset is an errno too
+		msg = "upstream connection lost before its answer"
+	case unreachable(err):
 		msg = "upstream unreachable"
 	}
 	if ce := log.Check(zap.WarnLevel, msg); ce != nil {
@@ -114,10 +118,28 @@ func unreachable(err error) bool {
 	return false
 }
 
+// connectionLost reports a connection to the upstream that broke before
+// its answer came (the upstream process died or restarted mid-call): the
+// client's message says so, since an operator reading it should look at
+// the upstream, not at the gateway.
+func connectionLost(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	// reverse_proxy's error (HTTP 502: EOF) does not unwrap either.
+	msg := err.Error()
+	for _, s := range []string{": EOF", "unexpected EOF", "connection reset", "broken pipe"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // foreignError reports an error whose text the gateway did not write: a
 // network error, the next handler's error, a panic, a store error.
 func foreignError(err error) bool {
-	if unreachable(err) {
+	if unreachable(err) || connectionLost(err) { // network errors name addresses
 		return true
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
