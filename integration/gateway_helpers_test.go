@@ -54,6 +54,9 @@ type gatewayOptions struct {
 	StorageDir string
 	// SiteDirectives are extra lines in the site block, before mcp_tasks.
 	SiteDirectives string
+	// GlobalOptions are extra lines in the global options block (servers
+	// timeouts, say).
+	GlobalOptions string
 }
 
 // gateway is a running Caddy process with the mcp_tasks module in front of
@@ -95,7 +98,7 @@ func (g *gateway) writeConfig(directives string) {
 	persist_config off
 	auto_https off
 	grace_period 10s
-}
+%s}
 
 http://:%s {
 	bind 127.0.0.1
@@ -105,7 +108,7 @@ http://:%s {
 	}
 	reverse_proxy /mcp* %s
 }
-`, g.adminAddr, g.port(), indent(g.opts.SiteDirectives, "\t"), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
+`, g.adminAddr, indent(g.opts.GlobalOptions, "\t"), g.port(), indent(g.opts.SiteDirectives, "\t"), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestUpstreamKilled(t *testing.T) {
 			// its end through the same Caddy.
 			var recovery time.Duration
 			waitFor(t, 60*time.Second, "a call of each version to complete after the upstream is back", func() bool {
-				if !callCompletes(t, gw.URL, true) || !callCompletes(t, gw.URL, false) {
+				if !callCompletes(t, gw.URL, "", true) || !callCompletes(t, gw.URL, "", false) {
 					return false
 				}
 				recovery = time.Since(back)
@@ -131,10 +131,11 @@ func upstreamFailureExplained(outcome string) bool {
 }
 
 // callCompletes makes one short task of the given version, on a new
-// session for 2025-11-25, and reports whether it completed.
-func callCompletes(t *testing.T, url string, v2025 bool) bool {
+// session for 2025-11-25, with token ("" for none), and reports whether it
+// completed.
+func callCompletes(t *testing.T, url, token string, v2025 bool) bool {
 	t.Helper()
-	probe := &faultLoad{t: t, url: url, token: func(string) string { return "" }, tool: "slow_echo", secs: 0.5,
+	probe := &faultLoad{t: t, url: url, token: func(string) string { return token }, tool: "slow_echo", secs: 0.5,
 		accepted: map[string]string{}, refused: map[string]int{}}
 	session := ""
 	if v2025 {
@@ -158,6 +159,10 @@ func callCompletes(t *testing.T, url string, v2025 bool) bool {
 	if id == "" {
 		return false
 	}
-	status, _ := waitTaskEnded(newV2026Client(t, url, true), id, time.Now().Add(30*time.Second))
+	mc := newV2026Client(t, url, true)
+	if token != "" {
+		mc.header.Set("Authorization", "Bearer "+token)
+	}
+	status, _ := waitTaskEnded(mc, id, time.Now().Add(30*time.Second))
 	return status == "completed"
 }
