@@ -16,8 +16,8 @@
 //
 // A Route is one handler instance (a site's mcp_tasks) as the runtime sees
 // it: its policy (RouteConfig: how a worker's request is detached, the
-// result limit, the tools run again after a restart, loggers, the metrics
-// observer) and the hooks an adapter sets (SessionLost, from the version
+// result limit, the tools run again after a restart, the run timeouts,
+// loggers, the metrics observer) and the hooks an adapter sets (SessionLost, from the version
 // bridge). A route is provisioned (NewRoute), started (Start: the store is
 // opened on the first start, the route takes charge of background work and
 // of its tasks, recovery runs once), and closed (Close: another started
@@ -31,7 +31,9 @@
 // task.Task.SetStatus guards every transition; the stores refuse to change
 // a terminal record (ErrTerminal). A worker records the outcome with
 // retries (OutcomeBackoff); one that cannot store even a failure notes the
-// task as unsettled for the orphan loop.
+// task as unsettled for the orphan loop. A task fails on its own at its
+// expiry, and at its run timeout (runtimeout.go), which counts only the time
+// it spends working.
 //
 // # Leases
 //
