@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,28 +68,54 @@ func metricValue(t *testing.T, metrics, name string) float64 {
 	return 0
 }
 
+// rawLocalPorts hands out the local ports of dialRaw's connections: below
+// the kernel's ephemeral range (32768 and up here), from which freeAddr
+// takes the ports other tests listen on. Thousands of connections on
+// ephemeral ports would take ports freeAddr just handed out, before the
+// process meant for them listens.
+var rawLocalPorts atomic.Int32
+
+const (
+	rawPortFirst = 20000
+	rawPortCount = 12000
+)
+
 // dialRaw opens a TCP connection to addr, closed when the test ends. A
 // positive rcvbuf shrinks its receive buffer before it connects, so that
 // the window the server sees stays small: a client that does not read
 // then stops the server's writes after a few kilobytes.
 func dialRaw(t *testing.T, addr string, rcvbuf int) net.Conn {
 	t.Helper()
-	d := net.Dialer{Timeout: promptBound}
-	if rcvbuf > 0 {
+	var last error
+	for range 100 { // a port another process holds is skipped
+		port := rawPortFirst + int(rawLocalPorts.Add(1))%rawPortCount
+		d := net.Dialer{Timeout: promptBound, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
 		d.Control = func(_, _ string, c syscall.RawConn) error {
 			var serr error
-			if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf) }); err != nil {
+			err := c.Control(func(fd uintptr) {
+				// A port of an earlier connection may be in TIME_WAIT.
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				if serr == nil && rcvbuf > 0 {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+				}
+			})
+			if err != nil {
 				return err
 			}
 			return serr
 		}
+		conn, err := d.Dial("tcp", addr)
+		if err == nil {
+			t.Cleanup(func() { _ = conn.Close() })
+			return conn
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+			t.Fatalf("dialing %s: %v", addr, err)
+		}
+		last = err
 	}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dialing %s: %v", addr, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	t.Fatalf("dialing %s: no free local port: %v", addr, last)
+	return nil
 }
 
 // rawPost is an HTTP/1.1 POST of body to /mcp, with headers over the
@@ -332,7 +359,10 @@ func sumCounts(m map[string]int) int {
 // reports whether it was refused with 429.
 func listenRefused(t *testing.T, url, token string) bool {
 	t.Helper()
-	resp, cancel := openListen(t, url, token)
+	resp, cancel, err := openListen(url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer cancel()
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusTooManyRequests
@@ -340,8 +370,7 @@ func listenRefused(t *testing.T, url, token string) bool {
 
 // openListen opens a subscriptions/listen stream as token for a task that
 // does not exist, and returns its answer; cancel ends it.
-func openListen(t *testing.T, url, token string) (*http.Response, context.CancelFunc) {
-	t.Helper()
+func openListen(url, token string) (*http.Response, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), promptBound)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(v2026Body(1, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{"none"}}})))
 	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer " + token} {
@@ -353,7 +382,7 @@ func openListen(t *testing.T, url, token string) (*http.Response, context.Cancel
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatalf("subscriptions/listen: %v", err)
+		return nil, nil, fmt.Errorf("subscriptions/listen: %w", err)
 	}
-	return resp, cancel
+	return resp, cancel, nil
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -74,6 +75,14 @@ func TestClientStalledSubscribers(t *testing.T) {
 		if _, err := io.WriteString(conns[i], listen); err != nil {
 			t.Fatal(err)
 		}
+		// Only the answer's head is read (a few kilobytes at most): the
+		// stream holds its slot before the next one opens.
+		_ = conns[i].SetReadDeadline(time.Now().Add(promptBound))
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conns[i], 4096), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stalled stream %d: %v %v, want HTTP 200", i, resp, err)
+		}
+		_ = conns[i].SetReadDeadline(time.Time{})
 	}
 	waitFor(t, 30*time.Second, "the stalled streams to hold every slot of their principal", func() bool { return listenRefused(t, gw.URL, stalled) })
 	full := time.Now()
@@ -110,32 +119,39 @@ func TestClientStalledSubscribers(t *testing.T) {
 }
 
 // slotsFree opens n streams at once as token and reports whether none was
-// refused; it closes them all.
+// refused: every one is open (or refused) before any closes. It closes
+// them all.
 func slotsFree(t *testing.T, url, token string, n int) bool {
 	t.Helper()
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	refused := 0
+	var opened, done sync.WaitGroup
+	refused, failed := 0, 0
 	release := make(chan struct{})
+	opened.Add(n)
 	for range n {
-		wg.Go(func() {
-			resp, cancel := openListen(t, url, token)
+		done.Go(func() {
+			resp, cancel, err := openListen(url, token)
+			mu.Lock()
+			switch {
+			case err != nil:
+				failed++
+			case resp.StatusCode == http.StatusTooManyRequests:
+				refused++
+			}
+			mu.Unlock()
+			opened.Done()
+			if err != nil {
+				return
+			}
 			defer cancel()
 			defer resp.Body.Close()
-			if resp.StatusCode == http.StatusTooManyRequests {
-				mu.Lock()
-				refused++
-				mu.Unlock()
-			}
 			<-release
 		})
 	}
-	// Every stream is open (or refused) before any closes: wait until
-	// each has its answer's head.
-	time.Sleep(500 * time.Millisecond)
+	opened.Wait() // each bounded by promptBound
 	close(release)
-	wg.Wait()
-	return refused == 0
+	done.Wait()
+	return refused == 0 && failed == 0
 }
 
 // listenUntilEnded subscribes to task id as token and reads the stream

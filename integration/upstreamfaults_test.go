@@ -36,12 +36,16 @@ type upstreamProcess struct {
 	proc      *startedProcess
 }
 
-// startUpstreamProcess builds cmd/demo-upstream and runs it on a free port.
+// startUpstreamProcess runs cmd/demo-upstream on a free port: the binary
+// ./xcaddy.sh built ($DEMO_UPSTREAM_BINARY), else one built here.
 func startUpstreamProcess(t *testing.T) *upstreamProcess {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "demo-upstream")
-	if out, err := runCmd(goBuildTimeout, nil, "", "go", "build", "-o", bin, "./cmd/demo-upstream"); err != nil {
-		t.Fatalf("building cmd/demo-upstream: %v\n%s", err, out)
+	bin := os.Getenv("DEMO_UPSTREAM_BINARY")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "demo-upstream")
+		if out, err := runCmd(goBuildTimeout, nil, "", "go", "build", "-o", bin, "./cmd/demo-upstream"); err != nil {
+			t.Fatalf("building cmd/demo-upstream: %v\n%s", err, out)
+		}
 	}
 	u := &upstreamProcess{t: t, bin: bin, addr: freeAddr(t)}
 	u.start()
