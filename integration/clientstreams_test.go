@@ -194,11 +194,17 @@ func listenUntilEnded(url, token, id string) error {
 	}
 }
 
+// stalledJSONBytes is the result of the stalled JSON answers: more than
+// the kernel's largest socket send buffer (4 MiB by default), which would
+// otherwise take a whole answer and let its handler return.
+const stalledJSONBytes = 6 << 20
+
 // TestClientStalledResultJSON: tasks/result of a finished 2025-11-25 task
-// answered as plain JSON (the client accepts no event stream), 2 MiB, on
-// connections that never read. The figures say whether Caddy holds their
-// handlers once every write deadline of the gateway's streams (10 s) has
-// passed; other clients are served meanwhile.
+// answered as plain JSON (the client accepts no event stream), 6 MiB, on
+// connections that never read. Each answer is cut off once a piece of it
+// waits longer than the write timeout (10 s), so its handler ends and Caddy
+// closes the connection without the client doing anything; other clients
+// are served meanwhile.
 func TestClientStalledResultJSON(t *testing.T) {
 	t.Parallel()
 	_, addr := testUpstream(t)
@@ -207,11 +213,11 @@ func TestClientStalledResultJSON(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.header.Set("Authorization", "Bearer "+stalled)
 	c.initialize("")
-	task := c.createTask("big_result", map[string]any{"bytes": stalledResultBytes}, 600000)
+	task := c.createTask("big_result", map[string]any{"bytes": stalledJSONBytes}, 600000)
 	waitFor(t, 30*time.Second, "the big task to complete", func() bool { return c.getTask(task.TaskID).Status == "completed" })
 	idle := figures(t, gw)
 
-	const n = 32
+	const n = 16
 	req := rawPost(map[string]string{"Accept": "application/json", "Authorization": "Bearer " + stalled,
 		"Mcp-Session-Id": c.session, "Mcp-Protocol-Version": "2025-11-25"},
 		fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":%q}}`, task.TaskID))
@@ -223,24 +229,38 @@ func TestClientStalledResultJSON(t *testing.T) {
 		}
 	}
 	began := time.Now()
-	time.Sleep(time.Second) // every answer begun
+	waitFor(t, 30*time.Second, "every stalled answer to begin", func() bool { return answersWriting(t, gw) == n })
 	held := figures(t, gw)
 	served := servedMeanwhile(t, gw.URL, reader, 2)
-	// Past every write deadline the gateway sets on its streams.
-	time.Sleep(15*time.Second - time.Since(began))
-	later := figures(t, gw)
-	for _, conn := range conns {
-		_ = conn.Close()
-	}
-	var after caddyFigures
-	waitFor(t, 30*time.Second, "Caddy's goroutines to come back down once the clients closed", func() bool {
-		after = figures(t, gw)
-		return after.goroutines <= idle.goroutines+20
-	})
-	t.Logf("stalled JSON results: %d tasks/result answers of %d MiB never read; %d of 2 calls of each version served meanwhile",
-		n, stalledResultBytes>>20, served)
-	t.Logf("stalled JSON results: Caddy idle %s; answers begun %s; 15 s later %s; after the clients closed %s", idle, held, later, after)
+	// Nothing reads the stalled connections: the answers end on the write
+	// timeout alone (read before they end, an answer would go on).
+	waitFor(t, 60*time.Second, "the stalled answers to be cut off", func() bool { return answersWriting(t, gw) == 0 })
+	ended := time.Since(began)
+	after := figures(t, gw)
+	closed := closeAll(conns, 30*time.Second)
+	t.Logf("stalled JSON results: %d tasks/result answers of %d MiB never read, all cut off within %s, Caddy closed %d of the connections; %d of 2 calls of each version served meanwhile",
+		n, stalledJSONBytes>>20, ended.Round(100*time.Millisecond), closed, served)
+	t.Logf("stalled JSON results: Caddy idle %s; answers begun %s; after %s", idle, held, after)
 	if served != 2 {
 		t.Errorf("%d of 2 calls of each version completed beside the stalled answers, want all", served)
 	}
+	if closed != n {
+		t.Errorf("Caddy closed %d of %d connections whose client stopped reading, want all", closed, n)
+	}
+}
+
+// answersWriting counts Caddy's goroutines writing a JSON answer, from its
+// admin endpoint's goroutine dump.
+func answersWriting(t *testing.T, gw *gateway) int {
+	t.Helper()
+	resp, err := httpClient.Get("http://" + gw.adminAddr + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dump, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(dump), "internal/wire.WriteJSON(")
 }

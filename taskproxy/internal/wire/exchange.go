@@ -92,12 +92,13 @@ func (c *Exchange) ReplyRaw(result []byte) {
 // transport does for errors of a request it accepted.
 func (c *Exchange) Fail(e *jsonrpc.Error) { WriteError(c.W, http.StatusOK, c.Msg.ID, e) }
 
-// WriteJSON writes a JSON body with status.
+// WriteJSON writes a JSON body with status; a large one must be taken by
+// the client at a pace (slowreader.go).
 func WriteJSON(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	_, _ = w.Write(data)
+	writeBody(w, data)
 }
 
 // AnswerStatus is the HTTP status of an error answer that would be sent
