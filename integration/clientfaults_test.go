@@ -68,11 +68,10 @@ func metricValue(t *testing.T, metrics, name string) float64 {
 	return 0
 }
 
-// rawLocalPorts hands out the local ports of dialRaw's connections: below
-// the kernel's ephemeral range (32768 and up here), from which freeAddr
-// takes the ports other tests listen on. Thousands of connections on
-// ephemeral ports would take ports freeAddr just handed out, before the
-// process meant for them listens.
+// rawLocalPorts hands out the local ports of dialRaw's connections: above
+// freeAddr's and below the kernel's ephemeral range (32768 and up here),
+// so that thousands of connections take no port another test is about to
+// listen on, nor one the kernel gives another process's connection.
 var rawLocalPorts atomic.Int32
 
 const (

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -587,34 +588,51 @@ func buildEverythingServer(t testing.TB) string {
 	return bin
 }
 
-// issuedAddrs are the addresses freeAddr has handed out in this process.
+// issuedAddrs are the addresses freeAddr has handed out in this process,
+// and the port it tries next.
 var issuedAddrs = struct {
 	sync.Mutex
 	seen map[string]bool
-}{seen: map[string]bool{}}
+	next int
+}{seen: map[string]bool{}, next: rand.IntN(freePortCount)}
 
-// freeAddr returns a 127.0.0.1:port address whose port was free a moment
-// ago (listen on port 0, note the port, close), and that it never returned
-// before: the kernel may hand a port it just freed out again, and Caddy
-// listens with SO_REUSEPORT, so a site and an admin endpoint given the same
-// port would both start and share its connections.
+// freeAddr's ports lie below the kernel's ephemeral range (32768 and up by
+// default), and below dialRaw's local ports: the kernel never hands them
+// out to outgoing connections. A port from the ephemeral range, free when
+// freeAddr looked, can be taken by any outgoing connection (of this
+// process, of Caddy, of another test run on the machine) before the
+// process meant for it listens; node's servers, listening on every
+// interface, then fail with EADDRINUSE. The start is random, so that test
+// processes running at once seldom try the same ports.
+const (
+	freePortFirst = 10000
+	freePortCount = 10000
+)
+
+// freeAddr returns a 127.0.0.1:port address whose port was free on every
+// interface a moment ago, and that it never returned before: Caddy listens
+// with SO_REUSEPORT, so a site and an admin endpoint given the same port
+// would both start and share its connections.
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	issuedAddrs.Lock()
 	defer issuedAddrs.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range freePortCount {
+		port := freePortFirst + issuedAddrs.next%freePortCount
+		issuedAddrs.next++
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if issuedAddrs.seen[addr] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)) // every interface, as node listens
 		if err != nil {
-			t.Fatalf("freeAddr: %v", err)
+			continue
 		}
-		addr := l.Addr().String()
 		l.Close()
-		if !issuedAddrs.seen[addr] {
-			issuedAddrs.seen[addr] = true
-			return addr
-		}
+		issuedAddrs.seen[addr] = true
+		return addr
 	}
-	t.Fatal("freeAddr: no port that was not handed out before")
+	t.Fatal("freeAddr: no free port that was not handed out before")
 	return ""
 }
 
