@@ -39,13 +39,22 @@ func (cfg *RouteConfig) runTimeout(tool string) time.Duration {
 	return cfg.RunTimeout
 }
 
-// armRunTimeout starts the run_timeout clock of a task that a worker starts
-// running: when the tool has run for its limit, the task fails with a
-// message naming it, and its upstream call is stopped as a cancellation
-// stops it (notifications/cancelled on 2025-11-25, tasks/cancel for a task
-// the upstream runs, the stream closed). call is the worker's copy of what
-// stopping needs. The returned func stops the clock when the worker ends.
-func (route *Route) armRunTimeout(t *task.Task, run *Run, call *task.Task) (stop func()) {
+// runTimer is the run_timeout of one task a worker runs: t as the worker
+// started it, run its call, and call the worker's copy of what stopping
+// the call needs.
+type runTimer struct {
+	route   *Route
+	t, call *task.Task
+	run     *Run
+}
+
+// arm starts the clock: when the tool has run for its limit, the task
+// fails with a message naming it, and its upstream call is stopped as a
+// cancellation stops it (notifications/cancelled on 2025-11-25,
+// tasks/cancel for a task the upstream runs, the stream closed). The
+// returned func stops the clock when the worker ends.
+func (tm *runTimer) arm() (stop func()) {
+	route, t, run := tm.route, tm.t, tm.run
 	limit := route.cfg.runTimeout(t.Tool)
 	if limit <= 0 {
 		return func() {}
@@ -71,7 +80,7 @@ func (route *Route) armRunTimeout(t *task.Task, run *Run, call *task.Task) (stop
 			case <-run.Ctx.Done():
 				return
 			case <-expired:
-				route.runTimedOut(run, call, limit)
+				tm.expire(limit)
 				return
 			case <-sub.Changed:
 				timer.Stop()
@@ -94,9 +103,10 @@ func (route *Route) armRunTimeout(t *task.Task, run *Run, call *task.Task) (stop
 	return func() { close(done) }
 }
 
-// runTimedOut records the failure first (whatever the upstream answers to
-// the cancellation arrives too late to count), then stops the call.
-func (route *Route) runTimedOut(run *Run, call *task.Task, limit time.Duration) {
+// expire records the failure first (whatever the upstream answers to the
+// cancellation arrives too late to count), then stops the call.
+func (tm *runTimer) expire(limit time.Duration) {
+	route, run, call := tm.route, tm.run, tm.call
 	route.log.Info("task stopped by its run_timeout", zap.String("task", call.ID), zap.Duration("run_timeout", limit))
 	route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", RunTimeoutMessage(limit)))
 	if run.cancelling.CompareAndSwap(false, true) { // told once, as a cancel is

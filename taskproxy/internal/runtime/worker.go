@@ -79,7 +79,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
 		run.Cancel(ErrTaskExpired)
 	})
-	stopRunTimeout := route.armRunTimeout(t, run, call)
+	stopRunTimeout := (&runTimer{route: route, t: t, call: call, run: run}).arm()
 	runners.Run(func() {
 		defer route.rt.workers.wg.Done()
 		defer route.rt.workers.remove(t.ID, run)
