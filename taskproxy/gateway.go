@@ -339,6 +339,10 @@ func (g *Gateway) refuseUnreadable(w http.ResponseWriter, r *http.Request, next 
 
 var errBodyTooLarge = errors.New("request body too large")
 
+// bodyChunk is the size up to which a request body is read into a buffer
+// of its declared length at once; larger ones grow as they arrive.
+const bodyChunk = 64 << 10
+
 // readBody reads the whole body, up to max bytes, and puts it back so that
 // the next handler can read it again.
 func readBody(r *http.Request, max int64) ([]byte, error) {
@@ -350,11 +354,19 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	}
 	var data []byte
 	var err error
-	if r.ContentLength > 0 { // the usual case: one exact read
+	if r.ContentLength > 0 && r.ContentLength <= bodyChunk { // the usual case: one exact read
 		data = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(r.Body, data)
 	} else {
-		data, err = io.ReadAll(io.LimitReader(r.Body, max+1))
+		// Grown as the bytes arrive, not sized by what the client
+		// declares: a client that declares max_body and trickles it in
+		// would otherwise hold max_body of memory from its first byte.
+		buf := bytes.NewBuffer(make([]byte, 0, bodyChunk))
+		_, err = buf.ReadFrom(io.LimitReader(r.Body, max+1))
+		data = buf.Bytes()
+		if err == nil && r.ContentLength > 0 && int64(len(data)) < r.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
 	}
 	_ = r.Body.Close()
 	if err != nil {

@@ -52,9 +52,9 @@ type inlineWait struct {
 	// answered are the answers last sent: the upstream may still list
 	// their requests until it has taken them.
 	answered map[string]json.RawMessage
-	base   *http.Request
-	next   http.Handler
-	timer  *time.Timer
+	base     *http.Request
+	next     http.Handler
+	timer    *time.Timer
 }
 
 // NewHandler returns the handler of a configuration whose owners may each
