@@ -8,6 +8,8 @@
 #   ./xcaddy.sh lint [golangci-lint flags]  static analysis (.ci/golangci.yml)
 #   ./xcaddy.sh fuzz [time]  run every Go fuzz target for time each (default 10m)
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
+#   ./xcaddy.sh soak [duration] [badger|postgres|both] [soak flags]
+#                       build, then run the soak (default 30m on each store)
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
 # conformance suite from npm) into a cache directory outside the repository,
@@ -175,15 +177,31 @@ run_bench() {
 	go run ./integration/bench -caddy ./caddy "$@"
 }
 
+# run_soak runs the soak (integration/bench/soak.go): a steady mix of both
+# protocol versions for the given duration on each store asked for, sampling
+# Caddy's RSS, goroutines, open files and the store's size; it exits non-zero
+# when a goal is not met. Extra arguments are flags of the soak (-soak-rate,
+# -soak-ttl, ...; go run ./integration/bench -h lists them).
+run_soak() {
+	local duration=${1:-30m} store=${2:-both}
+	shift $(($# < 2 ? $# : 2))
+	build
+	if [[ $store != badger ]]; then
+		ensure_postgres
+	fi
+	go run ./integration/bench -caddy ./caddy -soak "$duration" -soak-store "$store" "$@"
+}
+
 case "${1:-}" in
 build) build ;;
 bench) shift; run_bench "$@" ;;
+soak) shift; run_soak "$@" ;;
 run) run ;;
 test) shift; run_tests "$@" ;;
 lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]" >&2
+	echo "usage: $0 build|run|test [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
 	exit 2
 	;;
 esac

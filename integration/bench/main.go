@@ -50,6 +50,9 @@ func main() {
 		serveUpstreamOnly()
 		return
 	}
+	if *soakFor > 0 { // the soak, not the measurements (soak.go)
+		os.Exit(runSoak(cfg.caddy))
+	}
 
 	work, err := os.MkdirTemp("", "mcp-tasks-bench-")
 	if err != nil {

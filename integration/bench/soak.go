@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore/pgtest"
+)
+
+// The soak (./xcaddy.sh soak [duration] [badger|postgres|both]): the real
+// Caddy in front of the go-sdk demo upstream, under a steady mix of both
+// protocol versions for a long time, sampling Caddy's RSS, goroutines,
+// open files and the store's size on disk. It fails when memory or
+// goroutines grow from the start of the steady state (-soak-start) to the
+// end, when the goroutines do not return to their idle count after the
+// load, or on any error other than the refusals it provokes on purpose.
+var (
+	soakFor     = flag.Duration("soak", 0, "run the soak for this long instead of the measurements")
+	soakStore   = flag.String("soak-store", "both", "store of the soak: badger, postgres or both (one after the other)")
+	soakRate    = flag.Float64("soak-rate", 0, "flows started per second (each flow is 1-6 requests); 0 means the store's default, which keeps Caddy, the client, the upstream and PostgreSQL at about half of two cores (badger 200, postgres 160)")
+	soakTTL     = flag.Duration("soak-ttl", 2*time.Minute, "ttl of the soak's tasks (default_ttl and max_ttl)")
+	soakSweep   = flag.Duration("soak-sweep", 30*time.Second, "sweep_interval of the soak's gateway")
+	soakEvery   = flag.Duration("soak-sample", 10*time.Second, "time between samples")
+	soakStart   = flag.Duration("soak-start", 5*time.Minute, "start of the steady state that growth is measured from; runs shorter than twice this report growth without judging it")
+	soakQuiet   = flag.Duration("soak-quiet", 30*time.Second, "quiet spell after the warm-up, before the idle count is taken: longer than the gateway keeps idle runner goroutines (20s) and reverse_proxy idle connections")
+	soakSettle  = flag.Duration("soak-settle", time.Minute, "how long goroutines may take to return to the idle count after the load (the gateway keeps idle runner goroutines 20s)")
+	soakSlack   = flag.Int("soak-slack", 5, "goroutines above the idle count still counted as back to idle")
+	soakOut     = flag.String("soak-out", "", "directory for the goroutine dumps and heap profiles (default: a new one under the temporary directory)")
+	soakGrowth  = 5.0 // per cent, the goal for RSS and goroutines
+	soakPeers   = flag.Int("soak-peers", 16, "clients, each from a loopback address of its own (127.0.0.10 and up)")
+	soakSession = 2 // 2025-11-25 sessions per peer, shared by its flows
+)
+
+// defaultSoakRate is the flows a second that keep this project's 2-core
+// machine at about half its CPU with each store (measured: Caddy, the
+// soak's client and upstream, and PostgreSQL's processes).
+var defaultSoakRate = map[string]float64{"badger": 200, "postgres": 160}
+
+// upstreamKeepAlive is how long reverse_proxy keeps an idle connection to
+// the upstream (Caddy's default is 2m): the connections the load opened
+// close soon after it, so the settle wait measures the gateway rather than
+// the connection pool.
+const upstreamKeepAlive = 5 * time.Second
+
+// runSoak runs the soak on each store asked for and returns the exit code:
+// 0 when every goal is met, 1 when one is not, 2 when the soak could not
+// run.
+func runSoak(caddyBin string) int {
+	stores := []string{*soakStore}
+	if *soakStore == "both" {
+		stores = []string{"badger", "postgres"}
+	}
+	out := *soakOut
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", "mcp-tasks-soak-"); err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			return 2
+		}
+	}
+	code := 0
+	for _, store := range stores {
+		if store != "badger" && store != "postgres" {
+			fmt.Fprintf(os.Stderr, "soak: unknown store %q (want badger, postgres or both)\n", store)
+			return 2
+		}
+		met, err := soakOne(caddyBin, store, filepath.Join(out, store))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "soak (%s): %v\n", store, err)
+			return 2
+		}
+		if !met {
+			code = 1
+		}
+	}
+	return code
+}
+
+// soakStoreUnderTest is a store for one soak: the Caddyfile lines naming
+// it, how to measure its size, and how to remove it.
+type soakStoreUnderTest struct {
+	directives string
+	size       func() (int64, error)
+	processes  func() []int // the store's server processes, if it has any
+	stop       func()
+}
+
+func startSoakStore(store, work string) (*soakStoreUnderTest, error) {
+	if store == "badger" {
+		dir := filepath.Join(work, "store")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		return &soakStoreUnderTest{directives: "storage_dir " + dir, size: func() (int64, error) { return dirSize(dir) },
+			processes: func() []int { return nil }, stop: func() {}}, nil
+	}
+	// Commits synchronous as on a production server (pgtest.StartDurable).
+	srv, err := pgtest.StartDurable("")
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("soak_%d", os.Getpid())
+	admin, err := pgx.Connect(ctx, srv.DSN)
+	if err != nil {
+		srv.Stop()
+		return nil, fmt.Errorf("connecting to the soak's server: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close(ctx)
+		srv.Stop()
+		return nil, fmt.Errorf("creating database %s: %w", name, err)
+	}
+	dsn, err := withDatabase(srv.DSN, name)
+	if err != nil {
+		_ = admin.Close(ctx)
+		srv.Stop()
+		return nil, err
+	}
+	size := func() (int64, error) {
+		var n int64
+		if err := admin.QueryRow(ctx, "SELECT pg_database_size($1)", name).Scan(&n); err != nil {
+			return 0, fmt.Errorf("reading the size of %s: %w", name, err)
+		}
+		return n, nil
+	}
+	stop := func() {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		_ = admin.Close(ctx)
+		srv.Stop()
+	}
+	return &soakStoreUnderTest{directives: "storage postgres {\n\t\t\tdsn `" + dsn + "`\n\t\t}", size: size,
+		processes: postgresProcesses(srv.DSN), stop: stop}, nil
+}
+
+// soakGateway starts the demo upstream (in this process) and Caddy in
+// front of it on store.
+func soakGateway(caddyBin, work string, st *soakStoreUnderTest) (*caddyProc, string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", upstream.New(upstream.Options{}))
+	up := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = up.Serve(l) }()
+	directives := strings.Join([]string{
+		st.directives,
+		"task_after 300ms",
+		"default_ttl " + soakTTL.String(),
+		"max_ttl " + soakTTL.String(),
+		"sweep_interval " + soakSweep.String(),
+		// One anonymous principal sends all the load: the per-principal
+		// limits would refuse it, which is not what the soak measures.
+		"rate_limit off",
+		"max_active_per_principal off",
+		"tool greet forbidden",
+		"tool failing_job required",
+	}, "\n\t\t")
+	port := freePort()
+	site := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\t%s\n\t}\n\treverse_proxy /mcp* %s {\n\t\ttransport http {\n\t\t\tkeepalive %s\n\t\t}\n\t}\n}",
+		port, directives, l.Addr(), upstreamKeepAlive)
+	p, err := startCaddy(caddyBin, work, site, port)
+	if err != nil {
+		_ = up.Close()
+		return nil, "", nil, err
+	}
+	stop := func() { p.stop(); _ = up.Close() }
+	return p, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), stop, nil
+}
+
+// soakOne runs the soak on one store and prints its samples and summary;
+// it reports whether every goal was met.
+func soakOne(caddyBin, store, out string) (bool, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return false, err
+	}
+	work, err := os.MkdirTemp("", "mcp-tasks-soak-work-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(work)
+	st, err := startSoakStore(store, work)
+	if err != nil {
+		return false, fmt.Errorf("starting the %s store: %w", store, err)
+	}
+	defer st.stop()
+	p, url, stop, err := soakGateway(caddyBin, work, st)
+	if err != nil {
+		return false, err
+	}
+	defer stop()
+	rate := *soakRate
+	if rate <= 0 {
+		rate = defaultSoakRate[store]
+	}
+	d := newSoakDriver(url, *soakPeers, *soakTTL)
+	smp := newSampler(p, st.size, st.processes)
+	ctx := context.Background()
+	fmt.Printf("soak on %s: %s at %g flows/s, ttl %s, sweep %s, Caddy pid %d; profiles in %s\n",
+		store, *soakFor, rate, *soakTTL, *soakSweep, p.cmd.Process.Pid, out)
+
+	// Idle: after one of each flow and a quiet spell longer than idle
+	// runner goroutines and connections last.
+	if err := d.openSessions(ctx, soakSession); err != nil {
+		return false, fmt.Errorf("opening sessions: %w\n%s", err, p.output.String())
+	}
+	if err := d.warmUp(); err != nil {
+		return false, fmt.Errorf("%w\n%s", err, p.output.String())
+	}
+	if err := d.closeSessions(ctx); err != nil {
+		return false, err
+	}
+	time.Sleep(*soakQuiet)
+	idle, err := smp.take(0)
+	if err != nil {
+		return false, err
+	}
+	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-idle.txt"))
+	fmt.Printf("[%s] idle   %s\n", store, idle)
+
+	// The load, sampled.
+	if err := d.openSessions(ctx, soakSession); err != nil {
+		return false, fmt.Errorf("opening sessions: %w", err)
+	}
+	loadCtx, endLoad := context.WithTimeout(ctx, *soakFor)
+	loaded := make(chan struct{})
+	start := time.Now()
+	go func() { d.run(loadCtx, rate); close(loaded) }()
+	var samples []sample
+	tick := time.NewTicker(*soakEvery)
+	smp.take(0) //nolint:errcheck // resets the CPU counters to the start of the load
+sampling:
+	for {
+		select {
+		case <-loadCtx.Done():
+			break sampling
+		case <-tick.C:
+		}
+		s, err := smp.take(time.Since(start))
+		if err != nil {
+			endLoad()
+			return false, err
+		}
+		samples = append(samples, s)
+		_, flows, failed := d.t.totals()
+		fmt.Printf("[%s] load   %s  flows=%d failed=%d\n", store, s, flows, failed)
+	}
+	tick.Stop()
+	endLoad()
+	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-end-of-load.txt"))
+	_ = smp.saveProfile("heap", filepath.Join(out, "heap-end-of-load.pprof"))
+	<-loaded // the flows under way finish
+
+	// After: the shared sessions close, the clients leave, and the
+	// goroutines must go back to the idle count.
+	if err := d.closeSessions(ctx); err != nil {
+		d.t.flowDone("closing the shared sessions", err)
+	}
+	loadEnd := time.Now()
+	var after sample
+	for {
+		if after, err = smp.take(time.Since(start)); err != nil {
+			return false, err
+		}
+		if after.goroutines <= idle.goroutines+*soakSlack || time.Since(loadEnd) > *soakSettle {
+			break
+		}
+		if settling := time.Since(loadEnd); settling.Round(time.Second)%(5*time.Second) == 0 {
+			fmt.Printf("[%s] settle %s  (%s after the load)\n", store, after, settling.Round(time.Second))
+		}
+		if settling := time.Since(loadEnd); settling > 2*time.Second && settling < 3*time.Second {
+			_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-settling.txt"))
+		}
+		time.Sleep(time.Second)
+	}
+	settled := time.Since(loadEnd)
+	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-after.txt"))
+	fmt.Printf("[%s] after  %s  (%s after the load)\n", store, after, settled.Round(time.Second))
+	return summarize(os.Stdout, store, rate, d, idle, after, settled, samples, p), nil
+}
