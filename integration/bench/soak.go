@@ -222,6 +222,7 @@ func soakOne(caddyBin, store, out string) (bool, error) {
 		return false, err
 	}
 	time.Sleep(*soakQuiet)
+	_ = smp.saveProfile("heap?gc=1", filepath.Join(out, "heap-idle.pprof"))
 	idle, err := smp.take(0)
 	if err != nil {
 		return false, err
@@ -229,63 +230,128 @@ func soakOne(caddyBin, store, out string) (bool, error) {
 	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-idle.txt"))
 	fmt.Printf("[%s] idle   %s\n", store, idle)
 
-	// The load, sampled.
-	if err := d.openSessions(ctx, soakSession); err != nil {
-		return false, fmt.Errorf("opening sessions: %w", err)
+	// The load, sampled every -soak-sample. When the run is long enough to
+	// judge growth, the load pauses at -soak-start until Caddy is quiet,
+	// and that quiet state is compared with the one after the load: under
+	// load, goroutines and memory follow the requests under way, which
+	// move with the latency of this shared machine, not with leaks.
+	judged := *soakFor >= 2**soakStart
+	first := *soakFor
+	if judged {
+		first = *soakStart
 	}
-	loadCtx, endLoad := context.WithTimeout(ctx, *soakFor)
-	loaded := make(chan struct{})
 	start := time.Now()
-	go func() { d.run(loadCtx, rate); close(loaded) }()
-	var samples []sample
-	tick := time.NewTicker(*soakEvery)
-	smp.take(0) //nolint:errcheck // resets the CPU counters to the start of the load
-sampling:
-	for {
-		select {
-		case <-loadCtx.Done():
-			break sampling
-		case <-tick.C:
-		}
-		s, err := smp.take(time.Since(start))
-		if err != nil {
-			endLoad()
+	sampling := startSampling(store, smp, d, start)
+	if err := d.load(ctx, first, rate); err != nil {
+		return false, err
+	}
+	var atStart sample
+	if judged {
+		if atStart, _, err = quietDown(store, "start", smp, d, idle, start, out); err != nil {
 			return false, err
 		}
-		samples = append(samples, s)
-		_, flows, failed := d.t.totals()
-		fmt.Printf("[%s] load   %s  flows=%d failed=%d\n", store, s, flows, failed)
+		if err := d.load(ctx, *soakFor-first, rate); err != nil {
+			return false, err
+		}
 	}
-	tick.Stop()
-	endLoad()
-	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-end-of-load.txt"))
-	_ = smp.saveProfile("heap", filepath.Join(out, "heap-end-of-load.pprof"))
-	<-loaded // the flows under way finish
+	samples, err := sampling()
+	if err != nil {
+		return false, err
+	}
+	after, settled, err := quietDown(store, "end", smp, d, idle, start, out)
+	if err != nil {
+		return false, err
+	}
+	return summarize(os.Stdout, store, rate, d, soakStates{idle: idle, atStart: atStart, judged: judged, after: after, settled: settled}, samples, p), nil
+}
 
-	// After: the shared sessions close, the clients leave, and the
-	// goroutines must go back to the idle count.
-	if err := d.closeSessions(ctx); err != nil {
+// load opens the peers' sessions and runs the mix for dur; it returns once
+// the flows under way have finished.
+func (d *soakDriver) load(ctx context.Context, dur time.Duration, rate float64) error {
+	if err := d.openSessions(ctx, soakSession); err != nil {
+		return fmt.Errorf("opening sessions: %w", err)
+	}
+	loadCtx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	d.loading.Store(true)
+	defer d.loading.Store(false)
+	d.run(loadCtx, rate)
+	return nil
+}
+
+// startSampling samples every -soak-sample in the background and prints
+// each sample; the function it returns stops it and returns the samples.
+func startSampling(store string, smp *sampler, d *soakDriver, start time.Time) func() ([]sample, error) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	var samples []sample
+	var err error
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(*soakEvery)
+		defer tick.Stop()
+		_, _ = smp.take(0) // resets the CPU counters to the start of the load
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			var s sample
+			if s, err = smp.take(time.Since(start)); err != nil {
+				return
+			}
+			s.loaded = d.loading.Load()
+			samples = append(samples, s)
+			_, flows, failed := d.t.totals()
+			phase := "load  "
+			if !s.loaded {
+				phase = "paused"
+			}
+			fmt.Printf("[%s] %s %s  flows=%d failed=%d\n", store, phase, s, flows, failed)
+		}
+	}()
+	return func() ([]sample, error) {
+		close(stop)
+		<-done
+		return samples, err
+	}
+}
+
+// quietDown ends the peers' sessions and connections, as clients that
+// leave do, has Caddy collect its garbage, and waits until its goroutines
+// are back to the idle count (or -soak-settle has passed); it returns the
+// quiet sample and how long that took. Goroutine dumps and a heap profile
+// go to out, named for the moment.
+func quietDown(store, moment string, smp *sampler, d *soakDriver, idle sample, start time.Time, out string) (sample, time.Duration, error) {
+	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-"+moment+"-loaded.txt"))
+	if err := d.closeSessions(context.Background()); err != nil {
 		d.t.flowDone("closing the shared sessions", err)
 	}
-	loadEnd := time.Now()
-	var after sample
+	began := time.Now()
 	for {
-		if after, err = smp.take(time.Since(start)); err != nil {
-			return false, err
+		s, err := smp.take(time.Since(start))
+		if err != nil {
+			return s, 0, err
 		}
-		if after.goroutines <= idle.goroutines+*soakSlack || time.Since(loadEnd) > *soakSettle {
-			break
+		settling := time.Since(began)
+		if s.goroutines <= idle.goroutines+*soakSlack || settling > *soakSettle {
+			_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-"+moment+"-quiet.txt"))
+			// gc=1 collects first: the heap (and, as far as Go has
+			// returned memory, the RSS) of one quiet sample compares with
+			// another's.
+			_ = smp.saveProfile("heap?gc=1", filepath.Join(out, "heap-"+moment+".pprof"))
+			if s, err = smp.take(time.Since(start)); err != nil {
+				return s, 0, err
+			}
+			fmt.Printf("[%s] quiet  %s  (%s, %s after the load)\n", store, s, moment, settling.Round(time.Second))
+			return s, settling, nil
 		}
-		if settling := time.Since(loadEnd); settling.Round(time.Second)%(5*time.Second) == 0 {
-			fmt.Printf("[%s] settle %s  (%s after the load)\n", store, after, settling.Round(time.Second))
+		if settling.Round(time.Second)%(5*time.Second) == 0 {
+			fmt.Printf("[%s] settle %s  (%s, %s after the load)\n", store, s, moment, settling.Round(time.Second))
 		}
-		if settling := time.Since(loadEnd); settling > 2*time.Second && settling < 3*time.Second {
-			_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-settling.txt"))
+		if settling > 2*time.Second && settling < 3*time.Second {
+			_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-"+moment+"-settling.txt"))
 		}
 		time.Sleep(time.Second)
 	}
-	settled := time.Since(loadEnd)
-	_ = smp.saveProfile("goroutine?debug=1", filepath.Join(out, "goroutines-after.txt"))
-	fmt.Printf("[%s] after  %s  (%s after the load)\n", store, after, settled.Round(time.Second))
-	return summarize(os.Stdout, store, rate, d, idle, after, settled, samples, p), nil
 }

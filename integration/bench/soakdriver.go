@@ -24,6 +24,10 @@ type soakDriver struct {
 	peers []*soakPeer
 	t     *tally
 
+	// loading is set while the mix runs (samples taken otherwise are of
+	// the pauses).
+	loading atomic.Bool
+
 	// behind counts ticks of the pacer that found every flow slot taken:
 	// the machine did not keep up with the rate asked for.
 	behind atomic.Int64

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -18,7 +19,9 @@ import (
 // sample is what the soak reads of Caddy and its store at one moment.
 type sample struct {
 	at         time.Duration // since the load started
+	loaded     bool          // taken while the mix ran
 	rss        int64
+	heapInuse  int64 // the Go heap's spans in use, from Caddy's metrics
 	goroutines int
 	fds        int
 	disk       int64
@@ -34,6 +37,7 @@ type sampler struct {
 	diskSize  func() (int64, error)
 	others    func() []int // processes of the store's server, whose CPU counts as the soak's
 	admin     *http.Client
+	mu        sync.Mutex // take is called by the sampling loop and the pauses
 	lastAt    time.Time
 	lastCaddy time.Duration
 	lastSelf  time.Duration
@@ -52,8 +56,13 @@ func newSampler(p *caddyProc, diskSize func() (int64, error), others func() []in
 
 // take reads one sample.
 func (s *sampler) take(at time.Duration) (sample, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	smp := sample{at: at, rss: s.p.rss()}
 	var err error
+	if smp.heapInuse, err = s.heap(); err != nil {
+		return smp, err
+	}
 	if smp.goroutines, err = s.goroutines(); err != nil {
 		return smp, err
 	}
@@ -110,6 +119,26 @@ func (s *sampler) goroutines() (int, error) {
 		return 0, fmt.Errorf("reading Caddy's goroutine profile: first line %q", line)
 	}
 	return n, nil
+}
+
+// heap reads go_memstats_heap_inuse_bytes from Caddy's metrics.
+func (s *sampler) heap() (int64, error) {
+	resp, err := s.admin.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.p.admin))
+	if err != nil {
+		return 0, fmt.Errorf("reading Caddy's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("reading Caddy's metrics: %q: %w", sc.Text(), err)
+			}
+			return int64(f), nil
+		}
+	}
+	return 0, fmt.Errorf("reading Caddy's metrics: no go_memstats_heap_inuse_bytes (%v)", sc.Err())
 }
 
 // saveProfile writes Caddy's profile (path under /debug/pprof/) to file.
@@ -191,25 +220,27 @@ func machineTicks() (busy, total uint64, err error) {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func (s sample) String() string {
-	return fmt.Sprintf("t=%7s  rss=%10s  goroutines=%5d  fds=%4d  disk=%10s  cpu caddy=%3.0f%% soak=%3.0f%% machine=%3.0f%%",
-		s.at.Round(time.Second), mib(s.rss), s.goroutines, s.fds, mib(s.disk), s.caddyCPU, s.soakCPU, s.machineCPU)
+	return fmt.Sprintf("t=%7s  rss=%10s  heap=%10s  goroutines=%5d  fds=%4d  disk=%10s  cpu caddy=%3.0f%% soak=%3.0f%% machine=%3.0f%%",
+		s.at.Round(time.Second), mib(s.rss), mib(s.heapInuse), s.goroutines, s.fds, mib(s.disk), s.caddyCPU, s.soakCPU, s.machineCPU)
 }
 
-// window returns the mean RSS and goroutines of the samples taken in
-// [from, to], and how many there were.
-func window(samples []sample, from, to time.Duration) (rss float64, goroutines float64, n int) {
+// window returns the mean RSS, heap and goroutines of the samples taken
+// under load in [from, to], and how many there were.
+func window(samples []sample, from, to time.Duration) (rss, heap, goroutines float64, n int) {
 	for _, s := range samples {
-		if s.at >= from && s.at <= to {
+		if s.loaded && s.at >= from && s.at <= to {
 			rss += float64(s.rss)
+			heap += float64(s.heapInuse)
 			goroutines += float64(s.goroutines)
 			n++
 		}
 	}
 	if n > 0 {
 		rss /= float64(n)
+		heap /= float64(n)
 		goroutines /= float64(n)
 	}
-	return rss, goroutines, n
+	return rss, heap, goroutines, n
 }
 
 func growth(from, to float64) float64 { return 100 * (to - from) / from }

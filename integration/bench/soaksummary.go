@@ -8,11 +8,21 @@ import (
 	"time"
 )
 
+// soakStates are the quiet states of Caddy the goals compare.
+type soakStates struct {
+	idle    sample // before the load, after the warm-up
+	atStart sample // in the pause at -soak-start (when judged)
+	judged  bool   // the run was long enough for the pause
+	after   sample // after the load
+	settled time.Duration
+}
+
 // summarize prints the soak's summary and reports whether every goal was
-// met: RSS and goroutines grew at most soakGrowth per cent from the start
-// of the steady state to the end, goroutines went back to the idle count
-// after the load, and no error other than a deliberate refusal happened.
-func summarize(w io.Writer, store string, rate float64, d *soakDriver, idle, after sample, settled time.Duration, samples []sample, p *caddyProc) bool {
+// met: from the pause at -soak-start to the end, RSS and goroutines (both
+// quiet, after a garbage collection) grew at most soakGrowth per cent;
+// goroutines went back to the idle count after the load; no error other
+// than a deliberate refusal happened.
+func summarize(w io.Writer, store string, rate float64, d *soakDriver, st soakStates, samples []sample, p *caddyProc) bool {
 	met := true
 	verdict := func(ok bool) string {
 		if ok {
@@ -26,35 +36,30 @@ func summarize(w io.Writer, store string, rate float64, d *soakDriver, idle, aft
 		fmt.Fprintln(w, "  no samples: the run was shorter than the sample interval")
 		return false
 	}
-	// Growth compares means over a minute (or a sample interval, for short
-	// runs): one sample alone moves with the flows under way.
-	span := max(time.Minute, *soakEvery)
-	end := samples[len(samples)-1].at
 	from := *soakStart
-	judged := end >= 2*from
-	if !judged { // a short run: the second sixth against the last
-		from = end / 6
-		span = max(end/6, *soakEvery)
+	if st.judged {
+		fmt.Fprintf(w, "  quiet (load paused, garbage collected, goroutines settled) at %s vs after the load:\n", from)
+		g := growth(float64(st.atStart.rss), float64(st.after.rss))
+		fmt.Fprintf(w, "  %-11s %s vs %s, growth %+.1f %% (goal ≤ %g %%: %s)\n", "RSS", mib(st.atStart.rss), mib(st.after.rss), g, soakGrowth, verdict(g <= soakGrowth))
+		g = growth(float64(st.atStart.goroutines), float64(st.after.goroutines))
+		fmt.Fprintf(w, "  %-11s %d vs %d, growth %+.1f %% (goal ≤ %g %%: %s)\n", "goroutines", st.atStart.goroutines, st.after.goroutines, g, soakGrowth, verdict(g <= soakGrowth))
+		fmt.Fprintf(w, "  %-11s %s vs %s, growth %+.1f %%\n", "Go heap", mib(st.atStart.heapInuse), mib(st.after.heapInuse), growth(float64(st.atStart.heapInuse), float64(st.after.heapInuse)))
+	} else {
+		fmt.Fprintf(w, "  growth not judged: the run is shorter than twice -soak-start (%s)\n", from)
+		from = 0
 	}
-	startRSS, startG, n1 := window(samples, from-span/2, from+span/2)
-	endRSS, endG, n2 := window(samples, end-span, end)
-	if n1 == 0 || n2 == 0 {
-		startRSS, startG = float64(samples[0].rss), float64(samples[0].goroutines)
-		endRSS, endG = float64(samples[len(samples)-1].rss), float64(samples[len(samples)-1].goroutines)
+	fmt.Fprintf(w, "  %-11s idle before the load: %d, %s after it: %d (goal ≤ idle + %d: %s)\n", "goroutines", st.idle.goroutines,
+		st.settled.Round(time.Second), st.after.goroutines, *soakSlack, verdict(st.after.goroutines <= st.idle.goroutines+*soakSlack))
+	fmt.Fprintf(w, "  %-11s idle before the load: %s (heap %s), after it: %s (heap %s)\n", "RSS", mib(st.idle.rss), mib(st.idle.heapInuse), mib(st.after.rss), mib(st.after.heapInuse))
+	// Under load (means over a minute; they follow the requests under way).
+	end := samples[len(samples)-1].at
+	span := max(time.Minute, *soakEvery)
+	r1, h1, g1, n1 := window(samples, from-span, from)
+	r2, h2, g2, n2 := window(samples, end-span, end)
+	if n1 > 0 && n2 > 0 {
+		fmt.Fprintf(w, "  under load, the minute before %s vs the last minute: RSS %s vs %s (%+.1f %%), Go heap %s vs %s (%+.1f %%), goroutines %.0f vs %.0f (%+.1f %%)\n",
+			from, mib(int64(r1)), mib(int64(r2)), growth(r1, r2), mib(int64(h1)), mib(int64(h2)), growth(h1, h2), g1, g2, growth(g1, g2))
 	}
-	grow := func(what string, a, b float64, unit func(float64) string) {
-		g := growth(a, b)
-		goal := fmt.Sprintf("not judged: the run is shorter than twice -soak-start (%s)", *soakStart)
-		if judged {
-			goal = fmt.Sprintf("goal ≤ %g %%: %s", soakGrowth, verdict(g <= soakGrowth))
-		}
-		fmt.Fprintf(w, "  %-11s at %s: %s, at the end: %s, growth %+.1f %% (%s)\n", what, from.Round(time.Second), unit(a), unit(b), g, goal)
-	}
-	grow("RSS", startRSS, endRSS, func(v float64) string { return mib(int64(v)) })
-	grow("goroutines", startG, endG, func(v float64) string { return fmt.Sprintf("%.0f", v) })
-	fmt.Fprintf(w, "  %-11s idle before the load: %d, %s after it: %d (goal ≤ idle + %d: %s)\n", "goroutines", idle.goroutines,
-		settled.Round(time.Second), after.goroutines, *soakSlack, verdict(after.goroutines <= idle.goroutines+*soakSlack))
-	fmt.Fprintf(w, "  %-11s idle before the load: %s, after it: %s\n", "RSS", mib(idle.rss), mib(after.rss))
 	maxOf := func(f func(sample) int64) int64 {
 		var m int64
 		for _, s := range samples {
@@ -62,17 +67,22 @@ func summarize(w io.Writer, store string, rate float64, d *soakDriver, idle, aft
 		}
 		return m
 	}
-	fmt.Fprintf(w, "  %-11s idle %d, max %d, after the load %d\n", "open fds", idle.fds, maxOf(func(s sample) int64 { return int64(s.fds) }), after.fds)
-	fmt.Fprintf(w, "  %-11s max %s, at %s %s, at the end %s\n", "store size", mib(maxOf(func(s sample) int64 { return s.disk })),
-		from.Round(time.Second), mib(nearest(samples, from).disk), mib(samples[len(samples)-1].disk))
-	var caddyCPU, soakCPU, machineCPU float64
+	fmt.Fprintf(w, "  %-11s idle %d, max %d, after the load %d\n", "open fds", st.idle.fds, maxOf(func(s sample) int64 { return int64(s.fds) }), st.after.fds)
+	fmt.Fprintf(w, "  %-11s max %s, at %s %s, at the end %s, after the load %s\n", "store size", mib(maxOf(func(s sample) int64 { return s.disk })),
+		from.Round(time.Second), mib(nearest(samples, from).disk), mib(samples[len(samples)-1].disk), mib(st.after.disk))
+	fmt.Fprintf(w, "  %-11s max RSS %s, max Go heap %s, max goroutines %d\n", "peaks", mib(maxOf(func(s sample) int64 { return s.rss })),
+		mib(maxOf(func(s sample) int64 { return s.heapInuse })), maxOf(func(s sample) int64 { return int64(s.goroutines) }))
+	var caddyCPU, soakCPU, machineCPU, n float64
 	for _, s := range samples {
-		caddyCPU += s.caddyCPU
-		soakCPU += s.soakCPU
-		machineCPU += s.machineCPU
+		if s.loaded {
+			caddyCPU += s.caddyCPU
+			soakCPU += s.soakCPU
+			machineCPU += s.machineCPU
+			n++
+		}
 	}
-	n := float64(len(samples))
-	fmt.Fprintf(w, "  %-11s Caddy %.0f %% of one core, Caddy and the soak's client and upstream %.0f %% of the machine's %d cores, the machine (other work included) %.0f %%; the pacer fell behind %d times\n", "CPU",
+	n = max(n, 1)
+	fmt.Fprintf(w, "  %-11s Caddy %.0f %% of one core, Caddy and the soak's client, upstream and store %.0f %% of the machine's %d cores, the machine (other work included) %.0f %%; the pacer fell behind %d times\n", "CPU",
 		caddyCPU/n, soakCPU/n, runtime.NumCPU(), machineCPU/n, d.behind.Load())
 	byOutcome, flows, failed := d.t.totals()
 	fmt.Fprintf(w, "  %-11s ok %d, tool error %d, deliberate refusals %d; flows %d, unexpected errors %d (goal 0: %s)\n", "requests",
