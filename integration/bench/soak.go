@@ -340,7 +340,7 @@ func quietDown(store, moment string, smp *sampler, d *soakDriver, idle sample, s
 			// returned memory, the RSS) of one quiet sample compares with
 			// another's.
 			_ = smp.saveProfile("heap?gc=1", filepath.Join(out, "heap-"+moment+".pprof"))
-			if s, err = smp.take(time.Since(start)); err != nil {
+			if s, err = settledMemory(smp, start); err != nil {
 				return s, 0, err
 			}
 			fmt.Printf("[%s] quiet  %s  (%s, %s after the load)\n", store, s, moment, settling.Round(time.Second))
@@ -354,4 +354,23 @@ func quietDown(store, moment string, smp *sampler, d *soakDriver, idle sample, s
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// settledMemory samples until the anonymous RSS has stopped falling (Go
+// returns the memory a collection freed to the system gradually) or 30 s
+// have passed, and returns the last sample.
+func settledMemory(smp *sampler, start time.Time) (sample, error) {
+	prev, err := smp.take(time.Since(start))
+	for began := time.Now(); err == nil && time.Since(began) < 30*time.Second; {
+		time.Sleep(2 * time.Second)
+		var s sample
+		if s, err = smp.take(time.Since(start)); err != nil {
+			break
+		}
+		if float64(prev.rssAnon-s.rssAnon) < 0.01*float64(prev.rssAnon) {
+			return s, nil
+		}
+		prev = s
+	}
+	return prev, err
 }

@@ -21,6 +21,7 @@ type sample struct {
 	at         time.Duration // since the load started
 	loaded     bool          // taken while the mix ran
 	rss        int64
+	rssAnon    int64 // anonymous memory: the heap, stacks, what leaks
 	heapInuse  int64 // the Go heap's spans in use, from Caddy's metrics
 	goroutines int
 	fds        int
@@ -58,7 +59,8 @@ func newSampler(p *caddyProc, diskSize func() (int64, error), others func() []in
 func (s *sampler) take(at time.Duration) (sample, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	smp := sample{at: at, rss: s.p.rss()}
+	smp := sample{at: at}
+	smp.rss, smp.rssAnon = memory(s.p.cmd.Process.Pid)
 	var err error
 	if smp.heapInuse, err = s.heap(); err != nil {
 		return smp, err
@@ -159,6 +161,30 @@ func (s *sampler) saveProfile(path, file string) error {
 	return nil
 }
 
+// memory returns the resident set of process pid and its anonymous part
+// (RssAnon; the rest is mapped files: Caddy's binary and, for Badger, the
+// store's tables, which follow the store's size).
+func memory(pid int) (rss, anon int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "RssAnon:":
+			anon = kb << 10
+		}
+	}
+	return rss, anon
+}
+
 // openFDs counts the open file descriptors of process pid.
 func openFDs(pid int) (int, error) {
 	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -220,8 +246,8 @@ func machineTicks() (busy, total uint64, err error) {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func (s sample) String() string {
-	return fmt.Sprintf("t=%7s  rss=%10s  heap=%10s  goroutines=%5d  fds=%4d  disk=%10s  cpu caddy=%3.0f%% soak=%3.0f%% machine=%3.0f%%",
-		s.at.Round(time.Second), mib(s.rss), mib(s.heapInuse), s.goroutines, s.fds, mib(s.disk), s.caddyCPU, s.soakCPU, s.machineCPU)
+	return fmt.Sprintf("t=%7s  rss=%10s  anon=%10s  heap=%10s  goroutines=%5d  fds=%4d  disk=%10s  cpu caddy=%3.0f%% soak=%3.0f%% machine=%3.0f%%",
+		s.at.Round(time.Second), mib(s.rss), mib(s.rssAnon), mib(s.heapInuse), s.goroutines, s.fds, mib(s.disk), s.caddyCPU, s.soakCPU, s.machineCPU)
 }
 
 // window returns the mean RSS, heap and goroutines of the samples taken

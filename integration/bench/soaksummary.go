@@ -39,8 +39,9 @@ func summarize(w io.Writer, store string, rate float64, d *soakDriver, st soakSt
 	from := *soakStart
 	if st.judged {
 		fmt.Fprintf(w, "  quiet (load paused, garbage collected, goroutines settled) at %s vs after the load:\n", from)
-		g := growth(float64(st.atStart.rss), float64(st.after.rss))
-		fmt.Fprintf(w, "  %-11s %s vs %s, growth %+.1f %% (goal ≤ %g %%: %s)\n", "RSS", mib(st.atStart.rss), mib(st.after.rss), g, soakGrowth, verdict(g <= soakGrowth))
+		g := growth(float64(st.atStart.rssAnon), float64(st.after.rssAnon))
+		fmt.Fprintf(w, "  %-11s anonymous %s vs %s, growth %+.1f %% (goal ≤ %g %%: %s); in all (with mapped files) %s vs %s, %+.1f %%\n", "RSS",
+			mib(st.atStart.rssAnon), mib(st.after.rssAnon), g, soakGrowth, verdict(g <= soakGrowth), mib(st.atStart.rss), mib(st.after.rss), growth(float64(st.atStart.rss), float64(st.after.rss)))
 		g = growth(float64(st.atStart.goroutines), float64(st.after.goroutines))
 		fmt.Fprintf(w, "  %-11s %d vs %d, growth %+.1f %% (goal ≤ %g %%: %s)\n", "goroutines", st.atStart.goroutines, st.after.goroutines, g, soakGrowth, verdict(g <= soakGrowth))
 		fmt.Fprintf(w, "  %-11s %s vs %s, growth %+.1f %%\n", "Go heap", mib(st.atStart.heapInuse), mib(st.after.heapInuse), growth(float64(st.atStart.heapInuse), float64(st.after.heapInuse)))
@@ -50,7 +51,8 @@ func summarize(w io.Writer, store string, rate float64, d *soakDriver, st soakSt
 	}
 	fmt.Fprintf(w, "  %-11s idle before the load: %d, %s after it: %d (goal ≤ idle + %d: %s)\n", "goroutines", st.idle.goroutines,
 		st.settled.Round(time.Second), st.after.goroutines, *soakSlack, verdict(st.after.goroutines <= st.idle.goroutines+*soakSlack))
-	fmt.Fprintf(w, "  %-11s idle before the load: %s (heap %s), after it: %s (heap %s)\n", "RSS", mib(st.idle.rss), mib(st.idle.heapInuse), mib(st.after.rss), mib(st.after.heapInuse))
+	fmt.Fprintf(w, "  %-11s idle before the load: %s (anonymous %s, heap %s), after it: %s (anonymous %s, heap %s)\n", "RSS",
+		mib(st.idle.rss), mib(st.idle.rssAnon), mib(st.idle.heapInuse), mib(st.after.rss), mib(st.after.rssAnon), mib(st.after.heapInuse))
 	// Under load (means over a minute; they follow the requests under way).
 	end := samples[len(samples)-1].at
 	span := max(time.Minute, *soakEvery)
