@@ -64,7 +64,8 @@ func NewHandler(perOwner int) *Handler {
 }
 
 // Close cancels the upstream tasks still waiting for a client's retry: the
-// configuration goes, and its requestStates with it.
+// configuration goes, and its requestStates with it. The cancels go out
+// in the background: a configuration's cleanup must not wait on upstreams.
 func (h *Handler) Close() {
 	h.mu.Lock()
 	waits := h.waits
@@ -72,7 +73,7 @@ func (h *Handler) Close() {
 	h.mu.Unlock()
 	for _, w := range waits {
 		w.timer.Stop()
-		w.cancelUpstream()
+		go w.cancelUpstream()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
@@ -58,6 +59,10 @@ func TestInlineWaits(t *testing.T) {
 		t.Errorf("alice's wait after one was taken: %v", e)
 	}
 	h.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for cancels.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := cancels.Load(); n != 3 {
 		t.Errorf("%d upstream tasks cancelled at close, want the 3 still waiting", n)
 	}
