@@ -118,15 +118,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad routing_headers mode", "mcp_tasks {\n routing_headers loose\n}", "routing_headers: unknown mode"},
 		{"routing_headers without a mode", "mcp_tasks {\n routing_headers\n}", "wrong argument count"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
+	checkCaddyfileErrors(t, tests)
 }
 
 func TestValidate(t *testing.T) {
@@ -251,6 +243,21 @@ func TestMaxFinishedPerPrincipalConfig(t *testing.T) {
 			}
 			if cfg.MaxFinishedPerOwner != tt.want {
 				t.Errorf("MaxFinishedPerOwner = %d, want %d", cfg.MaxFinishedPerOwner, tt.want)
+			}
+		})
+	}
+}
+
+// checkCaddyfileErrors unmarshals each input into a Handler and wants an
+// error containing wantErr.
+func checkCaddyfileErrors(t *testing.T, tests []struct{ name, input, wantErr string }) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
 			}
 		})
 	}

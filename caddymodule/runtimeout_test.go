@@ -76,15 +76,7 @@ func TestRunTimeoutCaddyfileErrors(t *testing.T) {
 		{"tool twice", "mcp_tasks {\n tool a optional run_timeout 1m run_timeout 2m\n}", "run_timeout given twice"},
 		{"tool unknown option", "mcp_tasks {\n tool a optional run_timeout 1m forever\n}", "[retry_on_restart] [run_timeout <duration>|off]"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
+	checkCaddyfileErrors(t, tests)
 }
 
 // A negative route run_timeout in JSON is refused with the option's name.

@@ -37,15 +37,7 @@ func TestStorageCaddyfileErrors(t *testing.T) {
 		{"bad badger min_free", "mcp_tasks {\n storage badger {\n  min_free lots\n }\n}", "min_free: want a size"},
 		{"badger min_free without value", "mcp_tasks {\n storage badger {\n  min_free\n }\n}", "wrong argument count"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var h Handler
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
-			}
-		})
-	}
+	checkCaddyfileErrors(t, tests)
 }
 
 // A JSON configuration with a storage module provisions and validates

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -132,17 +131,7 @@ func sendPlainCaps(t *testing.T, url, auth, method string, params, caps map[stri
 		req.Header.Set("Mcp-Name", name)
 	}
 	req.Header.Set("Authorization", auth)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := taskRuntimeReply{raw: string(b)}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("%s: decoding %q: %v", method, b, err)
-	}
-	return r
+	return doTaskRuntimeRequest(t, req, method)
 }
 
 // gatewayInputKey returns the gateway's key of the input request whose

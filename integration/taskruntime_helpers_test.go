@@ -157,17 +157,7 @@ func (c *taskRuntimeClient) send(t testing.TB, method string, params map[string]
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
 	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", method, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	r := taskRuntimeReply{raw: string(b)}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("%s: decoding %q: %v", method, b, err)
-	}
-	return r
+	return doTaskRuntimeRequest(t, req, method)
 }
 
 func (c *taskRuntimeClient) get(t testing.TB, id string) taskRuntimeReply {
@@ -189,4 +179,21 @@ func (c *taskRuntimeClient) mustCreate(t testing.TB, tool string, args map[strin
 // accepted is an ElicitResult accepting one property.
 func accepted(prop string, value any) map[string]any {
 	return map[string]any{"action": "accept", "content": map[string]any{prop: value}}
+}
+
+// doTaskRuntimeRequest sends req (a JSON-RPC request of method) and
+// decodes its JSON answer.
+func doTaskRuntimeRequest(t testing.TB, req *http.Request, method string) taskRuntimeReply {
+	t.Helper()
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := taskRuntimeReply{raw: string(b)}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: decoding %q: %v", method, b, err)
+	}
+	return r
 }
