@@ -60,6 +60,7 @@ func TestBadgerStorageModule(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("caddy reload: %v\n%s", err, out)
 	}
+	forgetIdleConnections()
 	if got := c.getTask(task.TaskID); got.Status != "completed" {
 		t.Errorf("after the reload to storage_dir, tasks/get = %+v", got)
 	}
