@@ -200,7 +200,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
 		RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
-		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.bridge.SessionLost,
+		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.sessionLost,
 	})
 	env.Sessions = wire.NewSessionGuard(rt.Runtime, rt.sessions, env.Log, env.Route)
 	return g, nil
@@ -303,6 +303,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 	}
 	return upstream.ServeNext(next, w, r)
+}
+
+// sessionLost is the route's hook for a task whose upstream session is
+// gone: the version bridge's session, or the client's own 2025-11-25 one.
+func (g *Gateway) sessionLost(t *task.Task, ev *upstream.Event) bool {
+	return g.bridge.SessionLost(t, ev) || g.env.Sessions.Lost(t, ev)
 }
 
 // exchange is the request the protocol packages answer.

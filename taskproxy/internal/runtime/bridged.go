@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -25,6 +26,20 @@ func BridgedResult(t *task.Task, result json.RawMessage) json.RawMessage {
 // msgBridgeSessionLost is the error of a bridged task whose upstream
 // session the upstream no longer knew when the task was to be created.
 const msgBridgeSessionLost = "the upstream no longer knows the session the version bridge held for the caller (it restarted or ended it); the session is re-opened at the next call: call the tool again"
+
+// msgSessionLost is the error of a 2025-11-25 task whose call the upstream
+// refused because it no longer knew the client's session: the gateway ended
+// the session as well, so the client's next request in it gets 404 and the
+// client starts a new one, as the transport specifies.
+const msgSessionLost = "the upstream no longer knows the session this task's call ran on (it restarted or ended it); the gateway ended the session too: initialize a new session and call the tool again"
+
+// sessionLostError is the error of task t whose upstream session was lost.
+func sessionLostError(t *task.Task) *jsonrpc.Error {
+	if t.Era == task.Era2026 {
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost)
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgSessionLost)
+}
 
 // MsgBridgedInput is the status message of a 2026-07-28 task waiting for
 // input: its inputRequests are answered with tasks/update.

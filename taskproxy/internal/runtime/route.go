@@ -39,9 +39,12 @@ type RouteConfig struct {
 	Observer task.Observer
 	// Logger and AuditLogger receive the route's logs; never nil.
 	Logger, AuditLogger *zap.Logger
-	// SessionLost reports whether ev, the answer to a bridged task's
-	// creating call, says the upstream lost the task's session, and
-	// forgets that session (the version bridge sets it); nil: never.
+	// SessionLost reports whether ev, the final answer to a task's call
+	// on a 2025-11-25 upstream session (the client's own, or one the
+	// version bridge holds), says the upstream no longer knows that
+	// session, and lets the session go: the gateway forgets the client's
+	// binding, the bridge its upstream session. Such a task fails with
+	// an error that says so. Nil: never.
 	SessionLost func(t *task.Task, ev *upstream.Event) bool
 }
 
@@ -82,7 +85,7 @@ func (route *Route) Started() bool { return route.started.Load() }
 // not it started): another started route takes over background work.
 func (route *Route) Close() { route.rt.routes.remove(route) }
 
-// sessionLost applies the bridge's hook, if any.
+// sessionLost applies the adapters' hook, if any.
 func (route *Route) sessionLost(t *task.Task, ev *upstream.Event) bool {
 	return route.cfg.SessionLost != nil && route.cfg.SessionLost(t, ev)
 }

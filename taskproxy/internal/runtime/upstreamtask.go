@@ -110,7 +110,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 		route.finishInterrupted(run.Ctx, t, ev.Err)
 		return "", false
 	case route.sessionLost(t, ev):
-		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msgBridgeSessionLost))
+		route.Finish(t, nil, sessionLostError(t))
 		return "", false
 	case ev.Final.Error != nil:
 		route.Finish(t, nil, ev.Final.Error)

@@ -114,6 +114,9 @@ func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 			case ev.Err != nil:
 				route.finishInterrupted(run.Ctx, t, ev.Err)
 				return
+			case route.sessionLost(t, ev):
+				route.Finish(t, nil, sessionLostError(t))
+				return
 			case ev.Final.Error != nil:
 				route.Finish(t, nil, ev.Final.Error)
 				return

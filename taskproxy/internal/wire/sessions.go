@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -167,6 +168,29 @@ func (sg *SessionGuard) ServeDelete(w http.ResponseWriter, r *http.Request, next
 		}
 	}
 	return err
+}
+
+// Lost ends the client's session of t, a 2025-11-25 task, when ev, the
+// final answer to its upstream call, says the upstream no longer knows the
+// session (it restarted, or ended the session): the binding is forgotten,
+// so the client's next request naming the session gets 404 and the client
+// starts a new session, as the transport specifies, instead of making
+// task after task in a session whose calls can only fail. It reports
+// whether it did.
+func (sg *SessionGuard) Lost(t *task.Task, ev *upstream.Event) bool {
+	if t.Era != task.Era2025 || t.Session == "" || ev == nil || !upstream.SessionLost(*ev) {
+		return false
+	}
+	sg.table.Forget(t.Session)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sg.binder().ForgetSession(ctx, t.Session); err != nil {
+		// Still ended here; another replica may accept the session until
+		// its binding expires when idle.
+		sg.log.Warn("forgetting a session the upstream lost; it expires when idle", zap.String("task", t.ID), zap.Error(err))
+	}
+	sg.log.Info("the upstream lost a client's session; the gateway ended it too", zap.String("task", t.ID), zap.String("owner", t.Owner))
+	return true
 }
 
 // deleteStatusWriter records the status of the upstream's answer.
