@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -86,5 +88,50 @@ func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
 	_ = ro.Close()
 	if err := s.Create(context.Background(), testTask("alice", time.Now())); err != nil {
 		t.Errorf("a write once the filesystem is writable again: %v", err)
+	}
+}
+
+// A filesystem that turns read-only between the guard's check and the
+// write: the write's error is classified as the guard's (unavailable), not
+// passed on as an internal error. A write that fails on a writable
+// filesystem keeps its own error.
+func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ro, err := os.Open(filepath.Join(dir, probeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rw := s.guard.probe
+	failed := errors.New("write: read-only file system")
+	tests := []struct {
+		name     string
+		readOnly bool
+		want     error
+	}{
+		{"turned read-only during the write", true, ErrReadOnly},
+		{"still writable", false, failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.retryConflicts(context.Background(), "a test write", func(*badger.Txn) error {
+				if tt.readOnly {
+					s.guard.probe = ro
+				}
+				return failed
+			})
+			s.guard.probe = rw
+			if !errors.Is(err, tt.want) || !errors.Is(err, failed) {
+				t.Errorf("write error = %v, want %v wrapping the write's own", err, tt.want)
+			}
+			if tt.readOnly != errors.Is(err, task.ErrUnavailable) {
+				t.Errorf("write error = %v: unavailable %v, want %v", err, errors.Is(err, task.ErrUnavailable), tt.readOnly)
+			}
+		})
 	}
 }

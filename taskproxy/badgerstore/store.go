@@ -378,13 +378,29 @@ func (s *handle) retryConflicts(ctx context.Context, what string, fn func(*badge
 		}
 		err := s.db.Update(fn)
 		if !errors.Is(err, badger.ErrConflict) {
-			return err
+			return s.classifyWriteError(err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
 	return fmt.Errorf("%s: gave up after %d conflicts", what, maxConflictRetries)
+}
+
+// classifyWriteError returns err, or, when the filesystem stopped taking
+// writes between the guard's check and the write (a disk filling up or
+// turned read-only under a running store), the guard's ErrDiskFull or
+// ErrReadOnly (task.ErrUnavailable) wrapping it: the caller then answers
+// "unavailable, retry later" as for a write the guard refused, not an
+// internal error.
+func (s *handle) classifyWriteError(err error) error {
+	if err == nil || errors.Is(err, task.ErrUnavailable) {
+		return err
+	}
+	if gerr := s.guard.check(); gerr != nil {
+		return fmt.Errorf("%w (the write failed: %w)", gerr, err)
+	}
+	return err
 }
 
 // badgerLogger sends Badger's printf-style logging to zap; Badger's info
