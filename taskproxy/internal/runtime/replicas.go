@@ -144,25 +144,26 @@ func (m maintainer) renewResuming() {
 }
 
 // takeoverLoop takes over the tasks of dead replicas every
-// takeoverInterval, once the first recovery pass is done. After a pass
-// that could not read the store it takes nothing over for a lease's
-// length: while the store was unavailable, live replicas could not renew
-// their leases either, and they renew them within that once it is back.
+// takeoverInterval, once the first recovery pass is done, and not while
+// the store was failing a lease's length ago (takeoverQuiet): while the
+// store was unavailable, live replicas could not renew their leases
+// either, and they renew them within that once it is back.
 func (m maintainer) takeoverLoop() {
 	rt := m.rt
 	defer rt.loops.Done()
 	tick := time.NewTicker(takeoverInterval)
 	defer tick.Stop()
-	var quietUntil time.Time
 	for {
 		select {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !now.Before(quietUntil) {
+		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !rt.takeoverQuiet.quiet(now) {
 			if _, err := rt.TakeOver(now); err != nil {
-				quietUntil = now.Add(LeaseTTL)
+				// From the pass's end: a listing that failed slowly
+				// (a store timing out) took part of the period already.
+				rt.takeoverQuiet.troubled(Now())
 			}
 		}
 	}

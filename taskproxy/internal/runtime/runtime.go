@@ -55,6 +55,9 @@ type Runtime struct {
 	// relay carries events to the other processes sharing the store, when
 	// the store offers it (events.go, replicas.go).
 	relay task.EventRelay
+	// takeoverQuiet holds takeovers back after a store failure
+	// (takeoverquiet.go).
+	takeoverQuiet takeoverQuiet
 	// OutcomeBackoff spaces the retries of an outcome write (storeOutcome);
 	// tests shorten it.
 	OutcomeBackoff []time.Duration
@@ -242,9 +245,18 @@ func (m maintainer) renewLeases() {
 		case <-tick.C:
 		}
 		for id, run := range rt.workers.snapshot() {
-			_, err := rt.Store.Acquire(rt.ctx, run.owner, id, rt.Store.Holder(), Now(), LeaseTTL)
-			if errors.Is(err, task.ErrLeaseHeld) {
+			// Bounded: one renewal stuck on a failing store must not hold
+			// the others past their leases' end.
+			ctx, cancel := context.WithTimeout(rt.ctx, renewTimeout)
+			_, err := rt.Store.Acquire(ctx, run.owner, id, rt.Store.Holder(), Now(), LeaseTTL)
+			cancel()
+			switch {
+			case errors.Is(err, task.ErrLeaseHeld):
 				run.Cancel(errLeaseLost)
+			case err != nil && !outcomeSettled(err) && rt.ctx.Err() == nil:
+				// Other replicas' renewals fail as well: their leases
+				// may lapse meanwhile, through no death of theirs.
+				rt.takeoverQuiet.troubled(Now())
 			}
 		}
 		m.renewResuming()
@@ -252,6 +264,9 @@ func (m maintainer) renewLeases() {
 }
 
 var errLeaseLost = errors.New("another worker took over the task's lease")
+
+// renewTimeout bounds one lease renewal.
+const renewTimeout = 5 * time.Second
 
 // sweep deletes expired tasks on the latest configuration's schedule and
 // collects Badger's value-log garbage after each pass.
