@@ -128,6 +128,11 @@ func (f *fixture) replica(tb testing.TB, o replicaOptions) *replica {
 	if err := g.Start(); err != nil {
 		tb.Fatal(err)
 	}
+	// The recovery pass after the start runs in the background: done
+	// before the test makes tasks, or a slow one (a loaded machine) would
+	// claim, as orphans "after a restart", tasks another replica releases
+	// later in the test.
+	waitFor(tb, "the replica's recovery pass", func() bool { return rt.Health(context.Background()).Recovered })
 	proxy := httputil.NewSingleHostReverseProxy(f.upURL)
 	proxy.FlushInterval = -1
 	proxy.ErrorLog = log.New(io.Discard, "", 0) // cancelled calls are the point of some tests
