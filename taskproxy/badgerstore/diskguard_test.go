@@ -66,26 +66,14 @@ func TestDiskGuardRefusesWritesBelowReserve(t *testing.T) {
 // A filesystem that refuses writes (the probe file cannot be written)
 // refuses the store's writes as unavailable.
 func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// A probe that cannot be written, as on a filesystem the kernel turned
-	// read-only: a read-only descriptor of the same file.
-	ro, err := os.Open(filepath.Join(dir, probeFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ro := storeWithReadOnlyProbe(t)
 	rw := s.guard.probe
 	s.guard.probe = ro
-	err = s.Create(context.Background(), testTask("alice", time.Now()))
+	err := s.Create(context.Background(), testTask("alice", time.Now()))
 	if !errors.Is(err, task.ErrUnavailable) || !errors.Is(err, ErrReadOnly) {
 		t.Errorf("a write on a read-only filesystem: %v, want ErrReadOnly (task.ErrUnavailable)", err)
 	}
 	s.guard.probe = rw
-	_ = ro.Close()
 	if err := s.Create(context.Background(), testTask("alice", time.Now())); err != nil {
 		t.Errorf("a write once the filesystem is writable again: %v", err)
 	}
@@ -96,17 +84,7 @@ func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
 // passed on as an internal error. A write that fails on a writable
 // filesystem keeps its own error.
 func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ro, err := os.Open(filepath.Join(dir, probeFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
+	s, ro := storeWithReadOnlyProbe(t)
 	rw := s.guard.probe
 	failed := errors.New("write: read-only file system")
 	tests := []struct {
@@ -134,4 +112,23 @@ func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeWithReadOnlyProbe opens a store on disk and returns with it a probe
+// that cannot be written, as on a filesystem the kernel turned read-only: a
+// read-only descriptor of the store's probe file. Both close with the test.
+func storeWithReadOnlyProbe(t *testing.T) (*Store, *os.File) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ro, err := os.Open(filepath.Join(dir, probeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ro.Close() })
+	return s, ro
 }
