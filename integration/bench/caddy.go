@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -17,11 +16,22 @@ import (
 
 // caddyProc is a Caddy process under measurement.
 type caddyProc struct {
-	cmd    *exec.Cmd
-	dir    string
-	admin  int
-	output bytes.Buffer
+	cmd   *exec.Cmd
+	dir   string
+	admin int
+	// logFile holds what Caddy writes to stdout and stderr: its log, at
+	// the level its Caddyfile sets.
+	logFile string
 }
+
+// The bench measures Caddy with the logging a user gets who writes no log
+// directive (the default logger, INFO, to stderr); logSilenced is the
+// global option of the rows labelled "log silenced", and of the soak, whose
+// log is read when something failed.
+const (
+	logDefault  = ""
+	logSilenced = "\tlog {\n\t\tlevel WARN\n\t}\n"
+)
 
 // gatewayUnderTest starts the trivial upstream and a Caddy with one site:
 // mcp_tasks (its store in a directory named for store, plus directives) in
@@ -53,22 +63,36 @@ func freePort() int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startCaddy runs bin on a Caddyfile whose sites are given; it waits until
-// every port in waitPorts accepts connections.
+// startCaddy runs bin on a Caddyfile whose sites are given, with Caddy's
+// default logging; it waits until every port in waitPorts accepts
+// connections.
 func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
+	return startCaddyLogging(bin, work, sites, logDefault, waitPorts...)
+}
+
+// startCaddyLogging is startCaddy with logging, the global log option
+// (logDefault or logSilenced). Caddy's output goes to a file, as a
+// service's would to its journal: the bench reads it only when Caddy fails.
+func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*caddyProc, error) {
 	dir, err := os.MkdirTemp(work, "caddy-")
 	if err != nil {
 		return nil, err
 	}
 	admin := freePort()
-	cfg := fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tauto_https off\n\tlog {\n\t\tlevel WARN\n\t}\n}\n\n%s\n", admin, sites)
+	cfg := fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tauto_https off\n%s}\n\n%s\n", admin, logging, sites)
 	file := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	p := &caddyProc{dir: dir, admin: admin, cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
+	p := &caddyProc{dir: dir, admin: admin, logFile: filepath.Join(dir, "caddy.log"),
+		cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
 	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
-	p.cmd.Stdout, p.cmd.Stderr = &p.output, &p.output
+	out, err := os.Create(p.logFile)
+	if err != nil {
+		return nil, fmt.Errorf("creating Caddy's log file: %w", err)
+	}
+	defer out.Close() // Caddy holds its own descriptor
+	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -82,7 +106,7 @@ func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
 			}
 			if time.Now().After(deadline) {
 				p.stop()
-				return nil, fmt.Errorf("caddy not listening on %d: %v\n%s", port, err, p.output.String())
+				return nil, fmt.Errorf("caddy not listening on %d: %v\n%s", port, err, p.logTail(4000))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -117,6 +141,29 @@ func (p *caddyProc) profile(dir, name string, d time.Duration) <-chan struct{} {
 		_, _ = io.Copy(f, resp.Body)
 	}()
 	return done
+}
+
+// logTail returns the last n bytes of Caddy's output.
+func (p *caddyProc) logTail(n int64) string {
+	f, err := os.Open(p.logFile)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if size := p.logSize(); size > n {
+		_, _ = f.Seek(size-n, io.SeekStart)
+	}
+	data, _ := io.ReadAll(f)
+	return string(data)
+}
+
+// logSize returns how many bytes Caddy has written to its output.
+func (p *caddyProc) logSize() int64 {
+	fi, err := os.Stat(p.logFile)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // rss returns the process's resident set size in bytes.

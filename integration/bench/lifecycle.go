@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,8 +15,21 @@ import (
 // through the same site, from /proc/<pid>/stat (utime+stime) before and
 // after each phase divided by its operations. The upstream runs in a
 // process of its own and is reported apart. Phases alternate, and each
-// kind's CPU and operations are summed over the rounds.
+// kind's CPU and operations are summed over the rounds; the spread is that
+// of each round's ratio. Caddy logs as by default; with -silenced the same
+// rows follow with its log silenced.
 func benchLifecycleCPU(cfg config) ([]row, error) {
+	rows, err := lifecycleCPU(cfg, logDefault, "")
+	if err != nil || !cfg.silenced {
+		return rows, err
+	}
+	quiet, err := lifecycleCPU(cfg, logSilenced, " (log silenced)")
+	return append(rows, quiet...), err
+}
+
+// lifecycleCPU measures the lifecycle rows with Caddy's global log option
+// logging; label marks the rows.
+func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 	const clients = 32
 	up, err := startUpstreamProc()
 	if err != nil {
@@ -24,8 +38,8 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 	defer up.stop()
 	port := freePort()
 	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\tmax_active_per_principal -1\n\t\trate_limit -1\n\t}\n\treverse_proxy /mcp* %s\n}",
-		port, filepath.Join(cfg.work, "lifecycle-store"), up.addr)
-	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
+		port, filepath.Join(cfg.work, "lifecycle-store"+strings.ReplaceAll(label, " ", "-")), up.addr)
+	p, err := startCaddyLogging(cfg.caddy, cfg.work, sites, logging, port)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +135,17 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 	}
 	var lifeN, passN, extra int
 	var lifeCPU, passCPU [2]time.Duration // Caddy, upstream
+	var ratios []float64                  // Caddy's, per round
+	var logBytes int64                    // written during the lifecycles
 	pids := []int{p.cmd.Process.Pid, up.cmd.Process.Pid}
+	per := func(d time.Duration, n int) time.Duration { return d / time.Duration(max(n, 1)) }
+	profileName := "lifecycle" + strings.ReplaceAll(label, " ", "-")
 	for round := range cfg.rounds {
 		var profiled <-chan struct{}
 		if round == 0 {
-			profiled = p.profile(cfg.profiles, "lifecycle", cfg.duration)
+			profiled = p.profile(cfg.profiles, profileName, cfg.duration)
 		}
+		logBefore := p.logSize()
 		m, err := meterCPU(pids...)
 		if err != nil {
 			return nil, err
@@ -139,14 +158,16 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
+		logBytes += p.logSize() - logBefore
 		if profiled != nil {
 			<-profiled
 		}
 		lifeN, extra = lifeN+n, extra+x
 		lifeCPU[0], lifeCPU[1] = lifeCPU[0]+used[0], lifeCPU[1]+used[1]
+		roundLife := per(used[0], n)
 
 		if round == 0 { // the same profile of the pass-through, to compare
-			profiled = p.profile(cfg.profiles, "lifecycle-passthrough", cfg.duration)
+			profiled = p.profile(cfg.profiles, profileName+"-passthrough", cfg.duration)
 		}
 		if m, err = meterCPU(pids...); err != nil {
 			return nil, err
@@ -163,16 +184,17 @@ func benchLifecycleCPU(cfg config) ([]row, error) {
 		}
 		passN += n
 		passCPU[0], passCPU[1] = passCPU[0]+used[0], passCPU[1]+used[1]
+		ratios = append(ratios, float64(roundLife)/float64(per(used[0], n)))
 	}
-	per := func(d time.Duration, n int) time.Duration { return d / time.Duration(max(n, 1)) }
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 	ratio := float64(per(lifeCPU[0], lifeN)) / float64(per(passCPU[0], passN))
 	upRatio := float64(per(lifeCPU[1], lifeN)) / float64(per(passCPU[1], passN))
 	return []row{
-		{measure: fmt.Sprintf("CPU of Caddy per task lifecycle (create + upstream call + completion + one tasks/get) vs per pass-through tools/call, same site, %d clients, %d + %d operations", clients, lifeN, passN),
-			result: fmt.Sprintf("%s vs %s (%.2f×; %d extra tasks/get of unfinished tasks)", us(per(lifeCPU[0], lifeN)), us(per(passCPU[0], passN)), ratio, extra),
+		{measure: fmt.Sprintf("CPU of Caddy per task lifecycle (create + upstream call + completion + one tasks/get) vs per pass-through tools/call%s, same site, %d clients, %d + %d operations, %d rounds", label, clients, lifeN, passN, len(ratios)),
+			result: fmt.Sprintf("%s vs %s (%.2f×, %s; %d extra tasks/get of unfinished tasks; %.0f B of log per lifecycle)", us(per(lifeCPU[0], lifeN)), us(per(passCPU[0], passN)), ratio, spread(ratios), extra,
+				float64(logBytes)/float64(max(lifeN, 1))),
 			target: "≤ 2.5×", met: ratio <= 2.5},
-		{measure: "CPU of the upstream (its own process) per task lifecycle vs per pass-through tools/call",
+		{measure: "CPU of the upstream (its own process) per task lifecycle vs per pass-through tools/call" + label,
 			result: fmt.Sprintf("%s vs %s (%.2f×)", us(per(lifeCPU[1], lifeN)), us(per(passCPU[1], passN)), upRatio),
 			target: "report", informational: true},
 	}, nil

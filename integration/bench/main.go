@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type config struct {
 	tasks       int
 	subscribers int
 	profiles    string
+	// silenced adds rows measured with Caddy's log silenced beside the
+	// default-logging rows of respond and lifecycle.
+	silenced bool
 }
 
 // row is one line of the table.
@@ -43,6 +47,7 @@ func main() {
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
+	flag.BoolVar(&cfg.silenced, "silenced", false, "also measure respond and lifecycle with Caddy's log silenced (level WARN), in rows labelled so")
 	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,fanout,memory,postgres")
 	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
@@ -125,6 +130,14 @@ func machine() string {
 		disk = strings.Join(strings.Fields(lines[len(lines)-1]), " ")
 	}
 	return fmt.Sprintf("%d cores (%s), %s memory, disk %s, %s", runtime.NumCPU(), runtime.GOARCH, mem, disk, runtime.Version())
+}
+
+// spread describes the per-round values of a ratio: "rounds min–max".
+func spread(v []float64) string {
+	if len(v) == 0 {
+		return "no rounds"
+	}
+	return fmt.Sprintf("rounds %.2f–%.2f", slices.Min(v), slices.Max(v))
 }
 
 func fatal(err error) {

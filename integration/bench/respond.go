@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -17,8 +18,20 @@ const respondTasks = 4000
 // gateway against the ceiling of Caddy answering by itself: a second site
 // of the same Caddy that answers the same request with `respond` and a body
 // of exactly the bytes of a tasks/get answer. Same clients, same request,
-// alternating A B A B; medians.
+// alternating A B A B; medians, and the spread of each round's ratio. Caddy
+// logs as by default; with -silenced the row follows with its log silenced.
 func benchGetVsRespond(cfg config) ([]row, error) {
+	rows, err := getVsRespond(cfg, logDefault, "")
+	if err != nil || !cfg.silenced {
+		return rows, err
+	}
+	quiet, err := getVsRespond(cfg, logSilenced, " (log silenced)")
+	return append(rows, quiet...), err
+}
+
+// getVsRespond measures the row with Caddy's global log option logging;
+// label marks the row.
+func getVsRespond(cfg config, logging, label string) ([]row, error) {
 	up, err := startUpstream()
 	if err != nil {
 		return nil, err
@@ -55,7 +68,7 @@ func benchGetVsRespond(cfg config) ([]row, error) {
 
 	portA, portB := freePort(), freePort()
 	sites := gateway(portA) + fmt.Sprintf("\nhttp://:%d {\n\tbind 127.0.0.1\n\theader Content-Type application/json\n\trespond `%s` 200\n}", portB, answer)
-	p, err = startCaddy(cfg.caddy, cfg.work, sites, portA, portB)
+	p, err = startCaddyLogging(cfg.caddy, cfg.work, sites, logging, portA, portB)
 	if err != nil {
 		return nil, err
 	}
@@ -77,11 +90,11 @@ func benchGetVsRespond(cfg config) ([]row, error) {
 	}
 	measure(urlA, time.Second)
 	measure(urlB, time.Second)
-	var rateA, rateB, p50A, p50B []float64
+	var rateA, rateB, p50A, p50B, ratios []float64
 	for round := range cfg.rounds {
 		var profiled <-chan struct{}
 		if round == 0 {
-			profiled = p.profile(cfg.profiles, "get-vs-respond", cfg.duration)
+			profiled = p.profile(cfg.profiles, "get-vs-respond"+strings.ReplaceAll(label, " ", "-"), cfg.duration)
 		}
 		a := measure(urlA, cfg.duration)
 		if profiled != nil {
@@ -92,15 +105,16 @@ func benchGetVsRespond(cfg config) ([]row, error) {
 			return nil, fmt.Errorf("tasks/get vs respond: %d and %d errors", a.errs, b.errs)
 		}
 		rateA, rateB = append(rateA, a.rate()), append(rateB, b.rate())
+		ratios = append(ratios, a.rate()/b.rate())
 		p50A, p50B = append(p50A, float64(a.pct(0.5))), append(p50B, float64(b.pct(0.5)))
 	}
 	ra, rb := median(rateA), median(rateB)
 	ratio := ra / rb
 	return []row{{
-		measure: fmt.Sprintf("tasks/get of a finished task (%d finished tasks polled at random, %d B answer): req/s through the gateway vs Caddy `respond` of the same bytes, %d clients, %d rounds A B, medians",
-			len(ids), len(answer), clients, len(rateA)),
-		result: fmt.Sprintf("%.0f vs %.0f (ratio %.2f); p50 %s vs %s", ra, rb, ratio,
+		measure: fmt.Sprintf("tasks/get of a finished task%s (%d finished tasks polled at random, %d B answer): req/s through the gateway vs Caddy `respond` of the same bytes, %d clients, %d rounds A B, medians",
+			label, len(ids), len(answer), clients, len(rateA)),
+		result: fmt.Sprintf("%.0f vs %.0f (ratio %.2f, %s); p50 %s vs %s", ra, rb, ratio, spread(ratios),
 			ms(time.Duration(median(p50A))), ms(time.Duration(median(p50B)))),
-		target: "ratio ≥ 0.8", met: ratio >= 0.8,
+		target: "ratio ≥ 0.9", met: ratio >= 0.9,
 	}}, nil
 }

@@ -170,7 +170,9 @@ func soakGateway(caddyBin, work string, st *soakStoreUnderTest) (*caddyProc, str
 	port := freePort()
 	site := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\t%s\n\t}\n\treverse_proxy /mcp* %s {\n\t\ttransport http {\n\t\t\tkeepalive %s\n\t\t}\n\t}\n}",
 		port, directives, l.Addr(), upstreamKeepAlive)
-	p, err := startCaddy(caddyBin, work, site, port)
+	// The soak silences the log: it runs for half an hour, and reads the
+	// log only for its warnings and errors.
+	p, err := startCaddyLogging(caddyBin, work, site, logSilenced, port)
 	if err != nil {
 		_ = up.Close()
 		return nil, "", nil, err
@@ -213,10 +215,10 @@ func soakOne(caddyBin, store, out string) (bool, error) {
 	// Idle: after one of each flow and a quiet spell longer than idle
 	// runner goroutines and connections last.
 	if err := d.openSessions(ctx, soakSession); err != nil {
-		return false, fmt.Errorf("opening sessions: %w\n%s", err, p.output.String())
+		return false, fmt.Errorf("opening sessions: %w\n%s", err, p.logTail(4000))
 	}
 	if err := d.warmUp(); err != nil {
-		return false, fmt.Errorf("%w\n%s", err, p.output.String())
+		return false, fmt.Errorf("%w\n%s", err, p.logTail(4000))
 	}
 	if err := d.closeSessions(ctx); err != nil {
 		return false, err
