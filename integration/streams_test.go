@@ -160,7 +160,12 @@ http://:%s {
 // tasks/result waiting meanwhile gets 503 with Retry-After, not an empty 200.
 func TestReloadEndsResultStreamResumably(t *testing.T) {
 	t.Parallel()
-	c, gw, _ := v2025Setup(t, "")
+	// At debug level: the second wait on the same state is audited there,
+	// and its line is how the test knows both waits are in the gateway.
+	_, addr := testUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools, GlobalOptions: "log {\n\tlevel DEBUG\n}"})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
 	task := c.createTask("slow_compute", map[string]any{"seconds": 8}, 60000)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"r-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	resp, err := httpClient.Do(c.newRequest(context.Background(), body))

@@ -3,6 +3,7 @@ package runtime
 import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // The audit log records each task's lifecycle with who did what, for
@@ -20,13 +21,27 @@ const (
 	AuditDenied        = "access denied"
 )
 
-// Audit logs one event of task t (nil when the caller may not see it).
+// Audit logs one event of task t (nil when the caller may not see it) at
+// info level; an AuditRetrieved of a state the caller already read goes to
+// debug level (auditreads.go).
 func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Caller) {
-	ce := route.auditLog.Check(zap.InfoLevel, event)
+	level := zapcore.InfoLevel
+	if event == AuditRetrieved && t != nil {
+		// Debug is below info: nothing to do, not even the set's lock,
+		// when info is off.
+		if !route.auditLog.Core().Enabled(zapcore.InfoLevel) {
+			return
+		}
+		if !route.reads.first(readKey{task: taskID, owner: who.Owner, status: t.Status}) {
+			level = zapcore.DebugLevel
+		}
+	}
+	ce := route.auditLog.Check(level, event)
 	if ce == nil {
 		return
 	}
-	fields := []zap.Field{zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant)}
+	fields := make([]zap.Field, 0, 6) // one allocation for all of them
+	fields = append(fields, zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant))
 	if t != nil {
 		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", Now().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
 	}

@@ -55,6 +55,7 @@ type Route struct {
 	rt       *Runtime
 	log      *zap.Logger
 	auditLog *zap.Logger
+	reads    readSet // the reads audited at info level (auditreads.go)
 	base     *routeBase
 	started  atomic.Bool
 }

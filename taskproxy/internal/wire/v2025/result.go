@@ -71,8 +71,12 @@ func (c *call) streamResult(id string) error {
 	}
 	keepAlive := time.NewTicker(wire.KeepAliveInterval)
 	defer keepAlive.Stop()
+	audited := t.Status
 	for !s.broken {
 		if t.Status.Terminal() {
+			if t.Status != audited { // the reader of the result, when it came while waiting
+				c.Route.Audit(runtime.AuditRetrieved, id, t, c.Caller)
+			}
 			s.final(t)
 			return nil
 		}

@@ -1,0 +1,108 @@
+package runtime
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// auditRoute returns a route whose audit log goes to core.
+func auditRoute(t testing.TB, core zapcore.Core) *Route {
+	t.Helper()
+	rt := New(newMemStore(t), nil, nil)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	return rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.New(core)})
+}
+
+// Reads of a state already read by the same owner go to debug level; what
+// changes a task, a new state, another owner's read and every denial stay
+// at info.
+func TestAuditLevels(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	route := auditRoute(t, core)
+	working := &task.Task{ID: "t1", Owner: "alice", Principal: "alice", Tool: "x", Status: task.StatusWorking, CreatedAt: Now()}
+	done := *working
+	done.Status = task.StatusCompleted
+	alice, bob := task.Caller{Owner: "alice", Principal: "alice"}, task.Caller{Owner: "bob", Principal: "bob"}
+	steps := []struct {
+		name  string
+		event string
+		t     *task.Task
+		who   task.Caller
+		want  zapcore.Level
+	}{
+		{"created", AuditCreated, working, alice, zapcore.InfoLevel},
+		{"first read of working", AuditRetrieved, working, alice, zapcore.InfoLevel},
+		{"second read of working", AuditRetrieved, working, alice, zapcore.DebugLevel},
+		{"third read of working", AuditRetrieved, working, alice, zapcore.DebugLevel},
+		{"denial", AuditDenied, nil, bob, zapcore.InfoLevel},
+		{"denial again", AuditDenied, nil, bob, zapcore.InfoLevel},
+		{"completed", auditCompleted, &done, alice, zapcore.InfoLevel},
+		{"first read of the result", AuditRetrieved, &done, alice, zapcore.InfoLevel},
+		{"poll of the result", AuditRetrieved, &done, alice, zapcore.DebugLevel},
+		{"another owner's first read", AuditRetrieved, &done, bob, zapcore.InfoLevel},
+	}
+	for i, s := range steps {
+		route.Audit(s.event, "t1", s.t, s.who)
+		all := logs.All()
+		if len(all) != i+1 {
+			t.Fatalf("%s: %d lines, want %d", s.name, len(all), i+1)
+		}
+		if got := all[i]; got.Message != s.event || got.Level != s.want {
+			t.Errorf("%s: %q at %s, want %q at %s", s.name, got.Message, got.Level, s.event, s.want)
+		}
+	}
+}
+
+// The set of first reads stays bounded: after two generations of other
+// reads, a read is forgotten and audited at info once more.
+func TestAuditReadSetBounded(t *testing.T) {
+	var s readSet
+	k := readKey{task: "t", owner: "o", status: task.StatusCompleted}
+	if !s.first(k) || s.first(k) {
+		t.Fatal("first read not new, or a repeat new")
+	}
+	for i := range 2 * readGeneration {
+		s.first(readKey{task: string(rune(i)), owner: "other"})
+	}
+	if n := len(s.cur) + len(s.prev); n > 2*readGeneration {
+		t.Errorf("%d keys held, bound %d", n, 2*readGeneration)
+	}
+	if !s.first(k) {
+		t.Error("a read two generations old is still remembered")
+	}
+}
+
+// BenchmarkAudit measures one audit event: encoded as Caddy's default
+// logger does (JSON) into io.Discard at info level, and a repeated poll
+// whose debug line is disabled.
+func BenchmarkAudit(b *testing.B) {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	t := &task.Task{ID: "Dq2Xl6AqS1u5fYJm8mvq8g", Owner: "alice", Principal: "alice", Tenant: "t1", Tool: "fast", Status: task.StatusCompleted, CreatedAt: Now()}
+	who := task.Caller{Owner: "alice", Principal: "alice", Tenant: "t1"}
+	cases := []struct {
+		name  string
+		level zapcore.Level
+		event string
+	}{
+		{"created/info-enabled", zapcore.InfoLevel, AuditCreated},
+		{"repeated-poll/debug-disabled", zapcore.InfoLevel, AuditRetrieved},
+		{"created/log-silenced", zapcore.WarnLevel, AuditCreated},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			route := auditRoute(b, zapcore.NewCore(enc, zapcore.AddSync(io.Discard), c.level))
+			route.Audit(c.event, t.ID, t, who) // the first read, at info
+			b.ReportAllocs()
+			for b.Loop() {
+				route.Audit(c.event, t.ID, t, who)
+			}
+		})
+	}
+}
