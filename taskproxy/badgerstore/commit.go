@@ -46,6 +46,9 @@ type committer struct {
 	// live and staged are the committer's cache of live records
 	// (livecache.go); only the committer goroutine touches them.
 	live, staged map[string]*liveEntry
+	// finished holds the ceilings of owners' finished counts
+	// (finishedbound.go); only the committer goroutine touches it.
+	finished finishedCeilings
 }
 
 // writer makes the writes of tasks (creates, updates, and leases in
@@ -195,8 +198,8 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
 			return &task.QuotaError{Limit: maxActive}, nil
 		}
-		if maxFinished > 0 {
-			n, err := countFinished(txn, t.Owner, t.CreatedAt, maxFinished)
+		if maxFinished > 0 && s.finished.needsWalk(t.Owner, maxFinished) {
+			n, err := s.finished.walk(txn, t.Owner, t.CreatedAt, maxFinished)
 			if err != nil {
 				return nil, err
 			}
@@ -207,6 +210,9 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 		err := s.createIn(txn, t, data, header)
 		if err == nil {
 			s.stage(t.ID, t, true, len(data))
+			if t.Status.Terminal() {
+				s.finished.added(t.Owner)
+			}
 		}
 		if err == nil || refusal(err) {
 			return err, nil
@@ -291,6 +297,7 @@ func (s *writer) Update(ctx context.Context, owner, id string, fn func(*task.Tas
 			if err := txn.Set(finishedKey(next), nil); err != nil {
 				return nil, err
 			}
+			s.finished.added(next.Owner)
 		}
 		if err := putRecord(txn, next.ID, data, header); err != nil {
 			return nil, err

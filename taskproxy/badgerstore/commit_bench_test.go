@@ -73,17 +73,25 @@ func BenchmarkStoreCreateConcurrent(b *testing.B) {
 // "plus-1KiB" case adds 1 KiB of arguments to each of the two writes, which
 // shows how much of the store's CPU goes with the bytes written: Badger
 // writes every byte to its memory-mapped log, its memtable, and its tables
-// at each flush and compaction, each with page faults and msyncs.
+// at each flush and compaction, each with page faults and msyncs. The
+// "gateway-limits" case creates as the gateway does, within its default
+// limits (task.DefaultMaxFinished finished tasks per owner; issue 21: the
+// check of that bound walked every finished task of the owner per create).
 func BenchmarkStoreLifecycle(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		pad  int
-	}{{"gateway", 0}, {"plus-1KiB", 1 << 10}} {
-		b.Run(c.name, func(b *testing.B) { benchStoreLifecycle(b, strings.Repeat("x", c.pad)) })
+		name   string
+		pad    int
+		limits task.Limits
+	}{
+		{"gateway", 0, task.Limits{}},
+		{"gateway-limits", 0, task.Limits{MaxFinished: task.DefaultMaxFinished}},
+		{"plus-1KiB", 1 << 10, task.Limits{}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchStoreLifecycle(b, strings.Repeat("x", c.pad), c.limits) })
 	}
 }
 
-func benchStoreLifecycle(b *testing.B, pad string) {
+func benchStoreLifecycle(b *testing.B, pad string, limits task.Limits) {
 	s := benchStore(b, b.TempDir(), true)
 	result := json.RawMessage(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
 	params := json.RawMessage(`{"name":"fast","arguments":{"a":"benchmark` + pad + `"}}`)
@@ -101,7 +109,7 @@ func benchStoreLifecycle(b *testing.B, pad string) {
 			t.Endpoint, t.Host, t.Route = "/mcp", "127.0.0.1:43655", "srv0#0"
 			t.Headers = map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 			t.Lease = task.Lease{Holder: s.Holder(), Expires: time.Now().Add(30 * time.Second)}
-			if err := s.Create(ctx, t); err != nil {
+			if err := s.CreateWithinLimits(ctx, t, limits); err != nil {
 				b.Fatal(err)
 			}
 			done, err := s.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {

@@ -166,7 +166,7 @@ func (s *reader) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
 // those whose ttl has.
 func countFinished(txn *badger.Txn, owner string, now time.Time, upTo int) (int, error) {
 	prefix := finishedPrefix(owner)
-	from := fmt.Appendf(prefix, "%016x", now.UnixNano())
+	from := finishedFrom(prefix, now)
 	var stale [][]byte
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	for it.Rewind(); it.ValidForPrefix(prefix) && string(it.Item().Key()) < string(from) && len(stale) < maxStaleDeletes; it.Next() {
@@ -183,6 +183,12 @@ func countFinished(txn *badger.Txn, owner string, now time.Time, upTo int) (int,
 		}
 	}
 	return n, nil
+}
+
+// finishedFrom is the first finished-index key under prefix whose ttl has
+// not ended at now.
+func finishedFrom(prefix []byte, now time.Time) []byte {
+	return fmt.Appendf(prefix[:len(prefix):len(prefix)], "%016x", now.UnixNano())
 }
 
 // maxStaleDeletes bounds the expired finished-index keys one create
