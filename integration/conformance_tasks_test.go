@@ -5,11 +5,17 @@ import (
 )
 
 // v2026Tools is the gateway configuration the tasks scenarios expect of a
-// server: failing_job and test_tool_with_task run only as tasks. task_after
-// is short because the scenarios expect one-second calls to become tasks.
+// server: failing_job, protocol_error_job and test_tool_with_task run only
+// as tasks. task_after is short because the scenarios expect one-second
+// calls to become tasks. protocol_error_job is required, not left to
+// task_after: the fixture answers it after 200ms, the same as task_after,
+// and the lifecycle scenario expects a task every time (its error passed
+// through as the call's answer when the upstream won the race, which
+// failed CI once).
 const v2026Tools = `
 task_after 200ms
 tool failing_job required
+tool protocol_error_job required
 tool test_tool_with_task required
 `
 
