@@ -95,10 +95,16 @@ func (c *Exchange) Fail(e *jsonrpc.Error) { WriteError(c.W, http.StatusOK, c.Msg
 // WriteJSON writes a JSON body with status; a large one must be taken by
 // the client at a pace (slowreader.go).
 func WriteJSON(w http.ResponseWriter, status int, data []byte) {
+	writeJSON(w, status, data, jsonPieceTimeout)
+}
+
+// writeJSON is WriteJSON with the time each piece of a large answer may
+// take (the tests' is short).
+func writeJSON(w http.ResponseWriter, status int, data []byte, pieceTimeout time.Duration) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	writeBody(w, data)
+	writeBody(w, data, pieceTimeout)
 }
 
 // AnswerStatus is the HTTP status of an error answer that would be sent

@@ -19,18 +19,18 @@ import (
 // it are written at once (the socket's buffers take them).
 const jsonPiece = 64 << 10
 
-// jsonPieceTimeout is how long one piece may take (a variable for tests).
-var jsonPieceTimeout = sse.DefaultWriteTimeout
+// jsonPieceTimeout is how long one piece may take.
+const jsonPieceTimeout = sse.DefaultWriteTimeout
 
-// writeBody writes data as the response body, in pieces under a write
-// deadline when it is large.
-func writeBody(w http.ResponseWriter, data []byte) {
+// writeBody writes data as the response body, in pieces each taken within
+// timeout when it is large.
+func writeBody(w http.ResponseWriter, data []byte, timeout time.Duration) {
 	if len(data) <= jsonPiece {
 		_, _ = w.Write(data)
 		return
 	}
 	rc := http.NewResponseController(w)
-	deadline := func() bool { return rc.SetWriteDeadline(time.Now().Add(jsonPieceTimeout)) == nil }
+	deadline := func() bool { return rc.SetWriteDeadline(time.Now().Add(timeout)) == nil }
 	if !deadline() { // a writer that cannot time out: as before
 		_, _ = w.Write(data)
 		return

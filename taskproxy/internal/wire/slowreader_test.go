@@ -18,18 +18,22 @@ import (
 // its Content-Length; the connection serves the next request after a
 // large answer (the deadline is cleared).
 func TestWriteJSONSlowReader(t *testing.T) {
-	was := jsonPieceTimeout
-	jsonPieceTimeout = 200 * time.Millisecond
-	t.Cleanup(func() { jsonPieceTimeout = was })
+	// A stalled client is cut off after stalledTimeout; a reading one gets
+	// readingTimeout per piece, room for a reader that a loaded machine
+	// schedules late (its 4 KiB window takes a 64 KiB piece in many turns).
+	const stalledTimeout, readingTimeout = 200 * time.Millisecond, 2 * time.Second
 	large := bytes.Repeat([]byte("x"), 4<<20)
 	small := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
 	returned := make(chan struct{}, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := small
-		if r.URL.Path == "/large" {
+		body, timeout := small, readingTimeout
+		switch r.URL.Path {
+		case "/large":
 			body = large
+		case "/large-stalled":
+			body, timeout = large, stalledTimeout
 		}
-		WriteJSON(w, http.StatusOK, body)
+		writeJSON(w, http.StatusOK, body, timeout)
 		returned <- struct{}{}
 	}))
 	t.Cleanup(srv.Close)
@@ -37,7 +41,7 @@ func TestWriteJSONSlowReader(t *testing.T) {
 
 	t.Run("stalled client", func(t *testing.T) {
 		conn := dialSmallWindow(t, addr)
-		if _, err := io.WriteString(conn, "GET /large HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(conn, "GET /large-stalled HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -62,7 +66,7 @@ func TestWriteJSONSlowReader(t *testing.T) {
 		br := bufio.NewReader(conn)
 		for i, path := range []string{"/large", "/small"} {
 			if i > 0 {
-				time.Sleep(4 * jsonPieceTimeout) // past any deadline left set
+				time.Sleep(readingTimeout + time.Second) // past any deadline left set
 			}
 			if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 				t.Fatal(err)
