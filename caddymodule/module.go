@@ -553,27 +553,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return h.gw.ServeHTTP(w, r, nextHandler{next})
 }
 
-// nextHandler presents Caddy's next handler to the core as an http.Handler
-// that can also report its error (taskproxy.ErrorHandler).
-type nextHandler struct{ next caddyhttp.Handler }
-
-// ServeHTTP writes the status of an error, for callers that cannot take it.
-func (n nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := n.next.ServeHTTP(w, r); err != nil {
-		status := http.StatusBadGateway
-		var he caddyhttp.HandlerError
-		if errors.As(err, &he) && he.StatusCode != 0 {
-			status = he.StatusCode
-		}
-		http.Error(w, http.StatusText(status), status)
-	}
-}
-
-// ServeHTTPErr returns the error of Caddy's handler chain.
-func (n nextHandler) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error {
-	return n.next.ServeHTTP(w, r)
-}
-
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,14 +15,33 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// dialError is a real refused connection, wrapped as reverse_proxy wraps
-// it: in a type that does not unwrap.
+// opaqueDialError is a real refused connection, wrapped as reverse_proxy
+// wraps it: in a type that does not unwrap.
 type opaqueDialError struct{ error }
+
+// markedUnreachable is the Caddy glue's mark on reverse_proxy's dial
+// errors (caddymodule's unreachableError).
+type markedUnreachable struct{ error }
+
+func (e markedUnreachable) Unwrap() error     { return e.error }
+func (e markedUnreachable) Unreachable() bool { return true }
+
+// panickedNext is what the next handler's panic comes back as.
+func panickedNext(t *testing.T, v any) error {
+	t.Helper()
+	err := upstream.ServeNextRecovering(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(v) }),
+		httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp", nil))
+	if err == nil {
+		t.Fatal("a panicking handler returned no error")
+	}
+	return err
+}
 
 func refusedDial(t *testing.T) error {
 	t.Helper()
@@ -55,13 +76,13 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	}{
 		{"store error", g.env.StoreFailure(errors.New("reading task abc: badger: corrupt value log at /var/lib/x")), "internal error (ref ", []string{"badger", "/var/lib"}, true},
 		{"store hex dump", g.env.StoreFailure(hexDump), "internal error (ref ", []string{"owner", "7b 22", "Value with size"}, true},
-		{"dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", opaqueDialError{dial})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: markedUnreachable{opaqueDialError{dial}}})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"next handler's error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: opaqueDialError{dial}})), "upstream call failed (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
 		{"unwrapping dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"panic", runtime.UpstreamFailure(g.env.Log, errors.New("calling upstream: panic in the next handler: runtime error at 0xdeadbeef")), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
+		{"panic", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", panickedNext(t, "runtime error at 0xdeadbeef"))), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
 		{"protocol account kept", runtime.UpstreamFailure(g.env.Log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
 		{"expiry kept", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", runtime.ErrTaskExpired)), "task expired before completion", nil, false},
 		{"store refusal kept", runtime.ClientError(g.env.Log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
-		{"answer forwarding", runtime.AnswerFailure(g.env.Log, fmt.Errorf("forwarding the answer upstream: %w", opaqueDialError{dial}), "t1"), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
 		{"JSON-RPC error as is", runtime.ClientError(g.env.Log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}
 	for _, tt := range tests {

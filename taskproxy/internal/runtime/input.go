@@ -116,11 +116,11 @@ func (route *Route) AnswerUpstream(ctx context.Context, t *task.Task, base *http
 	}
 	resp, err := upstream.Call(next, req)
 	if err != nil {
-		return fmt.Errorf("forwarding the answer upstream: %w", err)
+		return &forwardError{fmt.Errorf("forwarding the answer upstream: %w", err)}
 	}
 	_ = resp.Body.Close()
 	if resp.Status >= 300 {
-		return fmt.Errorf("the upstream refused the answer with HTTP %d", resp.Status)
+		return &forwardError{fmt.Errorf("the upstream refused the answer with HTTP %d", resp.Status)}
 	}
 	return nil
 }

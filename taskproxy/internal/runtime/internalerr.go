@@ -4,14 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
-	"net"
-	"strings"
-	"syscall"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -89,9 +85,9 @@ func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.E
 	ref := newErrorRef()
 	msg := "upstream call failed"
 	switch {
-	case connectionLost(err): // first: a reset is an errno too
+	case upstream.ConnectionLost(err): // first: a reset is an errno too
 		msg = "upstream connection lost before its answer"
-	case unreachable(err):
+	case upstream.Unreachable(err):
 		msg = "upstream unreachable"
 	}
 	if ce := log.Check(zap.WarnLevel, msg); ce != nil {
@@ -100,62 +96,27 @@ func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.E
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", msg, ref)
 }
 
-// unreachable reports a failure to connect to the upstream.
-func unreachable(err error) bool {
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	var errno syscall.Errno
-	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.As(err, &errno) {
-		return true
-	}
-	// reverse_proxy wraps dial errors in a type that does not unwrap.
-	msg := err.Error()
-	for _, s := range []string{"dial ", "connect: ", "connection refused", "no upstreams available", "no such host"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// connectionLost reports a connection to the upstream that broke before
-// its answer came (the upstream process died or restarted mid-call): the
-// client's message says so, since an operator reading it should look at
-// the upstream, not at the gateway.
-func connectionLost(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
-	// reverse_proxy's error (HTTP 502: EOF) does not unwrap either.
-	msg := err.Error()
-	for _, s := range []string{": EOF", "unexpected EOF", "connection reset", "broken pipe"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// foreignError reports an error whose text the gateway did not write: a
-// network error, the next handler's error, a panic, a store error.
+// foreignError reports an error whose text the gateway did not write: the
+// next handler's error or a panic in it, or a network error (network
+// errors name addresses). Each is typed where it arises (upstream.NextError
+// and Go's network errors), so the text is never read to tell.
 func foreignError(err error) bool {
-	if unreachable(err) || connectionLost(err) { // network errors name addresses
-		return true
-	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		switch t := fmt.Sprintf("%T", e); {
-		case strings.HasPrefix(t, "caddyhttp."), strings.HasPrefix(t, "reverseproxy."), strings.HasPrefix(t, "badger."):
-			return true
-		}
-	}
-	return strings.Contains(err.Error(), "panic")
+	return upstream.IsNextError(err) || upstream.Unreachable(err) || upstream.ConnectionLost(err)
 }
 
 // AnswerFailure is the error of a client's input answer that could not be
 // delivered: forwarding it upstream or recording it failed.
 func AnswerFailure(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
-	if strings.Contains(err.Error(), "upstream") { // the gateway's own wording: forwarding failed
+	if fe := (*forwardError)(nil); errors.As(err, &fe) {
 		return UpstreamFailure(log, err, zap.String("task", taskID))
 	}
 	return ClientError(log, "answering an input request", err, zap.String("task", taskID))
 }
+
+// forwardError is the failure of an exchange the gateway had with the
+// upstream on a caller's behalf (forwarding an input answer): the
+// upstream's failure, reported as one, not the gateway's.
+type forwardError struct{ err error }
+
+func (e *forwardError) Error() string { return e.err.Error() }
+func (e *forwardError) Unwrap() error { return e.err }

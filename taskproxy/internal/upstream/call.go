@@ -41,6 +41,7 @@ func ServeNext(next http.Handler, w http.ResponseWriter, r *http.Request) error 
 // ServeNextRecovering is ServeNext on a goroutine of the gateway's own: a
 // handler that aborts, as reverse_proxy does with http.ErrAbortHandler when
 // its reader goes away mid-stream, must end this call, not the process.
+// The handler's error, or its panic, comes back as a NextError.
 func ServeNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -48,10 +49,10 @@ func ServeNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Reque
 				err = errors.New("the upstream answer was aborted")
 				return
 			}
-			err = fmt.Errorf("panic in the next handler: %v", v)
+			err = nextPanic(v)
 		}
 	}()
-	return ServeNext(next, w, r)
+	return nextError(ServeNext(next, w, r))
 }
 
 // Response is the head of an answer from the next handler, with a

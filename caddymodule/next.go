@@ -1,0 +1,66 @@
+package caddymodule
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+)
+
+// nextHandler presents Caddy's next handler to the core as an http.Handler
+// that can also report its error (taskproxy.ErrorHandler).
+type nextHandler struct{ next caddyhttp.Handler }
+
+// ServeHTTP writes the status of an error, for callers that cannot take it.
+func (n nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := n.next.ServeHTTP(w, r); err != nil {
+		status := http.StatusBadGateway
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != 0 {
+			status = he.StatusCode
+		}
+		http.Error(w, http.StatusText(status), status)
+	}
+}
+
+// ServeHTTPErr returns the error of Caddy's handler chain, marked as
+// unreachableError when it says the upstream could not be reached.
+func (n nextHandler) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error {
+	err := n.next.ServeHTTP(w, r)
+	if err != nil && upstreamUnreachable(err) {
+		return unreachableError{err}
+	}
+	return err
+}
+
+// noUpstreamsMessage is the text of reverse_proxy's error when no upstream
+// is available (all down, or none configured); Caddy does not export it.
+const noUpstreamsMessage = "no upstreams available"
+
+// upstreamUnreachable reports reverse_proxy's errors for a call that never
+// reached an upstream. Its dial error (reverseproxy.DialError) does not
+// unwrap to the network error it holds, so the core, which reads Go's
+// network errors by type, cannot see it: the glue, which knows Caddy's
+// types, says so.
+func upstreamUnreachable(err error) bool {
+	var de reverseproxy.DialError
+	if errors.As(err, &de) {
+		return true
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) { // Caddy's sentinel, by its exact text
+		if e.Error() == noUpstreamsMessage {
+			return true
+		}
+	}
+	return false
+}
+
+// unreachableError marks an error of the next handler's as a call that
+// never reached the upstream (the core's upstream.Unreachable reads the
+// mark); it unwraps to the error, so Caddy's handling of it is unchanged.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string     { return e.err.Error() }
+func (e unreachableError) Unwrap() error     { return e.err }
+func (e unreachableError) Unreachable() bool { return true }
