@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -62,8 +64,11 @@ func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
 // whatever status the answer would otherwise have; other errors keep their
 // status, and any 503 gets Retry-After.
 func TestAnswerStatus(t *testing.T) {
-	unavailable := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref 0a)", runtime.MsgStoreUnavailable)
+	unavailable := runtime.InternalError(zap.NewNop(), "reading the task", fmt.Errorf("reading task x: %w", task.ErrUnavailable))
 	other := jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref 0a)")
+	// The same words from elsewhere (an upstream's error passed on) are
+	// not the gateway's store: only the mark counts.
+	lookalike := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref 0a)", runtime.MsgStoreUnavailable)
 	for _, tc := range []struct {
 		name       string
 		status     int
@@ -74,6 +79,7 @@ func TestAnswerStatus(t *testing.T) {
 		{"unavailable on 2025-11-25", http.StatusOK, unavailable, http.StatusServiceUnavailable, true},
 		{"unavailable on 2026-07-28", http.StatusInternalServerError, unavailable, http.StatusServiceUnavailable, true},
 		{"another error", http.StatusOK, other, http.StatusOK, false},
+		{"the same words, not the store's", http.StatusOK, lookalike, http.StatusOK, false},
 		{"a 503 of its own", http.StatusServiceUnavailable, other, http.StatusServiceUnavailable, true},
 	} {
 		w := httptest.NewRecorder()

@@ -45,6 +45,10 @@ type Error struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Unavailable marks the error of a gateway whose task store cannot
+	// serve for now: it goes out with HTTP 503 and Retry-After where the
+	// status is still to be sent. It is neither sent nor stored.
+	Unavailable bool `json:"-"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }

@@ -12,8 +12,9 @@ import (
 // A store that is unavailable for now (task.ErrUnavailable: its database
 // down, its disk full or read-only) is a condition the client can wait
 // out, not a fault of its request: the answer says so, as HTTP 503 with
-// Retry-After whenever the HTTP status is still to be sent, and the
-// JSON-RPC error's message begins with MsgStoreUnavailable.
+// Retry-After whenever the HTTP status is still to be sent (the JSON-RPC
+// error is marked Unavailable), and its message begins with
+// MsgStoreUnavailable.
 
 // MsgStoreUnavailable begins the message of an error caused by a store
 // that is unavailable for now.
@@ -29,7 +30,9 @@ func unavailableError(log *zap.Logger, what string, err error, fields ...zap.Fie
 	if ce := log.Check(zap.WarnLevel, what); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
-	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", MsgStoreUnavailable, ref)
+	e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", MsgStoreUnavailable, ref)
+	e.Unavailable = true
+	return e
 }
 
 // storeUnavailable reports an error of a store that is unavailable for now.

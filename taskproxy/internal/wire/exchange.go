@@ -108,10 +108,10 @@ func writeJSON(w http.ResponseWriter, status int, data []byte, pieceTimeout time
 }
 
 // AnswerStatus is the HTTP status of an error answer that would be sent
-// with status: 503 for a store that is unavailable. A 503 gets
-// Retry-After.
+// with status: 503 for a store that is unavailable (e marked Unavailable).
+// A 503 gets Retry-After.
 func AnswerStatus(w http.ResponseWriter, status int, e *jsonrpc.Error) int {
-	if e != nil && strings.HasPrefix(e.Message, runtime.MsgStoreUnavailable) {
+	if e != nil && e.Unavailable {
 		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
