@@ -37,6 +37,11 @@ type Verdict struct {
 	// TasksExtension says its server/discover lists the tasks extension:
 	// it runs 2026-07-28 tasks itself.
 	TasksExtension bool
+	// V2026Only says the upstream speaks 2026-07-28 and not 2025-11-25
+	// there: its server/discover lists supportedVersions without
+	// 2025-11-25. 2025-11-25 clients are then served by the reverse
+	// bridge (internal/bridge/v2025on2026).
+	V2026Only bool
 	// at is when the probe answered.
 	at time.Time
 }
@@ -123,9 +128,10 @@ func (p *Probes) run(endpoint string, req *http.Request, next http.Handler) (res
 	if res.kept() {
 		prev, had := p.verdicts.Peek(endpoint)
 		p.verdicts.Add(endpoint, res.v)
-		if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension {
+		if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension || prev.V2026Only != res.v.V2026Only {
 			p.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !res.v.V2025),
-				zap.Bool("version_bridge", res.v.V2025), zap.Bool("runs_tasks_extension", res.v.TasksExtension))
+				zap.Bool("speaks_2025_11_25", !res.v.V2026Only), zap.Bool("version_bridge", res.v.V2025),
+				zap.Bool("reverse_version_bridge", res.v.V2026Only), zap.Bool("runs_tasks_extension", res.v.TasksExtension))
 		}
 	}
 	return res
@@ -143,6 +149,10 @@ func (p *Probes) fresh(endpoint string) (Verdict, bool) {
 	}
 	return v, true
 }
+
+// Cached returns the kept verdict of r's endpoint while it is fresh,
+// without probing: for requests that must not wait for a probe.
+func (p *Probes) Cached(r *http.Request) (Verdict, bool) { return p.fresh(Endpoint(r)) }
 
 // ConfirmV2025 keeps the verdict that endpoint, which answered the probe
 // 404 or 405, speaks only 2025-11-25: an upstream session opened there. A
@@ -231,6 +241,7 @@ func (p *Probes) ask(req *http.Request, next http.Handler) probeResult {
 		notFound: resp.Status == http.StatusNotFound || resp.Status == http.StatusMethodNotAllowed}
 	if known && !v2025 && answer != nil && answer.Result != nil {
 		res.v.TasksExtension = advertisesTasksExtension(answer.Result)
+		res.v.V2026Only = withoutV2025(answer.Result)
 	}
 	return res
 }
@@ -271,6 +282,20 @@ func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
 		}
 	}
 	return true, true
+}
+
+// withoutV2025 reports whether a server/discover result lists its
+// supportedVersions and 2025-11-25 is not among them. A result without
+// the list says nothing: such an upstream is taken to speak 2025-11-25
+// too, and its 2025-11-25 clients pass through as before.
+func withoutV2025(result []byte) bool {
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(result, &res) != nil || len(res.SupportedVersions) == 0 {
+		return false
+	}
+	return !slices.Contains(res.SupportedVersions, string(task.Era2025))
 }
 
 // advertisesTasksExtension reports whether a server/discover result lists

@@ -35,6 +35,27 @@ func TestAdvertisesTasksExtension(t *testing.T) {
 	}
 }
 
+func TestWithoutV2025(t *testing.T) {
+	tests := []struct {
+		name, result string
+		want         bool
+	}{
+		{"2026-07-28 only (the task runtime fixture)", `{"supportedVersions":["2026-07-28"]}`, true},
+		{"both (FastMCP, the gateway itself)", `{"supportedVersions":["2026-07-28","2025-11-25"]}`, false},
+		{"2026-07-28 and an older one", `{"supportedVersions":["2026-07-28","2025-06-18"]}`, true},
+		{"no list says nothing", `{"capabilities":{}}`, false},
+		{"empty list says nothing", `{"supportedVersions":[]}`, false},
+		{"not a list", `{"supportedVersions":"2026-07-28"}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := withoutV2025([]byte(tt.result)); got != tt.want {
+				t.Errorf("withoutV2025(%s) = %v, want %v", tt.result, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestClassifyProbe(t *testing.T) {
 	msg := func(s string) *jsonrpc.Message {
 		m, err := jsonrpc.Parse([]byte(s))
