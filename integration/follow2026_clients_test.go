@@ -226,26 +226,34 @@ func TestFollowV2026ClientWithoutMcpName(t *testing.T) {
 // TestFollowV2026TSSDKv1Client: the official TypeScript SDK v1 client
 // (2025-11-25) through the gateway in front of the task runtime fixture,
 // which speaks only 2026-07-28 (FastMCP 4, unlike it, serves 2025-11-25
-// sessions too). The gateway has no bridge from
-// 2025-11-25 clients to 2026-07-28-only upstreams, so the client's
-// initialize reaches the fixture and its refusal comes back unchanged:
-// HTTP 400, -32022, naming the version it supports. No task is made
-// anywhere. (The README's "What upstreams work" says so; this test holds
-// it to what a user sees.)
+// sessions too) and refuses a 2025-11-25 initialize. The reverse version
+// bridge answers the client's initialize itself and sends its requests on
+// in 2026-07-28 form: the client connects, lists the fixture's tools,
+// calls a plain one, one the fixture runs only as a task (its result on
+// the call), one that fails, pings and ends its session.
 func TestFollowV2026TSSDKv1Client(t *testing.T) {
 	t.Parallel()
-	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{})
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond})
 	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")})
-	out := runNodeClient(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-client.mjs", gw.URL, "@modelcontextprotocol/sdk@"+tsSDKVersion)
-	for _, want := range []string{"CONNECT ERROR 400", "-32022", `"requested":"2025-11-25","supported":["2026-07-28"]`} {
+	out := runNodeClientArgs(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-plain-client.mjs", []string{gw.URL,
+		`echo={"text":"from ts"}`, `steps={"steps":3,"stepMs":10,"label":"ts"}`, `fail_job={"kind":"tool","steps":1,"stepMs":0}`},
+		"@modelcontextprotocol/sdk@"+tsSDKVersion)
+	for _, want := range []string{
+		"CONNECTED", "session yes",
+		"TOOLS echo fail_job interview steps",
+		`CALL echo OK "echo: from ts"`,
+		`CALL steps OK "Completed 3 steps for ts"`,
+		`CALL fail_job TOOL ERROR "Job failed: simulated tool error"`,
+		"PING OK", "TERMINATED",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("client output lacks %q", want)
 		}
 	}
-	if n := rt.Rejections(taskruntime.CodeUnsupportedVersion); n != 1 {
-		t.Errorf("the fixture refused %d requests with -32022, want the client's initialize", n)
+	if n := rt.Rejections(taskruntime.CodeUnsupportedVersion); n != 0 {
+		t.Errorf("the fixture refused %d requests with -32022, want none", n)
 	}
-	if n := len(rt.TaskIDs("")); n != 0 {
-		t.Errorf("the fixture made %d tasks, want none", n)
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != 1 {
+		t.Errorf("the fixture made %d steps tasks, want the one the gateway awaited", n)
 	}
 }

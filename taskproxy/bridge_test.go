@@ -16,19 +16,21 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
 )
 
-// The probe runs once per route while its answer is fresh, only for
-// 2026-07-28 requests, and an answer that says nothing is not kept.
+// The probe runs once per endpoint while its answer is fresh, for
+// 2026-07-28 requests and 2025-11-25 initializes (the reverse bridge),
+// never for other 2025-11-25 requests, and an answer that says nothing is
+// not kept.
 func TestBridgeProbe(t *testing.T) {
 	tests := []struct {
 		name           string
 		status         int
 		body           string
 		v2025          bool
-		probesForThree int32
+		probesForThree int32 // after the initialize's
 	}{
 		{"2025-only upstream", 400, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}`, true, 1},
-		{"2026 upstream", 200, `{"jsonrpc":"2.0","id":"mcp-tasks:probe","result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"ttlMs":0,"cacheScope":"public"}}`, false, 1},
-		{"upstream down", 502, ``, false, 3},
+		{"2026 upstream", 200, `{"jsonrpc":"2.0","id":"mcp-tasks:probe","result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{},"ttlMs":0,"cacheScope":"public"}}`, false, 1},
+		{"upstream down", 502, ``, false, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,10 +45,23 @@ func TestBridgeProbe(t *testing.T) {
 			})
 			g := testGateway(t, Config{})
 			g.bridge.ForgetProbe()
-			// 2025-11-25 traffic never probes.
-			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`), next)
+			// 2025-11-25 traffic other than initialize never probes.
+			for _, req := range []*http.Request{
+				post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, "Mcp-Session-Id", "s-1", "MCP-Protocol-Version", "2025-11-25"),
+				post(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`),
+				post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`),
+			} {
+				_ = g.ServeHTTP(httptest.NewRecorder(), req, next)
+			}
 			if probes.Load() != 0 {
-				t.Fatalf("a 2025-11-25 request probed the upstream")
+				t.Fatalf("a 2025-11-25 request other than initialize probed the upstream")
+			}
+			// An initialize probes (the reverse bridge needs to know
+			// whether the upstream speaks 2025-11-25), and passes
+			// through: the upstream speaks it, or could not be asked.
+			_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`), next)
+			if probes.Load() != 1 {
+				t.Fatalf("an initialize made %d probes, want 1", probes.Load())
 			}
 			for range 3 {
 				if got := g.bridge.UpstreamIsV2025(post(`{}`), next); got != tt.v2025 {
@@ -54,7 +69,7 @@ func TestBridgeProbe(t *testing.T) {
 				}
 			}
 			if probes.Load() != tt.probesForThree {
-				t.Errorf("%d probes for three requests, want %d", probes.Load(), tt.probesForThree)
+				t.Errorf("%d probes for an initialize and three requests, want %d", probes.Load(), tt.probesForThree)
 			}
 		})
 	}

@@ -5,8 +5,9 @@
 // and passes everything else through untouched. It serves both task
 // protocols: 2025-11-25 (the client asks with params.task; internal/wire/v2025)
 // and the 2026-07-28 tasks extension (the gateway decides; internal/wire/v2026),
-// and bridges 2026-07-28 clients to upstreams that speak only 2025-11-25
-// (internal/bridge).
+// bridges 2026-07-28 clients to upstreams that speak only 2025-11-25
+// (internal/bridge), and 2025-11-25 clients to upstreams that speak only
+// 2026-07-28 (internal/bridge/v2025on2026).
 //
 // The package imports no Caddy code and no store backend: callers identify
 // each request's owner with WithCaller, hand the gateway the next handler as
@@ -22,6 +23,9 @@
 //	                     Runtime: reads the body, tells the version apart,
 //	                     hands the request to one adapter
 //	internal/bridge      2026-07-28 clients in front of 2025-11-25 upstreams
+//	internal/bridge/v2025on2026
+//	                     2025-11-25 clients in front of 2026-07-28-only
+//	                     upstreams (the reverse bridge)
 //	internal/wire/v2025, internal/wire/v2026
 //	                     each protocol version's methods and renderings
 //	internal/wire        the exchange both versions share: answers, guards,

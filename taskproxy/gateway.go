@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge/v2025on2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
@@ -139,9 +140,11 @@ type Gateway struct {
 	// policy and the session guard.
 	env *wire.Env
 	// v2026 answers 2026-07-28 requests; bridge those that go to an
-	// upstream speaking only 2025-11-25.
-	v2026  *v2026.Handler
-	bridge *bridge.Bridge
+	// upstream speaking only 2025-11-25; reverse the 2025-11-25 requests
+	// that go to an upstream speaking only 2026-07-28.
+	v2026   *v2026.Handler
+	bridge  *bridge.Bridge
+	reverse *v2025on2026.Bridge
 }
 
 // New returns a gateway for cfg on rt.
@@ -195,7 +198,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked)}
+	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked), reverse: v2025on2026.New(env)}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
@@ -244,6 +247,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			x := g.exchange(w, r, next, &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, who)
 			return v2025.ServeResumedResult(x, taskID)
 		}
+		if v2025on2026.Owns(r) { // a session the reverse bridge opened (the guard checked its owner)
+			return g.reverse.ServeOther(g.exchange(w, r, next, &jsonrpc.Message{JSONRPC: "2.0"}, who))
+		}
 		if r.Method == http.MethodDelete && r.Header.Get(upstream.HeaderSessionID) != "" {
 			return g.env.Sessions.ServeDelete(w, r, next)
 		}
@@ -288,6 +294,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 			return g.bridge.Serve(x)
 		}
 		return g.v2026.Serve(x)
+	}
+	if g.reverse.Applies(x) { // a 2026-07-28-only upstream: the reverse version bridge answers
+		return g.reverse.Serve(x)
 	}
 	switch {
 	case msg.IsRequest():

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -153,6 +154,27 @@ func (b *bindingWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+// Bind binds sid, a session the gateway itself opened for a client (the
+// reverse version bridge's), to owner, in the store and the cache, as an
+// upstream's session is bound at its initialize answer.
+func (sg *SessionGuard) Bind(ctx context.Context, sid, owner string) error {
+	if err := sg.binder().BindSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
+		return fmt.Errorf("binding session to its principal: %w", err)
+	}
+	sg.table.Remember(sid, owner, runtime.Now())
+	return nil
+}
+
+// Forget ends the binding of sid (Guard has checked its owner): its next
+// use gets 404.
+func (sg *SessionGuard) Forget(ctx context.Context, sid string) error {
+	sg.table.Forget(sid)
+	if err := sg.binder().ForgetSession(ctx, sid); err != nil {
+		return fmt.Errorf("forgetting session: %w", err)
+	}
+	return nil
+}
 
 // ServeDelete passes the owner's DELETE of a session on (guardSession
 // has checked the owner), and forgets the binding once the upstream ended

@@ -1,0 +1,240 @@
+package v2025on2026
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// SessionPrefix starts the id of every session the reverse bridge opens:
+// a request naming one is the bridge's whatever the probe says now.
+const SessionPrefix = "mcp-tasks-v2026."
+
+// maxSessions bounds the sessions whose client description is kept in
+// memory; the least recently used goes first.
+const maxSessions = 4096
+
+// Bridge is a configuration's reverse version bridge.
+type Bridge struct {
+	// Env is the configuration's (its policy, loggers, session guard,
+	// probes).
+	*wire.Env
+	sessions *lru.Cache[string, *session]
+	// inflight holds the cancel of each call in flight on a session, by
+	// session and request id, for the client's notifications/cancelled.
+	inflight sync.Map
+}
+
+// session is what a session's initialize (and logging/setLevel) said of
+// its client.
+type session struct {
+	mu   sync.Mutex
+	meta translate.RequestMeta
+}
+
+func (s *session) requestMeta() translate.RequestMeta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta
+}
+
+// New returns the reverse bridge of the configuration env.
+func New(env *wire.Env) *Bridge {
+	sessions, _ := lru.New[string, *session](maxSessions) // only a size below 1 fails
+	return &Bridge{Env: env, sessions: sessions}
+}
+
+// Owns reports whether r names a session the reverse bridge opened.
+func Owns(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get(upstream.HeaderSessionID), SessionPrefix)
+}
+
+// Applies reports whether x, a 2025-11-25 POST, is the reverse bridge's
+// (see the package doc): it names one of its sessions, or it names none
+// and the endpoint speaks only 2026-07-28 (probed for an initialize, a
+// kept verdict for anything else).
+func (b *Bridge) Applies(x *wire.Exchange) bool {
+	if Owns(x.R) {
+		return true
+	}
+	if x.R.Header.Get(upstream.HeaderSessionID) != "" {
+		return false
+	}
+	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {
+		v, known := b.Probes.Verdict(x.R, x.Next)
+		return known && v.V2026Only
+	}
+	v, ok := b.Probes.Cached(x.R)
+	return ok && v.V2026Only
+}
+
+// ServeOther answers a request of another HTTP method than POST naming one
+// of the bridge's sessions (Owns; the session guard has checked its
+// owner): DELETE ends the session, anything else (the GET stream) is 405,
+// since the upstream sends nothing outside a request.
+func (b *Bridge) ServeOther(x *wire.Exchange) error {
+	if !x.GuardOrigin() {
+		return nil
+	}
+	if x.R.Method != http.MethodDelete {
+		x.W.Header().Set("Allow", "POST, DELETE")
+		wire.WriteError(x.W, http.StatusMethodNotAllowed, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"Method Not Allowed: this server sends nothing outside a request, so it offers no GET stream"))
+		return nil
+	}
+	sid := x.R.Header.Get(upstream.HeaderSessionID)
+	b.sessions.Remove(sid)
+	if err := b.Sessions.Forget(context.WithoutCancel(x.R.Context()), sid); err != nil {
+		b.Log.Warn("forgetting an ended session; it expires when idle", zap.Error(err))
+	}
+	x.W.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// call is one 2025-11-25 request the reverse bridge answers.
+type call struct {
+	*wire.Exchange
+	b *Bridge
+	// sid is the session the request names ("" for none).
+	sid string
+}
+
+// Serve answers x, a 2025-11-25 POST that Applies.
+func (b *Bridge) Serve(x *wire.Exchange) error {
+	c := &call{Exchange: x, b: b, sid: x.R.Header.Get(upstream.HeaderSessionID)}
+	if !c.GuardOrigin() {
+		return nil
+	}
+	switch {
+	case c.Msg.IsNotification():
+		if c.Msg.Method == "notifications/cancelled" {
+			c.cancelled()
+		}
+		c.W.WriteHeader(http.StatusAccepted) // initialized, cancelled, roots/list_changed: nothing goes upstream
+		return nil
+	case !c.Msg.IsRequest():
+		c.W.WriteHeader(http.StatusAccepted) // a response: the bridge sends the client no requests
+		return nil
+	}
+	switch c.Msg.Method {
+	case "initialize":
+		return c.initialize()
+	case "ping":
+		return c.Reply(struct{}{})
+	case "logging/setLevel":
+		return c.setLevel()
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s (this server declares no tasks capability)", c.Msg.Method))
+		return nil
+	}
+	return c.forward()
+}
+
+// session returns what the request's session said of its client: nothing
+// for a request without one, or one whose entry is gone.
+func (c *call) session() *session {
+	if c.sid != "" {
+		if s, ok := c.b.sessions.Get(c.sid); ok {
+			return s
+		}
+	}
+	return &session{}
+}
+
+// initialize opens a session: the upstream's server/discover, asked with
+// the caller's headers, answers it in 2025-11-25 form; the session id is
+// bound to the caller's owner before the answer names it.
+func (c *call) initialize() error {
+	var p struct {
+		Capabilities json.RawMessage `json:"capabilities"`
+		ClientInfo   json.RawMessage `json:"clientInfo"`
+	}
+	if err := json.Unmarshal(c.Msg.Params, &p); err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+		return nil
+	}
+	s := &session{meta: translate.RequestMeta{Capabilities: translate.V2026ClientCapabilities(p.Capabilities), ClientInfo: p.ClientInfo}}
+	params, err := translate.V2026Params(nil, s.meta)
+	if err != nil {
+		c.Fail(runtime.InternalError(c.Log, "building server/discover", err))
+		return nil
+	}
+	rep := newReply(c.Exchange)
+	ev := c.attempt(c.R.Context(), c.upstreamBase("server/discover", nil), "server/discover", params, rep)
+	if c.R.Context().Err() != nil {
+		return nil
+	}
+	if ev.Err != nil || ev.Final.Error != nil || rep.refused(ev) {
+		c.sendFinal(rep, ev)
+		return nil
+	}
+	result, err := translate.V2025Initialize(ev.Final.Result)
+	if err != nil {
+		c.Fail(runtime.UpstreamFailure(c.Log, err))
+		return nil
+	}
+	sid := SessionPrefix + task.NewTaskID()
+	if err := c.Sessions.Bind(c.R.Context(), sid, c.Owner); err != nil {
+		e := runtime.InternalError(c.Log, "opening a session", err)
+		wire.WriteError(c.W, wire.AnswerStatus(c.W, http.StatusInternalServerError, e), c.Msg.ID, e)
+		return nil
+	}
+	c.b.sessions.Add(sid, s)
+	c.W.Header().Set(upstream.HeaderSessionID, sid)
+	c.ReplyRaw(result)
+	return nil
+}
+
+// setLevel keeps the session's log level: 2026-07-28 asks for log
+// messages per request, which the bridge does on each of the session's
+// requests from now on.
+func (c *call) setLevel() error {
+	level, err := wire.StringParam(c.Msg.Params, "level")
+	if err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+		return nil
+	}
+	if c.sid != "" {
+		s, ok := c.b.sessions.Get(c.sid)
+		if !ok {
+			s = &session{}
+			c.b.sessions.Add(c.sid, s)
+		}
+		s.mu.Lock()
+		s.meta.LogLevel = level
+		s.mu.Unlock()
+	}
+	return c.Reply(struct{}{})
+}
+
+// cancelled cancels the session's call the notification names: on
+// 2026-07-28, closing the upstream stream is the cancellation.
+func (c *call) cancelled() {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if c.sid == "" || json.Unmarshal(c.Msg.Params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	if entry, ok := c.b.inflight.Load(inflightKey(c.sid, p.RequestID)); ok {
+		entry.(*inflightCall).cancel(errCancelledByClient)
+	}
+}
+
+// inflightCall is a call in flight on a session.
+type inflightCall struct{ cancel context.CancelCauseFunc }
+
+// inflightKey keys a call in flight on a session.
+func inflightKey(sid string, id json.RawMessage) string { return sid + "\x00" + string(id) }

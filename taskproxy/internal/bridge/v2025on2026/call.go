@@ -1,0 +1,235 @@
+package v2025on2026
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/sse"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// errCancelledByClient ends a call the client cancelled with
+// notifications/cancelled.
+var errCancelledByClient = errors.New("the client cancelled the request")
+
+// forward sends the request upstream in 2026-07-28 form and answers with
+// the upstream's answer in 2025-11-25 form. A tools/call the upstream
+// refuses for want of the tasks extension is sent again declaring it, and
+// the upstream's task is awaited within the call (awaitTask).
+func (c *call) forward() error {
+	params, err := translate.V2026Params(c.Msg.Params, c.session().requestMeta())
+	if err != nil {
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(c.R.Context())
+	defer cancel(nil)
+	if c.sid != "" {
+		key, entry := inflightKey(c.sid, c.Msg.ID), &inflightCall{cancel: cancel}
+		c.b.inflight.Store(key, entry)
+		defer c.b.inflight.CompareAndDelete(key, entry)
+	}
+	base := c.upstreamBase(c.Msg.Method, params)
+	rep := newReply(c.Exchange)
+	ev := c.attempt(ctx, base, c.Msg.Method, params, rep)
+	if c.Msg.Method == "tools/call" && ctx.Err() == nil && needsTasksExtension(ev) {
+		withExt, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
+		if err != nil {
+			c.Fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
+			return nil
+		}
+		ev = c.attempt(ctx, base, c.Msg.Method, withExt, rep)
+		if ev.Err == nil && ev.Final.Error == nil {
+			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+				return c.awaitTask(ctx, rep, base, withExt, created)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return nil // the client left or cancelled: the upstream stream was closed, which cancels the call
+	}
+	c.sendFinal(rep, ev)
+	return nil
+}
+
+// needsTasksExtension reports whether ev is the upstream's -32021 refusal
+// naming the tasks extension: the tool runs only as a task.
+func needsTasksExtension(ev upstream.Event) bool {
+	if ev.Err != nil || ev.Final == nil || ev.Final.Error == nil || ev.Final.Error.Code != jsonrpc.CodeMissingRequiredClientCapability {
+		return false
+	}
+	var data struct {
+		RequiredCapabilities struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"requiredCapabilities"`
+	}
+	if json.Unmarshal(ev.Final.Error.Data, &data) != nil {
+		return false
+	}
+	_, ok := data.RequiredCapabilities.Extensions[wire.ExtensionTasks]
+	return ok
+}
+
+// awaitTask waits, within the client's call, for the task the upstream
+// made of it, and answers with the task's outcome. When the client goes
+// first, AwaitV2026UpstreamTask cancels the upstream's task.
+func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created) error {
+	out, err := runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, params, created, nil)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
+	case out.Input != nil:
+		runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+			"the upstream's task for this call asks for input, which a plain call cannot answer through the gateway; its task was cancelled")))
+	case out.Error != nil:
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, out.Error))
+	default:
+		rep.send(jsonrpc.ResponseRaw(c.Msg.ID, translate.V2025Result(out.Result)))
+	}
+	return nil
+}
+
+// upstreamBase is the request the upstream calls of method are built on:
+// the caller's headers (its credentials) without the session and the
+// stream's resumption, with the 2026-07-28 routing headers.
+func (c *call) upstreamBase(method string, params json.RawMessage) *http.Request {
+	base := c.Detach(c.R)
+	for k := range base.Header {
+		if runtime.IsRoutingHeader(k) {
+			delete(base.Header, k)
+		}
+	}
+	base.Header.Del(upstream.HeaderSessionID)
+	base.Header.Del("Last-Event-ID")
+	base.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
+	base.Header.Set(upstream.HeaderMethod, method)
+	if name, ok := routingName(method, params); ok {
+		base.Header.Set(upstream.HeaderName, upstream.EncodeHeaderValue(name))
+	}
+	return base
+}
+
+// routingName is the Mcp-Name of a request: params.name of tools/call and
+// prompts/get, params.uri of resources/read.
+func routingName(method string, params json.RawMessage) (string, bool) {
+	var field string
+	switch method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		return "", false
+	}
+	name, err := wire.StringParam(params, field)
+	return name, err == nil
+}
+
+// attempt sends method with params upstream, on base, relaying the
+// request's progress and log messages to rep, and returns its last event.
+func (c *call) attempt(ctx context.Context, base *http.Request, method string, params json.RawMessage, rep *reply) upstream.Event {
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "v2025on2026:" + task.NewTaskID() + ":" + strconv.Itoa(1))
+	body, err := jsonrpc.RequestBytes(id, method, params)
+	if err != nil {
+		return upstream.Event{Err: err}
+	}
+	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, func(ev upstream.Event) bool {
+		if ev.Notification != nil {
+			rep.relay(ev.Notification)
+		}
+		return false // the upstream sends no requests on 2026-07-28; anything else is dropped
+	})
+	return ev
+}
+
+// sendFinal answers with ev, the last event of an upstream request, in
+// 2025-11-25 form: a result without the 2026-07-28 fields, an error with
+// HTTP 200 as a 2025-11-25 server sends it, the upstream's refusal of the
+// caller (401, 403) as it is (MCP authorization starts from it), and 502
+// when there was no answer.
+func (c *call) sendFinal(rep *reply, ev upstream.Event) {
+	switch {
+	case ev.Err != nil:
+		e := runtime.UpstreamFailure(c.Log, ev.Err)
+		if rep.sse == nil {
+			wire.WriteError(c.W, http.StatusBadGateway, c.Msg.ID, e)
+			return
+		}
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
+	case rep.refused(ev):
+		rep.passRefusal(ev.Head)
+	case ev.Final.Error != nil:
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, ev.Final.Error))
+	case upstream.IsInputRequired(ev.Final.Result):
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
+			"the upstream asks for input to answer this request, which the gateway does not relay to 2025-11-25 clients")))
+	default:
+		rep.send(jsonrpc.ResponseRaw(c.Msg.ID, translate.V2025Result(ev.Final.Result)))
+	}
+}
+
+// reply is the answer to a bridged request: JSON, or an event stream once
+// a progress or log message is relayed.
+type reply struct {
+	x   *wire.Exchange
+	sse *sse.Writer
+}
+
+func newReply(x *wire.Exchange) *reply { return &reply{x: x} }
+
+// relay passes the request's progress and log messages to the client.
+func (r *reply) relay(m *jsonrpc.Message) {
+	if m.Method != "notifications/progress" && m.Method != "notifications/message" {
+		return
+	}
+	if r.sse == nil {
+		if !wire.AcceptsSSE(r.x.R) {
+			return
+		}
+		r.sse = sse.Start(r.x.W, 0)
+	}
+	if data, err := json.Marshal(m); err == nil {
+		_ = r.sse.WriteEvent("", data)
+	}
+}
+
+// send answers with data, a JSON-RPC response: the last event of a
+// stream, or JSON with HTTP 200.
+func (r *reply) send(data []byte) {
+	if r.sse != nil {
+		_ = r.sse.WriteEvent("", data)
+		return
+	}
+	wire.WriteJSON(r.x.W, http.StatusOK, data)
+}
+
+// refused reports whether ev is the upstream refusing the caller (401,
+// 403) before any stream began.
+func (r *reply) refused(ev upstream.Event) bool {
+	return r.sse == nil && ev.Err == nil && ev.Head != nil && wire.RefusesCaller(ev.Head.Status)
+}
+
+// passRefusal answers with the upstream's refusal: its status, its
+// authentication challenge, and its body.
+func (r *reply) passRefusal(head *upstream.Head) {
+	h := r.x.W.Header()
+	for _, k := range []string{"WWW-Authenticate", "Content-Type"} {
+		if v := head.Header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
+	}
+	r.x.W.WriteHeader(head.Status)
+	_, _ = r.x.W.Write(head.Body)
+}

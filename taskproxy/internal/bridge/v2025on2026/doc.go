@@ -1,0 +1,50 @@
+// Package v2025on2026 is the reverse version bridge: 2025-11-25 clients
+// (sessions, initialize) in front of an upstream endpoint that speaks only
+// 2026-07-28 (its server/discover lists supportedVersions without
+// 2025-11-25, as a 2026-07-28 task runtime's does). The root asks it
+// whether a 2025-11-25 request is its own (Applies) and hands it over
+// (Serve, ServeOther); every other 2025-11-25 request passes through as
+// before.
+//
+// The gateway is the 2025-11-25 server here: it answers initialize itself
+// from the upstream's server/discover, opens the session (its own id,
+// bound to the caller's owner in the store as any session, so the session
+// guard checks every later use), answers ping, logging/setLevel,
+// notifications and DELETE, and refuses the GET stream (405). Every other
+// request goes upstream in 2026-07-28 form, one stateless request each:
+// the 2026-07-28 headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name), no
+// session id, and the per-request _meta built from what the session's
+// initialize said (client capabilities, client info) and its log level.
+// The answer comes back in 2025-11-25 form (internal/translate), its
+// progress and log messages relayed on the request's own stream. A
+// tools/call the upstream refuses for want of the tasks extension (a tool
+// it runs only as a task) is sent again declaring it, and the upstream's
+// task is awaited within the client's call (runtime.AwaitV2026UpstreamTask).
+//
+// It imports internal/wire and what is below it, never wire/v2026 (it
+// serves 2025-11-25 clients) or the root.
+//
+// # Deciding, per request
+//
+//	names one of its sessions (SessionPrefix) ──► the reverse bridge
+//	names another session ──► passed through (no probe)
+//	initialize without a session ──► the endpoint's probe (wire.Probes:
+//	    kept ProbeTTL, so once per endpoint per 5 minutes) says 2026-07-28
+//	    only ──► the reverse bridge; otherwise passed through
+//	anything else without a session ──► the reverse bridge only when a kept
+//	    verdict says 2026-07-28 only (never a probe)
+//
+// # A session
+//
+//	initialize ──(discover answered; binding stored)──► open
+//	    (the discover refused: its error; 401/403 passed on with its headers)
+//	open ──(any request naming it, by its owner)──► open
+//	open ──(another owner names it)──► 404 "Session not found" (the guard)
+//	open ──(DELETE)──► ended: binding forgotten, 204; later uses 404
+//	open ──(idle gate.SessionIdleTTL)──► ended (the binding expires)
+//
+// What a session says of its client (capabilities, client info, log
+// level) is kept in memory, at most maxSessions; a session whose entry is
+// gone (evicted, or the gateway restarted) still works, its requests then
+// declaring no client capabilities. The upstream holds nothing of it.
+package v2025on2026

@@ -1,0 +1,101 @@
+package taskproxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// v2026OnlyUpstream is a 2026-07-28 server that does not speak
+// 2025-11-25: it answers server/discover listing only 2026-07-28, refuses
+// any request without the 2026-07-28 header with -32022, and echoes what it
+// saw of the others.
+type v2026OnlyUpstream struct {
+	mu   sync.Mutex
+	seen []*http.Request
+	body []string
+}
+
+func (u *v2026OnlyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	data, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.seen = append(u.seen, r)
+	u.body = append(u.body, string(data))
+	u.mu.Unlock()
+	m, _ := jsonrpc.Parse(data)
+	w.Header().Set("Content-Type", "application/json")
+	if r.Header.Get(upstream.HeaderProtocolVersion) != "2026-07-28" {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(jsonrpc.ErrorBytes(m.ID, &jsonrpc.Error{Code: -32022, Message: "Unsupported protocol version",
+			Data: json.RawMessage(`{"supported":["2026-07-28"],"requested":"2025-11-25"}`)}))
+		return
+	}
+	switch m.Method {
+	case "server/discover":
+		_, _ = w.Write(jsonrpc.ResponseRaw(m.ID, []byte(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"only2026","version":"1"}}}`)))
+	default:
+		_, _ = w.Write(jsonrpc.ResponseRaw(m.ID, []byte(`{"resultType":"complete","tools":[],"ttlMs":5,"cacheScope":"public"}`)))
+	}
+}
+
+func (u *v2026OnlyUpstream) requests() ([]*http.Request, []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]*http.Request(nil), u.seen...), append([]string(nil), u.body...)
+}
+
+// A 2025-11-25 initialize in front of a 2026-07-28-only upstream is
+// answered by the gateway, with a session of its own bound to the caller;
+// the session's requests go upstream in 2026-07-28 form, without the
+// session. A request other than initialize never probes: before a verdict
+// is kept, it passes through.
+func TestReverseBridgeDecides(t *testing.T) {
+	up := &v2026OnlyUpstream{}
+	g := testGateway(t, Config{})
+	alice := task.Caller{Owner: "alice", Principal: "alice"}
+
+	w := httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "MCP-Protocol-Version", "2025-11-25"), alice), up)
+	if seen, _ := up.requests(); len(seen) != 1 || seen[0].Header.Get(upstream.HeaderMethod) != "" {
+		t.Fatalf("a 2025-11-25 request before any verdict: the upstream saw %d requests, want it alone, passed through", len(seen))
+	}
+
+	w = httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}`), alice), up)
+	sid := w.Header().Get(upstream.HeaderSessionID)
+	if w.Code != http.StatusOK || !strings.HasPrefix(sid, "mcp-tasks-v2026.") || !strings.Contains(w.Body.String(), `"protocolVersion":"2025-11-25"`) || !strings.Contains(w.Body.String(), `"only2026"`) {
+		t.Fatalf("initialize: HTTP %d session %q %s", w.Code, sid, w.Body.String())
+	}
+
+	w = httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"progressToken":5}}}`, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25"), alice), up)
+	if w.Code != http.StatusOK || w.Body.String() != `{"jsonrpc":"2.0","id":2,"result":{"tools":[]}}` {
+		t.Errorf("tools/list: HTTP %d %s", w.Code, w.Body.String())
+	}
+	seen, bodies := up.requests()
+	last, lastBody := seen[len(seen)-1], bodies[len(bodies)-1]
+	if last.Header.Get(upstream.HeaderSessionID) != "" || last.Header.Get(upstream.HeaderMethod) != "tools/list" {
+		t.Errorf("the upstream's tools/list: session %q method %q", last.Header.Get(upstream.HeaderSessionID), last.Header.Get(upstream.HeaderMethod))
+	}
+	for _, want := range []string{`"progressToken":5`, `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`, `"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}`} {
+		if !strings.Contains(lastBody, want) {
+			t.Errorf("the upstream's tools/list %s lacks %s", lastBody, want)
+		}
+	}
+
+	// Bob naming alice's session: 404, and nothing goes upstream.
+	n := len(seen)
+	w = httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":3,"method":"ping"}`, "Mcp-Session-Id", sid), task.Caller{Owner: "bob", Principal: "bob"}), up)
+	if seen, _ := up.requests(); w.Code != http.StatusNotFound || len(seen) != n {
+		t.Errorf("bob's ping on alice's session: HTTP %d, %d upstream requests, want 404 and none", w.Code, len(seen)-n)
+	}
+}
