@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,126 @@ func TestReverseBridgeSession(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("ping on the ended session: HTTP %d, want 404", resp.StatusCode)
+	}
+}
+
+// taskResult reads tasks/result of id on c, answering each elicitation
+// with answer(message), and returns the final response and the
+// elicitation messages seen.
+func taskResult(t *testing.T, c *rpcClient, id string, answer func(message string) any) (*jsonrpc.Message, []string) {
+	t.Helper()
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"result-`+id+`"`), "tasks/result", map[string]string{"taskId": id})
+	stream := c.open(context.Background(), body)
+	defer stream.close()
+	var asked []string
+	for {
+		m := stream.next()
+		switch {
+		case m == nil:
+			t.Fatalf("tasks/result of %s ended without the result", id)
+		case m.IsRequest() && m.Method == "elicitation/create":
+			var p struct {
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			asked = append(asked, p.Message)
+			reply, _ := jsonrpc.ResponseBytes(m.ID, answer(p.Message))
+			if code := c.send(reply); code != http.StatusAccepted {
+				t.Fatalf("answering %q: HTTP %d", p.Message, code)
+			}
+		case m.IsResponse():
+			return m, asked
+		}
+	}
+}
+
+// interviewAnswers answers the fixture's interview: Rex, red, do not save.
+func interviewAnswers(message string) any {
+	switch {
+	case strings.Contains(message, "name"):
+		return map[string]any{"action": "accept", "content": map[string]any{"name": "Rex"}}
+	case strings.Contains(message, "colour"):
+		return map[string]any{"action": "accept", "content": map[string]any{"color": "red"}}
+	}
+	return map[string]any{"action": "accept", "content": map[string]any{"save": false}}
+}
+
+// TestReverseBridgeTasks: a 2025-11-25 client's tasks on a 2026-07-28-only
+// upstream that runs tasks itself. Each task-augmented call is the
+// gateway's 2025-11-25 task following the upstream's: its result on
+// tasks/result, its input requests as elicitations on that stream (the
+// answers go on with tasks/update), its cancel reaching the upstream's
+// task, refused to another principal, and followed again after a gateway
+// restart (not re-run).
+func TestReverseBridgeTasks(t *testing.T) {
+	t.Parallel()
+	store := filepath.Join(t.TempDir(), "store")
+	// The fixture binds no task to the Authorization it sees: the gateway
+	// stores no credentials, so after its restart it follows the task
+	// without the caller's (see "Task-aware upstreams" in the README).
+	// Principals are kept apart by the gateway, which this test checks.
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond, BindHeader: "-"})
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: hmacAuth})
+	alice := reverseClient(t, gw, "alice")
+	init := alice.initialize(`{"elicitation":{"form":{}}}`)
+	if !strings.Contains(string(init.Result), `"tasks":{`) || !strings.Contains(string(init.Result), `"requests":{"tools":{"call":{}}}`) {
+		t.Errorf("initialize result %s lacks the gateway's tasks capability", init.Result)
+	}
+	if list := alice.call("tools/list", nil); !strings.Contains(string(list.Result), `"taskSupport":"optional"`) {
+		t.Errorf("tools/list %s lacks the tools' task modes", list.Result)
+	}
+
+	// A task the upstream runs: the gateway's own id, the upstream's result.
+	steps := alice.createTask(taskruntime.ToolSteps, map[string]any{"steps": 3, "stepMs": 10, "label": "task"}, 60000)
+	final, _ := taskResult(t, alice, steps.TaskID, nil)
+	if got := textOf(t, final); got != "Completed 3 steps for task" || strings.Contains(string(final.Result), "resultType") {
+		t.Errorf("steps task result: %s", final.Result)
+	}
+	if ids := rt.TaskIDs(taskruntime.ToolSteps); len(ids) != 1 || ids[0] == steps.TaskID {
+		t.Errorf("upstream steps tasks %v for gateway task %s: want one of the upstream's own", ids, steps.TaskID)
+	}
+	if got := alice.getTask(steps.TaskID); got.Status != "completed" {
+		t.Errorf("tasks/get of the steps task: %+v", got)
+	}
+
+	// Input: two rounds of elicitations on tasks/result.
+	interview := alice.createTask(taskruntime.ToolInterview, map[string]any{"stepMs": 0}, 60000)
+	final, asked := taskResult(t, alice, interview.TaskID, interviewAnswers)
+	if got := textOf(t, final); got != "Hello Rex, you like red; saved: false" || len(asked) != 3 {
+		t.Errorf("interview: %q after %q", got, asked)
+	}
+
+	// Another principal: the task answers as one that never existed.
+	bob := reverseClient(t, gw, "bob")
+	bob.initialize(`{}`)
+	if m := bob.call("tasks/get", map[string]string{"taskId": interview.TaskID}); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("bob's tasks/get of alice's task: %s %+v, want -32602", m.Result, m.Error)
+	}
+
+	// Cancel reaches the upstream's task.
+	rt.Hold(taskruntime.ToolSteps, 2)
+	held := alice.createTask(taskruntime.ToolSteps, map[string]any{"steps": 4, "stepMs": 0, "label": "held"}, 60000)
+	waitFor(t, 30*time.Second, "the upstream's statusMessage", func() bool { return alice.getTask(held.TaskID).StatusMessage == "step 2 of 4" })
+	if m := alice.call("tasks/cancel", map[string]string{"taskId": held.TaskID}); m.Error != nil || !strings.Contains(string(m.Result), `"cancelled"`) {
+		t.Errorf("tasks/cancel: %s %+v", m.Result, m.Error)
+	}
+	waitFor(t, 30*time.Second, "the upstream's task cancelled", func() bool { return rt.CancelRequests(taskruntime.ToolSteps) >= 1 })
+	rt.Unhold(taskruntime.ToolSteps)
+	rt.ReleaseAll(taskruntime.ToolSteps)
+
+	// A restart while the upstream's task waits for input: followed again
+	// by its recorded id, on the same session.
+	again := alice.createTask(taskruntime.ToolInterview, map[string]any{"stepMs": 0}, 60000)
+	waitFor(t, 30*time.Second, "input_required", func() bool { return alice.getTask(again.TaskID).Status == "input_required" })
+	killGateway(t, gw)
+	gw2 := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: store, Directives: hmacAuth})
+	alice.url = gw2.URL
+	final, asked = taskResult(t, alice, again.TaskID, interviewAnswers)
+	if got := textOf(t, final); got != "Hello Rex, you like red; saved: false" || len(asked) != 3 {
+		t.Errorf("interview after the restart: %q after %q", got, asked)
+	}
+	if n := rt.TasksCreated(taskruntime.ToolInterview); n != 2 {
+		t.Errorf("upstream interview tasks: %d, want 2 (the restarted one followed again, not re-run)", n)
 	}
 }

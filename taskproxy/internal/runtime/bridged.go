@@ -47,6 +47,9 @@ const MsgBridgedInput = "The task needs input: answer its inputRequests with tas
 
 // UpstreamSpeaksV2025 reports whether a task's upstream call is a
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
-// 2025-11-25 task's, or a bridged 2026-07-28 task's (it runs on an upstream
-// session).
-func UpstreamSpeaksV2025(t *task.Task) bool { return t.Era == task.Era2025 || t.Session != "" }
+// 2025-11-25 task's, unless it follows a 2026-07-28 upstream's task (the
+// reverse bridge's), or a bridged 2026-07-28 task's (it runs on an
+// upstream session).
+func UpstreamSpeaksV2025(t *task.Task) bool {
+	return t.Era == task.Era2025 && !t.UpstreamV2026 || t.Session != ""
+}

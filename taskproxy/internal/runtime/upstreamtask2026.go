@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -94,7 +95,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 				w.work(nil, ev)
 				return
 			}
-			route.Finish(t, ev.Final.Result, nil) // the upstream ran it plainly
+			route.Finish(t, v2026ResultFor(t, ev.Final.Result), nil) // the upstream ran it plainly
 			return
 		}
 		if !w.recordV2026UpstreamTask(created) {
@@ -186,6 +187,16 @@ func (w *worker) followV2026UpstreamTask() {
 	}
 }
 
+// v2026ResultFor is a 2026-07-28 upstream's result as t's client takes
+// it: a 2025-11-25 task's (the reverse version bridge's) without the
+// 2026-07-28 fields, any other as the upstream wrote it.
+func v2026ResultFor(t *task.Task, result json.RawMessage) json.RawMessage {
+	if t.Era == task.Era2025 {
+		return translate.V2025Result(result)
+	}
+	return result
+}
+
 func clampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026Poll), maxV2026Poll) }
 
 // mirrorV2026UpstreamTask copies one tasks/get answer into the task; it
@@ -198,7 +209,7 @@ func (w *worker) mirrorV2026UpstreamTask(up v2026UpstreamTask) bool {
 		if result == nil {
 			result = json.RawMessage("{}")
 		}
-		route.Finish(t, result, nil)
+		route.Finish(t, v2026ResultFor(t, result), nil)
 		return true
 	case task.StatusFailed:
 		e := up.Error

@@ -61,3 +61,22 @@ func TestV2026ClientCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// A 2025-11-25 task following a 2026-07-28 upstream's (the reverse
+// bridge's) records the result in 2025-11-25 form; a 2026-07-28 task keeps
+// the upstream's.
+func TestV2026ResultFor(t *testing.T) {
+	result := json.RawMessage(`{"resultType":"complete","content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`)
+	tests := []struct {
+		era  task.Era
+		want string
+	}{
+		{task.Era2025, `{"content":[]}`},
+		{task.Era2026, string(result)},
+	}
+	for _, tt := range tests {
+		if got := v2026ResultFor(&task.Task{Era: tt.era}, result); string(got) != tt.want {
+			t.Errorf("era %s: %s, want %s", tt.era, got, tt.want)
+		}
+	}
+}

@@ -44,6 +44,11 @@ func (p *ToolPolicy) RewriteInitialize(result []byte) ([]byte, error) {
 	return jsonx.SetPathLast(result, []string{"capabilities", "tasks"}, p.v2025TasksCapability())
 }
 
+// V2025TasksCapability is the 2025-11-25 tasks capability the gateway
+// declares in an initialize result it makes itself (the reverse version
+// bridge's).
+func (p *ToolPolicy) V2025TasksCapability() []byte { return p.v2025TasksCapability() }
+
 // v2025TasksCapability is the server capability the gateway declares.
 func (p *ToolPolicy) v2025TasksCapability() []byte {
 	if p.listTasks {

@@ -10,10 +10,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -66,6 +68,11 @@ func Owns(r *http.Request) bool {
 // and the endpoint speaks only 2026-07-28 (probed for an initialize, a
 // kept verdict for anything else).
 func (b *Bridge) Applies(x *wire.Exchange) bool {
+	if x.Msg.IsResponse() {
+		if _, _, ok := jsonrpc.ParseInputID(x.Msg.ID); ok {
+			return false // an answer to a task's input request: the 2025-11-25 adapter's, as for any task
+		}
+	}
 	if Owns(x.R) {
 		return true
 	}
@@ -136,8 +143,9 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 	case "logging/setLevel":
 		return c.setLevel()
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s (this server declares no tasks capability)", c.Msg.Method))
-		return nil
+		return v2025.Serve(c.Exchange) // the gateway's tasks, from the store, as for any 2025-11-25 client
+	case "tools/call":
+		return c.serveToolsCall()
 	}
 	return c.forward()
 }
@@ -189,6 +197,10 @@ func (c *call) initialize() error {
 	if err := c.Sessions.Bind(c.R.Context(), sid, c.Owner); err != nil {
 		e := runtime.InternalError(c.Log, "opening a session", err)
 		wire.WriteError(c.W, wire.AnswerStatus(c.W, http.StatusInternalServerError, e), c.Msg.ID, e)
+		return nil
+	}
+	if result, err = jsonx.SetPath(result, []string{"capabilities", "tasks"}, c.Tools.V2025TasksCapability()); err != nil {
+		c.Fail(runtime.InternalError(c.Log, "declaring the tasks capability", err))
 		return nil
 	}
 	c.b.sessions.Add(sid, s)

@@ -102,23 +102,29 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 }
 
 // upstreamBase is the request the upstream calls of method are built on:
-// the caller's headers (its credentials) without the session and the
-// stream's resumption, with the 2026-07-28 routing headers.
+// a detached copy of the caller's (setUpstreamHeaders).
 func (c *call) upstreamBase(method string, params json.RawMessage) *http.Request {
 	base := c.Detach(c.R)
-	for k := range base.Header {
+	setUpstreamHeaders(base, method, params)
+	return base
+}
+
+// setUpstreamHeaders makes r's headers those of a 2026-07-28 request of
+// method: the caller's (its credentials) without the session and the
+// stream's resumption, with the 2026-07-28 routing headers.
+func setUpstreamHeaders(r *http.Request, method string, params json.RawMessage) {
+	for k := range r.Header {
 		if runtime.IsRoutingHeader(k) {
-			delete(base.Header, k)
+			delete(r.Header, k)
 		}
 	}
-	base.Header.Del(upstream.HeaderSessionID)
-	base.Header.Del("Last-Event-ID")
-	base.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
-	base.Header.Set(upstream.HeaderMethod, method)
+	r.Header.Del(upstream.HeaderSessionID)
+	r.Header.Del("Last-Event-ID")
+	r.Header.Set(upstream.HeaderProtocolVersion, string(task.Era2026))
+	r.Header.Set(upstream.HeaderMethod, method)
 	if name, ok := routingName(method, params); ok {
-		base.Header.Set(upstream.HeaderName, upstream.EncodeHeaderValue(name))
+		r.Header.Set(upstream.HeaderName, upstream.EncodeHeaderValue(name))
 	}
-	return base
 }
 
 // routingName is the Mcp-Name of a request: params.name of tools/call and
@@ -176,7 +182,13 @@ func (c *call) sendFinal(rep *reply, ev upstream.Event) {
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
 			"the upstream asks for input to answer this request, which the gateway does not relay to 2025-11-25 clients")))
 	default:
-		rep.send(jsonrpc.ResponseRaw(c.Msg.ID, translate.V2025Result(ev.Final.Result)))
+		result := translate.V2025Result(ev.Final.Result)
+		if c.Msg.Method == "tools/list" { // each tool's task mode, as for any upstream
+			if out, err := c.Tools.RewriteToolsList(result); err == nil {
+				result = out
+			}
+		}
+		rep.send(jsonrpc.ResponseRaw(c.Msg.ID, result))
 	}
 }
 

@@ -21,8 +21,15 @@
 // it runs only as a task) is sent again declaring it, and the upstream's
 // task is awaited within the client's call (runtime.AwaitV2026UpstreamTask).
 //
-// It imports internal/wire and what is below it, never wire/v2026 (it
-// serves 2025-11-25 clients) or the root.
+// Tasks (task.go): the initialize answer declares the gateway's 2025-11-25
+// tasks capability and tools/list each tool's configured task mode; a
+// task-augmented tools/call becomes the gateway's 2025-11-25 task whose
+// worker calls the upstream in 2026-07-28 form declaring the tasks
+// extension and follows the upstream's task (status, input, cancel,
+// outcome, restart); the task methods are the 2025-11-25 adapter's.
+//
+// It imports internal/wire (the 2025-11-25 adapter among it) and what is
+// below it, never wire/v2026 (it serves 2025-11-25 clients) or the root.
 //
 // # Deciding, per request
 //

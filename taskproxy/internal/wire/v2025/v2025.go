@@ -150,6 +150,14 @@ func ServeCancelled(x *wire.Exchange) error {
 	return c.Pass()
 }
 
+// RequestedTTL is the ttl a task-augmented call of x asks for in
+// params.task (taskMeta), within the configuration's limits, as this
+// package grants it: for a 2025-11-25 task another package makes (the
+// reverse version bridge's).
+func RequestedTTL(x *wire.Exchange, taskMeta json.RawMessage) (time.Duration, error) {
+	return (&call{x}).requestedTTL(taskMeta)
+}
+
 // minTaskTTL is the shortest ttl a task is granted: a shorter request
 // (but above zero) is raised to it.
 const minTaskTTL = time.Second
