@@ -230,13 +230,16 @@ func TestFollowV2026ClientWithoutMcpName(t *testing.T) {
 // bridge answers the client's initialize itself and sends its requests on
 // in 2026-07-28 form: the client connects, lists the fixture's tools,
 // calls a plain one, one the fixture runs only as a task (its result on
-// the call), one that fails, pings and ends its session.
+// the call), one that fails, the task-only one again as a task of its own
+// (the gateway's task following the fixture's), pings and ends its
+// session.
 func TestFollowV2026TSSDKv1Client(t *testing.T) {
 	t.Parallel()
 	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond})
 	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")})
 	out := runNodeClientArgs(t, "ts-sdk-"+tsSDKVersion, "ts-sdk-plain-client.mjs", []string{gw.URL,
-		`echo={"text":"from ts"}`, `steps={"steps":3,"stepMs":10,"label":"ts"}`, `fail_job={"kind":"tool","steps":1,"stepMs":0}`},
+		`echo={"text":"from ts"}`, `steps={"steps":3,"stepMs":10,"label":"ts"}`, `fail_job={"kind":"tool","steps":1,"stepMs":0}`,
+		`task:steps={"steps":2,"stepMs":10,"label":"ts task"}`},
 		"@modelcontextprotocol/sdk@"+tsSDKVersion)
 	for _, want := range []string{
 		"CONNECTED", "session yes",
@@ -244,6 +247,8 @@ func TestFollowV2026TSSDKv1Client(t *testing.T) {
 		`CALL echo OK "echo: from ts"`,
 		`CALL steps OK "Completed 3 steps for ts"`,
 		`CALL fail_job TOOL ERROR "Job failed: simulated tool error"`,
+		`SERVER TASKS {"cancel":{},"requests":{"tools":{"call":{}}}}`,
+		"TASK steps CREATED working", `TASK steps RESULT "Completed 2 steps for ts task"`,
 		"PING OK", "TERMINATED",
 	} {
 		if !strings.Contains(out, want) {
@@ -253,7 +258,7 @@ func TestFollowV2026TSSDKv1Client(t *testing.T) {
 	if n := rt.Rejections(taskruntime.CodeUnsupportedVersion); n != 0 {
 		t.Errorf("the fixture refused %d requests with -32022, want none", n)
 	}
-	if n := rt.TasksCreated(taskruntime.ToolSteps); n != 1 {
-		t.Errorf("the fixture made %d steps tasks, want the one the gateway awaited", n)
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != 2 {
+		t.Errorf("the fixture made %d steps tasks, want the one the gateway awaited and the one it followed", n)
 	}
 }
