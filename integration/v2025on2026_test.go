@@ -204,6 +204,15 @@ func TestReverseBridgeSession(t *testing.T) {
 func taskResult(t *testing.T, c *rpcClient, id string, answer func(message string) any) (*jsonrpc.Message, []string) {
 	t.Helper()
 	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"result-`+id+`"`), "tasks/result", map[string]string{"taskId": id})
+	return answeredStream(t, c, body, answer)
+}
+
+// answeredStream posts body on c and reads its answer, answering each
+// elicitation on it with answer(message) (a POST of the response on the
+// session), and returns the final response and the elicitation messages
+// seen.
+func answeredStream(t *testing.T, c *rpcClient, body []byte, answer func(message string) any) (*jsonrpc.Message, []string) {
+	t.Helper()
 	stream := c.open(context.Background(), body)
 	defer stream.close()
 	var asked []string
@@ -211,7 +220,7 @@ func taskResult(t *testing.T, c *rpcClient, id string, answer func(message strin
 		m := stream.next()
 		switch {
 		case m == nil:
-			t.Fatalf("tasks/result of %s ended without the result", id)
+			t.Fatalf("%s: the answer ended without a response", body)
 		case m.IsRequest() && m.Method == "elicitation/create":
 			var p struct {
 				Message string `json:"message"`
@@ -316,5 +325,74 @@ func TestReverseBridgeTasks(t *testing.T) {
 	}
 	if n := rt.TasksCreated(taskruntime.ToolInterview); n != 2 {
 		t.Errorf("upstream interview tasks: %d, want 2 (the restarted one followed again, not re-run)", n)
+	}
+}
+
+// TestReverseBridgePlainInput: a plain tools/call whose upstream asks for
+// input reaches the 2025-11-25 client as elicitations on the call's own
+// stream, as a 2025-11-25 server asks; the answers go back to the
+// upstream, as the retry of a multi-round-trip call (the fixture's
+// optional interview) or with tasks/update to the upstream's task awaited
+// on the call (the interview made task-only).
+func TestReverseBridgePlainInput(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []taskruntime.TaskMode{taskruntime.ModeOptional, taskruntime.ModeRequired} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond,
+				Modes: map[string]taskruntime.TaskMode{taskruntime.ToolInterview: mode}})
+			gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"), Directives: hmacAuth})
+			alice := reverseClient(t, gw, "alice")
+			alice.initialize(`{"elicitation":{"form":{}}}`)
+			body, _ := jsonrpc.RequestBytes(json.RawMessage("5"), "tools/call", map[string]any{"name": taskruntime.ToolInterview, "arguments": map[string]any{"stepMs": 0}})
+			final, asked := answeredStream(t, alice, body, interviewAnswers)
+			if got := textOf(t, final); got != "Hello Rex, you like red; saved: false" || len(asked) != 3 {
+				t.Errorf("interview: %q after %q", got, asked)
+			}
+			wantTasks := 0
+			if mode == taskruntime.ModeRequired {
+				wantTasks = 1
+			}
+			if n := rt.TasksCreated(taskruntime.ToolInterview); n != wantTasks {
+				t.Errorf("upstream interview tasks: %d, want %d", n, wantTasks)
+			}
+
+			// Answers from another principal's session are not taken:
+			// bob answers the first round first, as Mallory; the next
+			// round still asks about Rex, whom alice names.
+			bob := reverseClient(t, gw, "bob")
+			bob.initialize(`{"elicitation":{"form":{}}}`)
+			stream := alice.open(context.Background(), body)
+			defer stream.close()
+			var round []*jsonrpc.Message
+			for len(round) < 2 {
+				m := stream.next()
+				if m == nil || !m.IsRequest() {
+					t.Fatalf("the call's first round: %+v, want two input requests", m)
+				}
+				round = append(round, m)
+			}
+			for _, m := range round {
+				reply, _ := jsonrpc.ResponseBytes(m.ID, map[string]any{"action": "accept", "content": map[string]any{"name": "Mallory", "color": "blue"}})
+				if code := bob.send(reply); code != http.StatusAccepted {
+					t.Errorf("bob's answer: HTTP %d, want 202 (as any response)", code)
+				}
+			}
+			for _, m := range round {
+				var p struct{ Message string }
+				_ = json.Unmarshal(m.Params, &p)
+				reply, _ := jsonrpc.ResponseBytes(m.ID, interviewAnswers(p.Message))
+				alice.send(reply)
+			}
+			next := stream.next()
+			if next == nil || !next.IsRequest() || !strings.Contains(string(next.Params), "Save the profile of Rex?") {
+				t.Fatalf("the second round: %+v, want the question about Rex", next)
+			}
+			reply, _ := jsonrpc.ResponseBytes(next.ID, interviewAnswers("save"))
+			alice.send(reply)
+			if final := stream.next(); final == nil || textOf(t, final) != "Hello Rex, you like red; saved: false" {
+				t.Errorf("the second interview's result: %+v", final)
+			}
+		})
 	}
 }

@@ -37,6 +37,9 @@ type Bridge struct {
 	// inflight holds the cancel of each call in flight on a session, by
 	// session and request id, for the client's notifications/cancelled.
 	inflight sync.Map
+	// rounds holds the input rounds waiting for a client's answers, by
+	// name (input.go).
+	rounds sync.Map
 }
 
 // session is what a session's initialize (and logging/setLevel) said of
@@ -132,7 +135,10 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 		c.W.WriteHeader(http.StatusAccepted) // initialized, cancelled, roots/list_changed: nothing goes upstream
 		return nil
 	case !c.Msg.IsRequest():
-		c.W.WriteHeader(http.StatusAccepted) // a response: the bridge sends the client no requests
+		// A response: to an input request of the bridge's (input.go), or
+		// to nothing the bridge asked; either way accepted.
+		c.serveInputAnswer()
+		c.W.WriteHeader(http.StatusAccepted)
 		return nil
 	}
 	switch c.Msg.Method {

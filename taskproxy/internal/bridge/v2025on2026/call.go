@@ -54,12 +54,23 @@ func (c *call) forward() error {
 			}
 		}
 	}
+	if mrtrMethods[c.Msg.Method] && ctx.Err() == nil {
+		var e *jsonrpc.Error
+		if ev, e = c.answerRounds(ctx, rep, base, params, ev); e != nil && ctx.Err() == nil {
+			rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
+			return nil
+		}
+	}
 	if ctx.Err() != nil {
 		return nil // the client left or cancelled: the upstream stream was closed, which cancels the call
 	}
 	c.sendFinal(rep, ev)
 	return nil
 }
+
+// mrtrMethods are the requests a 2026-07-28 server may answer with an
+// InputRequiredResult.
+var mrtrMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // needsTasksExtension reports whether ev is the upstream's -32021 refusal
 // naming the tasks extension: the tool runs only as a task.
@@ -83,16 +94,33 @@ func needsTasksExtension(ev upstream.Event) bool {
 // made of it, and answers with the task's outcome. When the client goes
 // first, AwaitV2026UpstreamTask cancels the upstream's task.
 func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created) error {
+	var answered map[string]json.RawMessage
 	out, err := runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, params, created, nil)
+	for round := 0; err == nil && out.Input != nil && ctx.Err() == nil; round++ {
+		// The task asks for input: the client is asked on the call's
+		// stream (input.go), and its answers go to the task.
+		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task asked for input more than %d times", maxInputRounds)
+		if round < maxInputRounds {
+			if answered, e = c.ask(ctx, rep, out.Input); e == nil {
+				if aerr := runtime.AnswerV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID, answered); aerr != nil {
+					e = runtime.UpstreamFailure(c.Log, aerr)
+				}
+			}
+		}
+		if e != nil {
+			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+			if ctx.Err() == nil {
+				rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
+			}
+			return nil
+		}
+		out, err = runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, params, created, answered)
+	}
 	switch {
 	case ctx.Err() != nil:
 		return nil
 	case err != nil:
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
-	case out.Input != nil:
-		runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
-			"the upstream's task for this call asks for input, which a plain call cannot answer through the gateway; its task was cancelled")))
 	case out.Error != nil:
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, out.Error))
 	default:
@@ -178,9 +206,9 @@ func (c *call) sendFinal(rep *reply, ev upstream.Event) {
 		rep.passRefusal(ev.Head)
 	case ev.Final.Error != nil:
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, ev.Final.Error))
-	case upstream.IsInputRequired(ev.Final.Result):
+	case upstream.IsInputRequired(ev.Final.Result): // of a method that may not ask (answerRounds serves those that may)
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError,
-			"the upstream asks for input to answer this request, which the gateway does not relay to 2025-11-25 clients")))
+			"the upstream asks for input to answer %s, which no server may ask for", c.Msg.Method)))
 	default:
 		result := translate.V2025Result(ev.Final.Result)
 		if c.Msg.Method == "tools/list" { // each tool's task mode, as for any upstream
@@ -215,6 +243,16 @@ func (r *reply) relay(m *jsonrpc.Message) {
 	if data, err := json.Marshal(m); err == nil {
 		_ = r.sse.WriteEvent("", data)
 	}
+}
+
+// request sends the client data, a JSON-RPC request of the gateway's, on
+// the event stream (started here when need be: the caller checked that the
+// client takes one).
+func (r *reply) request(data []byte) {
+	if r.sse == nil {
+		r.sse = sse.Start(r.x.W, 0)
+	}
+	_ = r.sse.WriteEvent("", data)
 }
 
 // send answers with data, a JSON-RPC response: the last event of a

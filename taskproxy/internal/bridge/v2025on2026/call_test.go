@@ -79,3 +79,45 @@ func TestOwns(t *testing.T) {
 		}
 	}
 }
+
+func TestInputRoundAnswer(t *testing.T) {
+	res := func(s string) *jsonrpc.Message {
+		return &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Result: json.RawMessage(s)}
+	}
+	tests := []struct {
+		name    string
+		answers []int
+		msgs    []*jsonrpc.Message
+		known   []bool
+		done    bool
+		err     bool
+	}{
+		{"both answered", []int{0, 1}, []*jsonrpc.Message{res(`{"a":1}`), res(`{"b":2}`)}, []bool{true, true}, true, false},
+		{"one of two", []int{1}, []*jsonrpc.Message{res(`{}`)}, []bool{true}, false, false},
+		{"unknown index", []int{2, -1}, []*jsonrpc.Message{res(`{}`), res(`{}`)}, []bool{false, false}, false, false},
+		{"an error ends the round", []int{0}, []*jsonrpc.Message{{JSONRPC: "2.0", ID: json.RawMessage("1"), Error: jsonrpc.Errorf(-1, "no")}}, []bool{true}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &inputRound{keys: []string{"a", "b"}, got: map[string]json.RawMessage{}, done: make(chan struct{})}
+			for i, idx := range tt.answers {
+				if got := r.answer(idx, tt.msgs[i]); got != tt.known[i] {
+					t.Errorf("answer(%d) = %v, want %v", idx, got, tt.known[i])
+				}
+			}
+			select {
+			case <-r.done:
+				if !tt.done {
+					t.Error("the round ended")
+				}
+			default:
+				if tt.done {
+					t.Error("the round did not end")
+				}
+			}
+			if (r.err != nil) != tt.err {
+				t.Errorf("round error %v, want one: %v", r.err, tt.err)
+			}
+		})
+	}
+}

@@ -20,6 +20,15 @@
 // tools/call the upstream refuses for want of the tasks extension (a tool
 // it runs only as a task) is sent again declaring it, and the upstream's
 // task is awaited within the client's call (runtime.AwaitV2026UpstreamTask).
+// Input the upstream asks for during a plain call (an InputRequiredResult,
+// or the awaited task's inputRequests) goes to the client as 2025-11-25
+// requests on the call's stream, the answers back as the call's retry or
+// the task's tasks/update (input.go):
+//
+//	input_required ──(requests sent on the stream)──► a round waiting
+//	a round waiting ──(every response, on the same session)──► retry / tasks/update
+//	a round waiting ──(an error response, 5 min, the client gone)──► the call ends
+//	                                                     (the upstream's task cancelled)
 //
 // Tasks (task.go): the initialize answer declares the gateway's 2025-11-25
 // tasks capability and tools/list each tool's configured task mode; a

@@ -1,0 +1,181 @@
+package v2025on2026
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
+)
+
+// Input during a plain call. A 2026-07-28 upstream asks for input by
+// answering the call with an InputRequiredResult (inputRequests and a
+// requestState) or, for a task awaited on the call, by the task's
+// inputRequests. A 2025-11-25 client is asked as any 2025-11-25 server
+// asks: each input request goes to it as a JSON-RPC request
+// (elicitation/create, sampling/createMessage, roots/list) on the call's
+// event stream, under an id of the gateway's, and the client POSTs its
+// response on the session. Once every request of the round is answered,
+// the call is sent again with inputResponses and the requestState (or the
+// answers go to the upstream's task with tasks/update), and the next
+// answer is handled the same way, for at most maxInputRounds rounds.
+
+const (
+	// inputWaitTimeout bounds how long one round waits for the client's
+	// answers.
+	inputWaitTimeout = 5 * time.Minute
+	// maxInputRounds bounds the rounds of one call.
+	maxInputRounds = 16
+	// inputIDPrefix starts the ids of the input requests the bridge sends.
+	inputIDPrefix = jsonrpc.GatewayIDPrefix + "v2025on2026:"
+)
+
+// errNoInputChannel refuses input a client cannot be asked for: its
+// request takes no event stream, or names no session to answer on.
+var errNoInputChannel = jsonrpc.Errorf(jsonrpc.CodeInternalError,
+	"the upstream asks for input to answer this request; the gateway relays it only on a session whose request accepts text/event-stream")
+
+// inputRound is one round of input requests sent to a client, waiting for
+// its answers.
+type inputRound struct {
+	sid  string
+	keys []string // by the index in the request ids
+	mu   sync.Mutex
+	got  map[string]json.RawMessage
+	err  *jsonrpc.Error
+	done chan struct{}
+}
+
+// answer records the client's response to the request with index i; it
+// reports false when the round does not know it.
+func (r *inputRound) answer(i int, m *jsonrpc.Message) bool {
+	if i < 0 || i >= len(r.keys) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil || len(r.got) == len(r.keys) {
+		return true
+	}
+	if m.Error != nil {
+		r.err = m.Error
+		close(r.done)
+		return true
+	}
+	r.got[r.keys[i]] = m.Result
+	if len(r.got) == len(r.keys) {
+		close(r.done)
+	}
+	return true
+}
+
+// serveInputAnswer takes a client's response to an input request of the
+// bridge's, on the session that was asked; it reports whether the id is
+// one of the bridge's.
+func (c *call) serveInputAnswer() bool {
+	var id string
+	if json.Unmarshal(c.Msg.ID, &id) != nil || !strings.HasPrefix(id, inputIDPrefix) {
+		return false
+	}
+	round, index, ok := strings.Cut(strings.TrimPrefix(id, inputIDPrefix), ":")
+	i, err := strconv.Atoi(index)
+	if !ok || err != nil {
+		return false
+	}
+	v, found := c.b.rounds.Load(round)
+	if !found || v.(*inputRound).sid != c.sid {
+		return false // another session's (or none): as unknown
+	}
+	return v.(*inputRound).answer(i, c.Msg)
+}
+
+// ask sends the client the input requests (by the upstream's keys) on
+// rep's event stream and waits for the answers, by the same keys.
+func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.RawMessage) (map[string]json.RawMessage, *jsonrpc.Error) {
+	if c.sid == "" || !wire.AcceptsSSE(c.R) {
+		return nil, errNoInputChannel
+	}
+	name := task.NewTaskID()
+	round := &inputRound{sid: c.sid, got: map[string]json.RawMessage{}, done: make(chan struct{})}
+	c.b.rounds.Store(name, round)
+	defer c.b.rounds.Delete(name)
+	for _, k := range sortedKeys(requests) {
+		var req struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(requests[k], &req) != nil || req.Method == "" {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream sent a malformed input request %q", k)
+		}
+		id, _ := json.Marshal(inputIDPrefix + name + ":" + strconv.Itoa(len(round.keys)))
+		round.keys = append(round.keys, k)
+		data, err := jsonrpc.RequestBytes(id, req.Method, req.Params)
+		if err != nil {
+			return nil, runtime.InternalError(c.Log, "encoding an input request", err)
+		}
+		rep.request(data)
+	}
+	timer := time.NewTimer(inputWaitTimeout)
+	defer timer.Stop()
+	select {
+	case <-round.done:
+	case <-timer.C:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the input the upstream asked for was not given within %s", inputWaitTimeout)
+	case <-ctx.Done():
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", context.Cause(ctx))
+	}
+	round.mu.Lock()
+	defer round.mu.Unlock()
+	if round.err != nil {
+		return nil, round.err
+	}
+	return maps.Clone(round.got), nil
+}
+
+// sortedKeys are m's keys in order, so that the client sees the requests
+// of a round in a stable order.
+func sortedKeys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
+
+// answerRounds asks the client for the input of ev, an InputRequiredResult
+// answering params, and sends the call again with the answers, round
+// after round, until the upstream answers otherwise; it returns that
+// answer (or the error that stopped the rounds).
+func (c *call) answerRounds(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, ev upstream.Event) (upstream.Event, *jsonrpc.Error) {
+	for range maxInputRounds {
+		if ev.Err != nil || ev.Final.Error != nil || !upstream.IsInputRequired(ev.Final.Result) {
+			return ev, nil
+		}
+		var in struct {
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  json.RawMessage            `json:"requestState"`
+		}
+		if err := json.Unmarshal(ev.Final.Result, &in); err != nil || len(in.InputRequests) == 0 {
+			return ev, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input without input requests")
+		}
+		answers, e := c.ask(ctx, rep, in.InputRequests)
+		if e != nil {
+			return ev, e
+		}
+		responses, _ := json.Marshal(answers)
+		retry, err := jsonx.Set(params, "inputResponses", responses)
+		if err == nil && len(in.RequestState) > 0 {
+			retry, err = jsonx.Set(retry, "requestState", in.RequestState)
+		}
+		if err != nil {
+			return ev, runtime.InternalError(c.Log, "building the retry", err)
+		}
+		ev = c.attempt(ctx, base, c.Msg.Method, retry, rep)
+	}
+	return ev, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input more than %d times", maxInputRounds)
+}
