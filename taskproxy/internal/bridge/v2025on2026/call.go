@@ -47,7 +47,7 @@ func (c *call) forward() error {
 			c.Fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
-		ev = c.attempt(ctx, base, c.Msg.Method, withExt, rep)
+		ev, params = c.attempt(ctx, base, c.Msg.Method, withExt, rep), withExt
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				return c.awaitTask(ctx, rep, base, withExt, created)
@@ -55,7 +55,7 @@ func (c *call) forward() error {
 		}
 	}
 	if mrtrMethods[c.Msg.Method] && ctx.Err() == nil {
-		var e *jsonrpc.Error
+		var e *jsonrpc.Error // the retries repeat the params of the call answered, extension and all
 		if ev, e = c.answerRounds(ctx, rep, base, params, ev); e != nil && ctx.Err() == nil {
 			rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
 			return nil
