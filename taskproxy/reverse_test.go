@@ -99,3 +99,59 @@ func TestReverseBridgeDecides(t *testing.T) {
 		t.Errorf("bob's ping on alice's session: HTTP %d, %d upstream requests, want 404 and none", w.Code, len(seen)-n)
 	}
 }
+
+// A 2025-11-25 client cannot have the upstream run tasks past the
+// gateway: the tasks extension it declares (in its initialize, or in a
+// request's own _meta, in any spelling or copy) never reaches the upstream,
+// whose tasks only the gateway asks for under its policy; and the
+// 2026-07-28 methods that reach the upstream's tasks and streams are not
+// 2025-11-25's: -32601, nothing sent upstream.
+func TestReverseBridgeKeepsTasksTheGateways(t *testing.T) {
+	up := &v2026OnlyUpstream{}
+	g := testGateway(t, Config{})
+	alice := task.Caller{Owner: "alice", Principal: "alice"}
+	w := httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x/other":{}}},"clientInfo":{"name":"c","version":"1"}}}`), alice), up)
+	sid := w.Header().Get(upstream.HeaderSessionID)
+	if sid == "" {
+		t.Fatalf("no session: HTTP %d %s", w.Code, w.Body.String())
+	}
+	send := func(body string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		_ = g.ServeHTTP(w, WithCaller(post(body, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25"), alice), up)
+		return w
+	}
+
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}},"progressToken":1}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/client\u0043apabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,
+	} {
+		before, _ := up.requests()
+		w := send(body)
+		_, bodies := up.requests()
+		if w.Code == http.StatusBadRequest && len(bodies) == len(before) {
+			continue // refused as ambiguous before anything went upstream
+		}
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: HTTP %d %s", body, w.Code, w.Body.String())
+		}
+		sent := bodies[len(bodies)-1]
+		if strings.Contains(sent, "io.modelcontextprotocol/tasks") || strings.Count(sent, "clientCapabilities") != 1 {
+			t.Errorf("for %s the upstream got %s: the client's tasks extension, or a second clientCapabilities", body, sent)
+		}
+		if !strings.Contains(sent, `"elicitation":{}`) || !strings.Contains(sent, `"x/other":{}`) {
+			t.Errorf("the upstream got %s: the client's other capabilities are lost", sent)
+		}
+	}
+
+	for _, method := range []string{"tasks/update", "subscriptions/listen", "server/discover"} {
+		before, _ := up.requests()
+		w := send(`{"jsonrpc":"2.0","id":9,"method":"` + method + `","params":{"taskId":"t"}}`)
+		after, _ := up.requests()
+		m, err := jsonrpc.Parse(w.Body.Bytes())
+		if err != nil || m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || len(after) != len(before) {
+			t.Errorf("%s: HTTP %d %s, %d upstream requests; want -32601 and none", method, w.Code, w.Body.String(), len(after)-len(before))
+		}
+	}
+}

@@ -40,19 +40,41 @@ func V2025Result(result json.RawMessage) json.RawMessage {
 	return result
 }
 
+// extensionTasks is the 2026-07-28 tasks extension's name.
+const extensionTasks = "io.modelcontextprotocol/tasks"
+
 // V2026ClientCapabilities are a 2025-11-25 client's capabilities (from its
 // initialize) as a 2026-07-28 request declares them: without the
-// 2025-11-25 tasks member (tasks are an extension there, which the gateway
-// declares itself when it wants a task), everything else kept. Anything
-// but an object is no capabilities: {}.
+// 2025-11-25 tasks member, and without the tasks extension should the
+// client name it (tasks are an extension there, which only the gateway
+// declares, when its policy wants a task: a client declaring it itself
+// would have the upstream run tasks past the gateway's quota, audit and
+// run_timeout), everything else kept. Anything but an object is no
+// capabilities: {}.
 func V2026ClientCapabilities(caps json.RawMessage) json.RawMessage {
 	if len(caps) == 0 || caps[0] != '{' {
 		return json.RawMessage("{}")
 	}
-	if out, err := jsonx.Delete(caps, "tasks"); err == nil {
-		return out
+	out, err := jsonx.Delete(caps, "tasks")
+	if err == nil {
+		out, err = jsonx.DeleteIn(out, "extensions", func(k string) bool { return k == extensionTasks })
 	}
-	return json.RawMessage("{}")
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
+}
+
+// gatewayMeta reports the per-request _meta members V2026Params sets:
+// a client's own members of those names (a 2025-11-25 client has no
+// business sending them) are dropped first, every spelling and copy of
+// them, so that no upstream reads the client's instead of the gateway's.
+func gatewayMeta(key string) bool {
+	switch key {
+	case MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel:
+		return true
+	}
+	return false
 }
 
 // RequestMeta is what a 2025-11-25 session carries that a 2026-07-28
@@ -79,6 +101,9 @@ func V2026Params(params json.RawMessage, meta RequestMeta) (json.RawMessage, err
 		return nil, errors.New("params must be an object")
 	}
 	out, err := jsonx.Delete(params, "task")
+	if err == nil {
+		out, err = jsonx.DeleteIn(out, "_meta", gatewayMeta)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading params: %w", err)
 	}

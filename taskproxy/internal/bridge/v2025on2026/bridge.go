@@ -150,6 +150,11 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 		return c.setLevel()
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
 		return v2025.Serve(c.Exchange) // the gateway's tasks, from the store, as for any 2025-11-25 client
+	case "tasks/update", "subscriptions/listen", "server/discover":
+		// 2026-07-28 methods: not 2025-11-25's, and on the upstream they
+		// would reach its tasks and streams past the gateway.
+		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Method not found: %s is not a 2025-11-25 method", c.Msg.Method))
+		return nil
 	case "tools/call":
 		return c.serveToolsCall()
 	}
