@@ -108,8 +108,10 @@ func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.Raw
 	}
 	name := task.NewTaskID()
 	round := &inputRound{sid: c.sid, got: map[string]json.RawMessage{}, done: make(chan struct{})}
-	c.b.rounds.Store(name, round)
-	defer c.b.rounds.Delete(name)
+	// The round is complete (every key, every request encoded) before it
+	// is stored and its first request goes out: a client answering that
+	// one at once must not find a round of fewer keys.
+	var sends [][]byte
 	for _, k := range sortedKeys(requests) {
 		var req struct {
 			Method string          `json:"method"`
@@ -124,6 +126,11 @@ func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.Raw
 		if err != nil {
 			return nil, runtime.InternalError(c.Log, "encoding an input request", err)
 		}
+		sends = append(sends, data)
+	}
+	c.b.rounds.Store(name, round)
+	defer c.b.rounds.Delete(name)
+	for _, data := range sends {
 		rep.request(data)
 	}
 	timer := time.NewTimer(inputWaitTimeout)
