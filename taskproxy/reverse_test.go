@@ -155,3 +155,50 @@ func TestReverseBridgeKeepsTasksTheGateways(t *testing.T) {
 		}
 	}
 }
+
+// A tool configured forbidden as a task is not called again declaring the
+// tasks extension when the upstream refuses it for want of it: as on
+// 2026-07-28, forbidden tools go without the extension, and the upstream's
+// refusal reaches the client. A tool not forbidden is called again.
+func TestReverseBridgeForbiddenToolStaysPlain(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		m, _ := jsonrpc.Parse(data)
+		w.Header().Set("Content-Type", "application/json")
+		switch m.Method {
+		case "server/discover":
+			_, _ = w.Write(jsonrpc.ResponseRaw(m.ID, []byte(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public"}`)))
+		case "tools/call":
+			var p struct{ Name string }
+			_ = json.Unmarshal(m.Params, &p)
+			mu.Lock()
+			calls[p.Name]++
+			mu.Unlock()
+			_, _ = w.Write(jsonrpc.ErrorBytes(m.ID, &jsonrpc.Error{Code: jsonrpc.CodeMissingRequiredClientCapability, Message: "task required",
+				Data: json.RawMessage(`{"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`)}))
+		}
+	})
+	g := testGateway(t, Config{Tools: map[string]task.Support{"export": task.SupportForbidden}})
+	alice := task.Caller{Owner: "alice", Principal: "alice"}
+	w := httptest.NewRecorder()
+	_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`), alice), up)
+	sid := w.Header().Get(upstream.HeaderSessionID)
+	for _, tt := range []struct {
+		tool  string
+		calls int
+	}{{"export", 1}, {"report", 2}} {
+		w = httptest.NewRecorder()
+		_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+tt.tool+`","arguments":{}}}`, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25"), alice), up)
+		mu.Lock()
+		n := calls[tt.tool]
+		mu.Unlock()
+		if n != tt.calls {
+			t.Errorf("%s: the upstream got %d calls, want %d", tt.tool, n, tt.calls)
+		}
+		if tt.tool == "export" && !strings.Contains(w.Body.String(), `"code":-32021`) {
+			t.Errorf("%s: answered %s, want the upstream's -32021", tt.tool, w.Body.String())
+		}
+	}
+}

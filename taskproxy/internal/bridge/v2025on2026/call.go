@@ -41,7 +41,7 @@ func (c *call) forward() error {
 	base := c.upstreamBase(c.Msg.Method, params)
 	rep := newReply(c.Exchange)
 	ev := c.attempt(ctx, base, c.Msg.Method, params, rep)
-	if c.Msg.Method == "tools/call" && ctx.Err() == nil && needsTasksExtension(ev) {
+	if c.Msg.Method == "tools/call" && ctx.Err() == nil && needsTasksExtension(ev) && !c.forbidden(params) {
 		withExt, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
 		if err != nil {
 			c.Fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
@@ -66,6 +66,14 @@ func (c *call) forward() error {
 	}
 	c.sendFinal(rep, ev)
 	return nil
+}
+
+// forbidden reports whether the tool of a tools/call with params is
+// configured forbidden as a task: it goes without the tasks extension, as
+// on 2026-07-28, and the upstream's refusal stands.
+func (c *call) forbidden(params json.RawMessage) bool {
+	name, ok := routingName("tools/call", params)
+	return ok && c.Tools.EffectiveMode(name) == task.SupportForbidden
 }
 
 // mrtrMethods are the requests a 2026-07-28 server may answer with an
@@ -118,6 +126,11 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 	}
 	switch {
 	case ctx.Err() != nil:
+		if err == nil && out.Input != nil {
+			// The client left between the task's question and its being
+			// asked: nobody will answer it.
+			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+		}
 		return nil
 	case err != nil:
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
