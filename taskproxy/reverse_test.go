@@ -202,3 +202,46 @@ func TestReverseBridgeForbiddenToolStaysPlain(t *testing.T) {
 		}
 	}
 }
+
+// An upstream whose probe answer is not kept (it refuses the probe's
+// credentials, answers 404, 405 or 5xx) is probed by the first
+// initialize only: once a passed-on initialize opened a 2025-11-25
+// session there, the next ones pass on without a probe. Such an answer
+// changes nothing for 2026-07-28 clients (the shared verdict stays
+// unknown).
+func TestReverseBridgeProbesOnceForV2025Upstreams(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusInternalServerError} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var mu sync.Mutex
+			discovers, initializes := 0, 0
+			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				data, _ := io.ReadAll(r.Body)
+				m, _ := jsonrpc.Parse(data)
+				mu.Lock()
+				defer mu.Unlock()
+				if m.Method == "server/discover" {
+					discovers++
+					w.WriteHeader(status)
+					return
+				}
+				initializes++
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set(upstream.HeaderSessionID, "up-session")
+				_, _ = w.Write(jsonrpc.ResponseRaw(m.ID, []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"u","version":"1"}}`)))
+			})
+			g := testGateway(t, Config{})
+			for range 5 {
+				w := httptest.NewRecorder()
+				_ = g.ServeHTTP(w, WithCaller(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`), task.Caller{Owner: "alice", Principal: "alice"}), up)
+				if w.Code != http.StatusOK || w.Header().Get(upstream.HeaderSessionID) != "up-session" {
+					t.Fatalf("initialize: HTTP %d session %q, want the upstream's", w.Code, w.Header().Get(upstream.HeaderSessionID))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if discovers != 1 || initializes != 5 {
+				t.Errorf("5 initializes made %d probes and reached the upstream %d times, want 1 and 5", discovers, initializes)
+			}
+		})
+	}
+}

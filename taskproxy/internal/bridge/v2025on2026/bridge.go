@@ -34,6 +34,9 @@ type Bridge struct {
 	// probes).
 	*wire.Env
 	sessions *lru.Cache[string, *session]
+	// passed remembers the endpoints where a passed-on initialize opened
+	// a 2025-11-25 session (passed.go).
+	passed *passedInitializes
 	// inflight holds the cancel of each call in flight on a session, by
 	// session and request id, for the client's notifications/cancelled.
 	inflight sync.Map
@@ -58,7 +61,7 @@ func (s *session) requestMeta() translate.RequestMeta {
 // New returns the reverse bridge of the configuration env.
 func New(env *wire.Env) *Bridge {
 	sessions, _ := lru.New[string, *session](maxSessions) // only a size below 1 fails
-	return &Bridge{Env: env, sessions: sessions}
+	return &Bridge{Env: env, sessions: sessions, passed: newPassedInitializes()}
 }
 
 // Owns reports whether r names a session the reverse bridge opened.
@@ -69,7 +72,9 @@ func Owns(r *http.Request) bool {
 // Applies reports whether x, a 2025-11-25 POST, is the reverse bridge's
 // (see the package doc): it names one of its sessions, or it names none
 // and the endpoint speaks only 2026-07-28 (probed for an initialize, a
-// kept verdict for anything else).
+// kept verdict for anything else). An initialize it passes on is watched
+// (x.W wrapped, passed.go): once one opens a 2025-11-25 session upstream,
+// the next ones there pass on without a probe.
 func (b *Bridge) Applies(x *wire.Exchange) bool {
 	if x.Msg.IsResponse() {
 		if _, _, ok := jsonrpc.ParseInputID(x.Msg.ID); ok {
@@ -83,8 +88,15 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 		return false
 	}
 	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {
-		v, known := b.Probes.Verdict(x.R, x.Next)
-		return known && v.V2026Only
+		endpoint := wire.Endpoint(x.R)
+		if b.passed.recent(endpoint) {
+			return false // the upstream opened a 2025-11-25 session lately (passed.go)
+		}
+		if v, known := b.Probes.Verdict(x.R, x.Next); known && v.V2026Only {
+			return true
+		}
+		x.W = b.passed.watch(x.W, endpoint) // passed on: watched (passed.go)
+		return false
 	}
 	v, ok := b.Probes.Cached(x.R)
 	return ok && v.V2026Only
