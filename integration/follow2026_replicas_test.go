@@ -17,26 +17,7 @@ import (
 // the task completes with the upstream's result.
 func TestFollowV2026ReplicaKill(t *testing.T) {
 	t.Parallel()
-	// Bound to nothing upstream: after a takeover the survivor follows the
-	// task with the headers of a request it served, not the creator's
-	// credentials, which the gateway never stores.
-	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond, BindHeader: "-"})
-	upAddr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
-	dsn, _ := testDatabase(t)
-	directives := hmacAuth + "trust_domain follow2026-e2e\ntask_after 10s\nrate_limit 1000\n"
-	c := &replicaCluster{t: t, created: map[string]string{}}
-	var addrs []string
-	for range 2 {
-		g := startPostgresGateway(t, upAddr, dsn, directives)
-		c.nodes = append(c.nodes, g)
-		addrs = append(addrs, g.addr)
-	}
-	for i, g := range c.nodes {
-		g.healthy(fmt.Sprintf("replica %d's store to open", i))
-	}
-	lbAddr := freeAddr(t)
-	c.lb = startMultiSite(t, balancerSite(lbAddr, addrs), lbAddr)
-	c.URL = "http://" + lbAddr + "/mcp"
+	rt, c := taskRuntimeReplicas(t, "trust_domain follow2026-e2e\ntask_after 10s\nrate_limit 1000\n")
 
 	rt.Hold(taskruntime.ToolSteps, 2)
 	client := newTaskRuntimeClient(c.URL, "Bearer "+hmacToken(t, "erin", "t1"))
@@ -71,4 +52,30 @@ func TestFollowV2026ReplicaKill(t *testing.T) {
 	if logs := c.nodes[1-victim].logs(); !strings.Contains(logs, id) {
 		t.Errorf("the surviving replica's log never names task %s", id)
 	}
+}
+
+// taskRuntimeReplicas starts the task runtime fixture and two replicas on
+// one PostgreSQL in front of it (hmacAuth, then directives) behind a
+// balancer. The fixture binds its tasks to nothing: after a takeover the
+// survivor follows a task without the creator's credentials, which the
+// gateway never stores.
+func taskRuntimeReplicas(t *testing.T, directives string) (*taskruntime.Server, *replicaCluster) {
+	t.Helper()
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond, BindHeader: "-"})
+	upAddr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+	dsn, _ := testDatabase(t)
+	c := &replicaCluster{t: t, created: map[string]string{}}
+	var addrs []string
+	for range 2 {
+		g := startPostgresGateway(t, upAddr, dsn, hmacAuth+directives)
+		c.nodes = append(c.nodes, g)
+		addrs = append(addrs, g.addr)
+	}
+	for i, g := range c.nodes {
+		g.healthy(fmt.Sprintf("replica %d's store to open", i))
+	}
+	lbAddr := freeAddr(t)
+	c.lb = startMultiSite(t, balancerSite(lbAddr, addrs), lbAddr)
+	c.URL = "http://" + lbAddr + "/mcp"
+	return rt, c
 }

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,25 +17,7 @@ import (
 // recorded id (not re-run), and tasks/result answers the upstream's result.
 func TestReverseBridgeReplicaKill(t *testing.T) {
 	t.Parallel()
-	// Bound to nothing upstream: after a takeover the survivor follows the
-	// task without the creator's credentials, which the gateway never stores.
-	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond, BindHeader: "-"})
-	upAddr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
-	dsn, _ := testDatabase(t)
-	directives := hmacAuth + "trust_domain reverse-e2e\nrate_limit 1000\n"
-	c := &replicaCluster{t: t, created: map[string]string{}}
-	var addrs []string
-	for range 2 {
-		g := startPostgresGateway(t, upAddr, dsn, directives)
-		c.nodes = append(c.nodes, g)
-		addrs = append(addrs, g.addr)
-	}
-	for i, g := range c.nodes {
-		g.healthy(fmt.Sprintf("replica %d's store to open", i))
-	}
-	lbAddr := freeAddr(t)
-	c.lb = startMultiSite(t, balancerSite(lbAddr, addrs), lbAddr)
-	c.URL = "http://" + lbAddr + "/mcp"
+	rt, c := taskRuntimeReplicas(t, "trust_domain reverse-e2e\nrate_limit 1000\n")
 
 	rt.Hold(taskruntime.ToolSteps, 2)
 	alice := c.v2025(t, "alice")

@@ -28,26 +28,12 @@ import (
 // serveToolsCall applies the tool's task mode as the 2025-11-25 adapter
 // does: a task-augmented call becomes a task, a plain one is sent on.
 func (c *call) serveToolsCall() error {
-	params, err := wire.ParamsObject(c.Msg.Params)
-	if err != nil {
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+	tc, ok := v2025.CheckToolCall(c.Exchange, false) // a 2026-07-28 upstream declares no per-tool modes
+	switch {
+	case !ok:
 		return nil
-	}
-	var name string
-	_ = json.Unmarshal(params["name"], &name)
-	taskMeta, augmented := params["task"]
-	if augmented && string(taskMeta) == "null" {
-		augmented = false
-	}
-	switch mode := c.Tools.EffectiveMode(name); {
-	case augmented && mode == task.SupportForbidden:
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
-		return nil
-	case !augmented && mode == task.SupportRequired:
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
-		return nil
-	case augmented:
-		return c.createTask(name, taskMeta)
+	case tc.Augmented:
+		return c.createTask(tc.Name, tc.TaskMeta)
 	}
 	return c.forward()
 }

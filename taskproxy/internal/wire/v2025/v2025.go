@@ -102,34 +102,56 @@ func Render(t *task.Task) Task {
 // serveToolsCall applies the tool's task mode: a task-augmented call
 // becomes a task, a plain one passes through.
 func (c *call) serveToolsCall() error {
-	params, err := wire.ParamsObject(c.Msg.Params)
-	if err != nil {
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+	tc, ok := CheckToolCall(c.Exchange, true)
+	switch {
+	case !ok:
 		return nil
-	}
-	var name string
-	_ = json.Unmarshal(params["name"], &name)
-	taskMeta, augmented := params["task"]
-	if augmented && string(taskMeta) == "null" {
-		augmented = false
-	}
-	if augmented { // decided on what the upstream declares of the tool
-		c.Tools.LearnToolsFor(c.R.Context(), c.R, c.Next, name)
-	}
-	switch mode := c.Tools.EffectiveMode(name); {
-	case augmented && mode == task.SupportForbidden:
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", name))
-		return nil
-	case !augmented && mode == task.SupportRequired:
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", name))
-		return nil
-	case augmented:
+	case tc.Augmented:
 		if !c.GuardOrigin() {
 			return nil
 		}
-		return c.createTask(name, taskMeta)
+		return c.createTask(tc.Name, tc.TaskMeta)
 	}
 	return c.Pass()
+}
+
+// ToolCall is a 2025-11-25 tools/call as its tool's task mode takes it.
+type ToolCall struct {
+	// Name is the tool's.
+	Name string
+	// TaskMeta is params.task, when Augmented: the client asks for a task.
+	TaskMeta  json.RawMessage
+	Augmented bool
+}
+
+// CheckToolCall reads x's tools/call and refuses, as 2025-11-25 has it, a
+// task-augmented call of a tool forbidden as a task and a plain call of one
+// that requires a task; ok is false when x has been answered. With learn,
+// a task-augmented call first learns what the upstream declares of its
+// tool (a 2025-11-25 upstream's tools/list).
+func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
+	params, err := wire.ParamsObject(x.Msg.Params)
+	if err != nil {
+		x.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+		return tc, false
+	}
+	_ = json.Unmarshal(params["name"], &tc.Name)
+	tc.TaskMeta, tc.Augmented = params["task"]
+	if tc.Augmented && string(tc.TaskMeta) == "null" {
+		tc.Augmented = false
+	}
+	if tc.Augmented && learn { // decided on what the upstream declares of the tool
+		x.Tools.LearnToolsFor(x.R.Context(), x.R, x.Next, tc.Name)
+	}
+	switch mode := x.Tools.EffectiveMode(tc.Name); {
+	case tc.Augmented && mode == task.SupportForbidden:
+		x.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q does not support task-augmented execution (taskSupport is forbidden)", tc.Name))
+		return tc, false
+	case !tc.Augmented && mode == task.SupportRequired:
+		x.Fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "Tool %q requires task augmentation: send params.task (taskSupport is required)", tc.Name))
+		return tc, false
+	}
+	return tc, true
 }
 
 // ServeCancelled routes a client's notifications/cancelled. Plain calls
