@@ -15,6 +15,10 @@
 //	meta        the cursor secret (also the key of the events between
 //	            replicas, seal.go)
 //
+// Creates are written by a group committer (group.go): the creates that
+// wait together share one transaction, one commit and, per owner, one
+// quota lock and count, with each create's outcome its own.
+//
 // Owners and session ids are stored hashed, as in the Badger store. Every
 // write is guarded: a task leaves a non-terminal state at most once, and an
 // update is a compare-and-set on the row's version.

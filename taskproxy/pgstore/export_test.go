@@ -3,3 +3,25 @@ package pgstore
 // EventChannel is the channel of s's events, for tests that play an
 // outsider who learned it.
 func EventChannel(s *Store) string { return s.eventChannel }
+
+// GroupCommits is how many group transactions of creates s committed.
+func GroupCommits(s *Store) uint64 { return s.groups.groups.Load() }
+
+// QueuedCreates is how many creates wait in s's queue, not yet taken.
+func QueuedCreates(s *Store) int { return len(s.groups.queue) }
+
+// HoldGroups makes s's committer wait, once it has the first create of its
+// next group (held then closes), until release is called: the creates
+// queued meanwhile all go in that group (up to its bound).
+func HoldGroups(s *Store) (held <-chan struct{}, release func()) {
+	gate, holding := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(holding)
+		<-gate
+	}
+	s.groups.beforeGroup.Store(&hook)
+	return holding, func() {
+		s.groups.beforeGroup.Store(nil)
+		close(gate)
+	}
+}

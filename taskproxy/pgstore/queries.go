@@ -15,6 +15,8 @@ type queries struct {
 	bind, check, refresh, forget                     string
 	secretInit, secretGet                            string
 	stats                                            string
+	// The group commit of creates (group.go).
+	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks string
 }
 
 // active is the SQL test of a non-terminal task.
@@ -121,6 +123,32 @@ func newQueries(schema string) queries {
 		secretInit: `INSERT INTO {s}.meta (key, value) VALUES ('cursor-secret', $1) ON CONFLICT (key) DO NOTHING`,
 		secretGet:  `SELECT value FROM {s}.meta WHERE key = 'cursor-secret'`,
 
+		// The group commit of creates (group.go): its lock timeout; the
+		// quota locks of its owners, taken in the order of their hashes; its
+		// ids and keys looked up; each owner's tasks counted up to the
+		// greatest bound (LIMIT 0 counts none); its rows inserted.
+		lockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
+		lockOwners: `INSERT INTO {s}.owners (owner_hash) SELECT h FROM unnest($1::bytea[]) AS u(h) ORDER BY h
+			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash`,
+		existingIDs: `SELECT id FROM {s}.tasks WHERE id = ANY($1::text[])`,
+		knownKeys: `SELECT t.owner_hash, t.idem_key, t.id, t.fingerprint FROM unnest($1::bytea[], $2::text[]) AS k(h, key)
+			JOIN {s}.tasks t ON t.owner_hash = k.h AND t.idem_key = k.key`,
+		countOwners: `SELECT o.h,
+				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {active} LIMIT o.ma) c),
+				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {finished} AND expires_ns > o.since LIMIT o.mf) c)
+			FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::int8[]) AS o(h, ma, mf, since)`,
+		// The rows come sorted (owner, key, id) and are inserted in that
+		// order; one taken meanwhile inserts nothing, and the group runs again.
+		insertTasks: `WITH r AS (
+				SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[], $8::bytea[], $9::bytea[], $10::text[], $11::int8[])
+					WITH ORDINALITY AS r(id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, record, summary, holder, lease_ns, n)),
+			ins AS (
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary)
+				SELECT id, owner_hash, status, created_ns, expires_ns, NULLIF(idem_key, ''), fingerprint, 1, record, summary FROM r ORDER BY n
+				ON CONFLICT DO NOTHING RETURNING id),
+			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT r.id, r.holder, r.lease_ns FROM r JOIN ins USING (id) WHERE r.holder <> '')
+			SELECT count(*) FROM ins`,
+
 		stats: `SELECT (SELECT count(*) FROM {s}.tasks), (SELECT count(*) FROM {s}.tasks WHERE {active}),
 			(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')`,
@@ -131,6 +159,7 @@ func newQueries(schema string) queries {
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.stats,
+		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks,
 	} {
 		*p = r.Replace(*p)
 	}

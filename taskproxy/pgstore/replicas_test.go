@@ -289,15 +289,25 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
-// A write does not follow the caller's cancellation (as with Badger): a
-// create whose client already left is stored, not half-done.
+// A write does not follow the caller's cancellation once it is under way
+// (as with Badger): an update whose client already left is stored, not
+// half-done. A create is the exception while it still waits for its group
+// (group.go): a caller that left before it was taken gets the context's
+// error, and nothing is stored.
 func TestWriteIgnoresCallerCancel(t *testing.T) {
 	s := open(t, newSchema(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	dropped := tk("alice")
+	if err := s.Create(ctx, dropped); !errors.Is(err, context.Canceled) {
+		t.Fatalf("create with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := s.Get(context.Background(), "alice", dropped.ID); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("the create of a caller that left: Get = %v, want ErrNotFound", err)
+	}
 	k := tk("alice")
-	if err := s.Create(ctx, k); err != nil {
-		t.Fatalf("create with a cancelled context: %v", err)
+	if err := s.Create(context.Background(), k); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := s.Update(ctx, "alice", k.ID, func(t *task.Task) error { return t.SetStatus(task.StatusCompleted, "", time.Now()) }); err != nil {
 		t.Fatalf("update with a cancelled context: %v", err)

@@ -36,8 +36,10 @@ type Options struct {
 	// task.DefaultMaxRecordBytes.
 	MaxRecordBytes int
 	// WriteTimeout bounds one write. Writes do not follow the caller's
-	// cancellation, as in the Badger store: a write a client walked away
-	// from still lands or fails as a whole. 0 means DefaultWriteTimeout.
+	// cancellation once under way, as in the Badger store: a write a
+	// client walked away from still lands or fails as a whole. A create
+	// whose caller left while it still waited for its group (group.go) is
+	// dropped, unwritten. 0 means DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// EventPoll is how often a replica re-reads the tasks it has waiters
 	// for (notify.go), so that a lost notification only delays a wake-up.
@@ -143,6 +145,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.groups = newCreateGroups(&s.taskRows)
 	return s, nil
 }
 
@@ -168,7 +171,8 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.pool.Close() // waits for the connections in use to come back
+	s.groups.close() // creates still queued fail with ErrClosed
+	s.pool.Close()   // waits for the connections in use to come back
 	return nil
 }
 

@@ -19,6 +19,8 @@ type taskRows struct {
 	*database
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
+	// groups is the group committer of creates (group.go).
+	groups *createGroups
 }
 
 // encoded is a task as stored: its record, and its summary (Task.Summary),
@@ -68,11 +70,11 @@ func (s *taskRows) CreateWithin(ctx context.Context, t *task.Task, maxActive int
 	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
-// CreateWithinLimits stores t unless its owner is at a bound. Without one
-// the create is one statement (the task and its lease). With one, the
-// owner's row in the owners table is locked first, in a transaction, so
-// that concurrent creates of one owner, on any replica, count one after the
-// other.
+// CreateWithinLimits stores t unless its owner is at a bound. The create
+// is written by the group committer (group.go), in one transaction with
+// the creates that wait beside it; with a bound, the owner's row in the
+// owners table is locked first, so that concurrent creates of one owner,
+// on any replica, count one after the other.
 func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	if s.closed.Load() {
 		return task.ErrClosed
@@ -81,46 +83,12 @@ func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.
 	if err != nil {
 		return err
 	}
-	maxActive, maxFinished := l.MaxActive, l.MaxFinished
+	op := &createOp{t: t, owner: ownerHash(t.Owner), data: data, maxActive: l.MaxActive, maxFinished: l.MaxFinished, done: make(chan error, 1)}
 	if t.Status.Terminal() {
-		maxActive = 0
+		op.maxActive = 0
 	}
-	owner := ownerHash(t.Owner)
-	ctx, cancel := s.writeContext(ctx)
-	defer cancel()
-	var refused error
-	if maxActive <= 0 && maxFinished <= 0 {
-		for range maxRetries {
-			if refused, err = s.insert(ctx, s.pool, t, owner, data); !retryable(err) {
-				break
-			}
-		}
-	} else {
-		err = s.inTx(ctx, func(tx pgx.Tx) error {
-			refused = nil
-			if _, err := tx.Exec(ctx, s.q.lockOwner, owner); err != nil {
-				return err
-			}
-			// A repeat of a create (same idempotency key) finds its task
-			// even at the quota: it adds none.
-			if t.IdempotencyKey != "" {
-				var err error
-				if refused, err = s.conflict(ctx, tx, t, owner); refused != nil || err != nil {
-					return err
-				}
-			}
-			if refused, err = s.overLimits(ctx, tx, owner, t.CreatedAt, maxActive, maxFinished); refused != nil || err != nil {
-				return err
-			}
-			var err error
-			refused, err = s.insert(ctx, tx, t, owner, data)
-			return err
-		})
-	}
-	if err != nil {
-		return s.fail("creating task "+t.ID, err)
-	}
-	return refused
+	op.maxActive, op.maxFinished = max(op.maxActive, 0), max(op.maxFinished, 0)
+	return s.groups.create(ctx, op)
 }
 
 // overLimits refuses a create at now when the owner is at a bound (0:
