@@ -25,3 +25,6 @@ func HoldGroups(s *Store) (held <-chan struct{}, release func()) {
 		close(gate)
 	}
 }
+
+// Deadlocks is how many of s's transactions the server broke as deadlocked.
+func Deadlocks(s *Store) uint64 { return s.deadlocks.Load() }

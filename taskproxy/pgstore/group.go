@@ -308,7 +308,7 @@ func (g *createGroups) commitGroup(ctx context.Context, group []*createOp) ([]er
 			g.groups.Add(1)
 			return results, nil
 		}
-		if !retryable(err) && !errors.Is(err, errRaced) {
+		if !g.again(err) && !errors.Is(err, errRaced) {
 			return nil, err
 		}
 	}

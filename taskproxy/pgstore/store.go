@@ -85,6 +85,10 @@ type database struct {
 	q            queries
 	writeTimeout time.Duration
 	closed       atomic.Bool
+	// deadlocks counts the transactions the server broke as deadlocked
+	// (each then ran again): none is expected, as every transaction takes
+	// its locks in one order (owner rows, then task rows), and tests check.
+	deadlocks atomic.Uint64
 }
 
 // Open connects, creates or migrates the schema (safe when several
@@ -214,6 +218,15 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") // serialization failure, deadlock
 }
 
+// again is retryable, counting deadlocks.
+func (s *database) again(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+		s.deadlocks.Add(1)
+	}
+	return retryable(err)
+}
+
 const maxRetries = 20
 
 // readCommitted is the isolation the store's transactions are written for
@@ -226,7 +239,7 @@ func (s *database) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var err error
 	for range maxRetries {
 		err = pgx.BeginTxFunc(ctx, s.pool, readCommitted, fn)
-		if !retryable(err) {
+		if !s.again(err) {
 			return err
 		}
 	}

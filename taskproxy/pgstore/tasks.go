@@ -299,7 +299,7 @@ func (s *taskRows) Update(ctx context.Context, owner, id string, fn func(*task.T
 		switch {
 		case errors.Is(err, pgx.ErrNoRows): // the owner is in the query: another's row is never read
 			return nil, s.notOwned(ctx, id)
-		case err != nil && !retryable(err):
+		case err != nil && !s.again(err):
 			return nil, s.fail("updating task "+id, err)
 		case done:
 			return out, outcome
