@@ -8,8 +8,9 @@
 //	            its summary (what listings show and the owner check reads)
 //	leases      the lease of a task (its own row, so a renewal rewrites
 //	            a few bytes and not the record)
-//	owners      one row per owner that created within a quota: the lock
-//	            that makes the quota count atomic with the create
+//	owners      one row per owner that created: the lock that makes the
+//	            quota count atomic with the create, and the ceiling of the
+//	            owner's finished tasks (ceiling.go)
 //	tombstones  swept tasks, so that their owner learns "expired"
 //	sessions    session-to-owner bindings
 //	meta        the cursor secret (also the key of the events between

@@ -28,3 +28,7 @@ func HoldGroups(s *Store) (held <-chan struct{}, release func()) {
 
 // Deadlocks is how many of s's transactions the server broke as deadlocked.
 func Deadlocks(s *Store) uint64 { return s.deadlocks.Load() }
+
+// FinishedWalks is how many times s's groups counted an owner's finished
+// tasks rather than trusting the owner's ceiling.
+func FinishedWalks(s *Store) uint64 { return s.groups.walks.Load() }

@@ -27,19 +27,25 @@ import (
 // A group's transaction, in order:
 //
 //  1. SET LOCAL lock_timeout (groupLockTimeout), then the rows of the
-//     group's owners with a bound are locked (the quota lock of a single
-//     create), in the order of their hashes;
-//  2. the ids and idempotency keys of the group are looked up, and each
-//     bounded owner's tasks counted (active, finished), once for the group;
+//     group's owners are locked (the quota lock of a single create), in the
+//     order of their hashes, and their ceilings read (ceiling.go); the ids
+//     and idempotency keys of the group are looked up;
+//  2. each owner's tasks are counted, once for the group, where a bound
+//     needs it: active ones up to the active bound, finished ones only when
+//     the owner's ceiling does not show the group to stay under that bound;
 //  3. each create is decided in arrival order: an id that exists, a known
 //     idempotency key, or a bound reached refuses that create alone; the
 //     counts include the creates of the same owner accepted before it in
 //     the group, so a bound stays exact;
 //  4. the accepted rows are inserted in one statement, in the order of
-//     (owner, idempotency key, id), so that two groups writing keys of one
-//     owner wait for each other in one order and never deadlock; a row
+//     (owner, idempotency key, id), and the owners' ceilings written; a row
 //     that a concurrent transaction took meanwhile inserts nothing, and the
-//     group runs again without it (its refusal now found in step 2).
+//     group runs again without it (its refusal now found in step 1).
+//
+// Every create locks its owner's row, with a bound or not, so the creates
+// of one owner are written one group after another on every replica; two
+// groups never hold keys of one owner at once, and so never wait for each
+// other's keys.
 //
 // A serialization failure or deadlock runs the group again. A lock wait
 // longer than groupLockTimeout (an owner's row held by a long transaction
@@ -75,10 +81,6 @@ const (
 	opAbandoned
 )
 
-// bounded reports whether the create counts against a bound, and so
-// locks its owner's row.
-func (op *createOp) bounded() bool { return op.maxActive > 0 || op.maxFinished > 0 }
-
 // createGroups is the group committer of creates.
 type createGroups struct {
 	*taskRows
@@ -87,8 +89,9 @@ type createGroups struct {
 	stopped chan struct{} // closed when the committer has returned
 	// slow is the creates handed to their own goroutines (a lock wait).
 	slow sync.WaitGroup
-	// groups counts the group transactions committed (for tests).
-	groups atomic.Uint64
+	// groups counts the group transactions committed, walks the counts of
+	// owners' finished tasks they made (ceiling.go), for tests.
+	groups, walks atomic.Uint64
 	// beforeGroup, when set (by tests), runs in the committer once it has
 	// the first create of a group and before it takes the others.
 	beforeGroup atomic.Pointer[func()]
@@ -268,10 +271,10 @@ func (g *createGroups) createAlone(op *createOp) error {
 	var refused error
 	err := g.inTx(ctx, func(tx pgx.Tx) error {
 		refused = nil
-		if op.bounded() {
-			if _, err := tx.Exec(ctx, g.q.lockOwner, op.owner); err != nil {
-				return err
-			}
+		// Locked even without a bound: the write of the row drops its
+		// ceiling (ceiling.go), which this insert does not add to.
+		if _, err := tx.Exec(ctx, g.q.lockOwner, op.owner); err != nil {
+			return err
 		}
 		var err error
 		if refused, err = g.conflict(ctx, tx, op.t, op.owner); refused != nil || err != nil {
@@ -315,63 +318,6 @@ func (g *createGroups) commitGroup(ctx context.Context, group []*createOp) ([]er
 	return nil, fmt.Errorf("committing a group of %d creates: %w", len(group), err)
 }
 
-// ownerBounds is what a group needs to know of one bounded owner.
-type ownerBounds struct {
-	hash []byte
-	// maxActive and maxFinished are the greatest bounds of the owner's
-	// creates in the group (counted up to those); since is the earliest
-	// creation time among them, at which finished tasks are counted.
-	maxActive, maxFinished int
-	since                  int64
-	// active and finished are the counts read; the group's creates
-	// accepted so far add to active, or to added (the expiries of the
-	// finished tasks the group adds).
-	active, finished int
-	added            []int64
-}
-
-// addedAt is how many of the finished tasks the group added are still
-// kept at now.
-func (o *ownerBounds) addedAt(now int64) int {
-	n := 0
-	for _, exp := range o.added {
-		if exp > now {
-			n++
-		}
-	}
-	return n
-}
-
-// groupOwners returns the bounded owners of group, in the order of their
-// hashes (the order their rows are locked in).
-func groupOwners(group []*createOp) []*ownerBounds {
-	var owners []*ownerBounds
-	for _, op := range group {
-		if !op.bounded() {
-			continue
-		}
-		o := findOwner(owners, op.owner)
-		if o == nil {
-			o = &ownerBounds{hash: op.owner, since: op.t.CreatedAt.UnixNano()}
-			owners = append(owners, o)
-		}
-		o.maxActive = max(o.maxActive, op.maxActive)
-		o.maxFinished = max(o.maxFinished, op.maxFinished)
-		o.since = min(o.since, op.t.CreatedAt.UnixNano())
-	}
-	slices.SortFunc(owners, func(a, b *ownerBounds) int { return bytes.Compare(a.hash, b.hash) })
-	return owners
-}
-
-func findOwner(owners []*ownerBounds, hash []byte) *ownerBounds {
-	for _, o := range owners {
-		if bytes.Equal(o.hash, hash) {
-			return o
-		}
-	}
-	return nil
-}
-
 // knownKey is a stored task found by its owner's idempotency key.
 type knownKey struct{ id, fingerprint string }
 
@@ -390,6 +336,9 @@ func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*creat
 	if err != nil {
 		return nil, err
 	}
+	if err := g.count(ctx, tx, owners); err != nil {
+		return nil, err
+	}
 	results := make([]error, len(group))
 	var accepted []*createOp
 	for i, op := range group {
@@ -398,13 +347,19 @@ func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*creat
 		}
 		if results[i] == nil {
 			accepted = append(accepted, op)
+			findOwner(owners, op.owner).accepted++
 		}
 	}
 	if len(accepted) == 0 {
 		return results, nil
 	}
+	b := &pgx.Batch{}
 	var n int
-	if err := tx.QueryRow(ctx, g.q.insertTasks, insertArgs(accepted)...).Scan(&n); err != nil {
+	b.Queue(g.q.insertTasks, insertArgs(accepted)...).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	if args, ok := ceilingArgs(owners); ok {
+		b.Queue(g.q.setCeilings, args...)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
 	if n != len(accepted) {
@@ -414,8 +369,8 @@ func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*creat
 }
 
 // lookUp is steps 1 and 2 of a group, in one round trip: the lock
-// timeout, the owners' rows locked, the ids and keys looked up, the
-// owners' tasks counted (into owners).
+// timeout, the owners' rows locked (with their ceilings, ceiling.go), the
+// ids and keys looked up.
 func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp, owners []*ownerBounds) (groupLookups, error) {
 	found := groupLookups{ids: map[string]bool{}, keys: map[string]knownKey{}}
 	ids := make([]string, len(group))
@@ -429,17 +384,22 @@ func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp,
 		}
 	}
 	hashes := make([][]byte, len(owners))
-	maxActive := make([]int64, len(owners))
-	maxFinished := make([]int64, len(owners))
-	since := make([]int64, len(owners))
 	for i, o := range owners {
-		hashes[i], maxActive[i], maxFinished[i], since[i] = o.hash, int64(o.maxActive), int64(o.maxFinished), o.since
+		hashes[i] = o.hash
 	}
 	b := &pgx.Batch{}
 	b.Queue(g.q.lockTimeout, fmt.Sprintf("%dms", max(1, g.groupLockTimeout().Milliseconds())))
-	if len(owners) > 0 {
-		b.Queue(g.q.lockOwners, hashes)
-	}
+	b.Queue(g.q.lockOwners, hashes).Query(func(rows pgx.Rows) error {
+		var owner []byte
+		var ceiling, from *int64
+		_, err := pgx.ForEachRow(rows, []any{&owner, &ceiling, &from}, func() error {
+			if o := findOwner(owners, owner); o != nil && ceiling != nil && from != nil {
+				o.ceiling, o.ceilingFrom, o.known = *ceiling, *from, true
+			}
+			return nil
+		})
+		return err
+	})
 	b.Queue(g.q.existingIDs, ids).Query(func(rows pgx.Rows) error {
 		var id string
 		_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
@@ -455,19 +415,6 @@ func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp,
 			var k knownKey
 			_, err := pgx.ForEachRow(rows, []any{&owner, &key, &k.id, &k.fingerprint}, func() error {
 				found.keys[keyOf(owner, key)] = k
-				return nil
-			})
-			return err
-		})
-	}
-	if len(owners) > 0 {
-		b.Queue(g.q.countOwners, hashes, maxActive, maxFinished, since).Query(func(rows pgx.Rows) error {
-			var owner []byte
-			var active, finished int
-			_, err := pgx.ForEachRow(rows, []any{&owner, &active, &finished}, func() error {
-				if o := findOwner(owners, owner); o != nil {
-					o.active, o.finished = active, finished
-				}
 				return nil
 			})
 			return err
@@ -494,19 +441,16 @@ func (g *createGroups) decide(ctx context.Context, tx pgx.Tx, op *createOp, owne
 		}
 	}
 	o := findOwner(owners, op.owner)
-	if o == nil { // an owner without bounds in this group
-		return nil, nil
-	}
 	terminal := op.t.Status.Terminal()
 	if op.maxActive > 0 && !terminal && o.active >= op.maxActive {
 		return &task.QuotaError{Limit: op.maxActive}, nil
 	}
 	now := op.t.CreatedAt.UnixNano()
 	if op.maxFinished > 0 && o.finished+o.addedAt(now) >= op.maxFinished {
-		// Counted at the group's earliest time: count again at this
-		// create's own before refusing it.
+		// Counted at the group's earliest time, or a ceiling: count
+		// exactly at this create's own time before refusing it.
 		n := o.finished
-		if now != o.since {
+		if now != o.since || !o.walked {
 			if err := tx.QueryRow(ctx, g.q.countFinishedUpTo, op.owner, now, op.maxFinished).Scan(&n); err != nil {
 				return nil, err
 			}

@@ -209,11 +209,13 @@ func TestGroupUpdateSweepNoDeadlock(t *testing.T) {
 }
 
 // Two replicas' groups creating the same idempotency keys of one owner at
-// once (creates without bounds, so without the owner's lock) do not
-// deadlock, whatever order their creates came in: each key makes one task,
-// and the other create of it answers with that task. The groups are made
-// to meet mid-way: a transaction of the test holds a key in the middle
-// until both groups wait for it.
+// once (creates without bounds) do not deadlock, whatever order their
+// creates came in: each key makes one task, and the other create of it
+// answers with that task. The groups are made to meet mid-way: a
+// transaction of the test holds a key in the middle until both groups wait
+// (one for the key, the other for the owner's row, which every group
+// locks, so that their keys never interleave; their rows are inserted in
+// key order besides).
 func TestGroupKeysNoDeadlock(t *testing.T) {
 	schema := newSchema(t)
 	a := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
@@ -272,10 +274,10 @@ func TestGroupKeysNoDeadlock(t *testing.T) {
 	for _, release := range releases {
 		release()
 	}
-	waitFor(t, func() bool { // both groups wait for the blocker's key
+	waitFor(t, func() bool { // both groups wait
 		var n int
 		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%'||$1||'%tasks%'`, pgx.Identifier{schema}.Sanitize()).Scan(&n)
+			WHERE wait_event_type = 'Lock' AND query LIKE '%'||$1||'%'`, pgx.Identifier{schema}.Sanitize()).Scan(&n)
 		return err == nil && n == 2
 	})
 	if err := blocker.Rollback(ctx); err != nil {

@@ -189,7 +189,6 @@ func TestGroupFailingRowIsolated(t *testing.T) {
 			return errors.As(err, &d) && d.TaskID == keyedFirst.ID
 		}},
 		{"a row the database rejects", 4, func(err error) bool {
-			t.Logf("the rejected row: %v", err)
 			return err != nil && !errors.Is(err, task.ErrUnavailable) && !errors.Is(err, task.ErrExists)
 		}},
 		{"a fresh create", 5, func(err error) bool { return err == nil }},

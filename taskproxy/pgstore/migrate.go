@@ -79,6 +79,12 @@ CREATE INDEX leases_expires ON {s}.leases (expires_ns);
 ALTER TABLE {s}.tasks ADD COLUMN summary bytea;
 CREATE INDEX tasks_finished_owner ON {s}.tasks (owner_hash, expires_ns) WHERE status NOT IN ('working', 'input_required');
 `,
+	// The ceiling of an owner's finished tasks (ceiling.go): a bound of
+	// their count kept on the owner's row, the time from which it holds,
+	// and the transaction that wrote it.
+	4: `
+ALTER TABLE {s}.owners ADD COLUMN finished_ceiling bigint, ADD COLUMN ceiling_from bigint, ADD COLUMN ceiling_xid bigint;
+`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

@@ -16,7 +16,7 @@ type queries struct {
 	secretInit, secretGet                            string
 	stats                                            string
 	// The group commit of creates (group.go).
-	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks string
+	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks, setCeilings string
 }
 
 // active is the SQL test of a non-terminal task.
@@ -128,15 +128,21 @@ func newQueries(schema string) queries {
 		// ids and keys looked up; each owner's tasks counted up to the
 		// greatest bound (LIMIT 0 counts none); its rows inserted.
 		lockTimeout: `SELECT set_config('lock_timeout', $1, true)`,
-		lockOwners: `INSERT INTO {s}.owners (owner_hash) SELECT h FROM unnest($1::bytea[]) AS u(h) ORDER BY h
-			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash`,
+		lockOwners: `INSERT INTO {s}.owners AS o (owner_hash) SELECT h FROM unnest($1::bytea[]) AS u(h) ORDER BY h
+			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash,
+				finished_ceiling = CASE WHEN o.ceiling_xid % 4294967296 = o.xmin::text::bigint THEN o.finished_ceiling END
+			RETURNING owner_hash, finished_ceiling, ceiling_from`,
 		existingIDs: `SELECT id FROM {s}.tasks WHERE id = ANY($1::text[])`,
 		knownKeys: `SELECT t.owner_hash, t.idem_key, t.id, t.fingerprint FROM unnest($1::bytea[], $2::text[]) AS k(h, key)
 			JOIN {s}.tasks t ON t.owner_hash = k.h AND t.idem_key = k.key`,
-		countOwners: `SELECT o.h,
+		countOwners: `SELECT
 				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {active} LIMIT o.ma) c),
 				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {finished} AND expires_ns > o.since LIMIT o.mf) c)
-			FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::int8[]) AS o(h, ma, mf, since)`,
+			FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::int8[]) WITH ORDINALITY AS o(h, ma, mf, since, n) ORDER BY o.n`,
+		// The ceilings of owners' finished tasks (ceiling.go), written with
+		// the transaction that wrote them.
+		setCeilings: `UPDATE {s}.owners o SET finished_ceiling = u.c, ceiling_from = u.f, ceiling_xid = txid_current()
+			FROM unnest($1::bytea[], $2::int8[], $3::int8[]) AS u(h, c, f) WHERE o.owner_hash = u.h`,
 		// The rows come sorted (owner, key, id) and are inserted in that
 		// order; one taken meanwhile inserts nothing, and the group runs again.
 		insertTasks: `WITH r AS (
@@ -159,7 +165,7 @@ func newQueries(schema string) queries {
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.stats,
-		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks,
+		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings,
 	} {
 		*p = r.Replace(*p)
 	}
