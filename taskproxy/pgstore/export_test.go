@@ -32,3 +32,23 @@ func Deadlocks(s *Store) uint64 { return s.deadlocks.Load() }
 // FinishedWalks is how many times s's groups counted an owner's finished
 // tasks rather than trusting the owner's ceiling.
 func FinishedWalks(s *Store) uint64 { return s.groups.walks.Load() }
+
+// UpdateGroups is how many group statements of updates s committed.
+func UpdateGroups(s *Store) uint64 { return s.updates.groups.Load() }
+
+// QueuedUpdates is how many updates wait in s's queue, not yet taken.
+func QueuedUpdates(s *Store) int { return len(s.updates.queue) }
+
+// HoldUpdates is HoldGroups for the committer of updates.
+func HoldUpdates(s *Store) (held <-chan struct{}, release func()) {
+	gate, holding := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(holding)
+		<-gate
+	}
+	s.updates.beforeGroup.Store(&hook)
+	return holding, func() {
+		s.updates.beforeGroup.Store(nil)
+		close(gate)
+	}
+}

@@ -17,6 +17,8 @@ type queries struct {
 	stats                                            string
 	// The group commit of creates (group.go).
 	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks, setCeilings string
+	// The group commit of updates (updates.go).
+	getOwnMany, casMany string
 }
 
 // active is the SQL test of a non-terminal task.
@@ -155,6 +157,24 @@ func newQueries(schema string) queries {
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT r.id, r.holder, r.lease_ns FROM r JOIN ins USING (id) WHERE r.holder <> '')
 			SELECT count(*) FROM ins`,
 
+		// The group commit of updates (updates.go): the rows read by id and
+		// owner; the compare-and-sets, their rows locked in the order of
+		// their ids (the version checked again on the row locked), the
+		// leases of tasks terminal now deleted.
+		getOwnMany: `SELECT t.id, t.owner_hash, t.version, {task} FROM unnest($1::text[], $2::bytea[]) AS k(id, h)
+			JOIN {s}.tasks t ON t.id = k.id AND t.owner_hash = k.h LEFT JOIN {s}.leases l ON l.task_id = t.id`,
+		casMany: `WITH v AS (
+				SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bool[])
+					AS v(id, version, status, idem_key, fingerprint, record, summary, terminal)),
+			locked AS (
+				SELECT t.id FROM {s}.tasks t JOIN v ON v.id = t.id AND v.version = t.version WHERE t.{active} ORDER BY t.id FOR UPDATE OF t),
+			u AS (
+				UPDATE {s}.tasks t SET status = v.status, idem_key = NULLIF(v.idem_key, ''), fingerprint = v.fingerprint,
+					record = v.record, summary = v.summary, version = t.version + 1
+				FROM v WHERE t.id = v.id AND t.version = v.version AND t.id IN (SELECT id FROM locked) RETURNING t.id, v.terminal),
+			d AS (DELETE FROM {s}.leases WHERE task_id IN (SELECT id FROM u WHERE terminal))
+			SELECT id FROM u`,
+
 		stats: `SELECT (SELECT count(*) FROM {s}.tasks), (SELECT count(*) FROM {s}.tasks WHERE {active}),
 			(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r')`,
@@ -165,7 +185,7 @@ func newQueries(schema string) queries {
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.stats,
-		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings,
+		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings, &q.getOwnMany, &q.casMany,
 	} {
 		*p = r.Replace(*p)
 	}

@@ -150,6 +150,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.groups = newCreateGroups(&s.taskRows)
+	s.updates = newUpdateGroups(&s.taskRows)
 	return s, nil
 }
 
@@ -175,8 +176,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.groups.close() // creates still queued fail with ErrClosed
-	s.pool.Close()   // waits for the connections in use to come back
+	s.groups.close()  // creates still queued fail with ErrClosed
+	s.updates.close() // and updates
+	s.pool.Close()    // waits for the connections in use to come back
 	return nil
 }
 

@@ -19,8 +19,10 @@ type taskRows struct {
 	*database
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
-	// groups is the group committer of creates (group.go).
-	groups *createGroups
+	// groups and updates are the group committers of creates (group.go)
+	// and of updates (updates.go).
+	groups  *createGroups
+	updates *updateGroups
 }
 
 // encoded is a task as stored: its record, and its summary (Task.Summary),
@@ -239,8 +241,19 @@ func (s *taskRows) tombstone(ctx context.Context, owner, id string) error {
 const optimisticTries = 3
 
 // Update applies fn to the owner's task as a compare-and-set on the row's
-// version; see task.Store.
+// version; see task.Store. It is written by the group committer of updates
+// (updates.go), together with the updates waiting beside it.
 func (s *taskRows) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
+	if s.closed.Load() {
+		return nil, task.ErrClosed
+	}
+	return s.updates.update(&updateOp{owner: owner, ownerHash: ownerHash(owner), id: id, fn: fn, done: make(chan updateResult, 1)})
+}
+
+// updateAlone is Update in statements of its own: a few compare-and-sets,
+// then the row locked for the read. The group committer hands it the
+// updates it does not write itself.
+func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
