@@ -16,9 +16,11 @@
 //	meta        the cursor secret (also the key of the events between
 //	            replicas, seal.go)
 //
-// Creates are written by a group committer (group.go): the creates that
-// wait together share one transaction, one commit and, per owner, one
-// quota lock and count, with each create's outcome its own.
+// Creates and updates are written by group committers (group.go,
+// updates.go): the writes that wait together share one transaction or
+// statement, one commit and, for creates of one owner, one quota lock and
+// count, with each write's outcome its own. Finished tasks' records are
+// kept in a cache (finishedcache.go): they never change until swept.
 //
 // Owners and session ids are stored hashed, as in the Badger store. Every
 // write is guarded: a task leaves a non-terminal state at most once, and an

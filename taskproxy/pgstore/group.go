@@ -219,7 +219,11 @@ func (g *createGroups) commit(group []*createOp) {
 	var lockErr *pgconn.PgError
 	switch {
 	case err == nil:
+		now := time.Now()
 		for i, op := range group {
+			if results[i] == nil && op.t.Status.Terminal() {
+				g.finished.put(op.t, len(op.data.record), now)
+			}
 			op.done <- results[i]
 		}
 	case errors.As(err, &lockErr) && lockErr.Code == "55P03": // lock_not_available

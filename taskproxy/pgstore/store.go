@@ -85,6 +85,8 @@ type database struct {
 	q            queries
 	writeTimeout time.Duration
 	closed       atomic.Bool
+	// finished is the cache of finished tasks' records (finishedcache.go).
+	finished finishedCache
 	// deadlocks counts the transactions the server broke as deadlocked
 	// (each then ran again): none is expected, as every transaction takes
 	// its locks in one order (owner rows, then task rows), and tests check.

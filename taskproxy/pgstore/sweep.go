@@ -25,6 +25,7 @@ func (s *sweeper) Sweep(ctx context.Context, now time.Time, batch int) (int, err
 	if batch <= 0 {
 		batch = 1
 	}
+	s.finished.sweptUntil(now) // what this sweep may delete
 	total := 0
 	for {
 		var n int

@@ -168,6 +168,7 @@ type row struct {
 	owner   []byte
 	version int64
 	tk      *task.Task
+	size    int // of the encoded record
 }
 
 func scanRow(r pgx.Row) (*row, error) {
@@ -182,7 +183,7 @@ func scanRow(r pgx.Row) (*row, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.tk = t
+	out.tk, out.size = t, len(record)
 	return &out, nil
 }
 
@@ -192,6 +193,9 @@ func scanRow(r pgx.Row) (*row, error) {
 func (s *taskRows) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed
+	}
+	if t := s.finished.get(owner, id, time.Now()); t != nil {
+		return t, nil
 	}
 	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
@@ -203,6 +207,7 @@ func (s *taskRows) Get(ctx context.Context, owner, id string) (*task.Task, error
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
 	}
+	s.finished.put(r.tk, r.size, time.Now())
 	return r.tk, nil
 }
 
@@ -289,6 +294,7 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 			}
 			if next.Status.Terminal() {
 				next.Lease = task.Lease{}
+				s.finished.put(next, len(data.record), time.Now())
 			}
 			done, out = true, next
 			return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -193,6 +194,7 @@ func (g *updateGroups) round(group []*updateOp) (again []*updateOp) {
 					t := op.nextTask
 					if t.Status.Terminal() {
 						t.Lease = task.Lease{}
+						g.finished.put(t, len(op.nextRecord.record), time.Now())
 					}
 					op.done <- updateResult{t: t}
 				case op.tries >= groupTries:
