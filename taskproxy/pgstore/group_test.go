@@ -241,3 +241,47 @@ func TestGroupCallerCancelled(t *testing.T) {
 		t.Errorf("the cancelled create: Get = %v, want ErrNotFound", err)
 	}
 }
+
+// Close with creates and updates in the committers' hands and queued
+// answers every caller: written, or ErrClosed.
+func TestGroupsClose(t *testing.T) {
+	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: newSchema(t), MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ended := tk("alice")
+	if err := s.Create(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	heldCreates, releaseCreates := pgstore.HoldGroups(s)
+	heldUpdates, releaseUpdates := pgstore.HoldUpdates(s)
+	errs := make(chan error, 6)
+	for i := range 3 {
+		go func() { errs <- s.Create(ctx, tk("alice")) }()
+		go func() {
+			_, err := s.Update(ctx, "alice", ended.ID, func(t *task.Task) error {
+				t.StatusMessage = "step"
+				return nil
+			})
+			errs <- err
+		}()
+		if i == 0 {
+			<-heldCreates
+			<-heldUpdates
+		}
+	}
+	waitFor(t, func() bool { return pgstore.QueuedCreates(s) == 2 && pgstore.QueuedUpdates(s) == 2 })
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	releaseCreates()
+	releaseUpdates()
+	for range 6 {
+		if err := <-errs; err != nil && !errors.Is(err, task.ErrClosed) {
+			t.Errorf("a write when the store closed: %v, want nil or ErrClosed", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Error(err)
+	}
+}
