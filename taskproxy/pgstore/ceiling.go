@@ -120,7 +120,7 @@ func findOwner(owners []*ownerBounds, hash []byte) *ownerBounds {
 // greatest active bound, and for a walk up to its finished bound too) and,
 // where the ceiling does not do, its finished tasks at since; owners that
 // need neither are not asked about.
-func (g *createGroups) count(ctx context.Context, tx pgx.Tx, owners []*ownerBounds) error {
+func (g *createGroups) count(ctx context.Context, tx groupConn, owners []*ownerBounds) error {
 	var hashes [][]byte
 	var activeUpTo, finishedUpTo, since []int64
 	var asked []*ownerBounds

@@ -306,11 +306,7 @@ func (g *createGroups) commitGroup(ctx context.Context, group []*createOp) ([]er
 	var results []error
 	var err error
 	for range maxRetries {
-		err = pgx.BeginTxFunc(ctx, g.pool, readCommitted, func(tx pgx.Tx) error {
-			var err error
-			results, err = g.writeGroup(ctx, tx, group)
-			return err
-		})
+		results, err = g.groupTx(ctx, group)
 		if err == nil {
 			g.groups.Add(1)
 			return results, nil
@@ -320,6 +316,37 @@ func (g *createGroups) commitGroup(ctx context.Context, group []*createOp) ([]er
 		}
 	}
 	return nil, fmt.Errorf("committing a group of %d creates: %w", len(group), err)
+}
+
+// groupTx runs writeGroup on a connection of its own. The transaction's
+// BEGIN goes in the batch of its lookups and its COMMIT in the batch of its
+// inserts, so that a group costs two round trips (three when it counts);
+// what a failure leaves open is rolled back, and a connection that broke is
+// dropped by the pool.
+func (g *createGroups) groupTx(ctx context.Context, group []*createOp) ([]error, error) {
+	conn, err := g.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	results, err := g.writeGroup(ctx, conn.Conn(), group)
+	if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+		if _, rbErr := conn.Exec(ctx, "ROLLBACK"); rbErr != nil && err == nil {
+			err = rbErr
+		}
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "22012" { // insertTasks' guard: fewer rows than accepted
+		err = errRaced
+	}
+	return results, err
+}
+
+// groupConn is the connection of a group's transaction.
+type groupConn interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // knownKey is a stored task found by its owner's idempotency key.
@@ -334,7 +361,7 @@ type groupLookups struct {
 func keyOf(owner []byte, key string) string { return string(owner) + "\x00" + key }
 
 // writeGroup is one run of a group's transaction (see the top of the file).
-func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*createOp) ([]error, error) {
+func (g *createGroups) writeGroup(ctx context.Context, tx groupConn, group []*createOp) ([]error, error) {
 	owners := groupOwners(group)
 	found, err := g.lookUp(ctx, tx, group, owners)
 	if err != nil {
@@ -354,20 +381,18 @@ func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*creat
 			findOwner(owners, op.owner).accepted++
 		}
 	}
-	if len(accepted) == 0 {
-		return results, nil
-	}
 	b := &pgx.Batch{}
-	var n int
-	b.Queue(g.q.insertTasks, insertArgs(accepted)...).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
-	if args, ok := ceilingArgs(owners); ok {
-		b.Queue(g.q.setCeilings, args...)
+	if len(accepted) > 0 {
+		// insertTasks fails (division by zero) when it inserts fewer rows
+		// than accepted: the COMMIT queued after it is then skipped.
+		b.Queue(g.q.insertTasks, append(insertArgs(accepted), int64(len(accepted)))...)
+		if args, ok := ceilingArgs(owners); ok {
+			b.Queue(g.q.setCeilings, args...)
+		}
 	}
+	b.Queue("COMMIT")
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
-	}
-	if n != len(accepted) {
-		return nil, errRaced
 	}
 	return results, nil
 }
@@ -375,7 +400,7 @@ func (g *createGroups) writeGroup(ctx context.Context, tx pgx.Tx, group []*creat
 // lookUp is steps 1 and 2 of a group, in one round trip: the lock
 // timeout, the owners' rows locked (with their ceilings, ceiling.go), the
 // ids and keys looked up.
-func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp, owners []*ownerBounds) (groupLookups, error) {
+func (g *createGroups) lookUp(ctx context.Context, tx groupConn, group []*createOp, owners []*ownerBounds) (groupLookups, error) {
 	found := groupLookups{ids: map[string]bool{}, keys: map[string]knownKey{}}
 	ids := make([]string, len(group))
 	var keyOwners [][]byte
@@ -392,6 +417,7 @@ func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp,
 		hashes[i] = o.hash
 	}
 	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(g.q.lockTimeout, fmt.Sprintf("%dms", max(1, g.groupLockTimeout().Milliseconds())))
 	b.Queue(g.q.lockOwners, hashes).Query(func(rows pgx.Rows) error {
 		var owner []byte
@@ -432,7 +458,7 @@ func (g *createGroups) lookUp(ctx context.Context, tx pgx.Tx, group []*createOp,
 
 // decide is step 3 for one create: its refusal, or nil when it is to be
 // inserted (then counted in its owner's counts).
-func (g *createGroups) decide(ctx context.Context, tx pgx.Tx, op *createOp, owners []*ownerBounds, found groupLookups) (refused, err error) {
+func (g *createGroups) decide(ctx context.Context, tx groupConn, op *createOp, owners []*ownerBounds, found groupLookups) (refused, err error) {
 	if found.ids[op.t.ID] {
 		return task.ErrExists, nil
 	}

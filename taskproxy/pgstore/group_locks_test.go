@@ -305,3 +305,59 @@ func TestGroupKeysNoDeadlock(t *testing.T) {
 		t.Errorf("%d transactions broken as deadlocked", n)
 	}
 }
+
+// A row another transaction takes after the group looked it up (here a
+// task with the same idempotency key, inserted by a transaction that does
+// not lock the owner's row, as an older build's create without a bound)
+// inserts nothing: the group does not commit without it, runs again, and
+// answers that create with the task that took the key.
+func TestGroupRowTakenMeanwhile(t *testing.T) {
+	schema := newSchema(t)
+	s := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
+	ctx := context.Background()
+	if err := s.Create(ctx, tk("carol")); err != nil { // the schema exists
+		t.Fatal(err)
+	}
+	other, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Rollback(ctx) }()
+	hash := sha256.Sum256([]byte("alice"))
+	if _, err := other.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+
+		".tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record) VALUES ('taken-first', $1, 'working', 0, $2, 'k', 'f', 1, '{}')",
+		hash[:16], time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	x, y := tk("alice"), tk("bob")
+	x.IdempotencyKey, x.Fingerprint = "k", "f"
+	xErr, yErr := make(chan error, 1), make(chan error, 1)
+	held, release := pgstore.HoldGroups(s)
+	go func() { xErr <- s.Create(ctx, x) }()
+	<-held
+	go func() { yErr <- s.Create(ctx, y) }()
+	waitFor(t, func() bool { return pgstore.QueuedCreates(s) == 1 })
+	release()
+	waitFor(t, func() bool { // the group's insert waits for the other transaction's key
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%'||$1||'%'`, pgx.Identifier{schema}.Sanitize()).Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var dup *task.DuplicateError
+	if err := <-xErr; !errors.As(err, &dup) || dup.TaskID != "taken-first" {
+		t.Errorf("the create whose key was taken meanwhile: %v, want a DuplicateError naming the task that took it", err)
+	}
+	if err := <-yErr; err != nil {
+		t.Errorf("the other create of the group: %v", err)
+	}
+	if _, err := s.Get(ctx, "bob", y.ID); err != nil {
+		t.Errorf("the other create of the group: %v", err)
+	}
+	if _, err := s.Get(ctx, "alice", x.ID); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("the create whose key was taken: Get = %v, want ErrNotFound", err)
+	}
+}

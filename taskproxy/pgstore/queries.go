@@ -146,7 +146,9 @@ func newQueries(schema string) queries {
 		setCeilings: `UPDATE {s}.owners o SET finished_ceiling = u.c, ceiling_from = u.f, ceiling_xid = txid_current()
 			FROM unnest($1::bytea[], $2::int8[], $3::int8[]) AS u(h, c, f) WHERE o.owner_hash = u.h`,
 		// The rows come sorted (owner, key, id) and are inserted in that
-		// order; one taken meanwhile inserts nothing, and the group runs again.
+		// order; one taken meanwhile inserts nothing, and then the statement
+		// fails (division by zero: fewer rows than $12), so that the COMMIT
+		// after it does not run, and the group runs again.
 		insertTasks: `WITH r AS (
 				SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[], $8::bytea[], $9::bytea[], $10::text[], $11::int8[])
 					WITH ORDINALITY AS r(id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, record, summary, holder, lease_ns, n)),
@@ -155,7 +157,7 @@ func newQueries(schema string) queries {
 				SELECT id, owner_hash, status, created_ns, expires_ns, NULLIF(idem_key, ''), fingerprint, 1, record, summary FROM r ORDER BY n
 				ON CONFLICT DO NOTHING RETURNING id),
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT r.id, r.holder, r.lease_ns FROM r JOIN ins USING (id) WHERE r.holder <> '')
-			SELECT count(*) FROM ins`,
+			SELECT CASE WHEN count(*) = $12 THEN count(*) ELSE 1 / (count(*) - count(*)) END FROM ins`,
 
 		// The group commit of updates (updates.go): the rows read by id and
 		// owner; the compare-and-sets, their rows locked in the order of
