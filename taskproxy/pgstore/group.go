@@ -26,7 +26,7 @@ import (
 //
 // A group's transaction, in order:
 //
-//  1. SET LOCAL lock_timeout (groupLockTimeout), then the rows of the
+//  1. BEGIN, SET LOCAL lock_timeout (groupLockTimeout), then the rows of the
 //     group's owners are locked (the quota lock of a single create), in the
 //     order of their hashes, and their ceilings read (ceiling.go); the ids
 //     and idempotency keys of the group are looked up;
@@ -38,9 +38,13 @@ import (
 //     counts include the creates of the same owner accepted before it in
 //     the group, so a bound stays exact;
 //  4. the accepted rows are inserted in one statement, in the order of
-//     (owner, idempotency key, id), and the owners' ceilings written; a row
-//     that a concurrent transaction took meanwhile inserts nothing, and the
+//     (owner, idempotency key, id), the owners' ceilings written, and
+//     COMMIT; a row that a concurrent transaction took meanwhile inserts
+//     nothing, which fails the insert, so the COMMIT does not run and the
 //     group runs again without it (its refusal now found in step 1).
+//
+// Steps 1 and 4 are one round trip each (a pipeline of statements); step 2
+// is one more when it counts.
 //
 // Every create locks its owner's row, with a bound or not, so the creates
 // of one owner are written one group after another on every replica; two
