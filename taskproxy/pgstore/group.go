@@ -210,9 +210,14 @@ func splitRepeats(group []*createOp) (now, later []*createOp) {
 }
 
 // groupLockTimeout is how long a group waits for a lock before it is split:
-// well below the write deadline, which a single create still waits.
+// well below the write deadline, which a single create still waits. The
+// committer is one per replica, so every create of the replica waits with
+// the group, and again with its owner's part after the split: long enough
+// for another replica's group holding the row (milliseconds), short
+// enough that a row held by a long transaction elsewhere costs the
+// others a fraction of a second.
 func (g *createGroups) groupLockTimeout() time.Duration {
-	return min(g.writeTimeout/8, 2*time.Second)
+	return min(g.writeTimeout/8, 250*time.Millisecond)
 }
 
 // commit writes group and delivers each create's outcome.

@@ -161,15 +161,17 @@ func newQueries(schema string) queries {
 
 		// The group commit of updates (updates.go): the rows read by id and
 		// owner; the compare-and-sets, their rows locked in the order of
-		// their ids (the version checked again on the row locked), the
-		// leases of tasks terminal now deleted.
+		// their ids (the version checked again on the row locked; a row
+		// locked elsewhere is skipped, its update goes again and then on
+		// its own, so that one held row holds up no other), the leases of
+		// tasks terminal now deleted.
 		getOwnMany: `SELECT t.id, t.owner_hash, t.version, {task} FROM unnest($1::text[], $2::bytea[]) AS k(id, h)
 			JOIN {s}.tasks t ON t.id = k.id AND t.owner_hash = k.h LEFT JOIN {s}.leases l ON l.task_id = t.id`,
 		casMany: `WITH v AS (
 				SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bool[])
 					AS v(id, version, status, idem_key, fingerprint, record, summary, terminal)),
 			locked AS (
-				SELECT t.id FROM {s}.tasks t JOIN v ON v.id = t.id AND v.version = t.version WHERE t.{active} ORDER BY t.id FOR UPDATE OF t),
+				SELECT t.id FROM {s}.tasks t JOIN v ON v.id = t.id AND v.version = t.version WHERE t.{active} ORDER BY t.id FOR UPDATE OF t SKIP LOCKED),
 			u AS (
 				UPDATE {s}.tasks t SET status = v.status, idem_key = NULLIF(v.idem_key, ''), fingerprint = v.fingerprint,
 					record = v.record, summary = v.summary, version = t.version + 1

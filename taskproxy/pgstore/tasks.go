@@ -268,6 +268,7 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 		var out *task.Task
 		var outcome error
 		var done bool
+		var outLen int // the record's size, for the cache of finished tasks
 		write := func(q querier, cur *row) error {
 			done, outcome, out = false, nil, nil
 			if !bytes.Equal(cur.owner, ownerHash(owner)) {
@@ -294,9 +295,8 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 			}
 			if next.Status.Terminal() {
 				next.Lease = task.Lease{}
-				s.finished.put(next, len(data.record), time.Now())
 			}
-			done, out = true, next
+			done, out, outLen = true, next, len(data.record)
 			return nil
 		}
 		var err error
@@ -321,6 +321,12 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 		case err != nil && !s.again(err):
 			return nil, s.fail("updating task "+id, err)
 		case done:
+			if outcome == nil && out.Status.Terminal() {
+				// Only now is the write known to have landed (the locked
+				// path commits after write returns): a cached outcome that
+				// was never committed would be served until its ttl.
+				s.finished.put(out, outLen, time.Now())
+			}
 			return out, outcome
 		}
 	}
