@@ -103,10 +103,20 @@ func runNodeClientArgs(t *testing.T, dirName, script string, args []string, pack
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Beside its node_modules, under the script's own name: tests running
-	// at once may use the same install with different scripts.
-	run := filepath.Join(dir, script)
-	if err := os.WriteFile(run, code, 0o644); err != nil {
+	// Beside its node_modules, in a file of this run's own: tests running
+	// at once use the same install, with the same script too (a shared
+	// file, rewritten by one while another's node read it, was read empty:
+	// that client ran nothing and printed nothing).
+	f, err := os.CreateTemp(dir, "run-*-"+script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := f.Name()
+	t.Cleanup(func() { _ = os.Remove(run) })
+	if _, err := f.Write(code); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	node, err := lookPathIn("node", env)
