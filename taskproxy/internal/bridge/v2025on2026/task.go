@@ -42,16 +42,8 @@ func (c *call) serveToolsCall() error {
 // its CreateTaskResult, and starts its worker on the call in 2026-07-28
 // form, the extension declared.
 func (c *call) createTask(name string, taskMeta json.RawMessage) error {
-	ttl, err := v2025.RequestedTTL(c.Exchange, taskMeta)
-	if err != nil {
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
-		return nil
-	}
-	if c.Limited() { // creating a task is the most expensive operation
-		return nil
-	}
-	if e := c.CheckQuota(); e != nil {
-		c.Fail(e)
+	ttl, ok := v2025.AdmitTask(c.Exchange, taskMeta)
+	if !ok {
 		return nil
 	}
 	params, err := translate.V2026Params(c.Msg.Params, c.session().requestMeta())

@@ -172,12 +172,25 @@ func ServeCancelled(x *wire.Exchange) error {
 	return c.Pass()
 }
 
-// RequestedTTL is the ttl a task-augmented call of x asks for in
-// params.task (taskMeta), within the configuration's limits, as this
-// package grants it: for a 2025-11-25 task another package makes (the
-// reverse version bridge's).
-func RequestedTTL(x *wire.Exchange, taskMeta json.RawMessage) (time.Duration, error) {
-	return (&call{x}).requestedTTL(taskMeta)
+// AdmitTask admits the task a task-augmented call of x asks for, as this
+// package does, also for a 2025-11-25 task another package makes (the
+// reverse version bridge's): the ttl of params.task (taskMeta) within the
+// configuration's limits, then the caller's rate and quota. ok is false
+// when x has been answered with the refusal.
+func AdmitTask(x *wire.Exchange, taskMeta json.RawMessage) (ttl time.Duration, ok bool) {
+	ttl, err := (&call{x}).requestedTTL(taskMeta)
+	if err != nil {
+		x.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
+		return 0, false
+	}
+	if x.Limited() { // creating a task is the most expensive operation
+		return 0, false
+	}
+	if e := x.CheckQuota(); e != nil {
+		x.Fail(e)
+		return 0, false
+	}
+	return ttl, true
 }
 
 // minTaskTTL is the shortest ttl a task is granted: a shorter request
@@ -211,16 +224,8 @@ func (c *call) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) {
 }
 
 func (c *call) createTask(tool string, taskMeta json.RawMessage) error {
-	ttl, err := c.requestedTTL(taskMeta)
-	if err != nil {
-		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
-		return nil
-	}
-	if c.Limited() { // creating a task is the most expensive operation
-		return nil
-	}
-	if e := c.CheckQuota(); e != nil {
-		c.Fail(e)
+	ttl, ok := AdmitTask(c.Exchange, taskMeta)
+	if !ok {
 		return nil
 	}
 	params, err := jsonx.Delete(c.Msg.Params, "task")
