@@ -120,3 +120,21 @@ type forwardError struct{ err error }
 
 func (e *forwardError) Error() string { return e.err.Error() }
 func (e *forwardError) Unwrap() error { return e.err }
+
+// storeError marks an error of a worker's own store operation (recording
+// the call's round or input, reading the answers) that ends its call: the
+// store's text, not the upstream's, recorded as ClientError has it.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// storeFailed marks err, from a store operation whose fn returned fnErr,
+// as the store's own error; fn's error (the gateway's account of the
+// record) stays as it is.
+func storeFailed(err, fnErr error) error {
+	if err == nil || (fnErr != nil && errors.Is(err, fnErr)) {
+		return err
+	}
+	return &storeError{err}
+}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A failed upstream call's message says what kind of failure it was, and
@@ -93,6 +94,38 @@ func TestAnswerFailure(t *testing.T) {
 			got := AnswerFailure(zap.NewNop(), tt.err, "t1").Message
 			if !strings.HasPrefix(got, tt.want) {
 				t.Errorf("message %q, want it to start with %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A call ended by the worker's own store operation records the store's
+// error as a client gets it: a refusal with its text, anything else under
+// a reference (a backend's text names files and keys), an outage as one;
+// the gateway's own account of the record (fn's error) and the upstream's
+// failures are as before.
+func TestInterruptedError(t *testing.T) {
+	backend := errors.New("badger: corrupt value log at /var/lib/caddy/mcp-tasks/000001.vlog")
+	account := errors.New("the upstream asked for more than 64 inputs")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a backend's error", storeFailed(fmt.Errorf("updating task x: %w", backend), nil), "internal error (ref "},
+		{"the store unavailable", storeFailed(fmt.Errorf("reading task x: %w", task.ErrUnavailable), nil), MsgStoreUnavailable},
+		{"a refusal", storeFailed(fmt.Errorf("reading task x: %w", task.ErrNotFound), nil), task.ErrNotFound.Error()},
+		{"fn's own account", storeFailed(account, account), account.Error()},
+		{"the upstream's failure", &upstream.NextError{Err: handlerError{502, io.EOF}}, "upstream connection lost before its answer (ref "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := interruptedError(zap.NewNop(), tt.err, "t1").Message
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("message %q, want it to hold %q", got, tt.want)
+			}
+			if strings.Contains(got, "/var/lib") {
+				t.Errorf("message %q shows the backend's text", got)
 			}
 		})
 	}

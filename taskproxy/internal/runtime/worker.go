@@ -146,16 +146,18 @@ func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 // new JSON-RPC id, recording the id (and message, when not empty) first.
 func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.Attempt, error) {
 	route, t, run := w.route, w.t, w.run
+	var setErr error
 	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
+		setErr = nil
 		if message != "" {
-			return rec.SetStatus(task.StatusWorking, message, Now())
+			setErr = rec.SetStatus(task.StatusWorking, message, Now())
 		}
-		return nil
+		return setErr
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeFailed(err, setErr)
 	}
 	t.Round, t.UpstreamID = rec.Round, rec.UpstreamID
 	body, err := jsonrpc.RequestBytes(rec.UpstreamID, "tools/call", params)
@@ -216,7 +218,18 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
 		return
 	}
-	route.Finish(t, nil, UpstreamFailure(route.log, err, zap.String("task", t.ID)))
+	route.Finish(t, nil, interruptedError(route.log, err, t.ID))
+}
+
+// interruptedError is the error recorded for a call that ended without an
+// answer: the upstream's failure, or, when the worker's own store
+// operation ended it, the store's, as a client gets it (its refusals with
+// their text, anything else under a reference).
+func interruptedError(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
+	if se := (*storeError)(nil); errors.As(err, &se) {
+		return ClientError(log, "recording the task's call", se.err, zap.String("task", taskID))
+	}
+	return UpstreamFailure(log, err, zap.String("task", taskID))
 }
 
 // Finish records the call's outcome: a result or a JSON-RPC error. A result
@@ -466,13 +479,13 @@ func (w *worker) recordInput(result json.RawMessage) ([]string, error) {
 		return nil, err
 	}
 	var keys []string
+	var applyErr error
 	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
-		var err error
-		keys, err = answer.Apply(rec, keys[:0])
-		return err
+		keys, applyErr = answer.Apply(rec, keys[:0])
+		return applyErr
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeFailed(err, applyErr)
 	}
 	route.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
@@ -497,7 +510,7 @@ func (w *worker) awaitAnswers(keys []string) (json.RawMessage, error) {
 	for {
 		rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID)
 		if err != nil {
-			return nil, err
+			return nil, storeFailed(err, nil)
 		}
 		if rec.Status.Terminal() {
 			return nil, task.ErrTerminal
