@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,17 +64,6 @@ func taskRuntimeReplicas(t *testing.T, directives string) (*taskruntime.Server, 
 	upAddr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
 	dsn, _ := testDatabase(t)
 	c := &replicaCluster{t: t, created: map[string]string{}}
-	var addrs []string
-	for range 2 {
-		g := startPostgresGateway(t, upAddr, dsn, hmacAuth+directives)
-		c.nodes = append(c.nodes, g)
-		addrs = append(addrs, g.addr)
-	}
-	for i, g := range c.nodes {
-		g.healthy(fmt.Sprintf("replica %d's store to open", i))
-	}
-	lbAddr := freeAddr(t)
-	c.lb = startMultiSite(t, balancerSite(lbAddr, addrs), lbAddr)
-	c.URL = "http://" + lbAddr + "/mcp"
+	c.start(2, upAddr, dsn, hmacAuth+directives)
 	return rt, c
 }

@@ -54,6 +54,15 @@ func startReplicaClusterOn(t *testing.T, n int, dsn, directives string) *replica
 	t.Helper()
 	up, upAddr := testUpstream(t)
 	c := &replicaCluster{t: t, up: up, created: map[string]string{}}
+	c.start(n, upAddr, dsn, directives)
+	return c
+}
+
+// start starts n replicas in front of upAddr on the database of dsn,
+// configured with directives, and the balancer in front of them.
+func (c *replicaCluster) start(n int, upAddr, dsn, directives string) {
+	t := c.t
+	t.Helper()
 	var addrs []string
 	for range n {
 		g := startPostgresGateway(t, upAddr, dsn, directives)
@@ -66,7 +75,6 @@ func startReplicaClusterOn(t *testing.T, n int, dsn, directives string) *replica
 	lbAddr := freeAddr(t)
 	c.lb = startMultiSite(t, balancerSite(lbAddr, addrs), lbAddr)
 	c.URL = "http://" + lbAddr + "/mcp"
-	return c
 }
 
 // balancerSite is a Caddy site that spreads requests over backends in
