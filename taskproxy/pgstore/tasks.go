@@ -3,7 +3,6 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -34,7 +33,7 @@ type encoded struct{ record, summary []byte }
 func (s *taskRows) encodeRecord(t *task.Task) (encoded, error) {
 	rec := *t
 	rec.Lease = task.Lease{}
-	data, err := json.Marshal(&rec)
+	data, err := task.EncodeRecord(&rec)
 	if err != nil {
 		return encoded{}, fmt.Errorf("pgstore: encoding task %s: %w", t.ID, err)
 	}
@@ -52,7 +51,7 @@ func (s *taskRows) encodeRecord(t *task.Task) (encoded, error) {
 // decodeTask decodes a record and attaches the lease read beside it.
 func decodeTask(record []byte, holder *string, expires *int64) (*task.Task, error) {
 	var t task.Task
-	if err := json.Unmarshal(record, &t); err != nil {
+	if err := task.DecodeRecord(record, &t); err != nil {
 		return nil, fmt.Errorf("decoding a task record: %w", err)
 	}
 	if holder != nil && expires != nil {
