@@ -16,6 +16,13 @@ import (
 const (
 	pgClients      = 32 // HTTP clients of the gateway measurements
 	pgbenchClients = 4
+	// The finished tasks polled: a working set that the caches of finished
+	// tasks mostly hold (the view cache of 2 MiB per wire, about 5000 tasks;
+	// pgstore's 8 MiB of records), as when clients poll the tasks they have
+	// just created; and more than they hold, so that most reads go to the
+	// store.
+	pgPolled       = 10_000
+	pgPolledBeyond = 40_000
 )
 
 // restartDurable restarts the throwaway cluster of dsn (pgtest's layout:

@@ -1,5 +1,7 @@
 package pgstore
 
+import "context"
+
 // EventChannel is the channel of s's events, for tests that play an
 // outsider who learned it.
 func EventChannel(s *Store) string { return s.eventChannel }
@@ -51,4 +53,14 @@ func HoldUpdates(s *Store) (held <-chan struct{}, release func()) {
 		s.updates.beforeGroup.Store(nil)
 		close(gate)
 	}
+}
+
+// PreparedPlans sums the generic and custom plans made of the statements
+// prepared on the connection the query runs on whose text holds sql
+// (pg_prepared_statements, PostgreSQL 14 and later): on a store of one
+// connection, all of its statements.
+func PreparedPlans(ctx context.Context, s *Store, sql string) (generic, custom int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0)::int8, coalesce(sum(custom_plans), 0)::int8
+		FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`, sql).Scan(&generic, &custom)
+	return generic, custom, err
 }

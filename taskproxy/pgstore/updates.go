@@ -225,21 +225,21 @@ func (g *updateGroups) readApply(ctx context.Context, group []*updateOp) ([]*upd
 	for i, op := range group {
 		ids[i], owners[i] = op.id, op.ownerHash
 	}
-	rows, err := g.pool.Query(ctx, g.q.getOwnMany, ids, owners)
-	if err != nil {
-		return nil, err
-	}
 	found := make(map[string]*row, len(group))
-	for rows.Next() {
-		var id string
-		r, err := scanRow(idRow{&id, rows})
-		if err != nil {
-			rows.Close()
-			return nil, err
+	b := &pgx.Batch{} // one round trip, in one implicit transaction
+	b.Queue("SELECT " + genericPlans)
+	b.Queue(g.q.getOwnMany, ids, owners).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			r, err := scanRow(idRow{&id, rows})
+			if err != nil {
+				return err
+			}
+			found[id] = r
 		}
-		found[id] = r
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err := g.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
 	var missing []string
