@@ -90,20 +90,41 @@ func getVsRespond(cfg config, logging, label string) ([]row, error) {
 	}
 	measure(urlA, time.Second)
 	measure(urlB, time.Second)
-	var rateA, rateB, p50A, p50B, ratios []float64
+	var rateA, rateB, p50A, p50B, ratios, cpuA, cpuB []float64
+	pid := p.cmd.Process.Pid
+	// metered measures through url, and Caddy's CPU per request (µs).
+	metered := func(url string) (result, float64, error) {
+		m, err := meterCPU(pid)
+		if err != nil {
+			return result{}, 0, err
+		}
+		r := measure(url, cfg.duration)
+		used, err := m.used()
+		if err != nil || r.n == 0 {
+			return r, 0, err
+		}
+		return r, float64(used[0]) / float64(time.Microsecond) / float64(r.n), nil
+	}
 	for round := range cfg.rounds {
 		var profiled <-chan struct{}
 		if round == 0 {
 			profiled = p.profile(cfg.profiles, "get-vs-respond"+strings.ReplaceAll(label, " ", "-"), cfg.duration)
 		}
-		a := measure(urlA, cfg.duration)
+		a, ca, err := metered(urlA)
 		if profiled != nil {
 			<-profiled
 		}
-		b := measure(urlB, cfg.duration)
+		if err != nil {
+			return nil, err
+		}
+		b, cb, err := metered(urlB)
+		if err != nil {
+			return nil, err
+		}
 		if a.errs+b.errs > 0 {
 			return nil, fmt.Errorf("tasks/get vs respond: %d and %d errors", a.errs, b.errs)
 		}
+		cpuA, cpuB = append(cpuA, ca), append(cpuB, cb)
 		rateA, rateB = append(rateA, a.rate()), append(rateB, b.rate())
 		ratios = append(ratios, a.rate()/b.rate())
 		p50A, p50B = append(p50A, float64(a.pct(0.5))), append(p50B, float64(b.pct(0.5)))
@@ -116,5 +137,9 @@ func getVsRespond(cfg config, logging, label string) ([]row, error) {
 		result: fmt.Sprintf("%.0f vs %.0f (ratio %.2f, %s); p50 %s vs %s", ra, rb, ratio, spread(ratios),
 			ms(time.Duration(median(p50A))), ms(time.Duration(median(p50B)))),
 		target: "ratio ≥ 0.9", met: ratio >= 0.9,
+	}, {
+		measure: fmt.Sprintf("CPU of Caddy per request of the row above%s: tasks/get through the gateway vs `respond`, medians of the rounds", label),
+		result:  fmt.Sprintf("%.0f µs vs %.0f µs (%.2f×)", median(cpuA), median(cpuB), median(cpuA)/median(cpuB)),
+		target:  "report", informational: true,
 	}}, nil
 }
