@@ -119,18 +119,20 @@ func (a cpuSample) add(b cpuSample) cpuSample {
 }
 
 // meterParties measures the CPU of Caddy (pid 0: none), the PostgreSQL
-// server and this process while run runs.
+// server (postmaster 0: none, a server not of this machine's bench) and
+// this process while run runs.
 func meterParties(caddyPID, postmaster int, run func() (time.Duration, error)) (cpuSample, error) {
-	var c0 time.Duration
+	var c0, s0 time.Duration
 	var err error
 	if caddyPID != 0 {
 		if c0, err = cpuTime(caddyPID); err != nil {
 			return cpuSample{}, err
 		}
 	}
-	s0, err := serverCPU(postmaster)
-	if err != nil {
-		return cpuSample{}, err
+	if postmaster != 0 {
+		if s0, err = serverCPU(postmaster); err != nil {
+			return cpuSample{}, err
+		}
 	}
 	self0 := selfCPU()
 	b0, t0 := machineCPU()
@@ -140,10 +142,12 @@ func meterParties(caddyPID, postmaster int, run func() (time.Duration, error)) (
 	}
 	b1, t1 := machineCPU()
 	out := cpuSample{self: selfCPU() - self0, other: other, busy: b1 - b0, total: t1 - t0}
-	if out.server, err = serverCPU(postmaster); err != nil {
-		return cpuSample{}, err
+	if postmaster != 0 {
+		if out.server, err = serverCPU(postmaster); err != nil {
+			return cpuSample{}, err
+		}
+		out.server -= s0
 	}
-	out.server -= s0
 	if caddyPID != 0 {
 		c1, err := cpuTime(caddyPID)
 		if err != nil {
