@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -192,4 +193,51 @@ func (p *caddyProc) stop() {
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// heldMemory is what a Caddy process holds: its live Go heap after a
+// forced collection, and its resident memory: anonymous, and the rest
+// (mapped files).
+type heldMemory struct {
+	heap, anon, file int64 // bytes
+}
+
+// memoryNow forces a garbage collection through the admin endpoint (a
+// heap profile with gc=1, saved as dir/name.pprof when dir is set), then
+// reads the live heap (expvar's memstats) and the resident memory. The
+// resident set alone moves with garbage the runtime has not yet returned
+// and with the mapped file pages reads touched, so it is read beside what
+// is live.
+func (p *caddyProc) memoryNow(dir, name string) (heldMemory, error) {
+	var m heldMemory
+	get := func(path string) ([]byte, error) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", p.admin, path))
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+	heap, err := get("/debug/pprof/heap?gc=1")
+	if err != nil {
+		return m, fmt.Errorf("collecting Caddy's garbage: %w", err)
+	}
+	if dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), heap, 0o644); err != nil {
+			return m, err
+		}
+	}
+	data, err := get("/debug/vars")
+	if err != nil {
+		return m, fmt.Errorf("reading Caddy's memstats: %w", err)
+	}
+	var vars struct {
+		Memstats struct{ HeapAlloc int64 } `json:"memstats"`
+	}
+	if err := json.Unmarshal(data, &vars); err != nil {
+		return m, fmt.Errorf("reading Caddy's memstats: %w", err)
+	}
+	rss, anon := memory(p.cmd.Process.Pid)
+	m.heap, m.anon, m.file = vars.Memstats.HeapAlloc, anon, rss-anon
+	return m, nil
 }
