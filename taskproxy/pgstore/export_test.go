@@ -64,3 +64,6 @@ func PreparedPlans(ctx context.Context, s *Store, sql string) (generic, custom i
 		FROM pg_prepared_statements WHERE strpos(statement, $1) > 0`, sql).Scan(&generic, &custom)
 	return generic, custom, err
 }
+
+// ServerSupported says whether a server of version num can hold the store.
+var ServerSupported = serverSupported

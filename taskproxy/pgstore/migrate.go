@@ -97,6 +97,31 @@ func lockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
+// minServerVersion is the oldest PostgreSQL the store runs on (as
+// server_version_num): 12, for plan_cache_mode, which the group commit sets
+// (queries.go, genericPlans).
+const minServerVersion = 120000
+
+// checkServer refuses a server older than minServerVersion when the store
+// opens, rather than failing every group of writes later.
+func checkServer(ctx context.Context, pool *pgxpool.Pool) error {
+	var num int
+	var version string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, current_setting('server_version')").Scan(&num, &version); err != nil {
+		return fmt.Errorf("pgstore: reading the server's version: %w", err)
+	}
+	return serverSupported(num, version)
+}
+
+// serverSupported says whether a server of version num (version in words)
+// can hold the store.
+func serverSupported(num int, version string) error {
+	if num < minServerVersion {
+		return fmt.Errorf("pgstore: PostgreSQL %s is older than 12, the oldest this store runs on", version)
+	}
+	return nil
+}
+
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	quoted := pgx.Identifier{schema}.Sanitize()
 	err := pgx.BeginTxFunc(ctx, pool, readCommitted, func(tx pgx.Tx) error {

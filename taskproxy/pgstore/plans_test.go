@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,25 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 		}
 		if generic < n || custom > 0 {
 			t.Errorf("%s: %d generic plans and %d custom plans in %d executions, want every one generic", c.name, generic, custom, n)
+		}
+	}
+}
+
+// A server too old for the store's statements is refused when the store
+// opens, by name, not by a failing write later.
+func TestServerVersionChecked(t *testing.T) {
+	for _, c := range []struct {
+		num     int
+		version string
+		ok      bool
+	}{
+		{110022, "11.22", false},
+		{120000, "12.0", true},
+		{150010, "15.10", true},
+	} {
+		err := pgstore.ServerSupported(c.num, c.version)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "PostgreSQL "+c.version+" is older than 12")) {
+			t.Errorf("server %s: got %v, want ok %v", c.version, err, c.ok)
 		}
 	}
 }

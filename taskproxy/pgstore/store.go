@@ -124,6 +124,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	if err := checkServer(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := migrate(ctx, pool, schema); err != nil {
 		pool.Close()
 		return nil, err
