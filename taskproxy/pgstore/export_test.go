@@ -1,6 +1,11 @@
 package pgstore
 
-import "context"
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // EventChannel is the channel of s's events, for tests that play an
 // outsider who learned it.
@@ -67,3 +72,36 @@ func PreparedPlans(ctx context.Context, s *Store, sql string) (generic, custom i
 
 // ServerSupported says whether a server of version num can hold the store.
 var ServerSupported = serverSupported
+
+// PlanSettings are the plan settings the group commit changes, as the
+// connection the query runs on has them: on a store of one connection,
+// s's.
+func PlanSettings(ctx context.Context, s *Store) (string, error) {
+	var settings string
+	err := s.pool.QueryRow(ctx, "SELECT 'plan_cache_mode=' || current_setting('plan_cache_mode') || ' enable_seqscan=' || current_setting('enable_seqscan')",
+		pgx.QueryExecModeSimpleProtocol).Scan(&settings)
+	return settings, err
+}
+
+// ExplainGeneric explains the generic plan of the statement prepared on
+// s's connection whose text holds sql, executed with args (SQL literals):
+// the plan that connection has cached, unless the server dropped it.
+func ExplainGeneric(ctx context.Context, s *Store, sql, args string) (string, error) {
+	var plan []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var name string
+		if err := tx.QueryRow(ctx, "SELECT name FROM pg_prepared_statements WHERE strpos(statement, $1) > 0", sql).Scan(&name); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT "+genericPlans); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{name}.Sanitize()+"("+args+")", pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return strings.Join(plan, "\n"), err
+}

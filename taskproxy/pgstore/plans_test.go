@@ -6,17 +6,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The group statements that look rows up by arrays of ids run their
-// generic plans: left to choose, the server planned them anew on every
-// execution, which cost it several times the execution (issue 21).
+// The group statements that look rows up by arrays of ids run generic
+// plans (issue 21): left to choose, the server planned them anew on every
+// execution, which cost it several times the execution. The plans are
+// index scans by id even when made on a new, empty table and kept while it
+// grows, and the setting ends with the statements.
 func TestGroupLookupsUseGenericPlans(t *testing.T) {
-	s := openWith(t, pgstore.Options{Schema: newSchema(t), MaxConns: 1}) // every statement on one connection
 	ctx := context.Background()
-	const n = 12 // past the five custom plans the server makes before it compares
+	var version int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skip("pg_prepared_statements counts plans from PostgreSQL 14 on")
+	}
+	schema := newSchema(t)
+	s := openWith(t, pgstore.Options{Schema: schema, MaxConns: 1}) // every statement on one connection
+	const n = 12                                                   // past the five custom plans the server makes before it compares
 	for range n {
 		x := tk("alice")
 		if err := s.Create(ctx, x); err != nil {
@@ -26,9 +38,18 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct{ name, sql string }{
-		{"the ids of a group of creates (existingIDs)", ".tasks WHERE id = ANY($1::text[])"},
-		{"the rows of a group of updates (getOwnMany)", "unnest($1::text[], $2::bytea[]) AS k(id, h)"},
+	if settings, err := pgstore.PlanSettings(ctx, s); err != nil || settings != "plan_cache_mode=auto enable_seqscan=on" {
+		t.Errorf("after the groups: %q (%v), want the server's own settings", settings, err)
+	}
+	// The table grows far past what the plans were made on, with no
+	// ANALYZE: the cached plans stay.
+	if _, err := admin.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+`.tasks (id, owner_hash, status, created_ns, expires_ns, version, record)
+		SELECT 'grown' || i, '\x00', 'completed', i, 9000000000000000000, 1, '{}' FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, sql, args string }{
+		{"the ids of a group of creates (existingIDs)", ".tasks WHERE id = ANY($1::text[])", `'{a,b}'`},
+		{"the rows of a group of updates (getOwnMany)", "(t.id, t.owner_hash) IN (SELECT * FROM unnest(", `'{a,b}', '{"\\x00","\\x01"}'`},
 	} {
 		generic, custom, err := pgstore.PreparedPlans(ctx, s, c.sql)
 		if err != nil {
@@ -36,6 +57,13 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 		}
 		if generic < n || custom > 0 {
 			t.Errorf("%s: %d generic plans and %d custom plans in %d executions, want every one generic", c.name, generic, custom, n)
+		}
+		plan, err := pgstore.ExplainGeneric(ctx, s, c.sql, c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan, "tasks_pkey") || strings.Contains(plan, "Seq Scan on tasks") {
+			t.Errorf("%s: the cached generic plan does not look tasks up by id:\n%s", c.name, plan)
 		}
 	}
 }

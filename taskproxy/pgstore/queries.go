@@ -21,17 +21,23 @@ type queries struct {
 	getOwnMany, casMany string
 }
 
-// genericPlans makes the statements after it in its transaction (a
-// group's, or a batch's implicit one) run their prepared statements' generic
-// plans. The lookups by arrays of ids (existingIDs, getOwnMany) are
-// otherwise planned anew on each execution: the generic plan expects ten
-// elements, costs more than a custom plan for the one to three of a group,
-// and so loses to it every time, while planning a custom plan costs the
-// server several times its execution (pg_stat_statements, 300 creates:
-// getOwnMany 188 µs of planning and 33 µs of execution per call,
-// existingIDs 87 and 12). The generic plans are the custom plans' shapes
-// (index scans by id), so nothing is lost.
-const genericPlans = `set_config('plan_cache_mode', 'force_generic_plan', true)`
+// genericPlans makes the statements after it in their transaction (a
+// group's, or a batch's implicit one) run generic plans that look rows up
+// by index. Left to choose, the server planned several of the group's
+// statements anew on every execution (pg_stat_statements over 300 creates:
+// per call of existingIDs 87 µs of planning against 12 µs of execution,
+// of getOwnMany's earlier join with unnest 188 against 33 µs, of
+// setCeilings 73 against 17 µs): their generic plans expect ten ids and so,
+// on paper, cost more than a custom plan for the one to three of a group.
+// A generic plan stays cached until the table's statistics change, so one
+// made while a table was small must not scan it: sequential scans are off
+// too, and every statement of a group has an index to go by
+// (TestGroupLookupsUseGenericPlans grows the table under cached plans).
+// The settings are local: they end with the transaction, and the
+// operator's own settings hold for every other statement. With pgx's modes
+// that prepare no statement (exec, simple protocol) they save nothing and
+// cost little.
+const genericPlans = `set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // active is the SQL test of a non-terminal task.
 const active = `status IN ('working', 'input_required')`
@@ -177,8 +183,8 @@ func newQueries(schema string) queries {
 		// locked elsewhere is skipped, its update goes again and then on
 		// its own, so that one held row holds up no other), the leases of
 		// tasks terminal now deleted.
-		getOwnMany: `SELECT t.id, t.owner_hash, t.version, {task} FROM unnest($1::text[], $2::bytea[]) AS k(id, h)
-			JOIN {s}.tasks t ON t.id = k.id AND t.owner_hash = k.h LEFT JOIN {s}.leases l ON l.task_id = t.id`,
+		getOwnMany: `SELECT t.id, t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.id = ANY($1::text[]) AND (t.id, t.owner_hash) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))`,
 		casMany: `WITH v AS (
 				SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bool[])
 					AS v(id, version, status, idem_key, fingerprint, record, summary, terminal)),
