@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -18,23 +17,11 @@ const clockTicks = 100
 // cpuTime returns the CPU time (user and system) that process pid has used
 // so far, from /proc/<pid>/stat.
 func cpuTime(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, fmt.Errorf("reading the CPU time of %d: %w", pid, err)
 	}
-	// The command name (field 2) may hold spaces; the fields after it are
-	// plain: state is field 3, utime 14, stime 15.
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("reading the CPU time of %d: short stat line", pid)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("reading the CPU time of %d: bad stat line", pid)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return ticks(f, 11) + ticks(f, 12), nil
 }
 
 // upstreamProc is the trivial upstream in a process of its own, so that

@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -18,6 +16,8 @@ import (
 // ratio is what it is.
 
 // procStat returns fields 3 onwards of /proc/<pid>/stat (state first).
+// The command name (field 2) may hold spaces; the fields after it are
+// plain.
 func procStat(pid int) ([]string, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -31,131 +31,100 @@ func procStat(pid int) ([]string, error) {
 	return f, nil
 }
 
+// ticks reads the field of f at i (procStat's numbering: utime is 11) as
+// CPU time.
 func ticks(f []string, i int) time.Duration {
 	n, _ := strconv.ParseInt(f[i], 10, 64)
 	return time.Duration(n) * time.Second / clockTicks
 }
 
-// serverCPU returns the CPU time of a PostgreSQL server so far: the
-// postmaster's, that of the backends it has reaped (cutime, cstime: pgbench
-// connects anew each run), and that of its live children.
-func serverCPU(postmaster int) (time.Duration, error) {
-	f, err := procStat(postmaster)
-	if err != nil {
-		return 0, fmt.Errorf("reading the CPU time of PostgreSQL (%d): %w", postmaster, err)
-	}
-	total := ticks(f, 11) + ticks(f, 12) + ticks(f, 13) + ticks(f, 14)
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	parent := strconv.Itoa(postmaster)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+// serverCPU returns the CPU time of a PostgreSQL server so far, from its
+// processes (postgresProcesses: the postmaster first, then its children):
+// the postmaster's, that of the backends it has reaped (cutime, cstime:
+// pgbench connects anew each run), and that of its live children.
+func serverCPU(pids []int) (time.Duration, error) {
+	var total time.Duration
+	for i, pid := range pids {
+		f, err := procStat(pid)
 		if err != nil {
-			continue
+			if i == 0 {
+				return 0, fmt.Errorf("reading the CPU time of PostgreSQL (%d): %w", pid, err)
+			}
+			continue // a backend that has just gone: its parent counts it
 		}
-		if f, err := procStat(pid); err == nil && f[1] == parent {
-			total += ticks(f, 11) + ticks(f, 12)
+		total += ticks(f, 11) + ticks(f, 12)
+		if i == 0 {
+			total += ticks(f, 13) + ticks(f, 14)
 		}
 	}
 	return total, nil
 }
 
-// postmasterPID reads the server's pid from postmaster.pid in the data
-// directory of a pgtest cluster (its socket directory, host= of dsn).
-func postmasterPID(dsn string) (int, error) {
-	for _, f := range strings.Fields(dsn) {
-		if dir, ok := strings.CutPrefix(f, "host="); ok {
-			data, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
-			if err != nil {
-				return 0, fmt.Errorf("reading the postmaster's pid: %w", err)
-			}
-			line, _, _ := strings.Cut(string(data), "\n")
-			return strconv.Atoi(strings.TrimSpace(line))
-		}
-	}
-	return 0, fmt.Errorf("no host= directory in %q", dsn)
-}
-
-// selfCPU is this process's CPU time so far: the load generator, and in
-// the PostgreSQL rows the trivial upstream too.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// machineCPU returns the machine's busy and total CPU time so far, from
-// the first line of /proc/stat (idle and iowait are not busy).
-func machineCPU() (busy, total time.Duration) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	for i := 1; i < len(f) && i <= 8; i++ { // user nice system idle iowait irq softirq steal
-		n, _ := strconv.ParseInt(f[i], 10, 64)
-		d := time.Duration(n) * time.Second / clockTicks
-		total += d
-		if i != 4 && i != 5 {
-			busy += d
-		}
-	}
-	return busy, total
-}
-
 // cpuSample is the CPU used by each party during some measurements.
 type cpuSample struct {
 	caddy, server, self, other time.Duration // other: pgbench's client
-	busy, total                time.Duration
+	busy, total                uint64        // the machine's CPU ticks (machineTicks)
 }
 
 func (a cpuSample) add(b cpuSample) cpuSample {
 	return cpuSample{a.caddy + b.caddy, a.server + b.server, a.self + b.self, a.other + b.other, a.busy + b.busy, a.total + b.total}
 }
 
-// meterParties measures the CPU of Caddy (pid 0: none), the PostgreSQL
-// server (postmaster 0: none, a server not of this machine's bench) and
-// this process while run runs.
-func meterParties(caddyPID, postmaster int, run func() (time.Duration, error)) (cpuSample, error) {
-	var c0, s0 time.Duration
-	var err error
+// meterParties measures the CPU of this process (the load generator, and
+// here the upstream too), Caddy (pid 0: none) and the PostgreSQL server
+// (postgresProcesses; nil, or no processes, for a server not of this
+// bench) while run runs, and how busy the machine was.
+func meterParties(caddyPID int, server func() []int, run func() (time.Duration, error)) (cpuSample, error) {
+	pids := []int{os.Getpid()}
 	if caddyPID != 0 {
-		if c0, err = cpuTime(caddyPID); err != nil {
-			return cpuSample{}, err
-		}
+		pids = append(pids, caddyPID)
 	}
-	if postmaster != 0 {
-		if s0, err = serverCPU(postmaster); err != nil {
-			return cpuSample{}, err
-		}
+	m, err := meterCPU(pids...)
+	if err != nil {
+		return cpuSample{}, err
 	}
-	self0 := selfCPU()
-	b0, t0 := machineCPU()
+	s0, err := serverCPUOf(server)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	b0, t0, err := machineTicks()
+	if err != nil {
+		return cpuSample{}, err
+	}
 	other, err := run()
 	if err != nil {
 		return cpuSample{}, err
 	}
-	b1, t1 := machineCPU()
-	out := cpuSample{self: selfCPU() - self0, other: other, busy: b1 - b0, total: t1 - t0}
-	if postmaster != 0 {
-		if out.server, err = serverCPU(postmaster); err != nil {
-			return cpuSample{}, err
-		}
-		out.server -= s0
+	b1, t1, err := machineTicks()
+	if err != nil {
+		return cpuSample{}, err
 	}
+	used, err := m.used()
+	if err != nil {
+		return cpuSample{}, err
+	}
+	s1, err := serverCPUOf(server)
+	if err != nil {
+		return cpuSample{}, err
+	}
+	out := cpuSample{self: used[0], server: s1 - s0, other: other, busy: b1 - b0, total: t1 - t0}
 	if caddyPID != 0 {
-		c1, err := cpuTime(caddyPID)
-		if err != nil {
-			return cpuSample{}, err
-		}
-		out.caddy = c1 - c0
+		out.caddy = used[1]
 	}
 	return out, nil
+}
+
+// serverCPUOf is serverCPU of the server's processes now, or 0 when it has
+// none to meter.
+func serverCPUOf(server func() []int) (time.Duration, error) {
+	if server == nil {
+		return 0, nil
+	}
+	pids := server()
+	if len(pids) == 0 {
+		return 0, nil
+	}
+	return serverCPU(pids)
 }
 
 // per divides each party's CPU by n operations, in µs.

@@ -59,11 +59,11 @@ func benchPostgres(cfg config) ([]row, error) {
 			_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+suffix+" WITH (FORCE)")
 		}
 	}()
-	postmaster := 0
-	if ownServer {
-		if postmaster, err = postmasterPID(srv.DSN); err != nil {
-			return nil, err
-		}
+	// The CPU row needs the server's processes, which only a server of
+	// this bench shows.
+	serverProcs := postgresProcesses(srv.DSN)
+	if !ownServer || len(serverProcs()) == 0 {
+		serverProcs = nil
 	}
 
 	pgbenchDSN, err := newDB("bench_pgbench")
@@ -95,12 +95,12 @@ func benchPostgres(cfg config) ([]row, error) {
 	defer stopBadger()
 
 	createOne, createBadger := newCreator(oneURL), newCreator(badgerURL)
-	creates, err := measureCreates(cfg, postmaster, pgbench, createOne, oneProcs[0])
+	creates, err := measureCreates(cfg, serverProcs, pgbench, createOne, oneProcs[0])
 	if err != nil {
 		return nil, err
 	}
 	var badgerCreates result
-	badgerCPU, err := meterParties(badgerProc.cmd.Process.Pid, postmaster, func() (time.Duration, error) {
+	badgerCPU, err := meterParties(badgerProc.cmd.Process.Pid, serverProcs, func() (time.Duration, error) {
 		badgerCreates, err = createBadger.run(cfg.duration)
 		return 0, err
 	})
@@ -141,7 +141,7 @@ func benchPostgres(cfg config) ([]row, error) {
 		{measure: "postgres: durable create p50 / p99, 1 replica (first round) vs 3",
 			result: fmt.Sprintf("%s / %s vs %s / %s", ms(creates.first.pct(0.5)), ms(creates.first.pct(0.99)), ms(c3.pct(0.5)), ms(c3.pct(0.99))), target: "report", informational: true},
 	}
-	if postmaster != 0 {
+	if serverProcs != nil {
 		rows = append(rows, creates.cpuRow(badgerCPU, badgerCreates.n))
 	}
 	getRatio := median(gets.rates) / median(gets.badgerRates)
@@ -168,7 +168,7 @@ type createRounds struct {
 
 // measureCreates alternates a round of pgbench with a round of creates
 // through one replica (proc), A B A B.
-func measureCreates(cfg config, postmaster int, pgbench func(time.Duration) (pgbenchRun, error), create *creator, proc *caddyProc) (createRounds, error) {
+func measureCreates(cfg config, server func() []int, pgbench func(time.Duration) (pgbenchRun, error), create *creator, proc *caddyProc) (createRounds, error) {
 	var out createRounds
 	if _, err := pgbench(time.Second); err != nil { // warm up
 		return out, err
@@ -178,7 +178,7 @@ func measureCreates(cfg config, postmaster int, pgbench func(time.Duration) (pgb
 	}
 	for round := range cfg.rounds {
 		var tps float64
-		sample, err := meterParties(0, postmaster, func() (time.Duration, error) {
+		sample, err := meterParties(0, server, func() (time.Duration, error) {
 			run, err := pgbench(cfg.duration)
 			tps = run.tps
 			return run.cpu, err
@@ -194,7 +194,7 @@ func measureCreates(cfg config, postmaster int, pgbench func(time.Duration) (pgb
 			profiled = proc.profile(cfg.profiles, "postgres-create", cfg.duration)
 		}
 		var r result
-		sample, err = meterParties(proc.cmd.Process.Pid, postmaster, func() (time.Duration, error) {
+		sample, err = meterParties(proc.cmd.Process.Pid, server, func() (time.Duration, error) {
 			r, err = create.run(cfg.duration)
 			return 0, err
 		})

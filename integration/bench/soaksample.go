@@ -298,13 +298,7 @@ func postgresProcesses(dsn string) func() []int {
 			if err != nil {
 				continue
 			}
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
-				continue
-			}
-			// The fields after the command name: state, then ppid.
-			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-			if len(f) > 1 && f[1] == strconv.Itoa(postmaster) {
+			if f, err := procStat(pid); err == nil && f[1] == strconv.Itoa(postmaster) { // f[1]: the ppid
 				pids = append(pids, pid)
 			}
 		}
