@@ -3,8 +3,14 @@ package integration
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 )
 
 // A 2026-07-28 client that sends tasks/get, tasks/update and tasks/cancel
@@ -71,4 +77,47 @@ func TestV2026TaskMethodsWithoutMcpName(t *testing.T) {
 		c.noTaskName = false
 		c.waitStatus(id, "completed")
 	})
+}
+
+// A tools/call the gateway passes on (here: from a client without the tasks
+// extension) never leaves it with an Mcp-Name that disagrees with
+// params.name: the gateway decided the call's task mode, quota and audit by
+// the body, and whatever routes by the header (a balancer, a server that
+// trusts it) would run another tool. The upstream's front records every
+// Mcp-Name that reaches it.
+func TestPassedOnToolsCallMismatchingMcpName(t *testing.T) {
+	t.Parallel()
+	up := upstream.New(upstream.Options{})
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Values("Mcp-Name"); len(v) > 0 {
+			mu.Lock()
+			seen = append(seen, v...)
+			mu.Unlock()
+		}
+		up.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, gatewayOptions{Upstream: strings.TrimPrefix(srv.URL, "http://")})
+	c := newV2026Client(t, g.URL, false)
+
+	_, body := c.body("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}})
+	req := c.newRequest(context.Background(), body)
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "delete_everything")
+	s := c.openRequest(req, nil)
+	defer s.close()
+	if m := s.next(); s.status != http.StatusBadRequest || m == nil || m.Error == nil || m.Error.Code != -32020 {
+		t.Errorf("HTTP %d %+v, want 400 -32020", s.status, m)
+	}
+	if res := c.ok("tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"}}); res == nil {
+		t.Fatal("a matching call failed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(seen, "delete_everything") || !slices.Contains(seen, "greet") {
+		t.Errorf("the upstream saw Mcp-Name %q, want only the matching call's", seen)
+	}
 }

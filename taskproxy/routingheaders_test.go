@@ -82,3 +82,60 @@ func TestTaskMethodsWithoutMcpName(t *testing.T) {
 		}
 	}
 }
+
+// A tools/call the gateway passes on (a client without the tasks
+// extension, a tool forbidden as a task, params the gateway leaves to the
+// upstream) never leaves it with an Mcp-Name or Mcp-Method that disagrees
+// with the body: the gateway decided mode, quota and audit by params.name,
+// and whatever routes by the header would run another tool. A missing
+// header is passed on, as before.
+func TestPassedOnToolsCallRoutingHeaders(t *testing.T) {
+	t.Parallel()
+	g := testGateway(t, Config{Tools: map[string]task.Support{"never": task.SupportForbidden}})
+	mustStart(t, g)
+	tests := []struct {
+		name, params string
+		headers      []string
+		wantPassed   bool
+		wantCode     int
+	}{
+		{"plain client, no Mcp-Name", `"name":"greet",` + plainCaps, nil, true, 0},
+		{"plain client, matching Mcp-Name", `"name":"greet",` + plainCaps, []string{"Mcp-Name", "greet"}, true, 0},
+		{"plain client, base64 Mcp-Name", `"name":"grüß",` + plainCaps, []string{"Mcp-Name", "=?base64?Z3LDvMOf?="}, true, 0},
+		{"plain client, mismatching Mcp-Name", `"name":"greet",` + plainCaps, []string{"Mcp-Name", "delete_everything"}, false, jsonrpc.CodeHeaderMismatch},
+		{"forbidden tool, mismatching Mcp-Name", `"name":"never",` + declaring, []string{"Mcp-Name", "greet"}, false, jsonrpc.CodeHeaderMismatch},
+		{"no _meta, mismatching Mcp-Name", `"name":"greet"`, []string{"Mcp-Name", "other"}, false, jsonrpc.CodeHeaderMismatch},
+		{"no _meta, mismatching Mcp-Method", `"name":"greet"`, []string{"Mcp-Method", "tools/list"}, false, jsonrpc.CodeHeaderMismatch},
+		{"Mcp-Name without a name", `"arguments":{},` + plainCaps, []string{"Mcp-Name", "greet"}, false, jsonrpc.CodeInvalidParams},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			headers := append([]string{"MCP-Protocol-Version", "2026-07-28"}, tt.headers...)
+			r := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+tt.params+`}}`, headers...)
+			rec := httptest.NewRecorder()
+			passed := false
+			next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				passed = true
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`))
+			})
+			if err := g.ServeHTTP(rec, r, next); err != nil {
+				t.Fatal(err)
+			}
+			if passed != tt.wantPassed {
+				t.Fatalf("passed on %v, want %v: HTTP %d %s", passed, tt.wantPassed, rec.Code, rec.Body)
+			}
+			if tt.wantCode == 0 {
+				return
+			}
+			var m jsonrpc.Message
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+				t.Fatalf("answer %s: %v", rec.Body, err)
+			}
+			if rec.Code != http.StatusBadRequest || m.Error == nil || m.Error.Code != tt.wantCode {
+				t.Errorf("HTTP %d %s, want 400 with error %d", rec.Code, rec.Body, tt.wantCode)
+			}
+		})
+	}
+}

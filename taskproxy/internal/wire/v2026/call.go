@@ -40,6 +40,10 @@ import (
 var ErrClientGone = errors.New("the client closed its request before the call became a task")
 
 func (c *call) serveToolsCall() error {
+	if e := passedOnHeadersAgree(c.R, c.Msg); e != nil {
+		c.fail(e)
+		return nil
+	}
 	meta, e := ReadRequestMeta(c.Msg.Params)
 	if e != nil {
 		return c.Pass() // malformed for this wire: the upstream's to judge

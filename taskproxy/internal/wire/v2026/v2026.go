@@ -207,6 +207,29 @@ func checkHeaders(r *http.Request, msg *jsonrpc.Message, meta RequestMeta, stric
 	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
 }
 
+// passedOnHeadersAgree checks the routing headers of a tools/call before
+// anything else, also when the gateway then passes the call on unjudged: it
+// decides the tool's task mode, quota and audit by params.name, while an
+// upstream or a balancer in front of it may route by Mcp-Name, so a header
+// that disagrees with the body must not leave the gateway. A missing header
+// is the upstream's to judge (checkHeaders requires it where the gateway
+// answers).
+func passedOnHeadersAgree(r *http.Request, msg *jsonrpc.Message) *jsonrpc.Error {
+	if len(r.Header.Values(upstream.HeaderMethod)) > 0 {
+		if e := headerMatches(r, upstream.HeaderMethod, upstream.HeaderMethod, msg.Method); e != nil {
+			return e
+		}
+	}
+	if len(r.Header.Values(upstream.HeaderName)) == 0 {
+		return nil
+	}
+	name, err := wire.StringParam(msg.Params, "name")
+	if err != nil {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
+	}
+	return headerMatches(r, upstream.HeaderName, upstream.HeaderName, name)
+}
+
 // lenientTaskName sets the missing Mcp-Name of a task method from its
 // params.taskId. The tasks extension says a client MUST send it, but
 // FastMCP's tasks client (and the TypeScript SDK's before August 2026)
