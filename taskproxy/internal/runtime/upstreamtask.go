@@ -137,7 +137,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
 		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = m, Now()
+			rec.StatusMessage, rec.UpdatedAt = UpstreamStatusMessage(m), Now()
 		}
 		return nil
 	})
@@ -293,7 +293,9 @@ func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.Raw
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
-	w.setWorkingMessage(ctx, up.StatusMessage)
+	if message := UpstreamStatusMessage(up.StatusMessage); w.mirrored.admit(message, time.Now()) {
+		w.setWorkingMessage(ctx, message)
+	}
 }
 
 // setWorkingMessage sets the status message of the task while it is

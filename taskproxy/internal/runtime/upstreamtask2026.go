@@ -121,7 +121,7 @@ func (w *worker) recordV2026UpstreamTask(created V2026Created) bool {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTask, rec.UpstreamV2026, rec.UpstreamTaskID = true, true, created.TaskID
 		if m := created.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = m, Now()
+			rec.StatusMessage, rec.UpdatedAt = UpstreamStatusMessage(m), Now()
 		}
 		return nil
 	})
@@ -214,7 +214,7 @@ func (w *worker) mirrorV2026UpstreamTask(up v2026UpstreamTask) bool {
 	case task.StatusFailed:
 		e := up.Error
 		if e == nil {
-			e = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", up.StatusMessage)
+			e = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", UpstreamStatusMessage(up.StatusMessage))
 		}
 		route.Finish(t, nil, e)
 		return true
@@ -223,7 +223,7 @@ func (w *worker) mirrorV2026UpstreamTask(up v2026UpstreamTask) bool {
 		// recorded first and ends the worker).
 		msg := "the upstream cancelled its task"
 		if up.StatusMessage != "" {
-			msg += ": " + up.StatusMessage
+			msg += ": " + UpstreamStatusMessage(up.StatusMessage)
 		}
 		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msg))
 		return true

@@ -79,7 +79,7 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 				return InlineOutcome{Result: up.Result}, nil
 			case task.StatusFailed:
 				if up.Error == nil {
-					up.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", up.StatusMessage)
+					up.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", UpstreamStatusMessage(up.StatusMessage))
 				}
 				return InlineOutcome{Error: up.Error}, nil
 			case task.StatusCancelled:

@@ -36,6 +36,9 @@ type worker struct {
 	route *Route
 	t     *task.Task
 	run   *Run
+	// mirrored paces the upstream task's status messages
+	// (statusmessage.go).
+	mirrored statusPace
 }
 
 // NewRun prepares the context a task's upstream calls run on: detached from

@@ -95,7 +95,7 @@ func (c *call) adoptUpstreamTask(t *task.Task, run *runtime.Run, stopFollowingCl
 	}
 	t.UpstreamTask, t.UpstreamV2026, t.UpstreamTaskID = true, true, created.TaskID
 	if created.StatusMessage != "" && created.Status == task.StatusWorking {
-		t.StatusMessage = created.StatusMessage
+		t.StatusMessage = runtime.UpstreamStatusMessage(created.StatusMessage)
 	}
 	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits()); err != nil {
 		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
