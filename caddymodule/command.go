@@ -246,10 +246,40 @@ func runHealth(cmd *cobra.Command, _ []string) error {
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STORE\tOPEN\tREACHABLE\tRECOVERED\tWORKERS")
+	upstreams := 0
 	for _, s := range rep.Stores {
 		fmt.Fprintf(tw, "%s\t%t\t%t\t%t\t%d\n", s.Store, s.Open, s.Reachable, s.Recovered, s.Workers)
+		upstreams += len(s.Upstreams)
+	}
+	if upstreams > 0 {
+		fmt.Fprintln(tw, "\nROUTE\tUPSTREAM\tVERSIONS\tLAST ERROR")
+		for _, s := range rep.Stores {
+			for _, u := range s.Upstreams {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Route, upstreamReachability(u.Reachable),
+					orDash(strings.Join(u.Versions, ",")), orDash(lastError(u.LastError, u.LastErrorAt)))
+			}
+		}
 	}
 	return tw.Flush()
+}
+
+// upstreamReachability says whether the last call reached an upstream.
+func upstreamReachability(reachable *bool) string {
+	switch {
+	case reachable == nil:
+		return "unknown (no call yet)"
+	case *reachable:
+		return "reachable"
+	}
+	return "unreachable"
+}
+
+// lastError is an upstream's last failure with its time, "" for none.
+func lastError(msg string, at time.Time) string {
+	if msg == "" {
+		return ""
+	}
+	return at.Local().Format(time.RFC3339) + " " + msg
 }
 
 // printTask writes one task as aligned "field: value" lines.

@@ -200,7 +200,8 @@ type Handler struct {
 	}
 	rt        *taskproxy.Runtime
 	gw        *taskproxy.Gateway
-	poolKey   string // the store's StorageBackend.StoreID, once acquired
+	observe   func(error) // gw.ObserveUpstream, made once: a method value allocates
+	poolKey   string      // the store's StorageBackend.StoreID, once acquired
 	storeName string
 	stopping  chan struct{}
 	stop      func() // closes stopping, once
@@ -305,6 +306,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.gw, err = taskproxy.New(cfg, rt); err != nil {
 		return fmt.Errorf("mcp_tasks: %w", err)
 	}
+	h.observe = h.gw.ObserveUpstream
 	return nil
 }
 
@@ -550,7 +552,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return nil
 		}
 	}
-	return h.gw.ServeHTTP(w, r, nextHandler{next})
+	return h.gw.ServeHTTP(w, r, nextHandler{next: next, observe: h.observe})
 }
 
 // Interface guards

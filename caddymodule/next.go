@@ -9,12 +9,16 @@ import (
 )
 
 // nextHandler presents Caddy's next handler to the core as an http.Handler
-// that can also report its error (taskproxy.ErrorHandler).
-type nextHandler struct{ next caddyhttp.Handler }
+// that can also report its error (taskproxy.ErrorHandler), and tells the
+// route's upstream state how each call ended (observe; nil: nothing is).
+type nextHandler struct {
+	next    caddyhttp.Handler
+	observe func(error)
+}
 
 // ServeHTTP writes the status of an error, for callers that cannot take it.
 func (n nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := n.next.ServeHTTP(w, r); err != nil {
+	if err := n.ServeHTTPErr(w, r); err != nil {
 		status := http.StatusBadGateway
 		var he caddyhttp.HandlerError
 		if errors.As(err, &he) && he.StatusCode != 0 {
@@ -29,7 +33,10 @@ func (n nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (n nextHandler) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error {
 	err := n.next.ServeHTTP(w, r)
 	if err != nil && upstreamUnreachable(err) {
-		return unreachableError{err}
+		err = unreachableError{err}
+	}
+	if n.observe != nil {
+		n.observe(err)
 	}
 	return err
 }

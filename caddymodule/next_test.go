@@ -37,7 +37,7 @@ func TestNextHandlerMarksUnreachable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := nextHandler{caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return tt.err })}
+			n := nextHandler{next: caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return tt.err })}
 			err := n.ServeHTTPErr(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp", nil))
 			var marked interface{ Unreachable() bool }
 			if got := errors.As(err, &marked) && marked.Unreachable(); got != tt.unreachable {

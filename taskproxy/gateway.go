@@ -145,6 +145,8 @@ type Gateway struct {
 	v2026   *v2026.Handler
 	bridge  *bridge.Bridge
 	reverse *v2025on2026.Bridge
+	// upstream is what the route's calls learned of its upstream's health.
+	upstream *upstream.State
 }
 
 // New returns a gateway for cfg on rt.
@@ -192,22 +194,33 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		env.AuditLog = zap.NewNop()
 	}
 	env.Probes = wire.NewProbes(env.Log, cfg.Detach)
+	upstreamState := upstream.NewState(env.Log)
+	env.Probes.Found = func(v wire.Verdict) { upstreamState.Probed(v.Versions(), v.TasksExtension, time.Now()) }
 	// A call waiting for input is work in progress, as a task is: one
 	// owner's are bounded by max_active_per_principal when it is set.
 	maxParked := bridge.DefaultParkedPerOwner
 	if cfg.MaxActivePerOwner > 0 {
 		maxParked = cfg.MaxActivePerOwner
 	}
-	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked), reverse: v2025on2026.New(env)}
+	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked), reverse: v2025on2026.New(env),
+		upstream: upstreamState}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
 		RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
-		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.sessionLost,
+		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.sessionLost, Upstream: upstreamState,
 	})
 	env.Sessions = wire.NewSessionGuard(rt.Runtime, rt.sessions, env.Log, env.Route)
 	return g, nil
 }
+
+// ObserveUpstream records how a call of the next handler ended, for the
+// route's upstream state in the runtime's health report: err nil reached
+// the upstream, an error marked unreachable (upstream.Unreachable) did
+// not, anything else says nothing of it. The first failure is logged as a
+// warning. Call it from the next handler of every call, the gateway's own
+// included.
+func (g *Gateway) ObserveUpstream(err error) { g.upstream.Observe(err, time.Now()) }
 
 // Start is called when g's configuration starts serving: it opens the
 // runtime's store if no configuration did yet, makes g the gateway that

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -118,6 +119,17 @@ type Health struct {
 	// Recovered: the recovery pass after the start (taking over, re-running
 	// or failing the tasks a previous process left running) is done.
 	Recovered bool `json:"recovered"`
+	// Upstreams is the last known state of the upstream of each route
+	// serving on the store. It does not count in Healthy: an upstream
+	// that is down fails calls, but the store still serves its tasks.
+	Upstreams []RouteUpstream `json:"upstreams,omitempty"`
+}
+
+// RouteUpstream is the state of one route's upstream.
+type RouteUpstream struct {
+	// Route is the route's name (the site and the handler's place in it).
+	Route string `json:"route"`
+	upstream.StateReport
 }
 
 // healthProbeTimeout bounds the health probe's read of the store.
@@ -138,7 +150,7 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 			return Health{Error: err.Error()}
 		}
 	}
-	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load()}
+	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load(), Upstreams: rt.routes.upstreams()}
 	if !h.Open {
 		h.Error = task.ErrNotReady.Error()
 		return h

@@ -46,6 +46,9 @@ type RouteConfig struct {
 	// binding, the bridge its upstream session. Such a task fails with
 	// an error that says so. Nil: never.
 	SessionLost func(t *task.Task, ev *upstream.Event) bool
+	// Upstream is what the route's calls learned of its upstream's health,
+	// for the runtime's health report; nil: not reported.
+	Upstream *upstream.State
 }
 
 // Route is what the runtime knows of one route: its policy, its loggers and

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -79,6 +81,21 @@ func (rs *routeTable) remove(route *Route) {
 		}
 		rs.current.Store(next)
 	}
+}
+
+// upstreams reports the upstream state of each route that serves a name,
+// by name.
+func (rs *routeTable) upstreams() []RouteUpstream {
+	rs.mu.Lock()
+	out := make([]RouteUpstream, 0, len(rs.byName))
+	for name, route := range rs.byName {
+		if route.cfg.Upstream != nil {
+			out = append(out, RouteUpstream{Route: name, StateReport: route.cfg.Upstream.Report()})
+		}
+	}
+	rs.mu.Unlock()
+	slices.SortFunc(out, func(a, b RouteUpstream) int { return strings.Compare(a.Route, b.Route) })
+	return out
 }
 
 // startFailed remembers the route whose start could not open the store,

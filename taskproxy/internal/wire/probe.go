@@ -58,6 +58,21 @@ type Probes struct {
 	// probing holds the endpoints whose probe runs (ConfirmV2025 leaves
 	// them to it).
 	probing sync.Map
+	// Found, when set, is told every verdict a probe keeps.
+	Found func(Verdict)
+}
+
+// Versions are the protocol versions the verdict found the upstream
+// speaking.
+func (v Verdict) Versions() []string {
+	var out []string
+	if !v.V2025 {
+		out = append(out, string(task.Era2026))
+	}
+	if !v.V2026Only {
+		out = append(out, string(task.Era2025))
+	}
+	return out
 }
 
 // NewProbes returns an empty table. detach copies a request for the
@@ -128,6 +143,9 @@ func (p *Probes) run(endpoint string, req *http.Request, next http.Handler) (res
 	if res.kept() {
 		prev, had := p.verdicts.Peek(endpoint)
 		p.verdicts.Add(endpoint, res.v)
+		if p.Found != nil {
+			p.Found(res.v)
+		}
 		if !had || prev.V2025 != res.v.V2025 || prev.TasksExtension != res.v.TasksExtension || prev.V2026Only != res.v.V2026Only {
 			p.log.Info("upstream protocol probed", zap.String("endpoint", endpoint), zap.Bool("speaks_2026_07_28", !res.v.V2025),
 				zap.Bool("speaks_2025_11_25", !res.v.V2026Only), zap.Bool("version_bridge", res.v.V2025),
