@@ -5,6 +5,8 @@
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    lint, build, then run every test (unit and end-to-end)
+#   ./xcaddy.sh unit [go test flags]  the unit tests (every package but the
+#                       end-to-end ones), with -race: the loop while working
 #   ./xcaddy.sh lint [golangci-lint flags]  static analysis (.ci/golangci.yml)
 #   ./xcaddy.sh fuzz [time]  run every Go fuzz target for time each (default 10m)
 #   ./xcaddy.sh bench   build, then measure the task path and print the table
@@ -44,16 +46,20 @@ build() {
 	mkdir -p "$CACHE_DIR/builds"
 	local cached
 	cached="$CACHE_DIR/builds/caddy-$(source_hash)"
+	# ./caddy is replaced by a rename, never written in place: a ./caddy
+	# that is running (./xcaddy.sh run in another terminal) keeps its file,
+	# where writing into it fails with "text file busy".
 	if [[ -x $cached ]]; then
 		echo "using ./caddy built from the same sources ($cached)" >&2
-		cp "$cached" ./caddy
+		cp "$cached" ./caddy.tmp.$$ && mv -f ./caddy.tmp.$$ ./caddy
 	else
 		echo "building ./caddy ($CADDY_VERSION with $MODULE)" >&2
 		# The plugin package is caddymodule; the module root holds no Go
 		# package, so the module is replaced by this directory and the
 		# package imported.
-		go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy
-		cp ./caddy "$cached.tmp" && mv "$cached.tmp" "$cached"
+		go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy.tmp.$$
+		cp ./caddy.tmp.$$ "$cached.tmp.$$" && mv -f "$cached.tmp.$$" "$cached"
+		mv -f ./caddy.tmp.$$ ./caddy
 		# Keep the five newest builds.
 		ls -1t "$CACHE_DIR"/builds/caddy-* 2>/dev/null | tail -n +6 | xargs -r rm -f
 	fi
@@ -110,10 +116,26 @@ ensure_postgres() {
 
 # run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
 # .ci/golangci.yml over the whole module. The first run builds the tool and
-# fills its cache (minutes); later runs take about a minute.
+# fills its cache (minutes); later runs take about a minute. Runs of other
+# checkouts may share the cache at once: without --allow-parallel-runners
+# the second one fails ("parallel golangci-lint is running").
 run_lint() {
 	echo "linting (golangci-lint, .ci/golangci.yml)" >&2
-	go tool golangci-lint run --config .ci/golangci.yml "$@" ./...
+	go tool golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
+}
+
+# unit_packages prints every package but the end-to-end ones: ./integration
+# (a real Caddy per test) and the PostgreSQL replica suite.
+unit_packages() {
+	go list ./... | grep -vE '/integration$|/pgstore/replicatest$'
+}
+
+# run_unit runs the unit tests with the race detector: the loop to run
+# while working (./xcaddy.sh test runs them too, with everything else).
+run_unit() {
+	ensure_postgres
+	# shellcheck disable=SC2046 # one argument per package
+	go test -race -count=1 "$@" $(unit_packages)
 }
 
 run_tests() {
@@ -198,10 +220,11 @@ bench) shift; run_bench "$@" ;;
 soak) shift; run_soak "$@" ;;
 run) run ;;
 test) shift; run_tests "$@" ;;
+unit) shift; run_unit "$@" ;;
 lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
+	echo "usage: $0 build|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
 	exit 2
 	;;
 esac
