@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -36,23 +37,41 @@ const (
 
 // V2026Created is what the gateway reads of an upstream CreateTaskResult.
 type V2026Created struct {
-	TaskID         string      `json:"taskId"`
-	Status         task.Status `json:"status"`
-	StatusMessage  string      `json:"statusMessage"`
-	PollIntervalMs int64       `json:"pollIntervalMs"`
+	TaskID        string
+	Status        task.Status
+	StatusMessage string
+	// PollIntervalMs is the upstream's pollIntervalMs; 0 when absent or
+	// not an integer.
+	PollIntervalMs int64
 }
 
 // ReadV2026Created reads a 2026-07-28 CreateTaskResult (resultType "task"
-// with a taskId); ok is false for any other answer.
-func ReadV2026Created(result json.RawMessage) (V2026Created, bool) {
+// with a taskId); ok is false for any other answer. Its numbers are read
+// as JSON Schema reads them (pollIntervalMs 5000.0 is 5000); one that is
+// not an integer is ignored, with a debug message on log, and never stops
+// the task from being followed.
+func ReadV2026Created(result json.RawMessage, log *zap.Logger) (V2026Created, bool) {
 	var c struct {
-		ResultType string `json:"resultType"`
-		V2026Created
+		ResultType     string               `json:"resultType"`
+		TaskID         string               `json:"taskId"`
+		Status         task.Status          `json:"status"`
+		StatusMessage  string               `json:"statusMessage"`
+		PollIntervalMs jsonx.LenientInteger `json:"pollIntervalMs"`
 	}
 	if len(result) == 0 || json.Unmarshal(result, &c) != nil || c.ResultType != "task" || c.TaskID == "" {
 		return V2026Created{}, false
 	}
-	return c.V2026Created, true
+	logOddNumber(log, "CreateTaskResult", c.TaskID, "pollIntervalMs", c.PollIntervalMs)
+	return V2026Created{TaskID: c.TaskID, Status: c.Status, StatusMessage: c.StatusMessage, PollIntervalMs: c.PollIntervalMs.Value}, true
+}
+
+// logOddNumber notes at debug level a number of an upstream's answer that
+// was clamped or ignored.
+func logOddNumber(log *zap.Logger, answer, upstreamTask, field string, n jsonx.LenientInteger) {
+	if n.Err != nil && log != nil {
+		log.Debug("a number of the upstream's answer is not a 64-bit integer; clamped or ignored",
+			zap.String("answer", answer), zap.String("upstream_task", upstreamTask), zap.String("field", field), zap.Error(n.Err))
+	}
 }
 
 // v2026UpstreamTask is what the worker reads of the upstream's tasks/get.
@@ -60,10 +79,28 @@ type v2026UpstreamTask struct {
 	TaskID         string                     `json:"taskId"`
 	Status         task.Status                `json:"status"`
 	StatusMessage  string                     `json:"statusMessage"`
-	PollIntervalMs int64                      `json:"pollIntervalMs"`
+	PollIntervalMs jsonx.LenientInteger       `json:"pollIntervalMs"`
 	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
 	Result         json.RawMessage            `json:"result"`
 	Error          *jsonrpc.Error             `json:"error"`
+}
+
+// readV2026UpstreamTask decodes the upstream's tasks/get result; its
+// numbers as ReadV2026Created reads them.
+func readV2026UpstreamTask(result json.RawMessage, log *zap.Logger) (v2026UpstreamTask, error) {
+	var up v2026UpstreamTask
+	if err := json.Unmarshal(result, &up); err != nil {
+		return v2026UpstreamTask{}, fmt.Errorf("reading tasks/get: %w", err)
+	}
+	logOddNumber(log, "tasks/get", up.TaskID, "pollIntervalMs", up.PollIntervalMs)
+	return up, nil
+}
+
+// pollEvery is how often to poll an upstream that asks for ms between
+// polls (0: it did not say), within the bounds: clamped as milliseconds,
+// before a huge value could overflow a time.Duration.
+func pollEvery(ms int64) time.Duration {
+	return clampV2026Poll(time.Duration(min(max(ms, 0), maxV2026Poll.Milliseconds())) * time.Millisecond)
 }
 
 // workV2026UpstreamTask runs a task the 2026-07-28 upstream runs: a is the
@@ -86,7 +123,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 			route.Finish(t, nil, ev.Final.Error)
 			return
 		}
-		created, ok := ReadV2026Created(ev.Final.Result)
+		created, ok := ReadV2026Created(ev.Final.Result, route.log)
 		if !ok {
 			if upstream.IsInputRequired(ev.Final.Result) {
 				// A multi-round-trip exchange before the task: the
@@ -167,8 +204,8 @@ func (w *worker) followV2026UpstreamTask() {
 			return
 		default:
 			failures = 0
-			if up.PollIntervalMs > 0 {
-				every = clampV2026Poll(time.Duration(up.PollIntervalMs) * time.Millisecond)
+			if up.PollIntervalMs.Value > 0 {
+				every = pollEvery(up.PollIntervalMs.Value)
 			}
 			if w.mirrorV2026UpstreamTask(up) {
 				return
@@ -361,9 +398,9 @@ func (w *worker) getV2026UpstreamTask(n int) (v2026UpstreamTask, bool, error) {
 		}
 		return v2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
 	}
-	var up v2026UpstreamTask
-	if err := json.Unmarshal(answer.Result, &up); err != nil {
-		return v2026UpstreamTask{}, false, fmt.Errorf("reading tasks/get: %w", err)
+	up, err := readV2026UpstreamTask(answer.Result, w.route.log)
+	if err != nil {
+		return v2026UpstreamTask{}, false, err
 	}
 	return up, true, nil
 }

@@ -124,7 +124,7 @@ func (h *Handler) take(state, owner, tool string) (*inlineWait, bool) {
 // requests and a requestState for the retry.
 func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	ctx := c.R.Context()
-	out, err := runtime.AwaitV2026UpstreamTask(ctx, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs}, w.answered)
+	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs}, w.answered)
 	switch {
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
