@@ -40,17 +40,19 @@ type V2026Created struct {
 	TaskID        string
 	Status        task.Status
 	StatusMessage string
-	// PollIntervalMs is the upstream's pollIntervalMs; 0 when absent or
-	// not an integer.
+	// PollIntervalMs is the upstream's pollIntervalMs, read as JSON Schema
+	// reads an integer (5000.0 is 5000); 0 when absent or not an integer,
+	// the largest int64 when beyond it.
 	PollIntervalMs int64
+	// PollIntervalErr says why PollIntervalMs is not what the upstream
+	// sent (ignored or clamped), for a debug log; nil when it is.
+	PollIntervalErr error
 }
 
 // ReadV2026Created reads a 2026-07-28 CreateTaskResult (resultType "task"
-// with a taskId); ok is false for any other answer. Its numbers are read
-// as JSON Schema reads them (pollIntervalMs 5000.0 is 5000); one that is
-// not an integer is ignored, with a debug message on log, and never stops
-// the task from being followed.
-func ReadV2026Created(result json.RawMessage, log *zap.Logger) (V2026Created, bool) {
+// with a taskId); ok is false for any other answer. A pollIntervalMs that
+// is not an integer never makes it fail: the task is followed all the same.
+func ReadV2026Created(result json.RawMessage) (V2026Created, bool) {
 	var c struct {
 		ResultType     string               `json:"resultType"`
 		TaskID         string               `json:"taskId"`
@@ -61,16 +63,16 @@ func ReadV2026Created(result json.RawMessage, log *zap.Logger) (V2026Created, bo
 	if len(result) == 0 || json.Unmarshal(result, &c) != nil || c.ResultType != "task" || c.TaskID == "" {
 		return V2026Created{}, false
 	}
-	logOddNumber(log, "CreateTaskResult", c.TaskID, "pollIntervalMs", c.PollIntervalMs)
-	return V2026Created{TaskID: c.TaskID, Status: c.Status, StatusMessage: c.StatusMessage, PollIntervalMs: c.PollIntervalMs.Value}, true
+	return V2026Created{TaskID: c.TaskID, Status: c.Status, StatusMessage: c.StatusMessage,
+		PollIntervalMs: c.PollIntervalMs.Value, PollIntervalErr: c.PollIntervalMs.Err}, true
 }
 
 // logOddNumber notes at debug level a number of an upstream's answer that
-// was clamped or ignored.
-func logOddNumber(log *zap.Logger, answer, upstreamTask, field string, n jsonx.LenientInteger) {
-	if n.Err != nil && log != nil {
+// was clamped or ignored (err says which and why; nil logs nothing).
+func logOddNumber(log *zap.Logger, answer, upstreamTask, field string, err error) {
+	if err != nil && log != nil {
 		log.Debug("a number of the upstream's answer is not a 64-bit integer; clamped or ignored",
-			zap.String("answer", answer), zap.String("upstream_task", upstreamTask), zap.String("field", field), zap.Error(n.Err))
+			zap.String("answer", answer), zap.String("upstream_task", upstreamTask), zap.String("field", field), zap.Error(err))
 	}
 }
 
@@ -92,7 +94,7 @@ func readV2026UpstreamTask(result json.RawMessage, log *zap.Logger) (v2026Upstre
 	if err := json.Unmarshal(result, &up); err != nil {
 		return v2026UpstreamTask{}, fmt.Errorf("reading tasks/get: %w", err)
 	}
-	logOddNumber(log, "tasks/get", up.TaskID, "pollIntervalMs", up.PollIntervalMs)
+	logOddNumber(log, "tasks/get", up.TaskID, "pollIntervalMs", up.PollIntervalMs.Err)
 	return up, nil
 }
 
@@ -123,7 +125,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 			route.Finish(t, nil, ev.Final.Error)
 			return
 		}
-		created, ok := ReadV2026Created(ev.Final.Result, route.log)
+		created, ok := ReadV2026Created(ev.Final.Result)
 		if !ok {
 			if upstream.IsInputRequired(ev.Final.Result) {
 				// A multi-round-trip exchange before the task: the
@@ -152,6 +154,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 // after the gateway's own; false means the task ended instead.
 func (w *worker) recordV2026UpstreamTask(created V2026Created) bool {
 	route, t, run := w.route, w.t, w.run
+	logOddNumber(route.log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
 	run.setUpstreamTask(created.TaskID) // before the record: see createUpstreamTask
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.Ctx), 10*time.Second)
 	defer cancel()

@@ -36,8 +36,11 @@ type InlineOutcome struct {
 // callParams, from base's headers) until it ends or asks for input other
 // than the keys answered (just sent with AnswerV2026UpstreamTask: the
 // upstream may list them until it has taken the answers). When ctx ends
-// first (the client left), the upstream's task is cancelled.
+// first (the client left), the upstream's task is cancelled. log gets a
+// debug line for each pollIntervalMs of the upstream's that was clamped or
+// ignored.
 func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
+	logOddNumber(log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
 	every := pollEvery(created.PollIntervalMs)
 	cancelUpstream := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -2,13 +2,19 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -26,11 +32,11 @@ func TestReadV2026Created(t *testing.T) {
 		{"exponent", `{"resultType":"task","taskId":"t1","status":"working","pollIntervalMs":5e3}`, true,
 			V2026Created{TaskID: "t1", Status: task.StatusWorking, PollIntervalMs: 5000}},
 		{"fraction ignored", `{"resultType":"task","taskId":"t1","status":"working","pollIntervalMs":2.5}`, true,
-			V2026Created{TaskID: "t1", Status: task.StatusWorking}},
+			V2026Created{TaskID: "t1", Status: task.StatusWorking, PollIntervalErr: jsonx.ErrNotIntegral}},
 		{"string ignored", `{"resultType":"task","taskId":"t1","status":"working","pollIntervalMs":"5000"}`, true,
-			V2026Created{TaskID: "t1", Status: task.StatusWorking}},
+			V2026Created{TaskID: "t1", Status: task.StatusWorking, PollIntervalErr: jsonx.ErrNotNumber}},
 		{"beyond int64 clamped", `{"resultType":"task","taskId":"t1","status":"working","pollIntervalMs":1e400}`, true,
-			V2026Created{TaskID: "t1", Status: task.StatusWorking, PollIntervalMs: math.MaxInt64}},
+			V2026Created{TaskID: "t1", Status: task.StatusWorking, PollIntervalMs: math.MaxInt64, PollIntervalErr: jsonx.ErrIntRange}},
 		{"tool result", `{"resultType":"complete","content":[]}`, false, V2026Created{}},
 		{"2025-11-25 shape", `{"task":{"taskId":"t1","status":"working"}}`, false, V2026Created{}},
 		{"no id", `{"resultType":"task","status":"working"}`, false, V2026Created{}},
@@ -39,8 +45,10 @@ func TestReadV2026Created(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ReadV2026Created(json.RawMessage(tt.result), nil)
-			if ok != tt.ok || got != tt.want {
+			got, ok := ReadV2026Created(json.RawMessage(tt.result))
+			gotErr, wantErr := got.PollIntervalErr, tt.want.PollIntervalErr
+			got.PollIntervalErr, tt.want.PollIntervalErr = nil, nil
+			if ok != tt.ok || got != tt.want || !errors.Is(gotErr, wantErr) || (wantErr == nil) != (gotErr == nil) {
 				t.Errorf("ReadV2026Created(%s) = %+v, %v; want %+v, %v", tt.result, got, ok, tt.want, tt.ok)
 			}
 		})
@@ -48,24 +56,45 @@ func TestReadV2026Created(t *testing.T) {
 }
 
 // An odd number of an upstream's answer is noted at debug level, and the
-// rest of the answer still read.
+// rest of the answer still read: a client's call awaiting the upstream's
+// task gets its result.
 func TestV2026UpstreamNumbersLogged(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	log := zap.New(core)
-	if c, ok := ReadV2026Created(json.RawMessage(`{"resultType":"task","taskId":"t1","pollIntervalMs":0.5}`), log); !ok || c.TaskID != "t1" {
-		t.Fatalf("ReadV2026Created = %+v, %v", c, ok)
+	created, ok := ReadV2026Created(json.RawMessage(`{"resultType":"task","taskId":"t1","ttlMs":900000.0,"pollIntervalMs":0.5}`))
+	if !ok || created.TaskID != "t1" {
+		t.Fatalf("ReadV2026Created = %+v, %v", created, ok)
 	}
-	up, err := readV2026UpstreamTask(json.RawMessage(`{"taskId":"t1","status":"completed","ttlMs":900000.0,"pollIntervalMs":{"ms":1},"result":{"content":[]},"error":null}`), log)
-	if err != nil || up.Status != task.StatusCompleted || string(up.Result) != `{"content":[]}` || up.PollIntervalMs.Set {
-		t.Fatalf("readV2026UpstreamTask = %+v, %v", up, err)
-	}
-	up, err = readV2026UpstreamTask(json.RawMessage(`{"taskId":"t1","status":"failed","pollIntervalMs":5000.0,"error":{"code":-32603.0,"message":"boom"}}`), log)
-	if err != nil || up.PollIntervalMs.Value != 5000 || up.Error == nil || up.Error.Code != -32603 {
-		t.Fatalf("readV2026UpstreamTask = %+v, %v", up, err)
+	gets := 0
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Parse(body)
+		if err != nil || m.Method != "tasks/get" {
+			http.Error(w, "want tasks/get", http.StatusBadRequest)
+			return
+		}
+		gets++
+		result := `{"taskId":"t1","status":"working","ttlMs":900000.0,"pollIntervalMs":{"ms":1}}`
+		if gets > 1 {
+			result = `{"taskId":"t1","status":"completed","ttlMs":900000.0,"pollIntervalMs":50.0,"result":{"content":[]}}`
+		}
+		out, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(result))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	})
+	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	out, err := AwaitV2026UpstreamTask(t.Context(), log, base, next, json.RawMessage(`{"name":"x"}`), created, nil)
+	if err != nil || string(out.Result) != `{"content":[]}` {
+		t.Fatalf("AwaitV2026UpstreamTask = %+v, %v", out, err)
 	}
 	entries := logs.FilterField(zap.String("field", "pollIntervalMs")).All()
-	if len(entries) != 2 || entries[0].Level != zap.DebugLevel {
-		t.Fatalf("debug entries = %+v, want two about pollIntervalMs", entries)
+	if len(entries) != 2 || entries[0].Level != zap.DebugLevel || entries[0].ContextMap()["answer"] != "CreateTaskResult" || entries[1].ContextMap()["answer"] != "tasks/get" {
+		t.Fatalf("debug entries = %+v, want the CreateTaskResult's and the first tasks/get's pollIntervalMs", entries)
+	}
+	// An error's code spelled as a float is read too.
+	up, err := readV2026UpstreamTask(json.RawMessage(`{"taskId":"t1","status":"failed","pollIntervalMs":5000.0,"error":{"code":-32603.0,"message":"boom"}}`), log)
+	if err != nil || up.PollIntervalMs.Value != 5000 || up.Error == nil || up.Error.Code != -32603 {
+		t.Fatalf("readV2026UpstreamTask = %+v, %v", up, err)
 	}
 }
 

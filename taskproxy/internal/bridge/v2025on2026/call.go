@@ -49,7 +49,7 @@ func (c *call) forward() error {
 		}
 		ev, params = c.attempt(ctx, base, c.Msg.Method, withExt, rep), withExt
 		if ev.Err == nil && ev.Final.Error == nil {
-			if created, ok := runtime.ReadV2026Created(ev.Final.Result, c.Log); ok {
+			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				return c.awaitTask(ctx, rep, base, withExt, created)
 			}
 		}

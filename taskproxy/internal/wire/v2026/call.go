@@ -148,7 +148,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		return nil
 	}
 	if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
-		if created, ok := runtime.ReadV2026Created(ev.Final.Result, c.Log); ok {
+		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 			return c.adoptUpstreamTask(t, run, stopFollowingClient, reply, created)
 		}
 	}

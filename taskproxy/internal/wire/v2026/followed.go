@@ -130,10 +130,10 @@ func (c *call) servePlainOnTaskRuntime() error {
 		}
 		ev = c.plainAttempt(ctx, base, withExt, reply, 2)
 		if ev.Err == nil && ev.Final.Error == nil {
-			if created, ok := runtime.ReadV2026Created(ev.Final.Result, c.Log); ok {
+			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
 				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
-					pollMs: created.PollIntervalMs, params: withExt, base: base, next: c.Next})
+					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next})
 			}
 		}
 	}
