@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // JSON-RPC and MCP error codes the gateway answers with.
@@ -49,6 +51,33 @@ type Error struct {
 	// serve for now: it goes out with HTTP 503 and Retry-After where the
 	// status is still to be sent. It is neither sent nor stored.
 	Unavailable bool `json:"-"`
+}
+
+// UnmarshalJSON decodes an error object, its code read as JSON Schema
+// reads an integer: a peer that keeps numbers as floats writes -32602.0,
+// which is -32602. A code with a fraction or beyond int's range is an
+// error, as a string code is. null leaves e as it was.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var obj struct {
+		Code    *jsonx.Integer  `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return fmt.Errorf("reading a JSON-RPC error: %w", err)
+	}
+	code := 0
+	if obj.Code != nil {
+		code = int(*obj.Code)
+		if int64(code) != int64(*obj.Code) {
+			return fmt.Errorf("reading a JSON-RPC error: code %d: %w", *obj.Code, jsonx.ErrIntRange)
+		}
+	}
+	*e = Error{Code: code, Message: obj.Message, Data: obj.Data}
+	return nil
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }

@@ -129,3 +129,36 @@ func TestResponseRaw(t *testing.T) {
 		}
 	}
 }
+
+// An error code is read as JSON Schema reads an integer: runtimes that
+// keep numbers as floats write -32602.0.
+func TestParseErrorCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		code    string
+		want    int
+		wantErr bool
+	}{
+		{`-32602`, CodeInvalidParams, false},
+		{`-32602.0`, CodeInvalidParams, false},
+		{`-3.2603e4`, CodeInternalError, false},
+		{`null`, 0, false},
+		{`-32602.5`, 0, true},
+		{`1e400`, 0, true},
+		{`"-32602"`, 0, true},
+	}
+	for _, tt := range tests {
+		in := `{"jsonrpc":"2.0","id":7,"error":{"code":` + tt.code + `,"message":"no","data":{"k":1}}}`
+		m, err := Parse([]byte(in))
+		switch {
+		case tt.wantErr:
+			if err == nil {
+				t.Errorf("Parse with code %s = %+v, want an error", tt.code, m.Error)
+			}
+		case err != nil:
+			t.Errorf("Parse with code %s: %v", tt.code, err)
+		case m.Error == nil || m.Error.Code != tt.want || m.Error.Message != "no" || string(m.Error.Data) != `{"k":1}`:
+			t.Errorf("Parse with code %s = %+v, want code %d", tt.code, m.Error, tt.want)
+		}
+	}
+}

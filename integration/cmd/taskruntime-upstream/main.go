@@ -9,6 +9,10 @@
 //	taskruntime-upstream [-addr 127.0.0.1:9200] [-path /mcp] [-control /control/]
 //	    [-state FILE] [-ttl 10m] [-poll 100ms] [-bind Authorization] [-hold tool=step,…]
 //
+// -floats writes integers as integral floats (pollIntervalMs 5000.0) and
+// -pickup delays the start of each task's work, as fastmcp-tasks on
+// Docket does (see taskruntime.Options).
+//
 // -control mounts the observer API (see Server.ControlHandler) on the same
 // listener; "" leaves it off. -hold installs holds at start, so that a
 // restarted process holds new tasks as the previous one did.
@@ -41,6 +45,8 @@ func main() {
 	path := flag.String("path", "/mcp", "HTTP path of the MCP endpoint")
 	control := flag.String("control", "/control/", `path prefix of the observer API ("" for none)`)
 	state := flag.String("state", "", "file the tasks are kept in (none: memory only)")
+	flag.BoolVar(&integralFloats, "floats", false, "write integers as integral floats (5000.0), as fastmcp-tasks does")
+	flag.DurationVar(&pickupDelay, "pickup", 0, "delay before a new task's work starts (a queue worker's pickup)")
 	ttl := flag.Duration("ttl", taskruntime.DefaultTTL, "ttlMs of every task (negative: unlimited)")
 	poll := flag.Duration("poll", taskruntime.DefaultPollInterval, "pollIntervalMs of every task")
 	bind := flag.String("bind", "Authorization", `request header tasks are bound to ("-": none)`)
@@ -57,7 +63,14 @@ func main() {
 	}
 }
 
+// Set by -floats and -pickup.
+var (
+	integralFloats bool
+	pickupDelay    time.Duration
+)
+
 func run(ctx context.Context, logger *slog.Logger, addr, path, control, holds string, opts taskruntime.Options) error {
+	opts.IntegralFloats, opts.PickupDelay = integralFloats, pickupDelay
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("-path %q must start with /", path)
 	}

@@ -50,6 +50,11 @@
 // signed requestState; one that carries a progressToken is answered as an
 // SSE stream with a notifications/progress per step.
 //
+// Two options make it behave as fastmcp-tasks (Python, on Docket) does:
+// [Options.IntegralFloats] writes ttlMs, pollIntervalMs, progress and total
+// as integral floats (5000.0), and [Options.PickupDelay] starts each task's
+// work a little after the task answered working.
+//
 // # Restarts
 //
 // With [Options.StateFile] every change is written to the file, and [New]

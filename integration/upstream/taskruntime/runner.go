@@ -163,9 +163,18 @@ func (s *Server) start(t *record) {
 	spec := s.tools[t.Tool]
 	args := t.Args
 	s.wg.Add(1)
+	delay := s.pickupDelay
 	go func() {
 		defer s.wg.Done()
 		defer stop(nil)
+		if delay > 0 { // not picked up yet: the task says working
+			timer := time.NewTimer(delay)
+			select {
+			case <-timer.C:
+			case <-ctx.Done(): // the work notices at its first step
+			}
+			timer.Stop()
+		}
 		res, err := spec.run(&taskWork{s: s, id: t.ID, ctx: ctx}, args)
 		s.finish(t.ID, res, err, context.Cause(ctx))
 	}()

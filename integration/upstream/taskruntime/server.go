@@ -41,6 +41,17 @@ type Options struct {
 	// [DefaultPollInterval].
 	PollInterval time.Duration
 
+	// IntegralFloats writes integers as integral floats, as runtimes that
+	// keep them as floats do (fastmcp-tasks): ttlMs 900000.0,
+	// pollIntervalMs 5000.0, progress 1.0 of 3.0, in every answer and
+	// event (see floats.go).
+	IntegralFloats bool
+
+	// PickupDelay is how long a new task waits, working, before its work
+	// starts: a queue worker that picks the task up a little later, as
+	// Docket's do (~50 ms). Zero starts the work at once.
+	PickupDelay time.Duration
+
 	// BindHeader names the request header whose value a task is bound to:
 	// only requests with the same value see the task (the extension
 	// requires an authorization check on every task request). Empty means
@@ -76,6 +87,8 @@ type Server struct {
 	stateFile    string
 	ttl          time.Duration
 	pollInterval time.Duration
+	floats       bool          // Options.IntegralFloats
+	pickupDelay  time.Duration // Options.PickupDelay
 	bindHeader   string
 	origins      []string
 	stateKey     []byte
@@ -115,6 +128,7 @@ func New(opts Options) (*Server, error) {
 	if s.pollInterval <= 0 {
 		s.pollInterval = DefaultPollInterval
 	}
+	s.floats, s.pickupDelay = opts.IntegralFloats, opts.PickupDelay
 	switch s.bindHeader {
 	case "":
 		s.bindHeader = "Authorization"
@@ -217,6 +231,9 @@ type exchange struct {
 // spoken: GET and DELETE (the 2025-11-25 stream and session end) get 405,
 // an initialize gets -32022, Mcp-Session-Id and Last-Event-ID are ignored.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.floats {
+		w = floatWriter{w}
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "the 2026-07-28 MCP endpoint accepts POST only", http.StatusMethodNotAllowed)

@@ -4,7 +4,10 @@
 // would reorder keys, re-escape strings and change number formats). It also
 // matches object keys the way Go's encoding/json does (Unicode simple case
 // folding), so that a reader of untrusted JSON can refuse keys that another
-// reader would take for the ones it reads.
+// reader would take for the ones it reads. And it reads numbers as JSON
+// Schema does (Int, Integer, LenientInteger): an integral value in any
+// spelling, 5000.0 or 5e3, is that integer; every integer the gateway takes
+// from a client or an upstream goes through them.
 //
 // The scanner trusts its input to be valid JSON where a caller needs an exact
 // answer: validate first (json.Valid) when the input is untrusted. It imports

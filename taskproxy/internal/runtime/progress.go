@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -34,9 +35,9 @@ func progressMessage(params json.RawMessage) (string, bool) {
 	if !ok || !isJSONNumber(progress) {
 		return "", false
 	}
-	msg := "progress " + string(progress)
+	msg := "progress " + numberText(progress)
 	if total, ok := jsonx.Get(params, "total"); ok && isJSONNumber(total) {
-		msg += "/" + string(total)
+		msg += "/" + numberText(total)
 	}
 	if raw, ok := jsonx.Get(params, "message"); ok {
 		var text string
@@ -51,6 +52,19 @@ func progressMessage(params json.RawMessage) (string, bool) {
 func isJSONNumber(raw json.RawMessage) bool {
 	var n json.Number
 	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && json.Unmarshal(raw, &n) == nil
+}
+
+// maxNumberText bounds the spelling of a number in a status message.
+const maxNumberText = 32
+
+// numberText spells a progress number: an integral one as its integer (a
+// runtime that keeps numbers as floats sends 3.0 of 6.0, shown as 3/6),
+// any other as sent, cut to maxNumberText bytes.
+func numberText(raw json.RawMessage) string {
+	if n, err := jsonx.Int(raw); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	return truncateText(string(raw), maxNumberText)
 }
 
 // truncateText cuts s to at most n bytes on a rune boundary, marking the cut.

@@ -18,6 +18,11 @@ func TestProgressMessage(t *testing.T) {
 		{`{"progressToken":1,"progress":3,"message":"Analyzing"}`, "progress 3: Analyzing", true},
 		{`{"progressToken":1,"progress":0.5,"total":1}`, "progress 0.5/1", true},
 		{`{"progressToken":1,"progress":3}`, "progress 3", true},
+		// Integral floats, as runtimes that keep numbers as floats send them.
+		{`{"progressToken":1,"progress":3.0,"total":6.0,"message":"Analyzing"}`, "progress 3/6: Analyzing", true},
+		{`{"progressToken":1,"progress":2.5e1,"total":1e2}`, "progress 25/100", true},
+		{`{"progressToken":1,"progress":1e400}`, "progress 1e400", true},
+		{`{"progressToken":1,"progress":0.` + strings.Repeat("1", 100) + `}`, "progress 0." + strings.Repeat("1", 30) + "…", true},
 		{`{"progressToken":1,"progress":3,"total":"six"}`, "progress 3", true},
 		{`{"progressToken":1,"progress":"3"}`, "", false},
 		{`{"progressToken":1}`, "", false},

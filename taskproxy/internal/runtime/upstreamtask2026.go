@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -36,23 +37,43 @@ const (
 
 // V2026Created is what the gateway reads of an upstream CreateTaskResult.
 type V2026Created struct {
-	TaskID         string      `json:"taskId"`
-	Status         task.Status `json:"status"`
-	StatusMessage  string      `json:"statusMessage"`
-	PollIntervalMs int64       `json:"pollIntervalMs"`
+	TaskID        string
+	Status        task.Status
+	StatusMessage string
+	// PollIntervalMs is the upstream's pollIntervalMs, read as JSON Schema
+	// reads an integer (5000.0 is 5000); 0 when absent or not an integer,
+	// the largest int64 when beyond it.
+	PollIntervalMs int64
+	// PollIntervalErr says why PollIntervalMs is not what the upstream
+	// sent (ignored or clamped), for a debug log; nil when it is.
+	PollIntervalErr error
 }
 
 // ReadV2026Created reads a 2026-07-28 CreateTaskResult (resultType "task"
-// with a taskId); ok is false for any other answer.
+// with a taskId); ok is false for any other answer. A pollIntervalMs that
+// is not an integer never makes it fail: the task is followed all the same.
 func ReadV2026Created(result json.RawMessage) (V2026Created, bool) {
 	var c struct {
-		ResultType string `json:"resultType"`
-		V2026Created
+		ResultType     string               `json:"resultType"`
+		TaskID         string               `json:"taskId"`
+		Status         task.Status          `json:"status"`
+		StatusMessage  string               `json:"statusMessage"`
+		PollIntervalMs jsonx.LenientInteger `json:"pollIntervalMs"`
 	}
 	if len(result) == 0 || json.Unmarshal(result, &c) != nil || c.ResultType != "task" || c.TaskID == "" {
 		return V2026Created{}, false
 	}
-	return c.V2026Created, true
+	return V2026Created{TaskID: c.TaskID, Status: c.Status, StatusMessage: c.StatusMessage,
+		PollIntervalMs: c.PollIntervalMs.Value, PollIntervalErr: c.PollIntervalMs.Err}, true
+}
+
+// logOddNumber notes at debug level a number of an upstream's answer that
+// was clamped or ignored (err says which and why; nil logs nothing).
+func logOddNumber(log *zap.Logger, answer, upstreamTask, field string, err error) {
+	if err != nil && log != nil {
+		log.Debug("a number of the upstream's answer is not a 64-bit integer; clamped or ignored",
+			zap.String("answer", answer), zap.String("upstream_task", upstreamTask), zap.String("field", field), zap.Error(err))
+	}
 }
 
 // v2026UpstreamTask is what the worker reads of the upstream's tasks/get.
@@ -60,10 +81,28 @@ type v2026UpstreamTask struct {
 	TaskID         string                     `json:"taskId"`
 	Status         task.Status                `json:"status"`
 	StatusMessage  string                     `json:"statusMessage"`
-	PollIntervalMs int64                      `json:"pollIntervalMs"`
+	PollIntervalMs jsonx.LenientInteger       `json:"pollIntervalMs"`
 	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
 	Result         json.RawMessage            `json:"result"`
 	Error          *jsonrpc.Error             `json:"error"`
+}
+
+// readV2026UpstreamTask decodes the upstream's tasks/get result; its
+// numbers as ReadV2026Created reads them.
+func readV2026UpstreamTask(result json.RawMessage, log *zap.Logger) (v2026UpstreamTask, error) {
+	var up v2026UpstreamTask
+	if err := json.Unmarshal(result, &up); err != nil {
+		return v2026UpstreamTask{}, fmt.Errorf("reading tasks/get: %w", err)
+	}
+	logOddNumber(log, "tasks/get", up.TaskID, "pollIntervalMs", up.PollIntervalMs.Err)
+	return up, nil
+}
+
+// pollEvery is how often to poll an upstream that asks for ms between
+// polls (0: it did not say), within the bounds: clamped as milliseconds,
+// before a huge value could overflow a time.Duration.
+func pollEvery(ms int64) time.Duration {
+	return clampV2026Poll(time.Duration(min(max(ms, 0), maxV2026Poll.Milliseconds())) * time.Millisecond)
 }
 
 // workV2026UpstreamTask runs a task the 2026-07-28 upstream runs: a is the
@@ -115,6 +154,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 // after the gateway's own; false means the task ended instead.
 func (w *worker) recordV2026UpstreamTask(created V2026Created) bool {
 	route, t, run := w.route, w.t, w.run
+	logOddNumber(route.log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
 	run.setUpstreamTask(created.TaskID) // before the record: see createUpstreamTask
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(run.Ctx), 10*time.Second)
 	defer cancel()
@@ -167,8 +207,8 @@ func (w *worker) followV2026UpstreamTask() {
 			return
 		default:
 			failures = 0
-			if up.PollIntervalMs > 0 {
-				every = clampV2026Poll(time.Duration(up.PollIntervalMs) * time.Millisecond)
+			if up.PollIntervalMs.Value > 0 {
+				every = pollEvery(up.PollIntervalMs.Value)
 			}
 			if w.mirrorV2026UpstreamTask(up) {
 				return
@@ -361,9 +401,9 @@ func (w *worker) getV2026UpstreamTask(n int) (v2026UpstreamTask, bool, error) {
 		}
 		return v2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
 	}
-	var up v2026UpstreamTask
-	if err := json.Unmarshal(answer.Result, &up); err != nil {
-		return v2026UpstreamTask{}, false, fmt.Errorf("reading tasks/get: %w", err)
+	up, err := readV2026UpstreamTask(answer.Result, w.route.log)
+	if err != nil {
+		return v2026UpstreamTask{}, false, err
 	}
 	return up, true, nil
 }

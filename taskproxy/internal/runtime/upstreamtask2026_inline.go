@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -34,9 +36,12 @@ type InlineOutcome struct {
 // callParams, from base's headers) until it ends or asks for input other
 // than the keys answered (just sent with AnswerV2026UpstreamTask: the
 // upstream may list them until it has taken the answers). When ctx ends
-// first (the client left), the upstream's task is cancelled.
-func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
-	every := clampV2026Poll(time.Duration(created.PollIntervalMs) * time.Millisecond)
+// first (the client left), the upstream's task is cancelled. log gets a
+// debug line for each pollIntervalMs of the upstream's that was clamped or
+// ignored.
+func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
+	logOddNumber(log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
+	every := pollEvery(created.PollIntervalMs)
 	cancelUpstream := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -64,12 +69,12 @@ func AwaitV2026UpstreamTask(ctx context.Context, base *http.Request, next http.H
 			return InlineOutcome{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, created.TaskID)}, nil
 		default:
 			failures = 0
-			var up v2026UpstreamTask
-			if err := json.Unmarshal(answer.Result, &up); err != nil {
-				return InlineOutcome{}, fmt.Errorf("reading tasks/get: %w", err)
+			up, err := readV2026UpstreamTask(answer.Result, log)
+			if err != nil {
+				return InlineOutcome{}, err
 			}
-			if up.PollIntervalMs > 0 {
-				every = clampV2026Poll(time.Duration(up.PollIntervalMs) * time.Millisecond)
+			if up.PollIntervalMs.Value > 0 {
+				every = pollEvery(up.PollIntervalMs.Value)
 			}
 			switch up.Status {
 			case task.StatusCompleted:

@@ -103,7 +103,7 @@ func needsTasksExtension(ev upstream.Event) bool {
 // first, AwaitV2026UpstreamTask cancels the upstream's task.
 func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created) error {
 	var answered map[string]json.RawMessage
-	out, err := runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, params, created, nil)
+	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, nil)
 	for round := 0; err == nil && out.Input != nil && ctx.Err() == nil; round++ {
 		// The task asks for input: the client is asked on the call's
 		// stream (input.go), and its answers go to the task.
@@ -122,7 +122,7 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 			}
 			return nil
 		}
-		out, err = runtime.AwaitV2026UpstreamTask(ctx, base, c.Next, params, created, answered)
+		out, err = runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, answered)
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -7,8 +7,9 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 )
 
-// params.task.ttl is clamped in the float domain: a huge ttl must not wrap
-// into a negative duration, and a ttl that is not positive is refused.
+// params.task.ttl is an integer as JSON Schema reads one, clamped before it
+// becomes a Duration: a huge ttl must not wrap into a negative duration, a
+// fraction and a ttl that is not positive are refused.
 func TestRequestedTTL(t *testing.T) {
 	c := &call{&wire.Exchange{Env: &wire.Env{Policy: wire.Policy{DefaultTTL: time.Minute, MaxTTL: time.Hour}}}}
 	tests := []struct {
@@ -20,15 +21,23 @@ func TestRequestedTTL(t *testing.T) {
 		{"absent", `{}`, time.Minute, false},
 		{"null", `{"ttl":null}`, time.Minute, false},
 		{"in range", `{"ttl":60000}`, time.Minute, false},
-		{"fractional", `{"ttl":1500.5}`, 1500500 * time.Microsecond, false},
+		{"integral float", `{"ttl":60000.0}`, time.Minute, false},
+		{"exponent", `{"ttl":6e4}`, time.Minute, false},
+		{"integral fraction digits", `{"ttl":1500.000}`, 1500 * time.Millisecond, false},
+		{"fractional", `{"ttl":1500.5}`, 0, true},
+		{"absurdly small", `{"ttl":0.001}`, 0, true},
 		{"above max", `{"ttl":86400000}`, time.Hour, false},
 		{"overflows a Duration", `{"ttl":1e13}`, time.Hour, false},
+		{"int64's largest", `{"ttl":9223372036854775807}`, time.Hour, false},
 		{"far beyond int64", `{"ttl":1e300}`, time.Hour, false},
-		{"absurdly small", `{"ttl":0.001}`, time.Second, false},
+		{"beyond float64", `{"ttl":1e400}`, time.Hour, false},
+		{"smallest", `{"ttl":1}`, time.Second, false},
 		{"below the minimum", `{"ttl":999}`, time.Second, false},
 		{"zero", `{"ttl":0}`, 0, true},
 		{"negative", `{"ttl":-5}`, 0, true},
 		{"negative huge", `{"ttl":-1e300}`, 0, true},
+		{"negative zero", `{"ttl":-0.0}`, 0, true},
+		{"key in another case", `{"TTL":60000.0}`, time.Minute, false},
 		{"not an object", `3`, 0, true},
 		{"not a number", `{"ttl":"60000"}`, 0, true},
 	}

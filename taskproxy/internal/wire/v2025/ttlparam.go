@@ -3,19 +3,18 @@ package v2025
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // plainTTLParam is requestedTTL's fast path for params.task, read on every
-// task creation: it finds ttl without the reflective decoder. It answers
-// only when the answer is certainly the one decoding into
-// struct{TTL *float64 `json:"ttl"`} gives (meta valid JSON and an object,
-// no key that decoding could also match to ttl by escapes or case folding,
-// the last ttl member null or a number in float64 range), and reports false
-// otherwise, leaving the case to the decoder.
-func plainTTLParam(meta []byte) (ttl *float64, ok bool) {
+// task creation: it finds ttl's value without the reflective decoder. It
+// answers only when the answer is certainly the one decoding into
+// struct{TTL json.RawMessage `json:"ttl"`} gives (meta valid JSON and an
+// object, no key that decoding could also match to ttl by escapes or case
+// folding), and reports false otherwise, leaving the case to the decoder.
+// ttl is nil when the member is absent or null.
+func plainTTLParam(meta []byte) (ttl []byte, ok bool) {
 	if !json.Valid(meta) {
 		return nil, false
 	}
@@ -35,15 +34,8 @@ func plainTTLParam(meta []byte) (ttl *float64, ok bool) {
 	if err != nil || !plain {
 		return nil, false
 	}
-	if value == nil || string(value) == "null" {
+	if string(value) == "null" {
 		return nil, true
 	}
-	if c := value[0]; c != '-' && (c < '0' || c > '9') {
-		return nil, false // not a number: the decoder's error
-	}
-	f, err := strconv.ParseFloat(string(value), 64)
-	if err != nil {
-		return nil, false // out of range: the decoder's error
-	}
-	return &f, true
+	return value, true
 }

@@ -198,29 +198,40 @@ func AdmitTask(x *wire.Exchange, taskMeta json.RawMessage) (ttl time.Duration, o
 const minTaskTTL = time.Second
 
 // requestedTTL reads params.task.ttl (milliseconds) and applies the limits.
-// The number is clamped while it is still a float: converted first, a huge
-// ttl such as 1e13 overflows time.Duration into a negative one. A ttl that is
-// not positive is refused; absent or null asks for the default.
+// The ttl is an integer as JSON Schema reads one: 60000, 60000.0 and 6e4
+// are the same ttl, 1500.5 is refused. It is clamped while still an int64
+// (converted first, a huge ttl such as 1e13 overflows time.Duration into a
+// negative one), and one beyond int64's range is taken as the longest
+// allowed: the receiver decides the ttl it grants. A ttl that is not
+// positive is refused; absent or null asks for the default.
 func (c *call) requestedTTL(taskMeta json.RawMessage) (time.Duration, error) {
-	var meta struct {
-		TTL *float64 `json:"ttl"`
+	raw, ok := plainTTLParam(taskMeta)
+	if !ok {
+		var meta struct {
+			TTL json.RawMessage `json:"ttl"`
+		}
+		if err := json.Unmarshal(taskMeta, &meta); err != nil {
+			return 0, errors.New("params.task must be an object")
+		}
+		if string(meta.TTL) != "null" {
+			raw = meta.TTL
+		}
 	}
-	if ttl, ok := plainTTLParam(taskMeta); ok {
-		meta.TTL = ttl
-	} else if err := json.Unmarshal(taskMeta, &meta); err != nil {
-		return 0, errors.New("params.task must be an object")
-	}
-	if meta.TTL == nil {
+	if raw == nil {
 		return c.DefaultTTL, nil
 	}
-	ms := *meta.TTL
-	if !(ms > 0) { // also NaN, which JSON cannot carry but a float can
+	ms, err := jsonx.Int(raw)
+	switch sign := jsonx.IntRangeSign(err); {
+	case sign > 0:
+		return c.MaxTTL, nil
+	case errors.Is(err, jsonx.ErrNotIntegral):
+		return 0, errors.New("params.task.ttl must be an integer number of milliseconds")
+	case sign < 0 || err != nil || ms <= 0:
 		return 0, errors.New("params.task.ttl must be a positive number of milliseconds")
 	}
-	maxMs := float64(c.MaxTTL) / float64(time.Millisecond)
-	minMs := float64(min(minTaskTTL, c.MaxTTL)) / float64(time.Millisecond)
-	ms = max(min(ms, maxMs), minMs)
-	return min(time.Duration(ms*float64(time.Millisecond)), c.MaxTTL), nil
+	maxMs := c.MaxTTL.Milliseconds()
+	minMs := min(minTaskTTL, c.MaxTTL).Milliseconds()
+	return min(time.Duration(max(min(ms, maxMs), minMs))*time.Millisecond, c.MaxTTL), nil
 }
 
 func (c *call) createTask(tool string, taskMeta json.RawMessage) error {

@@ -133,7 +133,7 @@ func (c *call) servePlainOnTaskRuntime() error {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
 				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
-					pollMs: created.PollIntervalMs, params: withExt, base: base, next: c.Next})
+					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next})
 			}
 		}
 	}

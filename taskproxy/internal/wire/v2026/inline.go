@@ -46,6 +46,7 @@ type inlineWait struct {
 	owner, tool    string
 	upstreamTaskID string
 	pollMs         int64
+	pollErr        error // why pollMs is not what the upstream sent, if it is not
 	// params are the call's params (with the extension declared); base
 	// and next send the upstream's tasks/cancel when the wait ends unanswered.
 	params json.RawMessage
@@ -124,7 +125,7 @@ func (h *Handler) take(state, owner, tool string) (*inlineWait, bool) {
 // requests and a requestState for the retry.
 func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	ctx := c.R.Context()
-	out, err := runtime.AwaitV2026UpstreamTask(ctx, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs}, w.answered)
+	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs, PollIntervalErr: w.pollErr}, w.answered)
 	switch {
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
