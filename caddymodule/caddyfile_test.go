@@ -23,6 +23,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		default_task_support forbidden
 		max_body      512KiB
 		pass_unreadable
+		allow_auth_bypass
 		routing_headers strict
 		max_result    2MiB
 		tool slow_compute optional
@@ -59,6 +60,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"pass_unreadable", h.PassUnreadable, true},
+		{"allow_auth_bypass", h.AllowAuthBypass, true},
 		{"routing_headers", h.RoutingHeaders, "strict"},
 		{"max_result", h.MaxResult, int64(2 << 20)},
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
@@ -100,6 +102,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad tool flag", "mcp_tasks {\n tool x optional retry\n}", "retry_on_restart"},
 		{"bad sync_writes", "mcp_tasks {\n sync_writes maybe\n}", "sync_writes"},
 		{"pass_unreadable with an argument", "mcp_tasks {\n pass_unreadable on\n}", "wrong argument count"},
+		{"allow_auth_bypass with an argument", "mcp_tasks {\n allow_auth_bypass on\n}", "wrong argument count"},
 		{"auth twice", "mcp_tasks {\n auth jwt {\n  jwks_url https://idp/jwks\n }\n auth jwt {\n }\n}", "twice"},
 		{"auth without key", "mcp_tasks {\n auth jwt {\n  issuer https://idp\n }\n}", "auth jwt: want exactly one key source (hmac_secret, public_key or jwks_url), got 0"},
 		{"auth with two keys", "mcp_tasks {\n auth jwt {\n  hmac_secret x\n  jwks_url https://idp/jwks\n }\n}", "got 2"},

@@ -5,7 +5,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"go.uber.org/zap"
 )
 
 // routingDirectives end the handler chain of a request they match (handle,
@@ -30,16 +29,19 @@ func orderSkipsGateway(order []string) string {
 
 // warnOrder warns at adapt time when the Caddyfile's global order option
 // overrides the module's order so that a sibling handle or route block
-// could serve MCP requests without the gateway and its authentication.
+// could serve MCP requests without the gateway and its authentication. The
+// adapter sees the order, not the site's blocks: whether one of them does
+// is judged when the configuration loads (checkLayout), which refuses it
+// for a handler with auth.
 func warnOrder(h httpcaddyfile.Helper) {
 	order, ok := h.Option("order").([]string)
 	if !ok {
 		return
 	}
-	if dir := orderSkipsGateway(order); dir != "" {
+	if orderSkipsGateway(order) != "" {
 		caddy.Log().Named("http.handlers.mcp_tasks").Warn(
-			"the global order option puts mcp_tasks after "+dir+": requests a sibling "+dir+" block serves skip the gateway and its auth; "+
-				"remove the order line (mcp_tasks orders itself before "+dir+") or put mcp_tasks inside that block",
-			zap.String("directive", dir))
+			"the global order option moves mcp_tasks after handle and route blocks (the module orders itself before them): " +
+				"a block of a site that matches the gateway's path would answer without the gateway and its auth, " +
+				"and caddy validate and caddy run refuse that layout when mcp_tasks has auth; remove the order line")
 	}
 }
