@@ -57,7 +57,25 @@ const (
 	maxAdminLimit     = 1000
 )
 
+// serve answers a route. Caddy's admin server logs every error a route
+// returns at error level ("request error"); a refusal of the caller's
+// request (an unknown task, a task already ended, a bad parameter) is no
+// error of the server's, so 4xx answers are written here, in the admin
+// API's error shape ({"error": "…"}), and only failures of the server
+// (5xx) go back to Caddy to be logged.
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	err := a.route(w, r)
+	var apiErr caddy.APIError
+	if errors.As(err, &apiErr) && apiErr.HTTPStatus >= 400 && apiErr.HTTPStatus < 500 {
+		if apiErr.Message == "" && apiErr.Err != nil {
+			apiErr.Message = apiErr.Err.Error()
+		}
+		return writeJSON(w, apiErr.HTTPStatus, apiErr)
+	}
+	return err
+}
+
+func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	path := strings.Trim(strings.TrimPrefix(r.URL.Path, "/mcp_tasks/"), "/")
 	parts := strings.Split(path, "/")
 	switch {

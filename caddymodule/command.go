@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
@@ -84,7 +87,7 @@ func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
 	address, _ := fl.GetString("address")
 	config, _ := fl.GetString("config")
 	adapter, _ := fl.GetString("adapter")
-	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	addr, err := adminAddress(address, config, adapter)
 	if err != nil {
 		return nil, 0, fmt.Errorf("finding the admin address: %w", err)
 	}
@@ -98,6 +101,36 @@ func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("reading the answer of %s: %w", uri, err)
 	}
 	return body, resp.StatusCode, nil
+}
+
+// adminAddress is the admin address from --address, else from the config
+// file (adapted with its adapter), else Caddy's default. Caddy's own
+// loader logs what it does (the file it reads, that it adapted it, the
+// adapter's warnings) on stderr; a command that prints a table must print
+// only that, so the file is adapted here, quietly.
+func adminAddress(address, configFile, adapterName string) (string, error) {
+	if address != "" || configFile == "" {
+		return caddycmd.DetermineAdminAPIAddress(address, nil, "", "")
+	}
+	config, err := os.ReadFile(filepath.Clean(configFile)) // the operator's own file, named on the command line
+	if err != nil {
+		return "", fmt.Errorf("reading config file %s: %w", configFile, err)
+	}
+	base := strings.ToLower(filepath.Base(configFile))
+	if adapterName == "" && filepath.Ext(base) != ".json" &&
+		(strings.HasPrefix(base, "caddyfile") || strings.HasSuffix(base, ".caddyfile")) {
+		adapterName = "caddyfile" // as caddy run guesses it
+	}
+	if adapterName != "" {
+		adapter := caddyconfig.GetAdapter(adapterName)
+		if adapter == nil {
+			return "", fmt.Errorf("unrecognized config adapter: %s", adapterName)
+		}
+		if config, _, err = adapter.Adapt(config, map[string]any{"filename": configFile}); err != nil {
+			return "", fmt.Errorf("adapting config file %s with %s: %w", configFile, adapterName, err)
+		}
+	}
+	return caddycmd.DetermineAdminAPIAddress("", config, configFile, "")
 }
 
 func withStore(cmd *cobra.Command, q url.Values) url.Values {
@@ -146,9 +179,9 @@ func runList(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("decoding the task list: %w", err)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tPRINCIPAL\tTOOL\tERA\tCREATED\tUPDATED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tPRINCIPAL\tTENANT\tTOOL\tERA\tCREATED\tUPDATED")
 	for _, t := range page.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Principal), t.Tool, t.Era,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Principal), orDash(t.Tenant), t.Tool, t.Era,
 			t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
 	}
 	if err := tw.Flush(); err != nil {
