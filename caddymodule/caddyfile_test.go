@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,20 +207,23 @@ func TestValidateNamesOption(t *testing.T) {
 	}
 }
 
-// A global order that puts a routing directive before mcp_tasks is found.
+// A global order that puts routing directives before mcp_tasks is found,
+// naming the blocks it puts first, and invoke only when the order put
+// mcp_tasks right after it.
 func TestOrderSkipsGateway(t *testing.T) {
 	tests := []struct {
 		name  string
 		order []string
-		want  string
+		want  []string
 	}{
-		{"module's own order", []string{"basic_auth", "mcp_tasks", "invoke", "handle", "route", "reverse_proxy"}, ""},
-		{"before reverse_proxy, after handle", []string{"basic_auth", "invoke", "handle", "route", "mcp_tasks", "reverse_proxy"}, "invoke"},
-		{"after route only", []string{"handle", "mcp_tasks", "route"}, "handle"},
-		{"not ordered", []string{"handle", "reverse_proxy"}, ""},
+		{"module's own order", []string{"basic_auth", "mcp_tasks", "invoke", "handle", "route", "reverse_proxy"}, nil},
+		{"before reverse_proxy", []string{"basic_auth", "invoke", "handle", "handle_path", "route", "mcp_tasks", "reverse_proxy"}, []string{"handle", "handle_path", "route"}},
+		{"after handle", []string{"invoke", "handle", "mcp_tasks", "handle_path", "route"}, []string{"handle"}},
+		{"after invoke", []string{"invoke", "mcp_tasks", "handle", "route"}, []string{"invoke"}},
+		{"not ordered", []string{"handle", "reverse_proxy"}, nil},
 	}
 	for _, tt := range tests {
-		if got := orderSkipsGateway(tt.order); got != tt.want {
+		if got := orderSkipsGateway(tt.order); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -455,7 +455,7 @@ func TestOrderOverrideWarned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adapt: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "moves mcp_tasks after handle and route blocks") {
+	if !strings.Contains(string(out), "moves mcp_tasks after handle, handle_path, route (the module orders itself before them)") {
 		t.Errorf("no warning about the order in:\n%s", out)
 	}
 	if strings.Contains(string(out), "invoke") {
