@@ -32,6 +32,7 @@ func init() {
 //	GET  /mcp_tasks/tasks/{id}[?detail=1]
 //	POST /mcp_tasks/tasks/{id}/cancel
 //	GET  /mcp_tasks/health                   200 or 503
+//	POST /mcp_tasks/backup[?store=]          a consistent backup of a Badger store, streamed
 //
 // A Badger store is named by its absolute storage directory, a PostgreSQL
 // one by postgres:<schema>@<DSN with the password masked>; with several in
@@ -57,7 +58,26 @@ const (
 	maxAdminLimit     = 1000
 )
 
+// serve answers a route. Caddy's admin server logs every error a route
+// returns at error level ("request error"); a refusal of the caller's
+// request (an unknown task, a task already ended, a bad parameter, an
+// operation the store does not offer) is no error of the server's, so 4xx
+// and 501 answers are written here, in the admin API's error shape
+// ({"error": "…"}), and only failures of the server (other 5xx) go back to
+// Caddy to be logged.
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
+	err := a.route(w, r)
+	var apiErr caddy.APIError
+	if errors.As(err, &apiErr) && (apiErr.HTTPStatus >= 400 && apiErr.HTTPStatus < 500 || apiErr.HTTPStatus == http.StatusNotImplemented) {
+		if apiErr.Message == "" && apiErr.Err != nil {
+			apiErr.Message = apiErr.Err.Error()
+		}
+		return writeJSON(w, apiErr.HTTPStatus, apiErr)
+	}
+	return err
+}
+
+func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	path := strings.Trim(strings.TrimPrefix(r.URL.Path, "/mcp_tasks/"), "/")
 	parts := strings.Split(path, "/")
 	switch {
@@ -71,6 +91,8 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return onlyMethod(r, http.MethodGet, func() error { return a.show(w, r, parts[1]) })
 	case len(parts) == 3 && parts[0] == "tasks" && parts[1] != "" && parts[2] == "cancel":
 		return onlyMethod(r, http.MethodPost, func() error { return a.cancel(w, r, parts[1]) })
+	case path == "backup":
+		return onlyMethod(r, http.MethodPost, func() error { return a.backup(w, r) })
 	}
 	return apiError(http.StatusNotFound, "no such mcp_tasks admin route: %s", r.URL.Path)
 }
@@ -150,6 +172,8 @@ func storeError(err error, id string) error {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	case errors.Is(err, task.ErrNoAdminAccess):
 		return caddy.APIError{HTTPStatus: http.StatusNotImplemented, Err: err}
+	case errors.Is(err, task.ErrNoBackup):
+		return apiError(http.StatusNotImplemented, "%v: back this store up with its own tools (PostgreSQL: pg_dump of its schema)", err)
 	case errors.Is(err, task.ErrInvalidCursor):
 		return apiError(http.StatusBadRequest, "invalid cursor")
 	case errors.Is(err, task.ErrExpired):
@@ -347,6 +371,49 @@ func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) err
 	v := viewTask(nr.name, nr.rt, t, false)
 	v.History = viewHistory(t)
 	return writeJSON(w, http.StatusOK, v)
+}
+
+// backup streams a consistent backup of the store (one, or ?store=) while
+// it serves. An error before the first byte is an ordinary error answer;
+// one after it aborts the connection, so that the client sees a broken
+// transfer instead of a short backup that looks whole.
+func (a *AdminAPI) backup(w http.ResponseWriter, r *http.Request) error {
+	nr, err := oneRuntime(r)
+	if err != nil {
+		return err
+	}
+	out := &lazyStream{w: w, store: nr.name}
+	if err := nr.rt.Backup(r.Context(), out); err != nil {
+		if out.started {
+			panic(http.ErrAbortHandler)
+		}
+		return storeError(err, "")
+	}
+	if !out.started { // an empty store still answers 200
+		out.start()
+	}
+	return nil
+}
+
+// lazyStream writes the head of a backup answer with its first byte.
+type lazyStream struct {
+	w       http.ResponseWriter
+	store   string
+	started bool
+}
+
+func (l *lazyStream) start() {
+	l.started = true
+	l.w.Header().Set("Content-Type", "application/octet-stream")
+	l.w.Header().Set("Mcp-Tasks-Store", l.store)
+	l.w.WriteHeader(http.StatusOK)
+}
+
+func (l *lazyStream) Write(p []byte) (int, error) {
+	if !l.started {
+		l.start()
+	}
+	return l.w.Write(p)
 }
 
 type storeHealth struct {

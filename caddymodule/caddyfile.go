@@ -64,6 +64,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		dns_rebinding_protection auto|on|off
 //		routing_headers          lenient|strict
 //		principal                <placeholder>
+//		allow_auth_bypass
 //		trust_domain             <name>
 //		auth jwt {
 //			hmac_secret     <secret>    (repeatable, for rotation)
@@ -88,6 +89,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // storage_dir (with sync_writes) is shorthand for "storage badger"; it and
 // storage exclude each other. The backends' options are documented on
 // BadgerStorage and PostgresStorage.
+//
+// allow_auth_bypass loads a layout in which requests of the gateway's path
+// may be answered without running mcp_tasks (see Handler.AllowAuthBypass);
+// with auth, such a layout is refused without it.
 //
 // The directive is ordered before invoke, handle, handle_path and route (so
 // before reverse_proxy), after basic_auth and forward_auth. Sizes take units (4MiB,
@@ -167,6 +172,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.PassUnreadable = true
+		case "allow_auth_bypass":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.AllowAuthBypass = true
 		case "max_result":
 			if err := parseSize(d, &h.MaxResult); err != nil {
 				return err

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		default_task_support forbidden
 		max_body      512KiB
 		pass_unreadable
+		allow_auth_bypass
 		routing_headers strict
 		max_result    2MiB
 		tool slow_compute optional
@@ -59,6 +61,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"pass_unreadable", h.PassUnreadable, true},
+		{"allow_auth_bypass", h.AllowAuthBypass, true},
 		{"routing_headers", h.RoutingHeaders, "strict"},
 		{"max_result", h.MaxResult, int64(2 << 20)},
 		{"tool slow_compute", h.Tools["slow_compute"].TaskSupport, "optional"},
@@ -100,6 +103,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad tool flag", "mcp_tasks {\n tool x optional retry\n}", "retry_on_restart"},
 		{"bad sync_writes", "mcp_tasks {\n sync_writes maybe\n}", "sync_writes"},
 		{"pass_unreadable with an argument", "mcp_tasks {\n pass_unreadable on\n}", "wrong argument count"},
+		{"allow_auth_bypass with an argument", "mcp_tasks {\n allow_auth_bypass on\n}", "wrong argument count"},
 		{"auth twice", "mcp_tasks {\n auth jwt {\n  jwks_url https://idp/jwks\n }\n auth jwt {\n }\n}", "twice"},
 		{"auth without key", "mcp_tasks {\n auth jwt {\n  issuer https://idp\n }\n}", "auth jwt: want exactly one key source (hmac_secret, public_key or jwks_url), got 0"},
 		{"auth with two keys", "mcp_tasks {\n auth jwt {\n  hmac_secret x\n  jwks_url https://idp/jwks\n }\n}", "got 2"},
@@ -203,20 +207,23 @@ func TestValidateNamesOption(t *testing.T) {
 	}
 }
 
-// A global order that puts a routing directive before mcp_tasks is found.
+// A global order that puts routing directives before mcp_tasks is found,
+// naming the blocks it puts first, and invoke only when the order put
+// mcp_tasks right after it.
 func TestOrderSkipsGateway(t *testing.T) {
 	tests := []struct {
 		name  string
 		order []string
-		want  string
+		want  []string
 	}{
-		{"module's own order", []string{"basic_auth", "mcp_tasks", "invoke", "handle", "route", "reverse_proxy"}, ""},
-		{"before reverse_proxy, after handle", []string{"basic_auth", "invoke", "handle", "route", "mcp_tasks", "reverse_proxy"}, "invoke"},
-		{"after route only", []string{"handle", "mcp_tasks", "route"}, "handle"},
-		{"not ordered", []string{"handle", "reverse_proxy"}, ""},
+		{"module's own order", []string{"basic_auth", "mcp_tasks", "invoke", "handle", "route", "reverse_proxy"}, nil},
+		{"before reverse_proxy", []string{"basic_auth", "invoke", "handle", "handle_path", "route", "mcp_tasks", "reverse_proxy"}, []string{"handle", "handle_path", "route"}},
+		{"after handle", []string{"invoke", "handle", "mcp_tasks", "handle_path", "route"}, []string{"handle"}},
+		{"after invoke", []string{"invoke", "mcp_tasks", "handle", "route"}, []string{"invoke"}},
+		{"not ordered", []string{"handle", "reverse_proxy"}, nil},
 	}
 	for _, tt := range tests {
-		if got := orderSkipsGateway(tt.order); got != tt.want {
+		if got := orderSkipsGateway(tt.order); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}

@@ -3,16 +3,22 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // The caddy mcp-tasks command: list, show and cancel tasks of a running
@@ -22,8 +28,8 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcp-tasks",
-		Usage: "list|show <id>|cancel <id>|health [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
-		Short: "Lists, shows and cancels MCP tasks of a running Caddy",
+		Usage: "list|show <id>|cancel <id>|health|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Short: "Lists, shows, cancels and backs up MCP tasks of a running Caddy",
 		Long: `
 Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
 tasks of every principal newest first, shows one, cancels one as its owner
@@ -72,23 +78,43 @@ Tables are for people; --json prints the admin API's answer as is.`,
 				Args:  cobra.NoArgs,
 				RunE:  runHealth,
 			}
-			cmd.AddCommand(list, show, cancel, health)
+			backup := &cobra.Command{
+				Use:   "backup --output <file>",
+				Short: "Writes a consistent backup of a running Badger task store to a file",
+				Args:  cobra.NoArgs,
+				RunE:  runBackup,
+			}
+			backup.Flags().StringP("output", "o", "", "File to write the backup to (replaced only once the backup is whole)")
+			restore := &cobra.Command{
+				Use:   "restore --input <file> --storage-dir <new dir>",
+				Short: "Restores a backup into a new storage directory (offline: no Caddy needed)",
+				Args:  cobra.NoArgs,
+				RunE:  runRestore,
+			}
+			restore.Flags().StringP("input", "i", "", "Backup file written by caddy mcp-tasks backup")
+			restore.Flags().String("storage-dir", "", "New, empty directory to restore into; point storage_dir at it")
+			cmd.AddCommand(list, show, cancel, health, backup, restore)
 		},
 	})
 }
 
-// adminCall sends a request to the admin API and returns the body of a
-// successful answer; an error answer becomes an error with its message.
-func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
+// adminRequest sends a request to the admin API and returns a successful
+// answer; an error answer becomes an error with its message.
+func adminRequest(cmd *cobra.Command, method, uri string) (*http.Response, error) {
 	fl := cmd.Flags()
 	address, _ := fl.GetString("address")
 	config, _ := fl.GetString("config")
 	adapter, _ := fl.GetString("adapter")
-	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	addr, err := adminAddress(address, config, adapter)
 	if err != nil {
-		return nil, 0, fmt.Errorf("finding the admin address: %w", err)
+		return nil, fmt.Errorf("finding the admin address: %w", err)
 	}
-	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+	return caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+}
+
+// adminCall is adminRequest that returns the answer's body.
+func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
+	resp, err := adminRequest(cmd, method, uri)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -98,6 +124,36 @@ func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("reading the answer of %s: %w", uri, err)
 	}
 	return body, resp.StatusCode, nil
+}
+
+// adminAddress is the admin address from --address, else from the config
+// file (adapted with its adapter), else Caddy's default. Caddy's own
+// loader logs what it does (the file it reads, that it adapted it, the
+// adapter's warnings) on stderr; a command that prints a table must print
+// only that, so the file is adapted here, quietly.
+func adminAddress(address, configFile, adapterName string) (string, error) {
+	if address != "" || configFile == "" {
+		return caddycmd.DetermineAdminAPIAddress(address, nil, "", "")
+	}
+	config, err := os.ReadFile(filepath.Clean(configFile)) // the operator's own file, named on the command line
+	if err != nil {
+		return "", fmt.Errorf("reading config file %s: %w", configFile, err)
+	}
+	base := strings.ToLower(filepath.Base(configFile))
+	if adapterName == "" && filepath.Ext(base) != ".json" &&
+		(strings.HasPrefix(base, "caddyfile") || strings.HasSuffix(base, ".caddyfile")) {
+		adapterName = "caddyfile" // as caddy run guesses it
+	}
+	if adapterName != "" {
+		adapter := caddyconfig.GetAdapter(adapterName)
+		if adapter == nil {
+			return "", fmt.Errorf("unrecognized config adapter: %s", adapterName)
+		}
+		if config, _, err = adapter.Adapt(config, map[string]any{"filename": configFile}); err != nil {
+			return "", fmt.Errorf("adapting config file %s with %s: %w", configFile, adapterName, err)
+		}
+	}
+	return caddycmd.DetermineAdminAPIAddress("", config, configFile, "")
 }
 
 func withStore(cmd *cobra.Command, q url.Values) url.Values {
@@ -146,9 +202,9 @@ func runList(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("decoding the task list: %w", err)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tPRINCIPAL\tTOOL\tERA\tCREATED\tUPDATED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tPRINCIPAL\tTENANT\tTOOL\tERA\tCREATED\tUPDATED")
 	for _, t := range page.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Principal), t.Tool, t.Era,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Principal), orDash(t.Tenant), t.Tool, t.Era,
 			t.CreatedAt.Local().Format(time.DateTime), t.UpdatedAt.Local().Format(time.DateTime))
 	}
 	if err := tw.Flush(); err != nil {
@@ -280,6 +336,67 @@ func lastError(msg string, at time.Time) string {
 		return ""
 	}
 	return at.Local().Format(time.RFC3339) + " " + msg
+}
+
+// runBackup streams the admin API's backup of a store into a temporary
+// file beside the output, synced, then renamed over it: the output is a
+// whole backup or is left as it was.
+func runBackup(cmd *cobra.Command, _ []string) (err error) {
+	output, _ := cmd.Flags().GetString("output")
+	if output == "" {
+		return errors.New("backup: --output <file> is required")
+	}
+	resp, err := adminRequest(cmd, http.MethodPost, "/mcp_tasks/backup"+encodeQuery(withStore(cmd, url.Values{})))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	n, err := io.Copy(tmp, resp.Body)
+	if err != nil {
+		return fmt.Errorf("backup: the transfer broke off after %d bytes (the store's backup failed, or the connection): %w", n, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("backup: writing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("backup: writing %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), output); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "backup of %s written to %s (%d bytes)\n", resp.Header.Get("Mcp-Tasks-Store"), output, n)
+	return err
+}
+
+// runRestore loads a backup into a new storage directory. It needs no
+// running Caddy, and never touches a store in use: the directory must be
+// new or empty.
+func runRestore(cmd *cobra.Command, _ []string) error {
+	input, _ := cmd.Flags().GetString("input")
+	dir, _ := cmd.Flags().GetString("storage-dir")
+	if input == "" || dir == "" {
+		return errors.New("restore: --input <file> and --storage-dir <new dir> are required")
+	}
+	f, err := os.Open(filepath.Clean(input))
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer func() { _ = f.Close() }() // read only
+	if err := badgerstore.Restore(dir, f, nil); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "restored %s into %s: point storage_dir at it and start Caddy\n", input, dir)
+	return err
 }
 
 // printTask writes one task as aligned "field: value" lines.

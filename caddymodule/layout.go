@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,8 +16,10 @@ import (
 // mcp_tasks route after one that matches the same requests never runs, and
 // neither does its authentication. The Caddyfile order of the module avoids
 // that for sibling directives; what it cannot see (a global order option, a
-// route block's written order, hand-written JSON) is warned about here, at
-// load, from the route list being provisioned.
+// route block's written order, hand-written JSON) is found here, at load,
+// from the route list being provisioned: an error when the handler
+// authenticates (the layout would let requests reach the upstream
+// unauthenticated), a warning otherwise.
 
 // answeringHandlers are the module ids of handlers that write the response.
 var answeringHandlers = map[string]bool{
@@ -30,17 +33,30 @@ var answeringHandlers = map[string]bool{
 	"http.handlers.copy_response":   true,
 }
 
-// warnShadowed logs a warning when an earlier route of the route list that
-// holds this handler may answer the same requests first. It must be called
-// from Provision, while Caddy provisions that list in order.
-func warnShadowed(ctx caddy.Context, logger *zap.Logger) {
+// layoutBypass is a layout in which some requests of the gateway's path
+// reach an answering handler without running mcp_tasks: its message says
+// what the config does and how to fix it.
+type layoutBypass struct {
+	msg    string
+	fields []zap.Field
+}
+
+func (b *layoutBypass) Error() string { return b.msg }
+
+// checkLayout reports whether an earlier route of the route list that holds
+// this handler, or an earlier handler of its own route, may answer requests
+// before mcp_tasks runs, or a later route answers what lies below exact
+// paths of mcp_tasks; nil when neither. It must be called from Provision,
+// while Caddy provisions that list in order.
+func checkLayout(ctx caddy.Context) *layoutBypass {
 	mods := ctx.Modules()
 	if len(mods) < 2 {
-		return
+		return nil
 	}
 	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	var where []zap.Field
 	if srv != nil { // with many sites, say which one
-		logger = logger.With(zap.String("server", srv.Name()))
+		where = append(where, zap.String("server", srv.Name()))
 	}
 	var routes caddyhttp.RouteList
 	switch parent := mods[len(mods)-2].(type) {
@@ -50,59 +66,100 @@ func warnShadowed(ctx caddy.Context, logger *zap.Logger) {
 		// The server being provisioned, not any server with an mcp_tasks
 		// route still to load: Caddy provisions its servers one by one, in
 		// map order, so before the last one every later server's routes
-		// look like that too, and the warning would judge another site.
+		// look like that too, and the check would judge another site.
 		if srv == nil {
-			return
+			return nil
 		}
 		routes = srv.Routes
 	default:
-		return
+		return nil
 	}
 	k, pos := currentRoute(routes)
 	if k < 0 {
-		return
+		return nil
 	}
-	const msg = "an earlier handler may answer requests before mcp_tasks runs: they would skip the gateway and its auth; " +
-		"put mcp_tasks first (inside a route block, write it before reverse_proxy; drop a global order line for mcp_tasks)"
 	// Caddy merges sibling directives with equal matchers into one route, so
 	// what runs first may be an earlier handler of this very route.
 	for _, raw := range routes[k].HandlersRaw[:pos] {
 		if rawAnswers(raw) {
-			logger.Warn(msg, zap.String("earlier_handler", handlerName(raw)))
-			return
+			name := handlerName(raw)
+			return &layoutBypass{
+				msg: describeHandler(name) + " runs before mcp_tasks in the same route and answers its requests first: " +
+					"they skip the gateway and its auth; " + putFirst,
+				fields: append(where, zap.String("earlier_handler", name)),
+			}
 		}
 	}
 	for j := 0; j < k; j++ {
 		if routeAnswers(routes[j]) && mayOverlap(routes[j].MatcherSets, routes[k].MatcherSets) {
-			logger.Warn(msg, zap.Int("route", k), zap.Int("earlier_route", j), zap.Strings("earlier_handlers", handlerNames(routes[j])))
-			return
+			return &layoutBypass{
+				msg: fmt.Sprintf("route %d (%s) matches requests of mcp_tasks' route %d and answers them before mcp_tasks runs: "+
+					"they skip the gateway and its auth; %s", j, describeRoute(routes[j]), k, putFirst),
+				fields: append(where, zap.Int("route", k), zap.Int("earlier_route", j), zap.Strings("earlier_handlers", handlerNames(routes[j]))),
+			}
 		}
 	}
-	warnUncovered(routes, k, logger)
+	return uncovered(routes, k, where)
 }
 
-// warnUncovered logs a warning when mcp_tasks matches exact paths only
-// (mcp_tasks /mcp) and a later route that answers matches what lies below
-// them (/mcp/): MCP servers that serve their endpoint with a trailing slash
-// (or redirect to it) are then reached without the gateway and its auth.
-// Later routes' matchers are provisioned before any handler, so they can be
-// read here; their handlers are read from their JSON.
-func warnUncovered(routes caddyhttp.RouteList, k int, logger *zap.Logger) {
+// putFirst is what to do about a handler that runs before mcp_tasks.
+const putFirst = "put mcp_tasks first (in a route block, write it before the others; drop a global order line for mcp_tasks, " +
+	"which puts handle and route blocks before it; or put mcp_tasks inside that block)"
+
+// describeHandler names a handler as the Caddyfile wrote it where that can
+// be told: a handle or route block is a subroute.
+func describeHandler(name string) string {
+	switch name {
+	case "subroute":
+		return "a handle or route block"
+	case "static_response":
+		return "static_response (respond or redir)"
+	}
+	return name
+}
+
+// describeRoute says what a loaded route is, as its Caddyfile wrote it
+// where that can be told: its path matcher and its handlers (a handle or
+// route block is a subroute).
+func describeRoute(r caddyhttp.Route) string {
+	var paths []string
+	for _, set := range r.MatcherSets {
+		paths = append(paths, setPaths(set)...)
+	}
+	what := describeHandler(strings.Join(handlerNames(r), ", "))
+	if r.Terminal && what == "" {
+		what = "a terminal route"
+	}
+	if len(paths) > 0 {
+		what += " for " + strings.Join(paths, " ")
+	}
+	return what
+}
+
+// uncovered reports mcp_tasks matching exact paths only (mcp_tasks /mcp)
+// while a later route that answers matches what lies below them (/mcp/):
+// MCP servers that serve their endpoint with a trailing slash (or redirect
+// to it) are then reached without the gateway and its auth. Later routes'
+// matchers are provisioned before any handler, so they can be read here;
+// their handlers are read from their JSON.
+func uncovered(routes caddyhttp.RouteList, k int, where []zap.Field) *layoutBypass {
 	var below caddyhttp.MatcherSets
+	var exact []string
 	for _, set := range routes[k].MatcherSets {
 		paths := setPaths(set)
 		if paths == nil {
-			return // not (only) a path: nothing to compare
+			return nil // not (only) a path: nothing to compare
 		}
 		for _, p := range paths {
 			if strings.HasSuffix(p, "*") {
-				return // the pattern covers what lies below it
+				return nil // the pattern covers what lies below it
 			}
+			exact = append(exact, p)
 			below = append(below, caddyhttp.MatcherSet{caddyhttp.MatchPath{strings.TrimSuffix(p, "/") + "/*"}})
 		}
 	}
 	if len(below) == 0 {
-		return
+		return nil
 	}
 	for j := k + 1; j < len(routes); j++ {
 		answers := routes[j].Terminal
@@ -110,12 +167,15 @@ func warnUncovered(routes caddyhttp.RouteList, k int, logger *zap.Logger) {
 			answers = answers || rawAnswers(raw)
 		}
 		if answers && mayOverlap(routes[j].MatcherSets, below) {
-			logger.Warn("mcp_tasks matches exact paths only, and a later handler answers the paths below them "+
-				"(such as /mcp/), without the gateway and its auth: match the endpoint with a trailing * (mcp_tasks /mcp*)",
-				zap.Int("route", k), zap.Int("later_route", j))
-			return
+			return &layoutBypass{
+				msg: "mcp_tasks matches exact paths only (" + strings.Join(exact, " ") + "), and a later handler answers the paths below them " +
+					"(such as " + strings.TrimSuffix(exact[0], "/") + "/), without the gateway and its auth: " +
+					"match the endpoint with a trailing * (mcp_tasks " + strings.TrimSuffix(exact[0], "/") + "*)",
+				fields: append(where, zap.Int("route", k), zap.Int("later_route", j)),
+			}
 		}
 	}
+	return nil
 }
 
 // currentRoute returns the index of the route whose handlers are being

@@ -158,6 +158,16 @@ type Handler struct {
 	// is empty or not valid UTF-8 gets 401.
 	Principal string `json:"principal,omitempty"`
 
+	// AllowAuthBypass loads a layout in which some requests of the
+	// gateway's path reach an answering handler without running this one,
+	// and so without its Auth: an earlier handler or route that answers the
+	// same requests (reverse_proxy written first in a route block, a handle
+	// block put first by a global order line), or exact path matchers while
+	// a later handler answers the paths below them. With Auth such a
+	// layout is an error unless this is set; without Auth it is a warning.
+	// Set it only when those requests are meant to pass unauthenticated.
+	AllowAuthBypass bool `json:"allow_auth_bypass,omitempty"`
+
 	// TrustDomain names who vouches for this route's callers. Owner keys
 	// include it, so the same user name under two trust domains is two
 	// principals that never see each other's tasks, even in one store.
@@ -245,7 +255,13 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // caddy validate and a reload that fails have no side effects.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	warnShadowed(ctx, h.logger)
+	if bypass := checkLayout(ctx); bypass != nil {
+		if h.Auth != nil && !h.AllowAuthBypass {
+			return fmt.Errorf("mcp_tasks: requests would reach the upstream unauthenticated: %w "+
+				"(or, if they are meant to pass without auth, set allow_auth_bypass)", bypass)
+		}
+		h.logger.Warn(bypass.msg, bypass.fields...)
+	}
 	h.applyDefaults()
 	backend, err := h.loadStorage(ctx)
 	if err != nil {

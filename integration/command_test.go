@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -59,6 +60,20 @@ func TestCommandMCPTasks(t *testing.T) {
 			!strings.HasPrefix(lines[2], quick.TaskID) || !strings.Contains(lines[2], "completed") {
 			t.Errorf("list table:\n%s", out)
 		}
+		// The tenant stands beside the subject: the same subject under two
+		// tenants is two principals.
+		head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+		if len(head) < 4 || head[2] != "PRINCIPAL" || head[3] != "TENANT" || len(row) < 4 || row[3] != "t1" {
+			t.Errorf("list table without the tenant beside the subject:\n%s", out)
+		}
+	})
+
+	t.Run("list table, address from the config", func(t *testing.T) {
+		// Only the table: not Caddy's log lines about loading the config.
+		out, errOut, ok := runCaddy(t, "mcp-tasks", "list", "--config", gw.config, "--adapter", "caddyfile")
+		if !ok || errOut != "" || !strings.HasPrefix(out, "ID ") || strings.Count(strings.TrimSpace(out), "\n") != 2 {
+			t.Errorf("list --config printed more than the table: ok=%v\nstdout:\n%s\nstderr:\n%s", ok, out, errOut)
+		}
 	})
 
 	t.Run("list json with a filter, address from the config", func(t *testing.T) {
@@ -102,6 +117,7 @@ func TestCommandMCPTasks(t *testing.T) {
 		if ok || !strings.Contains(errOut, "404") || !strings.Contains(errOut, "not found") {
 			t.Errorf("show of an unknown id: ok=%v\n%s\n%s", ok, out, errOut)
 		}
+		noErrorLogged(t, gw, "404")
 	})
 
 	t.Run("cancel", func(t *testing.T) {
@@ -116,6 +132,7 @@ func TestCommandMCPTasks(t *testing.T) {
 		if ok || !strings.Contains(errOut, "409") {
 			t.Errorf("second cancel: ok=%v %s %s", ok, out, errOut)
 		}
+		noErrorLogged(t, gw, "409")
 	})
 
 	t.Run("health", func(t *testing.T) {
@@ -124,4 +141,21 @@ func TestCommandMCPTasks(t *testing.T) {
 			t.Errorf("health:\n%s\n%s", out, errOut)
 		}
 	})
+}
+
+// noErrorLogged fails when Caddy logged an admin API answer at error level:
+// a refused operator request (an unknown task, one already ended) is the
+// caller's mistake, not the server's failure an on-call engineer must see.
+// Caddy logs every admin request it receives: once a later request's line
+// is in the output, so is any line about the earlier one.
+func noErrorLogged(t *testing.T, gw *gateway, status string) {
+	t.Helper()
+	marker := "/mcp_tasks/stores?after=" + status
+	adminDo(t, gw.adminAddr, http.MethodGet, marker, nil)
+	waitFor(t, 10*time.Second, "the admin log line of "+marker, func() bool { return strings.Contains(gw.logs(), marker) })
+	for _, line := range strings.Split(gw.logs(), "\n") {
+		if strings.Contains(line, `"level":"error"`) && strings.Contains(line, `"logger":"admin.api"`) {
+			t.Errorf("the admin API's %s answer is logged at error: %s", status, line)
+		}
+	}
 }

@@ -208,7 +208,7 @@ func TestHandleLayouts(t *testing.T) {
 	}
 }
 
-const shadowWarning = "before mcp_tasks runs"
+const shadowWarning = "they skip the gateway and its auth"
 
 // forward_auth before mcp_tasks with a principal placeholder, as the README
 // suggests: tasks are bound to the user the auth service names, a refused
@@ -271,39 +271,121 @@ http://:` + port + ` {
 	}
 }
 
-// Layouts where an earlier route answers first are warned about when Caddy
-// loads them: a route block with reverse_proxy written first, and a global
-// order that puts handle before mcp_tasks.
-func TestShadowedGatewayWarned(t *testing.T) {
+// Layouts in which requests of the gateway's path reach the upstream
+// without running mcp_tasks, and so without its JWT auth, are refused by
+// caddy validate, caddy adapt --validate and caddy run, with a message
+// that says what the config does and what to do; allow_auth_bypass loads
+// them with a warning. The module's own order, a handle block beside or
+// around mcp_tasks, and mcp_tasks written first in a route block load.
+func TestLayoutsSkippingAuthRefused(t *testing.T) {
 	t.Parallel()
-	_, addr := testUpstream(t)
-	layouts := map[string]struct{ global, site string }{
-		"route, reverse_proxy written first": {"", `
+	const upstream = "127.0.0.1:9"
+	layouts := []struct {
+		name, global, site string
+		want               string // in the error; "" when the layout is valid
+	}{
+		{"route, reverse_proxy written first", "", `
 	route /mcp* {
-		reverse_proxy %UPSTREAM%
+		reverse_proxy ` + upstream + `
 		mcp_tasks {
-			storage_dir %STORE%
-%DIRECTIVES%
+			%DIRECTIVES%
 		}
-	}`},
-		"global order before reverse_proxy, beside handle": {"\torder mcp_tasks before reverse_proxy", `
+	}`, "reverse_proxy runs before mcp_tasks in the same route and answers its requests first"},
+		{"global order before reverse_proxy, beside handle", "\torder mcp_tasks before reverse_proxy", `
 	mcp_tasks /mcp* {
-		storage_dir %STORE%
-%DIRECTIVES%
+		%DIRECTIVES%
 	}
 	handle /mcp* {
-		reverse_proxy %UPSTREAM%
-	}`},
+		reverse_proxy ` + upstream + `
+	}`, "a handle or route block runs before mcp_tasks in the same route and answers its requests first"},
+		{"exact path", "", `
+	mcp_tasks /mcp {
+		%DIRECTIVES%
 	}
-	for name, layout := range layouts {
-		t.Run(name, func(t *testing.T) {
-			site := strings.NewReplacer("%STORE%", filepath.Join(t.TempDir(), "store"), "%DIRECTIVES%", v2025Tools+hmacAuth, "%UPSTREAM%", addr).Replace(layout.site)
-			gw := startCaddyfile(t, func(admin, port string) string {
-				return globalHead(admin, layout.global) + "http://:" + port + " {\n\tbind 127.0.0.1\n" + site + "\n}\n"
-			})
-			waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(gw.logs(), shadowWarning) })
+	reverse_proxy ` + upstream, "mcp_tasks matches exact paths only (/mcp), and a later handler answers the paths below them (such as /mcp/)"},
+		{"module's own order, beside handle", "", `
+	mcp_tasks /mcp* {
+		%DIRECTIVES%
+	}
+	handle /mcp* {
+		reverse_proxy ` + upstream + `
+	}`, ""},
+		{"global order before reverse_proxy, no routing block", "\torder mcp_tasks before reverse_proxy", `
+	mcp_tasks /mcp* {
+		%DIRECTIVES%
+	}
+	reverse_proxy /mcp* ` + upstream, ""},
+		{"route, mcp_tasks written first", "", `
+	route /mcp* {
+		mcp_tasks {
+			%DIRECTIVES%
+		}
+		reverse_proxy ` + upstream + `
+	}`, ""},
+		{"exact path, nothing below it", "", `
+	mcp_tasks /mcp {
+		%DIRECTIVES%
+	}
+	reverse_proxy /mcp ` + upstream, ""},
+	}
+	for _, tt := range layouts {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			write := func(name, directives string) string {
+				site := strings.ReplaceAll(tt.site, "%DIRECTIVES%", "storage_dir "+filepath.Join(dir, "store")+"\n"+directives)
+				cfg := filepath.Join(dir, name)
+				body := "{\n\tadmin off\n\tpersist_config off\n\tauto_https off\n" + tt.global + "\n}\nhttp://" + freeAddr(t) + " {\n" + site + "\n}\n"
+				if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return cfg
+			}
+			withAuth := write("Caddyfile", hmacAuth)
+			_, errOut, ok := runCaddy(t, "validate", "--config", withAuth, "--adapter", "caddyfile")
+			if tt.want == "" {
+				if !ok || strings.Contains(errOut, shadowWarning) || strings.Contains(errOut, "exact paths only") {
+					t.Fatalf("a valid layout is refused or warned about: %s", errOut)
+				}
+				return
+			}
+			if ok || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "set allow_auth_bypass") ||
+				!strings.Contains(errOut, "requests would reach the upstream unauthenticated") {
+				t.Fatalf("caddy validate: ok=%v, want a failure saying %q and naming allow_auth_bypass:\n%s", ok, tt.want, errOut)
+			}
+			if strings.Contains(errOut, "invoke") {
+				t.Errorf("the message names invoke, which the config does not use:\n%s", errOut)
+			}
+			if _, errOut, ok := runCaddy(t, "adapt", "--validate", "--config", withAuth, "--adapter", "caddyfile"); ok || !strings.Contains(errOut, tt.want) {
+				t.Errorf("caddy adapt --validate: ok=%v:\n%s", ok, errOut)
+			}
+			if errOut, ok := runCaddyToExit(t, "run", "--config", withAuth, "--adapter", "caddyfile"); ok || !strings.Contains(errOut, tt.want) {
+				t.Errorf("caddy run: ok=%v:\n%s", ok, errOut)
+			}
+			optOut := write("Caddyfile.allowed", hmacAuth+"allow_auth_bypass\n")
+			if _, errOut, ok := runCaddy(t, "validate", "--config", optOut, "--adapter", "caddyfile"); !ok || !strings.Contains(errOut, tt.want) {
+				t.Errorf("with allow_auth_bypass: ok=%v, want a load with the warning:\n%s", ok, errOut)
+			}
 		})
 	}
+}
+
+// runCaddyToExit runs the real caddy binary with args, for a command that
+// should exit by itself (caddy run of a config it refuses), and returns its
+// stderr and whether it exited 0; one that keeps running is killed at the
+// deadline and reported.
+func runCaddyToExit(t *testing.T, args ...string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, caddyBinary, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("caddy %v kept running:\n%s", args, stderr.String())
+	}
+	return stderr.String(), err == nil
 }
 
 // With several sites, the warning judges the site being loaded, and names
@@ -361,7 +443,7 @@ func TestShadowWarningPerSite(t *testing.T) {
 }
 
 // A global order that undoes the module's own is warned about when the
-// Caddyfile is adapted.
+// Caddyfile is adapted, naming only what the config does.
 func TestOrderOverrideWarned(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "Caddyfile")
@@ -373,8 +455,11 @@ func TestOrderOverrideWarned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adapt: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "puts mcp_tasks after") {
+	if !strings.Contains(string(out), "moves mcp_tasks after handle, handle_path, route (the module orders itself before them)") {
 		t.Errorf("no warning about the order in:\n%s", out)
+	}
+	if strings.Contains(string(out), "invoke") {
+		t.Errorf("the warning names invoke, which the config does not use:\n%s", out)
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package badgerstore is the task store on an embedded Badger database: the
 // default backend, for one Caddy process, no setup. It implements
-// task.Store with task.AdminLister and task.StatsReporter,
-// and value-log garbage collection after sweeps (CollectGarbage).
+// task.Store with task.AdminLister, task.StatsReporter and task.Backuper
+// (the handle's online backup; Restore loads one into a new directory:
+// backup.go), and value-log garbage collection after sweeps
+// (CollectGarbage).
 //
 // Store is put together from small types, one per concern, whose methods
 // it gains by embedding: the handle (the database, the disk guard of

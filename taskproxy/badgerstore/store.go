@@ -106,23 +106,7 @@ var _ task.Store = (*Store)(nil)
 // Open opens (creating if needed) a store with options sized for a
 // small gateway rather than Badger's defaults, which reserve hundreds of MiB.
 func Open(o Options) (*Store, error) {
-	opts := badger.DefaultOptions(o.Dir).
-		WithInMemory(o.InMemory).
-		WithSyncWrites(o.SyncWrites).
-		WithNumVersionsToKeep(1).
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(2).
-		WithBaseTableSize(2 << 20).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithValueThreshold(4 << 10).
-		WithNumCompactors(2).
-		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(8).
-		WithCompactL0OnClose(true).
-		WithMetricsEnabled(false).
-		WithLogger(badgerLogger{o.Logger})
+	opts := badgerOptions(o)
 	maxRecord := o.MaxRecordBytes
 	if maxRecord <= 0 {
 		maxRecord = task.DefaultMaxRecordBytes
@@ -180,6 +164,28 @@ func Open(o Options) (*Store, error) {
 		go s.collectGarbageEvery(interval, o.Logger)
 	}
 	return s, nil
+}
+
+// badgerOptions are the Badger options of a store: sized for a small
+// gateway rather than Badger's defaults, which reserve hundreds of MiB.
+func badgerOptions(o Options) badger.Options {
+	return badger.DefaultOptions(o.Dir).
+		WithInMemory(o.InMemory).
+		WithSyncWrites(o.SyncWrites).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBaseTableSize(2 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithValueThreshold(4 << 10).
+		WithNumCompactors(2).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(8).
+		WithCompactL0OnClose(true).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{o.Logger})
 }
 
 // Close closes the database; later calls to any method return ErrClosed.

@@ -162,7 +162,12 @@ func StartAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 				return
 			}
 		}
-		if err == nil || errors.Is(err, io.EOF) {
+		switch {
+		case ctx.Err() != nil:
+			// The gateway ended the call: its stream ends cleanly then
+			// (see endCause), and the reason is the cancellation's.
+			err = context.Cause(ctx)
+		case err == nil || errors.Is(err, io.EOF):
 			err = errors.New("the upstream ended its answer without a response to the call")
 		}
 		send(Event{Err: err})

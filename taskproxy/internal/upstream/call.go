@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
@@ -132,7 +133,9 @@ func WithOwnValues(req, base *http.Request) *http.Request {
 	}
 	own := detach(req)
 	owned, cancel := context.WithCancelCause(own.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	answering := new(atomic.Bool)
+	stop := context.AfterFunc(ctx, func() { cancel(endCause(ctx, answering.Load())) })
+	owned = context.WithValue(owned, answeringKey{}, answering)
 	// Call releases it once the handler returns; otherwise it
 	// goes when ctx ends.
 	owned = context.WithValue(owned, releaseKey{}, func() {
@@ -141,6 +144,27 @@ func WithOwnValues(req, base *http.Request) *http.Request {
 	})
 	return own.WithContext(owned)
 }
+
+// endCause is the cause an upstream request's own context is cancelled
+// with when the gateway ends the call (a cancelled task, a run_timeout, a
+// shutdown). Before the answer's head it is ctx's: the round trip fails
+// with it, and the caller reads it back from the request's context. Once
+// the next handler streams the answer, the transport hands the cause to
+// the body's reader, and reverse_proxy logs every read error there but a
+// clean end as a warning ("aborting with incomplete response") and aborts
+// the handler: for a call the gateway ended itself nothing failed, so the
+// answer ends as io.EOF, and the gateway, which reads its own context,
+// knows why it ended.
+func endCause(ctx context.Context, answering bool) error {
+	if answering {
+		return io.EOF
+	}
+	return context.Cause(ctx)
+}
+
+// answeringKey keys, in an upstream request's own context, whether the next
+// handler has written the answer's head (set by Call's writer).
+type answeringKey struct{}
 
 // releaseKey keys the function that frees what WithOwnValues set up.
 type releaseKey struct{}
@@ -160,6 +184,7 @@ func ReleaseRequest(req *http.Request) {
 func Call(next http.Handler, req *http.Request) (*Response, error) {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
+	w.answering, _ = req.Context().Value(answeringKey{}).(*atomic.Bool)
 	runners.Run(func() {
 		defer ReleaseRequest(req)
 		err := ServeNextRecovering(next, w, req)
@@ -198,6 +223,9 @@ type pipeWriter struct {
 	status int
 	sent   http.Header
 	err    error
+	// answering, when the request has one, is set with the head: the
+	// request's context is then ended as a complete answer (endCause).
+	answering *atomic.Bool
 }
 
 func (w *pipeWriter) Header() http.Header { return w.header }
@@ -209,6 +237,9 @@ func (w *pipeWriter) WriteHeader(code int) {
 	w.once.Do(func() {
 		w.status = code
 		w.sent = w.header.Clone()
+		if w.answering != nil {
+			w.answering.Store(true)
+		}
 		close(w.head)
 	})
 }

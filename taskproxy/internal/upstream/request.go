@@ -38,7 +38,10 @@ func Request(ctx context.Context, base *http.Request, next http.Handler, session
 	if answer != nil {
 		return answer, nil
 	}
-	if err == nil {
+	switch {
+	case ctx.Err() != nil: // ended by the gateway: see endCause
+		err = context.Cause(ctx)
+	case err == nil:
 		err = fmt.Errorf("the upstream answered %s without a response", method)
 	}
 	return nil, fmt.Errorf("%s: %w", method, err)
