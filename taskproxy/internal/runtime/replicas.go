@@ -141,7 +141,8 @@ func (m maintainer) renewResuming() {
 }
 
 // takeoverLoop takes over the tasks of dead replicas every lease renewal
-// period (Leases.Renew), once the first recovery pass is done, and not
+// period (Leases.Renew), and at once when a replica that stops announces
+// leases it released (task.EventReleased), once the first recovery pass is done, and not
 // while the store was failing a lease's length ago (takeoverQuiet): while
 // the store was unavailable, live replicas could not renew their leases
 // either, and they renew them within that once it is back. A process
@@ -156,6 +157,7 @@ func (m maintainer) takeoverLoop() {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
+		case <-rt.Hub.Released(): // a stopping replica let tasks go: take them now
 		}
 		tick.Reset(rt.Leases.Renew())
 		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !rt.Drain.Draining() && !rt.takeoverQuiet.quiet(now) {
