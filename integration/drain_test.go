@@ -122,6 +122,55 @@ func TestStopRefusesNewTasks(t *testing.T) {
 	}
 }
 
+// The README's balancer in front of two gateways retries the 503 of the
+// one that stops on the other: every call becomes a task there, and the
+// client sees only its CreateTaskResult.
+func TestBalancerRetriesStoppingReplica(t *testing.T) {
+	t.Parallel()
+	up, addr := testUpstream(t)
+	a := startCaddyfile(t, drainSite(filepath.Join(t.TempDir(), "a"), addr, "\tshutdown_delay 20s\n"))
+	b := startCaddyfile(t, drainSite(filepath.Join(t.TempDir(), "b"), addr, ""))
+	lbAddr := freeAddr(t)
+	startMultiSite(t, readmeBalancer(t, lbAddr, a.addr, b.addr), lbAddr)
+	url := "http://" + lbAddr + "/mcp"
+
+	stop := exec.Command(caddyBinary, "stop", "--address", a.adminAddr)
+	stop.Env = append(os.Environ(), a.env()...)
+	if err := stop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stop.Process.Kill(); _ = stop.Wait() }()
+	waitFor(t, 30*time.Second, "replica a's shutdown to be scheduled", func() bool { return strings.Contains(a.logs(), "shutdown scheduled") })
+
+	const calls = 4 // round robin: half of them go to replica a first
+	onB := newV2026Client(t, b.URL, true)
+	for i := range calls {
+		res := newV2026Client(t, url, true).ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1, "label": fmt.Sprint("retried-", i)}})
+		id := str(res["taskId"])
+		if str(res["resultType"]) != "task" || id == "" {
+			t.Fatalf("call %d through the balancer answered %v, want a task", i, res)
+		}
+		if got := onB.get(id); str(got["taskId"]) != id {
+			t.Errorf("task %d is not on replica b, where the balancer should have sent it: %v", i, got)
+		}
+	}
+	if n := up.Calls("slow_compute"); n != calls {
+		t.Errorf("the upstream ran slow_compute %d times, want %d (once per call)", n, calls)
+	}
+}
+
+// readmeBalancer is the README's balancer site, listening on addr in
+// front of the backends.
+func readmeBalancer(t *testing.T, addr string, backends ...string) string {
+	block := readmeBlock(t, "# on the balancer")
+	block = strings.Replace(block, "10.0.1.1:8080 10.0.1.2:8080 10.0.1.3:8080", strings.Join(backends, " "), 1)
+	block = strings.Replace(block, ":80 {", "http://"+addr+" {\n\tbind 127.0.0.1", 1)
+	if !strings.Contains(block, addr) || !strings.Contains(block, backends[0]) {
+		t.Fatalf("the README's balancer block changed shape: %s", block)
+	}
+	return block
+}
+
 // Takeover between two replicas on one PostgreSQL store, timed for the
 // README: a replica killed with SIGKILL leaves its task to the other once
 // the lease runs out (default 30s, smallest 2s); a replica stopped with a
