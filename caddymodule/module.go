@@ -204,7 +204,8 @@ type Handler struct {
 	// the same PostgreSQL store takes them over at once; on a single node
 	// they fail, or run again (retry_on_restart), at the next start, as
 	// after a crash. The process exits when the last task ends or the
-	// drain ends. Default: the http app's shutdown_delay plus grace_period
+	// drain ends. The drain is counted from the stop, shutdown_delay
+	// included. Default: the http app's shutdown_delay plus grace_period
 	// (the time Caddy gives open requests), or 5s when no grace_period is
 	// set (Caddy then waits for requests for ever, a process manager does
 	// not).
