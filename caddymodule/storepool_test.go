@@ -1,8 +1,16 @@
 package caddymodule
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The stores of a configuration that stops share one grace period, counted
@@ -57,5 +65,27 @@ func TestMarkStopping(t *testing.T) {
 	}
 	if got := time.Duration(drainFor.Load()); got != 30*time.Second {
 		t.Errorf("drain = %s, want the longest, 30s", got)
+	}
+}
+
+// A reload's stopping event (the process does not exit) ends streams but
+// leaves the shared runtime taking tasks: the new configuration serves on.
+func TestReloadDoesNotDrain(t *testing.T) {
+	defer stoppingSince.Store(stoppingSince.Load())
+	defer drainFor.Store(drainFor.Load())
+	drainFor.Store(0)
+	h := &Handler{drain: 30 * time.Second, rt: taskproxy.NewLazyRuntime(func() (task.Store, error) { return nil, errors.New("never opened") })}
+	h.stopping = make(chan struct{})
+	h.stop = sync.OnceFunc(func() { close(h.stopping) })
+	if err := (stoppingHandler{h}).Handle(context.Background(), caddy.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.stopping:
+	default:
+		t.Error("the stopping event left the configuration's streams open")
+	}
+	if h.rt.Drain.Draining() || drainFor.Load() != 0 {
+		t.Errorf("a reload drains the runtime (%v) or records a drain (%s)", h.rt.Drain.Draining(), time.Duration(drainFor.Load()))
 	}
 }
