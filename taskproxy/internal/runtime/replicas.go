@@ -142,11 +142,11 @@ func (m maintainer) renewResuming() {
 
 // takeoverLoop takes over the tasks of dead replicas every lease renewal
 // period (Leases.Renew), and at once when a replica that stops announces
-// leases it released (task.EventReleased), once the first recovery pass is done, and not
-// while the store was failing a lease's length ago (takeoverQuiet): while
-// the store was unavailable, live replicas could not renew their leases
-// either, and they renew them within that once it is back. A process
-// that drains takes nothing over: it is about to stop.
+// leases it released (task.EventReleased); once the first recovery pass
+// is done, and not while the store was failing a lease's length ago
+// (takeoverQuiet): while the store was unavailable, live replicas could
+// not renew their leases either, and they renew them within that once it
+// is back. A process that drains takes nothing over: it is about to stop.
 func (m maintainer) takeoverLoop() {
 	rt := m.rt
 	defer rt.loops.Done()
@@ -175,7 +175,7 @@ func (m maintainer) takeoverLoop() {
 // run again, 2026-07-28 tasks waiting for input wait on here, the others
 // fail with MsgReplicaLost. The lease's compare-and-set (Acquire) decides
 // between replicas racing for one task, so none runs twice. It returns how
-// many it claimed.
+// many it claimed. A process that drains (Drain) claims none.
 //
 // A store that lists expired leases alone (ExpiredLeaseLister) is asked
 // for those; otherwise each pass reads every active task (ListActive),
