@@ -78,7 +78,8 @@ func TestStopDrainsRunningTasks(t *testing.T) {
 // While a stopping process still serves (shutdown_delay, for the balancer
 // to take it out of rotation), a call that would become a task gets HTTP
 // 503 with Retry-After and a JSON-RPC error saying to retry, and reaches no
-// upstream; the running task is still served, and finishes.
+// upstream; the health check says it drains; the running task is still
+// served, and finishes.
 func TestStopRefusesNewTasks(t *testing.T) {
 	t.Parallel()
 	up, addr := testUpstream(t)
@@ -112,6 +113,9 @@ func TestStopRefusesNewTasks(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || m.Error == nil ||
 		!strings.Contains(m.Error.Message, "stopping and takes no new tasks") || string(m.ID) != "7" {
 		t.Errorf("a task call while stopping: HTTP %d, Retry-After %q, %+v; want 503 with Retry-After and the stopping error", resp.StatusCode, resp.Header.Get("Retry-After"), m.Error)
+	}
+	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, `"draining":true`) {
+		t.Errorf("health while stopping: %d %s, want 503 saying it drains", code, body)
 	}
 	if got := c.getTask(running); got.Status != "working" && got.Status != "completed" {
 		t.Errorf("the running task while stopping: %s %q", got.Status, got.StatusMessage)

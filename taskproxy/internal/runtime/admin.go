@@ -118,14 +118,19 @@ type Health struct {
 	// Recovered: the recovery pass after the start (taking over, re-running
 	// or failing the tasks a previous process left running) is done.
 	Recovered bool `json:"recovered"`
+	// Draining: the process stops and takes no new tasks (Drain); a load
+	// balancer should send them elsewhere.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // healthProbeTimeout bounds the health probe's read of the store.
 const healthProbeTimeout = 5 * time.Second
 
-// Healthy reports whether the store is open, reachable and writable and
-// recovery is done.
-func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Writable && h.Recovered }
+// Healthy reports whether the store is open, reachable and writable,
+// recovery is done, and the process is not draining.
+func (h Health) Healthy() bool {
+	return h.Open && h.Reachable && h.Writable && h.Recovered && !h.Draining
+}
 
 // Health reads the store once (a lookup of an id that cannot exist) and
 // reports the runtime's state.
@@ -138,7 +143,7 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 			return Health{Error: err.Error()}
 		}
 	}
-	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load()}
+	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load(), Draining: rt.Drain.Draining()}
 	if !h.Open {
 		h.Error = task.ErrNotReady.Error()
 		return h
