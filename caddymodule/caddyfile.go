@@ -60,6 +60,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		run_timeout              <duration>|off
 //		sync_writes              on|off
 //		sweep_interval           <duration>
+//		drain                    <duration>
+//		lease                    <duration>
 //		rate_limit               <operations per second>|off
 //		dns_rebinding_protection auto|on|off
 //		routing_headers          lenient|strict
@@ -85,6 +87,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // task fails with a message naming the limit. Off by default: the task's
 // ttl bounds it. A tool's run_timeout replaces the route's for that tool;
 // "off" there exempts the tool.
+//
+// drain is how long a process that stops (caddy stop, SIGTERM; not a
+// reload) lets running tasks finish, taking no new ones (HTTP 503 with
+// Retry-After); what still runs at its end is released to another replica.
+// Default: the servers' shutdown_delay plus grace_period (global options),
+// or 5s without a grace_period. lease is how long a task's lease lasts
+// (renewed every third of it; a dead replica's tasks are taken over after
+// it): between 2s and 10m, default 30s.
 //
 // storage_dir (with sync_writes) is shorthand for "storage badger"; it and
 // storage exclude each other. The backends' options are documented on
@@ -136,6 +146,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "sweep_interval":
 			if err := parsePositiveDuration(d, &h.SweepInterval); err != nil {
+				return err
+			}
+		case "drain":
+			if err := parsePositiveDuration(d, &h.Drain); err != nil {
+				return err
+			}
+		case "lease":
+			if err := parsePositiveDuration(d, &h.Lease); err != nil {
 				return err
 			}
 		case "max_active_per_principal", "max_finished_per_principal":

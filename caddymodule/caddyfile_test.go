@@ -121,6 +121,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad rebinding mode", "mcp_tasks {\n dns_rebinding_protection sometimes\n}", "dns_rebinding_protection: unknown mode"},
 		{"bad routing_headers mode", "mcp_tasks {\n routing_headers loose\n}", "routing_headers: unknown mode"},
 		{"routing_headers without a mode", "mcp_tasks {\n routing_headers\n}", "wrong argument count"},
+		{"zero drain", "mcp_tasks {\n drain 0s\n}", "drain: want a positive duration"},
+		{"negative lease", "mcp_tasks {\n lease -3s\n}", "lease: want a positive duration"},
+		{"lease without a duration", "mcp_tasks {\n lease\n}", "wrong argument count"},
 	}
 	checkCaddyfileErrors(t, tests)
 }
@@ -197,6 +200,10 @@ func TestValidateNamesOption(t *testing.T) {
 		{"rate_limit", "rate_limit: must be a finite number", func(h *Handler) { h.RateLimit = math.Inf(1) }},
 		{"dns_rebinding_protection", "dns_rebinding_protection", func(h *Handler) { h.DNSRebindingProtection = "maybe" }},
 		{"routing_headers", "routing_headers: unknown mode", func(h *Handler) { h.RoutingHeaders = "loose" }},
+		{"drain", "drain: must not be negative", func(h *Handler) { h.Drain = caddy.Duration(-time.Second) }},
+		{"lease too short", "lease: must be between 2s and 10m0s, got 1s", func(h *Handler) { h.Lease = caddy.Duration(time.Second) }},
+		{"lease too long", "lease: must be between 2s and 10m0s, got 11m0s", func(h *Handler) { h.Lease = caddy.Duration(11 * time.Minute) }},
+		{"negative lease", "lease: must be between", func(h *Handler) { h.Lease = caddy.Duration(-time.Second) }},
 	}
 	for _, tt := range tests {
 		h := base()

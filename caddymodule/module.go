@@ -205,9 +205,39 @@ type Handler struct {
 	// with the body is refused either way. Default: "lenient".
 	RoutingHeaders string `json:"routing_headers,omitempty"`
 
+	// Drain is how long a process that stops (caddy stop, SIGTERM or
+	// SIGINT; never a reload, which keeps tasks running) lets its running
+	// tasks finish. It takes no new tasks meanwhile: a tools/call that
+	// would become one gets HTTP 503 with Retry-After, which a load
+	// balancer retries on another replica. Tasks still running at its end
+	// are stopped and their leases released, so that another replica on
+	// the same PostgreSQL store takes them over at once; on a single node
+	// they fail, or run again (retry_on_restart), at the next start, as
+	// after a crash. The process exits when the last task ends or the
+	// drain ends. The drain is counted from the stop, shutdown_delay
+	// included. Default: the http app's shutdown_delay plus grace_period
+	// (the time Caddy gives open requests), or 5s when no grace_period is
+	// set (Caddy then waits for requests for ever, a process manager does
+	// not).
+	Drain caddy.Duration `json:"drain,omitempty"`
+
+	// Lease is how long a running task's lease lasts. The replica running
+	// the task renews it every third of it; when a replica dies (a crash,
+	// kill -9) another one on the same store takes its tasks over once the
+	// lease has run out, within the lease plus a third of it. Shorter is
+	// faster takeover for a store write per running task every third of
+	// it, and more risk of taking over from a replica that was only slow
+	// (a store that answered late for longer than the lease): its call's
+	// outcome is then lost, or it runs twice (retry_on_restart). Between
+	// 2s and 10m. Default: 30s. Routes on one store follow the
+	// configuration that started last.
+	Lease caddy.Duration `json:"lease,omitempty"`
+
 	authn interface {
 		authenticate(http.ResponseWriter, *http.Request) *http.Request
 	}
+	// drain is Drain, or the default it stands for.
+	drain     time.Duration
 	rt        *taskproxy.Runtime
 	gw        *taskproxy.Gateway
 	observe   func(error) // gw.ObserveUpstream, made once: a method value allocates
@@ -263,6 +293,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.logger.Warn(bypass.msg, bypass.fields...)
 	}
 	h.applyDefaults()
+	h.drain = drainOf(ctx, h.Drain)
 	backend, err := h.loadStorage(ctx)
 	if err != nil {
 		return fmt.Errorf("mcp_tasks: %w", err)
@@ -392,6 +423,9 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 	if err != nil {
 		return taskproxy.Config{}, fmt.Errorf("dns_rebinding_protection: %w", err)
 	}
+	if err := checkLease(h.Lease); err != nil {
+		return taskproxy.Config{}, err
+	}
 	maxActive := h.MaxActivePerPrincipal
 	if maxActive < 0 {
 		maxActive = 0
@@ -409,6 +443,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		RunTimeout:           time.Duration(h.RunTimeout),
 		ToolRunTimeouts:      runTimeouts,
 		SweepInterval:        time.Duration(h.SweepInterval),
+		LeaseTTL:             time.Duration(h.Lease),
 		MaxBody:              h.MaxBody,
 		PassUnreadable:       h.PassUnreadable,
 		StrictRoutingHeaders: h.RoutingHeaders == "strict",
@@ -445,10 +480,35 @@ func (h *Handler) watchStopping(ctx caddy.Context) error {
 
 type stoppingHandler struct{ h *Handler }
 
+// Handle ends long-lived streams. When the process exits (caddy.Exiting:
+// set before the stopping event of caddy stop or a signal, never for a
+// reload), the runtime drains from now on: it takes no new tasks, and
+// closing it lets running ones finish for the handler's drain.
 func (s stoppingHandler) Handle(ctx context.Context, _ caddy.Event) error {
-	markStopping()
+	exiting := caddy.Exiting()
+	markStopping(exiting, s.h.drain)
+	if exiting && s.h.rt != nil {
+		s.h.rt.Drain.Begin()
+	}
 	s.h.stop()
 	return nil
+}
+
+// drainOf is the drain of a handler: drain when set, else the time the
+// http app gives open requests when the process exits (shutdown_delay and
+// grace_period), or shutdownGrace when that is for ever.
+func drainOf(ctx caddy.Context, drain caddy.Duration) time.Duration {
+	if drain > 0 {
+		return time.Duration(drain)
+	}
+	if app, err := ctx.AppIfConfigured("http"); err == nil {
+		// The http app is provisioning this handler: its own fields are
+		// read already.
+		if ha, ok := app.(*caddyhttp.App); ok && ha.GracePeriod > 0 {
+			return time.Duration(ha.ShutdownDelay + ha.GracePeriod)
+		}
+	}
+	return shutdownGrace
 }
 
 type startedHandler struct{ h *Handler }
@@ -485,6 +545,7 @@ func (h *Handler) Validate() error {
 	}{
 		{"task_after", h.TaskAfter}, {"default_ttl", h.DefaultTTL}, {"max_ttl", h.MaxTTL},
 		{"poll_interval", h.PollInterval}, {"sweep_interval", h.SweepInterval}, {"run_timeout", h.RunTimeout},
+		{"drain", h.Drain},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("mcp_tasks: %s: must not be negative, got %s", d.name, time.Duration(d.v))
@@ -492,6 +553,9 @@ func (h *Handler) Validate() error {
 	}
 	if h.DefaultTTL > h.MaxTTL {
 		return fmt.Errorf("mcp_tasks: default_ttl %s exceeds max_ttl %s", time.Duration(h.DefaultTTL), time.Duration(h.MaxTTL))
+	}
+	if err := checkLease(h.Lease); err != nil {
+		return err
 	}
 	if h.MaxBody < 0 {
 		return fmt.Errorf("mcp_tasks: max_body: must not be negative, got %d", h.MaxBody)
@@ -507,6 +571,14 @@ func (h *Handler) Validate() error {
 	}
 	if _, err := parseRoutingHeaders(h.RoutingHeaders); err != nil {
 		return fmt.Errorf("mcp_tasks: routing_headers: %w", err)
+	}
+	return nil
+}
+
+// checkLease checks a lease against its bounds (0 is the default).
+func checkLease(lease caddy.Duration) error {
+	if l := time.Duration(lease); l != 0 && (l < taskproxy.MinLeaseTTL || l > taskproxy.MaxLeaseTTL) {
+		return fmt.Errorf("mcp_tasks: lease: must be between %s and %s, got %s", taskproxy.MinLeaseTTL, taskproxy.MaxLeaseTTL, l)
 	}
 	return nil
 }

@@ -26,7 +26,10 @@ import (
 var runtimes = caddy.NewUsagePool()
 
 // shutdownGrace is how long closing a runtime waits for its workers to
-// notice and return before the store closes under them.
+// notice and return before the store closes under them, when no drain
+// period applies: a reload that drops a store, or a process stopping whose
+// servers wait for connections for ever (no grace_period) and that sets no
+// drain (a process manager kills it long before tasks end).
 const shutdownGrace = 5 * time.Second
 
 // stoppingSince is when a configuration last announced that it stops
@@ -37,17 +40,40 @@ const shutdownGrace = 5 * time.Second
 // The stores share one grace period, counted from the stopping event.
 var stoppingSince atomic.Int64
 
-// markStopping records that a configuration stops now.
-func markStopping() { stoppingSince.Store(time.Now().UnixNano()) }
+// drainFor is the grace period of a process that exits (Handler.drain of
+// the stopping configuration's handlers, the longest), in nanoseconds; 0
+// while it does not exit.
+var drainFor atomic.Int64
 
-// graceLeft is what is left of the shared grace period: shutdownGrace
-// after the last stopping event, or all of it when none was announced.
+// markStopping records that a configuration stops now; when the process
+// exits, its running tasks get drain to finish (the longest any handler
+// asks for) instead of shutdownGrace.
+func markStopping(exiting bool, drain time.Duration) {
+	stoppingSince.Store(time.Now().UnixNano())
+	if !exiting {
+		return
+	}
+	for {
+		cur := drainFor.Load()
+		if int64(drain) <= cur || drainFor.CompareAndSwap(cur, int64(drain)) {
+			return
+		}
+	}
+}
+
+// graceLeft is what is left of the shared grace period (drainFor when the
+// process exits, else shutdownGrace) after the last stopping event, or all
+// of it when none was announced.
 func graceLeft(now time.Time) time.Duration {
+	period := shutdownGrace
+	if d := time.Duration(drainFor.Load()); d > 0 {
+		period = d
+	}
 	since := stoppingSince.Load()
 	if since == 0 {
-		return shutdownGrace
+		return period
 	}
-	return min(max(shutdownGrace-now.Sub(time.Unix(0, since)), 0), shutdownGrace)
+	return min(max(period-now.Sub(time.Unix(0, since)), 0), period)
 }
 
 // pooledRuntime is the usage pool's value: destructed when the last

@@ -99,6 +99,12 @@ type Config struct {
 	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.
 	SweepInterval time.Duration
+	// LeaseTTL is how long a task's lease lasts; it is renewed every third
+	// of it, and a replica that dies leaves its tasks to the others after
+	// it (plus at most a third of it). 0 means DefaultLeaseTTL; otherwise
+	// between MinLeaseTTL and MaxLeaseTTL. Configurations sharing a
+	// runtime follow the one that started last.
+	LeaseTTL time.Duration
 	// ResumeWait is how long a task taken over or recovered waits, holding
 	// its lease, for its route to serve a request here before the lease is
 	// released for a replica that serves the route (internal/runtime/recover.go); it keeps
@@ -125,6 +131,13 @@ type Config struct {
 	// different handlers must have different routes.
 	Route string
 }
+
+// The lease ttl's default and bounds (Config.LeaseTTL).
+const (
+	DefaultLeaseTTL = runtime.LeaseTTL
+	MinLeaseTTL     = runtime.MinLeaseTTL
+	MaxLeaseTTL     = runtime.MaxLeaseTTL
+)
 
 // DefaultMaxResultBytes is the default Config.MaxResultBytes: 8 MiB, far
 // above what a tool result normally is, and small enough that a task
@@ -169,8 +182,14 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = time.Minute
 	}
+	switch {
+	case cfg.LeaseTTL == 0:
+		cfg.LeaseTTL = DefaultLeaseTTL
+	case cfg.LeaseTTL < MinLeaseTTL || cfg.LeaseTTL > MaxLeaseTTL:
+		return nil, fmt.Errorf("taskproxy: lease ttl %s out of bounds (%s to %s)", cfg.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+	}
 	if cfg.ResumeWait <= 0 {
-		cfg.ResumeWait = 2 * runtime.LeaseTTL
+		cfg.ResumeWait = 2 * cfg.LeaseTTL
 	}
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
@@ -206,7 +225,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		upstream: upstreamState}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
 		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
-		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, Observer: cfg.Observer,
+		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL, Observer: cfg.Observer,
 		RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.sessionLost, Upstream: upstreamState,
 	})

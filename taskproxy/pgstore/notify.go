@@ -40,6 +40,7 @@ const maxPayload = 7900
 const (
 	kindChanged  = 'c'
 	kindProgress = 'p'
+	kindReleased = 'r'
 )
 
 // events is what a store's relays share: how they poll and notify, the
@@ -67,9 +68,12 @@ type relay struct {
 	seq     uint64 // numbers the sealed payloads; the sender's only
 	guard   replayGuard
 	out     chan task.TaskEvent
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// unsent counts the events queued and not yet through NOTIFY (or
+	// dropped), so that Close sends what was queued before it.
+	unsent atomic.Int64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // RelayEvents starts carrying events between hub and the other replicas on
@@ -109,14 +113,24 @@ func (r *relay) Send(ev task.TaskEvent) {
 	if r.s.noNotify {
 		return
 	}
+	r.unsent.Add(1)
 	select {
 	case r.out <- ev:
 	default:
+		r.unsent.Add(-1)
 	}
 }
 
-// Close stops the listener, the sender and the poller.
+// closeFlush bounds how long Close waits for queued events to go out.
+const closeFlush = 2 * time.Second
+
+// Close sends the events queued so far (for up to closeFlush: a process
+// that stops announces what it released last), then stops the listener,
+// the sender and the poller.
 func (r *relay) Close() error {
+	for end := time.Now().Add(closeFlush); !r.s.noNotify && r.unsent.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	r.cancel()
 	r.wg.Wait()
 	return nil
@@ -126,8 +140,11 @@ func (r *relay) Close() error {
 // params are dropped; the worker's own process still gets them).
 func (r *relay) payload(ev task.TaskEvent) (string, bool) {
 	kind, params := byte(kindChanged), []byte(nil)
-	if ev.Kind == task.EventProgress {
+	switch ev.Kind {
+	case task.EventProgress:
 		kind, params = kindProgress, ev.Params
+	case task.EventReleased:
+		kind = kindReleased
 	}
 	if sealedLen(ev.TaskID, params) > maxPayload {
 		return "", false
@@ -155,6 +172,7 @@ func (r *relay) sendLoop() {
 		}
 		batch = batch[:0]
 		clear(seen)
+		taken := 1
 		add := func(ev task.TaskEvent) {
 			key := string(ev.Kind) + "|" + ev.TaskID + "|" + string(ev.Params)
 			if seen[key] {
@@ -170,18 +188,19 @@ func (r *relay) sendLoop() {
 		for len(batch) < cap(batch) {
 			select {
 			case ev = <-r.out:
+				taken++
 				add(ev)
 			default:
 				break more
 			}
 		}
-		if len(batch) == 0 {
-			continue
+		if len(batch) > 0 {
+			ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+			_, err := r.s.pool.Exec(ctx, q, r.channel, batch)
+			cancel()
+			_ = err // lost: the receivers' polling finds the change
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
-		_, err := r.s.pool.Exec(ctx, q, r.channel, batch)
-		cancel()
-		_ = err // lost: the receivers' polling finds the change
+		r.unsent.Add(-int64(taken))
 	}
 }
 
@@ -261,6 +280,8 @@ func (r *relay) deliver(payload string) {
 		r.hub.Deliver(task.TaskEvent{TaskID: ev.id, Kind: task.EventChanged})
 	case kindProgress:
 		r.hub.Deliver(task.TaskEvent{TaskID: ev.id, Kind: task.EventProgress, Params: ev.params})
+	case kindReleased:
+		r.hub.Deliver(task.TaskEvent{TaskID: ev.id, Kind: task.EventReleased})
 	}
 }
 

@@ -119,3 +119,37 @@ func TestRelayReconnects(t *testing.T) {
 	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventChanged})
 	awaitChanged(t, sub, "an event after the reconnect")
 }
+
+// A lease released by a process that stops is announced to the other
+// replicas' takeover passes (Hub.Released), not to the task's subscribers;
+// an announcement queued just before the relay closes still goes out.
+func TestRelayReleasedBeforeClose(t *testing.T) {
+	schema := newSchema(t)
+	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.RelayEvents(runtime.NewHub())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := relayed(t, schema)
+	sub := b.Subscribe("task-1")
+	defer sub.Close()
+
+	r.Send(task.TaskEvent{TaskID: "task-1", Kind: task.EventReleased})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Released():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the release queued before Close did not reach the other replica")
+	}
+	select {
+	case <-sub.Changed:
+		t.Error("a release woke the task's subscribers")
+	default:
+	}
+}

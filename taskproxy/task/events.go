@@ -22,6 +22,11 @@ const (
 	// are the notification's params. Relays may drop progress whose params
 	// are too large to carry between processes.
 	EventProgress EventKind = "progress"
+	// EventReleased: a process that stops released the task's lease while
+	// the task still runs; the processes that take over tasks look for it
+	// at once rather than at their next pass. Its subscribers are not
+	// woken: the record is unchanged.
+	EventReleased EventKind = "released"
 )
 
 // TaskEvent is something that happened to a task.

@@ -119,6 +119,9 @@ type Health struct {
 	// Recovered: the recovery pass after the start (taking over, re-running
 	// or failing the tasks a previous process left running) is done.
 	Recovered bool `json:"recovered"`
+	// Draining: the process stops and takes no new tasks (Drain); a load
+	// balancer should send them elsewhere.
+	Draining bool `json:"draining,omitempty"`
 	// Upstreams is the last known state of the upstream of each route
 	// serving on the store. It does not count in Healthy: an upstream
 	// that is down fails calls, but the store still serves its tasks.
@@ -135,9 +138,11 @@ type RouteUpstream struct {
 // healthProbeTimeout bounds the health probe's read of the store.
 const healthProbeTimeout = 5 * time.Second
 
-// Healthy reports whether the store is open, reachable and writable and
-// recovery is done.
-func (h Health) Healthy() bool { return h.Open && h.Reachable && h.Writable && h.Recovered }
+// Healthy reports whether the store is open, reachable and writable,
+// recovery is done, and the process is not draining.
+func (h Health) Healthy() bool {
+	return h.Open && h.Reachable && h.Writable && h.Recovered && !h.Draining
+}
 
 // Health reads the store once (a lookup of an id that cannot exist) and
 // reports the runtime's state.
@@ -150,7 +155,8 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 			return Health{Error: err.Error()}
 		}
 	}
-	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load(), Upstreams: rt.routes.upstreams()}
+	h := Health{Open: rt.Ready(), Workers: rt.RunningWorkers(), Recovered: rt.recovered.Load(), Draining: rt.Drain.Draining(),
+		Upstreams: rt.routes.upstreams()}
 	if !h.Open {
 		h.Error = task.ErrNotReady.Error()
 		return h

@@ -45,3 +45,23 @@ func TestHealthAsksWhetherTheStoreTakesWrites(t *testing.T) {
 		})
 	}
 }
+
+// A process that drains is not healthy: a load balancer that checks it
+// sends new tasks elsewhere while the running ones finish.
+func TestHealthWhileDraining(t *testing.T) {
+	rt, route := testRouteOn(t, newMemStore(t))
+	if err := route.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := rt.Health(context.Background())
+	for ; !h.Recovered; h = rt.Health(context.Background()) { // recovery of an empty store ends at once
+		time.Sleep(time.Millisecond)
+	}
+	if !h.Healthy() || h.Draining {
+		t.Fatalf("health before the drain %+v, want healthy", h)
+	}
+	rt.Drain.Begin()
+	if h = rt.Health(context.Background()); h.Healthy() || !h.Draining || !h.Reachable {
+		t.Errorf("health while draining %+v, want draining and not healthy, the store still reachable", h)
+	}
+}

@@ -37,14 +37,20 @@
 //
 // # Leases
 //
-// A worker holds its task's lease (LeaseTTL, renewed every LeaseRenew), so
-// that a process that dies frees its tasks within LeaseTTL:
+// A worker holds its task's lease (the route's lease ttl, LeaseTTL by
+// default, renewed every third of it: lease.go), so that a process that
+// dies frees its tasks within the ttl:
 //
 //	free ──Acquire──► held by this process ──renew──► held ...
-//	                       │ clean stop: released (ttl 0)
+//	                       │ clean stop: released (ttl 0), announced
 //	                       │ process dies: expires
 //	                       ▼
 //	expired ──Acquire by recovery or another replica's takeover──► held
+//
+// A process that stops drains first (Drain): it creates no task and takes
+// none over while its workers finish; Close then releases the leases of
+// what is left and announces the release (task.EventReleased), on which the
+// other replicas' takeover passes run at once.
 //
 // A task whose lease expired is recovered through the route that created
 // it: a tool declared retry_on_restart runs again, a 2026-07-28 task that

@@ -33,6 +33,11 @@ func (h *Hub) Deliver(ev task.TaskEvent) {
 	switch ev.Kind {
 	case task.EventProgress:
 		h.deliverProgress(ev.TaskID, ev.Params)
+	case task.EventReleased:
+		select {
+		case h.released <- struct{}{}:
+		default:
+		}
 	default:
 		h.deliverChanged(ev.TaskID)
 	}

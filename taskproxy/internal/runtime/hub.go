@@ -18,6 +18,9 @@ type Hub struct {
 	subs map[string]map[*Subscription]struct{}
 	// relay carries events to other processes sharing the store (events.go).
 	relay atomic.Pointer[task.EventRelay]
+	// released receives a value when a task's lease was released
+	// (task.EventReleased); those that come before it is taken coalesce.
+	released chan struct{}
 }
 
 // Subscription receives the events of one task.
@@ -34,7 +37,13 @@ type Subscription struct {
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{subs: map[string]map[*Subscription]struct{}{}} }
+func NewHub() *Hub {
+	return &Hub{subs: map[string]map[*Subscription]struct{}{}, released: make(chan struct{}, 1)}
+}
+
+// Released receives a value when a lease was released somewhere (an
+// event of task.EventReleased), for the takeover pass.
+func (h *Hub) Released() <-chan struct{} { return h.released }
 
 // Subscribe starts receiving the events of the given tasks; call Close when
 // done.

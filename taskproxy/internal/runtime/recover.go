@@ -68,7 +68,7 @@ func (rt *Runtime) recover() {
 			if _, running := rt.workers.get(t.ID); running || t.Lease.Holder == holder {
 				continue // started by this process
 			}
-			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), LeaseTTL)
+			claimed, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), rt.Leases.TTL())
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
@@ -153,7 +153,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			return
 		}
 		if !rs.resume() { // its lease was released: take it again, if no one else did
-			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), Now(), LeaseTTL)
+			rec, err := rt.Store.Acquire(rt.ctx, t.Owner, t.ID, rt.Store.Holder(), Now(), rt.Leases.TTL())
 			rt.resuming.CompareAndDelete(t.ID, rs)
 			switch {
 			case err == nil:

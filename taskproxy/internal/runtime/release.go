@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Releasing leases. A lease that this process gives up while it lives (at a
@@ -57,6 +59,9 @@ func (rt *Runtime) releaseLeftBehind(left map[string]string) {
 		}
 		if rt.releaseLease(ctx, owner, id) == nil {
 			released++
+			// Through the relay, before it closes: the other replicas'
+			// takeover passes run now, not a lease renewal period later.
+			rt.Hub.Publish(ctx, task.TaskEvent{TaskID: id, Kind: task.EventReleased})
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			break // the rest run out as a dead replica's do

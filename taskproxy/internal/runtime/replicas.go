@@ -40,9 +40,6 @@ const MsgReplicaRerun = "re-running the call after the gateway replica running i
 // the route that created it.
 const MsgReplicaRouteGone = "the gateway replica running the call stopped, and the route that created the task is not configured on the replica that took it over; the upstream result is unknown"
 
-// takeoverInterval spaces the passes that take over tasks of dead replicas.
-const takeoverInterval = LeaseRenew
-
 // openShared attaches the store's event relay to the hub and starts the
 // takeover loop, when the store is shared between processes.
 func (rt *Runtime) openShared() error {
@@ -136,34 +133,38 @@ func (m maintainer) renewResuming() {
 				route.log.Info("released the lease of a task whose route served no request here", zap.String("task", id))
 			}
 		default:
-			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, LeaseTTL)
+			_, _ = rt.Store.Acquire(rt.ctx, rs.owner, id, rt.Store.Holder(), now, rt.Leases.TTL())
 		}
 		rs.mu.Unlock()
 		return rt.ctx.Err() == nil
 	})
 }
 
-// takeoverLoop takes over the tasks of dead replicas every
-// takeoverInterval, once the first recovery pass is done, and not while
-// the store was failing a lease's length ago (takeoverQuiet): while the
-// store was unavailable, live replicas could not renew their leases
-// either, and they renew them within that once it is back.
+// takeoverLoop takes over the tasks of dead replicas every lease renewal
+// period (Leases.Renew), and at once when a replica that stops announces
+// leases it released (task.EventReleased); once the first recovery pass
+// is done, and not while the store was failing a lease's length ago
+// (takeoverQuiet): while the store was unavailable, live replicas could
+// not renew their leases either, and they renew them within that once it
+// is back. A process that drains takes nothing over: it is about to stop.
 func (m maintainer) takeoverLoop() {
 	rt := m.rt
 	defer rt.loops.Done()
-	tick := time.NewTicker(takeoverInterval)
+	tick := time.NewTimer(rt.Leases.Renew())
 	defer tick.Stop()
 	for {
 		select {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
+		case <-rt.Hub.Released(): // a stopping replica let tasks go: take them now
 		}
-		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !rt.takeoverQuiet.quiet(now) {
+		tick.Reset(rt.Leases.Renew())
+		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !rt.Drain.Draining() && !rt.takeoverQuiet.quiet(now) {
 			if _, err := rt.TakeOver(now); err != nil {
 				// From the pass's end: a listing that failed slowly
 				// (a store timing out) took part of the period already.
-				rt.takeoverQuiet.troubled(Now())
+				rt.takeoverQuiet.troubled(Now(), rt.Leases.TTL())
 			}
 		}
 	}
@@ -174,7 +175,7 @@ func (m maintainer) takeoverLoop() {
 // run again, 2026-07-28 tasks waiting for input wait on here, the others
 // fail with MsgReplicaLost. The lease's compare-and-set (Acquire) decides
 // between replicas racing for one task, so none runs twice. It returns how
-// many it claimed.
+// many it claimed. A process that drains (Drain) claims none.
 //
 // A store that lists expired leases alone (ExpiredLeaseLister) is asked
 // for those; otherwise each pass reads every active task (ListActive),
@@ -207,7 +208,10 @@ func (rt *Runtime) TakeOver(now time.Time) (int, error) {
 			if _, resuming := rt.resuming.Load(t.ID); resuming {
 				continue
 			}
-			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), LeaseTTL)
+			if rt.Drain.Draining() {
+				return claimed, nil // stopping: the other replicas take them
+			}
+			rec, err := rt.Store.Acquire(ctx, t.Owner, t.ID, holder, Now(), rt.Leases.TTL())
 			if err != nil {
 				continue // another replica was faster, or the task ended
 			}

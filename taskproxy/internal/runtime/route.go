@@ -35,6 +35,9 @@ type RouteConfig struct {
 	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the sweeps of expired tasks.
 	SweepInterval time.Duration
+	// LeaseTTL is how long a worker's lease lasts (lease.go); 0 means
+	// LeaseTTL.
+	LeaseTTL time.Duration
 	// Observer counts lifecycle events; nil ignores them.
 	Observer task.Observer
 	// Logger and AuditLogger receive the route's logs; never nil.

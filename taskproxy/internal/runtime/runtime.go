@@ -61,6 +61,10 @@ type Runtime struct {
 	// OutcomeBackoff spaces the retries of an outcome write (storeOutcome);
 	// tests shorten it.
 	OutcomeBackoff []time.Duration
+	// Leases answers the lease timing in force (lease.go).
+	Leases Leases
+	// Drain is set while the process stops (lease.go).
+	Drain Drain
 }
 
 // routeBase is what work that starts without a client request (re-runs
@@ -79,8 +83,9 @@ type servedRequest struct {
 	next http.Handler
 }
 
-// Lease timing: a worker's lease lasts LeaseTTL and is renewed every
-// LeaseRenew, so a process that dies frees its tasks within LeaseTTL.
+// Lease timing by default: a worker's lease lasts LeaseTTL and is renewed
+// every LeaseRenew, so a process that dies frees its tasks within LeaseTTL.
+// A route may set another ttl (RouteConfig.LeaseTTL, lease.go).
 const (
 	LeaseTTL   = 30 * time.Second
 	LeaseRenew = 10 * time.Second
@@ -94,9 +99,11 @@ const (
 // keeps.
 func New(store task.Store, open func() (task.Store, error), render Renderer) *Runtime {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	routes := newRouteTable()
 	return &Runtime{Store: store, openStore: open, Hub: NewHub(), workers: newWorkerTable(),
 		views: viewCache{render: render}, ctx: ctx, cancel: cancel,
-		routes:         newRouteTable(),
+		routes:         routes,
+		Leases:         Leases{routes: routes},
 		OutcomeBackoff: defaultOutcomeBackoff}
 }
 
@@ -147,8 +154,10 @@ var errShutdown = errors.New("gateway shutting down")
 // tasks stay as they are in the store, for recovery at the next start or
 // another replica's takeover, their leases released), waits briefly for
 // them to return, and closes the store. A runtime that
-// never started has nothing running and closes at once.
+// never started has nothing running and closes at once. Close drains
+// (Drain): from its call on, no task is created or taken over here.
 func (rt *Runtime) Close(grace time.Duration) error {
+	rt.Drain.Begin()
 	rt.mu.Lock()
 	rt.closed = true
 	started := rt.opened.Load()
@@ -236,7 +245,7 @@ func (route *Route) Served(r *http.Request, next http.Handler) {
 func (m maintainer) renewLeases() {
 	rt := m.rt
 	defer rt.loops.Done()
-	tick := time.NewTicker(LeaseRenew)
+	tick := time.NewTimer(rt.Leases.Renew())
 	defer tick.Stop()
 	for {
 		select {
@@ -244,11 +253,13 @@ func (m maintainer) renewLeases() {
 			return
 		case <-tick.C:
 		}
+		ttl := rt.Leases.TTL()
+		tick.Reset(LeaseRenewOf(ttl)) // the route in charge may have changed it
 		for id, run := range rt.workers.snapshot() {
 			// Bounded: one renewal stuck on a failing store must not hold
 			// the others past their leases' end.
-			ctx, cancel := context.WithTimeout(rt.ctx, renewTimeout)
-			_, err := rt.Store.Acquire(ctx, run.owner, id, rt.Store.Holder(), Now(), LeaseTTL)
+			ctx, cancel := context.WithTimeout(rt.ctx, min(renewTimeout, LeaseRenewOf(ttl)))
+			_, err := rt.Store.Acquire(ctx, run.owner, id, rt.Store.Holder(), Now(), ttl)
 			cancel()
 			switch {
 			case errors.Is(err, task.ErrLeaseHeld):
@@ -256,7 +267,7 @@ func (m maintainer) renewLeases() {
 			case err != nil && !outcomeSettled(err) && rt.ctx.Err() == nil:
 				// Other replicas' renewals fail as well: their leases
 				// may lapse meanwhile, through no death of theirs.
-				rt.takeoverQuiet.troubled(Now())
+				rt.takeoverQuiet.troubled(Now(), ttl)
 			}
 		}
 		m.renewResuming()

@@ -9,7 +9,7 @@ import (
 // store fail. A lease expires when its replica cannot renew it, and a
 // store outage stops every replica renewing: once the store is back, a
 // lease that expired during the outage says nothing about its replica,
-// which renews it within LeaseRenew. So for a lease's length after the
+// which renews it within a third of it. So for a lease's length after the
 // last failure this process saw (a takeover pass that could not list, a
 // renewal of its own leases that failed) it takes nothing over. The
 // failures of renewals count too: a takeover pass may fall entirely
@@ -20,9 +20,9 @@ type takeoverQuiet struct {
 }
 
 // troubled records a store failure seen at now: the quiet period lasts
-// until a lease's length after it (it is only ever extended).
-func (q *takeoverQuiet) troubled(now time.Time) {
-	end := now.Add(LeaseTTL).UnixNano()
+// until a lease's length (ttl) after it (it is only ever extended).
+func (q *takeoverQuiet) troubled(now time.Time, ttl time.Duration) {
+	end := now.Add(ttl).UnixNano()
 	for {
 		cur := q.until.Load()
 		if cur >= end || q.until.CompareAndSwap(cur, end) {

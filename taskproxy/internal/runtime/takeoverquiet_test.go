@@ -24,7 +24,7 @@ func TestTakeoverQuiet(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var q takeoverQuiet
 			for _, d := range tt.troubled {
-				q.troubled(t0.Add(d))
+				q.troubled(t0.Add(d), LeaseTTL)
 			}
 			if got := q.quiet(t0.Add(tt.at)); got != tt.want {
 				t.Errorf("quiet at +%s = %v, want %v", tt.at, got, tt.want)

@@ -62,7 +62,7 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 		ID: id, Owner: c.Caller.Owner, Principal: c.Caller.Principal, Tenant: c.Caller.Tenant, Status: task.StatusWorking,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: c.PollInterval,
 		Era: era, Tool: tool, Params: params, UpstreamID: jsonrpc.UpstreamCallID(id, 1), Round: 1,
-		Lease:    task.Lease{Holder: c.Runtime.Store.Holder(), Expires: now.Add(runtime.LeaseTTL)},
+		Lease:    task.Lease{Holder: c.Runtime.Store.Holder(), Expires: now.Add(c.Runtime.Leases.TTL())},
 		Endpoint: c.R.URL.RequestURI(), Host: c.R.Host, Headers: runtime.RoutingHeaders(c.R),
 		Route: c.RouteName, UpstreamTask: c.Tools.UpstreamRunsTask(tool),
 	}
@@ -112,10 +112,14 @@ func (c *Exchange) StartTask(t *task.Task) {
 	c.Route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
 }
 
-// CheckQuota refuses a new task when the caller has too many active ones.
-// A create with an idempotency key is left to the store, which answers a
-// repeat with its task even at the quota.
+// CheckQuota refuses a new task when the process is stopping (Draining)
+// or the caller has too many active ones. A create with an idempotency key
+// is left to the store, which answers a repeat with its task even at the
+// quota.
 func (c *Exchange) CheckQuota() *jsonrpc.Error {
+	if c.Runtime.Drain.Draining() {
+		return c.Draining()
+	}
 	ctx, owner := c.R.Context(), c.Owner
 	if c.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.R, c.Msg.Params) {
 		return nil
@@ -128,6 +132,23 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}
 	return nil
+}
+
+// MsgDraining is the error message of a call that would become a task on
+// a process that stops.
+const MsgDraining = "the gateway is stopping and takes no new tasks; retry the call (another replica takes it)"
+
+// Draining answers a call that would become a task on a process that
+// stops: HTTP 503 with Retry-After (where the status is still to be sent),
+// which a load balancer retries on another replica, and a JSON-RPC error
+// that says to retry. Nothing reached the upstream.
+func (e *Env) Draining() *jsonrpc.Error {
+	if e.Observer != nil {
+		e.Observer.Refused("draining")
+	}
+	err := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgDraining)
+	err.Unavailable = true
+	return err
 }
 
 // QuotaRefused counts and answers a create over a bound (err, a
