@@ -21,7 +21,8 @@ import (
 
 // A task store that cannot work until an operator changes something (a
 // storage directory under a file or on a read-only filesystem, a database
-// that does not exist, credentials the server refuses) fails caddy
+// that does not exist, credentials the server refuses, a user that may not
+// create the schema) fails caddy
 // validate, caddy run and caddy reload, with a message that names the
 // directory or database and says what to do, instead of a Caddy that
 // answers 503 "task store unavailable" to every request. A database that is
@@ -73,6 +74,12 @@ func TestStoreFailsEarly(t *testing.T) {
 		{"a role the server refuses", func(t *testing.T) (string, string) {
 			return "storage postgres " + withDSNParam(t, dsn, "user", "no_such_role_e2e"), ""
 		}, []string{`database "` + db.Config().Database + `"`, `user "no_such_role_e2e"`, "28000", "correct the user or password"}},
+		{"a user that may not create the schema", func(t *testing.T) (string, string) {
+			role := fmt.Sprintf("noschema_%d", os.Getpid())
+			postgresServerExec(t, "CREATE ROLE "+role+" LOGIN")
+			t.Cleanup(func() { postgresServerExec(t, "DROP ROLE IF EXISTS "+role) })
+			return "storage postgres " + withDSNParam(t, dsn, "user", role), ""
+		}, []string{`schema "mcp_tasks" does not exist and the user may not create it`, "AUTHORIZATION"}},
 		{"a wrong password", func(t *testing.T) (string, string) {
 			role := passwordRole(t)
 			secret := "wrong-pw-5e1c"

@@ -13,12 +13,20 @@ import (
 // runs on (PostgreSQL 12).
 var ErrServerTooOld = errors.New("server too old")
 
+// ErrSchemaPrivilege is the error of a user that may not create the
+// store's schema, or its tables in it.
+var ErrSchemaPrivilege = errors.New("insufficient privilege for the schema")
+
 // Check connects once to the database of dsn, reads the server's version
-// and disconnects: it creates, changes and locks nothing, so a
-// configuration can be checked (caddy validate, a reload) without side
-// effects. Its error, like Open's, tells with Permanent whether trying
-// again can help. ctx bounds the attempt.
-func Check(ctx context.Context, dsn string) error {
+// and whether the user may create schema (Empty: DefaultSchema) or, when it
+// exists, its tables, and disconnects: it creates, changes and locks
+// nothing, so a configuration can be checked (caddy validate, a reload)
+// without side effects. Its error, like Open's, tells with Permanent
+// whether trying again can help. ctx bounds the attempt.
+func Check(ctx context.Context, dsn, schema string) error {
+	if schema == "" {
+		schema = DefaultSchema
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("pgstore: parsing the DSN: %w", err) // pgx redacts the password from its message
@@ -33,14 +41,38 @@ func Check(ctx context.Context, dsn string) error {
 	if err := conn.QueryRow(ctx, serverVersionQuery).Scan(&num, &version); err != nil {
 		return fmt.Errorf("pgstore: reading the server's version: %w", err)
 	}
-	return serverSupported(num, version)
+	if err := serverSupported(num, version); err != nil {
+		return err
+	}
+	return checkSchema(ctx, conn, schema)
+}
+
+// checkSchema reports a user that may not create schema (CREATE on the
+// database) when it does not exist, or may not use it and create tables in
+// it (USAGE and CREATE on it) when it does: Open would fail on it at every
+// start.
+func checkSchema(ctx context.Context, conn *pgx.Conn, schema string) error {
+	var exists, allowed bool
+	err := conn.QueryRow(ctx, `SELECT n.oid IS NOT NULL,
+		CASE WHEN n.oid IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+		ELSE has_schema_privilege(n.oid, 'USAGE') AND has_schema_privilege(n.oid, 'CREATE') END
+		FROM (SELECT 1) one LEFT JOIN pg_namespace n ON n.nspname = $1`, schema).Scan(&exists, &allowed)
+	switch {
+	case err != nil:
+		return fmt.Errorf("pgstore: reading the privileges on schema %s: %w", pgx.Identifier{schema}.Sanitize(), err)
+	case allowed:
+		return nil
+	case exists:
+		return fmt.Errorf("pgstore: the user may not use schema %s and create tables in it: %w", pgx.Identifier{schema}.Sanitize(), ErrSchemaPrivilege)
+	}
+	return fmt.Errorf("pgstore: schema %s does not exist and the user may not create it: %w", pgx.Identifier{schema}.Sanitize(), ErrSchemaPrivilege)
 }
 
 // Permanent reports whether err, from Check or Open, will come again on
 // every try until an operator changes the configuration or the server, and
 // if so what to do. A database that does not exist, credentials the server
-// refuses, a user without the right to connect, a server older than 12 and
-// a DSN that does not parse are permanent. Everything else (a server that
+// refuses, a user without the right to connect or to create the schema, a
+// server older than 12 and a DSN that does not parse are permanent. Everything else (a server that
 // refuses connections, is starting or shutting down, has no connection
 // slot free, does not answer in time) may pass, and is not.
 func Permanent(err error) (fix string, permanent bool) {
@@ -51,6 +83,8 @@ func Permanent(err error) (fix string, permanent bool) {
 		return "", false
 	case errors.Is(err, ErrServerTooOld):
 		return "upgrade PostgreSQL to version 12 or later", true
+	case errors.Is(err, ErrSchemaPrivilege):
+		return "create the schema for the user (CREATE SCHEMA … AUTHORIZATION …), or GRANT CREATE ON DATABASE … TO the user", true
 	case errors.As(err, &parseErr):
 		return "correct the DSN (a postgres:// URL or libpq key=value pairs)", true
 	case errors.As(err, &pgErr):
@@ -59,8 +93,8 @@ func Permanent(err error) (fix string, permanent bool) {
 			return "create the database (CREATE DATABASE … OWNER …) or correct the database name in the DSN", true
 		case "28P01", "28000": // invalid_password, invalid_authorization_specification
 			return "correct the user or password in the DSN (or the server's pg_hba.conf)", true
-		case "42501": // insufficient_privilege: no CONNECT on the database
-			return "grant the user CONNECT on the database", true
+		case "42501": // insufficient_privilege: no CONNECT on the database, no CREATE for the schema
+			return "grant the user the privilege it lacks (CONNECT on the database; CREATE on the database, or a schema of its own)", true
 		}
 	}
 	return "", false

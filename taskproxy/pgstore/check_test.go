@@ -2,9 +2,13 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
 )
@@ -34,7 +38,7 @@ func TestCheckClassifies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := pgstore.Check(ctx, c.dsn())
+			err := pgstore.Check(ctx, c.dsn(), "")
 			fix, permanent := pgstore.Permanent(err)
 			if c.name == "the test database" {
 				if err != nil {
@@ -53,5 +57,49 @@ func TestCheckClassifies(t *testing.T) {
 	old := pgstore.ServerSupported(110000, "11.22")
 	if fix, permanent := pgstore.Permanent(old); !permanent || !strings.Contains(fix, "upgrade") {
 		t.Errorf("Permanent(%v) = %q, %v; want an upgrade", old, fix, permanent)
+	}
+}
+
+// Check finds a user that Open would fail for at every start because it may
+// not create the store's schema or its tables, and passes one that owns its
+// schema though it may not create schemas.
+func TestCheckSchemaPrivileges(t *testing.T) {
+	ctx := context.Background()
+	role := fmt.Sprintf("chk_%d_%d", os.Getpid(), schemas.Add(1))
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	owned, usable := newSchema(t), newSchema(t) // dropped before the role
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{owned}.Sanitize()+" AUTHORIZATION "+role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{usable}.Sanitize()+"; GRANT USAGE ON SCHEMA "+pgx.Identifier{usable}.Sanitize()+" TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, schema string
+		permanent    bool
+	}{
+		{"its own schema", owned, false},
+		{"a schema it may not create", fmt.Sprintf("missing_%s", role), true},
+		{"a schema it may use but not create tables in", usable, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := pgstore.Check(ctx, dsnAs(t, role), c.schema)
+			fix, permanent := pgstore.Permanent(err)
+			if c.permanent != permanent || (permanent && !strings.Contains(fix, "AUTHORIZATION")) || (!c.permanent && err != nil) {
+				t.Errorf("Check: %v; Permanent = %q, %v; want permanent %v", err, fix, permanent, c.permanent)
+			}
+			if !c.permanent {
+				return
+			}
+			// Open fails on it as well, at every start.
+			s, err := pgstore.Open(ctx, pgstore.Options{DSN: dsnAs(t, role), Schema: c.schema, MaxConns: 2})
+			if err == nil {
+				_ = s.Close()
+				t.Error("Open succeeded where Check refused")
+			}
+		})
 	}
 }
