@@ -22,7 +22,7 @@ import (
 // A task store that cannot work until an operator changes something (a
 // storage directory under a file or on a read-only filesystem, a database
 // that does not exist, credentials the server refuses, a user that may not
-// create the schema) fails caddy
+// create the schema, a schema a newer gateway migrated) fails caddy
 // validate, caddy run and caddy reload, with a message that names the
 // directory or database and says what to do, instead of a Caddy that
 // answers 503 "task store unavailable" to every request. A database that is
@@ -80,6 +80,14 @@ func TestStoreFailsEarly(t *testing.T) {
 			t.Cleanup(func() { postgresServerExec(t, "DROP ROLE IF EXISTS "+role) })
 			return "storage postgres " + withDSNParam(t, dsn, "user", role), ""
 		}, []string{`schema "mcp_tasks" does not exist and the user may not create it`, "AUTHORIZATION"}},
+		{"a schema a newer gateway migrated", func(t *testing.T) (string, string) {
+			if _, err := db.Exec(context.Background(), `CREATE SCHEMA IF NOT EXISTS newer_e2e;
+				CREATE TABLE IF NOT EXISTS newer_e2e.schema_migrations (version integer PRIMARY KEY);
+				INSERT INTO newer_e2e.schema_migrations VALUES (999) ON CONFLICT DO NOTHING`); err != nil {
+				t.Fatal(err)
+			}
+			return "storage postgres {\n\tdsn " + dsn + "\n\tschema newer_e2e\n}", ""
+		}, []string{`schema "newer_e2e" is at version 999`, "upgrade the gateway"}},
 		{"a wrong password", func(t *testing.T) (string, string) {
 			role := passwordRole(t)
 			secret := "wrong-pw-5e1c"

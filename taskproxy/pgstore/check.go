@@ -17,6 +17,10 @@ var ErrServerTooOld = errors.New("server too old")
 // store's schema, or its tables in it.
 var ErrSchemaPrivilege = errors.New("insufficient privilege for the schema")
 
+// ErrSchemaNewer is the error of a schema migrated by a newer gateway than
+// this one.
+var ErrSchemaNewer = errors.New("schema newer than this gateway")
+
 // Check connects once to the database of dsn, reads the server's version
 // and whether the user may create schema (Empty: DefaultSchema) or, when it
 // exists, its tables, and disconnects: it creates, changes and locks
@@ -60,6 +64,8 @@ func checkSchema(ctx context.Context, conn *pgx.Conn, schema string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("pgstore: reading the privileges on schema %s: %w", pgx.Identifier{schema}.Sanitize(), err)
+	case allowed && exists:
+		return checkSchemaVersion(ctx, conn, schema)
 	case allowed:
 		return nil
 	case exists:
@@ -83,6 +89,8 @@ func Permanent(err error) (fix string, permanent bool) {
 		return "", false
 	case errors.Is(err, ErrServerTooOld):
 		return "upgrade PostgreSQL to version 12 or later", true
+	case errors.Is(err, ErrSchemaNewer):
+		return "upgrade the gateway to the version that migrated the schema, or name another schema", true
 	case errors.Is(err, ErrSchemaPrivilege):
 		return "create the schema for the user (CREATE SCHEMA … AUTHORIZATION …), or GRANT CREATE ON DATABASE … TO the user", true
 	case errors.As(err, &parseErr):
@@ -98,4 +106,26 @@ func Permanent(err error) (fix string, permanent bool) {
 		}
 	}
 	return "", false
+}
+
+// checkSchemaVersion reports a schema a newer gateway migrated, which Open
+// refuses.
+func checkSchemaVersion(ctx context.Context, conn *pgx.Conn, schema string) error {
+	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	var migrated bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&migrated); err != nil {
+		return fmt.Errorf("pgstore: looking for %s: %w", table, err)
+	}
+	if !migrated {
+		return nil
+	}
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+table).Scan(&version); err != nil {
+		return fmt.Errorf("pgstore: reading the version of schema %s: %w", pgx.Identifier{schema}.Sanitize(), err)
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("pgstore: schema %s is at version %d, newer than this gateway knows (%d): %w",
+			pgx.Identifier{schema}.Sanitize(), version, SchemaVersion, ErrSchemaNewer)
+	}
+	return nil
 }

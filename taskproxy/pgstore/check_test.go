@@ -103,3 +103,24 @@ func TestCheckSchemaPrivileges(t *testing.T) {
 		})
 	}
 }
+
+// A schema a newer gateway migrated is refused by Check as by Open, and
+// both errors say it will not pass by itself.
+func TestCheckNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	open(t, schema)
+	if err := pgstore.Check(ctx, dsn, schema); err != nil {
+		t.Fatalf("Check of a schema this gateway migrated: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+".schema_migrations (version) VALUES (999)"); err != nil {
+		t.Fatal(err)
+	}
+	checkErr := pgstore.Check(ctx, dsn, schema)
+	_, openErr := pgstore.Open(ctx, pgstore.Options{DSN: dsn, Schema: schema})
+	for what, err := range map[string]error{"Check": checkErr, "Open": openErr} {
+		if fix, permanent := pgstore.Permanent(err); !permanent || !strings.Contains(fix, "upgrade the gateway") || !strings.Contains(err.Error(), "version 999") {
+			t.Errorf("%s: %v; Permanent = %q, %v; want an upgrade of the gateway", what, err, fix, permanent)
+		}
+	}
+}
