@@ -85,14 +85,15 @@ func (p *PostgresStorage) Provision(ctx caddy.Context) error {
 }
 
 // Validate checks the DSN's syntax and the limits, then connects once
-// (for at most postgresCheckTimeout) and reads the server's version,
-// creating and locking nothing. What will not change by itself (a
-// database that does not exist, credentials the server refuses, a user
-// that may not create the schema, a server older than 12) fails the
-// configuration, so caddy run, reload and
-// validate refuse it with the database named and what to do; a server
-// that is down, starting or out of connection slots is only logged, and
-// the store opens when it answers.
+// (for at most postgresCheckTimeout) and reads the server's version, the
+// user's privileges on the schema and the schema's version, creating and
+// locking nothing. What will not change by itself (a database that does
+// not exist, credentials the server refuses, a user that may not create
+// the schema, a schema a newer gateway migrated, a server older than 12)
+// fails the configuration, so caddy run, reload and validate refuse it with
+// the database named and what to do; a server that is down, starting or
+// out of connection slots is only logged, and the store opens when it
+// answers.
 func (p *PostgresStorage) Validate() error {
 	if p.dsn == "" {
 		if p.DSN != "" {

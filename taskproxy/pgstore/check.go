@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,13 +19,13 @@ var ErrServerTooOld = errors.New("server too old")
 var ErrSchemaPrivilege = errors.New("insufficient privilege for the schema")
 
 // ErrSchemaNewer is the error of a schema migrated by a newer gateway than
-// this one.
-var ErrSchemaNewer = errors.New("schema newer than this gateway")
+// this one; its text is what to do.
+var ErrSchemaNewer = errors.New("upgrade the gateway")
 
-// Check connects once to the database of dsn, reads the server's version
-// and whether the user may create schema (Empty: DefaultSchema) or, when it
-// exists, its tables, and disconnects: it creates, changes and locks
-// nothing, so a configuration can be checked (caddy validate, a reload)
+// Check connects once to the database of dsn; reads the server's version,
+// whether the user may create schema (empty: DefaultSchema) or, when it
+// exists, its tables, and the version a gateway migrated it to; and
+// disconnects. It creates, changes and locks nothing, so a configuration can be checked (caddy validate, a reload)
 // without side effects. Its error, like Open's, tells with Permanent
 // whether trying again can help. ctx bounds the attempt.
 func Check(ctx context.Context, dsn, schema string) error {
@@ -39,7 +40,11 @@ func Check(ctx context.Context, dsn, schema string) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: connecting: %w", err)
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(ctx)
+	}()
 	var num int
 	var version string
 	if err := conn.QueryRow(ctx, serverVersionQuery).Scan(&num, &version); err != nil {

@@ -151,7 +151,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return fmt.Errorf("reading the schema version: %w", err)
 		}
 		if current > SchemaVersion {
-			return fmt.Errorf("schema %s is at version %d, newer than this gateway knows (%d): upgrade the gateway: %w", quoted, current, SchemaVersion, ErrSchemaNewer)
+			return fmt.Errorf("schema %s is at version %d, newer than this gateway knows (%d): %w", quoted, current, SchemaVersion, ErrSchemaNewer)
 		}
 		for v := current + 1; v <= SchemaVersion; v++ {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(migrations[v], "{s}", quoted)); err != nil {
