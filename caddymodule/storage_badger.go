@@ -44,6 +44,8 @@ type BadgerStorage struct {
 	// (the store then only notices a filesystem that refuses writes).
 	// Default: 64 MiB.
 	MinFree int64 `json:"min_free,omitempty"`
+
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -56,7 +58,8 @@ func (BadgerStorage) CaddyModule() caddy.ModuleInfo {
 
 // Provision makes the directory absolute: it is the store's identity.
 // Nothing is created or opened here.
-func (b *BadgerStorage) Provision(caddy.Context) error {
+func (b *BadgerStorage) Provision(ctx caddy.Context) error {
+	b.logger = ctx.Logger()
 	if b.Dir == "" {
 		b.Dir = filepath.Join(caddy.AppDataDir(), "mcp_tasks")
 	}
@@ -68,10 +71,28 @@ func (b *BadgerStorage) Provision(caddy.Context) error {
 	return nil
 }
 
-// Validate checks the configuration after Provision.
+// Validate checks the configuration after Provision, and that the
+// directory can hold the store: it, or the nearest directory above it
+// that exists, must be a directory Caddy can create files in (a file is
+// created there and removed; the store is neither opened nor locked). What
+// will not change by itself (a file in the way, no permission, a read-only
+// filesystem) fails the configuration, so caddy run, reload and validate
+// refuse it; anything else (a full disk, say) is only logged, and the store
+// opens when it can.
 func (b *BadgerStorage) Validate() error {
 	if !filepath.IsAbs(b.Dir) {
 		return fmt.Errorf("storage badger: dir %q is not absolute", b.Dir)
+	}
+	err := badgerstore.CheckDir(b.Dir)
+	if err == nil {
+		return nil
+	}
+	if fix, permanent := badgerstore.Permanent(err); permanent {
+		return fmt.Errorf("storage badger: the task store directory %s cannot be used: %w; %s (storage_dir or storage badger dir)", b.Dir, err, fix)
+	}
+	if b.logger != nil {
+		b.logger.Warn("the task store directory cannot be written now; starting anyway, the store opens when it can",
+			zap.String("dir", b.Dir), zap.Error(err))
 	}
 	return nil
 }

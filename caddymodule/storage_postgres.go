@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -29,6 +30,10 @@ func init() {
 // starts; a store that cannot open is tried again at the next request or
 // health probe.
 const postgresOpenTimeout = 10 * time.Second
+
+// postgresCheckTimeout bounds the connection Validate makes to tell a
+// configuration that can never work from a database that is down.
+const postgresCheckTimeout = 5 * time.Second
 
 // PostgresStorage is the task store on PostgreSQL: every Caddy that names
 // the same database and schema sees the same tasks, so several replicas can
@@ -56,7 +61,8 @@ type PostgresStorage struct {
 	// Default: 0, pgx's default (the greater of 4 and the number of CPUs).
 	MaxConns int32 `json:"max_conns,omitempty"`
 
-	dsn string // DSN with its placeholders resolved
+	dsn    string // DSN with its placeholders resolved
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -69,7 +75,8 @@ func (PostgresStorage) CaddyModule() caddy.ModuleInfo {
 
 // Provision resolves the DSN's placeholders and applies defaults. It does
 // not connect.
-func (p *PostgresStorage) Provision(caddy.Context) error {
+func (p *PostgresStorage) Provision(ctx caddy.Context) error {
+	p.logger = ctx.Logger()
 	p.dsn = strings.TrimSpace(caddy.NewReplacer().ReplaceKnown(p.DSN, ""))
 	if p.Schema == "" {
 		p.Schema = pgstore.DefaultSchema
@@ -77,7 +84,16 @@ func (p *PostgresStorage) Provision(caddy.Context) error {
 	return nil
 }
 
-// Validate checks the DSN's syntax (without connecting) and the limits.
+// Validate checks the DSN's syntax and the limits, then connects once
+// (for at most postgresCheckTimeout) and reads the server's version, the
+// user's privileges on the schema and the schema's version, creating and
+// locking nothing. What will not change by itself (a database that does
+// not exist, credentials the server refuses, a user that may not create
+// the schema, a schema a newer gateway migrated, a server older than 12)
+// fails the configuration, so caddy run, reload and validate refuse it with
+// the database named and what to do; a server that is down, starting or
+// out of connection slots is only logged, and the store opens when it
+// answers.
 func (p *PostgresStorage) Validate() error {
 	if p.dsn == "" {
 		if p.DSN != "" {
@@ -92,7 +108,31 @@ func (p *PostgresStorage) Validate() error {
 	if p.MaxConns < 0 {
 		return fmt.Errorf("storage postgres: max_conns: must not be negative, got %d", p.MaxConns)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), postgresCheckTimeout)
+	defer cancel()
+	err := pgstore.Check(ctx, p.dsn, p.Schema)
+	if err == nil {
+		return nil
+	}
+	if fix, permanent := pgstore.Permanent(err); permanent {
+		return fmt.Errorf("storage postgres: %s: %w; %s", p.target(), err, fix)
+	}
+	if p.logger != nil {
+		p.logger.Warn("the task store's database cannot be reached now; starting anyway, the store opens when it answers",
+			zap.String("database", p.target()), zap.Error(err))
+	}
 	return nil
+}
+
+// target names the database the DSN connects to, without the password:
+// database "tasks" on 10.0.0.5:5432 as user "gw".
+func (p *PostgresStorage) target() string {
+	cfg, err := pgxpool.ParseConfig(p.dsn)
+	if err != nil {
+		return redactDSN(p.dsn)
+	}
+	c := cfg.ConnConfig
+	return fmt.Sprintf("database %q on %s as user %q", c.Database, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.User)
 }
 
 // StoreID is a hash of the DSN (it may hold the password) with the schema.

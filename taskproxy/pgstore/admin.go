@@ -115,7 +115,12 @@ func (s *adminLister) GetAny(ctx context.Context, id string) (*task.Task, error)
 	if s.closed.Load() {
 		return nil, task.ErrClosed
 	}
-	r, err := scanRow(s.pool.QueryRow(ctx, s.q.get, id))
+	return readAgain(ctx, s.database, func(q reader) (*task.Task, error) { return s.getAny(ctx, q, id) })
+}
+
+// getAny is GetAny's read of the database, on q.
+func (s *adminLister) getAny(ctx context.Context, q reader, id string) (*task.Task, error) {
+	r, err := scanRow(q.QueryRow(ctx, s.q.get, id))
 	switch {
 	case err == nil:
 		return r.tk, nil
@@ -123,7 +128,7 @@ func (s *adminLister) GetAny(ctx context.Context, id string) (*task.Task, error)
 		return nil, s.fail("reading task "+id, err)
 	}
 	var stoneOwner []byte
-	err = s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
+	err = q.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, task.ErrNotFound

@@ -121,9 +121,21 @@ func (s *lister) List(ctx context.Context, owner, cursor string, limit int) ([]*
 			return nil, "", err
 		}
 	}
-	rows, err := s.pool.Query(ctx, s.q.list, ownerHash(owner), afterNs, afterID, limit+1)
+	p, err := readAgain(ctx, s.database, func(q reader) (page, error) { return s.listPage(ctx, q, owner, afterNs, afterID, limit) })
+	return p.tasks, p.cursor, err
+}
+
+// page is a page of a listing and the cursor of the next.
+type page struct {
+	tasks  []*task.Task
+	cursor string
+}
+
+// listPage is List's read of the database, on q.
+func (s *lister) listPage(ctx context.Context, q reader, owner string, afterNs int64, afterID string, limit int) (page, error) {
+	rows, err := q.Query(ctx, s.q.list, ownerHash(owner), afterNs, afterID, limit+1)
 	if err != nil {
-		return nil, "", s.fail("listing tasks", err)
+		return page{}, s.fail("listing tasks", err)
 	}
 	defer rows.Close()
 	var tasks []*task.Task
@@ -131,24 +143,24 @@ func (s *lister) List(ctx context.Context, owner, cursor string, limit int) ([]*
 	var lastID string
 	for rows.Next() {
 		if len(tasks) == limit {
-			return tasks, s.issueCursor(ownerDomain(owner), lastNs, lastID), nil
+			return page{tasks, s.issueCursor(ownerDomain(owner), lastNs, lastID)}, nil
 		}
 		var record []byte
 		var holder *string
 		var expires *int64
 		if err := rows.Scan(&lastID, &lastNs, &record, &holder, &expires); err != nil {
-			return nil, "", s.fail("listing tasks", err)
+			return page{}, s.fail("listing tasks", err)
 		}
 		t, err := decodeTask(record, holder, expires)
 		if err != nil {
-			return nil, "", s.fail("listing tasks", err)
+			return page{}, s.fail("listing tasks", err)
 		}
 		tasks = append(tasks, t.Summary()) // the same, whether the row had a summary or only its record
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", s.fail("listing tasks", err)
+		return page{}, s.fail("listing tasks", err)
 	}
-	return tasks, "", nil
+	return page{tasks: tasks}, nil
 }
 
 // CountActive returns how many of the owner's tasks are not terminal.
@@ -156,11 +168,13 @@ func (s *lister) CountActive(ctx context.Context, owner string) (int, error) {
 	if s.closed.Load() {
 		return 0, task.ErrClosed
 	}
-	var n int
-	if err := s.pool.QueryRow(ctx, s.q.countActive, ownerHash(owner)).Scan(&n); err != nil {
-		return 0, s.fail("counting active tasks", err)
-	}
-	return n, nil
+	return readAgain(ctx, s.database, func(q reader) (int, error) {
+		var n int
+		if err := q.QueryRow(ctx, s.q.countActive, ownerHash(owner)).Scan(&n); err != nil {
+			return 0, s.fail("counting active tasks", err)
+		}
+		return n, nil
+	})
 }
 
 // ListActive pages through every owner's non-terminal tasks by id, for

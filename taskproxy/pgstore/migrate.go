@@ -102,12 +102,15 @@ func lockKey(schema string) int64 {
 // (queries.go, genericPlans).
 const minServerVersion = 120000
 
+// serverVersionQuery reads the server's version as a number and in words.
+const serverVersionQuery = "SELECT current_setting('server_version_num')::int, current_setting('server_version')"
+
 // checkServer refuses a server older than minServerVersion when the store
 // opens, rather than failing every group of writes later.
 func checkServer(ctx context.Context, pool *pgxpool.Pool) error {
 	var num int
 	var version string
-	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, current_setting('server_version')").Scan(&num, &version); err != nil {
+	if err := pool.QueryRow(ctx, serverVersionQuery).Scan(&num, &version); err != nil {
 		return fmt.Errorf("pgstore: reading the server's version: %w", err)
 	}
 	return serverSupported(num, version)
@@ -117,7 +120,7 @@ func checkServer(ctx context.Context, pool *pgxpool.Pool) error {
 // can hold the store.
 func serverSupported(num int, version string) error {
 	if num < minServerVersion {
-		return fmt.Errorf("pgstore: PostgreSQL %s is older than 12, the oldest this store runs on", version)
+		return fmt.Errorf("pgstore: PostgreSQL %s is older than 12, the oldest this store runs on: %w", version, ErrServerTooOld)
 	}
 	return nil
 }
@@ -148,7 +151,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return fmt.Errorf("reading the schema version: %w", err)
 		}
 		if current > SchemaVersion {
-			return fmt.Errorf("schema %s is at version %d, newer than this gateway knows (%d): upgrade the gateway", quoted, current, SchemaVersion)
+			return fmt.Errorf("schema %s is at version %d, newer than this gateway knows (%d): %w", quoted, current, SchemaVersion, ErrSchemaNewer)
 		}
 		for v := current + 1; v <= SchemaVersion; v++ {
 			if _, err := tx.Exec(ctx, strings.ReplaceAll(migrations[v], "{s}", quoted)); err != nil {

@@ -196,13 +196,18 @@ func (s *taskRows) Get(ctx context.Context, owner, id string) (*task.Task, error
 	if t := s.finished.get(owner, id, time.Now()); t != nil {
 		return t, nil
 	}
-	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
+	return readAgain(ctx, s.database, func(q reader) (*task.Task, error) { return s.get(ctx, q, owner, id) })
+}
+
+// get is Get's read of the database, on q.
+func (s *taskRows) get(ctx context.Context, q reader, owner, id string) (*task.Task, error) {
+	r, err := scanRow(q.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := s.notOwned(ctx, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
+		if err := s.notOwned(ctx, q, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
 			return nil, err
 		}
-		return nil, s.tombstone(ctx, owner, id)
+		return nil, s.tombstone(ctx, q, owner, id)
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
 	}
@@ -212,9 +217,9 @@ func (s *taskRows) Get(ctx context.Context, owner, id string) (*task.Task, error
 
 // notOwned explains why the owner's query found no task id: ErrForeign
 // when it exists (another owner's), ErrNotFound when it does not.
-func (s *taskRows) notOwned(ctx context.Context, id string) error {
+func (s *taskRows) notOwned(ctx context.Context, q reader, id string) error {
 	var exists bool
-	if err := s.pool.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
+	if err := q.QueryRow(ctx, s.q.taskExists, id).Scan(&exists); err != nil {
 		return s.fail("reading task "+id, err)
 	}
 	if exists {
@@ -225,9 +230,9 @@ func (s *taskRows) notOwned(ctx context.Context, id string) error {
 
 // tombstone gives ErrExpired when owner's task id was swept less than a ttl
 // ago, ErrNotFound otherwise (for other owners too).
-func (s *taskRows) tombstone(ctx context.Context, owner, id string) error {
+func (s *taskRows) tombstone(ctx context.Context, q reader, owner, id string) error {
 	var stoneOwner []byte
-	err := s.pool.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
+	err := q.QueryRow(ctx, s.q.tombstone, id, time.Now().UnixNano()).Scan(&stoneOwner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return task.ErrNotFound
@@ -316,7 +321,7 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 		}
 		switch {
 		case errors.Is(err, pgx.ErrNoRows): // the owner is in the query: another's row is never read
-			return nil, s.notOwned(ctx, id)
+			return nil, s.notOwned(ctx, s.pool, id)
 		case err != nil && !s.again(err):
 			return nil, s.fail("updating task "+id, err)
 		case done:

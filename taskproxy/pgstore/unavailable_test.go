@@ -36,3 +36,29 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A read runs again only when its connection broke under it: not when no
+// connection could be made, nor when the statement itself failed.
+func TestLostConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"admin shutdown", fmt.Errorf("reading: %w", &pgconn.PgError{Code: "57P01"}), true},
+		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, true},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
+		{"closed connection", errors.New("conn closed"), true},
+		{"EOF", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true},
+		{"starting up", &pgconn.PgError{Code: "57P03"}, false},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, false},
+		{"no connection made", &pgconn.ConnectError{}, false},
+		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), false},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, false},
+	} {
+		if got := lostConnection(tc.err); got != tc.want {
+			t.Errorf("%s: lostConnection(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
