@@ -97,7 +97,10 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 		// upstream runs itself, whose id was recorded, lives on in the
 		// upstream's session and is followed again below (internal/bridge/task.go).
 		route.failOrphan(ctx, t, why.lost)
-	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
+	case (t.Era == task.Era2026 || t.UpstreamV2026) && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
+		// Its answers go as a retry, or to the upstream's task: nothing
+		// of the call in flight is lost (a 2025-11-25 task following a
+		// 2026-07-28 upstream's, or waiting for input asked before it).
 		route.resume(t, nil, "", why)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
 		route.resume(t, nil, "", why)

@@ -74,28 +74,20 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTaskID == "" {
 		if a == nil {
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
-			return
-		}
-		ev := w.followEvents(a)
-		switch {
-		case ev.Err != nil:
-			route.finishInterrupted(run.Ctx, t, ev.Err)
-			return
-		case ev.Final.Error != nil:
-			route.Finish(t, nil, ev.Final.Error)
-			return
-		}
-		created, ok := ReadV2026Created(ev.Final.Result)
-		if !ok {
-			if upstream.IsInputRequired(ev.Final.Result) {
-				// A multi-round-trip exchange before the task: the
-				// worker's own input loop answers it with retries.
-				t.UpstreamTask, t.UpstreamV2026 = false, false
-				w.work(nil, ev)
+			if !waitsBeforeV2026Task(t) {
+				route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 				return
 			}
-			route.Finish(t, v2026ResultFor(t, ev.Final.Result), nil) // the upstream ran it plainly
+			// Resumed while waiting for input asked before the
+			// upstream's task: the answers go as the call's retry.
+			var err error
+			if a, err = w.retryWithAnswers(t.RoundInputs()); err != nil {
+				route.finishInterrupted(run.Ctx, t, err)
+				return
+			}
+		}
+		created, ok := w.v2026TaskOf(w.followEvents(a)) // input asked before the task: upstreamtask2026_input.go
+		if !ok {
 			return
 		}
 		if !w.recordV2026UpstreamTask(created) {
@@ -287,7 +279,7 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 		}
 		if waiting && rec.Status != task.StatusInputRequired {
 			changed = true
-			if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now()); err != nil {
+			if err := rec.SetStatus(task.StatusInputRequired, InputMessage(rec.Era), Now()); err != nil {
 				return err
 			}
 		}

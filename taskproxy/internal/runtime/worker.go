@@ -396,7 +396,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)
 			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 		}
-		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", Now())
+		return rec.SetStatus(task.StatusInputRequired, MsgV2025Input, Now())
 	})
 	if err != nil {
 		route.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
@@ -460,7 +460,7 @@ func (in *InputRequired) Apply(rec *task.Task, keys []string) ([]string, error) 
 		}
 		return keys, nil
 	}
-	return keys, rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
+	return keys, rec.SetStatus(task.StatusInputRequired, InputMessage(rec.Era), Now())
 }
 
 // maxLoadShedRetries bounds how often an input_required answer without
