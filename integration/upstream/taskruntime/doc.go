@@ -50,6 +50,14 @@
 // signed requestState; one that carries a progressToken is answered as an
 // SSE stream with a notifications/progress per step.
 //
+// # Runtimes that ask first, and undersell their versions
+//
+// [ToolGuarded] answers any call without its answers (task-augmented or
+// not) with an InputRequiredResult before making a task, two rounds, and
+// makes its task (or runs plainly) only when the call comes again with
+// them. With [Options.AcceptV2025Initialize] a 2025-11-25 initialize is
+// answered while server/discover still lists only 2026-07-28.
+//
 // # Restarts
 //
 // With [Options.StateFile] every change is written to the file, and [New]
