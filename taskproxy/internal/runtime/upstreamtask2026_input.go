@@ -72,10 +72,9 @@ func (w *worker) retryWithAnswers(keys []string) (*upstream.Attempt, error) {
 	return a, nil
 }
 
-// waitsBeforeV2026Task reports whether t, resumed without a call in
-// flight or an upstream task's id, waits for input the upstream asked
-// before making its task: the round's requests are in the record (with the
-// upstream's requestState), so the answers can still go as the retry.
-func waitsBeforeV2026Task(t *task.Task) bool {
-	return t.Status == task.StatusInputRequired && len(t.RoundInputs()) > 0
-}
+// waitsBeforeV2026Task reports whether t, without a call in flight or an
+// upstream task's id, waits for input the upstream asked before making its
+// task: the current round's requests are in the record (with the
+// upstream's requestState), answered or not. Starting the retry moves the
+// task to the next round, so a round with requests has not been sent yet.
+func waitsBeforeV2026Task(t *task.Task) bool { return len(t.RoundInputs()) > 0 }
