@@ -68,25 +68,33 @@ type v2026UpstreamTask struct {
 
 // workV2026UpstreamTask runs a task the 2026-07-28 upstream runs: a is the
 // call in flight when the task was made before the upstream answered
-// (task_after passed), nil when the upstream's task id is already known
-// (recorded at creation, or resumed after a restart).
-func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
+// (task_after passed), pending the call's answer when it was taken before
+// the task (input asked before the upstream's task, which the gateway
+// could not record), both nil when the upstream's task id is already
+// known (recorded at creation, or resumed after a restart) or the task
+// waits for input asked before the upstream's task.
+func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Event) {
 	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTaskID == "" {
-		if a == nil {
+		ev := pending
+		if a == nil && ev == nil {
 			if !waitsBeforeV2026Task(t) {
 				route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 				return
 			}
-			// Resumed while waiting for input asked before the
-			// upstream's task: the answers go as the call's retry.
+			// Waiting for input asked before the upstream's task (the
+			// task was made so, or is resumed after a restart): the
+			// answers go as the call's retry.
 			var err error
 			if a, err = w.retryWithAnswers(t.RoundInputs()); err != nil {
 				route.finishInterrupted(run.Ctx, t, err)
 				return
 			}
 		}
-		created, ok := w.v2026TaskOf(w.followEvents(a)) // input asked before the task: upstreamtask2026_input.go
+		if ev == nil {
+			ev = w.followEvents(a)
+		}
+		created, ok := w.v2026TaskOf(ev) // input asked before the task: upstreamtask2026_input.go
 		if !ok {
 			return
 		}

@@ -93,7 +93,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTask && t.UpstreamV2026 {
-		w.workV2026UpstreamTask(a)
+		w.workV2026UpstreamTask(a, pending)
 		return
 	}
 	if t.UpstreamTask {
