@@ -243,7 +243,7 @@ func TestFollowV2026TSSDKv1Client(t *testing.T) {
 		"@modelcontextprotocol/sdk@"+tsSDKVersion)
 	for _, want := range []string{
 		"CONNECTED", "session yes",
-		"TOOLS echo fail_job interview steps",
+		"TOOLS echo fail_job guarded interview steps",
 		`CALL echo OK "echo: from ts"`,
 		`CALL steps OK "Completed 3 steps for ts"`,
 		`CALL fail_job TOOL ERROR "Job failed: simulated tool error"`,

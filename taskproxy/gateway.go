@@ -274,6 +274,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if !g.env.Sessions.Guard(w, r, who.Owner) {
 		return nil
 	}
+	// Checked before the version decides the wire: a reverse-bridge
+	// session speaks 2025-11-25 only, a request naming another version
+	// (2026-07-28 included) is refused rather than served on another wire.
+	if v2025on2026.Owns(r) && v2025on2026.RefuseVersion(w, r) {
+		return nil
+	}
 	if r.Method != http.MethodPost {
 		if taskID, id, ok := v2025.ParseResultResumeID(r.Header.Get("Last-Event-ID")); ok && r.Method == http.MethodGet {
 			x := g.exchange(w, r, next, &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tasks/result"}, who)

@@ -8,6 +8,7 @@
 //
 //	taskruntime-upstream [-addr 127.0.0.1:9200] [-path /mcp] [-control /control/]
 //	    [-state FILE] [-ttl 10m] [-poll 100ms] [-bind Authorization] [-hold tool=step,…]
+//	    [-accept-2025-initialize]
 //
 // -floats writes integers as integral floats (pollIntervalMs 5000.0) and
 // -pickup delays the start of each task's work, as fastmcp-tasks on
@@ -51,12 +52,13 @@ func main() {
 	poll := flag.Duration("poll", taskruntime.DefaultPollInterval, "pollIntervalMs of every task")
 	bind := flag.String("bind", "Authorization", `request header tasks are bound to ("-": none)`)
 	holds := flag.String("hold", "", "comma-separated tool=step holds for new tasks")
+	accept2025 := flag.Bool("accept-2025-initialize", false, "answer a 2025-11-25 initialize (server/discover still lists only 2026-07-28)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := taskruntime.Options{Logger: logger, StateFile: *state, TTL: *ttl, PollInterval: *poll, BindHeader: *bind}
+	opts := taskruntime.Options{Logger: logger, StateFile: *state, TTL: *ttl, PollInterval: *poll, BindHeader: *bind, AcceptV2025Initialize: *accept2025}
 	if err := run(ctx, logger, *addr, *path, *control, *holds, opts); err != nil {
 		logger.Error("taskruntime-upstream failed", "error", err)
 		os.Exit(1)

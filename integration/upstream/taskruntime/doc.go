@@ -55,6 +55,14 @@
 // as integral floats (5000.0), and [Options.PickupDelay] starts each task's
 // work a little after the task answered working.
 //
+// # Runtimes that ask first, and undersell their versions
+//
+// [ToolGuarded] answers any call without its answers (task-augmented or
+// not) with an InputRequiredResult before making a task, two rounds, and
+// makes its task (or runs plainly) only when the call comes again with
+// them. With [Options.AcceptV2025Initialize] a 2025-11-25 initialize is
+// answered while server/discover still lists only 2026-07-28.
+//
 // # Restarts
 //
 // With [Options.StateFile] every change is written to the file, and [New]

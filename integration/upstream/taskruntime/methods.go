@@ -42,20 +42,51 @@ func (s *Server) callTool(x *exchange) (any, *rpcError) {
 	s.mu.Lock()
 	s.obs.calls[p.Name]++
 	s.mu.Unlock()
-	if asTask {
-		return s.createTask(x, spec, p.Arguments), nil
+	given, rerr := s.givenAnswers(spec, p)
+	if rerr != nil {
+		return nil, rerr
 	}
-	return s.runPlain(x, spec, p)
+	if asked, rerr := s.checkGuard(x, spec, given); asked != nil || rerr != nil {
+		return asked, rerr // before any task
+	}
+	if asTask {
+		return s.createTask(x, spec, p.Arguments, given), nil
+	}
+	return s.runPlain(x, spec, p, given)
+}
+
+// givenAnswers are the answers a call carries: those of earlier rounds in
+// its requestState (checked: it comes back from the client), and its
+// inputResponses.
+func (s *Server) givenAnswers(spec *toolSpec, p callParams) (map[string]json.RawMessage, *rpcError) {
+	given := map[string]json.RawMessage{}
+	if p.RequestState != "" {
+		prior, err := openState(s.stateKey, spec.name, p.RequestState)
+		if err != nil {
+			return nil, inBandError(CodeInvalidParams, "invalid requestState: %v", err)
+		}
+		for k, v := range prior {
+			given[k] = v
+		}
+	}
+	for k, v := range p.InputResponses {
+		given[k] = v
+	}
+	return given, nil
 }
 
 // createTask stores the task before answering: a tasks/get for the id
-// resolves as soon as the client has it.
-func (s *Server) createTask(x *exchange, spec *toolSpec, args json.RawMessage) map[string]any {
+// resolves as soon as the client has it. A guarded tool's task starts with
+// the answers its call carried (given), so its work does not ask again.
+func (s *Server) createTask(x *exchange, spec *toolSpec, args json.RawMessage, given map[string]json.RawMessage) map[string]any {
 	now := s.now()
 	t := &record{
 		ID: newTaskID(), Owner: x.owner, Tool: spec.name, Args: args,
 		Status: StatusWorking, StatusMessage: "Task created", CreatedAt: now, UpdatedAt: now,
 		PollMs: s.pollInterval.Milliseconds(),
+	}
+	if spec.guard != nil && len(given) > 0 {
+		t.Answers = given
 	}
 	if s.ttl > 0 {
 		ms := s.ttl.Milliseconds()
@@ -78,20 +109,7 @@ func (s *Server) createTask(x *exchange, spec *toolSpec, args json.RawMessage) m
 }
 
 // runPlain runs a tool inside the call.
-func (s *Server) runPlain(x *exchange, spec *toolSpec, p callParams) (any, *rpcError) {
-	given := map[string]json.RawMessage{}
-	if p.RequestState != "" {
-		prior, err := openState(s.stateKey, spec.name, p.RequestState)
-		if err != nil {
-			return nil, inBandError(CodeInvalidParams, "invalid requestState: %v", err)
-		}
-		for k, v := range prior {
-			given[k] = v
-		}
-	}
-	for k, v := range p.InputResponses {
-		given[k] = v
-	}
+func (s *Server) runPlain(x *exchange, spec *toolSpec, p callParams, given map[string]json.RawMessage) (any, *rpcError) {
 	w := &plainWork{ctx: x.r.Context(), tool: spec.name, key: s.stateKey, given: given}
 	if len(x.meta.progressToken) > 0 {
 		w.sse = &sseWriter{w: x.w, token: x.meta.progressToken}
@@ -102,7 +120,7 @@ func (s *Server) runPlain(x *exchange, spec *toolSpec, p callParams) (any, *rpcE
 	var need *needInput
 	switch {
 	case errors.As(err, &need):
-		result = map[string]any{"resultType": "input_required", "inputRequests": need.requests, "requestState": need.state}
+		result = need.result()
 	case errors.As(err, &rerr):
 	case err != nil:
 		rerr = inBandError(CodeInternalError, "%v", err)

@@ -36,6 +36,11 @@ type needInput struct {
 
 func (*needInput) Error() string { return "input required" }
 
+// result is the InputRequiredResult that asks for n's requests.
+func (n *needInput) result() map[string]any {
+	return map[string]any{"resultType": "input_required", "inputRequests": n.requests, "requestState": n.state}
+}
+
 func (w *plainWork) step(k, n int, d time.Duration) error {
 	if w.sse != nil {
 		w.sse.progress(k, n, fmt.Sprintf("step %d of %d", k, n))

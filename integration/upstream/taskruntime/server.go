@@ -78,6 +78,14 @@ type Options struct {
 	// Modes sets the task mode of tools by name, in place of their own
 	// (ToolInterview required, say: a task-only tool that asks for input).
 	Modes map[string]TaskMode
+
+	// AcceptV2025Initialize makes the runtime answer a 2025-11-25
+	// initialize with an InitializeResult (no session) instead of -32022,
+	// while server/discover still lists only 2026-07-28: a discovery that
+	// undersells, as FastMCP 4's does. Only the handshake is answered;
+	// every other request must be 2026-07-28 as before. Requests
+	// ("initialize") counts the initializes answered.
+	AcceptV2025Initialize bool
 }
 
 // Server is the task runtime. It implements [http.Handler] for the MCP
@@ -95,6 +103,8 @@ type Server struct {
 	now          func() time.Time
 	tools        map[string]*toolSpec
 	toolOrder    []*toolSpec
+	// acceptV2025Init: Options.AcceptV2025Initialize.
+	acceptV2025Init bool
 
 	root  context.Context
 	close context.CancelCauseFunc
@@ -118,6 +128,7 @@ func New(opts Options) (*Server, error) {
 		bindHeader: opts.BindHeader, origins: opts.AllowedOrigins, stateKey: opts.StateKey, now: opts.Now,
 		tools: map[string]*toolSpec{}, tasks: map[string]*record{}, expired: map[string]tombstone{},
 		stops: map[string]context.CancelCauseFunc{}, changed: make(chan struct{}), holds: map[string]int{},
+		acceptV2025Init: opts.AcceptV2025Initialize,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -278,6 +289,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
 		_ = json.Unmarshal(msg.Params, &p) // the requested version is echoed when it can be read
+		if s.acceptV2025Init && p.ProtocolVersion == v2025Version {
+			s.mu.Lock()
+			s.obs.requests[msg.Method]++
+			s.mu.Unlock()
+			writeResult(w, msg.ID, v2025InitializeResult())
+			return
+		}
 		e := protocolError(http.StatusBadRequest, CodeUnsupportedVersion, unsupportedVersionMessage)
 		e.Data = map[string]any{"supported": []string{ProtocolVersion}, "requested": p.ProtocolVersion}
 		writeError(w, msg.ID, s.count(e))
@@ -321,6 +339,20 @@ func (s *Server) discover(*exchange) (any, *rpcError) {
 		"cacheScope":   "public",
 		"_meta":        serverInfo(),
 	}, nil
+}
+
+// v2025Version is the one earlier version whose initialize the runtime
+// answers, with Options.AcceptV2025Initialize.
+const v2025Version = "2025-11-25"
+
+// v2025InitializeResult answers a 2025-11-25 initialize: the same tools
+// capability as server/discover, no session.
+func v2025InitializeResult() map[string]any {
+	return map[string]any{
+		"protocolVersion": v2025Version,
+		"capabilities":    map[string]any{"tools": map[string]any{}},
+		"serverInfo":      map[string]any{"name": "caddy-mcp-tasks-taskruntime", "version": "0.1.0"},
+	}
 }
 
 func (s *Server) listTools(*exchange) (any, *rpcError) {

@@ -56,7 +56,11 @@ type toolSpec struct {
 	mode        TaskMode
 	schema      map[string]any
 	needs       []string
-	run         func(w work, args json.RawMessage) (map[string]any, error)
+	// guard, when set, runs before the tool is run or made a task, on the
+	// answers the call carries; input it asks for is answered with an
+	// InputRequiredResult (guard.go).
+	guard func(w work) error
+	run   func(w work, args json.RawMessage) (map[string]any, error)
 }
 
 func (t *toolSpec) listing() map[string]any {
@@ -96,7 +100,7 @@ func toolSpecs() []*toolSpec {
 			"steps": intProp("number of steps (default 2)"), "stepMs": intProp("milliseconds per step (default 50)"),
 		}),
 		run: runFailJob,
-	}}
+	}, guardedSpec()}
 }
 
 func object(props map[string]any) map[string]any {

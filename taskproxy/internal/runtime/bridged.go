@@ -45,6 +45,19 @@ func sessionLostError(t *task.Task) *jsonrpc.Error {
 // input: its inputRequests are answered with tasks/update.
 const MsgBridgedInput = "The task needs input: answer its inputRequests with tasks/update."
 
+// MsgV2025Input is the status message of a 2025-11-25 task waiting for
+// input: its client answers the requests relayed on tasks/result.
+const MsgV2025Input = "The task needs input: answer the requests on the tasks/result stream."
+
+// InputMessage is the status message of a task of era waiting for input,
+// in the terms of that era's client.
+func InputMessage(era task.Era) string {
+	if era == task.Era2025 {
+		return MsgV2025Input
+	}
+	return MsgBridgedInput
+}
+
 // UpstreamSpeaksV2025 reports whether a task's upstream call is a
 // 2025-11-25 one (server-to-client requests, notifications/cancelled): a
 // 2025-11-25 task's, unless it follows a 2026-07-28 upstream's task (the

@@ -54,8 +54,10 @@
 //
 // A task whose lease expired is recovered through the route that created
 // it: a tool declared retry_on_restart runs again, a 2026-07-28 task that
-// waits for input waits on, a task the upstream runs is followed again by
-// its recorded id, and anything else fails with why (MsgRestarted,
+// waits for input waits on, as does a task waiting for input a 2026-07-28
+// upstream asked before making its task (its retry still to send), a task
+// the upstream runs is followed again by its recorded id, and anything
+// else fails with why (MsgRestarted,
 // MsgReplicaLost, MsgRouteGone). A recovered task waits, holding its lease,
 // until its route serves a request here (its next handler is what the
 // re-run goes through), for up to the route's ResumeWait; then its lease

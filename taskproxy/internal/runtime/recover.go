@@ -97,6 +97,11 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 		// upstream runs itself, whose id was recorded, lives on in the
 		// upstream's session and is followed again below (internal/bridge/task.go).
 		route.failOrphan(ctx, t, why.lost)
+	case t.UpstreamTask && t.UpstreamV2026 && t.UpstreamTaskID == "" && waitsBeforeV2026Task(t):
+		// Input the upstream asked before making its task, the retry not
+		// sent yet: the answers, given already or still to come, go as
+		// the retry (upstreamtask2026_input.go); no call was in flight.
+		route.resume(t, nil, "", why)
 	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
 		route.resume(t, nil, "", why)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again

@@ -107,34 +107,34 @@ func pollEvery(ms int64) time.Duration {
 
 // workV2026UpstreamTask runs a task the 2026-07-28 upstream runs: a is the
 // call in flight when the task was made before the upstream answered
-// (task_after passed), nil when the upstream's task id is already known
-// (recorded at creation, or resumed after a restart).
-func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
+// (task_after passed), pending the call's answer when it was taken before
+// the task (input asked before the upstream's task, which the gateway
+// could not record), both nil when the upstream's task id is already
+// known (recorded at creation, or resumed after a restart) or the task
+// waits for input asked before the upstream's task.
+func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Event) {
 	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTaskID == "" {
-		if a == nil {
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
-			return
-		}
-		ev := w.followEvents(a)
-		switch {
-		case ev.Err != nil:
-			route.finishInterrupted(run.Ctx, t, ev.Err)
-			return
-		case ev.Final.Error != nil:
-			route.Finish(t, nil, ev.Final.Error)
-			return
-		}
-		created, ok := ReadV2026Created(ev.Final.Result)
-		if !ok {
-			if upstream.IsInputRequired(ev.Final.Result) {
-				// A multi-round-trip exchange before the task: the
-				// worker's own input loop answers it with retries.
-				t.UpstreamTask, t.UpstreamV2026 = false, false
-				w.work(nil, ev)
+		ev := pending
+		if a == nil && ev == nil {
+			if !waitsBeforeV2026Task(t) {
+				route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 				return
 			}
-			route.Finish(t, v2026ResultFor(t, ev.Final.Result), nil) // the upstream ran it plainly
+			// Waiting for input asked before the upstream's task (the
+			// task was made so, or is resumed after a restart): the
+			// answers go as the call's retry.
+			var err error
+			if a, err = w.retryWithAnswers(t.RoundInputs()); err != nil {
+				route.finishInterrupted(run.Ctx, t, err)
+				return
+			}
+		}
+		if ev == nil {
+			ev = w.followEvents(a)
+		}
+		created, ok := w.v2026TaskOf(ev) // input asked before the task: upstreamtask2026_input.go
+		if !ok {
 			return
 		}
 		if !w.recordV2026UpstreamTask(created) {
@@ -327,7 +327,7 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 		}
 		if waiting && rec.Status != task.StatusInputRequired {
 			changed = true
-			if err := rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now()); err != nil {
+			if err := rec.SetStatus(task.StatusInputRequired, InputMessage(rec.Era), Now()); err != nil {
 				return err
 			}
 		}

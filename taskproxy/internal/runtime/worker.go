@@ -96,7 +96,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 	route, t, run := w.route, w.t, w.run
 	if t.UpstreamTask && t.UpstreamV2026 {
-		w.workV2026UpstreamTask(a)
+		w.workV2026UpstreamTask(a, pending)
 		return
 	}
 	if t.UpstreamTask {
@@ -399,7 +399,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)
 			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 		}
-		return rec.SetStatus(task.StatusInputRequired, "The task needs input: answer the requests on the tasks/result stream.", Now())
+		return rec.SetStatus(task.StatusInputRequired, MsgV2025Input, Now())
 	})
 	if err != nil {
 		route.log.Warn("recording an upstream input request", zap.String("task", t.ID), zap.String("method", m.Method), zap.Error(err))
@@ -463,7 +463,7 @@ func (in *InputRequired) Apply(rec *task.Task, keys []string) ([]string, error) 
 		}
 		return keys, nil
 	}
-	return keys, rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
+	return keys, rec.SetStatus(task.StatusInputRequired, InputMessage(rec.Era), Now())
 }
 
 // maxLoadShedRetries bounds how often an input_required answer without

@@ -69,6 +69,26 @@ func Owns(r *http.Request) bool {
 	return strings.HasPrefix(r.Header.Get(upstream.HeaderSessionID), SessionPrefix)
 }
 
+// SessionVersion is the protocol version of every session the reverse
+// bridge opens: its initialize answers with it whatever the client asked.
+const SessionVersion = "2025-11-25"
+
+// RefuseVersion answers HTTP 400 to r, a request naming one of the
+// bridge's sessions (Owns), when its MCP-Protocol-Version header names
+// another version than the session's, as a 2025-11-25 server answers a
+// version it does not serve; it reports whether it did. A request without
+// the header is taken as the session's version (it was negotiated).
+func RefuseVersion(w http.ResponseWriter, r *http.Request) bool {
+	got := r.Header.Values(upstream.HeaderProtocolVersion)
+	if len(got) == 0 || len(got) == 1 && got[0] == SessionVersion {
+		return false
+	}
+	e := jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version %q: this session speaks %s", strings.Join(got, ", "), SessionVersion)
+	e.Data, _ = json.Marshal(map[string]any{"supported": []string{SessionVersion}, "requested": strings.Join(got, ", ")})
+	wire.WriteError(w, http.StatusBadRequest, nil, e)
+	return true
+}
+
 // Applies reports whether x, a 2025-11-25 POST, is the reverse bridge's
 // (see the package doc): it names one of its sessions, or it names none
 // and the endpoint speaks only 2026-07-28 (probed for an initialize, a

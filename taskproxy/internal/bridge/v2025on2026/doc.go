@@ -35,7 +35,12 @@
 // task-augmented tools/call becomes the gateway's 2025-11-25 task whose
 // worker calls the upstream in 2026-07-28 form declaring the tasks
 // extension and follows the upstream's task (status, input, cancel,
-// outcome, restart); the task methods are the 2025-11-25 adapter's.
+// outcome, restart), after any input the upstream asks before making it
+// (relayed on tasks/result, answered as the call's retry); the task
+// methods are the 2025-11-25 adapter's. A request naming one of its
+// sessions with an MCP-Protocol-Version header of another version than
+// 2025-11-25 gets HTTP 400 (RefuseVersion, called by the root before the
+// version picks a wire).
 //
 // It imports internal/wire (the 2025-11-25 adapter among it) and what is
 // below it, never wire/v2026 (it serves 2025-11-25 clients) or the root.

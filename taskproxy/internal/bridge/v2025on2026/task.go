@@ -23,7 +23,13 @@ import (
 // message, its input requests (relayed on tasks/result, the answers sent
 // on with tasks/update), cancel (tasks/cancel upstream), its outcome, and,
 // after a restart, the same upstream task again by its recorded id. An
-// upstream that answers the call plainly ends the task with that answer.
+// upstream that asks for input before making its task (an
+// InputRequiredResult, the guard pattern) puts the gateway's task in
+// input_required: the requests are relayed on tasks/result as any task's,
+// and the answers go back as the call's retry (inputResponses and the
+// requestState), round after round, until the upstream makes its task
+// (followed as above) or answers plainly, which ends the task with that
+// answer (internal/runtime/upstreamtask2026_input.go).
 
 // serveToolsCall applies the tool's task mode as the 2025-11-25 adapter
 // does: a task-augmented call becomes a task, a plain one is sent on.

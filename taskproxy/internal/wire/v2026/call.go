@@ -161,6 +161,12 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		if mode == task.SupportRequired {
 			return passThrough(ev)
 		}
+		if onTaskRuntime {
+			// Input asked before the upstream's task (the guard
+			// pattern): the retry with the answers may make one, which
+			// the gateway's task then follows.
+			t.UpstreamTask, t.UpstreamV2026 = true, true
+		}
 		return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 	case ev.Head != nil && wire.RefusesCaller(ev.Head.Status):
 		// Not an outcome of the tool: the caller must act on it
