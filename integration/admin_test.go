@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // The admin API (admin.api.mcp_tasks) on the real Caddy's admin endpoint.
@@ -312,16 +314,25 @@ func TestAdminCancelV2026(t *testing.T) {
 	}
 }
 
-// A store that cannot open makes health answer 503 with the reason, and the
-// task routes 503, while the rest of Caddy runs.
+// A store that cannot open for now (another process holds its directory)
+// makes health answer 503 with the reason, and the task routes 503, while
+// the rest of Caddy runs. (A directory that can never work fails the load
+// instead: TestStoreFailsEarly.)
 func TestAdminHealthStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	_, addr := testUpstream(t)
-	blocker := filepath.Join(t.TempDir(), "a-file")
-	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+	dir := filepath.Join(t.TempDir(), "store")
+	holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
+	if err != nil {
 		t.Fatal(err)
 	}
-	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: filepath.Join(blocker, "store")})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			_ = holder.Close()
+		}
+	})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
 	var h adminHealth
 	code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
 	_ = json.Unmarshal([]byte(body), &h)
@@ -336,7 +347,8 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 	}
 	// Once the store can be opened, the probe alone sees it come back: no
 	// MCP request is needed to retry the start.
-	if err := os.Remove(blocker); err != nil {
+	released = true
+	if err := holder.Close(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "health to turn 200", func() bool {
