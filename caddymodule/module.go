@@ -179,7 +179,8 @@ type Handler struct {
 	TrustDomain string `json:"trust_domain,omitempty"`
 
 	// RateLimit caps task operations (tasks/get, tasks/result, tasks/list,
-	// tasks/update, tasks/cancel, task subscriptions and input answers) per
+	// tasks/update, tasks/cancel, task subscriptions and input answers) and
+	// initialize requests (each costs a stored session binding) per
 	// principal per second, with bursts of twice that; over it a request
 	// gets HTTP 429 with Retry-After. Default: 50 (also when 0 or absent);
 	// a negative value removes the limit ("off" in the Caddyfile).

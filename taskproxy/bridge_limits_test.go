@@ -247,3 +247,36 @@ func TestBridgeRateLimitsPlainCalls(t *testing.T) {
 		t.Errorf("statuses %v, want the third refused with 429", codes)
 	}
 }
+
+// Each initialize counts against the caller's rate: it costs a durable
+// session binding, and through the reverse bridge a kept session, so one
+// principal's stream of them must not be free.
+func TestInitializeRateLimited(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		upstream func() http.Handler
+	}{
+		{"2025-11-25 upstream", initAnswer},
+		{"reverse bridge", func() http.Handler { return &v2026OnlyUpstream{} }},
+	}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := testGateway(t, Config{RateLimit: 1}) // bursts of 2
+			up := tt.upstream()
+			status := func(owner string) int {
+				w := httptest.NewRecorder()
+				if err := g.ServeHTTP(w, WithCaller(post(initialize), task.Caller{Owner: owner, Principal: owner}), up); err != nil {
+					t.Fatal(err)
+				}
+				return w.Code
+			}
+			got := []int{status("alice"), status("alice"), status("alice"), status("bob")}
+			if got[0] != http.StatusOK || got[2] != http.StatusTooManyRequests || got[3] != http.StatusOK {
+				t.Errorf("statuses %v, want alice's third refused with 429 and bob served", got)
+			}
+		})
+	}
+}

@@ -111,7 +111,8 @@ type Config struct {
 	// waiting here too. 0 means twice the lease ttl.
 	ResumeWait time.Duration
 	// RateLimit caps task operations (get, result, list, update, cancel,
-	// listen, input answers) per owner per second; 0 means no limit.
+	// listen, input answers) and initialize per owner per second; 0 means
+	// no limit.
 	RateLimit float64
 	// RebindingProtection says when requests the gateway answers itself
 	// are checked for DNS rebinding (internal/wire/guards.go); "" means RebindingAuto.

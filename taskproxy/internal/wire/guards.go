@@ -63,7 +63,8 @@ func (c *Exchange) GuardOrigin() bool {
 	return false
 }
 
-// Limited answers 429 with Retry-After when the caller is over its rate.
+// Limited answers 429 with Retry-After when the caller is over its rate:
+// task operations and initialize count against it.
 // task.Anonymous callers are one principal, so they are told apart by client
 // address (the one the glue determined, which behind a trusted proxy is not
 // the proxy's): otherwise every client of an unauthenticated gateway shares
@@ -81,7 +82,7 @@ func (c *Exchange) Limited() bool {
 		c.Observer.Refused("rate_limit")
 	}
 	c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-	WriteError(c.W, http.StatusTooManyRequests, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited, "rate limit exceeded: too many task operations; retry after %s", wait.Round(time.Millisecond)))
+	WriteError(c.W, http.StatusTooManyRequests, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeRateLimited, "rate limit exceeded: too many task operations and sessions; retry after %s", wait.Round(time.Millisecond)))
 	return true
 }
 

@@ -208,6 +208,9 @@ func (c *call) session() *session {
 // the caller's headers, answers it in 2025-11-25 form; the session id is
 // bound to the caller's owner before the answer names it.
 func (c *call) initialize() error {
+	if c.Limited() { // a session costs a binding and a kept client description
+		return nil
+	}
 	var p struct {
 		Capabilities json.RawMessage `json:"capabilities"`
 		ClientInfo   json.RawMessage `json:"clientInfo"`

@@ -28,6 +28,11 @@ func Serve(x *wire.Exchange) error {
 	}
 	switch c.Msg.Method {
 	case "initialize":
+		// Every initialize costs a durable session binding (and, through
+		// the reverse bridge, a kept session): it counts against the rate.
+		if c.Limited() {
+			return nil
+		}
 		c.W = c.Sessions.BindOf(c.R.Context(), c.W, c.Owner) // before the answer names the session
 		return c.PassRewriting(c.Tools.RewriteInitialize)
 	case "tools/list":
