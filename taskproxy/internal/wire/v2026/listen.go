@@ -72,6 +72,22 @@ type listenedTask struct {
 // status goes out at once.
 const listenStatusInterval = time.Second
 
+// pace decides what to do about a watched task whose summary is sum at
+// now: send it, or nothing (unchanged), or nothing until holdUntil (its
+// status is the one last sent, and that went out less than
+// listenStatusInterval ago).
+func (l *listenedTask) pace(sum *task.Task, now time.Time) (send bool, holdUntil time.Time) {
+	switch {
+	case !l.sent:
+		return true, time.Time{}
+	case l.seen.Equal(sum.UpdatedAt) && l.stat == sum.Status && l.msg == sum.StatusMessage:
+		return false, time.Time{}
+	case l.stat == sum.Status && now.Sub(l.at) < listenStatusInterval:
+		return false, l.at.Add(listenStatusInterval)
+	}
+	return true, time.Time{}
+}
+
 // fromSummary reports whether the DetailedTask of a task in status is all
 // in its summary: nothing is inlined while it works or once cancelled.
 func fromSummary(status task.Status) bool {
@@ -136,12 +152,9 @@ func (c *call) serveListen(taskIDs []string) error {
 				continue // expired meanwhile
 			}
 			l := last[id]
-			if l.sent && l.seen.Equal(t.UpdatedAt) && l.stat == t.Status && l.msg == t.StatusMessage {
-				continue
-			}
-			if l.sent && l.stat == t.Status && now.Sub(l.at) < listenStatusInterval {
-				if next := l.at.Add(listenStatusInterval); due.IsZero() || next.Before(due) {
-					due = next
+			if send, hold := l.pace(t, now); !send {
+				if !hold.IsZero() && (due.IsZero() || hold.Before(due)) {
+					due = hold
 				}
 				continue
 			}
