@@ -52,6 +52,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_ttl                  <duration>
 //		poll_interval            <duration>
 //		max_active_per_principal <n>|off
+//		max_watched_tasks_per_principal <n>
 //		default_task_support     forbidden|optional|required
 //		max_body                 <size>
 //		pass_unreadable
@@ -174,6 +175,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			} else {
 				h.MaxFinishedPerPrincipal = n
 			}
+		case "max_watched_tasks_per_principal":
+			v, err := oneArg(d)
+			if err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return d.Errf("max_watched_tasks_per_principal: want a positive number of task ids, got %q", v)
+			}
+			h.MaxWatchedTasksPerPrincipal = n
 		case "default_task_support":
 			if !d.AllArgs(&h.DefaultTaskSupport) {
 				return d.ArgErr()

@@ -21,6 +21,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		poll_interval 2s
 		max_active_per_principal 7
 		max_finished_per_principal 250
+		max_watched_tasks_per_principal 400
 		default_task_support forbidden
 		max_body      512KiB
 		pass_unreadable
@@ -58,6 +59,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"poll_interval", time.Duration(h.PollInterval), 2 * time.Second},
 		{"max_active_per_principal", h.MaxActivePerPrincipal, 7},
 		{"max_finished_per_principal", h.MaxFinishedPerPrincipal, 250},
+		{"max_watched_tasks_per_principal", h.MaxWatchedTasksPerPrincipal, 400},
 		{"default_task_support", h.DefaultTaskSupport, "forbidden"},
 		{"max_body", h.MaxBody, int64(512 << 10)},
 		{"pass_unreadable", h.PassUnreadable, true},
@@ -118,6 +120,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"zero max_active", "mcp_tasks {\n max_active_per_principal 0\n}", "max_active_per_principal: want a positive number"},
 		{"zero max_finished", "mcp_tasks {\n max_finished_per_principal 0\n}", "max_finished_per_principal: want a positive number"},
 		{"bad max_finished", "mcp_tasks {\n max_finished_per_principal lots\n}", "max_finished_per_principal: want a positive number"},
+		{"zero max_watched", "mcp_tasks {\n max_watched_tasks_per_principal 0\n}", "max_watched_tasks_per_principal: want a positive number"},
+		{"off max_watched", "mcp_tasks {\n max_watched_tasks_per_principal off\n}", "max_watched_tasks_per_principal: want a positive number"},
 		{"bad rebinding mode", "mcp_tasks {\n dns_rebinding_protection sometimes\n}", "dns_rebinding_protection: unknown mode"},
 		{"bad routing_headers mode", "mcp_tasks {\n routing_headers loose\n}", "routing_headers: unknown mode"},
 		{"routing_headers without a mode", "mcp_tasks {\n routing_headers\n}", "wrong argument count"},
@@ -259,6 +263,22 @@ func TestMaxFinishedPerPrincipalConfig(t *testing.T) {
 				t.Errorf("MaxFinishedPerOwner = %d, want %d", cfg.MaxFinishedPerOwner, tt.want)
 			}
 		})
+	}
+}
+
+// max_watched_tasks_per_principal reaches the gateway; unset, the gateway
+// applies its default.
+func TestMaxWatchedTasksPerPrincipalConfig(t *testing.T) {
+	for _, n := range []int{0, 25} {
+		h := Handler{MaxWatchedTasksPerPrincipal: n, logger: zap.NewNop()}
+		h.applyDefaults()
+		cfg, err := h.gatewayConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MaxWatchedPerOwner != n {
+			t.Errorf("set to %d: MaxWatchedPerOwner = %d", n, cfg.MaxWatchedPerOwner)
+		}
 	}
 }
 

@@ -90,6 +90,14 @@ type Handler struct {
 	// absent); a negative value removes the cap ("off" in the Caddyfile).
 	MaxFinishedPerPrincipal int `json:"max_finished_per_principal,omitempty"`
 
+	// MaxWatchedTasksPerPrincipal caps the task ids one principal's open
+	// subscriptions/listen streams watch together (each listen watches at
+	// most 1000); a listen that would pass it gets JSON-RPC error -32602
+	// naming the limit. Every change of a watched task costs its streams a
+	// read of each id they watch, so the cap bounds what one principal's
+	// streams cost the server. Default: 2000 (also when 0 or absent).
+	MaxWatchedTasksPerPrincipal int `json:"max_watched_tasks_per_principal,omitempty"`
+
 	// DefaultTaskSupport is the task mode of tools that have no entry in
 	// Tools: "forbidden", "optional" or "required". Default: "optional".
 	DefaultTaskSupport string `json:"default_task_support,omitempty"`
@@ -438,6 +446,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		PollInterval:         time.Duration(h.PollInterval),
 		MaxActivePerOwner:    maxActive,
 		MaxFinishedPerOwner:  max(h.MaxFinishedPerPrincipal, 0),
+		MaxWatchedPerOwner:   max(h.MaxWatchedTasksPerPrincipal, 0),
 		DefaultTaskSupport:   def,
 		Tools:                tools,
 		RetryOnRestart:       retry,

@@ -48,6 +48,11 @@ type Config struct {
 	// MaxFinishedPerOwner caps the finished tasks one owner keeps (until
 	// their ttl ends): at it, creates are refused; 0 means no cap.
 	MaxFinishedPerOwner int
+	// MaxWatchedPerOwner caps the task ids one owner's open
+	// subscriptions/listen streams watch together: a listen that would
+	// pass it is refused with -32602. 0 means the default,
+	// gate.DefaultMaxWatchedPerOwner (2000).
+	MaxWatchedPerOwner int
 	// DefaultTaskSupport applies to tools not in Tools.
 	DefaultTaskSupport task.Support
 	// Tools holds per-tool task modes.
@@ -199,7 +204,8 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 		Policy: wire.Policy{
 			TaskAfter: cfg.TaskAfter, DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL, PollInterval: cfg.PollInterval,
 			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
-			ListTasks: cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
+			MaxWatchedPerOwner: cfg.MaxWatchedPerOwner,
+			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
 			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
 		},

@@ -14,7 +14,9 @@ import (
 // trivialUpstream is the fastest MCP server we can put behind the gateway:
 // it answers JSON-RPC from memory, so that what is measured is Caddy and the
 // gateway. The tool "fast" answers at once; "hold" answers only when its
-// request is cancelled, recording when that happened. It answers
+// request is cancelled, recording when that happened; "big" answers with a
+// text of arguments.bytes bytes; "progress" sends a progress notification
+// every 100 ms on an event stream until its request is cancelled. It answers
 // server/discover as a 2026-07-28 server (without the tasks extension), so
 // the gateway serves 2026-07-28 callers natively rather than through the
 // version bridge, whose upstream sessions (at most 256 per route, one or
@@ -34,7 +36,8 @@ var toolsList = func() []byte {
 	for i := range 10 {
 		tools = append(tools, fmt.Sprintf(`{"name":"tool_%d","description":"Benchmark tool %d.","inputSchema":{"type":"object","properties":{"a":{"type":"string"}}}}`, i, i))
 	}
-	return []byte(`{"tools":[` + strings.Join(tools, ",") + `,{"name":"fast","inputSchema":{"type":"object"}},{"name":"hold","inputSchema":{"type":"object"}}]}`)
+	return []byte(`{"tools":[` + strings.Join(tools, ",") + `,{"name":"fast","inputSchema":{"type":"object"}},{"name":"hold","inputSchema":{"type":"object"}},` +
+		`{"name":"big","inputSchema":{"type":"object"}},{"name":"progress","inputSchema":{"type":"object"}}]}`)
 }()
 
 // discoverResult lists 2026-07-28 among the versions, which is what the
@@ -59,6 +62,7 @@ type rpc struct {
 		Name      string `json:"name"`
 		Arguments struct {
 			Label string `json:"label"`
+			Bytes int    `json:"bytes"`
 		} `json:"arguments"`
 	} `json:"params"`
 }
@@ -85,6 +89,11 @@ func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		u.mu.Unlock()
 		return
+	case m.Method == "tools/call" && m.Params.Name == "big":
+		result = fmt.Appendf(nil, `{"resultType":"complete","content":[{"type":"text","text":"%s"}]}`, strings.Repeat("x", m.Params.Arguments.Bytes))
+	case m.Method == "tools/call" && m.Params.Name == "progress":
+		serveProgress(w, r)
+		return
 	case m.Method == "tools/call":
 		result = []byte(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
 	default:
@@ -92,6 +101,24 @@ func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
+}
+
+// serveProgress answers a call with an event stream of progress
+// notifications, one every 100 ms, until the call is cancelled.
+func serveProgress(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := 1; ; i++ {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":%d,\"message\":\"step %d\"}}\n\n", i, i)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // cancelledAt returns when the hold call labelled label ended, waiting up

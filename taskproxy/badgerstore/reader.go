@@ -60,6 +60,38 @@ func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) 
 	return t, nil
 }
 
+// GetSummary returns the summary of the owner's task from its header
+// (head.go), never reading its record unless the header is not the
+// record's (a store written before headers).
+func (s *reader) GetSummary(ctx context.Context, owner, id string) (*task.Task, error) {
+	var t *task.Task
+	err := s.use(func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			_, whole, err := s.checkOwner(txn, id, owner)
+			switch {
+			case errors.Is(err, task.ErrForeign):
+				return err
+			case errors.Is(err, task.ErrNotFound):
+				return tombstone(txn, owner, id)
+			case err != nil:
+				return err
+			case whole != nil: // read whole already: its summary
+				if _, err := resolveLease(txn, whole, s.holderPrefix()); err != nil {
+					return err
+				}
+				t = whole.Summary()
+				return nil
+			}
+			t, err = s.readSummary(txn, id)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // List pages through the owner index, reading the tasks' headers only.
 func (s *reader) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if limit <= 0 {

@@ -101,7 +101,10 @@ type handle struct {
 	onRecordRead func(id string)
 }
 
-var _ task.Store = (*Store)(nil)
+var (
+	_ task.Store         = (*Store)(nil)
+	_ task.SummaryReader = (*Store)(nil)
+)
 
 // Open opens (creating if needed) a store with options sized for a
 // small gateway rather than Badger's defaults, which reserve hundreds of MiB.

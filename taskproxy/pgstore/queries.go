@@ -8,6 +8,7 @@ type queries struct {
 	lockOwner, countActiveUpTo, countFinishedUpTo    string
 	insertTask, taskExists, byIdempotency            string
 	get, getOwn, tombstone, forUpdate, cas, casLease string
+	getOwnSummary                                    string
 	leaseInsert, leaseUpdate, leaseDelete            string
 	list, countActive, listActive                    string
 	acquire, acquireState                            string
@@ -75,6 +76,10 @@ func newQueries(schema string) queries {
 		get: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id WHERE t.id = $1`,
 		// The owner's lookup: another owner's row is never fetched.
 		getOwn: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
+			WHERE t.id = $1 AND t.owner_hash = $2`,
+		// The owner's lookup of a summary: the record only in a row
+		// written before summaries.
+		getOwnSummary: `SELECT t.owner_hash, t.version, {summary} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
 			WHERE t.id = $1 AND t.owner_hash = $2`,
 		tombstone: `SELECT owner_hash FROM {s}.tombstones WHERE task_id = $1 AND expires_ns > $2`,
 		forUpdate: `SELECT t.owner_hash, t.version, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
@@ -203,7 +208,7 @@ func newQueries(schema string) queries {
 	}
 	for _, p := range []*string{
 		&q.lockOwner, &q.countActiveUpTo, &q.countFinishedUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
-		&q.get, &q.getOwn, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
+		&q.get, &q.getOwn, &q.getOwnSummary, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.stats,

@@ -254,4 +254,7 @@ func (s *database) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return err
 }
 
-var _ task.Store = (*Store)(nil)
+var (
+	_ task.Store         = (*Store)(nil)
+	_ task.SummaryReader = (*Store)(nil)
+)

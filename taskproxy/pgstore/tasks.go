@@ -215,6 +215,29 @@ func (s *taskRows) get(ctx context.Context, q reader, owner, id string) (*task.T
 	return r.tk, nil
 }
 
+// GetSummary returns the summary of the owner's task; see
+// task.SummaryReader. It reads the row's summary column, not its record
+// (but for a row written before summaries).
+func (s *taskRows) GetSummary(ctx context.Context, owner, id string) (*task.Task, error) {
+	if s.closed.Load() {
+		return nil, task.ErrClosed
+	}
+	if t := s.finished.get(owner, id, time.Now()); t != nil {
+		return t.Summary(), nil
+	}
+	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwnSummary, id, ownerHash(owner)))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if err := s.notOwned(ctx, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
+			return nil, err
+		}
+		return nil, s.tombstone(ctx, owner, id)
+	case err != nil:
+		return nil, s.fail("reading the summary of task "+id, err)
+	}
+	return r.tk.Summary(), nil
+}
+
 // notOwned explains why the owner's query found no task id: ErrForeign
 // when it exists (another owner's), ErrNotFound when it does not.
 func (s *taskRows) notOwned(ctx context.Context, q reader, id string) error {

@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 		{"TerminalRace", testTerminalRace},
 		{"List", testList},
 		{"ListSummaries", testListSummaries},
+		{"GetSummary", testGetSummary},
 		{"ListCursors", testListCursors},
 		{"ListCursorSurvivesSweep", testListCursorSurvivesSweep},
 		{"CountActive", testCountActive},

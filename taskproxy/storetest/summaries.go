@@ -95,6 +95,45 @@ func testListSummaries(t *testing.T, s task.Store) {
 	}
 }
 
+// testGetSummary: one task's summary, read without its payload, follows
+// its updates, and has Get's errors for another owner's task and a missing
+// one.
+func testGetSummary(t *testing.T, s task.Store) {
+	r, ok := s.(task.SummaryReader)
+	if !ok {
+		t.Skipf("%T reads no summary of its own (task.GetSummary reads the record)", s)
+	}
+	ctx := context.Background()
+	done := bigTask("alice", t0, 64<<10, task.StatusCompleted)
+	open := bigTask("alice", t0.Add(time.Millisecond), 64<<10, task.StatusInputRequired)
+	mustCreate(t, s, done, open)
+	for _, want := range []*task.Task{done, open} {
+		got, err := r.GetSummary(ctx, "alice", want.ID)
+		if err != nil {
+			t.Fatalf("GetSummary %s: %v", want.ID, err)
+		}
+		checkSummary(t, "GetSummary", got, want)
+	}
+	next, err := s.Update(ctx, "alice", open.ID, func(tk *task.Task) error {
+		tk.StatusMessage, tk.UpdatedAt = "progress 3/6", tk.UpdatedAt.Add(time.Second)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.GetSummary(ctx, "alice", open.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSummary(t, "GetSummary after an update", got, next)
+	if _, err := r.GetSummary(ctx, "bob", open.ID); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("GetSummary of another owner's task = %v, want ErrNotFound", err)
+	}
+	if _, err := r.GetSummary(ctx, "alice", task.NewTaskID()); !isPlainNotFound(err) {
+		t.Errorf("GetSummary of a missing task = %v, want ErrNotFound", err)
+	}
+}
+
 // testFinishedBound: at MaxFinished finished tasks, every create of the
 // owner is refused (terminal ones too), a repeat still finds its task,
 // other owners and the active quota are apart, and a finished task whose

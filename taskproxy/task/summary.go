@@ -1,6 +1,8 @@
 package task
 
 import (
+	"context"
+
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -34,6 +36,31 @@ func (t *Task) Summary() *Task {
 		s.Error = &jsonrpc.Error{Code: t.Error.Code, Message: t.Error.Message}
 	}
 	return s
+}
+
+// SummaryReader is a TaskStore that reads one task's summary without its
+// payload. A reader that watches many tasks for changes (a
+// subscriptions/listen stream) compares summaries and reads a task whole
+// only when its summary moved, so a wake-up costs the same whatever the
+// size of the tasks' arguments and results.
+type SummaryReader interface {
+	// GetSummary returns the summary (Task.Summary) of the owner's task
+	// id, with the errors of Get. It reads no arguments or result.
+	GetSummary(ctx context.Context, owner, id string) (*Task, error)
+}
+
+// GetSummary returns the summary of the owner's task id in s: read through
+// s's GetSummary when s is a SummaryReader, or else the Summary of the
+// whole record.
+func GetSummary(ctx context.Context, s TaskStore, owner, id string) (*Task, error) {
+	if r, ok := s.(SummaryReader); ok {
+		return r.GetSummary(ctx, owner, id)
+	}
+	t, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return t.Summary(), nil
 }
 
 // Limits bounds the tasks one owner keeps; 0 means no bound.

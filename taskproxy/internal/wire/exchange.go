@@ -20,6 +20,7 @@ import (
 type Policy struct {
 	TaskAfter, DefaultTTL, MaxTTL, PollInterval time.Duration
 	MaxActivePerOwner, MaxFinishedPerOwner      int
+	MaxWatchedPerOwner                          int
 	ListTasks, StrictRoutingHeaders             bool
 	MaxResultBytes                              int64
 	// RouteName is the route tasks record (Config.Route).

@@ -91,13 +91,7 @@ func (c *Exchange) Limited() bool {
 // returns nil. task.Anonymous callers are counted per client address (the one
 // the glue determined, as for the rate limit).
 func (c *Exchange) OpenStream() (release func()) {
-	key := c.Owner
-	if key == task.Anonymous {
-		// The client address the glue determined, as the rate limiter
-		// keys them: behind a trusted proxy the connection's address is
-		// the proxy's, and every anonymous client would share one budget.
-		key = "ip:" + PeerOf(c.R).ClientIP
-	}
+	key := c.streamKey()
 	if !c.Streams.Acquire(key) {
 		if o := c.Observer; o != nil {
 			o.Refused("streams")
@@ -108,6 +102,41 @@ func (c *Exchange) OpenStream() (release func()) {
 		return nil
 	}
 	return func() { c.Streams.Release(key) }
+}
+
+// WatchTasks counts n task ids that a subscription of the caller watches
+// against the bound on all the caller's subscriptions, keyed as OpenStream
+// keys streams. Over the bound it answers -32602, naming the limit and what
+// the caller already watches, and returns nil; else release takes the ids
+// back when the subscription ends.
+func (c *Exchange) WatchTasks(n int) (release func()) {
+	key := c.streamKey()
+	limit := c.MaxWatchedPerOwner
+	if limit <= 0 {
+		limit = gate.DefaultMaxWatchedPerOwner
+	}
+	ok, watching := c.Streams.Watch(key, n, limit)
+	if !ok {
+		if o := c.Observer; o != nil {
+			o.Refused("watched_tasks")
+		}
+		WriteError(c.W, http.StatusBadRequest, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
+			"Invalid params: notifications.taskIds: this principal's open subscriptions already watch %d task ids, and %d more would pass the limit of %d per principal across subscriptions; close a subscription or watch fewer tasks",
+			watching, n, limit))
+		return nil
+	}
+	return func() { c.Streams.Unwatch(key, n) }
+}
+
+// streamKey is whom a long-lived answer counts against: the owner, or for
+// anonymous callers the client address the glue determined, as the rate
+// limiter keys them: behind a trusted proxy the connection's address is the
+// proxy's, and every anonymous client would share one budget.
+func (c *Exchange) streamKey() string {
+	if c.Owner == task.Anonymous {
+		return "ip:" + PeerOf(c.R).ClientIP
+	}
+	return c.Owner
 }
 
 // PeerOf returns the peer of r: the one the glue set, or else r.RemoteAddr.

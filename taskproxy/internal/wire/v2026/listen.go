@@ -62,10 +62,47 @@ type listenedTask struct {
 	sent bool
 	seen time.Time
 	stat task.Status
+	msg  string
+	at   time.Time // when it was sent
 }
 
+// listenStatusInterval spaces the notifications of one task on one stream
+// whose status stays the same (its status message moved: progress, or an
+// upstream's message): the latest state goes out at most this often. A new
+// status goes out at once.
+const listenStatusInterval = time.Second
+
+// pace decides what to do about a watched task whose summary is sum at
+// now: send it, or nothing (unchanged), or nothing until holdUntil (its
+// status is the one last sent, and that went out less than
+// listenStatusInterval ago).
+func (l *listenedTask) pace(sum *task.Task, now time.Time) (send bool, holdUntil time.Time) {
+	switch {
+	case !l.sent:
+		return true, time.Time{}
+	case l.seen.Equal(sum.UpdatedAt) && l.stat == sum.Status && l.msg == sum.StatusMessage:
+		return false, time.Time{}
+	case l.stat == sum.Status && now.Sub(l.at) < listenStatusInterval:
+		return false, l.at.Add(listenStatusInterval)
+	}
+	return true, time.Time{}
+}
+
+// fromSummary reports whether the DetailedTask of a task in status is all
+// in its summary: nothing is inlined while it works or once cancelled.
+func fromSummary(status task.Status) bool {
+	return status == task.StatusWorking || status == task.StatusCancelled
+}
+
+// A stream reads the summaries of the tasks it watches when it wakes (a
+// watched task changed, the keep-alive, a held-back notification falls
+// due), and a task's record, its arguments and result, only when its
+// summary moved and its DetailedTask inlines more than the summary has.
+// Progress does not wake it: a progress notification is not carried on task
+// streams, and the status message progress writes is a change of the task.
 func (c *call) serveListen(taskIDs []string) error {
 	ctx := c.R.Context()
+	store := c.Runtime.Store
 	// Ids the caller may not see are left out of the acknowledgement, just
 	// like ids that do not exist.
 	var watched []string
@@ -74,11 +111,16 @@ func (c *call) serveListen(taskIDs []string) error {
 		if _, dup := last[id]; dup {
 			continue
 		}
-		if _, err := c.Runtime.Store.Get(ctx, c.Owner, id); err == nil {
+		if _, err := task.GetSummary(ctx, store, c.Owner, id); err == nil {
 			watched = append(watched, id)
 			last[id] = &listenedTask{}
 		}
 	}
+	unwatch := c.WatchTasks(len(watched))
+	if unwatch == nil {
+		return nil
+	}
+	defer unwatch()
 	sub := c.Runtime.Hub.Subscribe(watched...)
 	defer sub.Close()
 
@@ -96,23 +138,41 @@ func (c *call) serveListen(taskIDs []string) error {
 	if stream.WriteEvent("", ack) != nil {
 		return nil
 	}
+	held := time.NewTimer(time.Hour)
+	held.Stop()
+	defer held.Stop()
+	// send notifies the watched tasks whose summary moved since last sent,
+	// and arms held for the earliest one it held back.
 	send := func() bool {
+		now := time.Now()
+		var due time.Time
 		for _, id := range watched {
-			t, err := c.Runtime.Store.Get(ctx, c.Owner, id)
+			t, err := task.GetSummary(ctx, store, c.Owner, id)
 			if err != nil {
 				continue // expired meanwhile
 			}
 			l := last[id]
-			if l.sent && l.seen.Equal(t.UpdatedAt) && l.stat == t.Status {
+			if send, hold := l.pace(t, now); !send {
+				if !hold.IsZero() && (due.IsZero() || hold.Before(due)) {
+					due = hold
+				}
 				continue
 			}
-			l.sent, l.seen, l.stat = true, t.UpdatedAt, t.Status
+			if !fromSummary(t.Status) {
+				if t, err = store.Get(ctx, c.Owner, id); err != nil {
+					continue
+				}
+			}
+			l.sent, l.seen, l.stat, l.msg, l.at = true, t.UpdatedAt, t.Status, t.StatusMessage, now
 			params := Detail(t, "")
 			params.Meta = subMeta
 			data, _ := jsonrpc.RequestBytes(nil, "notifications/tasks", params)
 			if stream.WriteEvent("", data) != nil {
 				return false
 			}
+		}
+		if !due.IsZero() {
+			held.Reset(time.Until(due))
 		}
 		return true
 	}
@@ -124,8 +184,11 @@ func (c *call) serveListen(taskIDs []string) error {
 		}
 		select {
 		case <-sub.Changed:
-		case <-sub.Progress: // progress is not carried on task streams
+		case <-held.C:
 		case <-keepAlive.C:
+			// The summaries are read again after a keep-alive: a change
+			// whose wake-up was lost (another replica's, on a relay that
+			// dropped it) shows within one interval.
 			if stream.WriteComment("keep-alive") != nil {
 				return nil
 			}
