@@ -87,6 +87,13 @@ func TestReadsOutliveTerminatedConnections(t *testing.T) {
 			}
 			return err
 		}},
+		{"GetSummary", func() error {
+			got, err := s.GetSummary(ctx, "alice", working.ID)
+			if err == nil && got.ID != working.ID {
+				err = fmt.Errorf("got task %s", got.ID)
+			}
+			return err
+		}},
 		{"Get of a task that does not exist", func() error {
 			if _, err := s.Get(ctx, "alice", task.NewTaskID()); !errors.Is(err, task.ErrNotFound) {
 				return fmt.Errorf("want ErrNotFound, got %w", err)

@@ -225,13 +225,18 @@ func (s *taskRows) GetSummary(ctx context.Context, owner, id string) (*task.Task
 	if t := s.finished.get(owner, id, time.Now()); t != nil {
 		return t.Summary(), nil
 	}
-	r, err := scanRow(s.pool.QueryRow(ctx, s.q.getOwnSummary, id, ownerHash(owner)))
+	return readAgain(ctx, s.database, func(q reader) (*task.Task, error) { return s.getSummary(ctx, q, owner, id) })
+}
+
+// getSummary is GetSummary's read of the database, on q.
+func (s *taskRows) getSummary(ctx context.Context, q reader, owner, id string) (*task.Task, error) {
+	r, err := scanRow(q.QueryRow(ctx, s.q.getOwnSummary, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := s.notOwned(ctx, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
+		if err := s.notOwned(ctx, q, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
 			return nil, err
 		}
-		return nil, s.tombstone(ctx, owner, id)
+		return nil, s.tombstone(ctx, q, owner, id)
 	case err != nil:
 		return nil, s.fail("reading the summary of task "+id, err)
 	}
