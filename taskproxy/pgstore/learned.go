@@ -15,7 +15,7 @@ import (
 
 // What the gateway learned of upstreams: rows of the meta table, keyed
 // "learned/" and the hex SHA-256 of the key, whose value is the wall-clock
-// time it expires at (unix ns, 8 bytes big-endian) followed by the value.
+// time it expires at (unix ns, a varint) followed by the value.
 // The meta table is in every schema version, so no migration is needed and
 // replicas of an earlier version, which never read these rows, run beside
 // ones that write them. An expired row counts as none and is replaced by the
@@ -38,7 +38,7 @@ func (l *learned) SaveLearned(ctx context.Context, key string, value []byte, ttl
 	}
 	ctx, cancel := l.writeContext(ctx)
 	defer cancel()
-	row := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
+	row := binary.AppendVarint(make([]byte, 0, binary.MaxVarintLen64+len(value)), time.Now().Add(ttl).UnixNano())
 	if _, err := l.pool.Exec(ctx, l.q.learnedSave, learnedMetaKey(key), append(row, value...)); err != nil {
 		return l.fail("storing what was learned of an upstream", err)
 	}
@@ -57,10 +57,12 @@ func (l *learned) LoadLearned(ctx context.Context, key string) ([]byte, error) {
 		return nil, task.ErrNotFound
 	case err != nil:
 		return nil, l.fail("reading what was learned of an upstream", err)
-	case len(row) < 8 || int64(binary.BigEndian.Uint64(row)) <= time.Now().UnixNano():
+	}
+	expires, n := binary.Varint(row)
+	if n <= 0 || expires <= time.Now().UnixNano() {
 		return nil, task.ErrNotFound
 	}
-	return row[8:], nil
+	return row[n:], nil
 }
 
 // The seam is the task.LearnedStore part of the store contract on its own.
