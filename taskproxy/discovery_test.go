@@ -62,7 +62,10 @@ func upstreamAnswer(contentType, body string) http.Handler {
 
 func TestDiscoveryRewrite(t *testing.T) {
 	const initResult = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"up","version":"1"}}}`
-	const toolsResult = `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}},{"name":"quick","execution":{"taskSupport":"required"},"inputSchema":{}}]}}`
+	// deep is a tool the upstream runs only as a task: required whatever
+	// is configured, also before any initialize answer was seen here (the
+	// session's went through another process or configuration).
+	const toolsResult = `{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}},{"name":"quick","execution":{"taskSupport":"optional"},"inputSchema":{}},{"name":"deep","execution":{"taskSupport":"required"}}]}}`
 	tests := []struct {
 		name, request, contentType, upstream string
 		listTasks                            bool
@@ -92,7 +95,8 @@ func TestDiscoveryRewrite(t *testing.T) {
 			name:        "tools/list modes",
 			request:     `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 			contentType: "application/json", upstream: toolsResult,
-			wantParts: []string{`{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}`, `{"name":"quick","execution":{"taskSupport":"forbidden"},"inputSchema":{}}`},
+			wantParts: []string{`{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}`, `{"name":"quick","execution":{"taskSupport":"forbidden"},"inputSchema":{}}`,
+				`{"name":"deep","execution":{"taskSupport":"required"}}`},
 		},
 		{
 			name:        "other id untouched",

@@ -222,6 +222,9 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	env.Probes = wire.NewProbes(env.Log, cfg.Detach)
 	upstreamState := upstream.NewState(env.Log)
 	env.Probes.Found = func(v wire.Verdict) { upstreamState.Probed(v.Versions(), v.TasksExtension, time.Now()) }
+	// What the upstream's initialize answers declare is kept under the
+	// route's name, which every replica and the next process share.
+	env.Tools.Caps.KeepIn(func() task.LearnedStore { return rt.Store }, cfg.Route, env.Log)
 	// A call waiting for input is work in progress, as a task is: one
 	// owner's are bounded by max_active_per_principal when it is set.
 	maxParked := bridge.DefaultParkedPerOwner

@@ -49,6 +49,11 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		if msg.Method == "tools/list" { // the gateway learns what the upstream declares of the tool first
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]}}`, msg.ID)
+			return
+		}
 		if msg.IsResponse() { // an answer to a ping
 			pinged.Done()
 			w.WriteHeader(http.StatusAccepted)

@@ -299,7 +299,7 @@ func TestEffectiveMode(t *testing.T) {
 	}{
 		{"required upstream wins", withTasks, nil, "req", task.SupportRequired, true},
 		{"required upstream beats configured forbidden", withTasks, map[string]task.Support{"req": task.SupportForbidden}, "req", task.SupportRequired, true},
-		{"required upstream, no initialize seen: configured, but followed", "", nil, "req", task.SupportOptional, true},
+		{"required upstream, no initialize seen nor stored: taken at its word", "", nil, "req", task.SupportRequired, true},
 		{"optional upstream keeps the configured mode", withTasks, nil, "opt", task.SupportOptional, true},
 		{"optional upstream, configured forbidden", withTasks, map[string]task.Support{"opt": task.SupportForbidden}, "opt", task.SupportForbidden, true},
 		{"forbidden upstream does not forbid gateway tasks", withTasks, nil, "forb", task.SupportOptional, false},

@@ -15,6 +15,6 @@
 // (an owner's Get, List and CountActive, reading headers (head.go) and
 // signed cursors (cursor.go)); the storeLister (every owner's tasks, for
 // the admin API and recovery: admin.go); the sessions (session bindings,
-// sessions.go); and the sweeper (expiry and garbage collection, sweep.go).
+// sessions.go); learned (what was learned of upstreams, learned.go); and the sweeper (expiry and garbage collection, sweep.go).
 // The key layout is in store.go, the format version in format.go.
 package badgerstore

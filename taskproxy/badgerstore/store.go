@@ -28,6 +28,8 @@ import (
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
+//	s/<session id hash>                        a session binding: its owner hash (sessions.go)
+//	u/<key hash>                               what was learned of an upstream (learned.go)
 //	m/epoch                                    how many times the store was opened
 //	m/cursor-secret                            the key that signs listing cursors
 //	m/format                                   the format version (format.go)
@@ -82,6 +84,7 @@ type Store struct {
 	reader      // an owner's reads: Get, List, CountActive
 	storeLister // every owner's tasks: the admin API's and recovery's listings (admin.go)
 	sessions    // session bindings (sessions.go)
+	learned     // what was learned of upstreams (learned.go)
 	sweeper     // expiry and value-log garbage collection (sweep.go)
 }
 
@@ -155,6 +158,7 @@ func Open(o Options) (*Store, error) {
 	s.reader = reader{handle: h, opening: open, cursorSigner: cursors}
 	s.storeLister = storeLister{reader: &s.reader}
 	s.sessions = sessions{handle: h}
+	s.learned = learned{handle: h}
 	s.sweeper = sweeper{committer: &s.committer, gcStop: make(chan struct{}), gcDone: make(chan struct{})}
 	go s.commitWrites()
 	interval := o.GCInterval

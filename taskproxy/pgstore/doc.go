@@ -14,7 +14,8 @@
 //	tombstones  swept tasks, so that their owner learns "expired"
 //	sessions    session-to-owner bindings
 //	meta        the cursor secret (also the key of the events between
-//	            replicas, seal.go)
+//	            replicas, seal.go), and what was learned of upstreams
+//	            (learned.go)
 //
 // Creates and updates are written by group committers (group.go,
 // updates.go): the writes that wait together share one transaction or
@@ -33,7 +34,8 @@
 // owner's listing with signed cursors, and the active and expired-lease
 // pages of recovery and takeover: listing.go, expired.go), adminLister
 // (every owner's tasks for the admin API, admin.go), leases (lease.go),
-// leadership (leader.go), sessions (sessions.go), sweeper (sweep.go) and
-// events (LISTEN/NOTIFY and polling between replicas, notify.go, sealed
-// as seal.go says).
+// leadership (leader.go), sessions (sessions.go), learned (what was
+// learned of upstreams, learned.go), sweeper (sweep.go) and events
+// (LISTEN/NOTIFY and polling between replicas, notify.go, sealed as
+// seal.go says).
 package pgstore

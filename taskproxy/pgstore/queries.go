@@ -15,6 +15,7 @@ type queries struct {
 	sweep, sweepTombstones, sweepSessions            string
 	bind, check, refresh, forget                     string
 	secretInit, secretGet                            string
+	learnedSave, learnedLoad                         string
 	stats                                            string
 	// The group commit of creates (group.go).
 	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks, setCeilings string
@@ -148,6 +149,10 @@ func newQueries(schema string) queries {
 		secretInit: `INSERT INTO {s}.meta (key, value) VALUES ('cursor-secret', $1) ON CONFLICT (key) DO NOTHING`,
 		secretGet:  `SELECT value FROM {s}.meta WHERE key = 'cursor-secret'`,
 
+		// What was learned of an upstream (learned.go).
+		learnedSave: `INSERT INTO {s}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+		learnedLoad: `SELECT value FROM {s}.meta WHERE key = $1`,
+
 		// The group commit of creates (group.go): its lock timeout; the
 		// quota locks of its owners, taken in the order of their hashes; its
 		// ids and keys looked up; each owner's tasks counted up to the
@@ -211,7 +216,7 @@ func newQueries(schema string) queries {
 		&q.get, &q.getOwn, &q.getOwnSummary, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
 		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
-		&q.secretInit, &q.secretGet, &q.stats,
+		&q.secretInit, &q.secretGet, &q.learnedSave, &q.learnedLoad, &q.stats,
 		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings, &q.getOwnMany, &q.casMany,
 	} {
 		*p = r.Replace(*p)

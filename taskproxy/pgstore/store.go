@@ -71,6 +71,7 @@ type Store struct {
 	leases      // lease rows (lease.go)
 	leadership  // leaderships of duties one replica does for all (leader.go)
 	sessions    // session bindings (sessions.go)
+	learned     // what was learned of upstreams (learned.go)
 	sweeper     // expiry of tasks, tombstones and bindings (sweep.go)
 	events      // events between replicas: LISTEN/NOTIFY and polling (notify.go)
 	// holder names this opening of the store as a lease holder (newHolder).
@@ -144,6 +145,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s.leases = leases{database: db}
 	s.leadership = leadership{database: db}
 	s.sessions = sessions{database: db}
+	s.learned = learned{database: db}
 	s.sweeper = sweeper{database: db}
 	s.events = events{database: db, eventPoll: o.EventPoll, noNotify: o.NoNotify, log: log}
 	if s.eventAEAD, s.eventChannel, err = eventKeys(secret); err != nil {

@@ -56,6 +56,8 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions", testSessions},
 		{"SessionExpires", testSessionExpires},
 		{"SessionBindRace", testSessionBindRace},
+		{"Learned", testLearned},
+		{"LearnedExpires", testLearnedExpires},
 		{"MixedConcurrency", testMixedConcurrency},
 		{"Closed", testClosed},
 		{"AdminListAll", testAdminListAll},

@@ -97,11 +97,13 @@ type Lease struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
-// Store is what a backend gives the gateway: durable task records and the
-// bindings of 2025-11-25 sessions to their owners.
+// Store is what a backend gives the gateway: durable task records, the
+// bindings of 2025-11-25 sessions to their owners, and what was learned of
+// upstreams.
 type Store interface {
 	TaskStore
 	SessionBinder
+	LearnedStore
 }
 
 // SessionBinder keeps which owner a 2025-11-25 session belongs to: the

@@ -397,7 +397,7 @@ func (c *call) openBridgeSession(meta v2026.RequestMeta) func(ctx context.Contex
 		clientInfo = info
 	}
 	caps := bridgeCapabilities(meta)
-	endpoint := wire.Endpoint(c.R)
+	endpoint := wire.ProbeKey(c.R)
 	return func(ctx context.Context) (*bridgeSession, error) {
 		s, err := initializeUpstream(ctx, base, next, caps, clientInfo)
 		if err != nil {

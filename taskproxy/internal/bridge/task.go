@@ -41,13 +41,13 @@ func bridgeHeaders(h http.Header, s *bridgeSession) {
 
 // bridgedRunsUpstreamTask reports, for a bridged tools/call of name on
 // session s, whether the upstream runs the tool as a task of its own. The
-// upstream's tools/list is fetched on s first when the upstream declared
-// task calls but the tool was not seen yet.
+// upstream's tools/list is fetched on s first when the tool was not seen
+// yet (ToolPolicy.LearnToolsFor says when).
 func (c *call) bridgedRunsUpstreamTask(s *bridgeSession, name string) bool {
-	if _, known := c.Tools.Caps.ToolMode(name); !known && c.Tools.Caps.DeclaresTasks() {
+	if _, known := c.Tools.Caps.ToolMode(name); !known {
 		base := c.Detach(c.R)
 		bridgeHeaders(base.Header, s)
-		c.Tools.LearnToolsFor(c.R.Context(), base, c.Next, name)
+		c.Tools.LearnToolsFor(c.R.Context(), base, c.Next, name, true) // the call may become the upstream's task
 	}
 	return c.Tools.UpstreamRunsTask(name)
 }

@@ -103,7 +103,7 @@ func (res probeResult) kept() bool { return res.known && !(res.v.V2025 && res.no
 // the same Authorization wait for one probe, and a probe that learned
 // nothing (its credentials, or none, refused) is no other caller's answer.
 func (p *Probes) Verdict(r *http.Request, next http.Handler) (v Verdict, known bool) {
-	endpoint := Endpoint(r)
+	endpoint := ProbeKey(r)
 	if v, ok := p.fresh(endpoint); ok {
 		return v, true
 	}
@@ -170,7 +170,14 @@ func (p *Probes) fresh(endpoint string) (Verdict, bool) {
 
 // Cached returns the kept verdict of r's endpoint while it is fresh,
 // without probing: for requests that must not wait for a probe.
-func (p *Probes) Cached(r *http.Request) (Verdict, bool) { return p.fresh(Endpoint(r)) }
+func (p *Probes) Cached(r *http.Request) (Verdict, bool) { return p.fresh(ProbeKey(r)) }
+
+// ProbeKey names the upstream endpoint r's verdict is kept under: the
+// path, on the route's configured upstream (one Probes serves one route).
+// Not the Host the client names: that does not choose the upstream, and a
+// client naming hosts at will would otherwise probe and evict verdicts at
+// will.
+func ProbeKey(r *http.Request) string { return r.URL.Path }
 
 // ConfirmV2025 keeps the verdict that endpoint, which answered the probe
 // 404 or 405, speaks only 2025-11-25: an upstream session opened there. A
@@ -195,8 +202,10 @@ func (p *Probes) ForgetAll() { p.verdicts.Purge() }
 func (p *Probes) Len() int { return p.verdicts.Len() }
 
 // request is the probe of r's endpoint: server/discover as a 2026-07-28
-// client that declares the tasks extension, within r's context (bounded
-// by probeTimeout).
+// client that declares the tasks extension. It runs on r's context
+// without its cancellation, bounded by probeTimeout alone: the verdict
+// serves every caller, so a caller that leaves (its connection dropped)
+// must not cut the answer short, which would read as a wrong verdict.
 func (p *Probes) request(r *http.Request) *http.Request {
 	id := json.RawMessage(`"` + jsonrpc.GatewayIDPrefix + `probe"`)
 	body, _ := jsonrpc.RequestBytes(id, "server/discover", map[string]any{"_meta": map[string]any{
@@ -205,7 +214,7 @@ func (p *Probes) request(r *http.Request) *http.Request {
 	}})
 	// A detached copy: the probe must not write to the client request's
 	// handler state (Caddy's variables), which the request itself uses next.
-	req := upstream.NewRequest(r.Context(), p.detach(r), body)
+	req := upstream.NewRequest(context.WithoutCancel(r.Context()), p.detach(r), body)
 	// The verdict serves every caller of the endpoint, so the probe carries
 	// none of this caller's headers (cookies, session ids, headers of its
 	// own choosing that could steer the upstream's answer), only the Host
@@ -226,9 +235,11 @@ func (p *Probes) request(r *http.Request) *http.Request {
 
 // ask sends the probe and reads its answer: a discover result listing
 // 2026-07-28, or one of the 2026-07-28 error codes, is a 2026-07-28
-// server; a refusal of the caller (401, 403), a 5xx or a failure to reach
-// it says nothing; anything else (a 400 asking for a session, 404, 405, a
-// JSON-RPC error) is a 2025-only server.
+// server; a refusal of the caller (401, 403), a 5xx, a failure to reach
+// it, an answer that cannot be read and any other status without a
+// JSON-RPC message say nothing; anything else (a 400 asking for a
+// session with a JSON-RPC error, 404, 405, a JSON-RPC error) is a
+// 2025-only server.
 func (p *Probes) ask(req *http.Request, next http.Handler) probeResult {
 	ctx, cancel := context.WithTimeout(req.Context(), probeTimeout)
 	defer cancel()
@@ -264,10 +275,18 @@ func (p *Probes) ask(req *http.Request, next http.Handler) probeResult {
 	return res
 }
 
-// classifyProbe is ask's reading of an answer.
+// classifyProbe is ask's reading of an answer (nil when there is no
+// JSON-RPC message to read).
 func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
 	if RefusesCaller(status) || status >= 500 {
 		return false, false
+	}
+	if answer == nil {
+		// Only a path the upstream does not serve says something without
+		// a message: a cut or garbled answer, or a refusal of the
+		// request's shape (a proxy's 400, a 429), is no verdict.
+		notServed := status == http.StatusNotFound || status == http.StatusMethodNotAllowed
+		return notServed, notServed
 	}
 	if answer != nil && answer.Error != nil {
 		switch answer.Error.Code {

@@ -77,6 +77,9 @@ func TestClassifyProbe(t *testing.T) {
 		{"header mismatch is a 2026-07-28 server", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}`), false, true},
 		{"unsupported version listing 2026-07-28", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}`), false, true},
 		{"unsupported version without it", 400, msg(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25"],"requested":"2026-07-28"}}}`), true, true},
+		{"unreadable 200 says nothing", 200, nil, false, false},
+		{"400 without a JSON-RPC body says nothing", 400, nil, false, false},
+		{"429 without a JSON-RPC body says nothing", 429, nil, false, false},
 		{"405 without body", 405, nil, true, true},
 		{"404 without body", 404, nil, true, true},
 		{"401 says nothing", 401, nil, false, false},
@@ -170,7 +173,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		if v, known := p.Verdict(probeRequest("a.example"), up); !known || v.V2025 || up.count() != 1 {
 			t.Errorf("after the probe: %+v %v, %d probes, want the kept verdict and 1 probe", v, known, up.count())
 		}
-		p.Forget("a.example/mcp")
+		p.Forget("/mcp")
 		p.Verdict(probeRequest("a.example"), up)
 		if up.count() != 2 {
 			t.Errorf("%d probes after Forget, want 2", up.count())
@@ -187,7 +190,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		if up.count() != 2 {
 			t.Errorf("%d probes, want 2 (a 404 is not kept)", up.count())
 		}
-		p.ConfirmV2025("b.example/mcp")
+		p.ConfirmV2025("/mcp")
 		p.Verdict(probeRequest("b.example"), up)
 		if up.count() != 2 {
 			t.Errorf("%d probes after ConfirmV2025, want 2", up.count())
@@ -197,7 +200,9 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		up := &discoverCounter{}
 		p := NewProbes(zap.NewNop(), detach)
 		for i := range 3 * MaxProbeVerdicts {
-			p.Verdict(probeRequest(fmt.Sprintf("h%d.example", i)), up)
+			r := probeRequest("h.example")
+			r.URL.Path = fmt.Sprintf("/mcp/%d", i) // a route matching a prefix serves any path
+			p.Verdict(r, up)
 		}
 		if p.Len() != MaxProbeVerdicts {
 			t.Errorf("%d verdicts kept, want %d", p.Len(), MaxProbeVerdicts)
@@ -280,5 +285,72 @@ func TestProbesRecoverAPanic(t *testing.T) {
 	}()
 	if _, known := p.Verdict(probeRequest("h"), http.NotFoundHandler()); known {
 		t.Error("a probe that panicked gave a verdict")
+	}
+}
+
+// A caller that leaves while its probe runs (its connection dropped) does
+// not end the probe: the probe runs on its own deadline, and what it
+// learns is the verdict, not a 2025-only one read from a cut answer.
+func TestProbeOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		close(started)
+		select {
+		case <-release:
+		case <-r.Context().Done(): // as reverse_proxy ends a request whose context ends
+			return
+		}
+		_, _ = w.Write([]byte("event: message\ndata: " + `{"jsonrpc":"2.0","id":"mcp-tasks:probe","result":{"supportedVersions":["2026-07-28"],"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}` + "\n\n"))
+	})
+	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan bool)
+	go func() {
+		_, known := p.Verdict(probeRequest("a.example").WithContext(ctx), up)
+		left <- known
+	}()
+	<-started
+	cancel()
+	if <-left {
+		t.Error("the caller that left got a verdict")
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, ok := p.Cached(probeRequest("a.example"))
+		if ok {
+			if v.V2025 || !v.TasksExtension {
+				t.Errorf("kept verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no verdict kept: the probe ended with its caller")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Verdicts are kept per endpoint of the route's upstream, whatever Host a
+// client names: a client naming hosts at will neither probes again nor
+// evicts the verdict others are served.
+func TestProbeVerdictsIgnoreTheHost(t *testing.T) {
+	t.Parallel()
+	up := &discoverCounter{}
+	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	for i := range 2 * MaxProbeVerdicts {
+		if v, known := p.Verdict(probeRequest(fmt.Sprintf("h%d.example", i)), up); !known || v.V2025 {
+			t.Fatalf("host %d: %+v %v, want the 2026-07-28 verdict", i, v, known)
+		}
+	}
+	if n := up.count(); n != 1 {
+		t.Errorf("%d probes for one endpoint named by %d hosts, want 1", n, 2*MaxProbeVerdicts)
+	}
+	if p.Len() != 1 {
+		t.Errorf("%d verdicts kept, want 1", p.Len())
 	}
 }

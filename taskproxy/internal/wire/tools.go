@@ -20,21 +20,30 @@ import (
 // its initialize answer declares task-augmented tools/call, and the
 // execution.taskSupport each tool declares in tools/list. Both are learned
 // from the answers passing through, per route (one Gateway serves one
-// route), and replaced by every later answer. A tool the upstream runs as a
-// task itself is called with params.task and followed as a task client
-// (internal/runtime/upstreamtask.go); for every other tool the gateway makes the task.
+// route), and replaced by every later answer. What an initialize answer
+// declared is kept in the store too (learned.go), since a session's
+// initialize is seen by one route of one process only: the route of the
+// next configuration, the next process and the other replicas recall it
+// from there, and learn the tools' modes from the upstream's tools/list on
+// the caller's session when a request needs them (LearnToolsFor). A tool
+// the upstream runs as a task itself is called with params.task and
+// followed as a task client (internal/runtime/upstreamtask.go); for every
+// other tool the gateway makes the task.
 
 // UpstreamCaps is the learned knowledge of one route's upstream.
 type UpstreamCaps struct {
 	mu sync.RWMutex
 	// tasksCall is what the last initialize answer said of
-	// capabilities.tasks.requests.tools.call; nil before one was seen.
+	// capabilities.tasks.requests.tools.call, seen here or recalled from
+	// the store; nil before either.
 	tasksCall *bool
 	// tools holds the taskSupport of every tool seen in a tools/list
 	// answer ("forbidden" when the tool declares none).
 	tools map[string]task.Support
 	// fetched is when the gateway last fetched a tools/list itself.
 	fetched time.Time
+	// record is where tasksCall is kept for other processes (learned.go).
+	record capsRecord
 }
 
 // LearnInitialize records capabilities.tasks of an initialize result.
@@ -59,7 +68,11 @@ func (u *UpstreamCaps) LearnInitialize(result []byte) {
 	}
 	u.mu.Lock()
 	u.tasksCall = &call
+	save := u.record.due(call)
 	u.mu.Unlock()
+	if save {
+		u.save(call)
+	}
 }
 
 // LearnTools records the taskSupport of the tools of one tools/list page.
@@ -148,27 +161,29 @@ func (u *UpstreamCaps) ToolMode(name string) (task.Support, bool) {
 }
 
 // runsTask reports whether the upstream runs the tool as a task of its own
-// when asked: the tool declares optional or required, and the upstream's
-// initialize answer declared task-augmented tools/call. Before any
-// initialize answer was seen (the gateway restarted under a live session),
-// a tool declaring a task mode is taken at its word: the spec lets a
-// client augment only under that capability, so the declaration implies it.
+// when asked: the tool declares optional or required, and the upstream may
+// run tasks (mayRunTasksLocked).
 func (u *UpstreamCaps) runsTask(name string) bool {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	m, ok := u.tools[name]
-	if !ok || m == task.SupportForbidden {
-		return false
-	}
-	return u.tasksCall == nil || *u.tasksCall
+	return ok && m != task.SupportForbidden && u.mayRunTasksLocked()
 }
 
-// DeclaresTasks reports whether an initialize answer seen since the start
-// declared task-augmented tools/call.
-func (u *UpstreamCaps) DeclaresTasks() bool {
+// mayRunTasksLocked reports whether the upstream's initialize answer, seen
+// here or recalled from the store, declared task-augmented tools/call, or
+// whether none is known: a tool declaring a task mode is then taken at its
+// word, since the spec lets a server declare one only under that
+// capability. u.mu is held.
+func (u *UpstreamCaps) mayRunTasksLocked() bool { return u.tasksCall == nil || *u.tasksCall }
+
+// declaresTasks reports whether the upstream's initialize answer, seen
+// here or recalled from the store, is known, and whether it declared
+// task-augmented tools/call.
+func (u *UpstreamCaps) declaresTasks() (known, declares bool) {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	return u.tasksCall != nil && *u.tasksCall
+	return u.tasksCall != nil, u.tasksCall != nil && *u.tasksCall
 }
 
 // ToolPolicy decides each tool's task mode: the configured modes (the
@@ -199,12 +214,12 @@ func (p *ToolPolicy) configured(name string) task.Support {
 // EffectiveMode is the task mode the gateway applies to and advertises for
 // a tool: the configured one, except that a tool the upstream runs only as
 // a task is required, on both wires, whatever is configured (the upstream
-// refuses it otherwise). That takes an initialize answer declaring task
-// calls: without one, the configuration stands. A tool the upstream
-// forbids as a task stays whatever is configured: the gateway makes those
-// tasks itself.
+// refuses it otherwise). An upstream whose initialize answer declared no
+// task calls runs no tool as a task: its configuration stands. A tool the
+// upstream forbids as a task stays whatever is configured: the gateway
+// makes those tasks itself.
 func (p *ToolPolicy) EffectiveMode(name string) task.Support {
-	if m, ok := p.Caps.ToolMode(name); ok && m == task.SupportRequired && p.Caps.DeclaresTasks() {
+	if m, ok := p.Caps.ToolMode(name); ok && m == task.SupportRequired && p.Caps.runsTask(name) {
 		return task.SupportRequired
 	}
 	return p.configured(name)
@@ -223,13 +238,21 @@ const toolsListRefetch = 10 * time.Second
 const maxToolsListPages = 20
 
 // LearnToolsFor fetches the upstream's tools/list on the caller's session
-// when the upstream declared task calls but the tool has not been seen in a
-// tools/list answer yet (the client calls without listing), so that a
-// task-augmented call is decided on what the upstream declares. A failed
-// fetch leaves the tool unknown: the gateway then makes the task itself, as
-// for any upstream. Upstreams that declared no task calls are never asked.
-func (p *ToolPolicy) LearnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string) {
-	if _, ok := p.Caps.ToolMode(name); ok || !p.Caps.DeclaresTasks() {
+// when the tool has not been seen in a tools/list answer yet (the client
+// calls without listing, or the session's initialize and listing went
+// through another process, replica or configuration), so that the call is
+// decided on what the upstream declares. An upstream known, from its
+// initialize answer here or from the store, to declare no task calls is
+// never asked. For a plain call (augmented false) only an upstream known
+// to declare task calls is asked: any other answers the call as it would
+// without the gateway. A failed fetch leaves the tool unknown: the gateway
+// then makes the task itself, as for any upstream.
+func (p *ToolPolicy) LearnToolsFor(ctx context.Context, r *http.Request, next http.Handler, name string, augmented bool) {
+	if _, ok := p.Caps.ToolMode(name); ok {
+		return
+	}
+	p.Caps.Recall(ctx)
+	if known, declares := p.Caps.declaresTasks(); known && !declares || !known && !augmented {
 		return
 	}
 	p.Caps.mu.Lock()

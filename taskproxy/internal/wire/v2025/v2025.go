@@ -36,6 +36,7 @@ func Serve(x *wire.Exchange) error {
 		c.W = c.Sessions.BindOf(c.R.Context(), c.W, c.Owner) // before the answer names the session
 		return c.PassRewriting(c.Tools.RewriteInitialize)
 	case "tools/list":
+		c.Tools.Caps.Recall(c.R.Context()) // whether the modes the upstream declares hold
 		return c.PassRewriting(c.Tools.RewriteToolsList)
 	case "tools/call":
 		return c.serveToolsCall()
@@ -132,8 +133,8 @@ type ToolCall struct {
 // CheckToolCall reads x's tools/call and refuses, as 2025-11-25 has it, a
 // task-augmented call of a tool forbidden as a task and a plain call of one
 // that requires a task; ok is false when x has been answered. With learn,
-// a task-augmented call first learns what the upstream declares of its
-// tool (a 2025-11-25 upstream's tools/list).
+// the call first learns what the upstream declares of its tool (a
+// 2025-11-25 upstream's tools/list), which decides both.
 func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
 	params, err := wire.ParamsObject(x.Msg.Params)
 	if err != nil {
@@ -145,8 +146,8 @@ func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
 	if tc.Augmented && string(tc.TaskMeta) == "null" {
 		tc.Augmented = false
 	}
-	if tc.Augmented && learn { // decided on what the upstream declares of the tool
-		x.Tools.LearnToolsFor(x.R.Context(), x.R, x.Next, tc.Name)
+	if learn { // decided on what the upstream declares of the tool
+		x.Tools.LearnToolsFor(x.R.Context(), x.R, x.Next, tc.Name, tc.Augmented)
 	}
 	switch mode := x.Tools.EffectiveMode(tc.Name); {
 	case tc.Augmented && mode == task.SupportForbidden:
