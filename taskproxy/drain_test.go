@@ -1,8 +1,10 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -142,7 +144,13 @@ func TestLeaseTTLConfig(t *testing.T) {
 			mustStart(t, g)
 			before := runtime.Now()
 			id := createV2025(t, g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				<-r.Context().Done() // runs until the runtime closes
+				if body, _ := io.ReadAll(r.Body); bytes.Contains(body, []byte(`"tools/list"`)) {
+					m, _ := jsonrpc.Parse(body)
+					w.Header().Set("Content-Type", "application/json") // the tool declares nothing: the gateway makes the task
+					_, _ = w.Write(jsonrpc.ResponseRaw(m.ID, []byte(`{"tools":[{"name":"job","inputSchema":{"type":"object"}}]}`)))
+					return
+				}
+				<-r.Context().Done() // the call runs until the runtime closes
 			}))
 			got, err := rt.Store.Get(context.Background(), task.Anonymous, id)
 			if err != nil {

@@ -146,6 +146,12 @@ func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
 	if tc.Augmented && string(tc.TaskMeta) == "null" {
 		tc.Augmented = false
 	}
+	if tc.Augmented && x.Runtime.Drain.Draining() {
+		// Refused before anything is asked of the upstream for it: a
+		// stopping process makes no new task (CheckQuota says the same).
+		x.Fail(x.Draining())
+		return tc, false
+	}
 	if learn { // decided on what the upstream declares of the tool
 		x.Tools.LearnToolsFor(x.R.Context(), x.R, x.Next, tc.Name, tc.Augmented)
 	}
