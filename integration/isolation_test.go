@@ -205,7 +205,9 @@ func TestPrincipalIsolation(t *testing.T) {
 func TestQuotaAndRateLimit(t *testing.T) {
 	t.Parallel()
 	_, addr := testUpstream(t)
-	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "max_active_per_principal 3\nrate_limit 2"})
+	// rate_limit 3 (bursts of 6): the initialize and the four creates fit,
+	// so the fourth is refused for the quota, not the rate.
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2025Tools + "max_active_per_principal 3\nrate_limit 3"})
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	for range 3 {
@@ -229,7 +231,7 @@ func TestQuotaAndRateLimit(t *testing.T) {
 		}
 	}
 	if limited == 0 {
-		t.Error("a burst of 20 task operations at rate_limit 2 was never limited")
+		t.Error("a burst of 20 task operations at rate_limit 3 was never limited")
 	}
 	// Plain traffic is not a task operation.
 	if m := c.callTool("greet", map[string]any{"name": "x"}, nil); m.Error != nil {
