@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Issue 21: with Caddy's default logging (info), a client polling a task
+// With Caddy's default logging (info), a client polling a task
 // that does not change writes one "task retrieved" line at info for each
 // state it sees, not one a poll; the repeats are at debug level, which the
 // default logger drops. Every denial is still at info.

@@ -519,8 +519,8 @@ func TestBridgeRestart(t *testing.T) {
 
 // TestBridgeLimits: one principal's calls waiting for input, and its
 // requests with ever other capability contents, take nothing from another
-// principal's (REVIEW 3, 4); a retry must name the waiting call's tool
-// (REVIEW 8).
+// principal's; a retry must name the waiting call's tool (else a retry
+// could answer another tool's input).
 func TestBridgeLimits(t *testing.T) {
 	t.Parallel()
 	upstreamURL := startTSEverything(t)

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Issue 22, items 5 and 6: a principal's finished tasks are bounded, and
+// A principal's finished tasks are bounded, and
 // neither tasks/list nor another principal's tasks/get reads the tasks'
 // results. What Caddy allocates shows the latter: the stores decoded every
 // record whole before, megabytes per task.

@@ -54,7 +54,7 @@ func readmeBlock(t *testing.T, marker string) string {
 	return ""
 }
 
-// Issue 9 item 18: the README's audit log configuration routes the audit
+// The README's audit log configuration routes the audit
 // lines to their own file.
 func TestAuditLogToFile(t *testing.T) {
 	t.Parallel()
@@ -108,7 +108,7 @@ func frontProxy(t *testing.T, gatewayURL, publicHost string) string {
 	return srv.URL + "/mcp"
 }
 
-// Issue 9 item 19: behind a front proxy that forwards a public Host to a
+// Behind a front proxy that forwards a public Host to a
 // loopback listener, authenticated task calls work; an anonymous call on
 // loopback under a foreign Host is still refused (DNS rebinding).
 func TestFrontProxy(t *testing.T) {
@@ -152,7 +152,7 @@ func TestFrontProxy(t *testing.T) {
 	}
 }
 
-// Issue 9 item 20: beside a handle block for the same path, the gateway and
+// Beside a handle block for the same path, the gateway and
 // its auth still run; inside a handle block it works as well.
 func TestHandleLayouts(t *testing.T) {
 	t.Parallel()
@@ -463,7 +463,7 @@ func TestOrderOverrideWarned(t *testing.T) {
 	}
 }
 
-// Issue 9 items 21: cancelled tasks are counted as ended, and the store's
+// Cancelled tasks are counted as ended, and the store's
 // gauges report active and stored tasks and its size.
 func TestMetricsCancelledAndGauges(t *testing.T) {
 	t.Parallel()
@@ -498,7 +498,7 @@ func TestMetricsCancelledAndGauges(t *testing.T) {
 	}
 }
 
-// Issue 9 item 17: a CORS preflight is not an auth failure, and anonymous
+// A CORS preflight is not an auth failure, and anonymous
 // callers behind a trusted proxy are rate-limited by their own address.
 func TestPreflightAndClientIP(t *testing.T) {
 	t.Parallel()
@@ -584,7 +584,7 @@ http://:` + port + ` {
 	}
 }
 
-// Issue 9 item 23: the example Caddyfile is as caddy fmt writes it, so
+// The example Caddyfile is as caddy fmt writes it, so
 // adapting it warns about nothing.
 func TestCaddyfileExampleFormatted(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
-// The 2025-11-25 flows of issue 11 against the official TypeScript
+// The 2025-11-25 task flows against the official TypeScript
 // everything server: tools it runs plainly (and forbids as tasks) become
 // the gateway's tasks; their elicitation and sampling requests reach the
 // client on the gateway's tasks/result stream and the client's answers

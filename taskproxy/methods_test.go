@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestMethodsPerType keeps the core's seams small types (issue 18): no
+// TestMethodsPerType keeps the core's seams small types: no
 // type of taskproxy or its packages declares more than 25 methods, the
 // Gateway at most 15, and a store backend's Store, which only puts its
 // seams together, at most 6. Methods are counted as declared in non-test

@@ -75,8 +75,8 @@ func BenchmarkStoreCreateConcurrent(b *testing.B) {
 // writes every byte to its memory-mapped log, its memtable, and its tables
 // at each flush and compaction, each with page faults and msyncs. The
 // "gateway-limits" case creates as the gateway does, within its default
-// limits (task.DefaultMaxFinished finished tasks per owner; issue 21: the
-// check of that bound walked every finished task of the owner per create).
+// limits (task.DefaultMaxFinished finished tasks per owner: a check of
+// that bound that walks every finished task of the owner per create shows).
 func BenchmarkStoreLifecycle(b *testing.B) {
 	for _, c := range []struct {
 		name   string

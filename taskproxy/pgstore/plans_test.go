@@ -13,7 +13,7 @@ import (
 )
 
 // The group statements that look rows up by arrays of ids run generic
-// plans (issue 21): left to choose, the server planned them anew on every
+// plans: left to choose, the server planned them anew on every
 // execution, which cost it several times the execution. The plans are
 // index scans by id even when made on a new, empty table and kept while it
 // grows, and the setting ends with the statements.
