@@ -204,10 +204,7 @@ func (s *taskRows) get(ctx context.Context, q reader, owner, id string) (*task.T
 	r, err := scanRow(q.QueryRow(ctx, s.q.getOwn, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := s.notOwned(ctx, q, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
-			return nil, err
-		}
-		return nil, s.tombstone(ctx, q, owner, id)
+		return nil, s.missing(ctx, q, owner, id)
 	case err != nil:
 		return nil, s.fail("reading task "+id, err)
 	}
@@ -233,14 +230,21 @@ func (s *taskRows) getSummary(ctx context.Context, q reader, owner, id string) (
 	r, err := scanRow(q.QueryRow(ctx, s.q.getOwnSummary, id, ownerHash(owner)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := s.notOwned(ctx, q, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
-			return nil, err
-		}
-		return nil, s.tombstone(ctx, q, owner, id)
+		return nil, s.missing(ctx, q, owner, id)
 	case err != nil:
 		return nil, s.fail("reading the summary of task "+id, err)
 	}
 	return r.tk.Summary(), nil
+}
+
+// missing says why the owner's read of id found no row: ErrForeign for
+// another owner's task, else the answer of its tombstone (ErrExpired or
+// ErrNotFound).
+func (s *taskRows) missing(ctx context.Context, q reader, owner, id string) error {
+	if err := s.notOwned(ctx, q, id); !errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrForeign) {
+		return err
+	}
+	return s.tombstone(ctx, q, owner, id)
 }
 
 // notOwned explains why the owner's query found no task id: ErrForeign
