@@ -43,7 +43,9 @@ func (s *Server) callTool(x *exchange) (any, *rpcError) {
 	s.obs.calls[p.Name]++
 	s.mu.Unlock()
 	if asTask {
-		return s.createTask(x, spec, p.Arguments), nil
+		created := s.createTask(x, spec, p.Arguments)
+		s.holdAnswer(x, spec.name)
+		return created, nil
 	}
 	return s.runPlain(x, spec, p)
 }
