@@ -112,7 +112,7 @@ func (tm *runTimer) expire(limit time.Duration) {
 	if run.cancelling.CompareAndSwap(false, true) { // told once, as a cancel is
 		route.stopUpstreamCall(run.Ctx, run, call, "run timeout")
 	}
-	run.Cancel(errRunTimeout)
+	run.stop(errRunTimeout)
 }
 
 // runClock is the time a task's tool has left: it runs while the task is

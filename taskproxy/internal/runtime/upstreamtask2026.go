@@ -116,7 +116,12 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt) {
 			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgRestarted))
 			return
 		}
+		run.awaitCreate()
 		ev := w.followEvents(a)
+		if cause := run.createRead(); cause != nil {
+			w.cancelLateUpstreamTask(ev, cause) // pendingcreate.go
+			return
+		}
 		switch {
 		case ev.Err != nil:
 			route.finishInterrupted(run.Ctx, t, ev.Err)

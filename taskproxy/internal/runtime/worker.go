@@ -77,7 +77,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		// cancellation arrives too late to count.
 		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
-		run.Cancel(ErrTaskExpired)
+		run.stop(ErrTaskExpired)
 	})
 	stopRunTimeout := (&runTimer{route: route, t: t, call: call, run: run}).arm()
 	runners.Run(func() {

@@ -77,7 +77,7 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
 func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail func(*jsonrpc.Error)) bool {
-	err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits())
+	err := c.CreateWithinLimits(t)
 	var dup *task.DuplicateError
 	switch {
 	case err == nil:
@@ -124,8 +124,34 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if err != nil {
 		return runtime.ClientError(c.Log, "counting active tasks", err)
 	}
+	n += c.Runtime.Draining(owner)
 	if n >= c.MaxActivePerOwner {
 		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
+	}
+	return nil
+}
+
+// CreateWithinLimits stores t within its owner's bounds (Limits). The
+// tasks of the owner that ended while this process still stops what the
+// upstream runs for them (runtime.Draining) count as active: the upstream
+// may run them yet. A create with an idempotency key is bounded by the
+// store alone, so that a repeat still finds its task.
+func (c *Exchange) CreateWithinLimits(t *task.Task) error {
+	l := c.Limits()
+	if l.MaxActive > 0 && t.IdempotencyKey == "" {
+		if d := c.Runtime.Draining(t.Owner); d > 0 {
+			if d >= l.MaxActive {
+				return &task.QuotaError{Limit: l.MaxActive}
+			}
+			l.MaxActive -= d
+		}
+	}
+	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, l); err != nil {
+		var q *task.QuotaError
+		if errors.As(err, &q) && !q.Finished {
+			q.Limit = c.Limits().MaxActive // the bound as configured
+		}
+		return err
 	}
 	return nil
 }

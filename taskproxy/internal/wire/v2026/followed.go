@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -97,7 +98,7 @@ func (c *call) adoptUpstreamTask(t *task.Task, run *runtime.Run, stopFollowingCl
 	if created.StatusMessage != "" && created.Status == task.StatusWorking {
 		t.StatusMessage = created.StatusMessage
 	}
-	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits()); err != nil {
+	if err := c.CreateWithinLimits(t); err != nil {
 		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
 		run.Cancel(err)
 		run.Release()
@@ -128,7 +129,7 @@ func (c *call) servePlainOnTaskRuntime() error {
 			c.fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
-		ev = c.plainAttempt(ctx, base, withExt, reply, 2)
+		ev = c.plainTaskAttempt(ctx, base, withExt, reply)
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
@@ -153,6 +154,33 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 	}
 	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, relayTo(reply))
 	return ev
+}
+
+// plainTaskAttempt makes the call declaring the extension for a plain
+// client's tools/call and returns its last event. The upstream creates its
+// task before it answers, so the call runs detached from the client's
+// request: when the client leaves first, the answer is still read in the
+// background (bounded) and the task it names cancelled, where closing the
+// stream would cancel only the call and leave the task running for
+// nobody. The event returned then carries the client's leaving.
+func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply) upstream.Event {
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":2")
+	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
+	if err != nil {
+		return upstream.Event{Err: err}
+	}
+	callCtx, stopCall := context.WithCancel(base.Context())
+	a := upstream.StartAttempt(callCtx, base, c.Next, id, body)
+	gone := make(chan time.Time)
+	stopWatching := context.AfterFunc(ctx, func() { close(gone) })
+	ev, answered := a.Until(ctx, upstream.After(gone), relayTo(reply))
+	if answered {
+		stopWatching()
+		stopCall()
+		return ev
+	}
+	go runtime.CancelLateV2026Create(c.Log, a, stopCall, base, c.Next, params)
+	return upstream.Event{Err: context.Cause(ctx)}
 }
 
 // withTasksExtension declares the tasks extension in the client
