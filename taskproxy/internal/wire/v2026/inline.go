@@ -1,7 +1,6 @@
 package v2026
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -78,8 +77,11 @@ func (h *Handler) Close() {
 	}
 }
 
+// cancelUpstream sends the upstream tasks/cancel for the waiting task, on
+// the context of the detached request it came with: the next handler
+// (Caddy's reverse_proxy) needs that context's values to send anything.
 func (w *inlineWait) cancelUpstream() {
-	runtime.CancelV2026UpstreamTask(context.Background(), w.base, w.next, w.params, w.upstreamTaskID)
+	runtime.CancelV2026UpstreamTask(w.base.Context(), w.base, w.next, w.params, w.upstreamTaskID)
 }
 
 // park holds w for the owner's retry and returns its requestState, or
