@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,48 @@ func TestFollowV2026PlainClientLeavesBeforeCreateResult(t *testing.T) {
 	}
 	rt.ReleaseAnswers(taskruntime.ToolSteps)
 	waitUpstreamCancelled(t, rt, ids[0])
+}
+
+// TestFollowV2026PlainCallsWithinQuota: ten concurrent plain calls of the
+// task-only steps tool, under max_active_per_principal 3. Each would make
+// a task at the upstream that runs for the caller; three are admitted and
+// wait for their upstream task, the other seven are refused with -32000
+// before the upstream makes any, and the admitted ones get their results.
+func TestFollowV2026PlainCallsWithinQuota(t *testing.T) {
+	t.Parallel()
+	rt, _, gw := taskRuntimeGateway(t, "", "max_active_per_principal 3")
+	rt.Hold(taskruntime.ToolSteps, 1)
+	t.Cleanup(func() { rt.ReleaseAll(taskruntime.ToolSteps) })
+	const calls, limit = 10, 3
+	answers := make(chan taskRuntimeReply, calls)
+	for range calls {
+		go func() {
+			answers <- sendPlain(t, gw.URL, "Bearer plenty", "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": map[string]any{"steps": 2, "stepMs": 0}})
+		}()
+	}
+	hang := time.After(60 * time.Second)
+	next := func(what string) taskRuntimeReply {
+		t.Helper()
+		select {
+		case r := <-answers:
+			return r
+		case <-hang:
+			t.Fatalf("no answer %s within a minute (upstream tasks created: %d)", what, rt.TasksCreated(taskruntime.ToolSteps))
+		}
+		return taskRuntimeReply{}
+	}
+	for i := range calls - limit {
+		if r := next("refusing a call over the bound"); r.Error == nil || r.Error.Code != -32000 {
+			t.Fatalf("answer %d while %d calls hold upstream tasks: %s, want -32000", i+1, limit, r.raw)
+		}
+	}
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != limit {
+		t.Fatalf("upstream tasks created: %d, want %d", n, limit)
+	}
+	rt.ReleaseAll(taskruntime.ToolSteps)
+	for range limit {
+		if r := next("of an admitted call"); r.Error != nil || !strings.Contains(r.raw, "Completed 2 steps") {
+			t.Errorf("admitted call: %s, want its result", r.raw)
+		}
+	}
 }

@@ -124,22 +124,21 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if err != nil {
 		return runtime.ClientError(c.Log, "counting active tasks", err)
 	}
-	n += c.Runtime.Draining(owner)
+	n += c.uncounted(owner)
 	if n >= c.MaxActivePerOwner {
 		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}
 	return nil
 }
 
-// CreateWithinLimits stores t within its owner's bounds (Limits). The
-// tasks of the owner that ended while this process still stops what the
-// upstream runs for them (runtime.Draining) count as active: the upstream
-// may run them yet. A create with an idempotency key is bounded by the
+// CreateWithinLimits stores t within its owner's bounds (Limits). What
+// this process has the upstream run for the owner outside the store's
+// count (uncounted) counts as active too. A create with an idempotency key is bounded by the
 // store alone, so that a repeat still finds its task.
 func (c *Exchange) CreateWithinLimits(t *task.Task) error {
 	l := c.Limits()
 	if l.MaxActive > 0 && t.IdempotencyKey == "" {
-		if d := c.Runtime.Draining(t.Owner); d > 0 {
+		if d := c.uncounted(t.Owner); d > 0 {
 			if d >= l.MaxActive {
 				return &task.QuotaError{Limit: l.MaxActive}
 			}
@@ -154,6 +153,33 @@ func (c *Exchange) CreateWithinLimits(t *task.Task) error {
 		return err
 	}
 	return nil
+}
+
+// uncounted is how many tasks this process has running at the upstream
+// for owner that the store does not count as active: tasks that ended
+// while the gateway still stops the upstream's (runtime.Draining), and
+// plain clients' calls waiting on an upstream task (runtime.InlineCalls).
+func (c *Exchange) uncounted(owner string) int {
+	return c.Runtime.Draining(owner) + c.Runtime.Inline.Count(owner)
+}
+
+// AdmitInline admits a plain client's call that will wait on an upstream
+// task within the call: it counts against max_active_per_principal as
+// the caller's tasks do. It returns the slot's release, or the refusal
+// to answer (the quota's, or the store's failure to count).
+func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
+	owner := c.Owner
+	release, ok, err := c.Runtime.Inline.Admit(owner, c.MaxActivePerOwner, func() (int, error) {
+		n, err := c.Runtime.Store.CountActive(c.R.Context(), owner)
+		return n + c.Runtime.Draining(owner), err
+	})
+	switch {
+	case err != nil:
+		return nil, runtime.ClientError(c.Log, "counting active tasks", err)
+	case !ok:
+		return nil, c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
+	}
+	return release, nil
 }
 
 // QuotaRefused counts and answers a create over a bound (err, a

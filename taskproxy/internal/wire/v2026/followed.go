@@ -129,14 +129,28 @@ func (c *call) servePlainOnTaskRuntime() error {
 			c.fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
-		ev = c.plainTaskAttempt(ctx, base, withExt, reply)
+		// The upstream's task runs for the caller as a task of the
+		// gateway's would: the same rate limit and bound on active tasks.
+		if c.Limited() {
+			return nil
+		}
+		release, e := c.AdmitInline()
+		if e != nil {
+			c.fail(e)
+			return nil
+		}
+		var left bool
+		if ev, left = c.plainTaskAttempt(ctx, base, withExt, reply, release); left {
+			return nil // the client left; the slot is given back in the background
+		}
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
 				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
-					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next})
+					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release})
 			}
 		}
+		release()
 	}
 	if ctx.Err() == nil {
 		c.sendAnswer(reply, ev)
@@ -159,15 +173,15 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 // plainTaskAttempt makes the call declaring the extension for a plain
 // client's tools/call and returns its last event. The upstream creates its
 // task before it answers, so the call runs detached from the client's
-// request: when the client leaves first, the answer is still read in the
-// background (bounded) and the task it names cancelled, where closing the
-// stream would cancel only the call and leave the task running for
-// nobody. The event returned then carries the client's leaving.
-func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply) upstream.Event {
+// request: when the client leaves first (left), the answer is still read
+// in the background (bounded), the task it names is cancelled, and then
+// release gives back the call's slot; closing the stream would cancel
+// only the call and leave the task running for nobody.
+func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply, release func()) (ev upstream.Event, left bool) {
 	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":2")
 	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
 	if err != nil {
-		return upstream.Event{Err: err}
+		return upstream.Event{Err: err}, false
 	}
 	callCtx, stopCall := context.WithCancel(base.Context())
 	a := upstream.StartAttempt(callCtx, base, c.Next, id, body)
@@ -177,10 +191,13 @@ func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params 
 	if answered {
 		stopWatching()
 		stopCall()
-		return ev
+		return ev, false
 	}
-	go runtime.CancelLateV2026Create(c.Log, a, stopCall, base, c.Next, params)
-	return upstream.Event{Err: context.Cause(ctx)}
+	go func() {
+		defer release()
+		runtime.CancelLateV2026Create(c.Log, a, stopCall, base, c.Next, params)
+	}()
+	return upstream.Event{Err: context.Cause(ctx)}, true
 }
 
 // withTasksExtension declares the tasks extension in the client

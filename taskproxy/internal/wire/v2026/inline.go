@@ -55,6 +55,10 @@ type inlineWait struct {
 	base     *http.Request
 	next     http.Handler
 	timer    *time.Timer
+	// release gives back the call's slot among the owner's active tasks
+	// (wire.Exchange.AdmitInline) once the upstream's task has ended or
+	// been cancelled; it is held while the call waits for a retry.
+	release func()
 }
 
 // NewHandler returns the handler of a configuration whose owners may each
@@ -82,6 +86,7 @@ func (h *Handler) Close() {
 // (Caddy's reverse_proxy) needs that context's values to send anything.
 func (w *inlineWait) cancelUpstream() {
 	runtime.CancelV2026UpstreamTask(w.base.Context(), w.base, w.next, w.params, w.upstreamTaskID)
+	w.release()
 }
 
 // park holds w for the owner's retry and returns its requestState, or
@@ -128,6 +133,9 @@ func (h *Handler) take(state, owner, tool string) (*inlineWait, bool) {
 func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	ctx := c.R.Context()
 	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs, PollIntervalErr: w.pollErr}, w.answered)
+	if out.Input == nil || ctx.Err() != nil || err != nil {
+		w.release() // the upstream's task ended, or was cancelled
+	}
 	switch {
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
