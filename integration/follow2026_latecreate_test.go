@@ -182,4 +182,49 @@ func TestFollowV2026PlainCallsWithinQuota(t *testing.T) {
 			t.Errorf("admitted call: %s, want its result", r.raw)
 		}
 	}
+	// Each upstream task is in the audit log, made and ended.
+	waitFor(t, 30*time.Second, "the plain calls' audit lines", func() bool {
+		return auditLines(t, gw, "plain call's task created at the upstream", "working") == limit &&
+			auditLines(t, gw, "plain call's upstream task ended", "completed") == limit
+	})
+}
+
+// auditLines counts the gateway's audit lines of msg with status.
+func auditLines(t *testing.T, gw *gateway, msg, status string) int {
+	t.Helper()
+	n := 0
+	for _, s := range strings.Split(gw.logs(), "\n") {
+		if !strings.Contains(s, `"logger":"http.handlers.mcp_tasks.audit"`) {
+			continue
+		}
+		var l struct{ Msg, Status string }
+		if err := json.Unmarshal([]byte(s), &l); err != nil {
+			t.Fatalf("audit line %q: %v", s, err)
+		}
+		if l.Msg == msg && l.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFollowV2026PlainCallRunTimeout: a plain call of the task-only steps
+// tool waits on the upstream's task within the call; under run_timeout 1s
+// a tool that would run for minutes fails the call with the run-timeout
+// error, as a task would fail, and the upstream's task is cancelled.
+func TestFollowV2026PlainCallRunTimeout(t *testing.T) {
+	t.Parallel()
+	rt, _, gw := taskRuntimeGateway(t, "", "run_timeout 1s")
+	r := sendPlain(t, gw.URL, "Bearer slowpoke", "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": longSteps()})
+	if r.Error == nil || r.Error.Code != -32603 || !strings.Contains(r.Error.Message, "run_timeout") {
+		t.Fatalf("plain call past its run_timeout: %s, want -32603 naming run_timeout", r.raw)
+	}
+	ids := rt.TaskIDs(taskruntime.ToolSteps)
+	if len(ids) != 1 {
+		t.Fatalf("upstream steps tasks %v, want 1", ids)
+	}
+	waitUpstreamCancelled(t, rt, ids[0])
+	waitFor(t, 30*time.Second, "the audit line of the upstream task's end", func() bool {
+		return auditLines(t, gw, "plain call's upstream task ended", "failed") == 1
+	})
 }

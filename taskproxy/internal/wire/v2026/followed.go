@@ -146,8 +146,12 @@ func (c *call) servePlainOnTaskRuntime() error {
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
-				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
-					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release})
+				rec := &task.Task{ID: created.TaskID, Owner: c.Caller.Owner, Principal: c.Caller.Principal, Tenant: c.Caller.Tenant,
+					Era: task.Era2026, Tool: name, Status: task.StatusWorking, CreatedAt: runtime.Now()}
+				c.Route.AuditTask(auditPlainCreated, rec)
+				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID, rec: rec, audit: c.Route.AuditTask,
+					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release,
+					runLeft: c.RunTimeoutOf(name), runLimit: c.RunTimeoutOf(name)})
 			}
 		}
 		release()
