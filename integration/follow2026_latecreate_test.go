@@ -176,6 +176,10 @@ func TestFollowV2026PlainCallsWithinQuota(t *testing.T) {
 	if n := rt.TasksCreated(taskruntime.ToolSteps); n != limit {
 		t.Fatalf("upstream tasks created: %d, want %d", n, limit)
 	}
+	// The operator sees them counted, though they are no gateway tasks.
+	if n := plainCalls(t, gw); n != limit {
+		t.Errorf("admin stores: %d plain calls, want %d", n, limit)
+	}
 	rt.ReleaseAll(taskruntime.ToolSteps)
 	for range limit {
 		if r := next("of an admitted call"); r.Error != nil || !strings.Contains(r.raw, "Completed 2 steps") {
@@ -185,8 +189,20 @@ func TestFollowV2026PlainCallsWithinQuota(t *testing.T) {
 	// Each upstream task is in the audit log, made and ended.
 	waitFor(t, 30*time.Second, "the plain calls' audit lines", func() bool {
 		return auditLines(t, gw, "plain call's task created at the upstream", "working") == limit &&
-			auditLines(t, gw, "plain call's upstream task ended", "completed") == limit
+			auditLines(t, gw, "plain call's upstream task ended", "completed") == limit && plainCalls(t, gw) == 0
 	})
+}
+
+// plainCalls is the plain_calls count of the gateway's one store.
+func plainCalls(t *testing.T, gw *gateway) int {
+	t.Helper()
+	var stores []struct {
+		PlainCalls int `json:"plain_calls"`
+	}
+	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/stores", &stores); code != http.StatusOK || len(stores) != 1 {
+		t.Fatalf("admin stores: %d %s", code, body)
+	}
+	return stores[0].PlainCalls
 }
 
 // auditLines counts the gateway's audit lines of msg with status.

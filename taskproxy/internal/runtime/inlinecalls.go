@@ -53,3 +53,15 @@ func (ic *InlineCalls) Count(owner string) int {
 	defer ic.mu.Unlock()
 	return ic.n[owner]
 }
+
+// Total is how many calls of every owner hold a slot now: what the
+// operator sees of them (they are no tasks of the gateway's).
+func (ic *InlineCalls) Total() int {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	n := 0
+	for _, k := range ic.n {
+		n += k
+	}
+	return n
+}
