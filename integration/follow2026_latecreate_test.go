@@ -173,6 +173,8 @@ func TestFollowV2026PlainCallsWithinQuota(t *testing.T) {
 			t.Fatalf("answer %d while %d calls hold upstream tasks: %s, want -32000", i+1, limit, r.raw)
 		}
 	}
+	// The admitted calls may still be on their way to the upstream.
+	waitFor(t, 30*time.Second, "the admitted calls' upstream tasks", func() bool { return rt.TasksCreated(taskruntime.ToolSteps) >= limit })
 	if n := rt.TasksCreated(taskruntime.ToolSteps); n != limit {
 		t.Fatalf("upstream tasks created: %d, want %d", n, limit)
 	}

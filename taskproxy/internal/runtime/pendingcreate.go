@@ -64,17 +64,26 @@ func (run *Run) createRead() error {
 // goes on for at most createGrace, so that the task it names can be
 // cancelled, and Draining counts the run until the worker is done.
 func (run *Run) stop(cause error) {
-	run.create.mu.Lock()
-	if !run.create.waiting {
-		run.create.mu.Unlock()
+	if !run.holdStop(cause) {
 		run.Cancel(cause)
-		return
 	}
+}
+
+// holdStop is stop's first half, for an ending recorded in between: when
+// the worker reads the upstream's CreateTaskResult, it defers the stop
+// (and the run counts as Draining from now on, before anyone can see the
+// task ended) and returns true; otherwise the caller cancels the run.
+func (run *Run) holdStop(cause error) bool {
+	run.create.mu.Lock()
 	defer run.create.mu.Unlock()
+	if !run.create.waiting {
+		return false
+	}
 	if run.create.ended == nil {
 		run.create.ended = cause
 		run.create.timer = time.AfterFunc(createGrace, func() { run.Cancel(cause) })
 	}
+	return true
 }
 
 // draining reports whether the run's task ended while the worker still
