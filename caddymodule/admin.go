@@ -451,12 +451,17 @@ type storeInfo struct {
 	Backend string `json:"backend"`
 	Open    bool   `json:"open"`
 	Workers int    `json:"workers"`
+	// PlainCalls counts the plain 2026-07-28 calls waiting on a task the
+	// upstream runs for them: no tasks of the gateway's, so in no listing,
+	// but each holds one of its caller's max_active_per_principal.
+	PlainCalls int `json:"plain_calls"`
 }
 
 func (a *AdminAPI) stores(w http.ResponseWriter, r *http.Request) error {
 	out := []storeInfo{}
 	for _, nr := range pooledRuntimes() {
-		out = append(out, storeInfo{Store: nr.name, Backend: nr.backend, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers()})
+		out = append(out, storeInfo{Store: nr.name, Backend: nr.backend, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers(),
+			PlainCalls: nr.rt.Inline.Total()})
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -76,3 +76,29 @@ func TestFollowV2026PlainClientInput(t *testing.T) {
 		t.Errorf("pia's upstream task is %s, want completed", v.Status)
 	}
 }
+
+// TestFollowV2026PlainClientBadRetry: a plain client's call of a task-only
+// tool that asks for input gets an InputRequiredResult; its retry with the
+// requestState but without inputResponses is refused (-32602), and the
+// upstream's task, which nobody can answer now, is cancelled.
+func TestFollowV2026PlainClientBadRetry(t *testing.T) {
+	t.Parallel()
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond,
+		Modes: map[string]taskruntime.TaskMode{taskruntime.ToolInterview: taskruntime.ModeRequired}})
+	gw := startGateway(t, gatewayOptions{Upstream: strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")})
+	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+	r := sendPlainCaps(t, gw.URL, "Bearer rae", "tools/call", map[string]any{"name": taskruntime.ToolInterview, "arguments": map[string]any{"stepMs": 0}}, caps)
+	state, _ := r.Result["requestState"].(string)
+	if r.Result["resultType"] != "input_required" || state == "" {
+		t.Fatalf("plain call of the interview: %s, want input_required", r.raw)
+	}
+	r = sendPlainCaps(t, gw.URL, "Bearer rae", "tools/call", map[string]any{"name": taskruntime.ToolInterview, "arguments": map[string]any{"stepMs": 0}, "requestState": state}, caps)
+	if r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("retry without inputResponses: %s, want -32602", r.raw)
+	}
+	ids := rt.TaskIDs(taskruntime.ToolInterview)
+	if len(ids) != 1 {
+		t.Fatalf("upstream interview tasks %v, want 1", ids)
+	}
+	waitUpstreamCancelled(t, rt, ids[0])
+}

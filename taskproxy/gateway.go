@@ -99,7 +99,10 @@ type Config struct {
 	// the client's input aside): after it the upstream call is cancelled
 	// and the task fails with a message naming the limit. 0 means no bound
 	// but the task's ttl. ToolRunTimeouts holds per-tool limits, which
-	// take precedence (0 there: none for that tool).
+	// take precedence (0 there: none for that tool). They bound as well a
+	// plain 2026-07-28 call that waits on an upstream task (a tool the
+	// upstream runs only as a task): the call fails the same way and the
+	// upstream's task is cancelled.
 	RunTimeout      time.Duration
 	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.
@@ -208,6 +211,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
 			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
+			RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		},
 		Log: cfg.Logger, AuditLog: cfg.AuditLogger, Runtime: rt.Runtime,
 		Limiter: gate.NewRateLimiter(cfg.RateLimit), Streams: rt.streams,

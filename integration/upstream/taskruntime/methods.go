@@ -50,7 +50,9 @@ func (s *Server) callTool(x *exchange) (any, *rpcError) {
 		return asked, rerr // before any task
 	}
 	if asTask {
-		return s.createTask(x, spec, p.Arguments, given), nil
+		created := s.createTask(x, spec, p.Arguments, given)
+		s.holdAnswer(x, spec.name)
+		return created, nil
 	}
 	return s.runPlain(x, spec, p, given)
 }

@@ -206,3 +206,42 @@ func (s *Server) ReleaseAll(tool string) {
 	}
 	s.changedLocked(nil)
 }
+
+// HoldAnswers holds back the CreateTaskResult of tasks of tool created
+// from now on: the task is created and runs, but the tools/call that made
+// it is answered only at [Server.ReleaseAnswers] (or when its client
+// closes the request). It is how a runtime slow to answer a call looks.
+func (s *Server) HoldAnswers(tool string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.answerHolds[tool]; !ok {
+		s.answerHolds[tool] = make(chan struct{})
+	}
+}
+
+// ReleaseAnswers sends the CreateTaskResults of tool held back so far,
+// and stops holding new ones.
+func (s *Server) ReleaseAnswers(tool string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.answerHolds[tool]; ok {
+		close(ch)
+		delete(s.answerHolds, tool)
+	}
+}
+
+// holdAnswer waits, before a CreateTaskResult of tool goes out, while
+// answers of tool are held.
+func (s *Server) holdAnswer(x *exchange, tool string) {
+	s.mu.Lock()
+	ch, ok := s.answerHolds[tool]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case <-ch:
+	case <-x.r.Context().Done():
+	case <-s.root.Done():
+	}
+}

@@ -117,7 +117,10 @@ type Server struct {
 	stops   map[string]context.CancelCauseFunc
 	changed chan struct{} // closed and replaced on every change
 	holds   map[string]int
-	obs     counters
+	// answerHolds are the tools whose CreateTaskResult is held back
+	// (HoldAnswers): each channel closes at ReleaseAnswers.
+	answerHolds map[string]chan struct{}
+	obs         counters
 }
 
 // New returns a running Server. With a state file it loads the tasks kept
@@ -128,7 +131,7 @@ func New(opts Options) (*Server, error) {
 		bindHeader: opts.BindHeader, origins: opts.AllowedOrigins, stateKey: opts.StateKey, now: opts.Now,
 		tools: map[string]*toolSpec{}, tasks: map[string]*record{}, expired: map[string]tombstone{},
 		stops: map[string]context.CancelCauseFunc{}, changed: make(chan struct{}), holds: map[string]int{},
-		acceptV2025Init: opts.AcceptV2025Initialize,
+		acceptV2025Init: opts.AcceptV2025Initialize, answerHolds: map[string]chan struct{}{},
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

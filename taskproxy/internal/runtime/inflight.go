@@ -37,6 +37,9 @@ type Run struct {
 	// upstreamTaskID is the upstream's id of the task it runs for this
 	// one (upstreamtask.go), once known: what tasks/cancel names.
 	upstreamTaskID string
+	// create is the wait for the upstream's CreateTaskResult
+	// (pendingcreate.go).
+	create pendingCreate
 }
 
 func (rt *Run) setUpstreamTask(id string) {

@@ -107,7 +107,7 @@ func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 		return
 	}
 	route.stopUpstreamCall(ctx, run, t, "task cancelled by the client")
-	run.Cancel(errTaskCancelled)
+	run.stop(errTaskCancelled)
 }
 
 // renewResuming renews the leases of recovered tasks that wait for their

@@ -27,6 +27,9 @@ type Runtime struct {
 	Hub     *Hub
 	workers *workerTable
 	views   viewCache // finished tasks' tasks/get answers (viewcache.go)
+	// Inline counts plain clients' calls waiting on an upstream task
+	// (inlinecalls.go): active tasks for the owner's bound.
+	Inline InlineCalls
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

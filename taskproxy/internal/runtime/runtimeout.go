@@ -108,11 +108,14 @@ func (tm *runTimer) arm() (stop func()) {
 func (tm *runTimer) expire(limit time.Duration) {
 	route, run, call := tm.route, tm.run, tm.call
 	route.log.Info("task stopped by its run_timeout", zap.String("task", call.ID), zap.Duration("run_timeout", limit))
+	held := run.holdStop(errRunTimeout) // counted as draining before the task shows failed
 	route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", RunTimeoutMessage(limit)))
 	if run.cancelling.CompareAndSwap(false, true) { // told once, as a cancel is
 		route.stopUpstreamCall(run.Ctx, run, call, "run timeout")
 	}
-	run.Cancel(errRunTimeout)
+	if !held {
+		run.Cancel(errRunTimeout)
+	}
 }
 
 // runClock is the time a task's tool has left: it runs while the task is

@@ -131,7 +131,12 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Ev
 			}
 		}
 		if ev == nil {
+			run.awaitCreate()
 			ev = w.followEvents(a)
+			if cause := run.createRead(); cause != nil {
+				run.cancelLateUpstreamTask(route, t, ev, cause) // pendingcreate.go
+				return
+			}
 		}
 		created, ok := w.v2026TaskOf(ev) // input asked before the task: upstreamtask2026_input.go
 		if !ok {

@@ -133,7 +133,10 @@ func inlineID(upstreamTaskID, what string, n int) json.RawMessage {
 
 // CancelV2026UpstreamTask sends the upstream tasks/cancel for a task it
 // created for a call the gateway could not take on (the client left, the
-// store refused the gateway's task): it must not run on untracked.
+// store refused the gateway's task): it must not run on untracked. ctx
+// must carry the values of base's context (a detached request's own, or
+// one derived from it): the next handler needs them to send anything, and
+// a bare context.Background() makes the cancel fail unseen.
 func CancelV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

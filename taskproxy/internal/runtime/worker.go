@@ -75,12 +75,20 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
 	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session, UpstreamV2026: t.UpstreamV2026}
+	if t.UpstreamTask && t.UpstreamV2026 && t.UpstreamTaskID == "" && a != nil {
+		// Before anything can end the task: its ending must then
+		// let the call's CreateTaskResult be read (pendingcreate.go).
+		run.awaitCreate()
+	}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
+		held := run.holdStop(ErrTaskExpired) // counted as draining before the task shows ended
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
 		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
-		run.Cancel(ErrTaskExpired)
+		if !held {
+			run.Cancel(ErrTaskExpired)
+		}
 	})
 	stopRunTimeout := (&runTimer{route: route, t: t, call: call, run: run}).arm()
 	runners.Run(func() {

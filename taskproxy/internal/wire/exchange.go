@@ -33,6 +33,21 @@ type Policy struct {
 	Stopping <-chan struct{}
 	// Observer receives lifecycle counts; nil ignores them.
 	Observer task.Observer
+	// RunTimeout and ToolRunTimeouts bound how long a tool may run
+	// (Config.RunTimeout, Config.ToolRunTimeouts): the runtime's workers
+	// apply them to tasks, the 2026-07-28 wire to a plain client's call
+	// that waits on an upstream task.
+	RunTimeout      time.Duration
+	ToolRunTimeouts map[string]time.Duration
+}
+
+// RunTimeoutOf is the run_timeout of tool: its own, else the route's; 0
+// means none.
+func (p *Policy) RunTimeoutOf(tool string) time.Duration {
+	if d, ok := p.ToolRunTimeouts[tool]; ok {
+		return d
+	}
+	return p.RunTimeout
 }
 
 // Env is one configuration's services, shared by every exchange it serves:

@@ -77,7 +77,7 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 // when the store refuses: for an idempotent duplicate with the existing
 // task, rendered by render.
 func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail func(*jsonrpc.Error)) bool {
-	err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits())
+	err := c.CreateWithinLimits(t)
 	var dup *task.DuplicateError
 	switch {
 	case err == nil:
@@ -128,6 +128,7 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if err != nil {
 		return runtime.ClientError(c.Log, "counting active tasks", err)
 	}
+	n += c.uncounted(owner)
 	if n >= c.MaxActivePerOwner {
 		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}
@@ -149,6 +150,58 @@ func (e *Env) Draining() *jsonrpc.Error {
 	err := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", MsgDraining)
 	err.Unavailable = true
 	return err
+}
+
+// CreateWithinLimits stores t within its owner's bounds (Limits). What
+// this process has the upstream run for the owner outside the store's
+// count (uncounted) counts as active too. A create with an idempotency key is bounded by the
+// store alone, so that a repeat still finds its task.
+func (c *Exchange) CreateWithinLimits(t *task.Task) error {
+	l := c.Limits()
+	if l.MaxActive > 0 && t.IdempotencyKey == "" {
+		if d := c.uncounted(t.Owner); d > 0 {
+			if d >= l.MaxActive {
+				return &task.QuotaError{Limit: l.MaxActive}
+			}
+			l.MaxActive -= d
+		}
+	}
+	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, l); err != nil {
+		var q *task.QuotaError
+		if errors.As(err, &q) && !q.Finished {
+			q.Limit = c.Limits().MaxActive // the bound as configured
+		}
+		return err
+	}
+	return nil
+}
+
+// uncounted is how many tasks this process has running at the upstream
+// for owner that the store does not count as active: tasks that ended
+// while the gateway still stops the upstream's
+// (runtime.EndedStillUpstream), and
+// plain clients' calls waiting on an upstream task (runtime.InlineCalls).
+func (c *Exchange) uncounted(owner string) int {
+	return c.Runtime.EndedStillUpstream(owner) + c.Runtime.Inline.Count(owner)
+}
+
+// AdmitInline admits a plain client's call that will wait on an upstream
+// task within the call: it counts against max_active_per_principal as
+// the caller's tasks do. It returns the slot's release, or the refusal
+// to answer (the quota's, or the store's failure to count).
+func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
+	owner := c.Owner
+	release, ok, err := c.Runtime.Inline.Admit(owner, c.MaxActivePerOwner, func() (int, error) {
+		n, err := c.Runtime.Store.CountActive(c.R.Context(), owner)
+		return n + c.Runtime.EndedStillUpstream(owner), err
+	})
+	switch {
+	case err != nil:
+		return nil, runtime.ClientError(c.Log, "counting active tasks", err)
+	case !ok:
+		return nil, c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
+	}
+	return release, nil
 }
 
 // QuotaRefused counts and answers a create over a bound (err, a

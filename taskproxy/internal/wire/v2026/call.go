@@ -215,7 +215,7 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 			runtime.ApplyOutcome(t, pending.Final.Result, pending.Final.Error, runtime.Now())
 		}
 	}
-	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits()); err != nil {
+	if err := c.CreateWithinLimits(t); err != nil {
 		// The call does not go on untracked: the upstream call is cancelled.
 		run.Cancel(err)
 		run.Release()

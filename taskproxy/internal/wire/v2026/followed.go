@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -97,7 +98,7 @@ func (c *call) adoptUpstreamTask(t *task.Task, run *runtime.Run, stopFollowingCl
 	if created.StatusMessage != "" && created.Status == task.StatusWorking {
 		t.StatusMessage = runtime.UpstreamStatusMessage(created.StatusMessage)
 	}
-	if err := c.Runtime.Store.CreateWithinLimits(c.R.Context(), t, c.Limits()); err != nil {
+	if err := c.CreateWithinLimits(t); err != nil {
 		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
 		run.Cancel(err)
 		run.Release()
@@ -128,14 +129,32 @@ func (c *call) servePlainOnTaskRuntime() error {
 			c.fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
-		ev = c.plainAttempt(ctx, base, withExt, reply, 2)
+		// The upstream's task runs for the caller as a task of the
+		// gateway's would: the same rate limit and bound on active tasks.
+		if c.Limited() {
+			return nil
+		}
+		release, e := c.AdmitInline()
+		if e != nil {
+			c.fail(e)
+			return nil
+		}
+		var left bool
+		if ev, left = c.plainTaskAttempt(ctx, base, withExt, reply, release); left {
+			return nil // the client left; the slot is given back in the background
+		}
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
-				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID,
-					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next})
+				rec := &task.Task{ID: created.TaskID, Owner: c.Caller.Owner, Principal: c.Caller.Principal, Tenant: c.Caller.Tenant,
+					Era: task.Era2026, Tool: name, Status: task.StatusWorking, CreatedAt: runtime.Now()}
+				c.Route.AuditTask(auditPlainCreated, rec)
+				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID, rec: rec, audit: c.Route.AuditTask,
+					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release,
+					runLeft: c.RunTimeoutOf(name), runLimit: c.RunTimeoutOf(name)})
 			}
 		}
+		release()
 	}
 	if ctx.Err() == nil {
 		c.sendAnswer(reply, ev)
@@ -153,6 +172,36 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 	}
 	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, relayTo(reply))
 	return ev
+}
+
+// plainTaskAttempt makes the call declaring the extension for a plain
+// client's tools/call and returns its last event. The upstream creates its
+// task before it answers, so the call runs detached from the client's
+// request: when the client leaves first (left), the answer is still read
+// in the background (bounded), the task it names is cancelled, and then
+// release gives back the call's slot; closing the stream would cancel
+// only the call and leave the task running for nobody.
+func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply, release func()) (ev upstream.Event, left bool) {
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":2")
+	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
+	if err != nil {
+		return upstream.Event{Err: err}, false
+	}
+	callCtx, stopCall := context.WithCancel(base.Context())
+	a := upstream.StartAttempt(callCtx, base, c.Next, id, body)
+	gone := make(chan time.Time)
+	stopWatching := context.AfterFunc(ctx, func() { close(gone) })
+	ev, answered := a.Until(ctx, upstream.After(gone), relayTo(reply))
+	if answered {
+		stopWatching()
+		stopCall()
+		return ev, false
+	}
+	go func() {
+		defer release()
+		runtime.CancelLateV2026Create(c.Log, a, stopCall, base, c.Next, params)
+	}()
+	return upstream.Event{Err: context.Cause(ctx)}, true
 }
 
 // withTasksExtension declares the tasks extension in the client

@@ -3,6 +3,7 @@ package v2026
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -32,6 +33,10 @@ const inlineWaitTimeout = 5 * time.Minute
 // the per-owner bound.
 const maxInlineWaits = 1024
 
+// errInlineRunTimeout ends the wait of a plain client's call on an
+// upstream task whose tool ran for its run_timeout.
+var errInlineRunTimeout = errors.New("run timeout")
+
 // Handler serves the 2026-07-28 requests of one configuration; it holds
 // the plain clients' calls whose upstream task waits for their input.
 type Handler struct {
@@ -56,6 +61,34 @@ type inlineWait struct {
 	base     *http.Request
 	next     http.Handler
 	timer    *time.Timer
+	// runLeft is what remains of the tool's run_timeout (0: none); it
+	// runs while the call waits on the upstream's task, not while it
+	// waits for the client's retry.
+	runLeft, runLimit time.Duration
+	// release gives back the call's slot among the owner's active tasks
+	// (wire.Exchange.AdmitInline) once the upstream's task has ended or
+	// been cancelled; it is held while the call waits for a retry.
+	release func()
+	// rec is what the audit log says of the upstream's task, the
+	// gateway's own being none; audit logs it (nil: no audit).
+	rec   *task.Task
+	audit func(event string, t *task.Task)
+}
+
+// Audit events of an upstream task a plain client's call waits on.
+const (
+	auditPlainCreated = "plain call's task created at the upstream"
+	auditPlainEnded   = "plain call's upstream task ended"
+)
+
+// finish audits how the upstream's task ended (status) and gives back the
+// call's slot; once, whoever calls it.
+func (w *inlineWait) finish(status task.Status) {
+	if w.rec != nil && w.audit != nil && !w.rec.Status.Terminal() {
+		w.rec.Status, w.rec.UpdatedAt = status, runtime.Now()
+		w.audit(auditPlainEnded, w.rec)
+	}
+	w.release()
 }
 
 // NewHandler returns the handler of a configuration whose owners may each
@@ -78,8 +111,12 @@ func (h *Handler) Close() {
 	}
 }
 
+// cancelUpstream sends the upstream tasks/cancel for the waiting task, on
+// the context of the detached request it came with: the next handler
+// (Caddy's reverse_proxy) needs that context's values to send anything.
 func (w *inlineWait) cancelUpstream() {
-	runtime.CancelV2026UpstreamTask(context.Background(), w.base, w.next, w.params, w.upstreamTaskID)
+	runtime.CancelV2026UpstreamTask(w.base.Context(), w.base, w.next, w.params, w.upstreamTaskID)
+	w.finish(task.StatusCancelled)
 }
 
 // park holds w for the owner's retry and returns its requestState, or
@@ -125,8 +162,28 @@ func (h *Handler) take(state, owner, tool string) (*inlineWait, bool) {
 // requests and a requestState for the retry.
 func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	ctx := c.R.Context()
+	if w.runLimit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.runLeft, errInlineRunTimeout)
+		defer cancel()
+		defer func(start time.Time) { w.runLeft -= time.Since(start) }(time.Now())
+	}
 	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs, PollIntervalErr: w.pollErr}, w.answered)
+	switch { // the upstream's task ended, or was cancelled
+	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), errInlineRunTimeout):
+		w.finish(task.StatusCancelled)
+	case ctx.Err() != nil || err != nil || out.Error != nil:
+		w.finish(task.StatusFailed)
+	case out.Input == nil:
+		w.finish(task.StatusCompleted)
+	}
 	switch {
+	case errors.Is(context.Cause(ctx), errInlineRunTimeout):
+		// The upstream's task was cancelled; the call fails as a task
+		// stopped by its run_timeout does.
+		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", runtime.RunTimeoutMessage(w.runLimit))
+		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), http.StatusOK)
+		return nil
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
 	case err != nil:

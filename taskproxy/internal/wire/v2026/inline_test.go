@@ -24,7 +24,7 @@ func TestInlineWaits(t *testing.T) {
 	})
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	wait := func(owner string) *inlineWait {
-		return &inlineWait{owner: owner, tool: "interview", upstreamTaskID: "up-" + owner, params: []byte(`{}`), base: base, next: up}
+		return &inlineWait{owner: owner, tool: "interview", upstreamTaskID: "up-" + owner, params: []byte(`{}`), base: base, next: up, release: func() {}}
 	}
 	h := NewHandler(2)
 	first, e := h.park(wait("alice"))
