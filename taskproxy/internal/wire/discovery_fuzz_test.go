@@ -137,6 +137,9 @@ func FuzzDiscoveryRewrite(f *testing.F) {
 	}
 	f.Add([]byte(`{"protocolVersion":"2025-06-18","capabilities":{"tasks":5}}`), []byte(`{"tools":[{"name":"x","execution":null},{"name":1}]}`), byte(0))
 	f.Add([]byte(`{"protocolVers\u0069on":"2025-11-25"}`), []byte(`{"tools":[{"n\u0061me":"slow_compute","execution":{"taskSupport":"optional","x":[1.50]}}],"nextCursor":"c"}`), byte(42))
+	// No initialize seen (another process or replica saw it): a tool
+	// declaring required is taken at its word.
+	f.Add([]byte(`not an initialize answer`), []byte(`{"tools":[{"name":"deep","execution":{"taskSupport":"required"}}]}`), byte(0))
 	modes := []task.Support{task.SupportForbidden, task.SupportOptional, task.SupportRequired}
 	f.Fuzz(func(t *testing.T, initResult, toolsResult []byte, cfg byte) {
 		conf := struct {
@@ -149,12 +152,16 @@ func FuzzDiscoveryRewrite(f *testing.F) {
 			Tools:              map[string]task.Support{"slow_compute": modes[(cfg>>3)%3], "a": modes[(cfg>>5)%3]},
 		}
 		p := NewToolPolicy(conf.Tools, conf.DefaultTaskSupport, conf.ListTasks)
-		declares := false
+		// Until an initialize answer says otherwise, the upstream may run
+		// tasks: a tool declaring a task mode is taken at its word.
+		mayRunTasks := true
 		if in, err := decodeJSON(initResult); err == nil && json.Valid(initResult) && !foldedName(in) {
-			declares = checkInitializeRewrite(t, p, initResult, in)
+			if call := checkInitializeRewrite(t, p, initResult, in); call != nil {
+				mayRunTasks = *call
+			}
 		}
 		if in, err := decodeJSON(toolsResult); err == nil && json.Valid(toolsResult) && !foldedName(in) {
-			checkToolsListRewrite(t, p, toolsResult, in, declares)
+			checkToolsListRewrite(t, p, toolsResult, in, mayRunTasks)
 			checkRewriteOnTheWire(t, p, toolsResult)
 		}
 	})
@@ -208,15 +215,16 @@ func mustDecode(t *testing.T, b []byte) any {
 }
 
 // checkInitializeRewrite checks one initialize rewrite and what it learned;
-// it returns whether the upstream declared task-augmented tools/call.
-func checkInitializeRewrite(t *testing.T, p *ToolPolicy, result []byte, in any) bool {
+// it returns whether the upstream declared task-augmented tools/call, nil
+// when the answer said nothing of it (nothing was learned).
+func checkInitializeRewrite(t *testing.T, p *ToolPolicy, result []byte, in any) *bool {
 	out, err := p.RewriteInitialize(result)
 	obj, isObject := in.(map[string]any)
 	if err != nil {
 		if isObject {
 			t.Fatalf("rewriteInitialize(%s): %v", result, err)
 		}
-		return false
+		return nil
 	}
 	if !json.Valid(out) {
 		t.Fatalf("rewriteInitialize(%s) = %s: not valid JSON", result, out)
@@ -244,11 +252,13 @@ func checkInitializeRewrite(t *testing.T, p *ToolPolicy, result []byte, in any) 
 	if (gotCall == nil) != (wantCall == nil) || gotCall != nil && *gotCall != *wantCall {
 		t.Fatalf("rewriteInitialize(%s) learned tasks call %v, encoding/json reads %v", result, ptrString(gotCall), ptrString(wantCall))
 	}
-	return wantCall != nil && *wantCall
+	return wantCall
 }
 
-// checkToolsListRewrite checks one tools/list rewrite and the modes learned.
-func checkToolsListRewrite(t *testing.T, p *ToolPolicy, result []byte, in any, declares bool) {
+// checkToolsListRewrite checks one tools/list rewrite and the modes
+// learned; mayRunTasks says whether the upstream may run tasks (its
+// initialize answer declared task calls, or none is known).
+func checkToolsListRewrite(t *testing.T, p *ToolPolicy, result []byte, in any, mayRunTasks bool) {
 	out, err := p.RewriteToolsList(result)
 	obj, isObject := in.(map[string]any)
 	tools, hasTools := obj["tools"]
@@ -289,7 +299,7 @@ func checkToolsListRewrite(t *testing.T, p *ToolPolicy, result []byte, in any, d
 		tool := e.(map[string]any)
 		name, _ := tool["name"].(string)
 		mode := p.configured(name)
-		if learned[name] == task.SupportRequired && declares {
+		if learned[name] == task.SupportRequired && mayRunTasks {
 			mode = task.SupportRequired
 		}
 		exec, ok := tool["execution"].(map[string]any)
