@@ -2,8 +2,6 @@ package badgerstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -26,10 +24,7 @@ type learned struct {
 	*handle
 }
 
-func learnedKey(key string) []byte {
-	sum := sha256.Sum256([]byte(key))
-	return []byte("u/" + hex.EncodeToString(sum[:]))
-}
+func learnedKey(key string) []byte { return hashedKey("u/", key) }
 
 // SaveLearned stores value under key for ttl.
 func (l *learned) SaveLearned(ctx context.Context, key string, value []byte, ttl time.Duration) error {

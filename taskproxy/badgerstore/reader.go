@@ -37,12 +37,8 @@ func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) 
 		return s.db.View(func(txn *badger.Txn) error {
 			rec, whole, err := s.checkOwner(txn, id, owner)
 			switch {
-			case errors.Is(err, task.ErrForeign):
-				return err
-			case errors.Is(err, task.ErrNotFound):
-				return tombstone(txn, owner, id)
 			case err != nil:
-				return err
+				return missing(txn, owner, id, err)
 			case whole == nil:
 				if whole, err = s.decodeItem(rec, id); err != nil {
 					return err
@@ -60,6 +56,16 @@ func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) 
 	return t, nil
 }
 
+// missing is the answer of the owner's read of id that checkOwner refused
+// with err: another owner's task as ErrForeign, none as its tombstone says
+// (ErrExpired or ErrNotFound), any other error as it is.
+func missing(txn *badger.Txn, owner, id string, err error) error {
+	if errors.Is(err, task.ErrNotFound) && !errors.Is(err, task.ErrForeign) {
+		return tombstone(txn, owner, id)
+	}
+	return err
+}
+
 // GetSummary returns the summary of the owner's task from its header
 // (head.go), never reading its record unless the header is not the
 // record's (a store written before headers).
@@ -69,12 +75,8 @@ func (s *reader) GetSummary(ctx context.Context, owner, id string) (*task.Task, 
 		return s.db.View(func(txn *badger.Txn) error {
 			_, whole, err := s.checkOwner(txn, id, owner)
 			switch {
-			case errors.Is(err, task.ErrForeign):
-				return err
-			case errors.Is(err, task.ErrNotFound):
-				return tombstone(txn, owner, id)
 			case err != nil:
-				return err
+				return missing(txn, owner, id, err)
 			case whole != nil: // read whole already: its summary
 				if _, err := resolveLease(txn, whole, s.holderPrefix()); err != nil {
 					return err

@@ -28,9 +28,13 @@ type sessions struct {
 	*handle
 }
 
-func sessionKey(sessionID string) []byte {
-	sum := sha256.Sum256([]byte(sessionID))
-	return []byte("s/" + hex.EncodeToString(sum[:]))
+func sessionKey(sessionID string) []byte { return hashedKey("s/", sessionID) }
+
+// hashedKey is prefix and the hex SHA-256 of s: a key of a fixed shape
+// that holds nothing usable of s (a session id, say).
+func hashedKey(prefix, s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return []byte(prefix + hex.EncodeToString(sum[:]))
 }
 
 // sessionBinding reports whether sessionID is bound to owner in txn: nil,
