@@ -71,6 +71,10 @@ type workerTable struct {
 	mu      sync.Mutex
 	running map[string]*Run
 	wg      sync.WaitGroup
+	// ended counts the runs in the table whose task ended while the
+	// worker still read the upstream's CreateTaskResult (pendingcreate.go),
+	// so that creates need not walk the table when there are none.
+	ended atomic.Int64
 }
 
 func newWorkerTable() *workerTable { return &workerTable{running: map[string]*Run{}} }
@@ -85,6 +89,9 @@ func (wt *workerTable) remove(id string, rt *Run) {
 	wt.mu.Lock()
 	if wt.running[id] == rt {
 		delete(wt.running, id)
+		if rt != nil && rt.create.counted == &wt.ended && rt.endedStillUpstream() {
+			wt.ended.Add(-1)
+		}
 	}
 	wt.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +37,9 @@ type pendingCreate struct {
 	waiting bool  // the worker reads the creating call's answer
 	ended   error // why the task ended while it did; nil while it has not
 	timer   *time.Timer
+	// counted is the worker table's count of such runs (workerTable.ended),
+	// raised when ended is first set; nil for a run that is no worker's.
+	counted *atomic.Int64
 }
 
 // awaitCreate marks the run as reading the upstream's CreateTaskResult.
@@ -84,6 +88,9 @@ func (run *Run) holdStop(cause error) bool {
 	}
 	if run.create.ended == nil {
 		run.create.ended = cause
+		if run.create.counted != nil {
+			run.create.counted.Add(1)
+		}
 		run.create.timer = time.AfterFunc(createGrace, func() { run.Cancel(cause) })
 	}
 	return true
@@ -102,6 +109,9 @@ func (run *Run) endedStillUpstream() bool {
 // the upstream may run them yet, so they count as active against the
 // owner's bound.
 func (rt *Runtime) EndedStillUpstream(owner string) int {
+	if rt.workers.ended.Load() <= 0 { // none: the usual case, without a walk of every worker
+		return 0
+	}
 	n := 0
 	for _, run := range rt.workers.snapshot() {
 		if run.owner == owner && run.endedStillUpstream() {

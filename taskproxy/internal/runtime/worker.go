@@ -67,6 +67,7 @@ func (route *Route) NewRun(base *http.Request, next http.Handler) *Run {
 // told first, since there closing the stream is not a cancellation.
 func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
 	run.owner = t.Owner
+	run.create.counted = &route.rt.workers.ended
 	w := &worker{route: route, t: t, run: run}
 	route.rt.workers.add(t.ID, run)
 	route.rt.workers.wg.Add(1)
