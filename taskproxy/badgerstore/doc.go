@@ -1,6 +1,7 @@
 // Package badgerstore is the task store on an embedded Badger database: the
 // default backend, for one Caddy process, no setup. It implements
-// task.Store with task.AdminLister, task.StatsReporter and task.Backuper
+// task.Store with task.AdminLister, task.StatsReporter, task.Deleter (an
+// operator's delete of a finished task: delete.go) and task.Backuper
 // (the handle's online backup; Restore loads one into a new directory:
 // backup.go), and value-log garbage collection after sweeps
 // (CollectGarbage).

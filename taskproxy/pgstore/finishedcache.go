@@ -12,7 +12,8 @@ import (
 // (polling it, tasks/result) costs no round trip to the database. It is
 // safe because a finished record never changes (Update and Acquire refuse a
 // terminal task) until the sweep deletes it, which happens only once its ttl
-// has ended:
+// has ended, or an operator does (DeleteFinished drops its entry here; a
+// replica that did not delete it may serve it until the margin below):
 //
 //   - only terminal records enter, read by Get or written by an update or a
 //     create of this process;
@@ -108,6 +109,15 @@ func (c *finishedCache) sweptUntil(now time.Time) {
 			c.remove(el)
 		}
 		el = next
+	}
+}
+
+// forget drops the entry of task id, if kept: an operator deleted it.
+func (c *finishedCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[id]; ok {
+		c.remove(el)
 	}
 }
 

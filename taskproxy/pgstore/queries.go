@@ -13,6 +13,7 @@ type queries struct {
 	list, countActive, listActive                    string
 	acquire, acquireState                            string
 	sweep, sweepTombstones, sweepSessions            string
+	deleteFinished                                   string
 	bind, check, refresh, forget                     string
 	secretInit, secretGet                            string
 	learnedSave, learnedLoad                         string
@@ -133,6 +134,16 @@ func newQueries(schema string) queries {
 				SELECT id, owner_hash, $3 + greatest(ttl, 1000000000) FROM del
 				ON CONFLICT (task_id) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns)
 			SELECT count(*) FROM del`,
+		// An operator's delete of a finished task: as the sweep's, with a
+		// tombstone for its ttl (at least a second) from $2.
+		deleteFinished: `WITH del AS (
+				DELETE FROM {s}.tasks t WHERE t.id = $1 AND t.{finished}
+				RETURNING t.id, t.owner_hash, t.expires_ns - t.created_ns AS ttl, t.record),
+			stones AS (
+				INSERT INTO {s}.tombstones (task_id, owner_hash, expires_ns)
+				SELECT id, owner_hash, $2 + greatest(ttl, 1000000000) FROM del
+				ON CONFLICT (task_id) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns)
+			SELECT record FROM del`,
 		sweepTombstones: `DELETE FROM {s}.tombstones WHERE task_id IN (
 			SELECT task_id FROM {s}.tombstones WHERE expires_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		sweepSessions: `DELETE FROM {s}.sessions WHERE session_hash IN (
@@ -215,7 +226,7 @@ func newQueries(schema string) queries {
 		&q.lockOwner, &q.countActiveUpTo, &q.countFinishedUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
 		&q.get, &q.getOwn, &q.getOwnSummary, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
-		&q.sweep, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
+		&q.sweep, &q.deleteFinished, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
 		&q.secretInit, &q.secretGet, &q.learnedSave, &q.learnedLoad, &q.stats,
 		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings, &q.getOwnMany, &q.casMany,
 	} {

@@ -63,6 +63,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdminListAll", testAdminListAll},
 		{"AdminListAllSparse", testAdminListAllSparse},
 		{"AdminGetAny", testAdminGetAny},
+		{"DeleteFinished", testDeleteFinished},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
