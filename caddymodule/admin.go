@@ -22,8 +22,8 @@ func init() {
 }
 
 // AdminAPI is the admin.api.mcp_tasks module: routes on Caddy's admin
-// endpoint for operators to see, inspect and cancel the tasks of every
-// principal, and a health check. The admin endpoint must stay private
+// endpoint for operators to see, inspect, cancel and delete the tasks of
+// every principal, and a health check. The admin endpoint must stay private
 // (Caddy's default, localhost:2019, or a unix socket): these routes see and
 // cancel everyone's tasks.
 //
@@ -31,6 +31,7 @@ func init() {
 //	GET  /mcp_tasks/tasks?status=&principal=&tool=&limit=&cursor=&detail=1&store=
 //	GET  /mcp_tasks/tasks/{id}[?detail=1]
 //	POST /mcp_tasks/tasks/{id}/cancel
+//	DELETE /mcp_tasks/tasks/{id}             a finished task, before its ttl ends
 //	GET  /mcp_tasks/health                   200 or 503
 //	POST /mcp_tasks/backup[?store=]          a consistent backup of a Badger store, streamed
 //
@@ -87,8 +88,13 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w, r) })
 	case path == "tasks":
 		return onlyMethod(r, http.MethodGet, func() error { return a.list(w, r) })
+	case len(parts) == 2 && parts[0] == "tasks" && parts[1] != "" && r.Method == http.MethodDelete:
+		return a.delete(w, r, parts[1])
 	case len(parts) == 2 && parts[0] == "tasks" && parts[1] != "":
-		return onlyMethod(r, http.MethodGet, func() error { return a.show(w, r, parts[1]) })
+		if r.Method != http.MethodGet {
+			return apiError(http.StatusMethodNotAllowed, "method %s not allowed, use GET or DELETE", r.Method)
+		}
+		return a.show(w, r, parts[1])
 	case len(parts) == 3 && parts[0] == "tasks" && parts[1] != "" && parts[2] == "cancel":
 		return onlyMethod(r, http.MethodPost, func() error { return a.cancel(w, r, parts[1]) })
 	case path == "backup":
@@ -171,6 +177,8 @@ func storeError(err error, id string) error {
 	case errors.Is(err, task.ErrNotReady):
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 	case errors.Is(err, task.ErrNoAdminAccess):
+		return caddy.APIError{HTTPStatus: http.StatusNotImplemented, Err: err}
+	case errors.Is(err, task.ErrNoDelete):
 		return caddy.APIError{HTTPStatus: http.StatusNotImplemented, Err: err}
 	case errors.Is(err, task.ErrNoBackup):
 		return apiError(http.StatusNotImplemented, "%v: back this store up with its own tools (PostgreSQL: pg_dump of its schema)", err)
@@ -364,6 +372,27 @@ func (a *AdminAPI) cancel(w http.ResponseWriter, r *http.Request, id string) err
 	t, err := nr.rt.CancelAsOperator(r.Context(), id, "admin API ("+r.RemoteAddr+")")
 	if errors.Is(err, task.ErrTerminal) && t != nil {
 		return apiError(http.StatusConflict, "task %s is already %s", id, t.Status)
+	}
+	if err != nil {
+		return storeError(err, id)
+	}
+	v := viewTask(nr.name, nr.rt, t, false)
+	v.History = viewHistory(t)
+	return writeJSON(w, http.StatusOK, v)
+}
+
+// delete deletes a finished task before its ttl ends, so that it stops
+// counting toward its owner's max_finished_per_principal; its owner then
+// hears "expired" for it, as after the sweep. A task still running is
+// refused with 409: cancel it first. It answers the task as it was.
+func (a *AdminAPI) delete(w http.ResponseWriter, r *http.Request, id string) error {
+	nr, _, err := findTask(r, id)
+	if err != nil {
+		return err
+	}
+	t, err := nr.rt.DeleteAsOperator(r.Context(), id, "admin API ("+r.RemoteAddr+")")
+	if errors.Is(err, task.ErrNotFinished) && t != nil {
+		return apiError(http.StatusConflict, "task %s is %s: cancel it before deleting it", id, t.Status)
 	}
 	if err != nil {
 		return storeError(err, id)

@@ -21,19 +21,20 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
-// The caddy mcp-tasks command: list, show and cancel tasks of a running
+// The caddy mcp-tasks command: list, show, cancel and delete tasks of a running
 // Caddy through its admin API (admin.go), for people (tables) and scripts
 // (--json).
 
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcp-tasks",
-		Usage: "list|show <id>|cancel <id>|health|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
-		Short: "Lists, shows, cancels and backs up MCP tasks of a running Caddy",
+		Usage: "list|show <id>|cancel <id>|delete <id>|health|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Short: "Lists, shows, cancels, deletes and backs up MCP tasks of a running Caddy",
 		Long: `
 Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
 tasks of every principal newest first, shows one, cancels one as its owner
-would (the upstream is told), or reports health. The admin address comes
+would (the upstream is told), deletes a finished one before its ttl ends (it
+stops counting toward max_finished_per_principal), or reports health. The admin address comes
 from --address, else from the config given with --config, else Caddy's
 default (localhost:2019).
 
@@ -72,6 +73,12 @@ Tables are for people; --json prints the admin API's answer as is.`,
 				Args:  cobra.ExactArgs(1),
 				RunE:  runCancel,
 			}
+			del := &cobra.Command{
+				Use:   "delete <id>",
+				Short: "Deletes a finished task before its ttl ends; a running one must be cancelled first",
+				Args:  cobra.ExactArgs(1),
+				RunE:  runDelete,
+			}
 			health := &cobra.Command{
 				Use:   "health",
 				Short: "Reports the health of the task stores; fails when unhealthy",
@@ -93,7 +100,7 @@ Tables are for people; --json prints the admin API's answer as is.`,
 			}
 			restore.Flags().StringP("input", "i", "", "Backup file written by caddy mcp-tasks backup")
 			restore.Flags().String("storage-dir", "", "New, empty directory to restore into; point storage_dir at it")
-			cmd.AddCommand(list, show, cancel, health, backup, restore)
+			cmd.AddCommand(list, show, cancel, del, health, backup, restore)
 		},
 	})
 }
@@ -264,6 +271,15 @@ func runCancel(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %s: %s\n", t.ID, t.Status)
+	return err
+}
+
+func runDelete(cmd *cobra.Command, args []string) error {
+	t, err := taskAnswer(cmd, http.MethodDelete, "/mcp_tasks/tasks/"+url.PathEscape(args[0])+encodeQuery(withStore(cmd, url.Values{})))
+	if err != nil || t == nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %s deleted (it was %s)\n", t.ID, t.Status)
 	return err
 }
 

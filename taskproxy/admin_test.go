@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -69,5 +70,51 @@ func waitForAdmin(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An operator's delete of a finished task: nothing before the store opens,
+// a running task refused, and a finished one gone for its owner, from the
+// store and from the cache of tasks/get answers that polling it filled.
+func TestRuntimeOperatorDelete(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore(t)
+	rt := NewLazyRuntime(func() (task.Store, error) { return store, nil })
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	if _, err := rt.DeleteAsOperator(ctx, task.NewTaskID(), "test"); !errors.Is(err, task.ErrNotReady) {
+		t.Errorf("DeleteAsOperator before start: %v, want ErrNotReady", err)
+	}
+	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
+	mustStart(t, g)
+
+	now := time.Now()
+	working, done := testTask("o:alice", now), testTask("o:alice", now)
+	done.Status = task.StatusCompleted
+	for _, tk := range []*task.Task{working, done} {
+		if err := store.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rt.View(done, runtime.WireV2026, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := rt.CachedView("o:alice", done.ID, runtime.WireV2026, now); !ok {
+		t.Fatal("the finished task's view was not cached")
+	}
+	if got, err := rt.DeleteAsOperator(ctx, working.ID, "test"); !errors.Is(err, task.ErrNotFinished) || got == nil || got.ID != working.ID {
+		t.Errorf("deleting a working task = %+v, %v; want it with ErrNotFinished", got, err)
+	}
+	if _, err := rt.DeleteAsOperator(ctx, task.NewTaskID(), "test"); !errors.Is(err, task.ErrNotFound) {
+		t.Errorf("deleting an unknown task: %v, want ErrNotFound", err)
+	}
+	got, err := rt.DeleteAsOperator(ctx, done.ID, "test")
+	if err != nil || got.ID != done.ID {
+		t.Fatalf("DeleteAsOperator = %+v, %v", got, err)
+	}
+	if _, _, ok := rt.CachedView("o:alice", done.ID, runtime.WireV2026, now); ok {
+		t.Error("the deleted task's view is still served from the cache")
+	}
+	if _, err := store.Get(ctx, "o:alice", done.ID); !errors.Is(err, task.ErrExpired) {
+		t.Errorf("the owner's Get of the deleted task: %v, want ErrExpired", err)
 	}
 }

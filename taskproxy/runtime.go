@@ -24,7 +24,7 @@ import (
 // is nil until then for a runtime from NewLazyRuntime: check Ready first.
 type Runtime struct {
 	*runtime.Runtime
-	// Operator lists, reads and cancels tasks across owners, for the admin
+	// Operator lists, reads, cancels and deletes tasks across owners, for the admin
 	// API and metrics.
 	runtime.Operator
 	sessions *gate.SessionTable

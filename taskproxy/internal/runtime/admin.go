@@ -186,7 +186,7 @@ func (rt *Runtime) Health(ctx context.Context) Health {
 
 // Operator is what an operator (the admin API, metrics) may do with a
 // runtime's tasks across owners: list and read them, see where they run,
-// cancel them, and read the store's figures.
+// cancel them, delete finished ones, and read the store's figures.
 type Operator struct{ rt *Runtime }
 
 // Operator returns the runtime's operator view.

@@ -14,7 +14,9 @@ import (
 //
 //   - only terminal records enter the cache, so no status change can leave a
 //     stale view behind: the one change left to a finished task is its
-//     deletion, and that comes only after its ExpiresAt;
+//     deletion, and that comes only after its ExpiresAt, or when an
+//     operator deletes it (DeleteAsOperator drops its entry; another
+//     replica may serve its own entry until the margin below);
 //   - an entry is served only until shortly before the task's ExpiresAt
 //     (ViewExpiryMargin); from then on the store answers, with the record
 //     or, once swept, ErrExpired;
@@ -163,6 +165,15 @@ func (vc *viewCache) link(e *viewEntry) {
 func (vc *viewCache) touch(e *viewEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	vc.link(e)
+}
+
+// forget drops the entry of task id, if cached: an operator deleted it.
+func (vc *viewCache) forget(id string) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	if e, ok := vc.entries[id]; ok {
+		vc.remove(e)
+	}
 }
 
 func (vc *viewCache) remove(e *viewEntry) {
