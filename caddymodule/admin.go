@@ -32,6 +32,7 @@ func init() {
 //	GET  /mcp_tasks/tasks/{id}[?detail=1]
 //	POST /mcp_tasks/tasks/{id}/cancel
 //	DELETE /mcp_tasks/tasks/{id}             a finished task, before its ttl ends
+//	DELETE /mcp_tasks/tasks?principal=&status=&tool=&store=   the finished tasks that match
 //	GET  /mcp_tasks/health                   200 or 503
 //	POST /mcp_tasks/backup[?store=]          a consistent backup of a Badger store, streamed
 //
@@ -86,8 +87,13 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 		return onlyMethod(r, http.MethodGet, func() error { return a.health(w, r) })
 	case path == "stores":
 		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w, r) })
+	case path == "tasks" && r.Method == http.MethodDelete:
+		return a.deleteMany(w, r)
 	case path == "tasks":
-		return onlyMethod(r, http.MethodGet, func() error { return a.list(w, r) })
+		if r.Method != http.MethodGet {
+			return apiError(http.StatusMethodNotAllowed, "method %s not allowed, use GET or DELETE", r.Method)
+		}
+		return a.list(w, r)
 	case len(parts) == 2 && parts[0] == "tasks" && parts[1] != "" && r.Method == http.MethodDelete:
 		return a.delete(w, r, parts[1])
 	case len(parts) == 2 && parts[0] == "tasks" && parts[1] != "":
@@ -400,6 +406,62 @@ func (a *AdminAPI) delete(w http.ResponseWriter, r *http.Request, id string) err
 	v := viewTask(nr.name, nr.rt, t, false)
 	v.History = viewHistory(t)
 	return writeJSON(w, http.StatusOK, v)
+}
+
+// deleteBatch is how many tasks a bulk delete lists at a time.
+const deleteBatch = 500
+
+type deletedCount struct {
+	Store   string `json:"store"`
+	Deleted int    `json:"deleted"`
+}
+
+// deleteMany deletes the finished tasks of one store (or ?store=) that
+// match the filter, as delete does each one: a principal's, say, to free
+// its max_finished_per_principal at once. It needs a principal or a
+// status, so that no request empties a store by mistake; a status must be
+// a terminal one. Tasks that are not finished are left alone, as are
+// those that ended or went while it ran. It answers how many it deleted.
+func (a *AdminAPI) deleteMany(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	filter := task.TaskFilter{Status: task.Status(q.Get("status")), Principal: q.Get("principal"), Tool: q.Get("tool")}
+	switch filter.Status {
+	case "", task.StatusCompleted, task.StatusFailed, task.StatusCancelled:
+	default:
+		return apiError(http.StatusBadRequest, "status: want completed, failed or cancelled (only finished tasks are deleted), got %q", filter.Status)
+	}
+	if filter.Status == "" && filter.Principal == "" {
+		return apiError(http.StatusBadRequest, "name a principal or a status of the finished tasks to delete")
+	}
+	nr, err := oneRuntime(r)
+	if err != nil {
+		return err
+	}
+	operator := "admin API (" + r.RemoteAddr + ")"
+	n, cursor := 0, ""
+	for {
+		tasks, next, err := nr.rt.ListAll(r.Context(), filter, cursor, deleteBatch)
+		if err != nil {
+			return storeError(err, "")
+		}
+		for _, t := range tasks {
+			if !t.Status.Terminal() {
+				continue
+			}
+			_, err := nr.rt.DeleteAsOperator(r.Context(), t.ID, operator)
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrNotFinished):
+				// gone meanwhile (swept), or not finished after all
+			default:
+				return storeError(err, t.ID)
+			}
+		}
+		if cursor = next; cursor == "" {
+			return writeJSON(w, http.StatusOK, deletedCount{Store: nr.name, Deleted: n})
+		}
+	}
 }
 
 // backup streams a consistent backup of the store (one, or ?store=) while

@@ -15,7 +15,8 @@ import (
 // working is refused with 409 (cancel it first), the owner's tasks/get of
 // the deleted task answers "Task has expired" as after the sweep (even
 // though the owner polled it, which caches the answer), another
-// principal's "Task not found", and the audit log names the operator.
+// principal's "Task not found", and the audit log names the operator. A
+// bulk delete takes a principal's finished tasks and leaves others'.
 func TestAdminDeleteFinished(t *testing.T) {
 	t.Parallel()
 	const directives = v2025Tools + hmacAuth + "max_finished_per_principal 1\n"
@@ -48,10 +49,12 @@ func TestAdminDeleteFinished(t *testing.T) {
 			bob.header.Set("Authorization", "Bearer "+hmacToken(t, "bob", "t1"))
 			bob.initialize("")
 
+			bobs := bob.createTask("slow_compute", map[string]any{"seconds": 0.01}, 600000)
+			waitStatus(t, bob, bobs.TaskID, "completed", 30*time.Second)
 			slow := alice.createTask("slow_compute", map[string]any{"seconds": 60}, 600000)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := up.WaitCalls(ctx, "slow_compute", 1); err != nil {
+			if err := up.WaitCalls(ctx, "slow_compute", 2); err != nil {
 				t.Fatal(err)
 			}
 			quick := alice.createTask("slow_compute", map[string]any{"seconds": 0.01}, 600000)
@@ -119,6 +122,25 @@ func TestAdminDeleteFinished(t *testing.T) {
 			})
 			if code, body := adminDo(t, admin, "POST", "/mcp_tasks/tasks/"+slow.TaskID+"/cancel", nil); code != http.StatusOK {
 				t.Errorf("cancelling the slow task: %d %s", code, body)
+			}
+
+			// The bulk delete: a principal's finished tasks (the one created
+			// again, and the slow one, now cancelled), not another's.
+			for _, bad := range []string{"", "?status=working", "?tool=slow_compute"} {
+				if code, body := adminDo(t, admin, "DELETE", "/mcp_tasks/tasks"+bad, nil); code != http.StatusBadRequest {
+					t.Errorf("DELETE /mcp_tasks/tasks%s = %d %s, want 400", bad, code, body)
+				}
+			}
+			var count struct{ Deleted int }
+			if code, body := adminDo(t, admin, "DELETE", "/mcp_tasks/tasks?principal=alice", &count); code != http.StatusOK || count.Deleted != 2 {
+				t.Errorf("DELETE /mcp_tasks/tasks?principal=alice = %d %s, want 2 deleted", code, body)
+			}
+			var page adminPage
+			if adminDo(t, admin, "GET", "/mcp_tasks/tasks?principal=alice", &page); len(page.Tasks) != 0 {
+				t.Errorf("alice's tasks after the bulk delete: %v", ids(page.Tasks))
+			}
+			if got := bob.getTask(bobs.TaskID); got.Status != "completed" {
+				t.Errorf("bob's task after the bulk delete of alice's: %+v", got)
 			}
 		})
 	}
