@@ -35,7 +35,8 @@
 // pages of recovery and takeover: listing.go, expired.go), adminLister
 // (every owner's tasks for the admin API, admin.go), leases (lease.go),
 // leadership (leader.go), sessions (sessions.go), learned (what was
-// learned of upstreams, learned.go), sweeper (sweep.go) and events
+// learned of upstreams, learned.go), sweeper (sweep.go, and an operator's
+// delete of a finished task, delete.go) and events
 // (LISTEN/NOTIFY and polling between replicas, notify.go, sealed as
 // seal.go says).
 package pgstore

@@ -5,7 +5,8 @@
 // replica's tasks, the orphan pass, the answers to input requests, the
 // following of tasks an upstream runs itself, the audit log, the cache of
 // finished tasks' tasks/get answers (rendered by a function the protocol
-// adapters inject), cancellation by a client or an operator, and health.
+// adapters inject), cancellation by a client or an operator, an
+// operator's delete of a finished task, and health.
 //
 // It knows no wire format and no protocol adapter: it imports the task
 // model, jsonrpc, the calls to the next handler (internal/upstream) and the
