@@ -542,8 +542,9 @@ type storeInfo struct {
 	Backend string `json:"backend"`
 	Open    bool   `json:"open"`
 	Workers int    `json:"workers"`
-	// PlainCalls counts the plain 2026-07-28 calls waiting on a task the
-	// upstream runs for them: no tasks of the gateway's, so in no listing,
+	// PlainCalls counts the plain calls (of 2026-07-28 clients, and of
+	// 2025-11-25 clients through the reverse version bridge) waiting on a
+	// task the upstream runs for them: no tasks of the gateway's, so in no listing,
 	// but each holds one of its caller's max_active_per_principal.
 	PlainCalls int `json:"plain_calls"`
 }

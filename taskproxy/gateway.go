@@ -100,9 +100,10 @@ type Config struct {
 	// and the task fails with a message naming the limit. 0 means no bound
 	// but the task's ttl. ToolRunTimeouts holds per-tool limits, which
 	// take precedence (0 there: none for that tool). They bound as well a
-	// plain 2026-07-28 call that waits on an upstream task (a tool the
-	// upstream runs only as a task): the call fails the same way and the
-	// upstream's task is cancelled.
+	// plain call that waits on an upstream task (a tool the upstream runs
+	// only as a task; a 2026-07-28 client's, or a 2025-11-25 client's
+	// through the reverse version bridge): the call fails the same way and
+	// the upstream's task is cancelled.
 	RunTimeout      time.Duration
 	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the deletion of expired tasks; 0 means a minute.

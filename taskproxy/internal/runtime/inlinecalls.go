@@ -4,8 +4,9 @@ import "sync"
 
 // InlineCalls counts, per owner, the plain clients' calls whose upstream
 // task the gateway waits for within the call itself (a client without the
-// tasks extension calling a tool the upstream runs only as a task; no task
-// of the gateway's is made). Each holds a task running at the upstream on
+// tasks extension, or a 2025-11-25 client through the reverse version
+// bridge, calling a tool the upstream runs only as a task; no task of the
+// gateway's is made). Each holds a task running at the upstream on
 // the caller's behalf, so each counts as an active task against the
 // owner's bound, from its admission until the upstream's task ends or is
 // cancelled, waits for input included. The zero value is ready to use.

@@ -35,8 +35,8 @@ type Policy struct {
 	Observer task.Observer
 	// RunTimeout and ToolRunTimeouts bound how long a tool may run
 	// (Config.RunTimeout, Config.ToolRunTimeouts): the runtime's workers
-	// apply them to tasks, the 2026-07-28 wire to a plain client's call
-	// that waits on an upstream task.
+	// apply them to tasks, the 2026-07-28 wire and the reverse version
+	// bridge to a plain client's call that waits on an upstream task.
 	RunTimeout      time.Duration
 	ToolRunTimeouts map[string]time.Duration
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
@@ -42,16 +43,9 @@ func (c *call) forward() error {
 	rep := newReply(c.Exchange)
 	ev := c.attempt(ctx, base, c.Msg.Method, params, rep)
 	if c.Msg.Method == "tools/call" && ctx.Err() == nil && needsTasksExtension(ev) && !c.forbidden(params) {
-		withExt, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
-		if err != nil {
-			c.Fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
+		var done bool
+		if ev, params, done = c.callAsTask(ctx, rep, base, params); done {
 			return nil
-		}
-		ev, params = c.attempt(ctx, base, c.Msg.Method, withExt, rep), withExt
-		if ev.Err == nil && ev.Final.Error == nil {
-			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
-				return c.awaitTask(ctx, rep, base, withExt, created)
-			}
 		}
 	}
 	if mrtrMethods[c.Msg.Method] && ctx.Err() == nil {
@@ -98,12 +92,98 @@ func needsTasksExtension(ev upstream.Event) bool {
 	return ok
 }
 
+// callAsTask sends again a tools/call the upstream runs only as a task,
+// declaring the tasks extension, and answers it with the task's outcome
+// (awaitTask); done reports that the call was answered (or its client
+// left). Otherwise it returns the upstream's answer to the call sent again
+// and the params it went with. The upstream's task runs for the caller as
+// a gateway task would: within rate_limit and max_active_per_principal
+// (its slot held until the task ends or is cancelled), bounded by the
+// tool's run_timeout, and audited; its creating call runs detached from the
+// client, so that a client leaving before the upstream names its task
+// still gets that task cancelled (runtime.PlainV2026TaskCall).
+func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage) (ev upstream.Event, sent json.RawMessage, done bool) {
+	ext, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
+	if err != nil {
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "declaring the tasks extension", err)))
+		return ev, params, true
+	}
+	withExt := json.RawMessage(ext) // sent as it is, not as a byte string
+	if c.Limited() {
+		return ev, params, true
+	}
+	release, e := c.AdmitInline()
+	if e != nil {
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
+		return ev, params, true
+	}
+	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "v2025on2026:" + task.NewTaskID() + ":2")
+	body, err := jsonrpc.RequestBytes(id, "tools/call", withExt)
+	if err != nil {
+		release()
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding the task call", err)))
+		return ev, params, true
+	}
+	ev, left := runtime.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, withExt, body, rep.on, release)
+	if left {
+		return ev, withExt, true // the slot is given back in the background
+	}
+	if ev.Err == nil && ev.Final.Error == nil {
+		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+			name, _ := routingName("tools/call", withExt)
+			pt := &plainTask{rec: runtime.PlainTaskRecord(c.Caller, name, created.TaskID), release: release, limit: c.RunTimeoutOf(name)}
+			c.Route.AuditTask(runtime.AuditPlainCreated, pt.rec)
+			c.awaitTask(ctx, rep, base, withExt, created, pt)
+			return ev, withExt, true
+		}
+	}
+	release()
+	return ev, withExt, false
+}
+
+// errRunTimeout ends the wait of a call on an upstream task whose tool ran
+// for its run_timeout.
+var errRunTimeout = errors.New("run timeout")
+
+// plainTask is the upstream task a client's plain call waits on.
+type plainTask struct {
+	// rec is what the audit log says of it.
+	rec *task.Task
+	// release gives back the call's slot among its owner's active tasks.
+	release func()
+	// limit is the tool's run_timeout (0: none); spent is how much of it
+	// the waits on the task took (the client's input aside).
+	limit, spent time.Duration
+}
+
+// await waits for the task (runtime.AwaitV2026UpstreamTask) for at most
+// what remains of its run_timeout; errRunTimeout says that the run_timeout
+// ended the wait, and cancelled the upstream's task.
+func (pt *plainTask) await(ctx context.Context, c *call, base *http.Request, params json.RawMessage, created runtime.V2026Created, answered map[string]json.RawMessage) (runtime.InlineOutcome, error) {
+	if pt.limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, pt.limit-pt.spent, errRunTimeout)
+		defer cancel()
+		defer func(start time.Time) { pt.spent += time.Since(start) }(time.Now())
+	}
+	return runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, answered)
+}
+
+// finish audits how the upstream's task ended (status) and gives back the
+// call's slot.
+func (pt *plainTask) finish(c *call, status task.Status) {
+	pt.rec.Status, pt.rec.UpdatedAt = status, runtime.Now()
+	c.Route.AuditTask(runtime.AuditPlainEnded, pt.rec)
+	pt.release()
+}
+
 // awaitTask waits, within the client's call, for the task the upstream
 // made of it, and answers with the task's outcome. When the client goes
-// first, AwaitV2026UpstreamTask cancels the upstream's task.
-func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created) error {
+// first, AwaitV2026UpstreamTask cancels the upstream's task; so does the
+// tool's run_timeout, which fails the call as it fails a task.
+func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created, pt *plainTask) {
 	var answered map[string]json.RawMessage
-	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, nil)
+	out, err := pt.await(ctx, c, base, params, created, nil)
 	for round := 0; err == nil && out.Input != nil && ctx.Err() == nil; round++ {
 		// The task asks for input: the client is asked on the call's
 		// stream (input.go), and its answers go to the task.
@@ -117,29 +197,35 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 		}
 		if e != nil {
 			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+			pt.finish(c, task.StatusCancelled)
 			if ctx.Err() == nil {
 				rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
 			}
-			return nil
+			return
 		}
-		out, err = runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, answered)
+		out, err = pt.await(ctx, c, base, params, created, answered)
 	}
 	switch {
+	case errors.Is(err, errRunTimeout) && ctx.Err() == nil:
+		pt.finish(c, task.StatusFailed)
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", runtime.RunTimeoutMessage(pt.limit))))
 	case ctx.Err() != nil:
 		if err == nil && out.Input != nil {
 			// The client left between the task's question and its being
 			// asked: nobody will answer it.
 			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
 		}
-		return nil
+		pt.finish(c, task.StatusCancelled)
 	case err != nil:
+		pt.finish(c, task.StatusFailed)
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
 	case out.Error != nil:
+		pt.finish(c, task.StatusFailed)
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, out.Error))
 	default:
+		pt.finish(c, task.StatusCompleted)
 		rep.send(jsonrpc.ResponseRaw(c.Msg.ID, translate.V2025Result(out.Result)))
 	}
-	return nil
 }
 
 // upstreamBase is the request the upstream calls of method are built on:
@@ -192,12 +278,7 @@ func (c *call) attempt(ctx context.Context, base *http.Request, method string, p
 	if err != nil {
 		return upstream.Event{Err: err}
 	}
-	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, func(ev upstream.Event) bool {
-		if ev.Notification != nil {
-			rep.relay(ev.Notification)
-		}
-		return false // the upstream sends no requests on 2026-07-28; anything else is dropped
-	})
+	ev, _ := upstream.StartAttempt(ctx, base, c.Next, id, body).Until(ctx, nil, rep.on)
 	return ev
 }
 
@@ -241,6 +322,15 @@ type reply struct {
 }
 
 func newReply(x *wire.Exchange) *reply { return &reply{x: x} }
+
+// on relays an upstream request's event to the client: its progress and
+// log messages.
+func (r *reply) on(ev upstream.Event) bool {
+	if ev.Notification != nil {
+		r.relay(ev.Notification)
+	}
+	return false // the upstream sends no requests on 2026-07-28; anything else is dropped
+}
 
 // relay passes the request's progress and log messages to the client.
 func (r *reply) relay(m *jsonrpc.Message) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -146,9 +145,8 @@ func (c *call) servePlainOnTaskRuntime() error {
 		if ev.Err == nil && ev.Final.Error == nil {
 			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
-				rec := &task.Task{ID: created.TaskID, Owner: c.Caller.Owner, Principal: c.Caller.Principal, Tenant: c.Caller.Tenant,
-					Era: task.Era2026, Tool: name, Status: task.StatusWorking, CreatedAt: runtime.Now()}
-				c.Route.AuditTask(auditPlainCreated, rec)
+				rec := runtime.PlainTaskRecord(c.Caller, name, created.TaskID)
+				c.Route.AuditTask(runtime.AuditPlainCreated, rec)
 				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID, rec: rec, audit: c.Route.AuditTask,
 					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release,
 					runLeft: c.RunTimeoutOf(name), runLimit: c.RunTimeoutOf(name)})
@@ -175,33 +173,17 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 }
 
 // plainTaskAttempt makes the call declaring the extension for a plain
-// client's tools/call and returns its last event. The upstream creates its
-// task before it answers, so the call runs detached from the client's
-// request: when the client leaves first (left), the answer is still read
-// in the background (bounded), the task it names is cancelled, and then
-// release gives back the call's slot; closing the stream would cancel
-// only the call and leave the task running for nobody.
+// client's tools/call and returns its last event; it runs detached from
+// the client's request (runtime.PlainV2026TaskCall): when the client
+// leaves first (left), the task it makes is cancelled and release called
+// in the background.
 func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply, release func()) (ev upstream.Event, left bool) {
 	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "plain:" + task.NewTaskID() + ":2")
 	body, err := jsonrpc.RequestBytes(id, "tools/call", params)
 	if err != nil {
 		return upstream.Event{Err: err}, false
 	}
-	callCtx, stopCall := context.WithCancel(base.Context())
-	a := upstream.StartAttempt(callCtx, base, c.Next, id, body)
-	gone := make(chan time.Time)
-	stopWatching := context.AfterFunc(ctx, func() { close(gone) })
-	ev, answered := a.Until(ctx, upstream.After(gone), relayTo(reply))
-	if answered {
-		stopWatching()
-		stopCall()
-		return ev, false
-	}
-	go func() {
-		defer release()
-		runtime.CancelLateV2026Create(c.Log, a, stopCall, base, c.Next, params)
-	}()
-	return upstream.Event{Err: context.Cause(ctx)}, true
+	return runtime.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, params, body, relayTo(reply), release)
 }
 
 // withTasksExtension declares the tasks extension in the client

@@ -75,18 +75,12 @@ type inlineWait struct {
 	audit func(event string, t *task.Task)
 }
 
-// Audit events of an upstream task a plain client's call waits on.
-const (
-	auditPlainCreated = "plain call's task created at the upstream"
-	auditPlainEnded   = "plain call's upstream task ended"
-)
-
 // finish audits how the upstream's task ended (status) and gives back the
 // call's slot; once, whoever calls it.
 func (w *inlineWait) finish(status task.Status) {
 	if w.rec != nil && w.audit != nil && !w.rec.Status.Terminal() {
 		w.rec.Status, w.rec.UpdatedAt = status, runtime.Now()
-		w.audit(auditPlainEnded, w.rec)
+		w.audit(runtime.AuditPlainEnded, w.rec)
 	}
 	w.release()
 }
