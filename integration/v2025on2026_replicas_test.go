@@ -54,3 +54,48 @@ func TestReverseBridgeReplicaKill(t *testing.T) {
 		t.Errorf("the surviving replica's log never names task %s", created.TaskID)
 	}
 }
+
+// TestReverseBridgeSessionAcrossReplicas: what a 2025-11-25 client's
+// initialize declared (here the elicitation capability) is kept with its
+// reverse-bridge session in the shared store, so the session needs no
+// stickiness: a session opened on one replica calls, through the other,
+// the 2026-07-28 runtime's guarded tool, which needs the elicitation
+// capability (-32021 without it), and its task asks for the guard's input
+// instead of failing. Through the round-robin balancer, of two calls in a
+// row one goes to the replica that did not see the initialize.
+func TestReverseBridgeSessionAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	_, c := taskRuntimeReplicas(t, "trust_domain reverse-e2e\nrate_limit 1000\n")
+	args := map[string]any{"steps": 1, "stepMs": 0}
+	settled := func(rc *rpcClient, id string) string {
+		var status string
+		waitFor(t, time.Minute, "the guarded task to leave working", func() bool {
+			status = rc.getTask(id).Status
+			return status != "working"
+		})
+		return status
+	}
+
+	alice := newRPCClient(t, c.nodes[0].URL)
+	alice.header.Set("Authorization", "Bearer "+hmacToken(t, "alice", "t1"))
+	alice.initialize(`{"elicitation":{"form":{}}}`)
+	if !strings.HasPrefix(alice.session, "mcp-tasks-v2026.") {
+		t.Fatalf("session %q is not the reverse bridge's", alice.session)
+	}
+	alice.url = c.nodes[1].URL
+	created := alice.createTask(taskruntime.ToolGuarded, args, 60000)
+	if got := settled(alice, created.TaskID); got != "input_required" {
+		t.Errorf("a session opened on replica 0 calling the guarded tool through replica 1: task %s, want input_required", got)
+	}
+
+	bob := c.v2025(t, "bob")
+	var ids []string
+	for range 2 {
+		ids = append(ids, bob.createTask(taskruntime.ToolGuarded, args, 60000).TaskID)
+	}
+	for i, id := range ids {
+		if got := settled(bob, id); got != "input_required" {
+			t.Errorf("call %d of a session through the balancer: task %s, want input_required", i+1, got)
+		}
+	}
+}

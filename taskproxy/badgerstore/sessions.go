@@ -56,8 +56,14 @@ func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 	})
 }
 
+// setSessionBinding (re)writes the binding of sessionID to owner for ttl,
+// and extends its client's description, if any, to the same expiry.
 func setSessionBinding(txn *badger.Txn, sessionID, owner string, ttl time.Duration) error {
-	return txn.SetEntry(badger.NewEntry(sessionKey(sessionID), []byte(ownerHash(owner))).WithTTL(ttl))
+	e := badger.NewEntry(sessionKey(sessionID), []byte(ownerHash(owner))).WithTTL(ttl)
+	if err := txn.SetEntry(e); err != nil {
+		return err
+	}
+	return extendDescription(txn, sessionID, e.ExpiresAt)
 }
 
 // BindSession binds sessionID to owner for ttl, unless another owner has it.
@@ -67,6 +73,11 @@ func (s *sessions) BindSession(ctx context.Context, sessionID, owner string, ttl
 			err := sessionBinding(txn, sessionID, owner)
 			if err != nil && (errors.Is(err, task.ErrForeign) || !errors.Is(err, task.ErrNotFound)) {
 				return err
+			}
+			if err != nil { // a new binding: no description is carried over
+				if err := txn.Delete(descriptionKey(sessionID)); err != nil {
+					return err
+				}
 			}
 			return setSessionBinding(txn, sessionID, owner, ttl)
 		})
@@ -92,6 +103,9 @@ func (s *sessions) CheckSession(ctx context.Context, sessionID, owner string, re
 func (s *sessions) ForgetSession(ctx context.Context, sessionID string) error {
 	return s.use(func() error {
 		return s.retryConflicts(ctx, "forgetting a session", func(txn *badger.Txn) error {
+			if err := txn.Delete(descriptionKey(sessionID)); err != nil {
+				return err
+			}
 			return txn.Delete(sessionKey(sessionID))
 		})
 	})

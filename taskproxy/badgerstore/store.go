@@ -29,6 +29,7 @@ import (
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
 //	s/<session id hash>                        a session binding: its owner hash (sessions.go)
+//	d/<session id hash>                        its client's description (describe.go)
 //	u/<key hash>                               what was learned of an upstream (learned.go)
 //	m/epoch                                    how many times the store was opened
 //	m/cursor-secret                            the key that signs listing cursors

@@ -85,6 +85,11 @@ CREATE INDEX tasks_finished_owner ON {s}.tasks (owner_hash, expires_ns) WHERE st
 	4: `
 ALTER TABLE {s}.owners ADD COLUMN finished_ceiling bigint, ADD COLUMN ceiling_from bigint, ADD COLUMN ceiling_xid bigint;
 `,
+	// What a session's client said of itself (describe.go), kept with
+	// its binding. Bindings of earlier versions have none.
+	5: `
+ALTER TABLE {s}.sessions ADD COLUMN description bytea;
+`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

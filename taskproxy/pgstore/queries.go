@@ -15,6 +15,7 @@ type queries struct {
 	sweep, sweepTombstones, sweepSessions            string
 	deleteFinished                                   string
 	bind, check, refresh, forget                     string
+	describe, description                            string
 	secretInit, secretGet                            string
 	learnedSave, learnedLoad                         string
 	stats                                            string
@@ -151,11 +152,15 @@ func newQueries(schema string) queries {
 
 		// A binding is (re)written when it is free, expired or the owner's.
 		bind: `INSERT INTO {s}.sessions (session_hash, owner_hash, expires_ns) VALUES ($1, $2, $3)
-			ON CONFLICT (session_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns
+			ON CONFLICT (session_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash, expires_ns = EXCLUDED.expires_ns,
+				description = CASE WHEN {s}.sessions.expires_ns > $4 THEN {s}.sessions.description END
 			WHERE {s}.sessions.owner_hash = EXCLUDED.owner_hash OR {s}.sessions.expires_ns <= $4`,
 		check:   `SELECT owner_hash FROM {s}.sessions WHERE session_hash = $1 AND expires_ns > $2`,
 		refresh: `UPDATE {s}.sessions SET expires_ns = $4 WHERE session_hash = $1 AND owner_hash = $2 AND expires_ns > $3`,
 		forget:  `DELETE FROM {s}.sessions WHERE session_hash = $1`,
+		// A session's client description, with its live binding (describe.go).
+		describe:    `UPDATE {s}.sessions SET description = $3 WHERE session_hash = $1 AND owner_hash = $2 AND expires_ns > $4`,
+		description: `SELECT owner_hash, description FROM {s}.sessions WHERE session_hash = $1 AND expires_ns > $2`,
 
 		secretInit: `INSERT INTO {s}.meta (key, value) VALUES ('cursor-secret', $1) ON CONFLICT (key) DO NOTHING`,
 		secretGet:  `SELECT value FROM {s}.meta WHERE key = 'cursor-secret'`,
@@ -226,7 +231,7 @@ func newQueries(schema string) queries {
 		&q.lockOwner, &q.countActiveUpTo, &q.countFinishedUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
 		&q.get, &q.getOwn, &q.getOwnSummary, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
-		&q.sweep, &q.deleteFinished, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget,
+		&q.sweep, &q.deleteFinished, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget, &q.describe, &q.description,
 		&q.secretInit, &q.secretGet, &q.learnedSave, &q.learnedLoad, &q.stats,
 		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings, &q.getOwnMany, &q.casMany,
 	} {

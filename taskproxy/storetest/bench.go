@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,6 +66,29 @@ func Bench(b *testing.B, s task.Store) {
 			i := int(time.Now().UnixNano())
 			for pb.Next() {
 				if _, err := s.Acquire(ctx, "bench", ids[i%len(ids)], s.Holder(), time.Now(), time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}) // A reverse-bridge session's description is read on each of its
+	// requests.
+	b.Run("SessionDescription", func(b *testing.B) {
+		desc := []byte(`{"capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"bench","version":"1"}}`)
+		for i := range 64 {
+			sid := fmt.Sprintf("bench-session-%d", i)
+			if err := s.BindSession(ctx, sid, "bench", time.Hour); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.DescribeSession(ctx, sid, "bench", desc); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(time.Now().UnixNano())
+			for pb.Next() {
+				if _, err := s.SessionDescription(ctx, fmt.Sprintf("bench-session-%d", i%64), "bench"); err != nil {
 					b.Fatal(err)
 				}
 				i++

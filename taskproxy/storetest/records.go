@@ -297,6 +297,8 @@ func testClosed(t *testing.T, s task.Store) {
 		{"BindSession", func() error { return s.BindSession(ctx, "S", "alice", time.Hour) }},
 		{"CheckSession", func() error { return s.CheckSession(ctx, "S", "alice", 0) }},
 		{"ForgetSession", func() error { return s.ForgetSession(ctx, "S") }},
+		{"DescribeSession", func() error { return s.DescribeSession(ctx, "S", "alice", []byte("d")) }},
+		{"SessionDescription", func() error { _, err := s.SessionDescription(ctx, "S", "alice"); return err }},
 		{"SaveLearned", func() error { return s.SaveLearned(ctx, "k", []byte("v"), time.Hour) }},
 		{"LoadLearned", func() error { _, err := s.LoadLearned(ctx, "k"); return err }},
 	}

@@ -56,6 +56,8 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions", testSessions},
 		{"SessionExpires", testSessionExpires},
 		{"SessionBindRace", testSessionBindRace},
+		{"SessionDescription", testSessionDescription},
+		{"SessionDescriptionExpires", testSessionDescriptionExpires},
 		{"Learned", testLearned},
 		{"LearnedExpires", testLearnedExpires},
 		{"MixedConcurrency", testMixedConcurrency},

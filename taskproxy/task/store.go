@@ -98,11 +98,12 @@ type Lease struct {
 }
 
 // Store is what a backend gives the gateway: durable task records, the
-// bindings of 2025-11-25 sessions to their owners, and what was learned of
-// upstreams.
+// bindings of 2025-11-25 sessions to their owners (with what a session's
+// client said of itself), and what was learned of upstreams.
 type Store interface {
 	TaskStore
 	SessionBinder
+	SessionDescriber
 	LearnedStore
 }
 

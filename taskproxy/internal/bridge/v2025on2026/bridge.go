@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -24,16 +23,11 @@ import (
 // a request naming one is the bridge's whatever the probe says now.
 const SessionPrefix = "mcp-tasks-v2026."
 
-// maxSessions bounds the sessions whose client description is kept in
-// memory; the least recently used goes first.
-const maxSessions = 4096
-
 // Bridge is a configuration's reverse version bridge.
 type Bridge struct {
 	// Env is the configuration's (its policy, loggers, session guard,
 	// probes).
 	*wire.Env
-	sessions *lru.Cache[string, *session]
 	// passed remembers the endpoints where a passed-on initialize opened
 	// a 2025-11-25 session (passed.go).
 	passed *passedInitializes
@@ -45,23 +39,9 @@ type Bridge struct {
 	rounds sync.Map
 }
 
-// session is what a session's initialize (and logging/setLevel) said of
-// its client.
-type session struct {
-	mu   sync.Mutex
-	meta translate.RequestMeta
-}
-
-func (s *session) requestMeta() translate.RequestMeta {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.meta
-}
-
 // New returns the reverse bridge of the configuration env.
 func New(env *wire.Env) *Bridge {
-	sessions, _ := lru.New[string, *session](maxSessions) // only a size below 1 fails
-	return &Bridge{Env: env, sessions: sessions, passed: newPassedInitializes()}
+	return &Bridge{Env: env, passed: newPassedInitializes()}
 }
 
 // Owns reports whether r names a session the reverse bridge opened.
@@ -137,7 +117,6 @@ func (b *Bridge) ServeOther(x *wire.Exchange) error {
 		return nil
 	}
 	sid := x.R.Header.Get(upstream.HeaderSessionID)
-	b.sessions.Remove(sid)
 	if err := b.Sessions.Forget(context.WithoutCancel(x.R.Context()), sid); err != nil {
 		b.Log.Warn("forgetting an ended session; it expires when idle", zap.Error(err))
 	}
@@ -193,22 +172,11 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 	return c.forward()
 }
 
-// session returns what the request's session said of its client: nothing
-// for a request without one, or one whose entry is gone.
-func (c *call) session() *session {
-	if c.sid != "" {
-		if s, ok := c.b.sessions.Get(c.sid); ok {
-			return s
-		}
-	}
-	return &session{}
-}
-
 // initialize opens a session: the upstream's server/discover, asked with
 // the caller's headers, answers it in 2025-11-25 form; the session id is
 // bound to the caller's owner before the answer names it.
 func (c *call) initialize() error {
-	if c.Limited() { // a session costs a binding and a kept client description
+	if c.Limited() { // a session costs a binding and a stored client description
 		return nil
 	}
 	var p struct {
@@ -219,8 +187,8 @@ func (c *call) initialize() error {
 		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil
 	}
-	s := &session{meta: translate.RequestMeta{Capabilities: translate.V2026ClientCapabilities(p.Capabilities), ClientInfo: p.ClientInfo}}
-	params, err := translate.V2026Params(nil, s.meta)
+	meta := translate.RequestMeta{Capabilities: translate.V2026ClientCapabilities(p.Capabilities), ClientInfo: p.ClientInfo}
+	params, err := translate.V2026Params(nil, meta)
 	if err != nil {
 		c.Fail(runtime.InternalError(c.Log, "building server/discover", err))
 		return nil
@@ -240,7 +208,11 @@ func (c *call) initialize() error {
 		return nil
 	}
 	sid := SessionPrefix + task.NewTaskID()
-	if err := c.Sessions.Bind(c.R.Context(), sid, c.Owner); err != nil {
+	err = c.Sessions.Bind(c.R.Context(), sid, c.Owner)
+	if err == nil {
+		err = c.descriptions().save(c.R.Context(), sid, c.Owner, meta)
+	}
+	if err != nil {
 		e := runtime.InternalError(c.Log, "opening a session", err)
 		wire.WriteError(c.W, wire.AnswerStatus(c.W, http.StatusInternalServerError, e), c.Msg.ID, e)
 		return nil
@@ -249,7 +221,6 @@ func (c *call) initialize() error {
 		c.Fail(runtime.InternalError(c.Log, "declaring the tasks capability", err))
 		return nil
 	}
-	c.b.sessions.Add(sid, s)
 	c.W.Header().Set(upstream.HeaderSessionID, sid)
 	c.ReplyRaw(result)
 	return nil
@@ -265,14 +236,15 @@ func (c *call) setLevel() error {
 		return nil
 	}
 	if c.sid != "" {
-		s, ok := c.b.sessions.Get(c.sid)
+		meta, ok := c.requestMeta()
 		if !ok {
-			s = &session{}
-			c.b.sessions.Add(c.sid, s)
+			return nil
 		}
-		s.mu.Lock()
-		s.meta.LogLevel = level
-		s.mu.Unlock()
+		meta.LogLevel = level
+		if err := c.descriptions().save(c.R.Context(), c.sid, c.Owner, meta); err != nil {
+			c.failDescription(err)
+			return nil
+		}
 	}
 	return c.Reply(struct{}{})
 }

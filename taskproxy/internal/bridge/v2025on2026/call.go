@@ -27,7 +27,11 @@ var errCancelledByClient = errors.New("the client cancelled the request")
 // refuses for want of the tasks extension is sent again declaring it, and
 // the upstream's task is awaited within the call (awaitTask).
 func (c *call) forward() error {
-	params, err := translate.V2026Params(c.Msg.Params, c.session().requestMeta())
+	meta, ok := c.requestMeta()
+	if !ok {
+		return nil
+	}
+	params, err := translate.V2026Params(c.Msg.Params, meta)
 	if err != nil {
 		c.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err))
 		return nil

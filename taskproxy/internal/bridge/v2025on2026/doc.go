@@ -62,7 +62,7 @@
 //
 // # A session
 //
-//	initialize ──(discover answered; binding stored)──► open
+//	initialize ──(discover answered; binding and description stored)──► open
 //	    (the discover refused: its error; 401/403 passed on with its headers)
 //	open ──(any request naming it, by its owner)──► open
 //	open ──(another owner names it)──► 404 "Session not found" (the guard)
@@ -70,7 +70,9 @@
 //	open ──(idle gate.SessionIdleTTL)──► ended (the binding expires)
 //
 // What a session says of its client (capabilities, client info, log
-// level) is kept in memory, at most maxSessions; a session whose entry is
-// gone (evicted, or the gateway restarted) still works, its requests then
-// declaring no client capabilities. The upstream holds nothing of it.
+// level) is stored with its binding (describe.go) and read by each of its
+// requests, so every replica serves the session alike and a restart loses
+// nothing; a binding stored without it (by an older build) still works,
+// its requests then declaring no client capabilities. The upstream holds
+// nothing of it.
 package v2025on2026

@@ -52,7 +52,11 @@ func (c *call) createTask(name string, taskMeta json.RawMessage) error {
 	if !ok {
 		return nil
 	}
-	params, err := translate.V2026Params(c.Msg.Params, c.session().requestMeta())
+	meta, ok := c.requestMeta()
+	if !ok {
+		return nil
+	}
+	params, err := translate.V2026Params(c.Msg.Params, meta)
 	if err == nil {
 		params, err = jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
 	}
