@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -50,11 +51,13 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 // Restore loads a backup that Backup wrote into dir, which must not exist
 // or be empty (a restore never merges into a store), with the options a
 // store is opened with; a gateway then opens dir as its storage
-// directory. A backup that is not of a task store, or of a format newer
-// than this build's, is refused; dir then holds what was loaded, for a
-// look, and is not a store to use.
+// directory. A file that is not a backup of a task store, or of a format
+// newer than this build's, is refused, and dir is left as it was found
+// (what the failed load wrote is removed), so that the next restore can
+// use it.
 func Restore(dir string, backup io.Reader, logger *zap.Logger) (err error) {
 	entries, err := os.ReadDir(dir)
+	existed := err == nil
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -70,9 +73,12 @@ func Restore(dir string, backup io.Reader, logger *zap.Logger) (err error) {
 		if cerr := db.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("restoring into %s: closing badger: %w", dir, cerr)
 		}
+		if err != nil {
+			clearRestore(dir, existed)
+		}
 	}()
-	if err := db.Load(backup, 256); err != nil {
-		return fmt.Errorf("restoring into %s: loading the backup: %w", dir, err)
+	if err := loadBackup(db, backup); err != nil {
+		return fmt.Errorf("restoring into %s: loading the backup (is it a backup of a task store?): %w", dir, err)
 	}
 	// Every store has its format version from its first opening: without
 	// one, this was not a backup of a task store (or an empty file).
@@ -86,4 +92,31 @@ func Restore(dir string, backup io.Reader, logger *zap.Logger) (err error) {
 		return fmt.Errorf("restoring into %s: %w", dir, err)
 	}
 	return nil
+}
+
+// loadBackup is Badger's Load, which panics on some bytes that are not a
+// backup (a length beyond any slice): such a file is refused, not a crash.
+func loadBackup(db *badger.DB, backup io.Reader) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("not a backup: %v", v)
+		}
+	}()
+	return db.Load(backup, 256)
+}
+
+// clearRestore removes what a failed restore wrote into dir: dir itself
+// when the restore made it, else its entries (it was empty).
+func clearRestore(dir string, existed bool) {
+	if !existed {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,48 @@ func TestBackupStopsWithContext(t *testing.T) {
 	cancel()
 	if err := s.Backup(ctx, &bytes.Buffer{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Backup after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// A file that is not a backup of a task store is refused with an error,
+// never a crash, and leaves the directory as it was: the next restore, of
+// the right file, can use it.
+func TestRestoreRefusesNonBackups(t *testing.T) {
+	t.Parallel()
+	noise := make([]byte, 5000)
+	for i := range noise { // a fixed pattern that Badger reads as an impossible length
+		noise[i] = byte(i*7 + 0xd1)
+	}
+	tests := []struct {
+		name   string
+		input  []byte
+		create bool // the directory exists, empty, before the restore
+	}{
+		{"empty file, new directory", nil, false},
+		{"empty file, empty directory", nil, true},
+		{"text", []byte("hi"), false},
+		{"noise, new directory", noise, false},
+		{"noise, empty directory", noise, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "restored")
+			if tt.create {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := Restore(dir, bytes.NewReader(tt.input), nil); err == nil {
+				t.Fatal("restored a file that is no backup")
+			}
+			entries, err := os.ReadDir(dir)
+			switch {
+			case !tt.create && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("the restore left %s behind (%d entries, %v), want it gone", dir, len(entries), err)
+			case tt.create && (err != nil || len(entries) != 0):
+				t.Errorf("the restore left %d entries in %s (%v), want it empty", len(entries), dir, err)
+			}
+		})
 	}
 }
