@@ -39,7 +39,20 @@ var answeringHandlers = map[string]bool{
 type layoutBypass struct {
 	msg    string
 	fields []zap.Field
+	// proxies says the handler that runs first sends the requests on to an
+	// upstream (reverse_proxy, invoke): with auth configured, they would
+	// reach it unauthenticated. One that answers itself (respond,
+	// file_server, …) only keeps them from the gateway.
+	proxies bool
+	// outer says the handler runs first from an enclosing route list (a
+	// handle block beside the one holding mcp_tasks) whose matchers may or
+	// may not take the gateway's requests: told, never refused.
+	outer bool
 }
+
+// refused reports whether the bypass must fail the load of a handler that
+// authenticates.
+func (b *layoutBypass) refused() bool { return b.proxies && !b.outer }
 
 func (b *layoutBypass) Error() string { return b.msg }
 
@@ -86,20 +99,79 @@ func checkLayout(ctx caddy.Context) *layoutBypass {
 			return &layoutBypass{
 				msg: describeHandler(name) + " runs before mcp_tasks in the same route and answers its requests first: " +
 					"they skip the gateway and its auth; " + putFirst,
-				fields: append(where, zap.String("earlier_handler", name)),
+				fields:  append(where, zap.String("earlier_handler", name)),
+				proxies: rawProxies(raw),
 			}
 		}
 	}
+	if b := answeredBefore(routes, k, where); b != nil {
+		return b
+	}
+	if b := uncovered(routes, k, where); b != nil {
+		return b
+	}
+	return outerBypass(mods[:len(mods)-2], srv, where)
+}
+
+// answeredBefore reports an earlier route of routes that may answer
+// requests of route k before it runs.
+func answeredBefore(routes caddyhttp.RouteList, k int, where []zap.Field) *layoutBypass {
 	for j := 0; j < k; j++ {
 		if routeAnswers(routes[j]) && mayOverlap(routes[j].MatcherSets, routes[k].MatcherSets) {
 			return &layoutBypass{
 				msg: fmt.Sprintf("route %d (%s) matches requests of mcp_tasks' route %d and answers them before mcp_tasks runs: "+
 					"they skip the gateway and its auth; %s", j, describeRoute(routes[j]), k, putFirst),
-				fields: append(where, zap.Int("route", k), zap.Int("earlier_route", j), zap.Strings("earlier_handlers", handlerNames(routes[j]))),
+				fields:  append(where, zap.Int("route", k), zap.Int("earlier_route", j), zap.Strings("earlier_handlers", handlerNames(routes[j]))),
+				proxies: routeProxies(routes[j]),
 			}
 		}
 	}
-	return uncovered(routes, k, where)
+	return nil
+}
+
+// outerBypass looks at the route lists enclosing the one that holds
+// mcp_tasks (ancestors, innermost first: the handle and route blocks it
+// sits in, then the server's routes): an earlier route there whose
+// matchers may take requests of the block holding mcp_tasks answers them
+// first, as a handle block with a query or header matcher beside the one
+// holding the gateway does. Whether its matchers take the gateway's
+// requests in practice cannot be told, so it is a warning only.
+func outerBypass(ancestors []caddy.Module, srv *caddyhttp.Server, where []zap.Field) *layoutBypass {
+	for i := len(ancestors) - 1; i >= 0; i-- {
+		var routes caddyhttp.RouteList
+		switch a := ancestors[i].(type) {
+		case *caddyhttp.Subroute:
+			routes = a.Routes
+		case *caddyhttp.App:
+			if srv == nil {
+				return nil
+			}
+			routes = srv.Routes
+		default:
+			continue
+		}
+		k := loadingRoute(routes)
+		if k < 0 {
+			return nil
+		}
+		if b := answeredBefore(routes, k, where); b != nil {
+			b.outer = true
+			b.msg = "in an enclosing route list, " + b.msg + " (if its matchers never take the gateway's requests, ignore this)"
+			return b
+		}
+	}
+	return nil
+}
+
+// loadingRoute returns the index of the route whose handlers are being
+// loaded (the first one not yet loaded), or -1.
+func loadingRoute(routes caddyhttp.RouteList) int {
+	for i, r := range routes {
+		if r.Handlers == nil && r.HandlersRaw != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // putFirst is what to do about a handler that runs before mcp_tasks.
@@ -167,7 +239,12 @@ func uncovered(routes caddyhttp.RouteList, k int, where []zap.Field) *layoutBypa
 			answers = answers || rawAnswers(raw)
 		}
 		if answers && mayOverlap(routes[j].MatcherSets, below) {
+			proxies := false
+			for _, raw := range routes[j].HandlersRaw {
+				proxies = proxies || rawProxies(raw)
+			}
 			return &layoutBypass{
+				proxies: proxies,
 				msg: "mcp_tasks matches exact paths only (" + strings.Join(exact, " ") + "), and a later handler answers the paths below them " +
 					"(such as " + strings.TrimSuffix(exact[0], "/") + "/), without the gateway and its auth: " +
 					"match the endpoint with a trailing * (mcp_tasks " + strings.TrimSuffix(exact[0], "/") + "*)",
@@ -246,6 +323,54 @@ func rawAnswers(raw json.RawMessage) bool {
 		return answeringHandlers["http.handlers."+h.Handler]
 	}
 	return rawRoutesAnswer(h.Routes)
+}
+
+// rawProxies reports whether a handler not yet loaded may send requests on
+// to an upstream: a reverse_proxy that answers (not a forward_auth gate,
+// see rawAnswers), an invoke, or a subroute holding one.
+func rawProxies(raw json.RawMessage) bool {
+	var h rawHandler
+	if json.Unmarshal(raw, &h) != nil {
+		return false
+	}
+	switch h.Handler {
+	case "reverse_proxy":
+		return rawAnswers(raw)
+	case "invoke":
+		return true
+	case "subroute":
+		for _, r := range h.Routes {
+			for _, sub := range r.Handle {
+				if rawProxies(sub) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// routeProxies is rawProxies of a loaded route's handlers.
+func routeProxies(r caddyhttp.Route) bool {
+	for _, h := range r.Handlers {
+		switch h := h.(type) {
+		case *caddyhttp.Subroute:
+			for _, sr := range h.Routes {
+				if routeProxies(sr) {
+					return true
+				}
+			}
+		case *reverseproxy.Handler:
+			if !passesOn(h) {
+				return true
+			}
+		case caddy.Module:
+			if h.CaddyModule().ID == "http.handlers.invoke" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rawRoutesAnswer reports whether a route list not yet loaded may end the

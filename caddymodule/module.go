@@ -295,7 +295,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if bypass := checkLayout(ctx); bypass != nil {
-		if h.Auth != nil && !h.AllowAuthBypass {
+		if h.Auth != nil && !h.AllowAuthBypass && bypass.refused() {
 			return fmt.Errorf("mcp_tasks: requests would reach the upstream unauthenticated: %w "+
 				"(or, if they are meant to pass without auth, set allow_auth_bypass)", bypass)
 		}

@@ -282,7 +282,8 @@ func TestLayoutsSkippingAuthRefused(t *testing.T) {
 	const upstream = "127.0.0.1:9"
 	layouts := []struct {
 		name, global, site string
-		want               string // in the error; "" when the layout is valid
+		want               string // in the error; "" when the layout loads
+		warn               string // in the warning of a layout that loads with one
 	}{
 		{"route, reverse_proxy written first", "", `
 	route /mcp* {
@@ -290,43 +291,67 @@ func TestLayoutsSkippingAuthRefused(t *testing.T) {
 		mcp_tasks {
 			%DIRECTIVES%
 		}
-	}`, "reverse_proxy runs before mcp_tasks in the same route and answers its requests first"},
+	}`, "reverse_proxy runs before mcp_tasks in the same route and answers its requests first", ""},
 		{"global order before reverse_proxy, beside handle", "\torder mcp_tasks before reverse_proxy", `
 	mcp_tasks /mcp* {
 		%DIRECTIVES%
 	}
 	handle /mcp* {
 		reverse_proxy ` + upstream + `
-	}`, "a handle or route block runs before mcp_tasks in the same route and answers its requests first"},
+	}`, "a handle or route block runs before mcp_tasks in the same route and answers its requests first", ""},
 		{"exact path", "", `
 	mcp_tasks /mcp {
 		%DIRECTIVES%
 	}
-	reverse_proxy ` + upstream, "mcp_tasks matches exact paths only (/mcp), and a later handler answers the paths below them (such as /mcp/)"},
+	reverse_proxy ` + upstream, "mcp_tasks matches exact paths only (/mcp), and a later handler answers the paths below them (such as /mcp/)", ""},
 		{"module's own order, beside handle", "", `
 	mcp_tasks /mcp* {
 		%DIRECTIVES%
 	}
 	handle /mcp* {
 		reverse_proxy ` + upstream + `
-	}`, ""},
+	}`, "", ""},
 		{"global order before reverse_proxy, no routing block", "\torder mcp_tasks before reverse_proxy", `
 	mcp_tasks /mcp* {
 		%DIRECTIVES%
 	}
-	reverse_proxy /mcp* ` + upstream, ""},
+	reverse_proxy /mcp* ` + upstream, "", ""},
 		{"route, mcp_tasks written first", "", `
 	route /mcp* {
 		mcp_tasks {
 			%DIRECTIVES%
 		}
 		reverse_proxy ` + upstream + `
-	}`, ""},
+	}`, "", ""},
 		{"exact path, nothing below it", "", `
 	mcp_tasks /mcp {
 		%DIRECTIVES%
 	}
-	reverse_proxy /mcp ` + upstream, ""},
+	reverse_proxy /mcp ` + upstream, "", ""},
+		// What answers first without reaching an upstream keeps requests
+		// from the gateway, but lets none through unauthenticated.
+		{"route, a preflight's respond written first", "", `
+	route /mcp* {
+		@preflight method OPTIONS
+		respond @preflight 204
+		mcp_tasks {
+			%DIRECTIVES%
+		}
+		reverse_proxy ` + upstream + `
+	}`, "", "(static_response (respond or redir)) matches requests of mcp_tasks' route 1 and answers them before mcp_tasks runs"},
+		// A handle block beside the gateway's, whose matcher may take the
+		// gateway's requests too: whether it does cannot be told.
+		{"handle with a query matcher beside the gateway's", "", `
+	@debug query debug=1
+	handle @debug {
+		reverse_proxy ` + upstream + `
+	}
+	handle /mcp* {
+		mcp_tasks {
+			%DIRECTIVES%
+		}
+		reverse_proxy ` + upstream + `
+	}`, "", "in an enclosing route list"},
 	}
 	for _, tt := range layouts {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,6 +368,12 @@ func TestLayoutsSkippingAuthRefused(t *testing.T) {
 			}
 			withAuth := write("Caddyfile", hmacAuth)
 			_, errOut, ok := runCaddy(t, "validate", "--config", withAuth, "--adapter", "caddyfile")
+			if tt.want == "" && tt.warn != "" {
+				if !ok || !strings.Contains(errOut, tt.warn) {
+					t.Fatalf("caddy validate: ok=%v, want the layout loaded with a warning saying %q:\n%s", ok, tt.warn, errOut)
+				}
+				return
+			}
 			if tt.want == "" {
 				if !ok || strings.Contains(errOut, shadowWarning) || strings.Contains(errOut, "exact paths only") {
 					t.Fatalf("a valid layout is refused or warned about: %s", errOut)
