@@ -113,6 +113,16 @@ func TestFollowV2026PlainClientLeavesBeforeCreateResult(t *testing.T) {
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", taskruntime.ToolSteps)
 	req.Header.Set("Authorization", "Bearer leaver")
+	leaveBeforeCreateResult(t, rt, req, leave)
+}
+
+// leaveBeforeCreateResult sends req, a plain call of the steps tool whose
+// upstream holds the CreateTaskResult, and leaves (leave ends req's
+// context) once the upstream has made its task. The gateway reads on after
+// the client left; once the answer is released, it must cancel that task,
+// which nobody waits for.
+func leaveBeforeCreateResult(t *testing.T, rt *taskruntime.Server, req *http.Request, leave context.CancelFunc) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		resp, err := httpClient.Do(req)

@@ -45,22 +45,7 @@ func checkRequiredToolLearned(t *testing.T, c *rpcClient, rounds int) {
 		}
 	}
 	for i := range rounds {
-		var list struct {
-			Tools []struct {
-				Name      string `json:"name"`
-				Execution struct {
-					TaskSupport string `json:"taskSupport"`
-				} `json:"execution"`
-			} `json:"tools"`
-		}
-		c.result("tools/list", map[string]any{}, &list)
-		mode := ""
-		for _, tool := range list.Tools {
-			if tool.Name == "simulate-research-query" {
-				mode = tool.Execution.TaskSupport
-			}
-		}
-		if mode != "required" {
+		if mode := advertisedModes(c)["simulate-research-query"]; mode != "required" {
 			t.Errorf("tools/list %d: simulate-research-query is %q, want required", i, mode)
 		}
 	}

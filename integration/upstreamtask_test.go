@@ -79,19 +79,7 @@ func TestUpstreamTaskResearchQuery(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.initialize(`{"elicitation":{}}`)
 
-	var list struct {
-		Tools []struct {
-			Name      string `json:"name"`
-			Execution struct {
-				TaskSupport string `json:"taskSupport"`
-			} `json:"execution"`
-		} `json:"tools"`
-	}
-	c.result("tools/list", map[string]any{}, &list)
-	modes := map[string]string{}
-	for _, tool := range list.Tools {
-		modes[tool.Name] = tool.Execution.TaskSupport
-	}
+	modes := advertisedModes(c)
 	// required upstream wins; forbidden upstream does not forbid the
 	// gateway's own tasks (the configured default, optional, applies).
 	if modes["simulate-research-query"] != "required" || modes["trigger-long-running-operation"] != "optional" {
@@ -333,4 +321,23 @@ func TestUpstreamForbiddenToolAsGatewayTask(t *testing.T) {
 	if up := adminUpstreamTaskID(t, gw, created.Task.TaskID); up != "" {
 		t.Errorf("a forbidden-upstream tool's task names upstream task %q, want none (the gateway runs it)", up)
 	}
+}
+
+// advertisedModes lists the tools through c and returns the
+// execution.taskSupport the gateway advertises for each.
+func advertisedModes(c *rpcClient) map[string]string {
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	c.result("tools/list", map[string]any{}, &list)
+	modes := map[string]string{}
+	for _, tool := range list.Tools {
+		modes[tool.Name] = tool.Execution.TaskSupport
+	}
+	return modes
 }

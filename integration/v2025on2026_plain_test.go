@@ -40,31 +40,7 @@ func TestReverseBridgePlainClientLeavesBeforeCreateResult(t *testing.T) {
 	rt.HoldAnswers(taskruntime.ToolSteps)
 	body, _ := jsonrpc.RequestBytes(json.RawMessage("5"), "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": longSteps()})
 	ctx, leave := context.WithCancel(context.Background())
-	req := alice.newRequest(ctx, body)
-	done := make(chan error, 1)
-	go func() {
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	wctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ids, err := rt.WaitTaskIDs(wctx, taskruntime.ToolSteps, 1)
-	if err != nil {
-		leave()
-		t.Fatal(err)
-	}
-	leave()
-	if err := <-done; err == nil {
-		t.Fatal("the plain call was answered while the upstream held its CreateTaskResult")
-	}
-	if v, _ := rt.Task(ids[0]); v.Status.Terminal() {
-		t.Fatalf("upstream task ended before the answer: %s", v.Status)
-	}
-	rt.ReleaseAnswers(taskruntime.ToolSteps)
-	waitUpstreamCancelled(t, rt, ids[0])
+	leaveBeforeCreateResult(t, rt, alice.newRequest(ctx, body), leave)
 	waitFor(t, 30*time.Second, "the plain call's slot given back", func() bool { return plainCalls(t, gw) == 0 })
 }
 
