@@ -89,6 +89,10 @@ func TestRuntimeOperatorDelete(t *testing.T) {
 
 	now := time.Now()
 	working, done := testTask("o:alice", now), testTask("o:alice", now)
+	// Leased to this process, as a running task's is: the recovery pass
+	// after the start, which may run after the create, leaves it alone
+	// (else it fails it as left by a dead process).
+	working.Lease = task.Lease{Holder: store.Holder(), Expires: now.Add(time.Hour)}
 	done.Status = task.StatusCompleted
 	for _, tk := range []*task.Task{working, done} {
 		if err := store.Create(ctx, tk); err != nil {
