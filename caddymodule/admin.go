@@ -172,7 +172,7 @@ func oneRuntime(r *http.Request) (namedRuntime, error) {
 	case len(rts) == 0:
 		return namedRuntime{}, apiError(http.StatusServiceUnavailable, "no mcp_tasks handler is configured")
 	case len(rts) > 1:
-		return namedRuntime{}, apiError(http.StatusBadRequest, "several task stores are in use: name one with ?store= (%s)", storeNames(rts))
+		return namedRuntime{}, apiError(http.StatusBadRequest, "several task stores are in use: name one (?store= on the admin API, --store with caddy mcp-tasks): %s", storeNames(rts))
 	}
 	return rts[0], nil
 }
@@ -191,7 +191,7 @@ func storeError(err error, id string) error {
 	case errors.Is(err, task.ErrInvalidCursor):
 		return apiError(http.StatusBadRequest, "invalid cursor")
 	case errors.Is(err, task.ErrExpired):
-		return apiError(http.StatusGone, "task %s expired (deleted at the end of its ttl)", id)
+		return apiError(http.StatusGone, "task %s is gone: it was deleted at the end of its ttl or by an operator", id)
 	case errors.Is(err, task.ErrNotFound):
 		return apiError(http.StatusNotFound, "task %s not found", id)
 	}

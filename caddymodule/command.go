@@ -163,11 +163,31 @@ func adminAddress(address, configFile, adapterName string) (string, error) {
 	return caddycmd.DetermineAdminAPIAddress("", config, configFile, "")
 }
 
+// withStore adds --store to q, as storeParam names it.
 func withStore(cmd *cobra.Command, q url.Values) url.Values {
 	if store, _ := cmd.Flags().GetString("store"); store != "" {
-		q.Set("store", store)
+		q.Set("store", storeParam(store))
 	}
 	return q
+}
+
+// storeParam is the store name the admin API knows for what the operator
+// typed: a Badger store is named by its absolute directory, so a relative
+// path to an existing directory is made absolute against the working
+// directory, as the shell completed it. Anything else (a PostgreSQL store's
+// name, a path that does not exist here) is passed on as typed.
+func storeParam(store string) string {
+	if filepath.IsAbs(store) {
+		return store
+	}
+	if fi, err := os.Stat(store); err != nil || !fi.IsDir() {
+		return store
+	}
+	abs, err := filepath.Abs(store)
+	if err != nil {
+		return store
+	}
+	return abs
 }
 
 func wantJSON(cmd *cobra.Command) bool {

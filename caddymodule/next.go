@@ -36,10 +36,33 @@ func (n nextHandler) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error 
 		err = unreachableError{err}
 	}
 	if n.observe != nil {
-		n.observe(err)
+		n.observe(withoutHandlerFrame(err))
 	}
 	return err
 }
+
+// withoutHandlerFrame is err reading as the failure it carries: Caddy's
+// HandlerError prefixes its text with the request id and the Go frame
+// that made it ("{id=…} reverseproxy.statusError (reverseproxy.go:1400):
+// HTTP 502: dial tcp …"), which tells an operator reading the route's last
+// error nothing. It still unwraps to err, so nothing that reads the
+// error by type sees a difference.
+func withoutHandlerFrame(err error) error {
+	var he caddyhttp.HandlerError
+	if err == nil || !errors.As(err, &he) || he.Err == nil {
+		return err
+	}
+	return describedError{err: err, text: he.Err.Error()}
+}
+
+// describedError is err with another text.
+type describedError struct {
+	err  error
+	text string
+}
+
+func (e describedError) Error() string { return e.text }
+func (e describedError) Unwrap() error { return e.err }
 
 // noUpstreamsMessage is the text of reverse_proxy's error when no upstream
 // is available (all down, or none configured); Caddy does not export it.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -423,5 +424,23 @@ http://:%s {
 	var v adminTaskView
 	if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/"+task.TaskID, &v); code != http.StatusOK || v.Store != storeB {
 		t.Errorf("show = %d %s, want the task in %s", code, body, storeB)
+	}
+
+	// The command: without --store it says how to name one; a store's
+	// directory may be given relative to where the operator stands.
+	caddyIn := func(dir string, args ...string) (string, string, error) {
+		cmd := exec.Command(caddyBinary, args...)
+		cmd.Dir = dir
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	if _, errOut, err := caddyIn(home, "mcp-tasks", "list", "--address", gw.adminAddr); err == nil || !strings.Contains(errOut, "--store") {
+		t.Errorf("caddy mcp-tasks list with two stores: err %v, stderr %q, want a failure that names --store", err, errOut)
+	}
+	out, errOut, err := caddyIn(home, "mcp-tasks", "list", "--address", gw.adminAddr, "--store", "store-b")
+	if err != nil || !strings.Contains(out, task.TaskID) {
+		t.Errorf("caddy mcp-tasks list --store store-b (relative, from %s): err %v\n%s%s, want the task", home, err, out, errOut)
 	}
 }

@@ -80,6 +80,9 @@ func TestUpstreamStateInHealth(t *testing.T) {
 	if u.Reachable == nil || *u.Reachable || u.LastError == "" || u.LastErrorAt.IsZero() || u.Route == "" {
 		t.Errorf("after calls to a dead upstream: %+v, want unreachable with the error and its time", u)
 	}
+	if strings.Contains(u.LastError, "{id=") || strings.Contains(u.LastError, ".go:") || !strings.Contains(u.LastError, "dial tcp") {
+		t.Errorf("last_error %q, want the dial failure without Caddy's request id and Go frame", u.LastError)
+	}
 	if n := strings.Count(gw.logs(), `"msg":"upstream unreachable`); n != 1 {
 		t.Errorf("%d warnings of an unreachable upstream for 3 calls, want 1:\n%s", n, gw.logs())
 	}

@@ -13,6 +13,11 @@ import (
 // it, that exists and is not a directory.
 var ErrNotDirectory = errors.New("not a directory")
 
+// ErrTakesNoFiles is the error of a store directory below an existing
+// directory that answers a new file with "no such file": a virtual
+// filesystem such as /proc, which no retry will make writable.
+var ErrTakesNoFiles = errors.New("the filesystem there takes no new files")
+
 // CheckDir reports whether dir can hold a store, without opening or
 // locking anything: dir, or the nearest directory above it that exists
 // (Open's caller creates what is missing), must be a directory in which
@@ -28,6 +33,9 @@ func CheckDir(dir string) error {
 			return fmt.Errorf("badgerstore: %s: %w", at, ErrNotDirectory)
 		case err == nil:
 			f, err := os.CreateTemp(at, ".mcp_tasks-write-check-*")
+			if errors.Is(err, fs.ErrNotExist) && isDir(at) { // it still exists: only a virtual filesystem says this
+				return fmt.Errorf("badgerstore: creating a file in %s: %w (%w)", at, ErrTakesNoFiles, err)
+			}
 			if err != nil {
 				return fmt.Errorf("badgerstore: creating a file in %s: %w", at, err)
 			}
@@ -42,6 +50,11 @@ func CheckDir(dir string) error {
 	}
 }
 
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
+}
+
 // Permanent reports whether err, from CheckDir or from creating and opening
 // the store's directory, will come again on every try until an operator
 // changes the configuration or the filesystem, and if so what to do: a
@@ -54,6 +67,8 @@ func Permanent(err error) (fix string, permanent bool) {
 		return "", false
 	case errors.Is(err, ErrNotDirectory), errors.Is(err, syscall.ENOTDIR):
 		return "point the storage directory at a directory (or a path that can be created as one), not at a file", true
+	case errors.Is(err, ErrTakesNoFiles):
+		return "point the storage directory at a real, writable filesystem (not /proc or a similar virtual one)", true
 	case errors.Is(err, syscall.EROFS):
 		return "point the storage directory at a writable filesystem, or mount this one read-write", true
 	case errors.Is(err, fs.ErrPermission):

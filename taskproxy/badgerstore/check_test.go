@@ -31,6 +31,9 @@ func TestCheckDir(t *testing.T) {
 		{"a file", file, "not at a file"},
 		{"under a file", filepath.Join(file, "store"), "not at a file"},
 	}
+	if _, err := os.Stat("/proc/self"); err == nil {
+		cases = append(cases, struct{ name, dir, fix string }{"on /proc", "/proc/mcp-tasks-nonexistent/store", "virtual"})
+	}
 	if ro := readOnlyDir(t); ro != "" {
 		cases = append(cases, struct{ name, dir, fix string }{"on a read-only filesystem", filepath.Join(ro, "store"), "writable filesystem"})
 	}
