@@ -41,11 +41,18 @@ func orderSkipsGateway(order []string) []string {
 // adapter sees the order, not the site's blocks: whether one of them does
 // is judged when the configuration loads (checkLayout), which refuses it
 // for a handler with auth.
+// It warns once per adaptation, however many mcp_tasks directives the
+// Caddyfile has: the order is global, and so is the advice.
 func warnOrder(h httpcaddyfile.Helper) {
 	order, ok := h.Option("order").([]string)
 	if !ok {
 		return
 	}
+	const warned = "mcp_tasks.order_warned"
+	if h.State[warned] != nil {
+		return
+	}
+	h.State[warned] = true
 	if dirs := orderSkipsGateway(order); dirs != nil {
 		caddy.Log().Named("http.handlers.mcp_tasks").Warn(
 			"the global order option moves mcp_tasks after " + strings.Join(dirs, ", ") +

@@ -478,7 +478,8 @@ func TestShadowWarningPerSite(t *testing.T) {
 func TestOrderOverrideWarned(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "Caddyfile")
-	site := "{\n\torder mcp_tasks before reverse_proxy\n}\n:8080 {\n\tmcp_tasks /mcp*\n\thandle /mcp* {\n\t\treverse_proxy 127.0.0.1:9100\n\t}\n}\n"
+	site := "{\n\torder mcp_tasks before reverse_proxy\n}\n:8080 {\n\tmcp_tasks /mcp*\n\thandle /mcp* {\n\t\treverse_proxy 127.0.0.1:9100\n\t}\n}\n" +
+		":8081 {\n\tmcp_tasks /mcp*\n\treverse_proxy /mcp* 127.0.0.1:9100\n}\n"
 	if err := os.WriteFile(cfg, []byte(site), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -486,8 +487,8 @@ func TestOrderOverrideWarned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adapt: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "moves mcp_tasks after handle, handle_path, route (the module orders itself before them)") {
-		t.Errorf("no warning about the order in:\n%s", out)
+	if n := strings.Count(string(out), "moves mcp_tasks after handle, handle_path, route (the module orders itself before them)"); n != 1 {
+		t.Errorf("%d warnings about the order for two sites, want one, in:\n%s", n, out)
 	}
 	if strings.Contains(string(out), "invoke") {
 		t.Errorf("the warning names invoke, which the config does not use:\n%s", out)
