@@ -31,13 +31,20 @@ DEMO_BIN=$CACHE_DIR/demo-upstream
 export GOPROXY="$(go env GOPROXY | cut -d, -f1)|off"
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
+# The tools (xcaddy, golangci-lint) are pinned in a module file of their
+# own, so that they stay out of go.mod and so out of the module graph of
+# every build that plugs this module in. Update one with
+#   (cd .ci/tools && go get -tool PACKAGE@VERSION && go mod tidy)
+TOOLS_MODFILE=.ci/tools/go.mod
+
 # source_hash names what goes into ./caddy: Caddy's version, the Go
-# toolchain, the module's requirements and every non-test Go file the plugin
-# is built from. A build of the same sources is taken from the cache.
+# toolchain, the module's requirements, xcaddy's version and every non-test
+# Go file the plugin is built from. A build of the same sources is taken
+# from the cache.
 source_hash() {
 	{
 		echo "$CADDY_VERSION $(go env GOVERSION)"
-		cat go.mod go.sum
+		cat go.mod go.sum .ci/tools/go.mod
 		find caddymodule taskproxy auth -name '*.go' ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -c1-16
 }
@@ -57,7 +64,7 @@ build() {
 		# The plugin package is caddymodule; the module root holds no Go
 		# package, so the module is replaced by this directory and the
 		# package imported.
-		go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy.tmp.$$
+		go tool -modfile="$TOOLS_MODFILE" xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy.tmp.$$
 		cp ./caddy.tmp.$$ "$cached.tmp.$$" && mv -f "$cached.tmp.$$" "$cached"
 		mv -f ./caddy.tmp.$$ ./caddy
 		# Keep the five newest builds.
@@ -114,14 +121,14 @@ ensure_postgres() {
 	fi
 }
 
-# run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
-# .ci/golangci.yml over the whole module. The first run builds the tool and
+# run_lint runs golangci-lint, pinned as a Go tool in .ci/tools/go.mod,
+# with .ci/golangci.yml over the whole module. The first run builds the tool and
 # fills its cache (minutes); later runs take about a minute. Runs of other
 # checkouts may share the cache at once: without --allow-parallel-runners
 # the second one fails ("parallel golangci-lint is running").
 run_lint() {
 	echo "linting (golangci-lint, .ci/golangci.yml)" >&2
-	go tool golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
+	go tool -modfile="$TOOLS_MODFILE" golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
 }
 
 # unit_packages prints every package but the end-to-end ones: ./integration
