@@ -25,21 +25,46 @@ MODULE=$(go list -m)
 CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/caddy-mcp-tasks
 DEMO_BIN=$CACHE_DIR/demo-upstream
 
-# The module proxy here answers 403 (not 404) for module paths it does not
-# serve, such as ours; with "|off" the go command stops asking after the first
-# proxy fails instead of treating 403 as fatal, and the replace to "." wins.
-export GOPROXY="$(go env GOPROXY | cut -d, -f1)|off"
-export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+# The tools (xcaddy, golangci-lint) are pinned in a module file of their
+# own, so that they stay out of go.mod and so out of the module graph of
+# every build that plugs this module in. Update one with
+#   (cd .ci/tools && go get -tool PACKAGE@VERSION && go mod tidy)
+TOOLS_MODFILE=.ci/tools/go.mod
+
+# go build stamps binaries with the checkout's git state and fails when git
+# cannot read it (git missing, a repository owned by another user: "dubious
+# ownership"). Only then is the stamp left out.
+if [[ -e .git ]] && ! git status --porcelain >/dev/null 2>&1; then
+	echo "git cannot read this checkout; building without VCS stamps (-buildvcs=false)" >&2
+	export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+fi
 
 # source_hash names what goes into ./caddy: Caddy's version, the Go
-# toolchain, the module's requirements and every non-test Go file the plugin
-# is built from. A build of the same sources is taken from the cache.
+# toolchain, the module's requirements, xcaddy's version and every non-test
+# Go file the plugin is built from. A build of the same sources is taken
+# from the cache.
 source_hash() {
 	{
 		echo "$CADDY_VERSION $(go env GOVERSION)"
-		cat go.mod go.sum
+		cat go.mod go.sum .ci/tools/go.mod
 		find caddymodule taskproxy auth -name '*.go' ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -c1-16
+}
+
+# xcaddy_build runs xcaddy with this module replaced by the checkout. Go
+# still asks whether $MODULE/caddymodule is a module of its own, and a
+# module proxy that answers that with 403 rather than 404 (as the one this
+# was written on does) fails the build. GONOPROXY and GOVCS=...:off answer
+# every lookup of this module's paths with "not found" before asking
+# anyone, so the replace wins whatever GOPROXY is; nothing else is fetched
+# differently.
+xcaddy_build() {
+	local noproxy govcs
+	noproxy=$(go env GONOPROXY)
+	govcs=$(go env GOVCS)
+	GONOPROXY="$MODULE${noproxy:+,$noproxy}" GOVCS="$MODULE:off${govcs:+,$govcs}" \
+		go tool -modfile="$TOOLS_MODFILE" xcaddy build "$CADDY_VERSION" \
+		--with "$MODULE/caddymodule" --replace "$MODULE=." "$@"
 }
 
 build() {
@@ -57,7 +82,7 @@ build() {
 		# The plugin package is caddymodule; the module root holds no Go
 		# package, so the module is replaced by this directory and the
 		# package imported.
-		go tool xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=." --output ./caddy.tmp.$$
+		xcaddy_build --output ./caddy.tmp.$$
 		cp ./caddy.tmp.$$ "$cached.tmp.$$" && mv -f "$cached.tmp.$$" "$cached"
 		mv -f ./caddy.tmp.$$ ./caddy
 		# Keep the five newest builds.
@@ -114,14 +139,18 @@ ensure_postgres() {
 	fi
 }
 
-# run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
-# .ci/golangci.yml over the whole module. The first run builds the tool and
-# fills its cache (minutes); later runs take about a minute. Runs of other
-# checkouts may share the cache at once: without --allow-parallel-runners
-# the second one fails ("parallel golangci-lint is running").
+# run_lint runs golangci-lint, pinned as a Go tool in .ci/tools/go.mod,
+# with .ci/golangci.yml over the whole module. The first run builds the tool
+# and fills its cache (minutes); later runs take about a minute. Each
+# checkout has a cache of its own (.ci/cache, unless GOLANGCI_LINT_CACHE
+# names one), so that checkouts linting at once never share one; without
+# --allow-parallel-runners the second run on the machine would wait on the
+# lock file golangci-lint keeps in the temporary directory and then fail
+# ("parallel golangci-lint is running").
 run_lint() {
 	echo "linting (golangci-lint, .ci/golangci.yml)" >&2
-	go tool golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
+	GOLANGCI_LINT_CACHE=${GOLANGCI_LINT_CACHE:-$PWD/.ci/cache/golangci-lint} \
+		go tool -modfile="$TOOLS_MODFILE" golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
 }
 
 # unit_packages prints every package but the end-to-end ones: ./integration
