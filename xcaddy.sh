@@ -140,17 +140,13 @@ ensure_postgres() {
 }
 
 # run_lint runs golangci-lint, pinned as a Go tool in .ci/tools/go.mod,
-# with .ci/golangci.yml over the whole module. The first run builds the tool
-# and fills its cache (minutes); later runs take about a minute. Each
-# checkout has a cache of its own (.ci/cache, unless GOLANGCI_LINT_CACHE
-# names one), so that checkouts linting at once never share one; without
-# --allow-parallel-runners the second run on the machine would wait on the
-# lock file golangci-lint keeps in the temporary directory and then fail
-# ("parallel golangci-lint is running").
+# with .ci/golangci.yml over the whole module. The first run builds the tool and
+# fills its cache (minutes); later runs take about a minute. Runs of other
+# checkouts may share the cache at once: without --allow-parallel-runners
+# the second one fails ("parallel golangci-lint is running").
 run_lint() {
 	echo "linting (golangci-lint, .ci/golangci.yml)" >&2
-	GOLANGCI_LINT_CACHE=${GOLANGCI_LINT_CACHE:-$PWD/.ci/cache/golangci-lint} \
-		go tool -modfile="$TOOLS_MODFILE" golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
+	go tool -modfile="$TOOLS_MODFILE" golangci-lint run --allow-parallel-runners --config .ci/golangci.yml "$@" ./...
 }
 
 # unit_packages prints every package but the end-to-end ones: ./integration
