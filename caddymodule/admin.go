@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -561,13 +562,23 @@ type readiness struct {
 // draining, else 503. It is health for a service manager or an
 // orchestrator: every store at once, a small answer, no upstream state.
 func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
+	rep := readinessNow(r.Context())
+	status := http.StatusOK
+	if !rep.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return writeJSON(w, status, rep)
+}
+
+// readinessNow checks every store in use once.
+func readinessNow(ctx context.Context) readiness {
 	rts := pooledRuntimes()
 	rep := readiness{Ready: len(rts) > 0}
 	if len(rts) == 0 {
 		rep.Why = append(rep.Why, "no mcp_tasks handler is configured")
 	}
 	for _, nr := range rts {
-		h := nr.rt.Health(r.Context())
+		h := nr.rt.Health(ctx)
 		if h.Healthy() {
 			continue
 		}
@@ -575,11 +586,7 @@ func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
 		rep.Draining = rep.Draining || h.Draining
 		rep.Why = append(rep.Why, nr.name+": "+notReady(h))
 	}
-	status := http.StatusOK
-	if !rep.Ready {
-		status = http.StatusServiceUnavailable
-	}
-	return writeJSON(w, status, rep)
+	return rep
 }
 
 // notReady says why a store that is not healthy cannot take tasks.

@@ -76,6 +76,9 @@ func TestHealthProbes(t *testing.T) {
 			t.Errorf("health/ready = %s, want ready with no reasons", body)
 		}
 		checkLive(t, gw.adminAddr)
+		if m := gw.metrics(); !strings.Contains(m, "\ncaddy_mcp_tasks_ready 1\n") {
+			t.Errorf("metrics of a ready gateway:\n%s\nwant caddy_mcp_tasks_ready 1", grepLines(m, "caddy_mcp_tasks_ready"))
+		}
 		if out, errOut, ok := runCaddy(t, "mcp-tasks", "health", "--ready", "--address", gw.adminAddr); !ok || strings.TrimSpace(out) != "ready" {
 			t.Errorf("caddy mcp-tasks health --ready: ok=%v %q %s, want exit 0 and ready", ok, out, errOut)
 		}
@@ -110,6 +113,9 @@ func TestHealthProbes(t *testing.T) {
 		gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
 		checkNotReady(t, gw.adminAddr, "not open")
 		checkLive(t, gw.adminAddr)
+		if m := gw.metrics(); !strings.Contains(m, "\ncaddy_mcp_tasks_ready 0\n") {
+			t.Errorf("metrics while the store cannot open:\n%s\nwant caddy_mcp_tasks_ready 0", grepLines(m, "caddy_mcp_tasks_ready"))
+		}
 		released = true
 		if err := holder.Close(); err != nil {
 			t.Fatal(err)
@@ -142,5 +148,8 @@ func TestHealthProbes(t *testing.T) {
 		})
 		checkNotReady(t, gw.adminAddr, "draining")
 		checkLive(t, gw.adminAddr)
+		if m := gw.metrics(); !strings.Contains(m, "\ncaddy_mcp_tasks_ready 0\n") {
+			t.Errorf("metrics while draining:\n%s\nwant caddy_mcp_tasks_ready 0", grepLines(m, "caddy_mcp_tasks_ready"))
+		}
 	})
 }
