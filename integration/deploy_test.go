@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,25 @@ func TestDeployFilesInREADME(t *testing.T) {
 		}
 		if want := deployFile(t, name); m[1] != want {
 			t.Errorf("README's %s block differs from deploy/%s:\n%s\nwant:\n%s", lang, name, m[1], want)
+		}
+	}
+	// The README shows the probes of kubernetes.yaml, with other comments.
+	m := regexp.MustCompile("(?s)```yaml\n(startupProbe:.*?)```").FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatal("README has no yaml block with the Kubernetes probes")
+	}
+	var readme map[string]k8sProbe
+	if err := yaml.Unmarshal([]byte(m[1]), &readme); err != nil {
+		t.Fatalf("README's probes: %v", err)
+	}
+	var file k8sManifest
+	if err := yaml.Unmarshal([]byte(deployFile(t, "kubernetes.yaml")), &file); err != nil {
+		t.Fatalf("kubernetes.yaml: %v", err)
+	}
+	c := file.Spec.Template.Spec.Containers[0]
+	for name, want := range map[string]*k8sProbe{"startupProbe": c.StartupProbe, "livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
+		if got, ok := readme[name]; !ok || want == nil || !slices.Equal(got.Exec.Command, want.Exec.Command) || got.TimeoutSeconds != want.TimeoutSeconds {
+			t.Errorf("README's %s %+v differs from kubernetes.yaml's %+v", name, got, want)
 		}
 	}
 }
