@@ -28,13 +28,15 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcp-tasks",
-		Usage: "list|show <id>|cancel <id>|delete <id>|health|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Usage: "list|show <id>|cancel <id>|delete <id>|health [--ready|--live]|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
 		Short: "Lists, shows, cancels, deletes and backs up MCP tasks of a running Caddy",
 		Long: `
 Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
 tasks of every principal newest first, shows one, cancels one as its owner
 would (the upstream is told), deletes a finished one before its ttl ends (it
-stops counting toward max_finished_per_principal), or reports health. The admin address comes
+stops counting toward max_finished_per_principal), or reports health; with
+--ready or --live it is a probe for a service manager or an orchestrator
+(exit 0 or 1, no curl needed). The admin address comes
 from --address, else from the config given with --config, else Caddy's
 default (localhost:2019).
 

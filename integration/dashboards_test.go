@@ -115,10 +115,16 @@ func TestDashboardAndAlertSeriesExported(t *testing.T) {
 		t.Fatalf("tasks/cancel: %+v", m.Error)
 	}
 	var exposed map[string]bool
+	var exposition string
 	waitFor(t, 30*time.Second, "the task's end in the metrics", func() bool {
-		exposed = exposedSeries(gw.metrics())
+		exposition = gw.metrics()
+		exposed = exposedSeries(exposition)
 		return exposed["caddy_mcp_tasks_ended_total"] && exposed["caddy_mcp_tasks_refused_total"]
 	})
+	// Caddy's request counter is selected by the handler's name.
+	if !strings.Contains(exposition, `caddy_http_requests_total{handler="mcp_tasks",`) {
+		t.Errorf("no caddy_http_requests_total for handler mcp_tasks:\n%s", grepLines(exposition, "caddy_http_requests_total"))
+	}
 
 	named := map[string][]string{} // series -> where
 	for alert, expr := range alertExprs(t) {
