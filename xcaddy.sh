@@ -139,6 +139,24 @@ ensure_postgres() {
 	fi
 }
 
+# The deploy files' tests check the alert rules with promtool (Debian's
+# prometheus) and the systemd unit with systemd-analyze (Debian's systemd);
+# on a fresh Debian or Ubuntu machine running as root they are installed
+# here. Otherwise those tests skip and say what is missing.
+ensure_deploy_tools() {
+	local missing=()
+	command -v promtool >/dev/null || missing+=(prometheus)
+	command -v systemd-analyze >/dev/null || missing+=(systemd)
+	if [[ ${#missing[@]} -eq 0 ]]; then
+		return
+	fi
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+		echo "installing ${missing[*]} for the deploy file tests" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+	fi
+}
+
 # run_lint runs golangci-lint, pinned as a Go tool in .ci/tools/go.mod,
 # with .ci/golangci.yml over the whole module. The first run builds the tool and
 # fills its cache (minutes); later runs take about a minute. Runs of other
@@ -168,6 +186,7 @@ run_tests() {
 	run_lint
 	build
 	ensure_postgres
+	ensure_deploy_tools
 	# -parallel 4: the end-to-end tests mostly wait on other processes
 	# (each starts its own Caddy, upstreams and stores on addresses and
 	# directories of its own), so they share the machine's cores well.

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ func init() {
 //	DELETE /mcp_tasks/tasks/{id}             a finished task, before its ttl ends
 //	DELETE /mcp_tasks/tasks?principal=&status=&tool=&store=   the finished tasks that match
 //	GET  /mcp_tasks/health                   200 or 503
+//	GET  /mcp_tasks/health/live              200 while the admin API answers
+//	GET  /mcp_tasks/health/ready             200 when every store can take tasks, else 503
 //	POST /mcp_tasks/backup[?store=]          a consistent backup of a Badger store, streamed
 //
 // A Badger store is named by its absolute storage directory, a PostgreSQL
@@ -85,6 +88,10 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case path == "health":
 		return onlyMethod(r, http.MethodGet, func() error { return a.health(w, r) })
+	case path == "health/live":
+		return onlyMethod(r, http.MethodGet, func() error { return writeJSON(w, http.StatusOK, liveness{Live: true}) })
+	case path == "health/ready":
+		return onlyMethod(r, http.MethodGet, func() error { return a.ready(w, r) })
 	case path == "stores":
 		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w, r) })
 	case path == "tasks" && r.Method == http.MethodDelete:
@@ -535,6 +542,68 @@ func (a *AdminAPI) health(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	return writeJSON(w, status, rep)
+}
+
+// liveness is the answer of the liveness probe.
+type liveness struct {
+	Live bool `json:"live"`
+}
+
+// readiness is the answer of the readiness probe: whether the process can
+// take tasks, and if not, why, one line per store that cannot.
+type readiness struct {
+	Ready    bool     `json:"ready"`
+	Draining bool     `json:"draining,omitempty"`
+	Why      []string `json:"why,omitempty"`
+}
+
+// ready answers 200 when every store in use can take tasks (open,
+// reachable, writable, done with recovery) and the process is not
+// draining, else 503. It is health for a service manager or an
+// orchestrator: every store at once, a small answer, no upstream state.
+func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
+	rep := readinessNow(r.Context())
+	status := http.StatusOK
+	if !rep.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return writeJSON(w, status, rep)
+}
+
+// readinessNow checks every store in use once.
+func readinessNow(ctx context.Context) readiness {
+	rts := pooledRuntimes()
+	rep := readiness{Ready: len(rts) > 0}
+	if len(rts) == 0 {
+		rep.Why = append(rep.Why, "no mcp_tasks handler is configured")
+	}
+	for _, nr := range rts {
+		h := nr.rt.Health(ctx)
+		if h.Healthy() {
+			continue
+		}
+		rep.Ready = false
+		rep.Draining = rep.Draining || h.Draining
+		rep.Why = append(rep.Why, nr.name+": "+notReady(h))
+	}
+	return rep
+}
+
+// notReady says why a store that is not healthy cannot take tasks.
+func notReady(h taskproxy.Health) string {
+	switch {
+	case h.Draining:
+		return "draining: the process stops and takes no new tasks"
+	case !h.Open:
+		return "not open: " + h.Error
+	case !h.Reachable:
+		return "unreachable: " + h.Error
+	case !h.Writable:
+		return "not writable: " + h.Error
+	case !h.Recovered:
+		return "recovering the tasks a previous process left running"
+	}
+	return "unhealthy"
 }
 
 type storeInfo struct {

@@ -28,13 +28,15 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcp-tasks",
-		Usage: "list|show <id>|cancel <id>|delete <id>|health|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Usage: "list|show <id>|cancel <id>|delete <id>|health [--ready|--live]|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
 		Short: "Lists, shows, cancels, deletes and backs up MCP tasks of a running Caddy",
 		Long: `
 Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
 tasks of every principal newest first, shows one, cancels one as its owner
 would (the upstream is told), deletes a finished one before its ttl ends (it
-stops counting toward max_finished_per_principal), or reports health. The admin address comes
+stops counting toward max_finished_per_principal), or reports health; with
+--ready or --live it is a probe for a service manager or an orchestrator
+(exit 0 or 1, no curl needed). The admin address comes
 from --address, else from the config given with --config, else Caddy's
 default (localhost:2019).
 
@@ -85,6 +87,9 @@ Tables are for people; --json prints the admin API's answer as is.`,
 				Args:  cobra.NoArgs,
 				RunE:  runHealth,
 			}
+			health.Flags().Bool("ready", false, "Readiness probe: fail unless every store can take tasks and the process is not draining")
+			health.Flags().Bool("live", false, "Liveness probe: fail unless the admin API answers")
+			health.MarkFlagsMutuallyExclusive("ready", "live")
 			backup := &cobra.Command{
 				Use:   "backup --output <file>",
 				Short: "Writes a consistent backup of a running Badger task store to a file",
@@ -322,6 +327,11 @@ func taskAnswer(cmd *cobra.Command, method, path string) (*adminTask, error) {
 }
 
 func runHealth(cmd *cobra.Command, _ []string) error {
+	for _, probe := range []string{"ready", "live"} {
+		if on, _ := cmd.Flags().GetBool(probe); on {
+			return runProbe(cmd, probe)
+		}
+	}
 	// AdminAPIRequest turns 503 into an error with the body, which says
 	// what is wrong; a healthy answer is printed.
 	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health"+encodeQuery(withStore(cmd, url.Values{})))
@@ -353,6 +363,26 @@ func runHealth(cmd *cobra.Command, _ []string) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// runProbe asks /mcp_tasks/health/<probe> and prints its one word, or its
+// JSON with --json. A 503 is an error with the answer's reasons, so the
+// command exits 1: a probe of a service manager or an orchestrator (an
+// exec probe) needs nothing but the caddy binary.
+func runProbe(cmd *cobra.Command, probe string) error {
+	if cmd.Flags().Changed("store") {
+		return fmt.Errorf("health --%s checks every store of the process: drop --store", probe)
+	}
+	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health/"+probe)
+	if err != nil {
+		return err
+	}
+	if wantJSON(cmd) {
+		_, err := cmd.OutOrStdout().Write(body)
+		return err
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), probe)
+	return err
 }
 
 // upstreamReachability says whether the last call reached an upstream.

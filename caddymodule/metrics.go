@@ -25,6 +25,7 @@ var metrics struct {
 	active   prometheus.GaugeFunc
 	stored   prometheus.GaugeFunc
 	size     prometheus.GaugeFunc
+	ready    prometheus.GaugeFunc
 }
 
 const metricsNamespace, metricsSubsystem = "caddy", "mcp_tasks"
@@ -49,6 +50,9 @@ func initMetrics() {
 			func() float64 { return float64(storeTotals().Tasks) })
 		metrics.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("store_size_bytes", "Size of the task stores on disk, as Badger estimates it.")),
 			func() float64 { return float64(storeTotals().Bytes) })
+		metrics.ready = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("ready",
+			"1 when every task store can take tasks and the process is not draining (as /mcp_tasks/health/ready answers 200), else 0.")),
+			readyGauge)
 	})
 }
 
@@ -59,7 +63,7 @@ func registerMetrics(ctx caddy.Context) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size} {
+	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size, metrics.ready} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
@@ -78,6 +82,21 @@ func runningWorkers() float64 {
 		return true
 	})
 	return float64(total)
+}
+
+// readyProbeTimeout bounds the readiness check of a scrape; each store's
+// own probe gives up after 5 s.
+const readyProbeTimeout = 10 * time.Second
+
+// readyGauge is the readiness probe's verdict at the scrape: alerting on
+// it needs no probe of its own.
+func readyGauge() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), readyProbeTimeout)
+	defer cancel()
+	if readinessNow(ctx).Ready {
+		return 1
+	}
+	return 0
 }
 
 // storeStatsMaxAge bounds how often the stores are counted: a scrape reads
