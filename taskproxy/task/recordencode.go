@@ -62,6 +62,7 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str("owner", t.Owner, false)
 	str("principal", t.Principal, true)
 	str("tenant", t.Tenant, true)
+	str("quotaKey", t.QuotaKey, true)
 	str("status", string(t.Status), false)
 	str("statusMessage", t.StatusMessage, true)
 	stamp("createdAt", t.CreatedAt)
