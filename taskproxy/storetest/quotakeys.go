@@ -209,4 +209,3 @@ func testQuotaKeysSweptAndDeleted(t *testing.T, s task.Store) {
 		t.Errorf("after the delete: %v", err)
 	}
 }
-
