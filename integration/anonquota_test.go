@@ -70,6 +70,16 @@ func TestAnonymousQuotasPerClientAddress(t *testing.T) {
 				if m := a.callTool(b.tool, b.args, map[string]any{"ttl": 600000}); m.Error == nil || !strings.Contains(m.Error.Message, b.refusal) {
 					t.Errorf("A after B's create: error %+v; want still refused", m.Error)
 				}
+				// The admin API shows whom each task counts against.
+				for id, want := range map[string]string{first: "ip:127.0.0.1", created.TaskID: "ip:127.0.0.2"} {
+					var v struct {
+						Principal string `json:"principal"`
+						QuotaKey  string `json:"quota_key"`
+					}
+					if code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v); code != http.StatusOK || v.QuotaKey != want {
+						t.Errorf("admin API on task %s: %d %s; want quota_key %q", id, code, body, want)
+					}
+				}
 			})
 		}
 	}
