@@ -57,9 +57,6 @@ const (
 type Task struct {
 	ID    string `json:"id"`
 	Owner string `json:"owner"`
-	// Principal and Tenant name the owner in the audit log.
-	Principal string `json:"principal,omitempty"`
-	Tenant    string `json:"tenant,omitempty"`
 	// QuotaKey, when set, is whom the task counts against for the bounds
 	// of Limits instead of its Owner (see Quota): the gateway sets it for
 	// task.Anonymous callers to their client address, so that one client
@@ -67,7 +64,10 @@ type Task struct {
 	// other. Visibility does not change: the task is still its Owner's.
 	// Quota keys and owners are one namespace; the gateway's quota keys
 	// ("ip:" and an address) are never an owner key of the glue's.
-	QuotaKey      string        `json:"quotaKey,omitempty"`
+	QuotaKey string `json:"quotaKey,omitempty"`
+	// Principal and Tenant name the owner in the audit log.
+	Principal     string        `json:"principal,omitempty"`
+	Tenant        string        `json:"tenant,omitempty"`
 	Status        Status        `json:"status"`
 	StatusMessage string        `json:"statusMessage,omitempty"`
 	CreatedAt     time.Time     `json:"createdAt"`
