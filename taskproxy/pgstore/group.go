@@ -52,7 +52,11 @@ import (
 // Every create locks its owner's row, with a bound or not, so the creates
 // of one owner are written one group after another on every replica; two
 // groups never hold keys of one owner at once, and so never wait for each
-// other's keys.
+// other's keys. The one exception is an owner whose tasks have quota keys
+// (anonymous callers, one row per client address): two groups may then
+// insert keys of that owner at once. Both insert in the same order, so
+// the later waits for the earlier and never the reverse, and a key the
+// earlier took is the race above: the later group runs again and finds it.
 //
 // A serialization failure or deadlock runs the group again. A lock wait
 // longer than groupLockTimeout (an owner's row held by a long transaction
