@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,45 @@ func testQuotaKeysSweptAndDeleted(t *testing.T, s task.Store) {
 	}
 	if err := s.CreateWithinLimits(ctx, quotaTask("anon", "ip:d", t0.Add(time.Second)), limits); err != nil {
 		t.Errorf("after the delete: %v", err)
+	}
+}
+
+// Idempotency keys stay the owner's: concurrent creates of one owner with
+// one key under several quota keys (anonymous callers of several
+// addresses, bounded) store one task, and every other is its duplicate.
+func testQuotaKeysIdempotency(t *testing.T, s task.Store) {
+	ctx := context.Background()
+	var created atomic.Int32
+	var mu sync.Mutex
+	var stored string
+	var dupOf []string
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			tk := quotaTask("anon", fmt.Sprintf("ip:10.0.1.%d", i%4), time.Now())
+			tk.IdempotencyKey, tk.Fingerprint = "same", "args"
+			err := s.CreateWithinLimits(ctx, tk, task.Limits{MaxActive: 10, MaxFinished: 10})
+			var dup *task.DuplicateError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created.Add(1)
+				stored = tk.ID
+			case errors.As(err, &dup):
+				dupOf = append(dupOf, dup.TaskID)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 || len(dupOf) != 15 {
+		t.Fatalf("%d stored and %d duplicates of 16 concurrent creates with one key, want 1 and 15", created.Load(), len(dupOf))
+	}
+	for _, id := range dupOf {
+		if id != stored {
+			t.Errorf("a duplicate names %s, the stored task is %s", id, stored)
+		}
 	}
 }

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"QuotaKeys", testQuotaKeys},
 		{"QuotaKeysConcurrent", testQuotaKeysConcurrent},
 		{"QuotaKeysSweptAndDeleted", testQuotaKeysSweptAndDeleted},
+		{"QuotaKeysIdempotency", testQuotaKeysIdempotency},
 		{"Leases", testLeases},
 		{"LeaseKeptByUpdate", testLeaseKeptByUpdate},
 		{"LeaseSetByUpdate", testLeaseSetByUpdate},
