@@ -221,6 +221,10 @@ type adminTask struct {
 	ExpiresAt     time.Time `json:"expires_at"`
 	TTLMs         int64     `json:"ttl_ms"`
 	Route         string    `json:"route,omitempty"`
+	// QuotaKey is whom the task counts against for the per-principal
+	// caps when that is not its principal: "ip:" and the client address
+	// of a caller without authentication.
+	QuotaKey string `json:"quota_key,omitempty"`
 	// RunningHere: a worker of this Caddy process runs the task's call.
 	RunningHere  bool      `json:"running_here"`
 	LeaseHolder  string    `json:"lease_holder,omitempty"`
@@ -259,7 +263,7 @@ func viewHistory(t *task.Task) []statusChange {
 func viewTask(store string, rt *taskproxy.Runtime, t *task.Task, detail bool) adminTask {
 	v := adminTask{
 		ID: t.ID, Store: store, Status: string(t.Status), StatusMessage: t.StatusMessage,
-		Principal: t.Principal, Tenant: t.Tenant, Tool: t.Tool, Era: string(t.Era),
+		Principal: t.Principal, Tenant: t.Tenant, QuotaKey: t.QuotaKey, Tool: t.Tool, Era: string(t.Era),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, ExpiresAt: t.ExpiresAt(), TTLMs: t.TTL.Milliseconds(),
 		Route: t.Route, RunningHere: rt.Running(t.ID), InputsOpen: len(t.Outstanding()), IsError: t.IsError,
 		UpstreamTaskID: t.UpstreamTaskID,

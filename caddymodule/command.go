@@ -478,6 +478,7 @@ func printTask(w io.Writer, t adminTask) error {
 	row("message", t.StatusMessage)
 	row("principal", orDash(t.Principal))
 	row("tenant", t.Tenant)
+	row("quota key", t.QuotaKey)
 	row("tool", t.Tool)
 	row("era", t.Era)
 	row("store", t.Store)

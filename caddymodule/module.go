@@ -80,7 +80,8 @@ type Handler struct {
 	// MaxActivePerPrincipal caps the tasks of one principal that are not
 	// yet completed, failed or cancelled; a create over it gets JSON-RPC
 	// error -32000. Default: 100 (also when 0 or absent); a negative value
-	// removes the cap ("off" in the Caddyfile).
+	// removes the cap ("off" in the Caddyfile). Callers without
+	// authentication are counted per client address.
 	MaxActivePerPrincipal int `json:"max_active_per_principal,omitempty"`
 
 	// MaxFinishedPerPrincipal caps the completed, failed and cancelled
@@ -88,6 +89,7 @@ type Handler struct {
 	// create gets JSON-RPC error -32000 (finished results are not deleted
 	// before the ttl they were given). Default: 100000 (also when 0 or
 	// absent); a negative value removes the cap ("off" in the Caddyfile).
+	// Callers without authentication are counted per client address.
 	MaxFinishedPerPrincipal int `json:"max_finished_per_principal,omitempty"`
 
 	// MaxWatchedTasksPerPrincipal caps the task ids one principal's open

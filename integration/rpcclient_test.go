@@ -24,6 +24,8 @@ type rpcClient struct {
 	version string
 	header  http.Header
 	nextID  int
+	// http sends the requests; nil means httpClient.
+	http *http.Client
 }
 
 func newRPCClient(t testing.TB, url string) *rpcClient {
@@ -67,7 +69,7 @@ func (c *rpcClient) newRequest(ctx context.Context, body []byte) *http.Request {
 // post sends a body and returns the raw HTTP response.
 func (c *rpcClient) post(ctx context.Context, body []byte) *http.Response {
 	c.t.Helper()
-	resp, err := httpClient.Do(c.newRequest(ctx, body))
+	resp, err := c.httpClient().Do(c.newRequest(ctx, body))
 	if err != nil {
 		c.t.Fatalf("POST %s: %v", body, err)
 	}
@@ -75,6 +77,14 @@ func (c *rpcClient) post(ctx context.Context, body []byte) *http.Response {
 		c.session = s
 	}
 	return resp
+}
+
+// httpClient is the client c sends with.
+func (c *rpcClient) httpClient() *http.Client {
+	if c.http != nil {
+		return c.http
+	}
+	return httpClient
 }
 
 func (c *rpcClient) id() json.RawMessage {
@@ -166,7 +176,7 @@ func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *m
 	if cancel == nil {
 		cancel = func() {}
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}

@@ -185,7 +185,9 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	// Held by this process, as a running worker's task is: without a
 	// lease, the recovery that runs at the start could take it for an
 	// orphan and fail it, which left room for the call now and then.
-	busy := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026,
+	// It counts against the address the test's requests come from
+	// (httptest's RemoteAddr), as an anonymous caller's tasks do.
+	busy := &task.Task{ID: task.NewTaskID(), Owner: task.Anonymous, QuotaKey: "ip:192.0.2.1", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026,
 		Lease: task.Lease{Holder: g.rt.Store.Holder(), Expires: now.Add(time.Hour)}}
 	if err := g.rt.Store.Create(context.Background(), busy); err != nil {
 		t.Fatal(err)

@@ -157,7 +157,7 @@ func (s *writer) CreateWithin(ctx context.Context, t *task.Task, maxActive int) 
 	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
-// CreateWithinLimits stores t unless its owner is at a bound; see
+// CreateWithinLimits stores t unless its quota (Task.Quota) is at a bound; see
 // task.Store.CreateWithinLimits. The counts run inside the
 // committer's transaction, whose iterators see the writes made earlier in
 // the same batch, so a batch of concurrent creates is counted as it goes.
@@ -195,11 +195,11 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 				return nil, err
 			}
 		}
-		if maxActive > 0 && countActive(txn, t.Owner, maxActive) >= maxActive {
+		if maxActive > 0 && countActive(txn, t.Quota(), maxActive) >= maxActive {
 			return &task.QuotaError{Limit: maxActive}, nil
 		}
-		if maxFinished > 0 && s.finished.needsWalk(t.Owner, maxFinished) {
-			n, err := s.finished.walk(txn, t.Owner, t.CreatedAt, maxFinished)
+		if maxFinished > 0 && s.finished.needsWalk(t.Quota(), maxFinished) {
+			n, err := s.finished.walk(txn, t.Quota(), t.CreatedAt, maxFinished)
 			if err != nil {
 				return nil, err
 			}
@@ -211,7 +211,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 		if err == nil {
 			s.stage(t.ID, t, true, len(data))
 			if t.Status.Terminal() {
-				s.finished.added(t.Owner)
+				s.finished.added(t.Quota())
 			}
 		}
 		if err == nil || refusal(err) {
@@ -272,8 +272,8 @@ func (s *writer) Update(ctx context.Context, owner, id string, fn func(*task.Tas
 		if err := fn(next); err != nil {
 			return err, nil
 		}
-		if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
-			return fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", id), nil
+		if next.ID != cur.ID || next.Owner != cur.Owner || next.QuotaKey != cur.QuotaKey || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+			return fmt.Errorf("task %s: an update may not change id, owner, quota key, createdAt or ttl", id), nil
 		}
 		if next.Status != cur.Status && !task.CanTransition(cur.Status, next.Status) {
 			return fmt.Errorf("%w: %s to %s", task.ErrBadTransition, cur.Status, next.Status), nil
@@ -297,7 +297,7 @@ func (s *writer) Update(ctx context.Context, owner, id string, fn func(*task.Tas
 			if err := txn.Set(finishedKey(next), nil); err != nil {
 				return nil, err
 			}
-			s.finished.added(next.Owner)
+			s.finished.added(next.Quota())
 		}
 		if err := putRecord(txn, next.ID, data, header); err != nil {
 			return nil, err

@@ -34,7 +34,8 @@ const finishedSlack = time.Minute
 // they are all forgotten, and each one's next create walks once.
 const maxFinishedCeilings = 1 << 16
 
-// finishedCeilings holds the ceilings, by owner; a missing owner walks.
+// finishedCeilings holds the ceilings, by quota (Task.Quota: the owner
+// unless the task has a QuotaKey); a missing quota walks.
 type finishedCeilings map[string]int
 
 // needsWalk reports whether a create of owner's must count its finished

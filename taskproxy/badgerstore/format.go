@@ -17,7 +17,15 @@ import (
 // layout or of the record encoding is one an older build cannot read.
 
 // FormatVersion is the format this build writes and reads.
-const FormatVersion = 1
+//
+// 2: tasks of anonymous callers carry a quota key (their client address),
+// and the active and finished indexes count them under its hash rather
+// than their owner's. A store of format 1 is one of format 2 without such
+// tasks, so opening it only raises its version. A build of format 1 would
+// not know where those tasks' index keys are: it would leave them behind
+// when they end or expire, and their client address would count them
+// for ever.
+const FormatVersion = 2
 
 var formatKey = []byte("m/format")
 
@@ -37,7 +45,8 @@ func (e *StoreFormatError) Error() string {
 func (e *StoreFormatError) Is(target error) bool { return target == ErrStoreFormatTooNew }
 
 // checkFormat reads the format version of the store in db, writing this
-// build's into a store that has none, and refuses a newer one.
+// build's into a store that has none or an older one (every older format
+// is read as it is), and refuses a newer one.
 func checkFormat(db *badger.DB) error {
 	err := db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(formatKey)
@@ -47,15 +56,23 @@ func checkFormat(db *badger.DB) error {
 		if err != nil {
 			return err
 		}
-		return item.Value(func(v []byte) error {
+		var found uint64
+		if err := item.Value(func(v []byte) error {
 			if len(v) != 8 {
 				return errors.New("malformed format version")
 			}
-			if found := binary.BigEndian.Uint64(v); found > FormatVersion {
-				return &StoreFormatError{Found: found, Known: FormatVersion}
-			}
+			found = binary.BigEndian.Uint64(v)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		switch {
+		case found > FormatVersion:
+			return &StoreFormatError{Found: found, Known: FormatVersion}
+		case found < FormatVersion:
+			return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, FormatVersion))
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("checking the store's format version: %w", err)

@@ -50,6 +50,7 @@ func TestBadgerFormatVersion(t *testing.T) {
 	}{
 		{name: "new store", want: FormatVersion},
 		{name: "store without a format key", stored: nil, want: FormatVersion},
+		{name: "format 1 (before quota keys)", stored: binary.BigEndian.AppendUint64(nil, 1), want: FormatVersion},
 		{name: "same format", stored: binary.BigEndian.AppendUint64(nil, FormatVersion), want: FormatVersion},
 		{name: "newer format", stored: binary.BigEndian.AppendUint64(nil, FormatVersion+1), wantErr: ErrStoreFormatTooNew},
 	}

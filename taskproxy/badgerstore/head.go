@@ -14,7 +14,7 @@ import (
 // Headers and the finished index.
 //
 //	h/<taskId>                                  the task's summary (Task.Summary): owner, status, times
-//	f/<owner hash>/<expiresAt hex>/<taskId>     finished (terminal) tasks: their bound per owner
+//	f/<quota hash>/<expiresAt hex>/<taskId>     finished (terminal) tasks: their bound per quota (Task.Quota)
 //
 // A task's header is written with its record, in the same transaction, so
 // both keys carry the same version; the owner check of Get and the listings
@@ -32,10 +32,11 @@ import (
 
 func headerKey(id string) []byte { return []byte("h/" + id) }
 
-func finishedPrefix(owner string) []byte { return []byte("f/" + ownerHash(owner) + "/") }
+// finishedPrefix is the finished index of quota (Task.Quota).
+func finishedPrefix(quota string) []byte { return []byte("f/" + ownerHash(quota) + "/") }
 
 func finishedKey(t *task.Task) []byte {
-	return fmt.Appendf(finishedPrefix(t.Owner), "%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
+	return fmt.Appendf(finishedPrefix(t.Quota()), "%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
 }
 
 // encodeHeader encodes t's summary, with its lease when withLease is set
@@ -161,11 +162,11 @@ func (s *reader) readSummary(txn *badger.Txn, id string) (*task.Task, error) {
 	return t.Summary(), nil
 }
 
-// countFinished counts the owner's finished tasks whose ttl has not ended
-// at now, up to upTo, reading keys only; it deletes in txn the keys of
-// those whose ttl has.
-func countFinished(txn *badger.Txn, owner string, now time.Time, upTo int) (int, error) {
-	prefix := finishedPrefix(owner)
+// countFinished counts the finished tasks of quota (Task.Quota) whose ttl
+// has not ended at now, up to upTo, reading keys only; it deletes in txn
+// the keys of those whose ttl has.
+func countFinished(txn *badger.Txn, quota string, now time.Time, upTo int) (int, error) {
+	prefix := finishedPrefix(quota)
 	from := finishedFrom(prefix, now)
 	var stale [][]byte
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})

@@ -159,23 +159,23 @@ func validCursorPosition(pos []byte) bool {
 	return true
 }
 
-// CountActive counts the owner's non-terminal tasks from the active index,
-// reading keys only.
-func (s *reader) CountActive(ctx context.Context, owner string) (int, error) {
+// CountActive counts the non-terminal tasks of quota (Task.Quota) from
+// the active index, reading keys only.
+func (s *reader) CountActive(ctx context.Context, quota string) (int, error) {
 	n := 0
 	err := s.use(func() error {
 		return s.db.View(func(txn *badger.Txn) error {
-			n = countActive(txn, owner, 0)
+			n = countActive(txn, quota, 0)
 			return nil
 		})
 	})
 	return n, err
 }
 
-// countActive counts the owner's active-index keys in txn, stopping at
+// countActive counts the active-index keys of quota in txn, stopping at
 // upTo when it is positive: a quota check reads no more than the quota.
-func countActive(txn *badger.Txn, owner string, upTo int) int {
-	prefix := activePrefix(owner)
+func countActive(txn *badger.Txn, quota string, upTo int) int {
+	prefix := activePrefix(quota)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	n := 0

@@ -23,8 +23,8 @@ import (
 //	h/<taskId>                                 its header: what listings show (head.go)
 //	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
-//	a/<owner hash>/<taskId>                    active (non-terminal) index: quotas, recovery
-//	f/<owner hash>/<expiresAt hex>/<taskId>    finished index: their bound (head.go)
+//	a/<quota hash>/<taskId>                    active (non-terminal) index: quotas, recovery
+//	f/<quota hash>/<expiresAt hex>/<taskId>    finished index: their bound (head.go)
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
@@ -36,7 +36,10 @@ import (
 //	m/format                                   the format version (format.go)
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
-// looks like. The sweeper deletes a task and its index keys together; only
+// looks like. The active and finished indexes count a task under the hash
+// of its quota (Task.Quota), which is its owner's hash unless the task has
+// a QuotaKey: records written before quota keys are indexed as they
+// always were. The sweeper deletes a task and its index keys together; only
 // the tombstone carries a Badger TTL (one more ttl).
 
 const maxConflictRetries = 64
@@ -263,9 +266,10 @@ func ownerKey(t *task.Task) []byte {
 	return fmt.Appendf(ownerPrefix(t.Owner), "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
 }
 
-func activePrefix(owner string) []byte { return []byte("a/" + ownerHash(owner) + "/") }
+// activePrefix is the active index of quota (Task.Quota).
+func activePrefix(quota string) []byte { return []byte("a/" + ownerHash(quota) + "/") }
 
-func activeKey(t *task.Task) []byte { return append(activePrefix(t.Owner), t.ID...) }
+func activeKey(t *task.Task) []byte { return append(activePrefix(t.Quota()), t.ID...) }
 
 func expiryKey(t *task.Task) []byte {
 	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)

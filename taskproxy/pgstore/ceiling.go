@@ -41,7 +41,9 @@ import (
 // knows nothing of it, cannot make it wrong, and no reconciliation is
 // needed: it is only ever too high, which costs a count.
 
-// ownerBounds is what a group needs to know of one owner of its creates.
+// ownerBounds is what a group needs to know of one owner of its creates:
+// of one quota (Task.Quota), which is the owner unless the tasks have a
+// QuotaKey.
 type ownerBounds struct {
 	hash []byte
 	// maxActive and maxFinished are the greatest bounds of the owner's
@@ -90,9 +92,9 @@ func (o *ownerBounds) needsWalk() bool {
 func groupOwners(group []*createOp) []*ownerBounds {
 	var owners []*ownerBounds
 	for _, op := range group {
-		o := findOwner(owners, op.owner)
+		o := findOwner(owners, op.quota)
 		if o == nil {
-			o = &ownerBounds{hash: op.owner, since: op.t.CreatedAt.UnixNano()}
+			o = &ownerBounds{hash: op.quota, since: op.t.CreatedAt.UnixNano()}
 			owners = append(owners, o)
 		}
 		o.creates++

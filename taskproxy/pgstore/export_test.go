@@ -105,3 +105,6 @@ func ExplainGeneric(ctx context.Context, s *Store, sql, args string) (string, er
 	})
 	return strings.Join(plan, "\n"), err
 }
+
+// Migrations are the schema's migrations, by version.
+var Migrations = migrations

@@ -21,7 +21,10 @@ import (
 // goroutine, which takes whatever creates are waiting (up to maxGroup) and
 // writes them in one transaction: one commit, one WAL flush, and for the
 // creates of one owner one lock of the owner's row and one count of its
-// tasks, where each create alone took them all. A create still returns only
+// tasks, where each create alone took them all. The "owner" of the bounds
+// (its row, its counts, its ceiling) is the create's quota (Task.Quota):
+// its owner, or an anonymous caller's client address; the idempotency
+// keys stay the owner's. A create still returns only
 // once its row committed.
 //
 // A group's transaction, in order:
@@ -49,7 +52,11 @@ import (
 // Every create locks its owner's row, with a bound or not, so the creates
 // of one owner are written one group after another on every replica; two
 // groups never hold keys of one owner at once, and so never wait for each
-// other's keys.
+// other's keys. The one exception is an owner whose tasks have quota keys
+// (anonymous callers, one row per client address): two groups may then
+// insert keys of that owner at once. Both insert in the same order, so
+// the later waits for the earlier and never the reverse, and a key the
+// earlier took is the race above: the later group runs again and finds it.
 //
 // A serialization failure or deadlock runs the group again. A lock wait
 // longer than groupLockTimeout (an owner's row held by a long transaction
@@ -69,8 +76,10 @@ const maxGroup = 64
 
 // createOp is one create waiting for the committer.
 type createOp struct {
-	t                      *task.Task
-	owner                  []byte
+	t *task.Task
+	// owner is the hash of t's owner, quota that of its quota (Task.Quota),
+	// which the bounds count.
+	owner, quota           []byte
 	data                   encoded
 	maxActive, maxFinished int
 	// state is opQueued until the committer takes the op (opTaken) or its
@@ -253,7 +262,7 @@ func (g *createGroups) commit(group []*createOp) {
 func (g *createGroups) splitByOwner(group []*createOp) {
 	var byOwner [][]*createOp
 	for _, op := range group {
-		i := slices.IndexFunc(byOwner, func(ops []*createOp) bool { return bytes.Equal(ops[0].owner, op.owner) })
+		i := slices.IndexFunc(byOwner, func(ops []*createOp) bool { return bytes.Equal(ops[0].quota, op.quota) })
 		if i < 0 {
 			byOwner = append(byOwner, nil)
 			i = len(byOwner) - 1
@@ -286,14 +295,14 @@ func (g *createGroups) createAlone(op *createOp) error {
 		refused = nil
 		// Locked even without a bound: the write of the row drops its
 		// ceiling (ceiling.go), which this insert does not add to.
-		if _, err := tx.Exec(ctx, g.q.lockOwner, op.owner); err != nil {
+		if _, err := tx.Exec(ctx, g.q.lockOwner, op.quota); err != nil {
 			return err
 		}
 		var err error
 		if refused, err = g.conflict(ctx, tx, op.t, op.owner); refused != nil || err != nil {
 			return err
 		}
-		if refused, err = g.overLimits(ctx, tx, op.owner, op.t.CreatedAt, op.maxActive, op.maxFinished); refused != nil || err != nil {
+		if refused, err = g.overLimits(ctx, tx, op.quota, op.t.CreatedAt, op.maxActive, op.maxFinished); refused != nil || err != nil {
 			return err
 		}
 		refused, err = g.insert(ctx, tx, op.t, op.owner, op.data)
@@ -387,7 +396,7 @@ func (g *createGroups) writeGroup(ctx context.Context, tx groupConn, group []*cr
 		}
 		if results[i] == nil {
 			accepted = append(accepted, op)
-			findOwner(owners, op.owner).accepted++
+			findOwner(owners, op.quota).accepted++
 		}
 	}
 	b := &pgx.Batch{}
@@ -479,7 +488,7 @@ func (g *createGroups) decide(ctx context.Context, tx groupConn, op *createOp, o
 			return &task.DuplicateError{TaskID: k.id}, nil
 		}
 	}
-	o := findOwner(owners, op.owner)
+	o := findOwner(owners, op.quota)
 	terminal := op.t.Status.Terminal()
 	if op.maxActive > 0 && !terminal && o.active >= op.maxActive {
 		return &task.QuotaError{Limit: op.maxActive}, nil
@@ -490,7 +499,7 @@ func (g *createGroups) decide(ctx context.Context, tx groupConn, op *createOp, o
 		// exactly at this create's own time before refusing it.
 		n := o.finished
 		if now != o.since || !o.walked {
-			if err := tx.QueryRow(ctx, g.q.countFinishedUpTo, op.owner, now, op.maxFinished).Scan(&n); err != nil {
+			if err := tx.QueryRow(ctx, g.q.countFinishedUpTo, op.quota, now, op.maxFinished).Scan(&n); err != nil {
 				return nil, err
 			}
 		}
@@ -521,13 +530,13 @@ func insertArgs(ops []*createOp) []any {
 	})
 	n := len(ops)
 	ids, statuses, keys, fingerprints, holders := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	owners, records, summaries := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	owners, records, summaries, quotas := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	created, expires, leaseExpires := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, op := range ops {
 		t := op.t
 		ids[i], owners[i], statuses[i], created[i], expires[i] = t.ID, op.owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano()
 		keys[i], fingerprints[i], records[i], summaries[i] = t.IdempotencyKey, t.Fingerprint, op.data.record, op.data.summary
-		holders[i], leaseExpires[i] = t.Lease.Holder, t.Lease.Expires.UnixNano()
+		holders[i], leaseExpires[i], quotas[i] = t.Lease.Holder, t.Lease.Expires.UnixNano(), quotaHash(t)
 	}
-	return []any{ids, owners, statuses, created, expires, keys, fingerprints, records, summaries, holders, leaseExpires}
+	return []any{ids, owners, statuses, created, expires, keys, fingerprints, records, summaries, holders, leaseExpires, quotas}
 }

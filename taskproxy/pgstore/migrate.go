@@ -90,6 +90,19 @@ ALTER TABLE {s}.owners ADD COLUMN finished_ceiling bigint, ADD COLUMN ceiling_fr
 	5: `
 ALTER TABLE {s}.sessions ADD COLUMN description bytea;
 `,
+	// A task's quota (Task.Quota) when it is not its owner: the hash of
+	// its QuotaKey (an anonymous caller's client address). The bounds count
+	// coalesce(quota_hash, owner_hash), so rows of earlier versions count
+	// under their owner; the counts' indexes move to that expression, and
+	// the owners table's rows (the quota locks and their ceilings) are
+	// quotas' from now on.
+	6: `
+ALTER TABLE {s}.tasks ADD COLUMN quota_hash bytea;
+CREATE INDEX tasks_active_quota ON {s}.tasks ((coalesce(quota_hash, owner_hash))) WHERE status IN ('working', 'input_required');
+CREATE INDEX tasks_finished_quota ON {s}.tasks ((coalesce(quota_hash, owner_hash)), expires_ns) WHERE status NOT IN ('working', 'input_required');
+DROP INDEX {s}.tasks_active_owner;
+DROP INDEX {s}.tasks_finished_owner;
+`,
 }
 
 // SchemaVersion is the schema version this build migrates to.

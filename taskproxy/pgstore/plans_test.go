@@ -15,8 +15,9 @@ import (
 // The group statements that look rows up by arrays of ids run generic
 // plans: left to choose, the server planned them anew on every
 // execution, which cost it several times the execution. The plans are
-// index scans by id even when made on a new, empty table and kept while it
-// grows, and the setting ends with the statements.
+// index scans (by id; the counts of a quota's tasks by its index) even
+// when made on a new, empty table and kept while it grows, and the setting
+// ends with the statements.
 func TestGroupLookupsUseGenericPlans(t *testing.T) {
 	ctx := context.Background()
 	var version int
@@ -31,7 +32,7 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 	const n = 12                                                   // past the five custom plans the server makes before it compares
 	for range n {
 		x := tk("alice")
-		if err := s.Create(ctx, x); err != nil {
+		if err := s.CreateWithinLimits(ctx, x, task.Limits{MaxActive: 100, MaxFinished: 100}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Update(ctx, x.Owner, x.ID, func(t *task.Task) error { return t.SetStatus(task.StatusCompleted, "", time.Now()) }); err != nil {
@@ -47,9 +48,13 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 		SELECT 'grown' || i, '\x00', 'completed', i, 9000000000000000000, 1, '{}' FROM generate_series(1, 20000) i`); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, sql, args string }{
-		{"the ids of a group of creates (existingIDs)", ".tasks WHERE id = ANY($1::text[])", `'{a,b}'`},
-		{"the rows of a group of updates (getOwnMany)", "(t.id, t.owner_hash) IN (SELECT * FROM unnest(", `'{a,b}', '{"\\x00","\\x01"}'`},
+	for _, c := range []struct {
+		name, sql, args string
+		indexes         []string
+	}{
+		{"the ids of a group of creates (existingIDs)", ".tasks WHERE id = ANY($1::text[])", `'{a,b}'`, []string{"tasks_pkey"}},
+		{"the rows of a group of updates (getOwnMany)", "(t.id, t.owner_hash) IN (SELECT * FROM unnest(", `'{a,b}', '{"\\x00","\\x01"}'`, []string{"tasks_pkey"}},
+		{"the counts of a group's quotas (countOwners)", "AS o(h, ma, mf, since, n)", `'{"\\x00"}', '{5}', '{5}', '{0}'`, []string{"tasks_active_quota", "tasks_finished_quota"}},
 	} {
 		generic, custom, err := pgstore.PreparedPlans(ctx, s, c.sql)
 		if err != nil {
@@ -62,8 +67,10 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(plan, "tasks_pkey") || strings.Contains(plan, "Seq Scan on tasks") {
-			t.Errorf("%s: the cached generic plan does not look tasks up by id:\n%s", c.name, plan)
+		for _, index := range c.indexes {
+			if !strings.Contains(plan, index) || strings.Contains(plan, "Seq Scan on tasks") {
+				t.Errorf("%s: the cached generic plan does not look tasks up by %s:\n%s", c.name, index, plan)
+			}
 		}
 	}
 }

@@ -47,8 +47,12 @@ const genericPlans = `set_config('plan_cache_mode', 'force_generic_plan', true),
 const active = `status IN ('working', 'input_required')`
 
 // finished is the SQL test of a terminal task, as the partial index
-// tasks_finished_owner has it.
+// tasks_finished_quota has it.
 const finished = `status NOT IN ('working', 'input_required')`
+
+// quota is the hash a task counts under for the bounds (Task.Quota), as
+// the indexes tasks_active_quota and tasks_finished_quota have it.
+const quota = `coalesce(quota_hash, owner_hash)`
 
 // taskColumns reads a task with its lease: record, holder, lease expiry.
 const taskColumns = `t.record, l.holder, l.expires_ns`
@@ -58,19 +62,19 @@ const taskColumns = `t.record, l.holder, l.expires_ns`
 const summaryColumns = `coalesce(t.summary, t.record), l.holder, l.expires_ns`
 
 func newQueries(schema string) queries {
-	r := strings.NewReplacer("{s}", schema, "{active}", active, "{finished}", finished, "{task}", taskColumns, "{summary}", summaryColumns)
+	r := strings.NewReplacer("{s}", schema, "{active}", active, "{finished}", finished, "{quota}", quota, "{task}", taskColumns, "{summary}", summaryColumns)
 	q := queries{
-		// The quota lock: the upsert locks the owner's row until commit.
+		// The quota lock: the upsert locks the quota's row until commit.
 		lockOwner: `INSERT INTO {s}.owners (owner_hash) VALUES ($1)
 			ON CONFLICT (owner_hash) DO UPDATE SET owner_hash = EXCLUDED.owner_hash`,
-		countActiveUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = $1 AND {active} LIMIT $2) c`,
+		countActiveUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE {quota} = $1 AND {active} LIMIT $2) c`,
 		countFinishedUpTo: `SELECT count(*) FROM (SELECT 1 FROM {s}.tasks
-			WHERE owner_hash = $1 AND {finished} AND expires_ns > $2 LIMIT $3) c`,
+			WHERE {quota} = $1 AND {finished} AND expires_ns > $2 LIMIT $3) c`,
 		// A conflict on the id or on the owner's idempotency key inserts
 		// nothing; the caller then finds out which.
 		insertTask: `WITH ins AS (
-				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary)
-				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8, $11) ON CONFLICT DO NOTHING RETURNING id),
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary, quota_hash)
+				VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, 1, $8, $11, $12) ON CONFLICT DO NOTHING RETURNING id),
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT id, $9, $10 FROM ins WHERE $9 <> '')
 			SELECT count(*) FROM ins`,
 		taskExists:    `SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE id = $1)`,
@@ -105,7 +109,7 @@ func newQueries(schema string) queries {
 
 		list: `SELECT t.id, t.created_ns, {summary} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
 			WHERE t.owner_hash = $1 AND (t.created_ns, t.id) > ($2, $3) ORDER BY t.created_ns, t.id LIMIT $4`,
-		countActive: `SELECT count(*) FROM {s}.tasks WHERE owner_hash = $1 AND {active}`,
+		countActive: `SELECT count(*) FROM {s}.tasks WHERE {quota} = $1 AND {active}`,
 		listActive: `SELECT t.id, {task} FROM {s}.tasks t LEFT JOIN {s}.leases l ON l.task_id = t.id
 			WHERE t.{active} AND t.id > $1 ORDER BY t.id LIMIT $2`,
 
@@ -182,8 +186,8 @@ func newQueries(schema string) queries {
 		knownKeys: `SELECT t.owner_hash, t.idem_key, t.id, t.fingerprint FROM unnest($1::bytea[], $2::text[]) AS k(h, key)
 			JOIN {s}.tasks t ON t.owner_hash = k.h AND t.idem_key = k.key`,
 		countOwners: `SELECT
-				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {active} LIMIT o.ma) c),
-				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE owner_hash = o.h AND {finished} AND expires_ns > o.since LIMIT o.mf) c)
+				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE {quota} = o.h AND {active} LIMIT o.ma) c),
+				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE {quota} = o.h AND {finished} AND expires_ns > o.since LIMIT o.mf) c)
 			FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::int8[]) WITH ORDINALITY AS o(h, ma, mf, since, n) ORDER BY o.n`,
 		// The ceilings of owners' finished tasks (ceiling.go), written with
 		// the transaction that wrote them.
@@ -191,17 +195,17 @@ func newQueries(schema string) queries {
 			FROM unnest($1::bytea[], $2::int8[], $3::int8[]) AS u(h, c, f) WHERE o.owner_hash = u.h`,
 		// The rows come sorted (owner, key, id) and are inserted in that
 		// order; one taken meanwhile inserts nothing, and then the statement
-		// fails (division by zero: fewer rows than $12), so that the COMMIT
+		// fails (division by zero: fewer rows than $13), so that the COMMIT
 		// after it does not run, and the group runs again.
 		insertTasks: `WITH r AS (
-				SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[], $8::bytea[], $9::bytea[], $10::text[], $11::int8[])
-					WITH ORDINALITY AS r(id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, record, summary, holder, lease_ns, n)),
+				SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[], $8::bytea[], $9::bytea[], $10::text[], $11::int8[], $12::bytea[])
+					WITH ORDINALITY AS r(id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, record, summary, holder, lease_ns, quota_hash, n)),
 			ins AS (
-				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary)
-				SELECT id, owner_hash, status, created_ns, expires_ns, NULLIF(idem_key, ''), fingerprint, 1, record, summary FROM r ORDER BY n
+				INSERT INTO {s}.tasks (id, owner_hash, status, created_ns, expires_ns, idem_key, fingerprint, version, record, summary, quota_hash)
+				SELECT id, owner_hash, status, created_ns, expires_ns, NULLIF(idem_key, ''), fingerprint, 1, record, summary, quota_hash FROM r ORDER BY n
 				ON CONFLICT DO NOTHING RETURNING id),
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT r.id, r.holder, r.lease_ns FROM r JOIN ins USING (id) WHERE r.holder <> '')
-			SELECT CASE WHEN count(*) = $12 THEN count(*) ELSE 1 / (count(*) - count(*)) END FROM ins`,
+			SELECT CASE WHEN count(*) = $13 THEN count(*) ELSE 1 / (count(*) - count(*)) END FROM ins`,
 
 		// The group commit of updates (updates.go): the rows read by id and
 		// owner; the compare-and-sets, their rows locked in the order of

@@ -71,11 +71,12 @@ func (s *taskRows) CreateWithin(ctx context.Context, t *task.Task, maxActive int
 	return s.CreateWithinLimits(ctx, t, task.Limits{MaxActive: maxActive})
 }
 
-// CreateWithinLimits stores t unless its owner is at a bound. The create
-// is written by the group committer (group.go), in one transaction with
-// the creates that wait beside it; with a bound, the owner's row in the
-// owners table is locked first, so that concurrent creates of one owner,
-// on any replica, count one after the other.
+// CreateWithinLimits stores t unless its quota (Task.Quota: its owner,
+// or its QuotaKey) is at a bound. The create is written by the group
+// committer (group.go), in one transaction with the creates that wait
+// beside it; the quota's row in the owners table is locked first, so
+// that concurrent creates of one quota, on any replica, count one after
+// the other.
 func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.Limits) error {
 	if s.closed.Load() {
 		return task.ErrClosed
@@ -84,7 +85,7 @@ func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.
 	if err != nil {
 		return err
 	}
-	op := &createOp{t: t, owner: ownerHash(t.Owner), data: data, maxActive: l.MaxActive, maxFinished: l.MaxFinished, done: make(chan error, 1)}
+	op := &createOp{t: t, owner: ownerHash(t.Owner), quota: ownerHash(t.Quota()), data: data, maxActive: l.MaxActive, maxFinished: l.MaxFinished, done: make(chan error, 1)}
 	if t.Status.Terminal() {
 		op.maxActive = 0
 	}
@@ -92,12 +93,12 @@ func (s *taskRows) CreateWithinLimits(ctx context.Context, t *task.Task, l task.
 	return s.groups.create(ctx, op)
 }
 
-// overLimits refuses a create at now when the owner is at a bound (0:
-// none); finished tasks count until their ttl ends.
-func (s *taskRows) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now time.Time, maxActive, maxFinished int) (refused, err error) {
+// overLimits refuses a create at now when the quota (its hash) is at a
+// bound (0: none); finished tasks count until their ttl ends.
+func (s *taskRows) overLimits(ctx context.Context, tx pgx.Tx, quota []byte, now time.Time, maxActive, maxFinished int) (refused, err error) {
 	var n int
 	if maxActive > 0 {
-		if err := tx.QueryRow(ctx, s.q.countActiveUpTo, owner, maxActive).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, s.q.countActiveUpTo, quota, maxActive).Scan(&n); err != nil {
 			return nil, err
 		}
 		if n >= maxActive {
@@ -105,7 +106,7 @@ func (s *taskRows) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now 
 		}
 	}
 	if maxFinished > 0 {
-		if err := tx.QueryRow(ctx, s.q.countFinishedUpTo, owner, now.UnixNano(), maxFinished).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, s.q.countFinishedUpTo, quota, now.UnixNano(), maxFinished).Scan(&n); err != nil {
 			return nil, err
 		}
 		if n >= maxFinished {
@@ -115,13 +116,22 @@ func (s *taskRows) overLimits(ctx context.Context, tx pgx.Tx, owner []byte, now 
 	return nil, nil
 }
 
+// quotaHash is the quota_hash column of t: the hash of its QuotaKey, or
+// NULL when it has none (it counts under its owner).
+func quotaHash(t *task.Task) []byte {
+	if t.QuotaKey == "" {
+		return nil
+	}
+	return ownerHash(t.QuotaKey)
+}
+
 // insert writes the task and its lease in one statement, unless its id or
 // its idempotency key is taken: then refused says why.
 func (s *taskRows) insert(ctx context.Context, q querier, t *task.Task, owner []byte, data encoded) (refused, err error) {
 	for range maxRetries {
 		var n int
 		err := q.QueryRow(ctx, s.q.insertTask, t.ID, owner, string(t.Status), t.CreatedAt.UnixNano(), t.ExpiresAt().UnixNano(),
-			t.IdempotencyKey, t.Fingerprint, data.record, t.Lease.Holder, t.Lease.Expires.UnixNano(), data.summary).Scan(&n)
+			t.IdempotencyKey, t.Fingerprint, data.record, t.Lease.Holder, t.Lease.Expires.UnixNano(), data.summary, quotaHash(t)).Scan(&n)
 		if err != nil || n == 1 {
 			return nil, err
 		}
@@ -375,8 +385,8 @@ func (s *taskRows) apply(cur *task.Task, fn func(*task.Task) error) (*task.Task,
 	if err := fn(next); err != nil {
 		return nil, err
 	}
-	if next.ID != cur.ID || next.Owner != cur.Owner || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
-		return nil, fmt.Errorf("task %s: an update may not change id, owner, createdAt or ttl", cur.ID)
+	if next.ID != cur.ID || next.Owner != cur.Owner || next.QuotaKey != cur.QuotaKey || !next.CreatedAt.Equal(cur.CreatedAt) || next.TTL != cur.TTL {
+		return nil, fmt.Errorf("task %s: an update may not change id, owner, quota key, createdAt or ttl", cur.ID)
 	}
 	if next.Status != cur.Status && !task.CanTransition(cur.Status, next.Status) {
 		return nil, fmt.Errorf("%w: %s to %s", task.ErrBadTransition, cur.Status, next.Status)

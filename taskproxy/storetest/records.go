@@ -43,7 +43,7 @@ func testCreateGet(t *testing.T, s task.Store) {
 func testRecordRoundTrip(t *testing.T, s task.Store) {
 	created := time.Date(2026, 11, 30, 12, 34, 56, 123456789, time.UTC)
 	tk := &task.Task{
-		ID: task.NewTaskID(), Owner: "iss|aud\x00tenant\x00alice", Principal: "alice", Tenant: "acme",
+		ID: task.NewTaskID(), Owner: "iss|aud\x00tenant\x00alice", Principal: "alice", Tenant: "acme", QuotaKey: "ip:192.0.2.7",
 		Status: task.StatusInputRequired, StatusMessage: "waiting for you",
 		CreatedAt: created, UpdatedAt: created.Add(time.Second + 7), TTL: 90 * time.Minute, PollInterval: 1500 * time.Millisecond,
 		Era: task.Era2025, Tool: "slow_compute", Params: json.RawMessage(`{"name":"slow_compute","arguments":{"big":9007199254740993,"s":"é\u2028"}}`),
@@ -195,6 +195,7 @@ func testUpdateImmutableFields(t *testing.T, s task.Store) {
 	}{
 		{"id", func(t *task.Task) { t.ID = task.NewTaskID() }},
 		{"owner", func(t *task.Task) { t.Owner = "bob" }},
+		{"quota key", func(t *task.Task) { t.QuotaKey = "ip:192.0.2.1" }},
 		{"createdAt", func(t *task.Task) { t.CreatedAt = t.CreatedAt.Add(-time.Hour) }},
 		{"ttl", func(t *task.Task) { t.TTL *= 2 }},
 	}

@@ -51,6 +51,8 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return plainString(v, &t.Principal)
 	case "tenant":
 		return plainString(v, &t.Tenant)
+	case "quotaKey":
+		return plainString(v, &t.QuotaKey)
 	case "status":
 		return plainString(v, &t.Status)
 	case "statusMessage":

@@ -60,6 +60,7 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, '{')
 	str("id", t.ID, false)
 	str("owner", t.Owner, false)
+	str("quotaKey", t.QuotaKey, true)
 	str("principal", t.Principal, true)
 	str("tenant", t.Tenant, true)
 	str("status", string(t.Status), false)

@@ -136,14 +136,15 @@ type TaskStore interface {
 	// ErrIdempotencyMismatch when they do not.
 	Create(ctx context.Context, t *Task) error
 	// CreateWithin is Create with a quota: a non-terminal t is refused
-	// with a *QuotaError (ErrQuotaExceeded) when its owner already has
-	// maxActive non-terminal tasks, counted in the same transaction as the
+	// with a *QuotaError (ErrQuotaExceeded) when its quota (Task.Quota:
+	// its QuotaKey, or else its owner) already counts maxActive
+	// non-terminal tasks, counted in the same transaction as the
 	// create, so that concurrent creates never exceed it. maxActive <= 0
 	// means no limit; a terminal t is never refused for the quota.
 	CreateWithin(ctx context.Context, t *Task, maxActive int) error
 	// CreateWithinLimits is CreateWithin with every bound of Limits:
 	// besides MaxActive, any t (terminal or not) is refused with a
-	// *QuotaError whose Finished is set when its owner already keeps
+	// *QuotaError whose Finished is set when its quota already counts
 	// MaxFinished terminal tasks whose ttl has not ended at t.CreatedAt.
 	// A repeat of a
 	// create (its idempotency key) still finds its task at either bound.
@@ -164,8 +165,10 @@ type TaskStore interface {
 	// cursor of the next page ("" when there is none). It reads no task's
 	// arguments or result.
 	List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error)
-	// CountActive returns how many of the owner's tasks are not terminal.
-	CountActive(ctx context.Context, owner string) (int, error)
+	// CountActive returns how many non-terminal tasks count against quota
+	// (Task.Quota): those whose QuotaKey is quota, and those without one
+	// whose owner is quota.
+	CountActive(ctx context.Context, quota string) (int, error)
 	// ListActive pages through the non-terminal tasks of every owner, for
 	// recovery: it returns up to limit after cursor ("" for the start) and
 	// the cursor of the next page ("" when there is none).

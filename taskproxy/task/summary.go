@@ -20,7 +20,7 @@ import (
 // The error keeps its code and message. The copy shares nothing with t.
 func (t *Task) Summary() *Task {
 	s := &Task{
-		ID: t.ID, Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant,
+		ID: t.ID, Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant, QuotaKey: t.QuotaKey,
 		Status: t.Status, StatusMessage: t.StatusMessage,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, TTL: t.TTL, PollInterval: t.PollInterval,
 		Era: t.Era, Tool: t.Tool, Round: t.Round,
@@ -63,11 +63,12 @@ func GetSummary(ctx context.Context, s TaskStore, owner, id string) (*Task, erro
 	return t.Summary(), nil
 }
 
-// Limits bounds the tasks one owner keeps; 0 means no bound.
+// Limits bounds the tasks one owner keeps, counted per quota (Task.Quota:
+// the owner, or the task's QuotaKey); 0 means no bound.
 type Limits struct {
-	// MaxActive caps the owner's non-terminal tasks.
+	// MaxActive caps the quota's non-terminal tasks.
 	MaxActive int
-	// MaxFinished caps the owner's terminal tasks still kept (until their
+	// MaxFinished caps the quota's terminal tasks still kept (until their
 	// ttl ends): at the cap, creates are refused rather than older results
 	// deleted before the ttl they were promised.
 	MaxFinished int

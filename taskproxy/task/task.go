@@ -57,6 +57,14 @@ const (
 type Task struct {
 	ID    string `json:"id"`
 	Owner string `json:"owner"`
+	// QuotaKey, when set, is whom the task counts against for the bounds
+	// of Limits instead of its Owner (see Quota): the gateway sets it for
+	// task.Anonymous callers to their client address, so that one client
+	// of a route without authentication cannot use up the bounds of every
+	// other. Visibility does not change: the task is still its Owner's.
+	// Quota keys and owners are one namespace; the gateway's quota keys
+	// ("ip:" and an address) are never an owner key of the glue's.
+	QuotaKey string `json:"quotaKey,omitempty"`
 	// Principal and Tenant name the owner in the audit log.
 	Principal     string        `json:"principal,omitempty"`
 	Tenant        string        `json:"tenant,omitempty"`
@@ -162,6 +170,16 @@ type InputRequest struct {
 	Answered bool `json:"answered,omitempty"`
 	// Response is the client's answer to an UpstreamKey request.
 	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// Quota is whom the task counts against for the bounds of Limits: its
+// QuotaKey, or its Owner when it has none (every record written before
+// quota keys, and every authenticated caller's).
+func (t *Task) Quota() string {
+	if t.QuotaKey != "" {
+		return t.QuotaKey
+	}
+	return t.Owner
 }
 
 // ExpiresAt is when the task may be deleted: ttl after creation.

@@ -17,6 +17,8 @@ import (
 // Run is a task whose upstream call runs in this process.
 type Run struct {
 	owner string
+	// quota is whom the task counts against (task.Task.Quota).
+	quota string
 	// Ctx is what the task's upstream calls run on; cancel ends them.
 	Ctx    context.Context
 	Cancel context.CancelCauseFunc

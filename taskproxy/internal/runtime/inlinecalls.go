@@ -2,7 +2,8 @@ package runtime
 
 import "sync"
 
-// InlineCalls counts, per owner, the plain clients' calls whose upstream
+// InlineCalls counts, per quota (an owner, or an anonymous caller's client
+// address), the plain clients' calls whose upstream
 // task the gateway waits for within the call itself (a client without the
 // tasks extension, or a 2025-11-25 client through the reverse version
 // bridge, calling a tool the upstream runs only as a task; no task of the

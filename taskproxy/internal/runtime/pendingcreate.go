@@ -104,17 +104,17 @@ func (run *Run) endedStillUpstream() bool {
 	return run.create.ended != nil
 }
 
-// EndedStillUpstream counts owner's tasks that ended while this process still reads
-// the upstream's CreateTaskResult for them, or cancels the task it named:
-// the upstream may run them yet, so they count as active against the
-// owner's bound.
-func (rt *Runtime) EndedStillUpstream(owner string) int {
+// EndedStillUpstream counts the tasks of quota (task.Task.Quota) that
+// ended while this process still reads the upstream's CreateTaskResult for
+// them, or cancels the task it named: the upstream may run them yet, so
+// they count as active against the quota's bound.
+func (rt *Runtime) EndedStillUpstream(quota string) int {
 	if rt.workers.ended.Load() <= 0 { // none: the usual case, without a walk of every worker
 		return 0
 	}
 	n := 0
 	for _, run := range rt.workers.snapshot() {
-		if run.owner == owner && run.endedStillUpstream() {
+		if run.quota == quota && run.endedStillUpstream() {
 			n++
 		}
 	}

@@ -14,10 +14,10 @@ func TestEndedStillUpstreamCount(t *testing.T) {
 	rt, _ := testRoute(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	run := &Run{Ctx: ctx, Cancel: cancel, owner: "o"}
+	run := &Run{Ctx: ctx, Cancel: cancel, owner: "o", quota: "o"}
 	run.create.counted = &rt.workers.ended
 	rt.workers.add("t1", run)
-	idle := &Run{owner: "o"}
+	idle := &Run{owner: "o", quota: "o"}
 	idle.create.counted = &rt.workers.ended
 	rt.workers.add("t2", idle)
 	if n := rt.EndedStillUpstream("o"); n != 0 || rt.workers.ended.Load() != 0 {

@@ -69,6 +69,12 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 	if era == task.Era2025 {
 		t.Session = c.R.Header.Get(upstream.HeaderSessionID)
 	}
+	if c.Owner == task.Anonymous {
+		// Every caller without authentication is one owner: its tasks
+		// count against the bounds per client address instead, so that
+		// one client cannot use them up for all.
+		t.QuotaKey = c.callerKey()
+	}
 	t.IdempotencyKey, t.Fingerprint = gate.IdempotencyOf(c.R, c.Msg.Params)
 	return t
 }
@@ -113,22 +119,23 @@ func (c *Exchange) StartTask(t *task.Task) {
 }
 
 // CheckQuota refuses a new task when the process is stopping (Draining)
-// or the caller has too many active ones. A create with an idempotency key
+// or the caller (callerKey: anonymous callers by client address) has too
+// many active ones. A create with an idempotency key
 // is left to the store, which answers a repeat with its task even at the
 // quota.
 func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if c.Runtime.Drain.Draining() {
 		return c.Draining()
 	}
-	ctx, owner := c.R.Context(), c.Owner
+	ctx, quota := c.R.Context(), c.callerKey()
 	if c.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.R, c.Msg.Params) {
 		return nil
 	}
-	n, err := c.Runtime.Store.CountActive(ctx, owner)
+	n, err := c.Runtime.Store.CountActive(ctx, quota)
 	if err != nil {
 		return runtime.ClientError(c.Log, "counting active tasks", err)
 	}
-	n += c.uncounted(owner)
+	n += c.uncounted(quota)
 	if n >= c.MaxActivePerOwner {
 		return c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}
@@ -152,14 +159,15 @@ func (e *Env) Draining() *jsonrpc.Error {
 	return err
 }
 
-// CreateWithinLimits stores t within its owner's bounds (Limits). What
-// this process has the upstream run for the owner outside the store's
+// CreateWithinLimits stores t within the bounds (Limits) of its quota
+// (task.Task.Quota). What this process has the upstream run for the quota
+// outside the store's
 // count (uncounted) counts as active too. A create with an idempotency key is bounded by the
 // store alone, so that a repeat still finds its task.
 func (c *Exchange) CreateWithinLimits(t *task.Task) error {
 	l := c.Limits()
 	if l.MaxActive > 0 && t.IdempotencyKey == "" {
-		if d := c.uncounted(t.Owner); d > 0 {
+		if d := c.uncounted(t.Quota()); d > 0 {
 			if d >= l.MaxActive {
 				return &task.QuotaError{Limit: l.MaxActive}
 			}
@@ -177,12 +185,13 @@ func (c *Exchange) CreateWithinLimits(t *task.Task) error {
 }
 
 // uncounted is how many tasks this process has running at the upstream
-// for owner that the store does not count as active: tasks that ended
+// for quota (an owner, or an anonymous caller's client address) that the
+// store does not count as active: tasks that ended
 // while the gateway still stops the upstream's
 // (runtime.EndedStillUpstream), and
 // plain clients' calls waiting on an upstream task (runtime.InlineCalls).
-func (c *Exchange) uncounted(owner string) int {
-	return c.Runtime.EndedStillUpstream(owner) + c.Runtime.Inline.Count(owner)
+func (c *Exchange) uncounted(quota string) int {
+	return c.Runtime.EndedStillUpstream(quota) + c.Runtime.Inline.Count(quota)
 }
 
 // AdmitInline admits a plain client's call that will wait on an upstream
@@ -190,10 +199,10 @@ func (c *Exchange) uncounted(owner string) int {
 // the caller's tasks do. It returns the slot's release, or the refusal
 // to answer (the quota's, or the store's failure to count).
 func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
-	owner := c.Owner
-	release, ok, err := c.Runtime.Inline.Admit(owner, c.MaxActivePerOwner, func() (int, error) {
-		n, err := c.Runtime.Store.CountActive(c.R.Context(), owner)
-		return n + c.Runtime.EndedStillUpstream(owner), err
+	quota := c.callerKey()
+	release, ok, err := c.Runtime.Inline.Admit(quota, c.MaxActivePerOwner, func() (int, error) {
+		n, err := c.Runtime.Store.CountActive(c.R.Context(), quota)
+		return n + c.Runtime.EndedStillUpstream(quota), err
 	})
 	switch {
 	case err != nil:
