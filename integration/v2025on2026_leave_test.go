@@ -95,3 +95,65 @@ func TestReverseBridgeGuardRetryClientLeaves(t *testing.T) {
 	waitUpstreamCancelled(t, rt, ids[0])
 	waitFor(t, 30*time.Second, "the left call's slot given back", func() bool { return plainCalls(t, gw) == 0 })
 }
+
+// TestReverseBridgeGuardedTaskCancelBeforeCreateResult: a 2025-11-25
+// task-augmented call of the guarded tool becomes the gateway's task in
+// input_required; its two rounds are answered on tasks/result, and the
+// worker's last retry makes the upstream's task, whose CreateTaskResult
+// the upstream holds. The client cancels the gateway's task meanwhile: it
+// ends cancelled at once, counts until the answer comes, and then the
+// task the retry made is cancelled at the upstream.
+func TestReverseBridgeGuardedTaskCancelBeforeCreateResult(t *testing.T) {
+	t.Parallel()
+	rt, url := startTaskRuntimeInProcess(t, taskruntime.Options{PollInterval: 20 * time.Millisecond})
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: hmacAuth + "max_active_per_principal 1"})
+	alice := reverseClient(t, gw, "guarded-cancel")
+	alice.initialize(`{"elicitation":{"form":{}}}`)
+
+	guarded := alice.createTask(taskruntime.ToolGuarded, longSteps(), 600000)
+	body, _ := jsonrpc.RequestBytes(json.RawMessage(`"result-guarded"`), "tasks/result", map[string]string{"taskId": guarded.TaskID})
+	stream := alice.open(context.Background(), body)
+	defer stream.close()
+	for answered := 0; answered < len(guardQuestions); {
+		m := stream.next()
+		switch {
+		case m == nil || m.IsResponse():
+			t.Fatalf("tasks/result ended before the guard's rounds were answered: %v", m)
+		case m.IsRequest() && m.Method == "elicitation/create":
+			var p struct {
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if answered == len(guardQuestions)-1 {
+				rt.HoldAnswers(taskruntime.ToolGuarded) // the retry with this answer makes the task
+			}
+			reply, _ := jsonrpc.ResponseBytes(m.ID, guardAnswers(p.Message))
+			alice.send(reply)
+			answered++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids, err := rt.WaitTaskIDs(ctx, taskruntime.ToolGuarded, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := alice.call("tasks/cancel", map[string]string{"taskId": guarded.TaskID}); m.Error != nil {
+		t.Fatalf("tasks/cancel: %s", show(m))
+	}
+	if got := alice.getTask(guarded.TaskID); got.Status != "cancelled" {
+		t.Fatalf("the gateway task after tasks/cancel: %+v, want cancelled", got)
+	}
+	if m := alice.callTool(taskruntime.ToolSteps, longSteps(), map[string]any{"ttl": 600000}); m.Error == nil || m.Error.Code != -32000 {
+		t.Fatalf("a create while the guarded upstream task may run: %s, want -32000 (max_active_per_principal 1)", show(m))
+	}
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != 0 {
+		t.Fatalf("upstream steps tasks: %d, want 0 (refused before the upstream)", n)
+	}
+	rt.ReleaseAnswers(taskruntime.ToolGuarded)
+	waitUpstreamCancelled(t, rt, ids[0])
+	waitFor(t, 60*time.Second, "a create taken once the guarded upstream task is cancelled", func() bool {
+		return alice.callTool(taskruntime.ToolSteps, map[string]any{"steps": 1, "stepMs": 0}, map[string]any{"ttl": 600000}).Error == nil
+	})
+}
