@@ -123,6 +123,16 @@ func TestFollowV2026PlainClientLeavesBeforeCreateResult(t *testing.T) {
 // which nobody waits for.
 func leaveBeforeCreateResult(t *testing.T, rt *taskruntime.Server, req *http.Request, leave context.CancelFunc) {
 	t.Helper()
+	id := leaveWhileCreateHeld(t, rt, taskruntime.ToolSteps, req, leave)
+	rt.ReleaseAnswers(taskruntime.ToolSteps)
+	waitUpstreamCancelled(t, rt, id)
+}
+
+// leaveWhileCreateHeld sends req, a call of tool whose upstream holds the
+// CreateTaskResult, leaves once the upstream has made its task, and
+// returns that task's id; the answer is still held.
+func leaveWhileCreateHeld(t *testing.T, rt *taskruntime.Server, tool string, req *http.Request, leave context.CancelFunc) string {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
 		resp, err := httpClient.Do(req)
@@ -133,21 +143,20 @@ func leaveBeforeCreateResult(t *testing.T, rt *taskruntime.Server, req *http.Req
 	}()
 	wctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ids, err := rt.WaitTaskIDs(wctx, taskruntime.ToolSteps, 1)
+	ids, err := rt.WaitTaskIDs(wctx, tool, 1)
 	if err != nil {
 		leave()
 		t.Fatal(err)
 	}
 	leave()
 	if err := <-done; err == nil {
-		t.Fatal("the plain call was answered while the upstream held its CreateTaskResult")
+		t.Fatal("the call was answered while the upstream held its CreateTaskResult")
 	}
 	// The gateway reads on after the client left: its call is still open.
 	if v, _ := rt.Task(ids[0]); v.Status.Terminal() {
 		t.Fatalf("upstream task ended before the answer: %s", v.Status)
 	}
-	rt.ReleaseAnswers(taskruntime.ToolSteps)
-	waitUpstreamCancelled(t, rt, ids[0])
+	return ids[0]
 }
 
 // TestFollowV2026PlainCallsWithinQuota: ten concurrent plain calls of the

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -135,13 +136,19 @@ type taskRuntimeReply struct {
 
 func (c *taskRuntimeClient) send(t testing.TB, method string, params map[string]any) taskRuntimeReply {
 	t.Helper()
+	return doTaskRuntimeRequest(t, c.request(t, context.Background(), method, params), method)
+}
+
+// request is the HTTP request send sends, on ctx.
+func (c *taskRuntimeClient) request(t testing.TB, ctx context.Context, method string, params map[string]any) *http.Request {
+	t.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion": taskruntime.ProtocolVersion,
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{
 			"elicitation": map[string]any{}, "extensions": map[string]any{taskruntime.ExtensionID: map[string]any{}}},
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id.Add(1), "method": method, "params": params})
-	req, err := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +164,7 @@ func (c *taskRuntimeClient) send(t testing.TB, method string, params map[string]
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
 	}
-	return doTaskRuntimeRequest(t, req, method)
+	return req
 }
 
 func (c *taskRuntimeClient) get(t testing.TB, id string) taskRuntimeReply {

@@ -10,7 +10,10 @@ import "sync"
 // gateway's is made). Each holds a task running at the upstream on
 // the caller's behalf, so each counts as an active task against the
 // owner's bound, from its admission until the upstream's task ends or is
-// cancelled, waits for input included. The zero value is ready to use.
+// cancelled, waits for input included. So does a call whose client left
+// before it became a task, while the gateway still reads whether the
+// upstream made a task of it, to cancel that task. The zero value is
+// ready to use.
 type InlineCalls struct {
 	mu sync.Mutex
 	n  map[string]int

@@ -65,6 +65,20 @@ func (run *Run) createRead() error {
 	return nil
 }
 
+// readCreate reads, with read, the answer to a call of t that may create
+// the upstream's task (the first, or a retry with the answers to input
+// asked before the task). When t ended meanwhile, the task the answer
+// names is cancelled (cancelLateUpstreamTask) and ok is false.
+func (run *Run) readCreate(route *Route, t *task.Task, read func() *upstream.Event) (ev *upstream.Event, ok bool) {
+	run.awaitCreate()
+	ev = read()
+	if cause := run.createRead(); cause != nil {
+		run.cancelLateUpstreamTask(route, t, ev, cause)
+		return nil, false
+	}
+	return ev, true
+}
+
 // stop ends the run's upstream calls with cause, as Cancel does, unless
 // the worker still reads the upstream's CreateTaskResult: then the call
 // goes on for at most createGrace, so that the task it names can be

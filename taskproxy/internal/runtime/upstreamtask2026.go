@@ -131,10 +131,8 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Ev
 			}
 		}
 		if ev == nil {
-			run.awaitCreate()
-			ev = w.followEvents(a)
-			if cause := run.createRead(); cause != nil {
-				run.cancelLateUpstreamTask(route, t, ev, cause) // pendingcreate.go
+			var ok bool
+			if ev, ok = run.readCreate(route, t, func() *upstream.Event { return w.followEvents(a) }); !ok {
 				return
 			}
 		}

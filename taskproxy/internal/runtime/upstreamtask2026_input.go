@@ -34,7 +34,8 @@ func (w *worker) v2026TaskOf(ev *upstream.Event) (V2026Created, bool) {
 			route.Finish(t, nil, ev.Final.Error)
 			return V2026Created{}, false
 		}
-		if created, ok := ReadV2026Created(ev.Final.Result); ok {
+		created, ok := ReadV2026Created(ev.Final.Result)
+		if ok {
 			return created, true
 		}
 		if !upstream.IsInputRequired(ev.Final.Result) {
@@ -51,7 +52,10 @@ func (w *worker) v2026TaskOf(ev *upstream.Event) (V2026Created, bool) {
 			route.finishInterrupted(run.Ctx, t, err)
 			return V2026Created{}, false
 		}
-		ev = w.followEvents(a)
+		// The retry may be the call that makes the upstream's task.
+		if ev, ok = run.readCreate(route, t, func() *upstream.Event { return w.followEvents(a) }); !ok {
+			return V2026Created{}, false
+		}
 	}
 }
 
@@ -65,8 +69,13 @@ func (w *worker) retryWithAnswers(keys []string) (*upstream.Attempt, error) {
 	if err != nil {
 		return nil, err
 	}
+	// From before the retry goes out: an ending of the task while it is
+	// sent must let its answer be read (Run.readCreate), since it may make
+	// the upstream's task.
+	w.run.awaitCreate()
 	a, err := w.nextAttempt(params, "")
 	if err != nil {
+		_ = w.run.createRead()
 		return nil, fmt.Errorf("sending the call again with the answers: %w", err)
 	}
 	return a, nil

@@ -46,15 +46,26 @@ func (c *call) forward() error {
 	base := c.upstreamBase(c.Msg.Method, params)
 	rep := newReply(c.Exchange)
 	ev := c.attempt(ctx, base, c.Msg.Method, params, rep)
+	retry := func(p json.RawMessage) (upstream.Event, bool) {
+		return c.attempt(ctx, base, c.Msg.Method, p, rep), false
+	}
 	if c.Msg.Method == "tools/call" && ctx.Err() == nil && needsTasksExtension(ev) && !c.forbidden(params) {
 		var done bool
 		if ev, params, done = c.callAsTask(ctx, rep, base, params); done {
 			return nil
 		}
+		// The upstream asked for input before making its task (the
+		// guard pattern): any retry with the answers may make it, so
+		// each goes as the call declaring the extension went.
+		retry = func(p json.RawMessage) (upstream.Event, bool) { return c.taskCall(ctx, rep, base, p) }
 	}
 	if mrtrMethods[c.Msg.Method] && ctx.Err() == nil {
 		var e *jsonrpc.Error // the retries repeat the params of the call answered, extension and all
-		if ev, e = c.answerRounds(ctx, rep, base, params, ev); e != nil && ctx.Err() == nil {
+		var done bool
+		if ev, done, e = c.answerRounds(ctx, rep, params, ev, retry); done {
+			return nil
+		}
+		if e != nil && ctx.Err() == nil {
 			rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
 			return nil
 		}
@@ -116,21 +127,32 @@ func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, p
 	if c.Limited() {
 		return ev, params, true
 	}
+	ev, done = c.taskCall(ctx, rep, base, withExt)
+	return ev, withExt, done
+}
+
+// taskCall sends withExt, a tools/call declaring the tasks extension (the
+// first, or a retry with the answers to input the upstream asked before
+// making its task), admitted as one of the caller's active tasks, and
+// answers it with the outcome of the task it makes (awaitTask); done
+// reports that the call was answered (or its client left). Otherwise it
+// returns the upstream's answer, and the slot is given back.
+func (c *call) taskCall(ctx context.Context, rep *reply, base *http.Request, withExt json.RawMessage) (ev upstream.Event, done bool) {
 	release, e := c.AdmitInline()
 	if e != nil {
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
-		return ev, params, true
+		return ev, true
 	}
 	id, _ := json.Marshal(jsonrpc.GatewayIDPrefix + "v2025on2026:" + task.NewTaskID() + ":2")
 	body, err := jsonrpc.RequestBytes(id, "tools/call", withExt)
 	if err != nil {
 		release()
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding the task call", err)))
-		return ev, params, true
+		return ev, true
 	}
 	ev, left := runtime.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, withExt, body, rep.on, release)
 	if left {
-		return ev, withExt, true // the slot is given back in the background
+		return ev, true // the slot is given back in the background
 	}
 	if ev.Err == nil && ev.Final.Error == nil {
 		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
@@ -138,11 +160,11 @@ func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, p
 			pt := &plainTask{rec: runtime.PlainTaskRecord(c.Caller, name, created.TaskID), release: release, limit: c.RunTimeoutOf(name)}
 			c.Route.AuditTask(runtime.AuditPlainCreated, pt.rec)
 			c.awaitTask(ctx, rep, base, withExt, created, pt)
-			return ev, withExt, true
+			return ev, true
 		}
 	}
 	release()
-	return ev, withExt, false
+	return ev, false
 }
 
 // errRunTimeout ends the wait of a call on an upstream task whose tool ran

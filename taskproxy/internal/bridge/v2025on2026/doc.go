@@ -28,7 +28,11 @@
 // Input the upstream asks for during a plain call (an InputRequiredResult,
 // or the awaited task's inputRequests) goes to the client as 2025-11-25
 // requests on the call's stream, the answers back as the call's retry or
-// the task's tasks/update (input.go):
+// the task's tasks/update (input.go). When that input came before the
+// upstream made its task (the guard pattern, in answer to the call
+// declaring the extension), each retry may make the task, so each goes as
+// that call went: admitted, detached from the client, and its task
+// awaited or, the client gone, cancelled:
 //
 //	input_required ──(requests sent on the stream)──► a round waiting
 //	a round waiting ──(every response, on the same session)──► retry / tasks/update

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,34 +154,37 @@ func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.Raw
 func sortedKeys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
 
 // answerRounds asks the client for the input of ev, an InputRequiredResult
-// answering params, and sends the call again with the answers, round
-// after round, until the upstream answers otherwise; it returns that
-// answer (or the error that stopped the rounds).
-func (c *call) answerRounds(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, ev upstream.Event) (upstream.Event, *jsonrpc.Error) {
+// answering params, and sends the call again with the answers (with
+// retry: done reports that it answered the client itself), round after
+// round, until the upstream answers otherwise; it returns that answer (or
+// the error that stopped the rounds).
+func (c *call) answerRounds(ctx context.Context, rep *reply, params json.RawMessage, ev upstream.Event, retry func(json.RawMessage) (upstream.Event, bool)) (_ upstream.Event, done bool, _ *jsonrpc.Error) {
 	for range maxInputRounds {
 		if ev.Err != nil || ev.Final.Error != nil || !upstream.IsInputRequired(ev.Final.Result) {
-			return ev, nil
+			return ev, false, nil
 		}
 		var in struct {
 			InputRequests map[string]json.RawMessage `json:"inputRequests"`
 			RequestState  json.RawMessage            `json:"requestState"`
 		}
 		if err := json.Unmarshal(ev.Final.Result, &in); err != nil || len(in.InputRequests) == 0 {
-			return ev, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input without input requests")
+			return ev, false, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input without input requests")
 		}
 		answers, e := c.ask(ctx, rep, in.InputRequests)
 		if e != nil {
-			return ev, e
+			return ev, false, e
 		}
 		responses, _ := json.Marshal(answers)
-		retry, err := jsonx.Set(params, "inputResponses", responses)
+		next, err := jsonx.Set(params, "inputResponses", responses)
 		if err == nil && len(in.RequestState) > 0 {
-			retry, err = jsonx.Set(retry, "requestState", in.RequestState)
+			next, err = jsonx.Set(next, "requestState", in.RequestState)
 		}
 		if err != nil {
-			return ev, runtime.InternalError(c.Log, "building the retry", err)
+			return ev, false, runtime.InternalError(c.Log, "building the retry", err)
 		}
-		ev = c.attempt(ctx, base, c.Msg.Method, retry, rep)
+		if ev, done = retry(next); done {
+			return ev, true, nil
+		}
 	}
-	return ev, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input more than %d times", maxInputRounds)
+	return ev, false, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream asked for input more than %d times", maxInputRounds)
 }

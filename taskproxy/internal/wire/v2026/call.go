@@ -34,7 +34,10 @@ import (
 //   - task_after passes: the task is stored, then the CreateTaskResult is
 //     answered, and a worker keeps the upstream stream open, since closing
 //     it would cancel the call;
-//   - the client goes away first: the upstream call is cancelled.
+//   - the client goes away first: the upstream call is cancelled; to an
+//     upstream that runs tasks itself, whose task the call may have made
+//     already, the call is read on instead, and that task cancelled
+//     (leftBeforeTask).
 
 // ErrClientGone ends a call whose client went away before it became a task.
 var ErrClientGone = errors.New("the client closed its request before the call became a task")
@@ -129,23 +132,38 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		return nil
 	}
 	run := c.Route.NewRun(c.Detach(c.R), c.Next)
-	stopFollowingClient := context.AfterFunc(c.R.Context(), func() { run.Cancel(ErrClientGone) })
+	// decide fires at task_after, and, for a call that may make the
+	// upstream's task, when the client leaves.
+	decide := make(chan time.Time, 2)
+	timer := time.AfterFunc(c.TaskAfter, func() { decide <- time.Now() })
+	defer timer.Stop()
+	stopFollowingClient := context.AfterFunc(c.R.Context(), func() {
+		if onTaskRuntime {
+			// Closing the call would cancel only the call: a task it
+			// made runs on at the upstream (leftBeforeTask).
+			decide <- time.Time{}
+			return
+		}
+		run.Cancel(ErrClientGone)
+	})
 	a := upstream.StartAttempt(run.Ctx, run.Base, run.Next, upstreamID, body)
 	reply := NewReply(c.Exchange)
-	timer := time.NewTimer(c.TaskAfter)
-	defer timer.Stop()
 
 	t := c.NewTask(task.Era2026, name, params, c.DefaultTTL)
 	t.ID, t.UpstreamID = id, upstreamID
 	passThrough := func(ev upstream.Event) error { return c.passAnswer(run, stopFollowingClient, reply, ev) }
-	ev, answered := a.Until(run.Ctx, upstream.After(timer.C), relayTo(reply)) // no server-to-client requests on this wire
+	ev, answered := a.Until(run.Ctx, upstream.After(decide), relayTo(reply)) // no server-to-client requests on this wire
 	switch {
-	case !answered:
-		if onTaskRuntime {
-			// The upstream has not answered yet: the gateway's task
-			// follows the call, and a CreateTaskResult it ends with.
-			t.UpstreamTask, t.UpstreamV2026 = true, true
+	case !answered && onTaskRuntime:
+		if !stopFollowingClient() {
+			leftBeforeTask(c.Exchange, run, a, params)
+			return nil
 		}
+		// The upstream has not answered yet: the gateway's task
+		// follows the call, and a CreateTaskResult it ends with.
+		t.UpstreamTask, t.UpstreamV2026 = true, true
+		return c.convert(t, run, func() bool { return true }, reply, a, nil)
+	case !answered:
 		return c.convert(t, run, stopFollowingClient, reply, a, nil)
 	case errors.Is(ev.Err, ErrClientGone):
 		run.Release()
@@ -177,6 +195,24 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		return c.convert(t, run, stopFollowingClient, reply, nil, &ev)
 	}
 	return passThrough(ev)
+}
+
+// leftBeforeTask reads on, in the background, a, x's call whose client
+// left before task_after, to an upstream that runs tasks itself: the
+// upstream may have made its task already and would run it for nobody.
+// The call is read for a bounded time (runtime.CancelLateV2026Create) and
+// the task its CreateTaskResult names is cancelled; until then it counts
+// against its owner's max_active_per_principal, as a plain client's call
+// waiting on an upstream task does (runtime.InlineCalls).
+func leftBeforeTask(x *wire.Exchange, run *runtime.Run, a *upstream.Attempt, params json.RawMessage) {
+	release, _, _ := x.Runtime.Inline.Admit(x.Owner, 0, nil) // counted, never refused: the task may exist already
+	go func() {
+		defer release()
+		runtime.CancelLateV2026Create(x.Log, a, func() {
+			run.Cancel(ErrClientGone)
+			run.Release()
+		}, run.Base, run.Next, params)
+	}()
 }
 
 // Convert makes a task of x's call, a 2026-07-28 call another package
