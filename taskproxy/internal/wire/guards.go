@@ -91,7 +91,7 @@ func (c *Exchange) Limited() bool {
 // returns nil. task.Anonymous callers are counted per client address (the one
 // the glue determined, as for the rate limit).
 func (c *Exchange) OpenStream() (release func()) {
-	key := c.callerKey()
+	key := c.CallerKey()
 	if !c.Streams.Acquire(key) {
 		if o := c.Observer; o != nil {
 			o.Refused("streams")
@@ -110,7 +110,7 @@ func (c *Exchange) OpenStream() (release func()) {
 // the caller already watches, and returns nil; else release takes the ids
 // back when the subscription ends.
 func (c *Exchange) WatchTasks(n int) (release func()) {
-	key := c.callerKey()
+	key := c.CallerKey()
 	limit := c.MaxWatchedPerOwner
 	if limit <= 0 {
 		limit = gate.DefaultMaxWatchedPerOwner
@@ -128,12 +128,12 @@ func (c *Exchange) WatchTasks(n int) (release func()) {
 	return func() { c.Streams.Unwatch(key, n) }
 }
 
-// callerKey is whom a long-lived answer, and a task (its quota,
+// CallerKey is whom a long-lived answer, and a task (its quota,
 // task.Task.Quota), counts against: the owner, or for anonymous callers
 // the client address the glue determined, as the rate limiter keys them:
 // behind a trusted proxy the connection's address is the proxy's, and
 // every anonymous client would share one budget.
-func (c *Exchange) callerKey() string {
+func (c *Exchange) CallerKey() string {
 	if c.Owner == task.Anonymous {
 		return "ip:" + PeerOf(c.R).ClientIP
 	}

@@ -73,7 +73,7 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 		// Every caller without authentication is one owner: its tasks
 		// count against the bounds per client address instead, so that
 		// one client cannot use them up for all.
-		t.QuotaKey = c.callerKey()
+		t.QuotaKey = c.CallerKey()
 	}
 	t.IdempotencyKey, t.Fingerprint = gate.IdempotencyOf(c.R, c.Msg.Params)
 	return t
@@ -119,7 +119,7 @@ func (c *Exchange) StartTask(t *task.Task) {
 }
 
 // CheckQuota refuses a new task when the process is stopping (Draining)
-// or the caller (callerKey: anonymous callers by client address) has too
+// or the caller (CallerKey: anonymous callers by client address) has too
 // many active ones. A create with an idempotency key
 // is left to the store, which answers a repeat with its task even at the
 // quota.
@@ -127,7 +127,7 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if c.Runtime.Drain.Draining() {
 		return c.Draining()
 	}
-	ctx, quota := c.R.Context(), c.callerKey()
+	ctx, quota := c.R.Context(), c.CallerKey()
 	if c.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.R, c.Msg.Params) {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (c *Exchange) uncounted(quota string) int {
 // the caller's tasks do. It returns the slot's release, or the refusal
 // to answer (the quota's, or the store's failure to count).
 func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
-	quota := c.callerKey()
+	quota := c.CallerKey()
 	release, ok, err := c.Runtime.Inline.Admit(quota, c.MaxActivePerOwner, func() (int, error) {
 		n, err := c.Runtime.Store.CountActive(c.R.Context(), quota)
 		return n + c.Runtime.EndedStillUpstream(quota), err

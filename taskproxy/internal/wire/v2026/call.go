@@ -205,7 +205,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 // against its owner's max_active_per_principal, as a plain client's call
 // waiting on an upstream task does (runtime.InlineCalls).
 func leftBeforeTask(x *wire.Exchange, run *runtime.Run, a *upstream.Attempt, params json.RawMessage) {
-	release, _, _ := x.Runtime.Inline.Admit(x.Owner, 0, nil) // counted, never refused: the task may exist already
+	release, _, _ := x.Runtime.Inline.Admit(x.CallerKey(), 0, nil) // counted, never refused: the task may exist already
 	go func() {
 		defer release()
 		runtime.CancelLateV2026Create(x.Log, a, func() {
