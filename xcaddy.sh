@@ -15,7 +15,7 @@
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
 # conformance suite from npm) into a cache directory outside the repository,
-# and PostgreSQL's server binaries with apt-get when run as root.
+# and PostgreSQL's server binaries and chromium with apt-get when run as root.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")"
@@ -32,13 +32,15 @@ export GOPROXY="$(go env GOPROXY | cut -d, -f1)|off"
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 # source_hash names what goes into ./caddy: Caddy's version, the Go
-# toolchain, the module's requirements and every non-test Go file the plugin
-# is built from. A build of the same sources is taken from the cache.
+# toolchain, the module's requirements, every non-test Go file the plugin
+# is built from and the console's files it embeds. A build of the same
+# sources is taken from the cache.
 source_hash() {
 	{
 		echo "$CADDY_VERSION $(go env GOVERSION)"
 		cat go.mod go.sum
-		find caddymodule taskproxy auth -name '*.go' ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+		find caddymodule taskproxy auth \( -name '*.go' ! -name '*_test.go' -o -path 'caddymodule/console/*' \) -type f -print0 |
+			LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -c1-16
 }
 
@@ -114,6 +116,19 @@ ensure_postgres() {
 	fi
 }
 
+# The console's end-to-end test drives Debian's chromium headless; it is
+# installed here as PostgreSQL is (the test skips, saying why, without it).
+ensure_chromium() {
+	if command -v chromium >/dev/null; then
+		return
+	fi
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+		echo "installing chromium for the console test" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
+	fi
+}
+
 # run_lint runs golangci-lint, pinned as a Go tool in go.mod, with
 # .ci/golangci.yml over the whole module. The first run builds the tool and
 # fills its cache (minutes); later runs take about a minute. Runs of other
@@ -143,6 +158,7 @@ run_tests() {
 	run_lint
 	build
 	ensure_postgres
+	ensure_chromium
 	# -parallel 4: the end-to-end tests mostly wait on other processes
 	# (each starts its own Caddy, upstreams and stores on addresses and
 	# directories of its own), so they share the machine's cores well.
