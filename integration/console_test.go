@@ -30,10 +30,10 @@ func consoleAdminOrigins(adminAddr string) string {
 // The console in a real headless Chromium, against the real Caddy with
 // tasks made through the gateway by two principals: the list shows them
 // with their statuses, the status filter and the tenant filter narrow it,
-// a task's page shows its history (opened with the keyboard), and the
-// cancel button, once its confirmation is accepted, cancels a working task
-// as its owner then sees through tasks/get. A cross-origin POST to the same
-// route is refused.
+// a task's page shows its history (opened with the keyboard) or its input
+// round, and the cancel button, once its confirmation is accepted, cancels
+// a working task as its owner then sees through tasks/get. A cross-origin
+// POST to the same route is refused.
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	ctx := startBrowser(t) // first: skips before anything starts when there is no browser
@@ -53,6 +53,8 @@ func TestConsole(t *testing.T) {
 	waitFor(t, 30*time.Second, "alice's quick task to complete", func() bool { return alice.getTask(done.TaskID).Status == "completed" })
 	failed := bob.createTask("protocol_error_job", map[string]any{}, 600000)
 	waitFor(t, 30*time.Second, "bob's protocol_error_job to fail", func() bool { return bob.getTask(failed.TaskID).Status == "failed" })
+	asks := alice.createTask("confirm_delete", map[string]any{"filename": "notes.txt"}, 600000)
+	waitFor(t, 30*time.Second, "alice's confirm_delete to ask for input", func() bool { return alice.getTask(asks.TaskID).Status == "input_required" })
 	toCancel := alice.createTask("slow_compute", map[string]any{"seconds": 600, "label": "alice-long"}, 600000)
 	kept := bob.createTask("slow_compute", map[string]any{"seconds": 600, "label": "bob-long"}, 600000)
 	upCtx, cancelUp := context.WithTimeout(context.Background(), time.Minute)
@@ -102,6 +104,7 @@ func TestConsole(t *testing.T) {
 	want := map[string]string{
 		done.TaskID:     "completed",
 		failed.TaskID:   "failed",
+		asks.TaskID:     "input_required, 1 input open, running here",
 		toCancel.TaskID: "working, running here",
 		kept.TaskID:     "working, running here",
 	}
@@ -174,6 +177,19 @@ func TestConsole(t *testing.T) {
 	if err != nil || !hidden {
 		t.Errorf("the cancel button of a completed task is shown (hidden %v, %v)", hidden, err)
 	}
+
+	// A task waiting for input shows its input round.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#detail a[href="#"]`)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[data-task=%q]`, asks.TaskID))),
+	); err != nil {
+		t.Fatal(err)
+	}
+	const inputsJS = `document.getElementById('detail').hidden ? [] :
+		[...document.querySelectorAll('#inputs tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))`
+	waitPage(t, ctx, "the input round of confirm_delete", inputsJS, func(rows [][]string) bool {
+		return len(rows) == 1 && len(rows[0]) == 4 && rows[0][2] == "elicitation/create" && rows[0][3] == "no"
+	})
 
 	// Cancel, with the confirmation accepted, from the working task's page.
 	if err := chromedp.Do(ctx,
