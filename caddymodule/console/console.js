@@ -196,6 +196,7 @@ async function refreshList() {
     tr.cells[0].className = "id";
     tr.cells[1].className = "status";
     tr.cells[5].className = "route";
+    tr.cells[9].className = "message";
     tr.cells[6].className = tr.cells[7].className = tr.cells[8].className = "time";
     tr.dataset.status = status;
     return tr;
