@@ -30,10 +30,10 @@ func consoleAdminOrigins(adminAddr string) string {
 // The console in a real headless Chromium, against the real Caddy with
 // tasks made through the gateway by two principals: the list shows them
 // with their statuses, the status filter and the tenant filter narrow it,
-// a task's page shows its history (opened with the keyboard) or its input
-// round, and the cancel button, once its confirmation is accepted, cancels
-// a working task as its owner then sees through tasks/get. A cross-origin
-// POST to the same route is refused.
+// pages of two walk the list, a task's page shows its history (opened with
+// the keyboard) or its input round, and the cancel button, once its
+// confirmation is accepted, cancels a working task as its owner then sees
+// through tasks/get. A cross-origin POST to the same route is refused.
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	ctx := startBrowser(t) // first: skips before anything starts when there is no browser
@@ -155,6 +155,57 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, "every task again", rowsJS, func(rows [][]string) bool { return len(rows) == len(want) })
+
+	// Pages of two (a page size the form does not offer, added for the
+	// test): Older walks the cursors, Newer comes back.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('f-limit').add(new Option('2')), 'added'`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("f-limit"), "2"),
+		chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	newestFirst := []string{kept.TaskID, toCancel.TaskID, asks.TaskID, failed.TaskID, done.TaskID}
+	idsOf := func(rows [][]string) []string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r[0])
+		}
+		return out
+	}
+	const pageJS = `({rows: [...document.querySelectorAll('#tasks tbody tr')].map(tr => tr.cells[0].textContent),
+		older: document.getElementById('older').disabled, newer: document.getElementById('newer').disabled})`
+	type pageState struct {
+		Rows         []string
+		Older, Newer bool // disabled
+	}
+	for i, wantIDs := range [][]string{newestFirst[:2], newestFirst[2:4], newestFirst[4:]} {
+		if i > 0 {
+			if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("older"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last := i == 2
+		waitPage(t, ctx, fmt.Sprintf("page %d of two tasks", i+1), pageJS, func(p pageState) bool {
+			return slices.Equal(p.Rows, wantIDs) && p.Older == last && p.Newer == (i == 0)
+		})
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("newer"))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "page 2 again", pageJS, func(p pageState) bool { return slices.Equal(p.Rows, newestFirst[2:4]) })
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("f-limit"), "50"),
+		chromedp.Click(chromedp.CSS(`#filters button[type=submit]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	rows = waitPage(t, ctx, "every task on one page", rowsJS, func(rows [][]string) bool { return len(rows) == len(want) })
+	if got := idsOf(rows); !slices.Equal(got, newestFirst) {
+		t.Errorf("the list shows %v, want newest first %v", got, newestFirst)
+	}
 
 	// A task's page, opened from the keyboard: its fields and history.
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(fmt.Sprintf(`a[data-task=%q]`, done.TaskID)), kb.Enter)); err != nil {
