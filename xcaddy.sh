@@ -15,7 +15,7 @@
 #
 # Needs Go only; the tests install what else they need (Node 22 and the MCP
 # conformance suite from npm) into a cache directory outside the repository,
-# and PostgreSQL's server binaries with apt-get when run as root.
+# and PostgreSQL's server binaries and chromium with apt-get when run as root.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")"
@@ -40,14 +40,15 @@ if [[ -e .git ]] && ! git status --porcelain >/dev/null 2>&1; then
 fi
 
 # source_hash names what goes into ./caddy: Caddy's version, the Go
-# toolchain, the module's requirements, xcaddy's version and every non-test
-# Go file the plugin is built from. A build of the same sources is taken
-# from the cache.
+# toolchain, the module's requirements, xcaddy's version, every non-test Go file the plugin
+# is built from and the console's files it embeds. A build of the same
+# sources is taken from the cache.
 source_hash() {
 	{
 		echo "$CADDY_VERSION $(go env GOVERSION)"
 		cat go.mod go.sum .ci/tools/go.mod
-		find caddymodule taskproxy auth -name '*.go' ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+		find caddymodule taskproxy auth \( -name '*.go' ! -name '*_test.go' -o -path 'caddymodule/console/*' \) -type f -print0 |
+			LC_ALL=C sort -z | xargs -0 sha256sum
 	} | sha256sum | cut -c1-16
 }
 
@@ -139,19 +140,21 @@ ensure_postgres() {
 	fi
 }
 
-# The deploy files' tests check the alert rules with promtool (Debian's
-# prometheus) and the systemd unit with systemd-analyze (Debian's systemd);
-# on a fresh Debian or Ubuntu machine running as root they are installed
-# here. Otherwise those tests skip and say what is missing.
-ensure_deploy_tools() {
+# Tests that drive tools from Debian install them here when they are
+# missing, as PostgreSQL is: the alert rules are checked with promtool
+# (prometheus), the systemd unit with systemd-analyze (systemd), and the
+# console is driven in a headless chromium. Without root or apt-get those
+# tests skip and say what is missing.
+ensure_test_tools() {
 	local missing=()
 	command -v promtool >/dev/null || missing+=(prometheus)
 	command -v systemd-analyze >/dev/null || missing+=(systemd)
+	command -v chromium >/dev/null || missing+=(chromium)
 	if [[ ${#missing[@]} -eq 0 ]]; then
 		return
 	fi
 	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-		echo "installing ${missing[*]} for the deploy file tests" >&2
+		echo "installing ${missing[*]} for the tests" >&2
 		apt-get update -qq >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 	fi
@@ -186,7 +189,7 @@ run_tests() {
 	run_lint
 	build
 	ensure_postgres
-	ensure_deploy_tools
+	ensure_test_tools
 	# -parallel 4: the end-to-end tests mostly wait on other processes
 	# (each starts its own Caddy, upstreams and stores on addresses and
 	# directories of its own), so they share the machine's cores well.

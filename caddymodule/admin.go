@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,8 @@ func init() {
 // cancel everyone's tasks.
 //
 //	GET  /mcp_tasks/stores                   the task stores in use
-//	GET  /mcp_tasks/tasks?status=&principal=&tool=&limit=&cursor=&detail=1&store=
+//	GET  /mcp_tasks/ui/                      the console, a page over these routes
+//	GET  /mcp_tasks/tasks?status=&principal=&tenant=&route=&tool=&max_age=&min_age=&limit=&cursor=&detail=1&store=
 //	GET  /mcp_tasks/tasks/{id}[?detail=1]
 //	POST /mcp_tasks/tasks/{id}/cancel
 //	DELETE /mcp_tasks/tasks/{id}             a finished task, before its ttl ends
@@ -112,6 +114,8 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 		return onlyMethod(r, http.MethodPost, func() error { return a.cancel(w, r, parts[1]) })
 	case path == "backup":
 		return onlyMethod(r, http.MethodPost, func() error { return a.backup(w, r) })
+	case path == "ui" || strings.HasPrefix(path, "ui/"):
+		return serveConsole(w, r)
 	}
 	return apiError(http.StatusNotFound, "no such mcp_tasks admin route: %s", r.URL.Path)
 }
@@ -293,13 +297,39 @@ type taskPage struct {
 	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
-func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	filter := task.TaskFilter{Status: task.Status(q.Get("status")), Principal: q.Get("principal"), Tool: q.Get("tool")}
+// listFilter reads a listing's filter: status, principal, tenant, route,
+// tool, and the task's age, max_age (created less than this long ago) and
+// min_age (more), as Go durations ("90s", "1h").
+func listFilter(q url.Values, now time.Time) (task.TaskFilter, error) {
+	filter := task.TaskFilter{Status: task.Status(q.Get("status")), Principal: q.Get("principal"),
+		Tenant: q.Get("tenant"), Route: q.Get("route"), Tool: q.Get("tool")}
 	switch filter.Status {
 	case "", task.StatusWorking, task.StatusInputRequired, task.StatusCompleted, task.StatusFailed, task.StatusCancelled:
 	default:
-		return apiError(http.StatusBadRequest, "status: want working, input_required, completed, failed or cancelled, got %q", filter.Status)
+		return filter, apiError(http.StatusBadRequest, "status: want working, input_required, completed, failed or cancelled, got %q", filter.Status)
+	}
+	for _, bound := range []struct {
+		param string
+		into  *time.Time
+	}{{"max_age", &filter.CreatedAfter}, {"min_age", &filter.CreatedBefore}} {
+		v := q.Get(bound.param)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return filter, apiError(http.StatusBadRequest, "%s: want a positive duration such as 90s or 1h, got %q", bound.param, v)
+		}
+		*bound.into = now.Add(-d)
+	}
+	return filter, nil
+}
+
+func (a *AdminAPI) list(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	filter, err := listFilter(q, time.Now())
+	if err != nil {
+		return err
 	}
 	limit := defaultAdminLimit
 	if v := q.Get("limit"); v != "" {

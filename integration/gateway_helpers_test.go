@@ -57,6 +57,8 @@ type gatewayOptions struct {
 	// GlobalOptions are extra lines in the global options block (servers
 	// timeouts, say).
 	GlobalOptions string
+	// AdminOptions are lines inside the admin option's block (origins).
+	AdminOptions string
 }
 
 // gateway is a running Caddy process with the mcp_tasks module in front of
@@ -76,10 +78,17 @@ type gateway struct {
 // startGateway writes a Caddyfile and runs the real Caddy binary on it.
 func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 	t.Helper()
+	return startGatewayWithAdmin(t, freeAddr(t), opts)
+}
+
+// startGatewayWithAdmin is startGateway with the admin endpoint on
+// adminAddr, for AdminOptions that name it (origins).
+func startGatewayWithAdmin(t testing.TB, adminAddr string, opts gatewayOptions) *gateway {
+	t.Helper()
 	if opts.StorageDir == "" {
 		opts.StorageDir = filepath.Join(t.TempDir(), "store")
 	}
-	g := &gateway{t: t, opts: opts, addr: freeAddr(t), adminAddr: freeAddr(t), home: t.TempDir()}
+	g := &gateway{t: t, opts: opts, addr: freeAddr(t), adminAddr: adminAddr, home: t.TempDir()}
 	g.URL = "http://" + g.addr + "/mcp"
 	g.config = filepath.Join(g.home, "Caddyfile")
 	g.writeConfig(opts.Directives)
@@ -93,6 +102,10 @@ func (g *gateway) env() []string {
 
 func (g *gateway) writeConfig(directives string) {
 	g.t.Helper()
+	admin := g.adminAddr
+	if g.opts.AdminOptions != "" {
+		admin += " {\n" + indent(g.opts.AdminOptions, "\t\t") + "\t}"
+	}
 	cfg := fmt.Sprintf(`{
 	admin %s
 	persist_config off
@@ -108,7 +121,7 @@ http://:%s {
 	}
 	reverse_proxy /mcp* %s
 }
-`, g.adminAddr, indent(g.opts.GlobalOptions, "\t"), g.port(), indent(g.opts.SiteDirectives, "\t"), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
+`, admin, indent(g.opts.GlobalOptions, "\t"), g.port(), indent(g.opts.SiteDirectives, "\t"), g.opts.StorageDir, indent(directives, "\t\t"), g.opts.Upstream)
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}

@@ -26,7 +26,8 @@ const adminListSQL = `SELECT t.id, t.created_ns, coalesce(t.summary, t.record), 
 	ORDER BY t.created_ns DESC, t.id DESC LIMIT $4`
 
 // adminScanBatch is how many rows a listing reads per query when it
-// filters on what only the record holds (principal, tool).
+// filters on what only the record holds (principal, tenant, route, tool,
+// creation time).
 const adminScanBatch = 500
 
 // adminLister lists and looks up every owner's tasks for operators.
@@ -54,7 +55,7 @@ func (s *adminLister) ListAll(ctx context.Context, filter task.TaskFilter, curso
 	}
 	query := strings.ReplaceAll(adminListSQL, "{s}", pgx.Identifier{s.schema}.Sanitize())
 	batch := limit + 1
-	if filter.Principal != "" || filter.Tool != "" {
+	if !filter.OnlyStatus() {
 		batch = max(batch, adminScanBatch)
 	}
 	var tasks []*task.Task

@@ -54,15 +54,16 @@ func testAdminListAll(t *testing.T, s task.Store) {
 	ctx := context.Background()
 	al := adminLister(t, s)
 	// Six tasks of three owners, created out of order; the newest first.
-	specs := []struct{ owner, principal, tool string }{
-		{"alice", "alice", "echo"}, {"bob", "bob", "slow"}, {"alice", "alice", "slow"},
-		{"carol", "carol", "echo"}, {"bob", "bob", "echo"}, {"alice", "alice", "echo"},
+	specs := []struct{ owner, principal, tenant, route, tool string }{
+		{"alice", "alice", "t1", "srv0#0", "echo"}, {"bob", "bob", "t2", "srv0#0", "slow"}, {"alice", "alice", "t1", "srv1#0", "slow"},
+		{"carol", "carol", "t2", "srv0#0", "echo"}, {"bob", "bob", "t2", "srv1#0", "echo"}, {"alice", "alice", "t1", "srv0#0", "echo"},
 	}
 	tasks := make([]*task.Task, len(specs))
 	for i, sp := range specs {
 		tasks[i] = newTask(sp.owner, t0.Add(time.Duration(i)*time.Millisecond))
-		tasks[i].Principal, tasks[i].Tool = sp.principal, sp.tool
+		tasks[i].Principal, tasks[i].Tenant, tasks[i].Route, tasks[i].Tool = sp.principal, sp.tenant, sp.route, sp.tool
 	}
+	at := func(i int) time.Time { return tasks[i].CreatedAt }
 	for _, i := range []int{4, 1, 5, 0, 3, 2} {
 		mustCreate(t, s, tasks[i])
 	}
@@ -92,6 +93,12 @@ func testAdminListAll(t *testing.T, s task.Store) {
 		{"tool", task.TaskFilter{Tool: "slow"}, 10, newest(2, 1), 1},
 		{"principal and tool", task.TaskFilter{Principal: "alice", Tool: "echo"}, 1, newest(5, 0), -1},
 		{"no match", task.TaskFilter{Principal: "dave"}, 10, "[]", 1},
+		{"tenant", task.TaskFilter{Tenant: "t2"}, 2, newest(4, 3, 1), 2},
+		{"route", task.TaskFilter{Route: "srv1#0"}, 10, newest(4, 2), 1},
+		{"tenant and route", task.TaskFilter{Tenant: "t1", Route: "srv0#0"}, 1, newest(5, 0), -1},
+		{"created after", task.TaskFilter{CreatedAfter: at(2)}, 2, newest(5, 4, 3), 2},
+		{"created before", task.TaskFilter{CreatedBefore: at(2)}, 10, newest(1, 0), 1},
+		{"created between", task.TaskFilter{CreatedAfter: at(1), CreatedBefore: at(4)}, 10, newest(3, 2), 1},
 	}
 	for _, tt := range tests {
 		ids, pages := adminListAll(t, al, tt.filter, tt.limit)

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Operator access to a store: browsing the tasks of every owner, for the
@@ -15,14 +16,31 @@ import (
 type TaskFilter struct {
 	Status    Status
 	Principal string
-	Tool      string
+	// Tenant is the owner's tenant (the JWT's tenant claim).
+	Tenant string
+	// Route is the route (handler instance) that created the task.
+	Route string
+	Tool  string
+	// CreatedAfter and CreatedBefore bound the task's creation time
+	// (exclusive); zero bounds nothing.
+	CreatedAfter, CreatedBefore time.Time
 }
 
 // Match reports whether t passes the filter.
 func (f TaskFilter) Match(t *Task) bool {
 	return (f.Status == "" || t.Status == f.Status) &&
 		(f.Principal == "" || t.Principal == f.Principal) &&
-		(f.Tool == "" || t.Tool == f.Tool)
+		(f.Tenant == "" || t.Tenant == f.Tenant) &&
+		(f.Route == "" || t.Route == f.Route) &&
+		(f.Tool == "" || t.Tool == f.Tool) &&
+		(f.CreatedAfter.IsZero() || t.CreatedAt.After(f.CreatedAfter)) &&
+		(f.CreatedBefore.IsZero() || t.CreatedAt.Before(f.CreatedBefore))
+}
+
+// OnlyStatus reports whether the filter selects by status alone (or not
+// at all): what a store can select without reading each task's record.
+func (f TaskFilter) OnlyStatus() bool {
+	return f == TaskFilter{Status: f.Status}
 }
 
 // AdminLister is a Store that operators can browse across owners. Its
