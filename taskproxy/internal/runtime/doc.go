@@ -9,7 +9,8 @@
 // operator's delete of a finished task, and health.
 //
 // It knows no wire format and no protocol adapter: it imports the task
-// model, jsonrpc, the calls to the next handler (internal/upstream) and the
+// model, jsonrpc, the calls to the next handler (internal/upstream), what
+// an upstream's own task is and how to ask it (internal/follow) and the
 // pure version translations (internal/translate), never internal/gate, the
 // root or an adapter (the root's imports_test.go holds the rule).
 //

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -107,7 +108,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
 		route.resume(t, nil, "", why)
 	case route.cfg.RetryOnRestart[t.Tool]:
-		params, err := upstreamCallParams(t)
+		params, err := follow.UpstreamCallParams(t)
 		if err != nil {
 			route.failOrphan(ctx, t, why.lost)
 			return
@@ -248,7 +249,7 @@ func RoutingHeaders(r *http.Request) map[string]string {
 			continue
 		}
 		switch k := http.CanonicalHeaderKey(k); {
-		case k == upstream.HeaderProtocolVersion, IsRoutingHeader(k):
+		case k == upstream.HeaderProtocolVersion, upstream.IsRoutingHeader(k):
 			out[k] = v[0]
 		}
 	}

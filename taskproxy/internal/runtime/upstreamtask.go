@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -24,50 +24,6 @@ import (
 // task's cancellation and expiry to the upstream's tasks/cancel, and takes
 // the upstream's outcome as the task's. A restart resumes following by the
 // recorded id; an upstream that no longer knows it fails the task with why.
-
-// msgUpstreamTaskGone is the error of a task whose upstream task the
-// upstream no longer knows (it restarted, dropped the session, or purged it).
-const msgUpstreamTaskGone = "the upstream no longer knows its task %s (it may have restarted, ended the session, or expired the task); the result is lost"
-
-// maxFollowFailures bounds the tasks/result calls in a row that end
-// without an answer while the upstream still knows the task.
-const maxFollowFailures = 10
-
-// upstreamTaskParams returns the params of the call that creates the
-// upstream's task: the stored params with params.task asking for the
-// gateway task's ttl.
-func upstreamTaskParams(t *task.Task) (json.RawMessage, error) {
-	meta, _ := json.Marshal(map[string]int64{"ttl": t.TTL.Milliseconds()})
-	p, err := jsonx.Set(jsonx.OrEmptyObject(t.Params), "task", meta)
-	if err != nil {
-		return nil, fmt.Errorf("adding params.task: %w", err)
-	}
-	return p, nil
-}
-
-// upstreamCallParams returns the params of t's tools/call as the upstream
-// receives them: with params.task when the upstream makes the task.
-func upstreamCallParams(t *task.Task) (json.RawMessage, error) {
-	if t.UpstreamTask && !t.UpstreamV2026 { // 2026-07-28: the extension, kept in t.Params, asks
-		return upstreamTaskParams(t)
-	}
-	return t.Params, nil
-}
-
-// UpstreamCallBody encodes t's tools/call to the upstream.
-func UpstreamCallBody(t *task.Task) ([]byte, error) {
-	params, err := upstreamCallParams(t)
-	if err != nil {
-		return nil, err
-	}
-	return jsonrpc.RequestBytes(t.UpstreamID, "tools/call", params)
-}
-
-// followID is the id of the worker's n-th request about the upstream's task.
-func followID(taskID, what string, n int) json.RawMessage {
-	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", jsonrpc.GatewayIDPrefix, taskID, what, n))
-	return id
-}
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
@@ -137,7 +93,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
 		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = UpstreamStatusMessage(m), Now()
+			rec.StatusMessage, rec.UpdatedAt = follow.UpstreamStatusMessage(m), Now()
 		}
 		return nil
 	})
@@ -184,7 +140,7 @@ func (w *worker) followUpstreamTask() {
 	route, t, run := w.route, w.t, w.run
 	failures := 0
 	for n := 1; ; n++ {
-		id := followID(t.ID, "result", n)
+		id := follow.FollowID(t.ID, "result", n)
 		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
 			route.Finish(t, nil, InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
@@ -196,19 +152,19 @@ func (w *worker) followUpstreamTask() {
 			return
 		}
 		if ev.Err == nil && ev.Final.Error == nil {
-			route.Finish(t, BridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
+			route.Finish(t, BridgedResult(t, follow.WithoutRelatedTask(ev.Final.Result)), nil)
 			return
 		}
 		status, known, err := w.upstreamTaskStatus(n)
 		switch {
 		case err == nil && !known:
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
+			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, follow.MsgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		case err == nil && status.Terminal() && ev.Err == nil:
 			route.Finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
 			return
 		}
-		if failures++; failures > maxFollowFailures {
+		if failures++; failures > follow.MaxFollowFailures {
 			cause := ev.Err
 			if cause == nil {
 				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
@@ -231,7 +187,7 @@ func (w *worker) upstreamTaskStatus(n int) (task.Status, bool, error) {
 	t, run := w.t, w.run
 	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
 	defer cancel()
-	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, follow.FollowID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 	if err != nil {
 		return "", false, err
 	}
@@ -268,7 +224,7 @@ func (w *worker) pollUpstreamStatus() func() {
 			case <-ctx.Done():
 				return
 			}
-			answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, follow.FollowID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 			if err != nil || answer.Error != nil {
 				continue // tasks/result's follow-up decides what a failure means
 			}
@@ -293,7 +249,7 @@ func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.Raw
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
-	if message := UpstreamStatusMessage(up.StatusMessage); w.mirrored.admit(message, time.Now()) {
+	if message := follow.UpstreamStatusMessage(up.StatusMessage); w.mirrored.admit(message, time.Now()) {
 		w.setWorkingMessage(ctx, message)
 	}
 }
@@ -320,11 +276,11 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	id, params := followID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
+	id, params := follow.FollowID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
 	var answer *jsonrpc.Message
 	var err error
-	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (upstreamtask2026_request.go)
-		answer, err = v2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, id, "tasks/cancel", params)
+	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (follow.V2026UpstreamRequest)
+		answer, err = follow.V2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, id, "tasks/cancel", params)
 	} else {
 		answer, err = upstream.Request(ctx, run.Base, run.Next, t.Session, id, "tasks/cancel", params)
 	}
@@ -350,22 +306,4 @@ func (route *Route) stopUpstreamCall(ctx context.Context, run *Run, t *task.Task
 	if UpstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
 		route.NotifyUpstreamCancelled(ctx, run, t, reason)
 	}
-}
-
-// withoutRelatedTask removes the upstream's related-task meta from a
-// tasks/result answer: it names the upstream's task id, and the task's
-// answer carries the gateway's own instead.
-func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	meta, ok := jsonx.Get(result, "_meta")
-	if !ok {
-		return result
-	}
-	if _, ok := jsonx.Get(meta, task.MetaRelatedTask); !ok {
-		return result
-	}
-	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == task.MetaRelatedTask })
-	if err != nil {
-		return result
-	}
-	return out
 }

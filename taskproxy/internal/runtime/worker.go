@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -402,7 +403,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		if rec.Era == task.Era2026 && rec.UpstreamTaskID != "" {
 			// The related task the upstream names is its own: a
 			// 2026-07-28 input request needs none.
-			params = withoutRelatedTask(params)
+			params = follow.WithoutRelatedTask(params)
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
 		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)

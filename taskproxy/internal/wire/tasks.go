@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -103,7 +104,7 @@ func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail fun
 // StartTask starts the worker of a stored task, making its first call.
 func (c *Exchange) StartTask(t *task.Task) {
 	run := c.Route.NewRun(c.Detach(c.R), c.Next)
-	body, err := runtime.UpstreamCallBody(t)
+	body, err := follow.UpstreamCallBody(t)
 	if err != nil {
 		run.Release()
 		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))

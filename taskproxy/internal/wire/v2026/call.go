@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
@@ -152,7 +153,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		return nil
 	}
 	if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
-		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+		if created, ok := follow.ReadV2026Created(ev.Final.Result); ok {
 			return c.adoptUpstreamTask(t, run, stopFollowingClient, reply, created)
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package follow
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 // (tasks/get, tasks/update, tasks/cancel): the extension's required _meta
 // and routing headers, whoever sends them.
 
-// v2026UpstreamRequest sends the upstream a task request on the 2026-07-28
+// V2026UpstreamRequest sends the upstream a task request on the 2026-07-28
 // wire, from base's headers; callParams are the params of the call that
 // made the upstream's task, whose client capabilities it repeats.
-func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
+func V2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    string(task.Era2026),
 		"io.modelcontextprotocol/clientCapabilities": v2026ClientCapabilities(callParams),
@@ -32,7 +32,7 @@ func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Han
 	}
 	req := upstream.NewRequest(ctx, base, body)
 	for k := range req.Header {
-		if IsRoutingHeader(k) { // the call's Mcp-Name and Mcp-Param-*
+		if upstream.IsRoutingHeader(k) { // the call's Mcp-Name and Mcp-Param-*
 			delete(req.Header, k)
 		}
 	}
