@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
@@ -84,7 +84,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	body, err := follow.UpstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.Release()
-		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		c.Route.Finish(t, nil, rpcerr.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return c.Reply(v2026.CreateResult(t))
 	}
 	// The session stays held while the task runs: the table must not end

@@ -10,8 +10,9 @@
 //
 // It knows no wire format and no protocol adapter: it imports the task
 // model, jsonrpc, the calls to the next handler (internal/upstream), what
-// an upstream's own task is and how to ask it (internal/follow) and the
-// pure version translations (internal/translate), never internal/gate, the
+// an upstream's own task is and how to ask it (internal/follow), the
+// mapping of errors to what a client gets (internal/rpcerr) and the pure
+// version translations (internal/translate), never internal/gate, the
 // root or an adapter (the root's imports_test.go holds the rule).
 //
 // # Routes

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -93,7 +94,7 @@ func (route *Route) SettleUnsettled(ctx context.Context) int {
 			route.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
 			route.rt.unsettled.Delete(id)
-		case storeUnavailable(err):
+		case rpcerr.StoreUnavailable(err):
 			if ce := route.log.Check(zap.DebugLevel, "the task store is still unavailable for an unsettled task"); ce != nil {
 				ce.Write(zap.String("task", id), zap.Error(err))
 			}

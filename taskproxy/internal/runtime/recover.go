@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -185,7 +186,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 		if err != nil {
 			run.Release()
 			if !errors.Is(err, task.ErrTerminal) {
-				current.Finish(t, nil, ClientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
+				current.Finish(t, nil, rpcerr.ClientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -101,7 +102,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 		// The upstream's task must not run on untracked.
 		route.cancelUpstreamTask(ctx, run, t, id)
 		if !outcomeSettled(err) {
-			route.Finish(t, nil, InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, rpcerr.InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
 		}
 		return "", false
 	}
@@ -143,7 +144,7 @@ func (w *worker) followUpstreamTask() {
 		id := follow.FollowID(t.ID, "result", n)
 		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
-			route.Finish(t, nil, InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, rpcerr.InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
 			return
 		}
 		ev := w.followEvents(upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))

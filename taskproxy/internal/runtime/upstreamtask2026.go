@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -93,7 +94,7 @@ func (w *worker) recordV2026UpstreamTask(created follow.V2026Created) bool {
 	if err != nil {
 		route.cancelUpstreamTask(ctx, run, t, created.TaskID)
 		if !outcomeSettled(err) {
-			route.Finish(t, nil, InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, rpcerr.InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
 		}
 		return false
 	}

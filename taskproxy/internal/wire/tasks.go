@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -42,7 +43,7 @@ func (e *Env) StoreFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrNotFound) {
 		return ErrTaskNotFound()
 	}
-	return runtime.ClientError(e.Log, "task store", err)
+	return rpcerr.ClientError(e.Log, "task store", err)
 }
 
 // TaskIDParam reads params.taskId.
@@ -96,7 +97,7 @@ func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail fun
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.QuotaRefused(err))
 	default:
-		fail(runtime.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID)))
+		fail(rpcerr.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -107,7 +108,7 @@ func (c *Exchange) StartTask(t *task.Task) {
 	body, err := follow.UpstreamCallBody(t)
 	if err != nil {
 		run.Release()
-		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		c.Route.Finish(t, nil, rpcerr.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
 	c.Route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
@@ -127,7 +128,7 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	}
 	n, err := c.Runtime.Store.CountActive(ctx, owner)
 	if err != nil {
-		return runtime.ClientError(c.Log, "counting active tasks", err)
+		return rpcerr.ClientError(c.Log, "counting active tasks", err)
 	}
 	n += c.uncounted(owner)
 	if n >= c.MaxActivePerOwner {
@@ -198,7 +199,7 @@ func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
 	})
 	switch {
 	case err != nil:
-		return nil, runtime.ClientError(c.Log, "counting active tasks", err)
+		return nil, rpcerr.ClientError(c.Log, "counting active tasks", err)
 	case !ok:
 		return nil, c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}

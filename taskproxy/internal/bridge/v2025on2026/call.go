@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -110,7 +111,7 @@ func needsTasksExtension(ev upstream.Event) bool {
 func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage) (ev upstream.Event, sent json.RawMessage, done bool) {
 	ext, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
 	if err != nil {
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "declaring the tasks extension", err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "declaring the tasks extension", err)))
 		return ev, params, true
 	}
 	withExt := json.RawMessage(ext) // sent as it is, not as a byte string
@@ -126,7 +127,7 @@ func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, p
 	body, err := jsonrpc.RequestBytes(id, "tools/call", withExt)
 	if err != nil {
 		release()
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding the task call", err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "encoding the task call", err)))
 		return ev, params, true
 	}
 	ev, left := follow.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, withExt, body, rep.on, release)
@@ -196,7 +197,7 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 		if round < maxInputRounds {
 			if answered, e = c.ask(ctx, rep, out.Input); e == nil {
 				if aerr := follow.AnswerV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID, answered); aerr != nil {
-					e = runtime.UpstreamFailure(c.Log, aerr)
+					e = rpcerr.UpstreamFailure(c.Log, aerr)
 				}
 			}
 		}
@@ -223,7 +224,7 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 		pt.finish(c, task.StatusCancelled)
 	case err != nil:
 		pt.finish(c, task.StatusFailed)
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, err)))
 	case out.Error != nil:
 		pt.finish(c, task.StatusFailed)
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, out.Error))
@@ -295,7 +296,7 @@ func (c *call) attempt(ctx context.Context, base *http.Request, method string, p
 func (c *call) sendFinal(rep *reply, ev upstream.Event) {
 	switch {
 	case ev.Err != nil:
-		e := runtime.UpstreamFailure(c.Log, ev.Err)
+		e := rpcerr.UpstreamFailure(c.Log, ev.Err)
 		if rep.sse == nil {
 			wire.WriteError(c.W, http.StatusBadGateway, c.Msg.ID, e)
 			return

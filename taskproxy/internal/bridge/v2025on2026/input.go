@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -124,7 +124,7 @@ func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.Raw
 		round.keys = append(round.keys, k)
 		data, err := jsonrpc.RequestBytes(id, req.Method, req.Params)
 		if err != nil {
-			return nil, runtime.InternalError(c.Log, "encoding an input request", err)
+			return nil, rpcerr.InternalError(c.Log, "encoding an input request", err)
 		}
 		sends = append(sends, data)
 	}
@@ -180,7 +180,7 @@ func (c *call) answerRounds(ctx context.Context, rep *reply, base *http.Request,
 			retry, err = jsonx.Set(retry, "requestState", in.RequestState)
 		}
 		if err != nil {
-			return ev, runtime.InternalError(c.Log, "building the retry", err)
+			return ev, rpcerr.InternalError(c.Log, "building the retry", err)
 		}
 		ev = c.attempt(ctx, base, c.Msg.Method, retry, rep)
 	}

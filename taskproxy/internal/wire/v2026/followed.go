@@ -9,6 +9,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -73,7 +74,7 @@ func (c *call) passAnswer(run *runtime.Run, stopFollowingClient func() bool, rep
 // there was none.
 func (c *call) sendAnswer(reply *Reply, ev upstream.Event) {
 	if ev.Err != nil {
-		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
+		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
 		return
 	}
 	status := http.StatusOK
@@ -126,7 +127,7 @@ func (c *call) servePlainOnTaskRuntime() error {
 	if ev.Err == nil && ev.Final.Error != nil && ev.Final.Error.Code == jsonrpc.CodeMissingRequiredClientCapability {
 		withExt, err := withTasksExtension(params)
 		if err != nil {
-			c.fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
+			c.fail(rpcerr.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
 		// The upstream's task runs for the caller as a task of the

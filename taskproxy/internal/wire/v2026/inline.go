@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -182,7 +183,7 @@ func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
 	case err != nil:
-		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)), http.StatusBadGateway)
+		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, err)), http.StatusBadGateway)
 		return nil
 	case out.Input != nil:
 		state, e := c.h.park(w)
@@ -196,7 +197,7 @@ func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 		}
 		data, err := jsonrpc.ResponseBytes(c.Msg.ID, map[string]any{"resultType": "input_required", "inputRequests": out.Input, "requestState": state})
 		if err != nil {
-			data = jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding input_required", err))
+			data = jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "encoding input_required", err))
 		}
 		reply.Send(data, http.StatusOK)
 		return nil
@@ -228,7 +229,7 @@ func (c *call) resumeInline(w *inlineWait) error {
 	w.next = c.Next
 	if err := follow.AnswerV2026UpstreamTask(c.R.Context(), w.base, c.Next, w.params, w.upstreamTaskID, p.InputResponses); err != nil {
 		w.cancelUpstream()
-		c.fail(runtime.UpstreamFailure(c.Log, err))
+		c.fail(rpcerr.UpstreamFailure(c.Log, err))
 		return nil
 	}
 	w.answered = p.InputResponses
