@@ -8,9 +8,9 @@
 // itself uses it directly.
 //
 // It imports the task model, jsonrpc, the calls to the next handler
-// (internal/upstream) and the pure version translations
-// (internal/translate), never the runtime or anything above it (the root's
-// imports_test.go holds the rule).
+// (internal/upstream), the error mappers (internal/rpcerr) and the pure
+// version translations (internal/translate), never the runtime or
+// anything above it (the root's imports_test.go holds the rule).
 //
 // # An upstream's task
 //
@@ -29,6 +29,17 @@
 //	                         or gone (-32602: the upstream no longer knows
 //	                         it, MsgUpstreamTaskGone), or too many failed
 //	                         asks in a row (MaxFollowFailures)
+//
+// The worker of the gateway's task runs the loop of its version (Loop's
+// V2025 and V2026) with a Tracker, the seam to the runtime, which owns the
+// task's record: the loop asks the upstream and hands the tracker what it
+// learns (a status message, input requests, the outcome), and takes the
+// client's answers from it; when the worker's context ends first, the
+// tracker is told why (Interrupt). On 2025-11-25 the loop waits in
+// tasks/result (whose stream carries the upstream's input requests) and
+// polls tasks/get beside it for the status message; on 2026-07-28 it
+// polls tasks/get, and sends the client's answers with tasks/update as
+// soon as the tracker has them.
 //
 // A 2026-07-28 upstream's task is polled with tasks/get at its
 // pollIntervalMs, kept within bounds (PollEvery, ClampV2026Poll); its

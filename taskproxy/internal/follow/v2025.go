@@ -1,10 +1,16 @@
 package follow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -69,4 +75,113 @@ func WithoutRelatedTask(result json.RawMessage) json.RawMessage {
 		return result
 	}
 	return out
+}
+
+// V2025 follows a 2025-11-25 upstream's task: it polls the upstream's
+// tasks/get for the status message (PollV2025Status) while it waits for
+// the outcome with tasks/result, and hands the outcome to tr. A
+// tasks/result that ends without an answer is asked again, as long as the
+// upstream still knows the task. ctx is the worker's: when it ends, the
+// task is interrupted with its cause.
+func (l Loop) V2025(ctx context.Context, tr Tracker) {
+	stopPolling := l.PollV2025Status(ctx, tr)
+	defer stopPolling()
+	t := l.Task
+	failures := 0
+	for n := 1; ; n++ {
+		id := FollowID(t.ID, "result", n)
+		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
+		if err != nil {
+			tr.Finish(nil, rpcerr.InternalError(l.Log, "encoding tasks/result", err, zap.String("task", t.ID)))
+			return
+		}
+		ev := Events(ctx, upstream.StartAttempt(ctx, l.Base, l.Next, id, body), tr)
+		if ctx.Err() != nil {
+			tr.Interrupt(context.Cause(ctx))
+			return
+		}
+		if ev.Err == nil && ev.Final.Error == nil {
+			tr.Finish(WithoutRelatedTask(ev.Final.Result), nil)
+			return
+		}
+		status, known, err := l.v2025Status(ctx, n)
+		switch {
+		case err == nil && !known:
+			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, MsgUpstreamTaskGone, t.UpstreamTaskID))
+			return
+		case err == nil && status.Terminal() && ev.Err == nil:
+			tr.Finish(nil, ev.Final.Error) // the upstream's outcome is an error
+			return
+		}
+		if failures++; failures > MaxFollowFailures {
+			cause := ev.Err
+			if cause == nil {
+				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
+			}
+			tr.Interrupt(fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
+			return
+		}
+		select {
+		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
+		case <-ctx.Done():
+			tr.Interrupt(context.Cause(ctx))
+			return
+		}
+	}
+}
+
+// v2025Status asks the upstream for its task (tasks/get): its status, or
+// known false when the upstream answers that it has no such task.
+func (l Loop) v2025Status(ctx context.Context, n int) (task.Status, bool, error) {
+	t := l.Task
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, FollowID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	if err != nil {
+		return "", false, err
+	}
+	if answer.Error != nil {
+		if answer.Error.Code == jsonrpc.CodeInvalidParams {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
+	}
+	var tk struct {
+		Status        task.Status `json:"status"`
+		StatusMessage string      `json:"statusMessage"`
+	}
+	if err := json.Unmarshal(answer.Result, &tk); err != nil {
+		return "", false, fmt.Errorf("reading tasks/get: %w", err)
+	}
+	return tk.Status, true, nil
+}
+
+// PollV2025Status polls the upstream's tasks/get at the task's poll
+// interval while tasks/result blocks, offering the upstream's status
+// message to tr (the only way to see "Analyzing content…" from a server
+// that sends no status notifications). It returns the stop.
+func (l Loop) PollV2025Status(ctx context.Context, tr Tracker) func() {
+	t := l.Task
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := max(t.PollInterval, time.Second)
+		for n := 1; ; n++ {
+			select {
+			case <-time.After(every):
+			case <-ctx.Done():
+				return
+			}
+			answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, FollowID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			if err != nil || answer.Error != nil {
+				continue // tasks/result's follow-up decides what a failure means
+			}
+			tr.Status(ctx, answer.Result)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

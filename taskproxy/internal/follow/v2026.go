@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -103,3 +104,154 @@ func V2026ResultFor(t *task.Task, result json.RawMessage) json.RawMessage {
 }
 
 func ClampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026Poll), maxV2026Poll) }
+
+// V2026 polls a 2026-07-28 upstream's task until it ends, and sends the
+// client's answers on as soon as they are given: changed receives a value
+// when the gateway's task changed (an answer, perhaps). ctx is the
+// worker's: when it ends, the task is interrupted with its cause.
+func (l Loop) V2026(ctx context.Context, changed <-chan struct{}, tr V2026Tracker) {
+	t := l.Task
+	every := ClampV2026Poll(t.PollInterval)
+	sent := map[string]bool{} // upstream keys whose answers went out
+	failures := 0
+	for n := 1; ; n++ {
+		if l.sendV2026Answers(ctx, n, sent, tr) {
+			continue // answers went out: see what the upstream made of them
+		}
+		up, known, err := l.getV2026(ctx, n)
+		if ctx.Err() != nil {
+			tr.Interrupt(context.Cause(ctx))
+			return
+		}
+		switch {
+		case err != nil:
+			if failures++; failures > MaxFollowFailures {
+				tr.Interrupt(fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, err))
+				return
+			}
+		case !known:
+			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, MsgUpstreamTaskGone, t.UpstreamTaskID))
+			return
+		default:
+			failures = 0
+			if up.PollIntervalMs.Value > 0 {
+				every = PollEvery(up.PollIntervalMs.Value)
+			}
+			if l.mirrorV2026(ctx, up, tr) {
+				return
+			}
+		}
+		timer := time.NewTimer(every)
+		select {
+		case <-timer.C:
+		case <-changed: // an answer, perhaps: sent at the loop's start
+		case <-ctx.Done():
+			timer.Stop()
+			tr.Interrupt(context.Cause(ctx))
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// mirrorV2026 hands one tasks/get answer to the tracker; it returns true
+// once the task has ended.
+func (l Loop) mirrorV2026(ctx context.Context, up V2026UpstreamTask, tr V2026Tracker) bool {
+	switch up.Status {
+	case task.StatusCompleted:
+		result := up.Result
+		if result == nil {
+			result = json.RawMessage("{}")
+		}
+		tr.Finish(result, nil)
+		return true
+	case task.StatusFailed:
+		e := up.Error
+		if e == nil {
+			e = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", UpstreamStatusMessage(up.StatusMessage))
+		}
+		tr.Finish(nil, e)
+		return true
+	case task.StatusCancelled:
+		// Cancelled upstream, not by this task's client (that cancel is
+		// recorded first and ends the worker).
+		msg := "the upstream cancelled its task"
+		if up.StatusMessage != "" {
+			msg += ": " + UpstreamStatusMessage(up.StatusMessage)
+		}
+		tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msg))
+		return true
+	case task.StatusInputRequired:
+		tr.Inputs(up.InputRequests)
+	case task.StatusWorking:
+		if up.StatusMessage != "" {
+			tr.Status(ctx, mustJSON(map[string]string{"taskId": l.Task.UpstreamTaskID, "statusMessage": up.StatusMessage}))
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// sendV2026Answers sends the upstream, with one tasks/update, the client's
+// answers not sent yet (tr.Answers; a partial set too: the upstream keeps
+// it), under the upstream's keys. It reports whether it sent any. After a
+// restart, answers already sent go again; the upstream ignores answers to
+// keys no longer outstanding.
+func (l Loop) sendV2026Answers(ctx context.Context, n int, sent map[string]bool, tr V2026Tracker) bool {
+	t := l.Task
+	responses := tr.Answers(ctx, sent)
+	if len(responses) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	answer, err := l.v2026Request(ctx, FollowID(t.ID, "update", n), "tasks/update", map[string]any{"taskId": t.UpstreamTaskID, "inputResponses": responses})
+	if err != nil || answer.Error != nil {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			msg = answer.Error.Message
+		}
+		l.Log.Warn("sending answers to the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", t.UpstreamTaskID), zap.String("error", msg))
+		return false // the next tasks/get decides; the answers go again
+	}
+	for k := range responses {
+		sent[k] = true
+	}
+	return true
+}
+
+// getV2026 asks the upstream for its task: known is false when the
+// upstream answers that it has no such task (-32602).
+func (l Loop) getV2026(ctx context.Context, n int) (V2026UpstreamTask, bool, error) {
+	t := l.Task
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	answer, err := l.v2026Request(ctx, FollowID(t.ID, "get", n), "tasks/get", map[string]any{"taskId": t.UpstreamTaskID})
+	if err != nil {
+		return V2026UpstreamTask{}, false, err
+	}
+	if answer.Error != nil {
+		if answer.Error.Code == jsonrpc.CodeInvalidParams {
+			return V2026UpstreamTask{}, false, nil
+		}
+		return V2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
+	}
+	up, err := ReadV2026UpstreamTask(answer.Result, l.Log)
+	if err != nil {
+		return V2026UpstreamTask{}, false, err
+	}
+	return up, true, nil
+}
+
+// v2026Request sends the upstream one request of the task's own on the
+// 2026-07-28 wire: the required _meta (the client capabilities of the
+// task's call, which declared the extension) and the routing headers.
+func (l Loop) v2026Request(ctx context.Context, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
+	return V2026UpstreamRequest(ctx, l.Base, l.Next, l.Task.Params, id, method, params)
+}

@@ -102,3 +102,8 @@ func TestUpstreamStatusMessageBoundedAndPaced(t *testing.T) {
 		t.Errorf("%d store writes for %d polls in %v, want at most %d", store.n.Load(), polls, took, maxWrites)
 	}
 }
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,9 +48,7 @@ func (w *worker) workUpstreamTask(a *upstream.Attempt) {
 			return
 		}
 	}
-	stopPolling := w.pollUpstreamStatus()
-	defer stopPolling()
-	w.followUpstreamTask()
+	followed{w}.loop().V2025(run.Ctx, followed{w})
 }
 
 // createUpstreamTask reads the answer of the creating call and records the
@@ -61,7 +58,7 @@ func (w *worker) workUpstreamTask(a *upstream.Attempt) {
 // meanwhile, in which case the upstream's task is cancelled.
 func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	route, t, run := w.route, w.t, w.run
-	ev := w.followEvents(a)
+	ev := follow.Events(run.Ctx, a, followed{w})
 	switch {
 	case ev.Err != nil:
 		route.finishInterrupted(run.Ctx, t, ev.Err)
@@ -117,125 +114,62 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 // auditUpstreamTask is the audit event of a task the upstream runs.
 const auditUpstreamTask = "task created at the upstream"
 
-// followEvents consumes an attempt's events up to its last one: the
-// upstream's requests become the task's input requests, status
-// notifications of its task update the status message.
-func (w *worker) followEvents(a *upstream.Attempt) *upstream.Event {
-	run := w.run
-	ev, _ := a.Until(run.Ctx, nil, func(ev upstream.Event) bool {
-		switch {
-		case ev.Request != nil:
-			w.upstreamRequest(ev.Request)
-		case ev.Notification.Method == "notifications/tasks/status":
-			w.mirrorUpstreamStatus(run.Ctx, ev.Notification.Params)
-		}
-		return false
-	})
-	return &ev
+// followed is the worker's task as the follow loops see it
+// (follow.V2026Tracker): they read the upstream's task, it records what
+// they read.
+type followed struct{ w *worker }
+
+// loop is the follow loop of the worker's task.
+func (f followed) loop() follow.Loop {
+	return follow.Loop{Task: f.w.t, Base: f.w.run.Base, Next: f.w.run.Next, Log: f.w.route.log}
 }
 
-// followUpstreamTask waits for the upstream task's outcome with tasks/result
-// and records it. A tasks/result that ends without an answer is asked
-// again, as long as the upstream still knows the task.
-func (w *worker) followUpstreamTask() {
-	route, t, run := w.route, w.t, w.run
-	failures := 0
-	for n := 1; ; n++ {
-		id := follow.FollowID(t.ID, "result", n)
-		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
-		if err != nil {
-			route.Finish(t, nil, rpcerr.InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
-			return
-		}
-		ev := w.followEvents(upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))
-		if run.Ctx.Err() != nil {
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
-		}
-		if ev.Err == nil && ev.Final.Error == nil {
-			route.Finish(t, BridgedResult(t, follow.WithoutRelatedTask(ev.Final.Result)), nil)
-			return
-		}
-		status, known, err := w.upstreamTaskStatus(n)
-		switch {
-		case err == nil && !known:
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, follow.MsgUpstreamTaskGone, t.UpstreamTaskID))
-			return
-		case err == nil && status.Terminal() && ev.Err == nil:
-			route.Finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
-			return
-		}
-		if failures++; failures > follow.MaxFollowFailures {
-			cause := ev.Err
-			if cause == nil {
-				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
-			}
-			route.finishInterrupted(run.Ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
-			return
-		}
-		select {
-		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
-		case <-run.Ctx.Done():
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
+// Finish records the upstream task's outcome, its result as the task's
+// client takes it: a 2026-07-28 upstream's for the task's era, a
+// 2025-11-25 upstream's with the 2026-07-28 fields when the task is
+// bridged.
+func (f followed) Finish(result json.RawMessage, rpcErr *jsonrpc.Error) {
+	t := f.w.t
+	if rpcErr == nil {
+		if t.UpstreamV2026 {
+			result = follow.V2026ResultFor(t, result)
+		} else {
+			result = BridgedResult(t, result)
 		}
 	}
+	f.w.route.Finish(t, result, rpcErr)
 }
 
-// upstreamTaskStatus asks the upstream for its task (tasks/get): its
-// status, or known false when the upstream answers that it has no such task.
-func (w *worker) upstreamTaskStatus(n int) (task.Status, bool, error) {
-	t, run := w.t, w.run
-	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
-	defer cancel()
-	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, follow.FollowID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
-	if err != nil {
-		return "", false, err
-	}
-	if answer.Error != nil {
-		if answer.Error.Code == jsonrpc.CodeInvalidParams {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
-	}
-	var tk struct {
-		Status        task.Status `json:"status"`
-		StatusMessage string      `json:"statusMessage"`
-	}
-	if err := json.Unmarshal(answer.Result, &tk); err != nil {
-		return "", false, fmt.Errorf("reading tasks/get: %w", err)
-	}
-	return tk.Status, true, nil
+// Interrupt records that following ended without an outcome.
+func (f followed) Interrupt(cause error) { f.w.route.finishInterrupted(f.w.run.Ctx, f.w.t, cause) }
+
+// Status mirrors the upstream task's status message into the task.
+func (f followed) Status(ctx context.Context, upstreamTask json.RawMessage) {
+	f.w.mirrorUpstreamStatus(ctx, upstreamTask)
 }
 
-// pollUpstreamStatus polls the upstream's tasks/get at the task's poll
-// interval while tasks/result blocks, mirroring the upstream's status
-// message into the task (the only way to see "Analyzing content…" from a
-// server that sends no status notifications). It returns the stop.
-func (w *worker) pollUpstreamStatus() func() {
-	t, run := w.t, w.run
-	ctx, cancel := context.WithCancel(run.Ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		every := max(t.PollInterval, time.Second)
-		for n := 1; ; n++ {
-			select {
-			case <-time.After(every):
-			case <-ctx.Done():
-				return
-			}
-			answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, follow.FollowID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
-			if err != nil || answer.Error != nil {
-				continue // tasks/result's follow-up decides what a failure means
-			}
-			w.mirrorUpstreamStatus(ctx, answer.Result)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+// Request takes a request of the upstream's as the task's input request.
+func (f followed) Request(m *jsonrpc.Message) { f.w.upstreamRequest(m) }
+
+// Inputs records a 2026-07-28 upstream task's input requests.
+func (f followed) Inputs(requests map[string]json.RawMessage) { f.w.recordV2026Inputs(requests) }
+
+// Answers returns the client's answers to the upstream's input requests
+// not in sent, by the upstream's keys, as the store holds them; none once
+// the task has ended, or when the store cannot say.
+func (f followed) Answers(ctx context.Context, sent map[string]bool) map[string]json.RawMessage {
+	t := f.w.t
+	rec, err := f.w.route.rt.Store.Get(ctx, t.Owner, t.ID)
+	if err != nil || rec.Status.Terminal() {
+		return nil
 	}
+	responses := map[string]json.RawMessage{}
+	for _, in := range rec.Inputs {
+		if in.UpstreamKey != "" && in.Answered && !sent[in.UpstreamKey] && in.Response != nil {
+			responses[in.UpstreamKey] = in.Response
+		}
+	}
+	return responses
 }
 
 // mirrorUpstreamStatus copies the status message of the upstream's task (a

@@ -53,7 +53,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Ev
 		}
 		if ev == nil {
 			run.awaitCreate()
-			ev = w.followEvents(a)
+			ev = follow.Events(run.Ctx, a, followed{w})
 			if cause := run.createRead(); cause != nil {
 				run.cancelLateUpstreamTask(route, t, ev, cause) // pendingcreate.go
 				return
@@ -73,7 +73,9 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Ev
 			return
 		}
 	}
-	w.followV2026UpstreamTask()
+	sub := route.rt.Hub.Subscribe(t.ID)
+	defer sub.Close()
+	followed{w}.loop().V2026(run.Ctx, sub.Changed, followed{w})
 }
 
 // recordV2026UpstreamTask records the id of the upstream's task, created
@@ -102,98 +104,6 @@ func (w *worker) recordV2026UpstreamTask(created follow.V2026Created) bool {
 	route.AuditTask(auditUpstreamTask, rec)
 	route.rt.Hub.Changed(t.ID)
 	return true
-}
-
-// followV2026UpstreamTask polls the upstream's task until it ends, and
-// sends the client's answers on as soon as they are given.
-func (w *worker) followV2026UpstreamTask() {
-	route, t, run := w.route, w.t, w.run
-	sub := route.rt.Hub.Subscribe(t.ID)
-	defer sub.Close()
-	every := follow.ClampV2026Poll(t.PollInterval)
-	sent := map[string]bool{} // upstream keys whose answers went out
-	failures := 0
-	for n := 1; ; n++ {
-		if w.sendV2026Answers(n, sent) {
-			continue // answers went out: see what the upstream made of them
-		}
-		up, known, err := w.getV2026UpstreamTask(n)
-		if run.Ctx.Err() != nil {
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
-		}
-		switch {
-		case err != nil:
-			if failures++; failures > follow.MaxFollowFailures {
-				route.finishInterrupted(run.Ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, err))
-				return
-			}
-		case !known:
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, follow.MsgUpstreamTaskGone, t.UpstreamTaskID))
-			return
-		default:
-			failures = 0
-			if up.PollIntervalMs.Value > 0 {
-				every = follow.PollEvery(up.PollIntervalMs.Value)
-			}
-			if w.mirrorV2026UpstreamTask(up) {
-				return
-			}
-		}
-		timer := time.NewTimer(every)
-		select {
-		case <-timer.C:
-		case <-sub.Changed: // an answer, perhaps: sent at the loop's start
-		case <-run.Ctx.Done():
-			timer.Stop()
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
-		}
-		timer.Stop()
-	}
-}
-
-// mirrorV2026UpstreamTask copies one tasks/get answer into the task; it
-// returns true once the task has ended.
-func (w *worker) mirrorV2026UpstreamTask(up follow.V2026UpstreamTask) bool {
-	route, t, run := w.route, w.t, w.run
-	switch up.Status {
-	case task.StatusCompleted:
-		result := up.Result
-		if result == nil {
-			result = json.RawMessage("{}")
-		}
-		route.Finish(t, follow.V2026ResultFor(t, result), nil)
-		return true
-	case task.StatusFailed:
-		e := up.Error
-		if e == nil {
-			e = jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task failed: %s", follow.UpstreamStatusMessage(up.StatusMessage))
-		}
-		route.Finish(t, nil, e)
-		return true
-	case task.StatusCancelled:
-		// Cancelled upstream, not by this task's client (that cancel is
-		// recorded first and ends the worker).
-		msg := "the upstream cancelled its task"
-		if up.StatusMessage != "" {
-			msg += ": " + follow.UpstreamStatusMessage(up.StatusMessage)
-		}
-		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", msg))
-		return true
-	case task.StatusInputRequired:
-		w.recordV2026Inputs(up.InputRequests)
-	case task.StatusWorking:
-		if up.StatusMessage != "" {
-			w.mirrorUpstreamStatus(run.Ctx, mustJSON(map[string]string{"taskId": t.UpstreamTaskID, "statusMessage": up.StatusMessage}))
-		}
-	}
-	return false
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // recordV2026Inputs records the upstream's outstanding input requests the
@@ -258,73 +168,4 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 	case err != errNoChange && run.Ctx.Err() == nil:
 		route.log.Warn("recording the upstream's input requests", zap.String("task", t.ID), zap.Error(err))
 	}
-}
-
-// sendV2026Answers sends the upstream, with one tasks/update, the client's
-// answers not sent yet (a partial set too: the upstream keeps it), under
-// the upstream's keys. It reports whether it sent any. After a restart,
-// answers already sent go again; the upstream ignores answers to keys no
-// longer outstanding.
-func (w *worker) sendV2026Answers(n int, sent map[string]bool) bool {
-	route, t, run := w.route, w.t, w.run
-	rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID)
-	if err != nil || rec.Status.Terminal() {
-		return false
-	}
-	responses := map[string]json.RawMessage{}
-	for _, in := range rec.Inputs {
-		if in.UpstreamKey != "" && in.Answered && !sent[in.UpstreamKey] && in.Response != nil {
-			responses[in.UpstreamKey] = in.Response
-		}
-	}
-	if len(responses) == 0 {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
-	defer cancel()
-	answer, err := w.v2026Request(ctx, follow.FollowID(t.ID, "update", n), "tasks/update", map[string]any{"taskId": t.UpstreamTaskID, "inputResponses": responses})
-	if err != nil || answer.Error != nil {
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		} else {
-			msg = answer.Error.Message
-		}
-		route.log.Warn("sending answers to the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", t.UpstreamTaskID), zap.String("error", msg))
-		return false // the next tasks/get decides; the answers go again
-	}
-	for k := range responses {
-		sent[k] = true
-	}
-	return true
-}
-
-// getV2026UpstreamTask asks the upstream for its task: known is false when
-// the upstream answers that it has no such task (-32602).
-func (w *worker) getV2026UpstreamTask(n int) (follow.V2026UpstreamTask, bool, error) {
-	t, run := w.t, w.run
-	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
-	defer cancel()
-	answer, err := w.v2026Request(ctx, follow.FollowID(t.ID, "get", n), "tasks/get", map[string]any{"taskId": t.UpstreamTaskID})
-	if err != nil {
-		return follow.V2026UpstreamTask{}, false, err
-	}
-	if answer.Error != nil {
-		if answer.Error.Code == jsonrpc.CodeInvalidParams {
-			return follow.V2026UpstreamTask{}, false, nil
-		}
-		return follow.V2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
-	}
-	up, err := follow.ReadV2026UpstreamTask(answer.Result, w.route.log)
-	if err != nil {
-		return follow.V2026UpstreamTask{}, false, err
-	}
-	return up, true, nil
-}
-
-// v2026Request sends the upstream one request of the task's own on the
-// 2026-07-28 wire: the required _meta (the client capabilities of the
-// task's call, which declared the extension) and the routing headers.
-func (w *worker) v2026Request(ctx context.Context, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
-	return follow.V2026UpstreamRequest(ctx, w.run.Base, w.run.Next, w.t.Params, id, method, params)
 }

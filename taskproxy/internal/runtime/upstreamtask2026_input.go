@@ -52,7 +52,7 @@ func (w *worker) v2026TaskOf(ev *upstream.Event) (follow.V2026Created, bool) {
 			route.finishInterrupted(run.Ctx, t, err)
 			return follow.V2026Created{}, false
 		}
-		ev = w.followEvents(a)
+		ev = follow.Events(run.Ctx, a, followed{w})
 	}
 }
 
