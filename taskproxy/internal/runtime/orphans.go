@@ -34,30 +34,25 @@ const (
 // MsgWorkerLost is the error of a task the orphan scan failed.
 const MsgWorkerLost = "the task's worker stopped without recording an outcome"
 
-// failOrphansLoop retries unsettled tasks and scans for orphans until the
-// runtime closes.
-func (m maintainer) failOrphansLoop() {
-	rt := m.rt
+// orphanLoop retries unsettled tasks every unsettledRetry and scans for
+// orphans every orphanScanInterval, until the runtime closes.
+type orphanLoop struct{ rt *Runtime }
+
+func (o orphanLoop) run() {
+	rt := o.rt
 	defer rt.loops.Done()
-	tick := time.NewTicker(unsettledRetry)
-	defer tick.Stop()
 	lastScan := time.Now()
-	for {
-		select {
-		case <-rt.ctx.Done():
+	every(unsettledRetry).run(rt.ctx, func(now time.Time) {
+		route := rt.routes.inCharge()
+		if route == nil {
 			return
-		case now := <-tick.C:
-			route := rt.routes.inCharge()
-			if route == nil {
-				continue
-			}
-			route.SettleUnsettled(rt.ctx)
-			if now.Sub(lastScan) >= orphanScanInterval {
-				lastScan = now
-				route.FailOrphans(rt.ctx, Now())
-			}
 		}
-	}
+		route.SettleUnsettled(rt.ctx)
+		if now.Sub(lastScan) >= orphanScanInterval {
+			lastScan = now
+			route.FailOrphans(rt.ctx, Now())
+		}
+	})
 }
 
 // unsettledOutcome is what an unsettled task's record is still to get: the
