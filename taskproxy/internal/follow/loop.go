@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -68,4 +69,29 @@ func Events(ctx context.Context, a *upstream.Attempt, tr Tracker) *upstream.Even
 		return false
 	})
 	return &ev
+}
+
+// Cancel sends the upstream tasks/cancel for its task id, on
+// the task's session. Cancelling a task the upstream already ended is
+// refused by it (-32602), which changes nothing here.
+func (l Loop) Cancel(ctx context.Context, upstreamTaskID string) {
+	t := l.Task
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	id, params := FollowID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
+	var answer *jsonrpc.Message
+	var err error
+	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (V2026UpstreamRequest)
+		answer, err = V2026UpstreamRequest(ctx, l.Base, l.Next, t.Params, id, "tasks/cancel", params)
+	} else {
+		answer, err = upstream.Request(ctx, l.Base, l.Next, t.Session, id, "tasks/cancel", params)
+	}
+	switch {
+	case err != nil:
+		l.Log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
+	case answer.Error != nil:
+		if ce := l.Log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
+			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
+		}
+	}
 }

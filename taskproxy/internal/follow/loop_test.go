@@ -215,3 +215,48 @@ func TestLoopV2026Ends(t *testing.T) {
 		})
 	}
 }
+
+// Cancel sends tasks/cancel for the upstream's task: on 2026-07-28 with
+// the extension's routing headers and no session, on 2025-11-25 on the
+// task's session.
+func TestLoopCancel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                     string
+		tk                       *task.Task
+		wantSession, wantVersion string
+	}{
+		{"2026-07-28", &task.Task{ID: "gw-1", Era: task.Era2026, UpstreamTask: true, UpstreamV2026: true, Session: "s-1", Params: json.RawMessage(`{"name":"x"}`)}, "", string(task.Era2026)},
+		{"2025-11-25", &task.Task{ID: "gw-1", Era: task.Era2025, UpstreamTask: true, Session: "s-1"}, "s-1", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var got []string
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				m, _ := jsonrpc.Parse(body)
+				var p struct {
+					TaskID string `json:"taskId"`
+				}
+				_ = json.Unmarshal(m.Params, &p)
+				mu.Lock()
+				got = append(got, m.Method+" "+p.TaskID+" session="+r.Header.Get("Mcp-Session-Id")+" version="+r.Header.Get("Mcp-Protocol-Version"))
+				mu.Unlock()
+				out, _ := jsonrpc.ResponseBytes(m.ID, json.RawMessage(`{}`))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(out)
+			})
+			base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			base.Header.Set("Mcp-Session-Id", "client-session")
+			Loop{Task: tt.tk, Base: base, Next: next, Log: zap.NewNop()}.Cancel(t.Context(), "up-1")
+			want := "tasks/cancel up-1 session=" + tt.wantSession + " version=" + tt.wantVersion
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || got[0] != want {
+				t.Fatalf("upstream got %q, want one %q", got, want)
+			}
+		})
+	}
+}

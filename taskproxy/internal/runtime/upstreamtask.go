@@ -205,28 +205,10 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 	}
 }
 
-// cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
-// the task's session. Cancelling a task the upstream already ended is
-// refused by it (-32602), which changes nothing here.
+// cancelUpstreamTask sends the upstream tasks/cancel for its task id
+// (follow.Loop.Cancel).
 func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	id, params := follow.FollowID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
-	var answer *jsonrpc.Message
-	var err error
-	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (follow.V2026UpstreamRequest)
-		answer, err = follow.V2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, id, "tasks/cancel", params)
-	} else {
-		answer, err = upstream.Request(ctx, run.Base, run.Next, t.Session, id, "tasks/cancel", params)
-	}
-	switch {
-	case err != nil:
-		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
-	case answer.Error != nil:
-		if ce := route.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
-			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
-		}
-	}
+	follow.Loop{Task: t, Base: run.Base, Next: run.Next, Log: route.log}.Cancel(ctx, upstreamTaskID)
 }
 
 // stopUpstreamCall tells the upstream that a task's call is to stop:
