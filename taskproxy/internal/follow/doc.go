@@ -27,8 +27,8 @@
 //	                    completed | failed | cancelled    followed ...
 //	                    (the upstream's outcome)
 //	                         or gone (-32602: the upstream no longer knows
-//	                         it, MsgUpstreamTaskGone), or too many failed
-//	                         asks in a row (MaxFollowFailures)
+//	                         it, msgUpstreamTaskGone), or too many failed
+//	                         asks in a row (maxFollowFailures)
 //
 // The worker of the gateway's task runs the loop of its version (Loop's
 // V2025 and V2026) with a Tracker, the seam to the runtime, which owns the
@@ -42,7 +42,7 @@
 // soon as the tracker has them.
 //
 // A 2026-07-28 upstream's task is polled with tasks/get at its
-// pollIntervalMs, kept within bounds (PollEvery, ClampV2026Poll); its
+// pollIntervalMs, kept within bounds (pollEvery, clampV2026Poll); its
 // numbers are read as JSON Schema reads an integer, and an odd one is
 // logged at debug level (LogOddNumber), never refused. Its status message
 // is kept bounded (UpstreamStatusMessage).

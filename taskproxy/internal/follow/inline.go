@@ -41,16 +41,16 @@ type InlineOutcome struct {
 // ignored.
 func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
 	LogOddNumber(log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
-	every := PollEvery(created.PollIntervalMs)
+	every := pollEvery(created.PollIntervalMs)
 	cancelUpstream := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, _ = V2026UpstreamRequest(cctx, base, next, callParams, inlineID(created.TaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": created.TaskID})
+		_, _ = v2026UpstreamRequest(cctx, base, next, callParams, inlineID(created.TaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": created.TaskID})
 	}
 	failures := 0
 	for n := 1; ; n++ {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		answer, err := V2026UpstreamRequest(rctx, base, next, callParams, inlineID(created.TaskID, "get", n), "tasks/get", map[string]any{"taskId": created.TaskID})
+		answer, err := v2026UpstreamRequest(rctx, base, next, callParams, inlineID(created.TaskID, "get", n), "tasks/get", map[string]any{"taskId": created.TaskID})
 		cancel()
 		if ctx.Err() != nil {
 			cancelUpstream()
@@ -61,20 +61,20 @@ func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Req
 			if err == nil {
 				err = fmt.Errorf("tasks/get: %s", answer.Error.Message)
 			}
-			if failures++; failures > MaxFollowFailures {
+			if failures++; failures > maxFollowFailures {
 				cancelUpstream()
 				return InlineOutcome{}, fmt.Errorf("following the upstream's task %s: %w", created.TaskID, err)
 			}
 		case answer.Error != nil:
-			return InlineOutcome{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, MsgUpstreamTaskGone, created.TaskID)}, nil
+			return InlineOutcome{Error: jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, created.TaskID)}, nil
 		default:
 			failures = 0
-			up, err := ReadV2026UpstreamTask(answer.Result, log)
+			up, err := readV2026UpstreamTask(answer.Result, log)
 			if err != nil {
 				return InlineOutcome{}, err
 			}
 			if up.PollIntervalMs.Value > 0 {
-				every = PollEvery(up.PollIntervalMs.Value)
+				every = pollEvery(up.PollIntervalMs.Value)
 			}
 			switch up.Status {
 			case task.StatusCompleted:
@@ -114,7 +114,7 @@ func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Req
 func AnswerV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, upstreamTaskID string, responses map[string]json.RawMessage) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	answer, err := V2026UpstreamRequest(ctx, base, next, callParams, inlineID(upstreamTaskID, "update", 1), "tasks/update", map[string]any{"taskId": upstreamTaskID, "inputResponses": responses})
+	answer, err := v2026UpstreamRequest(ctx, base, next, callParams, inlineID(upstreamTaskID, "update", 1), "tasks/update", map[string]any{"taskId": upstreamTaskID, "inputResponses": responses})
 	switch {
 	case err != nil:
 		return fmt.Errorf("tasks/update of the upstream's task %s: %w", upstreamTaskID, err)
@@ -140,5 +140,5 @@ func inlineID(upstreamTaskID, what string, n int) json.RawMessage {
 func CancelV2026UpstreamTask(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, upstreamTaskID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, _ = V2026UpstreamRequest(ctx, base, next, callParams, inlineID(upstreamTaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": upstreamTaskID})
+	_, _ = v2026UpstreamRequest(ctx, base, next, callParams, inlineID(upstreamTaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": upstreamTaskID})
 }

@@ -36,7 +36,7 @@ func CancelLateV2026Create(log *zap.Logger, a *upstream.Attempt, stop context.Ca
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(base.Context()), 10*time.Second)
 	defer cancel()
-	answer, err := V2026UpstreamRequest(ctx, base, next, callParams, inlineID(created.TaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": created.TaskID})
+	answer, err := v2026UpstreamRequest(ctx, base, next, callParams, inlineID(created.TaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": created.TaskID})
 	switch {
 	case err != nil:
 		log.Warn("cancelling the upstream's task of a call its client left", zap.String("upstream_task", created.TaskID), zap.Error(err))

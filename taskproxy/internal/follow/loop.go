@@ -78,11 +78,11 @@ func (l Loop) Cancel(ctx context.Context, upstreamTaskID string) {
 	t := l.Task
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	id, params := FollowID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
+	id, params := followID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
 	var answer *jsonrpc.Message
 	var err error
-	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (V2026UpstreamRequest)
-		answer, err = V2026UpstreamRequest(ctx, l.Base, l.Next, t.Params, id, "tasks/cancel", params)
+	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (v2026UpstreamRequest)
+		answer, err = v2026UpstreamRequest(ctx, l.Base, l.Next, t.Params, id, "tasks/cancel", params)
 	} else {
 		answer, err = upstream.Request(ctx, l.Base, l.Next, t.Session, id, "tasks/cancel", params)
 	}

@@ -165,7 +165,7 @@ func TestLoopV2026(t *testing.T) {
 }
 
 // The loop ends when the worker's context does, and says why; an
-// upstream that no longer knows its task ends it with MsgUpstreamTaskGone.
+// upstream that no longer knows its task ends it with msgUpstreamTaskGone.
 func TestLoopV2026Ends(t *testing.T) {
 	t.Parallel()
 	stopped := errors.New("worker stopped")
@@ -209,7 +209,7 @@ func TestLoopV2026Ends(t *testing.T) {
 			if tt.stop && !errors.Is(rec.cause, stopped) {
 				t.Errorf("interrupted with %v, want the context's cause", rec.cause)
 			}
-			if tt.wantErr && (rec.err == nil || rec.err.Message != fmt.Sprintf(MsgUpstreamTaskGone, "up-1")) {
+			if tt.wantErr && (rec.err == nil || rec.err.Message != fmt.Sprintf(msgUpstreamTaskGone, "up-1")) {
 				t.Errorf("error %v, want the upstream task gone", rec.err)
 			}
 		})

@@ -18,10 +18,10 @@ import (
 // (tasks/get, tasks/update, tasks/cancel): the extension's required _meta
 // and routing headers, whoever sends them.
 
-// V2026UpstreamRequest sends the upstream a task request on the 2026-07-28
+// v2026UpstreamRequest sends the upstream a task request on the 2026-07-28
 // wire, from base's headers; callParams are the params of the call that
 // made the upstream's task, whose client capabilities it repeats.
-func V2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
+func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Handler, callParams json.RawMessage, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    string(task.Era2026),
 		"io.modelcontextprotocol/clientCapabilities": v2026ClientCapabilities(callParams),

@@ -15,13 +15,13 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// MsgUpstreamTaskGone is the error of a task whose upstream task the
+// msgUpstreamTaskGone is the error of a task whose upstream task the
 // upstream no longer knows (it restarted, dropped the session, or purged it).
-const MsgUpstreamTaskGone = "the upstream no longer knows its task %s (it may have restarted, ended the session, or expired the task); the result is lost"
+const msgUpstreamTaskGone = "the upstream no longer knows its task %s (it may have restarted, ended the session, or expired the task); the result is lost"
 
-// MaxFollowFailures bounds the tasks/result calls in a row that end
+// maxFollowFailures bounds the tasks/result calls in a row that end
 // without an answer while the upstream still knows the task.
-const MaxFollowFailures = 10
+const maxFollowFailures = 10
 
 // upstreamTaskParams returns the params of the call that creates the
 // upstream's task: the stored params with params.task asking for the
@@ -53,8 +53,8 @@ func UpstreamCallBody(t *task.Task) ([]byte, error) {
 	return jsonrpc.RequestBytes(t.UpstreamID, "tools/call", params)
 }
 
-// FollowID is the id of the worker's n-th request about the upstream's task.
-func FollowID(taskID, what string, n int) json.RawMessage {
+// followID is the id of the worker's n-th request about the upstream's task.
+func followID(taskID, what string, n int) json.RawMessage {
 	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", jsonrpc.GatewayIDPrefix, taskID, what, n))
 	return id
 }
@@ -89,7 +89,7 @@ func (l Loop) V2025(ctx context.Context, tr Tracker) {
 	t := l.Task
 	failures := 0
 	for n := 1; ; n++ {
-		id := FollowID(t.ID, "result", n)
+		id := followID(t.ID, "result", n)
 		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
 		if err != nil {
 			tr.Finish(nil, rpcerr.InternalError(l.Log, "encoding tasks/result", err, zap.String("task", t.ID)))
@@ -107,13 +107,13 @@ func (l Loop) V2025(ctx context.Context, tr Tracker) {
 		status, known, err := l.v2025Status(ctx, n)
 		switch {
 		case err == nil && !known:
-			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, MsgUpstreamTaskGone, t.UpstreamTaskID))
+			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		case err == nil && status.Terminal() && ev.Err == nil:
 			tr.Finish(nil, ev.Final.Error) // the upstream's outcome is an error
 			return
 		}
-		if failures++; failures > MaxFollowFailures {
+		if failures++; failures > maxFollowFailures {
 			cause := ev.Err
 			if cause == nil {
 				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
@@ -136,7 +136,7 @@ func (l Loop) v2025Status(ctx context.Context, n int) (task.Status, bool, error)
 	t := l.Task
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, FollowID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+	answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 	if err != nil {
 		return "", false, err
 	}
@@ -173,7 +173,7 @@ func (l Loop) PollV2025Status(ctx context.Context, tr Tracker) func() {
 			case <-ctx.Done():
 				return
 			}
-			answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, FollowID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
+			answer, err := upstream.Request(ctx, l.Base, l.Next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
 			if err != nil || answer.Error != nil {
 				continue // tasks/result's follow-up decides what a failure means
 			}

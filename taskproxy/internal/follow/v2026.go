@@ -64,8 +64,8 @@ func LogOddNumber(log *zap.Logger, answer, upstreamTask, field string, err error
 	}
 }
 
-// V2026UpstreamTask is what the worker reads of the upstream's tasks/get.
-type V2026UpstreamTask struct {
+// v2026UpstreamTask is what the worker reads of the upstream's tasks/get.
+type v2026UpstreamTask struct {
 	TaskID         string                     `json:"taskId"`
 	Status         task.Status                `json:"status"`
 	StatusMessage  string                     `json:"statusMessage"`
@@ -75,22 +75,22 @@ type V2026UpstreamTask struct {
 	Error          *jsonrpc.Error             `json:"error"`
 }
 
-// ReadV2026UpstreamTask decodes the upstream's tasks/get result; its
+// readV2026UpstreamTask decodes the upstream's tasks/get result; its
 // numbers as ReadV2026Created reads them.
-func ReadV2026UpstreamTask(result json.RawMessage, log *zap.Logger) (V2026UpstreamTask, error) {
-	var up V2026UpstreamTask
+func readV2026UpstreamTask(result json.RawMessage, log *zap.Logger) (v2026UpstreamTask, error) {
+	var up v2026UpstreamTask
 	if err := json.Unmarshal(result, &up); err != nil {
-		return V2026UpstreamTask{}, fmt.Errorf("reading tasks/get: %w", err)
+		return v2026UpstreamTask{}, fmt.Errorf("reading tasks/get: %w", err)
 	}
 	LogOddNumber(log, "tasks/get", up.TaskID, "pollIntervalMs", up.PollIntervalMs.Err)
 	return up, nil
 }
 
-// PollEvery is how often to poll an upstream that asks for ms between
+// pollEvery is how often to poll an upstream that asks for ms between
 // polls (0: it did not say), within the bounds: clamped as milliseconds,
 // before a huge value could overflow a time.Duration.
-func PollEvery(ms int64) time.Duration {
-	return ClampV2026Poll(time.Duration(min(max(ms, 0), maxV2026Poll.Milliseconds())) * time.Millisecond)
+func pollEvery(ms int64) time.Duration {
+	return clampV2026Poll(time.Duration(min(max(ms, 0), maxV2026Poll.Milliseconds())) * time.Millisecond)
 }
 
 // V2026ResultFor is a 2026-07-28 upstream's result as t's client takes
@@ -103,7 +103,7 @@ func V2026ResultFor(t *task.Task, result json.RawMessage) json.RawMessage {
 	return result
 }
 
-func ClampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026Poll), maxV2026Poll) }
+func clampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026Poll), maxV2026Poll) }
 
 // V2026 polls a 2026-07-28 upstream's task until it ends, and sends the
 // client's answers on as soon as they are given: changed receives a value
@@ -111,7 +111,7 @@ func ClampV2026Poll(d time.Duration) time.Duration { return min(max(d, minV2026P
 // worker's: when it ends, the task is interrupted with its cause.
 func (l Loop) V2026(ctx context.Context, changed <-chan struct{}, tr V2026Tracker) {
 	t := l.Task
-	every := ClampV2026Poll(t.PollInterval)
+	every := clampV2026Poll(t.PollInterval)
 	sent := map[string]bool{} // upstream keys whose answers went out
 	failures := 0
 	for n := 1; ; n++ {
@@ -125,17 +125,17 @@ func (l Loop) V2026(ctx context.Context, changed <-chan struct{}, tr V2026Tracke
 		}
 		switch {
 		case err != nil:
-			if failures++; failures > MaxFollowFailures {
+			if failures++; failures > maxFollowFailures {
 				tr.Interrupt(fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, err))
 				return
 			}
 		case !known:
-			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, MsgUpstreamTaskGone, t.UpstreamTaskID))
+			tr.Finish(nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
 			return
 		default:
 			failures = 0
 			if up.PollIntervalMs.Value > 0 {
-				every = PollEvery(up.PollIntervalMs.Value)
+				every = pollEvery(up.PollIntervalMs.Value)
 			}
 			if l.mirrorV2026(ctx, up, tr) {
 				return
@@ -156,7 +156,7 @@ func (l Loop) V2026(ctx context.Context, changed <-chan struct{}, tr V2026Tracke
 
 // mirrorV2026 hands one tasks/get answer to the tracker; it returns true
 // once the task has ended.
-func (l Loop) mirrorV2026(ctx context.Context, up V2026UpstreamTask, tr V2026Tracker) bool {
+func (l Loop) mirrorV2026(ctx context.Context, up v2026UpstreamTask, tr V2026Tracker) bool {
 	switch up.Status {
 	case task.StatusCompleted:
 		result := up.Result
@@ -209,7 +209,7 @@ func (l Loop) sendV2026Answers(ctx context.Context, n int, sent map[string]bool,
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	answer, err := l.v2026Request(ctx, FollowID(t.ID, "update", n), "tasks/update", map[string]any{"taskId": t.UpstreamTaskID, "inputResponses": responses})
+	answer, err := l.v2026Request(ctx, followID(t.ID, "update", n), "tasks/update", map[string]any{"taskId": t.UpstreamTaskID, "inputResponses": responses})
 	if err != nil || answer.Error != nil {
 		msg := ""
 		if err != nil {
@@ -228,23 +228,23 @@ func (l Loop) sendV2026Answers(ctx context.Context, n int, sent map[string]bool,
 
 // getV2026 asks the upstream for its task: known is false when the
 // upstream answers that it has no such task (-32602).
-func (l Loop) getV2026(ctx context.Context, n int) (V2026UpstreamTask, bool, error) {
+func (l Loop) getV2026(ctx context.Context, n int) (v2026UpstreamTask, bool, error) {
 	t := l.Task
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	answer, err := l.v2026Request(ctx, FollowID(t.ID, "get", n), "tasks/get", map[string]any{"taskId": t.UpstreamTaskID})
+	answer, err := l.v2026Request(ctx, followID(t.ID, "get", n), "tasks/get", map[string]any{"taskId": t.UpstreamTaskID})
 	if err != nil {
-		return V2026UpstreamTask{}, false, err
+		return v2026UpstreamTask{}, false, err
 	}
 	if answer.Error != nil {
 		if answer.Error.Code == jsonrpc.CodeInvalidParams {
-			return V2026UpstreamTask{}, false, nil
+			return v2026UpstreamTask{}, false, nil
 		}
-		return V2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
+		return v2026UpstreamTask{}, false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
 	}
-	up, err := ReadV2026UpstreamTask(answer.Result, l.Log)
+	up, err := readV2026UpstreamTask(answer.Result, l.Log)
 	if err != nil {
-		return V2026UpstreamTask{}, false, err
+		return v2026UpstreamTask{}, false, err
 	}
 	return up, true, nil
 }
@@ -253,5 +253,5 @@ func (l Loop) getV2026(ctx context.Context, n int) (V2026UpstreamTask, bool, err
 // 2026-07-28 wire: the required _meta (the client capabilities of the
 // task's call, which declared the extension) and the routing headers.
 func (l Loop) v2026Request(ctx context.Context, id json.RawMessage, method string, params map[string]any) (*jsonrpc.Message, error) {
-	return V2026UpstreamRequest(ctx, l.Base, l.Next, l.Task.Params, id, method, params)
+	return v2026UpstreamRequest(ctx, l.Base, l.Next, l.Task.Params, id, method, params)
 }

@@ -92,9 +92,9 @@ func TestV2026UpstreamNumbersLogged(t *testing.T) {
 		t.Fatalf("debug entries = %+v, want the CreateTaskResult's and the first tasks/get's pollIntervalMs", entries)
 	}
 	// An error's code spelled as a float is read too.
-	up, err := ReadV2026UpstreamTask(json.RawMessage(`{"taskId":"t1","status":"failed","pollIntervalMs":5000.0,"error":{"code":-32603.0,"message":"boom"}}`), log)
+	up, err := readV2026UpstreamTask(json.RawMessage(`{"taskId":"t1","status":"failed","pollIntervalMs":5000.0,"error":{"code":-32603.0,"message":"boom"}}`), log)
 	if err != nil || up.PollIntervalMs.Value != 5000 || up.Error == nil || up.Error.Code != -32603 {
-		t.Fatalf("ReadV2026UpstreamTask = %+v, %v", up, err)
+		t.Fatalf("readV2026UpstreamTask = %+v, %v", up, err)
 	}
 }
 
@@ -114,8 +114,8 @@ func TestPollEvery(t *testing.T) {
 		{math.MaxInt64, maxV2026Poll},
 	}
 	for _, tt := range tests {
-		if got := PollEvery(tt.ms); got != tt.want {
-			t.Errorf("PollEvery(%d) = %s, want %s", tt.ms, got, tt.want)
+		if got := pollEvery(tt.ms); got != tt.want {
+			t.Errorf("pollEvery(%d) = %s, want %s", tt.ms, got, tt.want)
 		}
 	}
 }
@@ -128,8 +128,8 @@ func TestClampV2026Poll(t *testing.T) {
 		{time.Hour, maxV2026Poll},
 	}
 	for _, tt := range tests {
-		if got := ClampV2026Poll(tt.in); got != tt.want {
-			t.Errorf("ClampV2026Poll(%s) = %s, want %s", tt.in, got, tt.want)
+		if got := clampV2026Poll(tt.in); got != tt.want {
+			t.Errorf("clampV2026Poll(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }
