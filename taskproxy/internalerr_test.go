@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -76,14 +76,14 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	}{
 		{"store error", g.env.StoreFailure(errors.New("reading task abc: badger: corrupt value log at /var/lib/x")), "internal error (ref ", []string{"badger", "/var/lib"}, true},
 		{"store hex dump", g.env.StoreFailure(hexDump), "internal error (ref ", []string{"owner", "7b 22", "Value with size"}, true},
-		{"dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: markedUnreachable{opaqueDialError{dial}}})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
-		{"next handler's error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: opaqueDialError{dial}})), "upstream call failed (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
-		{"unwrapping dial error", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
-		{"panic", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", panickedNext(t, "runtime error at 0xdeadbeef"))), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
-		{"protocol account kept", runtime.UpstreamFailure(g.env.Log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
-		{"expiry kept", runtime.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", runtime.ErrTaskExpired)), "task expired before completion", nil, false},
-		{"store refusal kept", runtime.ClientError(g.env.Log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
-		{"JSON-RPC error as is", runtime.ClientError(g.env.Log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
+		{"dial error", rpcerr.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: markedUnreachable{opaqueDialError{dial}}})), "upstream unreachable (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"next handler's error", rpcerr.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", &upstream.NextError{Err: opaqueDialError{dial}})), "upstream call failed (ref ", []string{"127.0.0.1", "dial", "refused"}, true},
+		{"unwrapping dial error", rpcerr.UpstreamFailure(g.env.Log, fmt.Errorf("calling the upstream: %w", dial)), "upstream unreachable (ref ", []string{"127.0.0.1"}, true},
+		{"panic", rpcerr.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", panickedNext(t, "runtime error at 0xdeadbeef"))), "upstream call failed (ref ", []string{"0xdeadbeef"}, true},
+		{"protocol account kept", rpcerr.UpstreamFailure(g.env.Log, errors.New("the upstream ended its answer without a response to the call")), "the upstream ended its answer without a response", nil, false},
+		{"expiry kept", rpcerr.UpstreamFailure(g.env.Log, fmt.Errorf("calling upstream: %w", rpcerr.ErrTaskExpired)), "task expired before completion", nil, false},
+		{"store refusal kept", rpcerr.ClientError(g.env.Log, "x", fmt.Errorf("%w: working to completed", task.ErrBadTransition)), "task status transition not allowed", nil, false},
+		{"JSON-RPC error as is", rpcerr.ClientError(g.env.Log, "x", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "bad")), "bad", nil, false},
 	}
 	for _, tt := range tests {
 		msg := tt.got.Message

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -64,11 +65,11 @@ func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
 // whatever status the answer would otherwise have; other errors keep their
 // status, and any 503 gets Retry-After.
 func TestAnswerStatus(t *testing.T) {
-	unavailable := runtime.InternalError(zap.NewNop(), "reading the task", fmt.Errorf("reading task x: %w", task.ErrUnavailable))
+	unavailable := rpcerr.InternalError(zap.NewNop(), "reading the task", fmt.Errorf("reading task x: %w", task.ErrUnavailable))
 	other := jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref 0a)")
 	// The same words from elsewhere (an upstream's error passed on) are
 	// not the gateway's store: only the mark counts.
-	lookalike := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref 0a)", runtime.MsgStoreUnavailable)
+	lookalike := jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref 0a)", rpcerr.MsgStoreUnavailable)
 	for _, tc := range []struct {
 		name       string
 		status     int

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -375,7 +376,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
 	rec := waitEnded(t, g, task.Anonymous, id)
-	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, runtime.ErrTaskExpired.Error()) {
+	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, rpcerr.ErrTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
 	}
 	deadline := time.Now().Add(20 * time.Second)

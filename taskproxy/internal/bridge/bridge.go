@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
@@ -151,7 +151,7 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 func (c *call) bridgeDiscover(meta v2026.RequestMeta) error {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		c.fail(runtime.UpstreamFailure(c.Log, err))
+		c.fail(rpcerr.UpstreamFailure(c.Log, err))
 		return nil
 	}
 	defer s.release()
@@ -161,7 +161,7 @@ func (c *call) bridgeDiscover(meta v2026.RequestMeta) error {
 	}
 	caps, _ = jsonx.Delete(caps, "tasks") // the 2025-11-25 form; tasks are the extension here
 	if caps, err = jsonx.SetPath(caps, []string{"extensions", wire.ExtensionTasks}, []byte("{}")); err != nil {
-		c.fail(runtime.InternalError(c.Log, "building the discover result", err))
+		c.fail(rpcerr.InternalError(c.Log, "building the discover result", err))
 		return nil
 	}
 	res := map[string]any{

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -88,7 +89,7 @@ func (bc *bridgedCall) relay(reply *v2026.Reply, m *jsonrpc.Message) {
 func (c *call) startBridged(meta v2026.RequestMeta, method string) (*bridgedCall, *jsonrpc.Error) {
 	s, err := c.acquireBridgeSession(meta)
 	if err != nil {
-		return nil, runtime.UpstreamFailure(c.Log, fmt.Errorf("opening the upstream session: %w", err))
+		return nil, rpcerr.UpstreamFailure(c.Log, fmt.Errorf("opening the upstream session: %w", err))
 	}
 	bc := &bridgedCall{b: c.b, method: method, session: s, meta: meta, id: task.NewTaskID(), params: translate.V2025Params(c.Msg.Params)}
 	if lvl, ok := jsonx.Get(jsonx.GetOr(c.Msg.Params, "_meta"), translate.MetaLogLevel); ok {
@@ -97,7 +98,7 @@ func (c *call) startBridged(meta v2026.RequestMeta, method string) (*bridgedCall
 	bc.upstreamID = jsonrpc.UpstreamCallID(bc.id, 1)
 	if bc.body, err = jsonrpc.RequestBytes(bc.upstreamID, method, bc.params); err != nil {
 		s.release()
-		return nil, runtime.InternalError(c.Log, "encoding the upstream request", err)
+		return nil, rpcerr.InternalError(c.Log, "encoding the upstream request", err)
 	}
 	base := c.Detach(c.R)
 	base.Header.Del(upstream.HeaderMethod)
@@ -134,7 +135,7 @@ func (bc *bridgedCall) restart(c *call) *jsonrpc.Error {
 	bc.b.Log.Info("version bridge: the upstream dropped a session; re-initializing", zap.String("upstream_session", bc.session.id))
 	s, err := c.acquireBridgeSession(bc.meta)
 	if err != nil {
-		return runtime.UpstreamFailure(bc.b.Log, fmt.Errorf("re-opening the upstream session: %w", err))
+		return rpcerr.UpstreamFailure(bc.b.Log, fmt.Errorf("re-opening the upstream session: %w", err))
 	}
 	if bc.unhold() {
 		bc.session.release()
@@ -165,7 +166,7 @@ func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer ru
 func (bc *bridgedCall) sendFinal(reply *v2026.Reply, ev upstream.Event) {
 	c := reply.Exchange()
 	if ev.Err != nil {
-		e := runtime.UpstreamFailure(bc.b.Log, ev.Err)
+		e := rpcerr.UpstreamFailure(bc.b.Log, ev.Err)
 		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), http.StatusBadGateway)
 		return
 	}
@@ -178,7 +179,7 @@ func (bc *bridgedCall) sendFinal(reply *v2026.Reply, ev upstream.Event) {
 	}
 	data, err := json.Marshal(jsonrpc.Message{JSONRPC: "2.0", ID: c.Msg.ID, Result: translate.Result(bc.method, ev.Final.Result, bc.session.serverInfo)})
 	if err != nil {
-		e := runtime.InternalError(bc.b.Log, "encoding a result", err)
+		e := rpcerr.InternalError(bc.b.Log, "encoding a result", err)
 		data = jsonrpc.ErrorBytes(c.Msg.ID, e)
 	}
 	reply.Send(data, http.StatusOK)
@@ -202,7 +203,7 @@ func (c *call) serveBridgedToolsCall(meta v2026.RequestMeta) error {
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {
-			c.fail(runtime.UpstreamFailure(c.Log, fmt.Errorf("opening the upstream session: %w", err)))
+			c.fail(rpcerr.UpstreamFailure(c.Log, fmt.Errorf("opening the upstream session: %w", err)))
 			return nil
 		}
 		if c.bridgedRunsUpstreamTask(s, name) && declared && c.Tools.EffectiveMode(name) != task.SupportForbidden {
@@ -440,7 +441,7 @@ func (b *Bridge) parkAndReply(c *call, reply *v2026.Reply, pc *parkedCall, m *js
 	}
 	data, err := jsonrpc.ResponseBytes(c.Msg.ID, map[string]any{"resultType": "input_required", "inputRequests": requests, "requestState": state})
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(b.Log, "encoding input_required", err))
+		data = jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(b.Log, "encoding input_required", err))
 	}
 	reply.Send(data, http.StatusOK)
 	return nil
@@ -477,7 +478,7 @@ func (c *call) resumeBridgedCall(state string, canTask bool, mode task.Support) 
 		if err := bc.answer(c.R.Context(), req.ID, runtime.InputAnswer{Result: answer}); err != nil {
 			bc.cancelUpstream("the answer could not be sent")
 			bc.run.Release()
-			c.fail(runtime.UpstreamFailure(c.Log, err))
+			c.fail(rpcerr.UpstreamFailure(c.Log, err))
 			return nil
 		}
 		delete(pc.pending, key)

@@ -6,7 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
@@ -69,7 +70,7 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	// What a follow after a restart sends: the session's version, and no
 	// 2026-07-28 routing headers (they name this request, not the follow's).
 	for k := range t.Headers {
-		if runtime.IsRoutingHeader(k) {
+		if upstream.IsRoutingHeader(k) {
 			delete(t.Headers, k)
 		}
 	}
@@ -80,10 +81,10 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	base := c.Detach(c.R)
 	bridgeHeaders(base.Header, s)
 	run := c.Route.NewRun(base, c.Next)
-	body, err := runtime.UpstreamCallBody(t) // t.UpstreamTask: with params.task
+	body, err := follow.UpstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.Release()
-		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		c.Route.Finish(t, nil, rpcerr.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return c.Reply(v2026.CreateResult(t))
 	}
 	// The session stays held while the task runs: the table must not end

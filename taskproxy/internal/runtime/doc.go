@@ -3,15 +3,26 @@
 // changes, the workers that run tasks' upstream calls, their leases, the
 // recovery of tasks a previous process left, the takeover of a dead
 // replica's tasks, the orphan pass, the answers to input requests, the
-// following of tasks an upstream runs itself, the audit log, the cache of
+// record of tasks an upstream runs itself (internal/follow's loops follow
+// them; a worker's follow.Tracker records what they read), the audit log,
+// the cache of
 // finished tasks' tasks/get answers (rendered by a function the protocol
 // adapters inject), cancellation by a client or an operator, an
 // operator's delete of a finished task, and health.
 //
 // It knows no wire format and no protocol adapter: it imports the task
-// model, jsonrpc, the calls to the next handler (internal/upstream) and the
-// pure version translations (internal/translate), never internal/gate, the
+// model, jsonrpc, the calls to the next handler (internal/upstream), what
+// an upstream's own task is and how to ask it (internal/follow), the
+// mapping of errors to what a client gets (internal/rpcerr) and the pure
+// version translations (internal/translate), never internal/gate, the
 // root or an adapter (the root's imports_test.go holds the rule).
+//
+// # Maintenance loops
+//
+// Lease renewal, sweeping, settling unsettled outcomes and the orphan
+// scan, and takeover each are a small type (leaseRenewal, sweeper,
+// orphanLoop, takeoverLoop) whose rounds one ticker paces (ticker.go);
+// they start when the store opens and stop when the runtime closes.
 //
 // # Routes
 //

@@ -6,18 +6,6 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Events publishes task events and lets waiters subscribe to them. The Hub
-// is the in-process implementation; with a relay attached it also carries
-// them to and from the other processes sharing the store.
-type Events interface {
-	// Publish delivers ev to the subscribers of its task, at once, and
-	// hands it to the relay if there is one. It never blocks on I/O.
-	Publish(ctx context.Context, ev task.TaskEvent)
-	// Subscribe starts receiving the events of the given tasks; the
-	// subscription's Close ends it.
-	Subscribe(taskIDs ...string) *Subscription
-}
-
 // Publish delivers ev to this process's subscribers, then hands it to the
 // relay, if any.
 func (h *Hub) Publish(_ context.Context, ev task.TaskEvent) {
@@ -66,5 +54,3 @@ func (h *Hub) setRelay(r task.EventRelay) {
 
 // Relayed reports whether events cross to other processes.
 func (h *Hub) Relayed() bool { return h.relay.Load() != nil }
-
-var _ Events = (*Hub)(nil)

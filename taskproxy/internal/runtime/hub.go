@@ -109,11 +109,3 @@ func (h *Hub) deliverProgress(taskID string, params json.RawMessage) {
 		}
 	}
 }
-
-// Subscribers returns how many subscriptions taskID has (for tests and
-// metrics).
-func (h *Hub) Subscribers(taskID string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs[taskID])
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -116,11 +117,11 @@ func (route *Route) AnswerUpstream(ctx context.Context, t *task.Task, base *http
 	}
 	resp, err := upstream.Call(next, req)
 	if err != nil {
-		return &forwardError{fmt.Errorf("forwarding the answer upstream: %w", err)}
+		return &rpcerr.ForwardError{Err: fmt.Errorf("forwarding the answer upstream: %w", err)}
 	}
 	_ = resp.Body.Close()
 	if resp.Status >= 300 {
-		return &forwardError{fmt.Errorf("the upstream refused the answer with HTTP %d", resp.Status)}
+		return &rpcerr.ForwardError{Err: fmt.Errorf("the upstream refused the answer with HTTP %d", resp.Status)}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -33,30 +34,25 @@ const (
 // MsgWorkerLost is the error of a task the orphan scan failed.
 const MsgWorkerLost = "the task's worker stopped without recording an outcome"
 
-// failOrphansLoop retries unsettled tasks and scans for orphans until the
-// runtime closes.
-func (m maintainer) failOrphansLoop() {
-	rt := m.rt
+// orphanLoop retries unsettled tasks every unsettledRetry and scans for
+// orphans every orphanScanInterval, until the runtime closes.
+type orphanLoop struct{ rt *Runtime }
+
+func (o orphanLoop) run() {
+	rt := o.rt
 	defer rt.loops.Done()
-	tick := time.NewTicker(unsettledRetry)
-	defer tick.Stop()
 	lastScan := time.Now()
-	for {
-		select {
-		case <-rt.ctx.Done():
+	every(unsettledRetry).run(rt.ctx, func(now time.Time) {
+		route := rt.routes.inCharge()
+		if route == nil {
 			return
-		case now := <-tick.C:
-			route := rt.routes.inCharge()
-			if route == nil {
-				continue
-			}
-			route.SettleUnsettled(rt.ctx)
-			if now.Sub(lastScan) >= orphanScanInterval {
-				lastScan = now
-				route.FailOrphans(rt.ctx, Now())
-			}
 		}
-	}
+		route.SettleUnsettled(rt.ctx)
+		if now.Sub(lastScan) >= orphanScanInterval {
+			lastScan = now
+			route.FailOrphans(rt.ctx, Now())
+		}
+	})
 }
 
 // unsettledOutcome is what an unsettled task's record is still to get: the
@@ -93,7 +89,7 @@ func (route *Route) SettleUnsettled(ctx context.Context) int {
 			route.rt.unsettled.Delete(id)
 		case outcomeSettled(err):
 			route.rt.unsettled.Delete(id)
-		case storeUnavailable(err):
+		case rpcerr.StoreUnavailable(err):
 			if ce := route.log.Check(zap.DebugLevel, "the task store is still unavailable for an unsettled task"); ce != nil {
 				ce.Write(zap.String("task", id), zap.Error(err))
 			}

@@ -1,15 +1,13 @@
 package runtime
 
 import (
-	"context"
-	"encoding/json"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -21,14 +19,10 @@ import (
 // close the call's stream at once: the upstream creates its task all the
 // same and runs it untracked, since closing the stream cancels only the
 // call, not a task. So the worker keeps reading the answer, for at most
-// createGrace, and sends tasks/cancel for the task it names. Meanwhile the
+// follow.CreateGrace, and sends tasks/cancel for the task it names. Meanwhile the
 // task still counts against its owner's bound on active tasks
 // (EndedStillUpstream),
 // though its client already sees it ended, as its cancel asked.
-
-// createGrace bounds how long a worker keeps reading the CreateTaskResult
-// of a task that ended before it came.
-const createGrace = 30 * time.Second
 
 // pendingCreate is the state of a run whose worker waits for the
 // upstream's CreateTaskResult.
@@ -81,7 +75,7 @@ func (run *Run) readCreate(route *Route, t *task.Task, read func() *upstream.Eve
 
 // stop ends the run's upstream calls with cause, as Cancel does, unless
 // the worker still reads the upstream's CreateTaskResult: then the call
-// goes on for at most createGrace, so that the task it names can be
+// goes on for at most follow.CreateGrace, so that the task it names can be
 // cancelled, and EndedStillUpstream counts the run until the worker is
 // done.
 func (run *Run) stop(cause error) {
@@ -105,7 +99,7 @@ func (run *Run) holdStop(cause error) bool {
 		if run.create.counted != nil {
 			run.create.counted.Add(1)
 		}
-		run.create.timer = time.AfterFunc(createGrace, func() { run.Cancel(cause) })
+		run.create.timer = time.AfterFunc(follow.CreateGrace, func() { run.Cancel(cause) })
 	}
 	return true
 }
@@ -138,18 +132,18 @@ func (rt *Runtime) EndedStillUpstream(quota string) int {
 // cancelLateUpstreamTask handles the answer to the creating call of t, a
 // task of route that ended (cause) before it came: a CreateTaskResult names
 // a task the upstream runs for nobody now, which is cancelled; without one
-// (an error, a plain result, no answer within createGrace) there is
+// (an error, a plain result, no answer within follow.CreateGrace) there is
 // nothing to stop.
 func (run *Run) cancelLateUpstreamTask(route *Route, t *task.Task, ev *upstream.Event, cause error) {
 	if ev.Final == nil { // the grace passed, or the call failed
 		route.log.Warn("the upstream did not answer the call of an ended task; a task it made for it is not cancelled",
-			zap.String("task", t.ID), zap.Duration("grace", createGrace), zap.NamedError("ended", cause), zap.Error(ev.Err))
+			zap.String("task", t.ID), zap.Duration("grace", follow.CreateGrace), zap.NamedError("ended", cause), zap.Error(ev.Err))
 		return
 	}
 	if ev.Final.Error != nil {
 		return
 	}
-	created, ok := ReadV2026Created(ev.Final.Result)
+	created, ok := follow.ReadV2026Created(ev.Final.Result)
 	if !ok {
 		return
 	}
@@ -158,36 +152,4 @@ func (run *Run) cancelLateUpstreamTask(route *Route, t *task.Task, ev *upstream.
 		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", created.TaskID), zap.Error(cause))
 	}
 	route.cancelUpstreamTask(run.Ctx, run, t, created.TaskID)
-}
-
-// CancelLateV2026Create reads the rest of a, a tools/call declaring the
-// extension whose client left before the answer (a plain client's call
-// that the gateway made a task call of), for at most createGrace, after
-// which stop closes it; the upstream task a CreateTaskResult names is
-// cancelled, since nobody waits for it now. It returns once done.
-func CancelLateV2026Create(log *zap.Logger, a *upstream.Attempt, stop context.CancelFunc, base *http.Request, next http.Handler, callParams json.RawMessage) {
-	grace := time.AfterFunc(createGrace, stop)
-	defer grace.Stop()
-	defer stop()
-	ev, _ := a.Until(context.Background(), nil, nil)
-	if ev.Final == nil {
-		log.Warn("the upstream did not answer a call its client left; a task it made for it is not cancelled",
-			zap.Duration("grace", createGrace), zap.Error(ev.Err))
-		return
-	}
-	created, ok := ReadV2026Created(ev.Final.Result)
-	if !ok || ev.Final.Error != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(base.Context()), 10*time.Second)
-	defer cancel()
-	answer, err := v2026UpstreamRequest(ctx, base, next, callParams, inlineID(created.TaskID, "cancel", 1), "tasks/cancel", map[string]any{"taskId": created.TaskID})
-	switch {
-	case err != nil:
-		log.Warn("cancelling the upstream's task of a call its client left", zap.String("upstream_task", created.TaskID), zap.Error(err))
-	case answer.Error != nil: // it ended meanwhile, most likely
-		if ce := log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
-			ce.Write(zap.String("upstream_task", created.TaskID), zap.String("error", answer.Error.Message))
-		}
-	}
 }

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
@@ -42,7 +42,7 @@ func progressMessage(params json.RawMessage) (string, bool) {
 	if raw, ok := jsonx.Get(params, "message"); ok {
 		var text string
 		if json.Unmarshal(raw, &text) == nil && text != "" {
-			msg += ": " + truncateText(text, maxProgressText)
+			msg += ": " + follow.TruncateText(text, maxProgressText)
 		}
 	}
 	return msg, true
@@ -64,19 +64,7 @@ func numberText(raw json.RawMessage) string {
 	if n, err := jsonx.Int(raw); err == nil {
 		return strconv.FormatInt(n, 10)
 	}
-	return truncateText(string(raw), maxNumberText)
-}
-
-// truncateText cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return follow.TruncateText(string(raw), maxNumberText)
 }
 
 // progressStatus paces the status messages progress writes: one now when

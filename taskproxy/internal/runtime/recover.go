@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -107,7 +109,7 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 	case t.UpstreamTaskID != "": // the upstream's task lives on: follow it again
 		route.resume(t, nil, "", why)
 	case route.cfg.RetryOnRestart[t.Tool]:
-		params, err := upstreamCallParams(t)
+		params, err := follow.UpstreamCallParams(t)
 		if err != nil {
 			route.failOrphan(ctx, t, why.lost)
 			return
@@ -184,7 +186,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 		if err != nil {
 			run.Release()
 			if !errors.Is(err, task.ErrTerminal) {
-				current.Finish(t, nil, ClientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
+				current.Finish(t, nil, rpcerr.ClientError(current.log, "re-running after a restart", err, zap.String("task", t.ID)))
 			}
 			return
 		}
@@ -248,7 +250,7 @@ func RoutingHeaders(r *http.Request) map[string]string {
 			continue
 		}
 		switch k := http.CanonicalHeaderKey(k); {
-		case k == upstream.HeaderProtocolVersion, IsRoutingHeader(k):
+		case k == upstream.HeaderProtocolVersion, upstream.IsRoutingHeader(k):
 			out[k] = v[0]
 		}
 	}

@@ -54,7 +54,7 @@ func (rt *Runtime) openShared() error {
 	rt.relay = relay
 	rt.Hub.setRelay(relay)
 	rt.loops.Add(1)
-	go maintainer{rt}.takeoverLoop()
+	go takeoverLoop{rt}.run()
 	return nil
 }
 
@@ -116,8 +116,8 @@ func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 // has its lease released instead, so that a replica whose route serves
 // requests takes it: a replica without traffic on the route would
 // otherwise hold it for ever.
-func (m maintainer) renewResuming() {
-	rt := m.rt
+func (lr leaseRenewal) renewResuming() {
+	rt := lr.rt
 	now := Now()
 	rt.resuming.Range(func(k, v any) bool {
 		id, rs := k.(string), v.(*resumingTask)
@@ -147,19 +147,13 @@ func (m maintainer) renewResuming() {
 // (takeoverQuiet): while the store was unavailable, live replicas could
 // not renew their leases either, and they renew them within that once it
 // is back. A process that drains takes nothing over: it is about to stop.
-func (m maintainer) takeoverLoop() {
-	rt := m.rt
+type takeoverLoop struct{ rt *Runtime }
+
+func (tl takeoverLoop) run() {
+	rt := tl.rt
 	defer rt.loops.Done()
-	tick := time.NewTimer(rt.Leases.Renew())
-	defer tick.Stop()
-	for {
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-tick.C:
-		case <-rt.Hub.Released(): // a stopping replica let tasks go: take them now
-		}
-		tick.Reset(rt.Leases.Renew())
+	// A stopping replica that let tasks go wakes the loop: take them now.
+	ticker{interval: rt.Leases.Renew, wake: rt.Hub.Released()}.run(rt.ctx, func(time.Time) {
 		if now := Now(); rt.recovered.Load() && rt.routes.inCharge() != nil && !rt.Drain.Draining() && !rt.takeoverQuiet.quiet(now) {
 			if _, err := rt.TakeOver(now); err != nil {
 				// From the pass's end: a listing that failed slowly
@@ -167,7 +161,7 @@ func (m maintainer) takeoverLoop() {
 				rt.takeoverQuiet.troubled(Now(), rt.Leases.TTL())
 			}
 		}
-	}
+	})
 }
 
 // TakeOver claims the active tasks whose lease another holder let expire
@@ -241,8 +235,8 @@ func sweeperLeaseTTL(interval time.Duration) time.Duration {
 // leads reports whether this process leads duty name, taking or renewing
 // the leadership when the store elects one. A store that cannot tell
 // (failed query) is not led: the duty waits for the next round.
-func (m maintainer) leads(route *Route, name string, ttl time.Duration) bool {
-	rt := m.rt
+func (s sweeper) leads(route *Route, name string, ttl time.Duration) bool {
+	rt := s.rt
 	l, ok := rt.Store.(task.Leader)
 	if !ok {
 		return true

@@ -143,9 +143,9 @@ func (rt *Runtime) open() error {
 		return err
 	}
 	rt.loops.Add(3)
-	go maintainer{rt}.renewLeases()
-	go maintainer{rt}.sweep()
-	go maintainer{rt}.failOrphansLoop()
+	go leaseRenewal{rt}.run()
+	go sweeper{rt}.run()
+	go orphanLoop{rt}.run()
 	rt.opened.Store(true)
 	return nil
 }
@@ -243,38 +243,38 @@ func (route *Route) Served(r *http.Request, next http.Handler) {
 	})
 }
 
-// renewLeases keeps the leases of this process's workers alive; a worker
-// whose lease another process took over is stopped.
-func (m maintainer) renewLeases() {
-	rt := m.rt
+// leaseRenewal keeps the leases of this process's workers alive, every
+// Leases.Renew (the route in charge may change it); a worker whose lease
+// another process took over is stopped.
+type leaseRenewal struct{ rt *Runtime }
+
+func (lr leaseRenewal) run() {
+	rt := lr.rt
 	defer rt.loops.Done()
-	tick := time.NewTimer(rt.Leases.Renew())
-	defer tick.Stop()
-	for {
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-tick.C:
+	ticker{interval: rt.Leases.Renew}.run(rt.ctx, func(time.Time) { lr.round() })
+}
+
+// round renews every worker's lease once, then those of recovered tasks
+// waiting for their route.
+func (lr leaseRenewal) round() {
+	rt := lr.rt
+	ttl := rt.Leases.TTL()
+	for id, run := range rt.workers.snapshot() {
+		// Bounded: one renewal stuck on a failing store must not hold
+		// the others past their leases' end.
+		ctx, cancel := context.WithTimeout(rt.ctx, min(renewTimeout, LeaseRenewOf(ttl)))
+		_, err := rt.Store.Acquire(ctx, run.owner, id, rt.Store.Holder(), Now(), ttl)
+		cancel()
+		switch {
+		case errors.Is(err, task.ErrLeaseHeld):
+			run.Cancel(errLeaseLost)
+		case err != nil && !outcomeSettled(err) && rt.ctx.Err() == nil:
+			// Other replicas' renewals fail as well: their leases
+			// may lapse meanwhile, through no death of theirs.
+			rt.takeoverQuiet.troubled(Now(), ttl)
 		}
-		ttl := rt.Leases.TTL()
-		tick.Reset(LeaseRenewOf(ttl)) // the route in charge may have changed it
-		for id, run := range rt.workers.snapshot() {
-			// Bounded: one renewal stuck on a failing store must not hold
-			// the others past their leases' end.
-			ctx, cancel := context.WithTimeout(rt.ctx, min(renewTimeout, LeaseRenewOf(ttl)))
-			_, err := rt.Store.Acquire(ctx, run.owner, id, rt.Store.Holder(), Now(), ttl)
-			cancel()
-			switch {
-			case errors.Is(err, task.ErrLeaseHeld):
-				run.Cancel(errLeaseLost)
-			case err != nil && !outcomeSettled(err) && rt.ctx.Err() == nil:
-				// Other replicas' renewals fail as well: their leases
-				// may lapse meanwhile, through no death of theirs.
-				rt.takeoverQuiet.troubled(Now(), ttl)
-			}
-		}
-		m.renewResuming()
 	}
+	lr.renewResuming()
 }
 
 var errLeaseLost = errors.New("another worker took over the task's lease")
@@ -282,41 +282,38 @@ var errLeaseLost = errors.New("another worker took over the task's lease")
 // renewTimeout bounds one lease renewal.
 const renewTimeout = 5 * time.Second
 
-// sweep deletes expired tasks on the latest configuration's schedule and
-// collects Badger's value-log garbage after each pass.
-func (m maintainer) sweep() {
-	rt := m.rt
+// sweeper deletes expired tasks on the latest configuration's schedule
+// (its SweepInterval, looked at every 250 ms) and collects Badger's
+// value-log garbage after each pass.
+type sweeper struct{ rt *Runtime }
+
+func (s sweeper) run() {
+	rt := s.rt
 	defer rt.loops.Done()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
 	var last time.Time
-	for {
-		select {
-		case <-rt.ctx.Done():
+	every(250*time.Millisecond).run(rt.ctx, func(now time.Time) {
+		route := rt.routes.inCharge()
+		if route == nil || now.Sub(last) < route.cfg.SweepInterval {
 			return
-		case now := <-tick.C:
-			route := rt.routes.inCharge()
-			if route == nil || now.Sub(last) < route.cfg.SweepInterval {
-				continue
-			}
-			last = now
-			if !m.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
-				continue // another replica sweeps
-			}
-			n, err := rt.Store.Sweep(rt.ctx, Now(), sweepBatch)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				route.log.Warn("sweeping expired tasks", zap.Error(err))
-			}
-			if gc, ok := rt.Store.(interface{ CollectGarbage() error }); ok && n > 0 {
-				if err := gc.CollectGarbage(); err != nil {
-					route.log.Warn("collecting store garbage", zap.Error(err))
-				}
-			}
+		}
+		last = now
+		s.round(route)
+	})
+}
+
+// round sweeps once, when this process leads the sweeping.
+func (s sweeper) round(route *Route) {
+	rt := s.rt
+	if !s.leads(route, leaderSweeper, sweeperLeaseTTL(route.cfg.SweepInterval)) {
+		return // another replica sweeps
+	}
+	n, err := rt.Store.Sweep(rt.ctx, Now(), sweepBatch)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		route.log.Warn("sweeping expired tasks", zap.Error(err))
+	}
+	if gc, ok := rt.Store.(interface{ CollectGarbage() error }); ok && n > 0 {
+		if err := gc.CollectGarbage(); err != nil {
+			route.log.Warn("collecting store garbage", zap.Error(err))
 		}
 	}
 }
-
-// maintainer runs the runtime's background work on the store: renewing
-// leases, sweeping expired tasks, retrying unsettled outcomes and failing
-// orphans, and taking over dead replicas' tasks.
-type maintainer struct{ rt *Runtime }

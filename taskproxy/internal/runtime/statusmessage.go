@@ -12,18 +12,9 @@ import (
 // is lost by the pacing: the follow loops poll the upstream's task again,
 // so a message passed over is taken by a later poll if it still stands.
 
-// maxUpstreamStatusMessage bounds the status message taken from an
-// upstream's task, in bytes.
-const maxUpstreamStatusMessage = 1024
-
 // upstreamStatusInterval bounds how often an upstream's status message
 // rewrites its task.
 const upstreamStatusInterval = time.Second
-
-// UpstreamStatusMessage is the part of an upstream task's status message
-// the gateway keeps: at most maxUpstreamStatusMessage bytes, cut on a rune
-// boundary and marked.
-func UpstreamStatusMessage(s string) string { return truncateText(s, maxUpstreamStatusMessage) }
 
 // statusPace admits a status message that differs from the last one
 // admitted, at most one per upstreamStatusInterval; the follow loop and the

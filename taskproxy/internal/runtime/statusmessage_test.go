@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -89,8 +90,8 @@ func TestUpstreamStatusMessageBoundedAndPaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.StatusMessage) > maxUpstreamStatusMessage+len("…") || !strings.HasSuffix(rec.StatusMessage, "éé…") {
-		t.Errorf("status message of %d bytes (%.20q…), want one of the messages cut to %d bytes", len(rec.StatusMessage), rec.StatusMessage, maxUpstreamStatusMessage)
+	if len(rec.StatusMessage) > follow.MaxUpstreamStatusMessage+len("…") || !strings.HasSuffix(rec.StatusMessage, "éé…") {
+		t.Errorf("status message of %d bytes (%.20q…), want one of the messages cut to %d bytes", len(rec.StatusMessage), rec.StatusMessage, follow.MaxUpstreamStatusMessage)
 	}
 	if !json.Valid(mustJSON(rec.StatusMessage)) || strings.ContainsRune(rec.StatusMessage, '\uFFFD') {
 		t.Errorf("the cut broke a rune: %q", rec.StatusMessage[len(rec.StatusMessage)-8:])
@@ -100,4 +101,9 @@ func TestUpstreamStatusMessageBoundedAndPaced(t *testing.T) {
 	if maxWrites := 1 + int64(took/upstreamStatusInterval); store.n.Load() > maxWrites {
 		t.Errorf("%d store writes for %d polls in %v, want at most %d", store.n.Load(), polls, took, maxWrites)
 	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -38,7 +37,7 @@ func TaskCallHeaders(h http.Header, t *task.Task) {
 		return
 	}
 	for k := range h {
-		if IsRoutingHeader(k) {
+		if upstream.IsRoutingHeader(k) {
 			delete(h, k)
 		}
 	}
@@ -56,12 +55,6 @@ func TaskCallHeaders(h http.Header, t *task.Task) {
 	} else {
 		h.Del(upstream.HeaderSessionID)
 	}
-}
-
-// IsRoutingHeader reports whether the canonical header name k is one of
-// the 2026-07-28 routing headers, which name the request they come with.
-func IsRoutingHeader(k string) bool {
-	return k == upstream.HeaderMethod || k == upstream.HeaderName || strings.HasPrefix(k, "Mcp-Param-")
 }
 
 // taskEndpoint points base at t's endpoint and host, where its call went.

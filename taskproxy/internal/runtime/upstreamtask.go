@@ -3,12 +3,12 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -24,50 +24,6 @@ import (
 // task's cancellation and expiry to the upstream's tasks/cancel, and takes
 // the upstream's outcome as the task's. A restart resumes following by the
 // recorded id; an upstream that no longer knows it fails the task with why.
-
-// msgUpstreamTaskGone is the error of a task whose upstream task the
-// upstream no longer knows (it restarted, dropped the session, or purged it).
-const msgUpstreamTaskGone = "the upstream no longer knows its task %s (it may have restarted, ended the session, or expired the task); the result is lost"
-
-// maxFollowFailures bounds the tasks/result calls in a row that end
-// without an answer while the upstream still knows the task.
-const maxFollowFailures = 10
-
-// upstreamTaskParams returns the params of the call that creates the
-// upstream's task: the stored params with params.task asking for the
-// gateway task's ttl.
-func upstreamTaskParams(t *task.Task) (json.RawMessage, error) {
-	meta, _ := json.Marshal(map[string]int64{"ttl": t.TTL.Milliseconds()})
-	p, err := jsonx.Set(jsonx.OrEmptyObject(t.Params), "task", meta)
-	if err != nil {
-		return nil, fmt.Errorf("adding params.task: %w", err)
-	}
-	return p, nil
-}
-
-// upstreamCallParams returns the params of t's tools/call as the upstream
-// receives them: with params.task when the upstream makes the task.
-func upstreamCallParams(t *task.Task) (json.RawMessage, error) {
-	if t.UpstreamTask && !t.UpstreamV2026 { // 2026-07-28: the extension, kept in t.Params, asks
-		return upstreamTaskParams(t)
-	}
-	return t.Params, nil
-}
-
-// UpstreamCallBody encodes t's tools/call to the upstream.
-func UpstreamCallBody(t *task.Task) ([]byte, error) {
-	params, err := upstreamCallParams(t)
-	if err != nil {
-		return nil, err
-	}
-	return jsonrpc.RequestBytes(t.UpstreamID, "tools/call", params)
-}
-
-// followID is the id of the worker's n-th request about the upstream's task.
-func followID(taskID, what string, n int) json.RawMessage {
-	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", jsonrpc.GatewayIDPrefix, taskID, what, n))
-	return id
-}
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
 // flight, nil when a worker resumes following after a restart.
@@ -92,9 +48,7 @@ func (w *worker) workUpstreamTask(a *upstream.Attempt) {
 			return
 		}
 	}
-	stopPolling := w.pollUpstreamStatus()
-	defer stopPolling()
-	w.followUpstreamTask()
+	followed{w}.loop().V2025(run.Ctx, followed{w})
 }
 
 // createUpstreamTask reads the answer of the creating call and records the
@@ -104,7 +58,7 @@ func (w *worker) workUpstreamTask(a *upstream.Attempt) {
 // meanwhile, in which case the upstream's task is cancelled.
 func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	route, t, run := w.route, w.t, w.run
-	ev := w.followEvents(a)
+	ev := follow.Events(run.Ctx, a, followed{w})
 	switch {
 	case ev.Err != nil:
 		route.finishInterrupted(run.Ctx, t, ev.Err)
@@ -137,7 +91,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
 		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
-			rec.StatusMessage, rec.UpdatedAt = UpstreamStatusMessage(m), Now()
+			rec.StatusMessage, rec.UpdatedAt = follow.UpstreamStatusMessage(m), Now()
 		}
 		return nil
 	})
@@ -145,7 +99,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 		// The upstream's task must not run on untracked.
 		route.cancelUpstreamTask(ctx, run, t, id)
 		if !outcomeSettled(err) {
-			route.Finish(t, nil, InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
+			route.Finish(t, nil, rpcerr.InternalError(route.log, "recording the upstream's task id", err, zap.String("task", t.ID)))
 		}
 		return "", false
 	}
@@ -160,125 +114,62 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 // auditUpstreamTask is the audit event of a task the upstream runs.
 const auditUpstreamTask = "task created at the upstream"
 
-// followEvents consumes an attempt's events up to its last one: the
-// upstream's requests become the task's input requests, status
-// notifications of its task update the status message.
-func (w *worker) followEvents(a *upstream.Attempt) *upstream.Event {
-	run := w.run
-	ev, _ := a.Until(run.Ctx, nil, func(ev upstream.Event) bool {
-		switch {
-		case ev.Request != nil:
-			w.upstreamRequest(ev.Request)
-		case ev.Notification.Method == "notifications/tasks/status":
-			w.mirrorUpstreamStatus(run.Ctx, ev.Notification.Params)
-		}
-		return false
-	})
-	return &ev
+// followed is the worker's task as the follow loops see it
+// (follow.V2026Tracker): they read the upstream's task, it records what
+// they read.
+type followed struct{ w *worker }
+
+// loop is the follow loop of the worker's task.
+func (f followed) loop() follow.Loop {
+	return follow.Loop{Task: f.w.t, Base: f.w.run.Base, Next: f.w.run.Next, Log: f.w.route.log}
 }
 
-// followUpstreamTask waits for the upstream task's outcome with tasks/result
-// and records it. A tasks/result that ends without an answer is asked
-// again, as long as the upstream still knows the task.
-func (w *worker) followUpstreamTask() {
-	route, t, run := w.route, w.t, w.run
-	failures := 0
-	for n := 1; ; n++ {
-		id := followID(t.ID, "result", n)
-		body, err := jsonrpc.RequestBytes(id, "tasks/result", map[string]string{"taskId": t.UpstreamTaskID})
-		if err != nil {
-			route.Finish(t, nil, InternalError(route.log, "encoding tasks/result", err, zap.String("task", t.ID)))
-			return
-		}
-		ev := w.followEvents(upstream.StartAttempt(run.Ctx, run.Base, run.Next, id, body))
-		if run.Ctx.Err() != nil {
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
-		}
-		if ev.Err == nil && ev.Final.Error == nil {
-			route.Finish(t, BridgedResult(t, withoutRelatedTask(ev.Final.Result)), nil)
-			return
-		}
-		status, known, err := w.upstreamTaskStatus(n)
-		switch {
-		case err == nil && !known:
-			route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, msgUpstreamTaskGone, t.UpstreamTaskID))
-			return
-		case err == nil && status.Terminal() && ev.Err == nil:
-			route.Finish(t, nil, ev.Final.Error) // the upstream's outcome is an error
-			return
-		}
-		if failures++; failures > maxFollowFailures {
-			cause := ev.Err
-			if cause == nil {
-				cause = fmt.Errorf("tasks/result: %s", ev.Final.Error.Message)
-			}
-			route.finishInterrupted(run.Ctx, t, fmt.Errorf("following the upstream's task %s: %w", t.UpstreamTaskID, cause))
-			return
-		}
-		select {
-		case <-time.After(max(t.PollInterval, 500*time.Millisecond)):
-		case <-run.Ctx.Done():
-			route.finishInterrupted(run.Ctx, t, context.Cause(run.Ctx))
-			return
+// Finish records the upstream task's outcome, its result as the task's
+// client takes it: a 2026-07-28 upstream's for the task's era, a
+// 2025-11-25 upstream's with the 2026-07-28 fields when the task is
+// bridged.
+func (f followed) Finish(result json.RawMessage, rpcErr *jsonrpc.Error) {
+	t := f.w.t
+	if rpcErr == nil {
+		if t.UpstreamV2026 {
+			result = follow.V2026ResultFor(t, result)
+		} else {
+			result = BridgedResult(t, result)
 		}
 	}
+	f.w.route.Finish(t, result, rpcErr)
 }
 
-// upstreamTaskStatus asks the upstream for its task (tasks/get): its
-// status, or known false when the upstream answers that it has no such task.
-func (w *worker) upstreamTaskStatus(n int) (task.Status, bool, error) {
-	t, run := w.t, w.run
-	ctx, cancel := context.WithTimeout(run.Ctx, 30*time.Second)
-	defer cancel()
-	answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "get", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
-	if err != nil {
-		return "", false, err
-	}
-	if answer.Error != nil {
-		if answer.Error.Code == jsonrpc.CodeInvalidParams {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("tasks/get: %s", answer.Error.Message)
-	}
-	var tk struct {
-		Status        task.Status `json:"status"`
-		StatusMessage string      `json:"statusMessage"`
-	}
-	if err := json.Unmarshal(answer.Result, &tk); err != nil {
-		return "", false, fmt.Errorf("reading tasks/get: %w", err)
-	}
-	return tk.Status, true, nil
+// Interrupt records that following ended without an outcome.
+func (f followed) Interrupt(cause error) { f.w.route.finishInterrupted(f.w.run.Ctx, f.w.t, cause) }
+
+// Status mirrors the upstream task's status message into the task.
+func (f followed) Status(ctx context.Context, upstreamTask json.RawMessage) {
+	f.w.mirrorUpstreamStatus(ctx, upstreamTask)
 }
 
-// pollUpstreamStatus polls the upstream's tasks/get at the task's poll
-// interval while tasks/result blocks, mirroring the upstream's status
-// message into the task (the only way to see "Analyzing content…" from a
-// server that sends no status notifications). It returns the stop.
-func (w *worker) pollUpstreamStatus() func() {
-	t, run := w.t, w.run
-	ctx, cancel := context.WithCancel(run.Ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		every := max(t.PollInterval, time.Second)
-		for n := 1; ; n++ {
-			select {
-			case <-time.After(every):
-			case <-ctx.Done():
-				return
-			}
-			answer, err := upstream.Request(ctx, run.Base, run.Next, t.Session, followID(t.ID, "poll", n), "tasks/get", map[string]string{"taskId": t.UpstreamTaskID})
-			if err != nil || answer.Error != nil {
-				continue // tasks/result's follow-up decides what a failure means
-			}
-			w.mirrorUpstreamStatus(ctx, answer.Result)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+// Request takes a request of the upstream's as the task's input request.
+func (f followed) Request(m *jsonrpc.Message) { f.w.upstreamRequest(m) }
+
+// Inputs records a 2026-07-28 upstream task's input requests.
+func (f followed) Inputs(requests map[string]json.RawMessage) { f.w.recordV2026Inputs(requests) }
+
+// Answers returns the client's answers to the upstream's input requests
+// not in sent, by the upstream's keys, as the store holds them; none once
+// the task has ended, or when the store cannot say.
+func (f followed) Answers(ctx context.Context, sent map[string]bool) map[string]json.RawMessage {
+	t := f.w.t
+	rec, err := f.w.route.rt.Store.Get(ctx, t.Owner, t.ID)
+	if err != nil || rec.Status.Terminal() {
+		return nil
 	}
+	responses := map[string]json.RawMessage{}
+	for _, in := range rec.Inputs {
+		if in.UpstreamKey != "" && in.Answered && !sent[in.UpstreamKey] && in.Response != nil {
+			responses[in.UpstreamKey] = in.Response
+		}
+	}
+	return responses
 }
 
 // mirrorUpstreamStatus copies the status message of the upstream's task (a
@@ -293,7 +184,7 @@ func (w *worker) mirrorUpstreamStatus(ctx context.Context, upstreamTask json.Raw
 	if json.Unmarshal(upstreamTask, &up) != nil || up.TaskID != t.UpstreamTaskID || up.StatusMessage == "" {
 		return
 	}
-	if message := UpstreamStatusMessage(up.StatusMessage); w.mirrored.admit(message, time.Now()) {
+	if message := follow.UpstreamStatusMessage(up.StatusMessage); w.mirrored.admit(message, time.Now()) {
 		w.setWorkingMessage(ctx, message)
 	}
 }
@@ -314,28 +205,10 @@ func (w *worker) setWorkingMessage(ctx context.Context, message string) {
 	}
 }
 
-// cancelUpstreamTask sends the upstream tasks/cancel for its task id, on
-// the task's session. Cancelling a task the upstream already ended is
-// refused by it (-32602), which changes nothing here.
+// cancelUpstreamTask sends the upstream tasks/cancel for its task id
+// (follow.Loop.Cancel).
 func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Task, upstreamTaskID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	id, params := followID(t.ID, "cancel", 1), map[string]any{"taskId": upstreamTaskID}
-	var answer *jsonrpc.Message
-	var err error
-	if t.UpstreamV2026 { // with the 2026-07-28 headers and _meta (upstreamtask2026_request.go)
-		answer, err = v2026UpstreamRequest(ctx, run.Base, run.Next, t.Params, id, "tasks/cancel", params)
-	} else {
-		answer, err = upstream.Request(ctx, run.Base, run.Next, t.Session, id, "tasks/cancel", params)
-	}
-	switch {
-	case err != nil:
-		route.log.Warn("cancelling the upstream's task", zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.Error(err))
-	case answer.Error != nil:
-		if ce := route.log.Check(zap.DebugLevel, "upstream refused tasks/cancel"); ce != nil {
-			ce.Write(zap.String("task", t.ID), zap.String("upstream_task", upstreamTaskID), zap.String("error", answer.Error.Message))
-		}
-	}
+	follow.Loop{Task: t, Base: run.Base, Next: run.Next, Log: route.log}.Cancel(ctx, upstreamTaskID)
 }
 
 // stopUpstreamCall tells the upstream that a task's call is to stop:
@@ -350,22 +223,4 @@ func (route *Route) stopUpstreamCall(ctx context.Context, run *Run, t *task.Task
 	if UpstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
 		route.NotifyUpstreamCancelled(ctx, run, t, reason)
 	}
-}
-
-// withoutRelatedTask removes the upstream's related-task meta from a
-// tasks/result answer: it names the upstream's task id, and the task's
-// answer carries the gateway's own instead.
-func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	meta, ok := jsonx.Get(result, "_meta")
-	if !ok {
-		return result
-	}
-	if _, ok := jsonx.Get(meta, task.MetaRelatedTask); !ok {
-		return result
-	}
-	out, err := jsonx.DeleteIn(result, "_meta", func(k string) bool { return k == task.MetaRelatedTask })
-	if err != nil {
-		return result
-	}
-	return out
 }

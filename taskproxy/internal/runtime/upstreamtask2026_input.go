@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -23,38 +24,38 @@ import (
 // v2026TaskOf reads ev, the upstream's answer to the task's call, through
 // any input rounds before the upstream's task: it returns that task, or
 // false once the gateway's task has ended with the answer.
-func (w *worker) v2026TaskOf(ev *upstream.Event) (V2026Created, bool) {
+func (w *worker) v2026TaskOf(ev *upstream.Event) (follow.V2026Created, bool) {
 	route, t, run := w.route, w.t, w.run
 	for {
 		switch {
 		case ev.Err != nil:
 			route.finishInterrupted(run.Ctx, t, ev.Err)
-			return V2026Created{}, false
+			return follow.V2026Created{}, false
 		case ev.Final.Error != nil:
 			route.Finish(t, nil, ev.Final.Error)
-			return V2026Created{}, false
+			return follow.V2026Created{}, false
 		}
-		created, ok := ReadV2026Created(ev.Final.Result)
+		created, ok := follow.ReadV2026Created(ev.Final.Result)
 		if ok {
 			return created, true
 		}
 		if !upstream.IsInputRequired(ev.Final.Result) {
-			route.Finish(t, v2026ResultFor(t, ev.Final.Result), nil) // the upstream ran it plainly
-			return V2026Created{}, false
+			route.Finish(t, follow.V2026ResultFor(t, ev.Final.Result), nil) // the upstream ran it plainly
+			return follow.V2026Created{}, false
 		}
 		keys, err := w.recordInput(ev.Final.Result)
 		if err != nil {
 			route.finishInterrupted(run.Ctx, t, err)
-			return V2026Created{}, false
+			return follow.V2026Created{}, false
 		}
 		a, err := w.retryWithAnswers(keys)
 		if err != nil {
 			route.finishInterrupted(run.Ctx, t, err)
-			return V2026Created{}, false
+			return follow.V2026Created{}, false
 		}
 		// The retry may be the call that makes the upstream's task.
-		if ev, ok = run.readCreate(route, t, func() *upstream.Event { return w.followEvents(a) }); !ok {
-			return V2026Created{}, false
+		if ev, ok = run.readCreate(route, t, func() *upstream.Event { return follow.Events(run.Ctx, a, followed{w}) }); !ok {
+			return follow.V2026Created{}, false
 		}
 	}
 }

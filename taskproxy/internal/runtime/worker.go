@@ -11,7 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -24,10 +26,7 @@ import (
 // one attempt; once the client has answered every request, the worker makes
 // the next attempt with the answers.
 
-var (
-	ErrTaskExpired   = errors.New("task expired before completion")
-	errTaskCancelled = errors.New("task cancelled")
-)
+var errTaskCancelled = errors.New("task cancelled")
 
 // worker runs one task in this process: t is its record as the worker
 // knows it (updated as it goes), run the context and base request its
@@ -82,13 +81,13 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		run.awaitCreate()
 	}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
-		held := run.holdStop(ErrTaskExpired) // counted as draining before the task shows ended
+		held := run.holdStop(rpcerr.ErrTaskExpired) // counted as draining before the task shows ended
 		// Recorded first: whatever the upstream answers to the
 		// cancellation arrives too late to count.
-		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
+		route.Finish(call, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", rpcerr.ErrTaskExpired))
 		route.stopUpstreamCall(run.Ctx, run, call, "task expired")
 		if !held {
-			run.Cancel(ErrTaskExpired)
+			run.Cancel(rpcerr.ErrTaskExpired)
 		}
 	})
 	stopRunTimeout := (&runTimer{route: route, t: t, call: call, run: run}).arm()
@@ -169,7 +168,7 @@ func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.
 		return setErr
 	})
 	if err != nil {
-		return nil, storeFailed(err, setErr)
+		return nil, rpcerr.StoreFailed(err, setErr)
 	}
 	t.Round, t.UpstreamID = rec.Round, rec.UpstreamID
 	body, err := jsonrpc.RequestBytes(rec.UpstreamID, "tools/call", params)
@@ -226,22 +225,11 @@ func (route *Route) finishInterrupted(ctx context.Context, t *task.Task, err err
 	case errors.Is(cause, errShutdown), errors.Is(cause, errLeaseLost):
 		route.log.Info("task left to another worker", zap.String("task", t.ID), zap.Error(cause))
 		return
-	case errors.Is(cause, ErrTaskExpired):
-		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", ErrTaskExpired))
+	case errors.Is(cause, rpcerr.ErrTaskExpired):
+		route.Finish(t, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", rpcerr.ErrTaskExpired))
 		return
 	}
-	route.Finish(t, nil, interruptedError(route.log, err, t.ID))
-}
-
-// interruptedError is the error recorded for a call that ended without an
-// answer: the upstream's failure, or, when the worker's own store
-// operation ended it, the store's, as a client gets it (its refusals with
-// their text, anything else under a reference).
-func interruptedError(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
-	if se := (*storeError)(nil); errors.As(err, &se) {
-		return ClientError(log, "recording the task's call", se.err, zap.String("task", taskID))
-	}
-	return UpstreamFailure(log, err, zap.String("task", taskID))
+	route.Finish(t, nil, rpcerr.InterruptedError(route.log, err, t.ID))
 }
 
 // Finish records the call's outcome: a result or a JSON-RPC error. A result
@@ -254,7 +242,7 @@ func interruptedError(log *zap.Logger, err error, taskID string) *jsonrpc.Error 
 // is kept as it is, and written when the store is back.
 func (route *Route) Finish(t *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error) {
 	rec, err := route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, result, rpcErr, Now()) })
-	kept := storeUnavailable(err)
+	kept := rpcerr.StoreUnavailable(err)
 	if err != nil && !outcomeSettled(err) && !kept {
 		route.log.Error("recording task outcome; recording a failure instead", zap.String("task", t.ID), zap.Error(err))
 		rec, err = route.storeOutcome(t, func(rec *task.Task) { ApplyOutcome(rec, nil, outcomeLost(), Now()) })
@@ -402,7 +390,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 		if rec.Era == task.Era2026 && rec.UpstreamTaskID != "" {
 			// The related task the upstream names is its own: a
 			// 2026-07-28 input request needs none.
-			params = withoutRelatedTask(params)
+			params = follow.WithoutRelatedTask(params)
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
 		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)
@@ -497,7 +485,7 @@ func (w *worker) recordInput(result json.RawMessage) ([]string, error) {
 		return applyErr
 	})
 	if err != nil {
-		return nil, storeFailed(err, applyErr)
+		return nil, rpcerr.StoreFailed(err, applyErr)
 	}
 	route.rt.Hub.Changed(t.ID)
 	if len(keys) > 0 {
@@ -522,7 +510,7 @@ func (w *worker) awaitAnswers(keys []string) (json.RawMessage, error) {
 	for {
 		rec, err := route.rt.Store.Get(run.Ctx, t.Owner, t.ID)
 		if err != nil {
-			return nil, storeFailed(err, nil)
+			return nil, rpcerr.StoreFailed(err, nil)
 		}
 		if rec.Status.Terminal() {
 			return nil, task.ErrTerminal

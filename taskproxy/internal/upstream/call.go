@@ -416,6 +416,12 @@ const (
 	HeaderSessionID       = "Mcp-Session-Id"
 )
 
+// IsRoutingHeader reports whether the canonical header name k is one of
+// the 2026-07-28 routing headers, which name the request they come with.
+func IsRoutingHeader(k string) bool {
+	return k == HeaderMethod || k == HeaderName || strings.HasPrefix(k, "Mcp-Param-")
+}
+
 // EncodeHeaderValue writes v as an MCP header value (Mcp-Name, Mcp-Param-*):
 // as it is when it is visible ASCII without surrounding spaces, else in the
 // =?base64?…?= form MCP uses for the rest (and for a value that would read

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -91,7 +92,7 @@ func (c *Exchange) Pass() error { return upstream.ServeNext(c.Next, c.W, c.R) }
 func (c *Exchange) Reply(result any) error {
 	data, err := jsonrpc.ResponseBytes(c.Msg.ID, result)
 	if err != nil {
-		c.Fail(runtime.InternalError(c.Log, "encoding a result", err, zap.String("method", c.Msg.Method)))
+		c.Fail(rpcerr.InternalError(c.Log, "encoding a result", err, zap.String("method", c.Msg.Method)))
 		return nil
 	}
 	WriteJSON(c.W, http.StatusOK, data)
@@ -131,7 +132,7 @@ func AnswerStatus(w http.ResponseWriter, status int, e *jsonrpc.Error) int {
 		status = http.StatusServiceUnavailable
 	}
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", runtime.StoreRetryAfter)
+		w.Header().Set("Retry-After", rpcerr.StoreRetryAfter)
 	}
 	return status
 }

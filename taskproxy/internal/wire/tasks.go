@@ -7,7 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -41,7 +43,7 @@ func (e *Env) StoreFailure(err error) *jsonrpc.Error {
 	if errors.Is(err, task.ErrNotFound) {
 		return ErrTaskNotFound()
 	}
-	return runtime.ClientError(e.Log, "task store", err)
+	return rpcerr.ClientError(e.Log, "task store", err)
 }
 
 // TaskIDParam reads params.taskId.
@@ -101,7 +103,7 @@ func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail fun
 	case errors.Is(err, task.ErrQuotaExceeded):
 		fail(c.QuotaRefused(err))
 	default:
-		fail(runtime.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID)))
+		fail(rpcerr.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID)))
 	}
 	return false
 }
@@ -109,10 +111,10 @@ func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail fun
 // StartTask starts the worker of a stored task, making its first call.
 func (c *Exchange) StartTask(t *task.Task) {
 	run := c.Route.NewRun(c.Detach(c.R), c.Next)
-	body, err := runtime.UpstreamCallBody(t)
+	body, err := follow.UpstreamCallBody(t)
 	if err != nil {
 		run.Release()
-		c.Route.Finish(t, nil, runtime.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
+		c.Route.Finish(t, nil, rpcerr.InternalError(c.Log, "encoding the upstream call", err, zap.String("task", t.ID)))
 		return
 	}
 	c.Route.StartWorker(t, run, upstream.StartAttempt(run.Ctx, run.Base, run.Next, t.UpstreamID, body), nil)
@@ -133,7 +135,7 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	}
 	n, err := c.Runtime.Store.CountActive(ctx, quota)
 	if err != nil {
-		return runtime.ClientError(c.Log, "counting active tasks", err)
+		return rpcerr.ClientError(c.Log, "counting active tasks", err)
 	}
 	n += c.uncounted(quota)
 	if n >= c.MaxActivePerOwner {
@@ -206,7 +208,7 @@ func (c *Exchange) AdmitInline() (func(), *jsonrpc.Error) {
 	})
 	switch {
 	case err != nil:
-		return nil, runtime.ClientError(c.Log, "counting active tasks", err)
+		return nil, rpcerr.ClientError(c.Log, "counting active tasks", err)
 	case !ok:
 		return nil, c.QuotaRefused(&task.QuotaError{Limit: c.MaxActivePerOwner})
 	}

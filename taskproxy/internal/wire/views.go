@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
-	"go.uber.org/zap"
 )
 
 // The tasks/get answers of finished tasks come from the runtime's view
@@ -29,7 +31,7 @@ func (c *Exchange) ServeCachedGet(id string, wire runtime.Wire) bool {
 func (c *Exchange) ReplyView(t *task.Task, wire runtime.Wire) error {
 	view, err := c.Runtime.View(t, wire, runtime.Now())
 	if err != nil {
-		c.Fail(runtime.InternalError(c.Log, "encoding a result", err))
+		c.Fail(rpcerr.InternalError(c.Log, "encoding a result", err))
 		return nil
 	}
 	c.ReplyRaw(view)

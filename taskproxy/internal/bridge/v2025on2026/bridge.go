@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -190,7 +190,7 @@ func (c *call) initialize() error {
 	meta := translate.RequestMeta{Capabilities: translate.V2026ClientCapabilities(p.Capabilities), ClientInfo: p.ClientInfo}
 	params, err := translate.V2026Params(nil, meta)
 	if err != nil {
-		c.Fail(runtime.InternalError(c.Log, "building server/discover", err))
+		c.Fail(rpcerr.InternalError(c.Log, "building server/discover", err))
 		return nil
 	}
 	rep := newReply(c.Exchange)
@@ -204,7 +204,7 @@ func (c *call) initialize() error {
 	}
 	result, err := translate.V2025Initialize(ev.Final.Result)
 	if err != nil {
-		c.Fail(runtime.UpstreamFailure(c.Log, err))
+		c.Fail(rpcerr.UpstreamFailure(c.Log, err))
 		return nil
 	}
 	sid := SessionPrefix + task.NewTaskID()
@@ -213,12 +213,12 @@ func (c *call) initialize() error {
 		err = c.descriptions().save(c.R.Context(), sid, c.Owner, meta)
 	}
 	if err != nil {
-		e := runtime.InternalError(c.Log, "opening a session", err)
+		e := rpcerr.InternalError(c.Log, "opening a session", err)
 		wire.WriteError(c.W, wire.AnswerStatus(c.W, http.StatusInternalServerError, e), c.Msg.ID, e)
 		return nil
 	}
 	if result, err = jsonx.SetPath(result, []string{"capabilities", "tasks"}, c.Tools.V2025TasksCapability()); err != nil {
-		c.Fail(runtime.InternalError(c.Log, "declaring the tasks capability", err))
+		c.Fail(rpcerr.InternalError(c.Log, "declaring the tasks capability", err))
 		return nil
 	}
 	c.W.Header().Set(upstream.HeaderSessionID, sid)

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -116,11 +118,11 @@ func needsTasksExtension(ev upstream.Event) bool {
 // (its slot held until the task ends or is cancelled), bounded by the
 // tool's run_timeout, and audited; its creating call runs detached from the
 // client, so that a client leaving before the upstream names its task
-// still gets that task cancelled (runtime.PlainV2026TaskCall).
+// still gets that task cancelled (follow.PlainV2026TaskCall).
 func (c *call) callAsTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage) (ev upstream.Event, sent json.RawMessage, done bool) {
 	ext, err := jsonx.SetPath(params, []string{"_meta", wire.MetaClientCapabilities, "extensions", wire.ExtensionTasks}, []byte("{}"))
 	if err != nil {
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "declaring the tasks extension", err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "declaring the tasks extension", err)))
 		return ev, params, true
 	}
 	withExt := json.RawMessage(ext) // sent as it is, not as a byte string
@@ -147,18 +149,18 @@ func (c *call) taskCall(ctx context.Context, rep *reply, base *http.Request, wit
 	body, err := jsonrpc.RequestBytes(id, "tools/call", withExt)
 	if err != nil {
 		release()
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding the task call", err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "encoding the task call", err)))
 		return ev, true
 	}
-	ev, left := runtime.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, withExt, body, rep.on, release)
+	ev, left := follow.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, withExt, body, rep.on, release)
 	if left {
 		return ev, true // the slot is given back in the background
 	}
 	if ev.Err == nil && ev.Final.Error == nil {
-		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+		if created, ok := follow.ReadV2026Created(ev.Final.Result); ok {
 			name, _ := routingName("tools/call", withExt)
-			pt := &plainTask{rec: runtime.PlainTaskRecord(c.Caller, name, created.TaskID), release: release, limit: c.RunTimeoutOf(name)}
-			c.Route.AuditTask(runtime.AuditPlainCreated, pt.rec)
+			pt := &plainTask{rec: follow.PlainTaskRecord(c.Caller, name, created.TaskID), release: release, limit: c.RunTimeoutOf(name)}
+			c.Route.AuditTask(follow.AuditPlainCreated, pt.rec)
 			c.awaitTask(ctx, rep, base, withExt, created, pt)
 			return ev, true
 		}
@@ -182,24 +184,24 @@ type plainTask struct {
 	limit, spent time.Duration
 }
 
-// await waits for the task (runtime.AwaitV2026UpstreamTask) for at most
+// await waits for the task (follow.AwaitV2026UpstreamTask) for at most
 // what remains of its run_timeout; errRunTimeout says that the run_timeout
 // ended the wait, and cancelled the upstream's task.
-func (pt *plainTask) await(ctx context.Context, c *call, base *http.Request, params json.RawMessage, created runtime.V2026Created, answered map[string]json.RawMessage) (runtime.InlineOutcome, error) {
+func (pt *plainTask) await(ctx context.Context, c *call, base *http.Request, params json.RawMessage, created follow.V2026Created, answered map[string]json.RawMessage) (follow.InlineOutcome, error) {
 	if pt.limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, pt.limit-pt.spent, errRunTimeout)
 		defer cancel()
 		defer func(start time.Time) { pt.spent += time.Since(start) }(time.Now())
 	}
-	return runtime.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, answered)
+	return follow.AwaitV2026UpstreamTask(ctx, c.Log, base, c.Next, params, created, answered)
 }
 
 // finish audits how the upstream's task ended (status) and gives back the
 // call's slot.
 func (pt *plainTask) finish(c *call, status task.Status) {
 	pt.rec.Status, pt.rec.UpdatedAt = status, runtime.Now()
-	c.Route.AuditTask(runtime.AuditPlainEnded, pt.rec)
+	c.Route.AuditTask(follow.AuditPlainEnded, pt.rec)
 	pt.release()
 }
 
@@ -207,7 +209,7 @@ func (pt *plainTask) finish(c *call, status task.Status) {
 // made of it, and answers with the task's outcome. When the client goes
 // first, AwaitV2026UpstreamTask cancels the upstream's task; so does the
 // tool's run_timeout, which fails the call as it fails a task.
-func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created runtime.V2026Created, pt *plainTask) {
+func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, params json.RawMessage, created follow.V2026Created, pt *plainTask) {
 	var answered map[string]json.RawMessage
 	out, err := pt.await(ctx, c, base, params, created, nil)
 	for round := 0; err == nil && out.Input != nil && ctx.Err() == nil; round++ {
@@ -216,13 +218,13 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task asked for input more than %d times", maxInputRounds)
 		if round < maxInputRounds {
 			if answered, e = c.ask(ctx, rep, out.Input); e == nil {
-				if aerr := runtime.AnswerV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID, answered); aerr != nil {
-					e = runtime.UpstreamFailure(c.Log, aerr)
+				if aerr := follow.AnswerV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID, answered); aerr != nil {
+					e = rpcerr.UpstreamFailure(c.Log, aerr)
 				}
 			}
 		}
 		if e != nil {
-			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+			follow.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
 			pt.finish(c, task.StatusCancelled)
 			if ctx.Err() == nil {
 				rep.send(jsonrpc.ErrorBytes(c.Msg.ID, e))
@@ -239,12 +241,12 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 		if err == nil && out.Input != nil {
 			// The client left between the task's question and its being
 			// asked: nobody will answer it.
-			runtime.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
+			follow.CancelV2026UpstreamTask(ctx, base, c.Next, params, created.TaskID)
 		}
 		pt.finish(c, task.StatusCancelled)
 	case err != nil:
 		pt.finish(c, task.StatusFailed)
-		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)))
+		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, err)))
 	case out.Error != nil:
 		pt.finish(c, task.StatusFailed)
 		rep.send(jsonrpc.ErrorBytes(c.Msg.ID, out.Error))
@@ -267,7 +269,7 @@ func (c *call) upstreamBase(method string, params json.RawMessage) *http.Request
 // stream's resumption, with the 2026-07-28 routing headers.
 func setUpstreamHeaders(r *http.Request, method string, params json.RawMessage) {
 	for k := range r.Header {
-		if runtime.IsRoutingHeader(k) {
+		if upstream.IsRoutingHeader(k) {
 			delete(r.Header, k)
 		}
 	}
@@ -316,7 +318,7 @@ func (c *call) attempt(ctx context.Context, base *http.Request, method string, p
 func (c *call) sendFinal(rep *reply, ev upstream.Event) {
 	switch {
 	case ev.Err != nil:
-		e := runtime.UpstreamFailure(c.Log, ev.Err)
+		e := rpcerr.UpstreamFailure(c.Log, ev.Err)
 		if rep.sse == nil {
 			wire.WriteError(c.W, http.StatusBadGateway, c.Msg.ID, e)
 			return

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -94,6 +94,6 @@ func (c *call) failDescription(err error) {
 		wire.WriteError(c.W, http.StatusNotFound, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeSessionNotFound, "Session not found"))
 		return
 	}
-	e := runtime.InternalError(c.Log, "keeping a session's client description", err)
+	e := rpcerr.InternalError(c.Log, "keeping a session's client description", err)
 	wire.WriteError(c.W, wire.AnswerStatus(c.W, http.StatusInternalServerError, e), c.Msg.ID, e)
 }

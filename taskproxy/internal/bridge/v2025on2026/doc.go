@@ -19,12 +19,12 @@
 // progress and log messages relayed on the request's own stream. A
 // tools/call the upstream refuses for want of the tasks extension (a tool
 // it runs only as a task) is sent again declaring it, and the upstream's
-// task is awaited within the client's call (runtime.AwaitV2026UpstreamTask).
+// task is awaited within the client's call (follow.AwaitV2026UpstreamTask).
 // That task runs for the caller as a gateway task would: within rate_limit
 // and max_active_per_principal (wire.Exchange.AdmitInline), bounded by the
 // tool's run_timeout, audited, and its creating call detached from the
 // client, so that a client leaving before the upstream names its task
-// still gets that task cancelled (runtime.PlainV2026TaskCall).
+// still gets that task cancelled (follow.PlainV2026TaskCall).
 // Input the upstream asks for during a plain call (an InputRequiredResult,
 // or the awaited task's inputRequests) goes to the client as 2025-11-25
 // requests on the call's stream, the answers back as the call's retry or

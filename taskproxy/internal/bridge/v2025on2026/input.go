@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -123,7 +123,7 @@ func (c *call) ask(ctx context.Context, rep *reply, requests map[string]json.Raw
 		round.keys = append(round.keys, k)
 		data, err := jsonrpc.RequestBytes(id, req.Method, req.Params)
 		if err != nil {
-			return nil, runtime.InternalError(c.Log, "encoding an input request", err)
+			return nil, rpcerr.InternalError(c.Log, "encoding an input request", err)
 		}
 		sends = append(sends, data)
 	}
@@ -180,7 +180,7 @@ func (c *call) answerRounds(ctx context.Context, rep *reply, params json.RawMess
 			next, err = jsonx.Set(next, "requestState", in.RequestState)
 		}
 		if err != nil {
-			return ev, false, runtime.InternalError(c.Log, "building the retry", err)
+			return ev, false, rpcerr.InternalError(c.Log, "building the retry", err)
 		}
 		if ev, done = retry(next); done {
 			return ev, true, nil

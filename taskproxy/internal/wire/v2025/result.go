@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -259,7 +260,7 @@ func ServeInputAnswer(x *wire.Exchange, taskID, key string) error {
 	}
 	answers := map[string]runtime.InputAnswer{key: {Result: c.Msg.Result, Error: c.Msg.Error}}
 	if _, err := c.Route.AnswerInputs(c.R.Context(), c.Owner, taskID, answers, c.R, c.Next); err != nil {
-		wire.WriteError(c.W, http.StatusBadGateway, nil, runtime.AnswerFailure(c.Log, err, taskID))
+		wire.WriteError(c.W, http.StatusBadGateway, nil, rpcerr.AnswerFailure(c.Log, err, taskID))
 		return nil
 	}
 	c.W.WriteHeader(http.StatusAccepted)

@@ -11,8 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -128,7 +130,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 	}
 	body, err := jsonrpc.RequestBytes(upstreamID, "tools/call", params)
 	if err != nil {
-		c.fail(runtime.InternalError(c.Log, "encoding the upstream call", err))
+		c.fail(rpcerr.InternalError(c.Log, "encoding the upstream call", err))
 		return nil
 	}
 	run := c.Route.NewRun(c.Detach(c.R), c.Next)
@@ -170,7 +172,7 @@ func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error
 		return nil
 	}
 	if onTaskRuntime && ev.Final != nil && ev.Final.Error == nil {
-		if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+		if created, ok := follow.ReadV2026Created(ev.Final.Result); ok {
 			return c.adoptUpstreamTask(t, run, stopFollowingClient, reply, created)
 		}
 	}
@@ -208,7 +210,7 @@ func leftBeforeTask(x *wire.Exchange, run *runtime.Run, a *upstream.Attempt, par
 	release, _, _ := x.Runtime.Inline.Admit(x.CallerKey(), 0, nil) // counted, never refused: the task may exist already
 	go func() {
 		defer release()
-		runtime.CancelLateV2026Create(x.Log, a, func() {
+		follow.CancelLateV2026Create(x.Log, a, func() {
 			run.Cancel(ErrClientGone)
 			run.Release()
 		}, run.Base, run.Next, params)
@@ -246,7 +248,7 @@ func (c *call) convert(t *task.Task, run *runtime.Run, stopFollowingClient func(
 	if ended {
 		t.Lease = task.Lease{}
 		if pending.Err != nil {
-			runtime.ApplyOutcome(t, nil, runtime.UpstreamFailure(c.Log, pending.Err, zap.String("task", t.ID)), runtime.Now())
+			runtime.ApplyOutcome(t, nil, rpcerr.UpstreamFailure(c.Log, pending.Err, zap.String("task", t.ID)), runtime.Now())
 		} else {
 			runtime.ApplyOutcome(t, pending.Final.Result, pending.Final.Error, runtime.Now())
 		}
@@ -281,7 +283,7 @@ func (c *call) refuseCreate(reply *Reply, t *task.Task, err error) {
 		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), Status(e.Code))
 		return
 	}
-	e := runtime.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID))
+	e := rpcerr.ClientError(c.Log, "storing a task", err, zap.String("task", t.ID))
 	reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), wire.AnswerStatus(c.W, http.StatusInternalServerError, e))
 }
 
@@ -289,7 +291,7 @@ func (c *call) refuseCreate(reply *Reply, t *task.Task, err error) {
 func (c *call) replyCreated(reply *Reply, t *task.Task) {
 	data, err := jsonrpc.ResponseBytes(c.Msg.ID, CreateResult(t))
 	if err != nil {
-		data = jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding the task", err, zap.String("task", t.ID)))
+		data = jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "encoding the task", err, zap.String("task", t.ID)))
 	}
 	reply.Send(data, http.StatusOK)
 }

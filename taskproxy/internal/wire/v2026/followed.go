@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -72,7 +74,7 @@ func (c *call) passAnswer(run *runtime.Run, stopFollowingClient func() bool, rep
 // there was none.
 func (c *call) sendAnswer(reply *Reply, ev upstream.Event) {
 	if ev.Err != nil {
-		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
+		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, ev.Err)), http.StatusBadGateway)
 		return
 	}
 	status := http.StatusOK
@@ -87,18 +89,18 @@ func (c *call) sendAnswer(reply *Reply, ev upstream.Event) {
 // created: stored with the upstream's task id, then answered, and followed
 // by a worker. When the gateway cannot take it (the client left, the store
 // refused), the upstream's task is cancelled: it must not run untracked.
-func (c *call) adoptUpstreamTask(t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *Reply, created runtime.V2026Created) error {
+func (c *call) adoptUpstreamTask(t *task.Task, run *runtime.Run, stopFollowingClient func() bool, reply *Reply, created follow.V2026Created) error {
 	if !stopFollowingClient() {
-		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
+		follow.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
 		run.Release()
 		return nil
 	}
 	t.UpstreamTask, t.UpstreamV2026, t.UpstreamTaskID = true, true, created.TaskID
 	if created.StatusMessage != "" && created.Status == task.StatusWorking {
-		t.StatusMessage = runtime.UpstreamStatusMessage(created.StatusMessage)
+		t.StatusMessage = follow.UpstreamStatusMessage(created.StatusMessage)
 	}
 	if err := c.CreateWithinLimits(t); err != nil {
-		runtime.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
+		follow.CancelV2026UpstreamTask(run.Ctx, run.Base, run.Next, t.Params, created.TaskID)
 		run.Cancel(err)
 		run.Release()
 		c.refuseCreate(reply, t, err)
@@ -125,7 +127,7 @@ func (c *call) servePlainOnTaskRuntime() error {
 	if ev.Err == nil && ev.Final.Error != nil && ev.Final.Error.Code == jsonrpc.CodeMissingRequiredClientCapability {
 		withExt, err := withTasksExtension(params)
 		if err != nil {
-			c.fail(runtime.InternalError(c.Log, "declaring the tasks extension", err))
+			c.fail(rpcerr.InternalError(c.Log, "declaring the tasks extension", err))
 			return nil
 		}
 		// The upstream's task runs for the caller as a task of the
@@ -143,10 +145,10 @@ func (c *call) servePlainOnTaskRuntime() error {
 			return nil // the client left; the slot is given back in the background
 		}
 		if ev.Err == nil && ev.Final.Error == nil {
-			if created, ok := runtime.ReadV2026Created(ev.Final.Result); ok {
+			if created, ok := follow.ReadV2026Created(ev.Final.Result); ok {
 				name, _ := wire.StringParam(c.Msg.Params, "name")
-				rec := runtime.PlainTaskRecord(c.Caller, name, created.TaskID)
-				c.Route.AuditTask(runtime.AuditPlainCreated, rec)
+				rec := follow.PlainTaskRecord(c.Caller, name, created.TaskID)
+				c.Route.AuditTask(follow.AuditPlainCreated, rec)
 				return c.awaitInline(reply, &inlineWait{owner: c.UpstreamOwner(), tool: name, upstreamTaskID: created.TaskID, rec: rec, audit: c.Route.AuditTask,
 					pollMs: created.PollIntervalMs, pollErr: created.PollIntervalErr, params: withExt, base: base, next: c.Next, release: release,
 					runLeft: c.RunTimeoutOf(name), runLimit: c.RunTimeoutOf(name)})
@@ -174,7 +176,7 @@ func (c *call) plainAttempt(ctx context.Context, base *http.Request, params json
 
 // plainTaskAttempt makes the call declaring the extension for a plain
 // client's tools/call and returns its last event; it runs detached from
-// the client's request (runtime.PlainV2026TaskCall): when the client
+// the client's request (follow.PlainV2026TaskCall): when the client
 // leaves first (left), the task it makes is cancelled and release called
 // in the background.
 func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params json.RawMessage, reply *Reply, release func()) (ev upstream.Event, left bool) {
@@ -183,7 +185,7 @@ func (c *call) plainTaskAttempt(ctx context.Context, base *http.Request, params 
 	if err != nil {
 		return upstream.Event{Err: err}, false
 	}
-	return runtime.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, params, body, relayTo(reply), release)
+	return follow.PlainV2026TaskCall(ctx, c.Log, base, c.Next, id, params, body, relayTo(reply), release)
 }
 
 // withTasksExtension declares the tasks extension in the client

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -80,7 +82,7 @@ type inlineWait struct {
 func (w *inlineWait) finish(status task.Status) {
 	if w.rec != nil && w.audit != nil && !w.rec.Status.Terminal() {
 		w.rec.Status, w.rec.UpdatedAt = status, runtime.Now()
-		w.audit(runtime.AuditPlainEnded, w.rec)
+		w.audit(follow.AuditPlainEnded, w.rec)
 	}
 	w.release()
 }
@@ -109,7 +111,7 @@ func (h *Handler) Close() {
 // the context of the detached request it came with: the next handler
 // (Caddy's reverse_proxy) needs that context's values to send anything.
 func (w *inlineWait) cancelUpstream() {
-	runtime.CancelV2026UpstreamTask(w.base.Context(), w.base, w.next, w.params, w.upstreamTaskID)
+	follow.CancelV2026UpstreamTask(w.base.Context(), w.base, w.next, w.params, w.upstreamTaskID)
 	w.finish(task.StatusCancelled)
 }
 
@@ -162,7 +164,7 @@ func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 		defer cancel()
 		defer func(start time.Time) { w.runLeft -= time.Since(start) }(time.Now())
 	}
-	out, err := runtime.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, runtime.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs, PollIntervalErr: w.pollErr}, w.answered)
+	out, err := follow.AwaitV2026UpstreamTask(ctx, c.Log, w.base, c.Next, w.params, follow.V2026Created{TaskID: w.upstreamTaskID, PollIntervalMs: w.pollMs, PollIntervalErr: w.pollErr}, w.answered)
 	switch { // the upstream's task ended, or was cancelled
 	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), errInlineRunTimeout):
 		w.finish(task.StatusCancelled)
@@ -181,7 +183,7 @@ func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 	case ctx.Err() != nil:
 		return nil // the client left; the upstream's task was cancelled
 	case err != nil:
-		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, runtime.UpstreamFailure(c.Log, err)), http.StatusBadGateway)
+		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.UpstreamFailure(c.Log, err)), http.StatusBadGateway)
 		return nil
 	case out.Input != nil:
 		state, e := c.h.park(w)
@@ -195,7 +197,7 @@ func (c *call) awaitInline(reply *Reply, w *inlineWait) error {
 		}
 		data, err := jsonrpc.ResponseBytes(c.Msg.ID, map[string]any{"resultType": "input_required", "inputRequests": out.Input, "requestState": state})
 		if err != nil {
-			data = jsonrpc.ErrorBytes(c.Msg.ID, runtime.InternalError(c.Log, "encoding input_required", err))
+			data = jsonrpc.ErrorBytes(c.Msg.ID, rpcerr.InternalError(c.Log, "encoding input_required", err))
 		}
 		reply.Send(data, http.StatusOK)
 		return nil
@@ -225,9 +227,9 @@ func (c *call) resumeInline(w *inlineWait) error {
 	// The retry's own headers (its credentials) from here on.
 	w.base = c.Detach(c.R)
 	w.next = c.Next
-	if err := runtime.AnswerV2026UpstreamTask(c.R.Context(), w.base, c.Next, w.params, w.upstreamTaskID, p.InputResponses); err != nil {
+	if err := follow.AnswerV2026UpstreamTask(c.R.Context(), w.base, c.Next, w.params, w.upstreamTaskID, p.InputResponses); err != nil {
 		w.cancelUpstream()
-		c.fail(runtime.UpstreamFailure(c.Log, err))
+		c.fail(rpcerr.UpstreamFailure(c.Log, err))
 		return nil
 	}
 	w.answered = p.InputResponses

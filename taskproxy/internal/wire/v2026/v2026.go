@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -394,7 +395,7 @@ func (c *call) serveUpdate() error {
 		if errors.Is(err, task.ErrNotFound) {
 			c.fail(c.LookupFailure(id, err))
 		} else {
-			c.fail(runtime.AnswerFailure(c.Log, err, id))
+			c.fail(rpcerr.AnswerFailure(c.Log, err, id))
 		}
 		return nil
 	}

@@ -1,4 +1,4 @@
-package runtime
+package follow
 
 import (
 	"encoding/json"
@@ -163,7 +163,7 @@ func TestV2026ResultFor(t *testing.T) {
 		{task.Era2026, string(result)},
 	}
 	for _, tt := range tests {
-		if got := v2026ResultFor(&task.Task{Era: tt.era}, result); string(got) != tt.want {
+		if got := V2026ResultFor(&task.Task{Era: tt.era}, result); string(got) != tt.want {
 			t.Errorf("era %s: %s, want %s", tt.era, got, tt.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package follow
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const (
 // own task being none.
 func PlainTaskRecord(caller task.Caller, tool, upstreamTaskID string) *task.Task {
 	return &task.Task{ID: upstreamTaskID, Owner: caller.Owner, Principal: caller.Principal, Tenant: caller.Tenant,
-		Era: task.Era2026, Tool: tool, Status: task.StatusWorking, CreatedAt: Now()}
+		Era: task.Era2026, Tool: tool, Status: task.StatusWorking, CreatedAt: time.Now().UTC()}
 }
 
 // PlainV2026TaskCall sends body, a plain client's tools/call (upstream id

@@ -1,4 +1,4 @@
-package runtime
+package follow
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func v2026UpstreamRequest(ctx context.Context, base *http.Request, next http.Han
 	}
 	req := upstream.NewRequest(ctx, base, body)
 	for k := range req.Header {
-		if IsRoutingHeader(k) { // the call's Mcp-Name and Mcp-Param-*
+		if upstream.IsRoutingHeader(k) { // the call's Mcp-Name and Mcp-Param-*
 			delete(req.Header, k)
 		}
 	}

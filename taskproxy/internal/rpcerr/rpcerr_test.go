@@ -1,4 +1,4 @@
-package runtime
+package rpcerr
 
 import (
 	"errors"
@@ -85,8 +85,8 @@ func TestAnswerFailure(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"forwarding failed", &forwardError{fmt.Errorf("forwarding the answer upstream: %w", &upstream.NextError{Err: refused})}, "upstream unreachable (ref "},
-		{"refused by the upstream", &forwardError{errors.New("the upstream refused the answer with HTTP 400")}, "the upstream refused the answer with HTTP 400"},
+		{"forwarding failed", &ForwardError{Err: fmt.Errorf("forwarding the answer upstream: %w", &upstream.NextError{Err: refused})}, "upstream unreachable (ref "},
+		{"refused by the upstream", &ForwardError{Err: errors.New("the upstream refused the answer with HTTP 400")}, "the upstream refused the answer with HTTP 400"},
 		{"the gateway's own", errors.New("recording the upstream answer at /var/lib/x"), "internal error (ref "},
 	}
 	for _, tt := range tests {
@@ -112,15 +112,15 @@ func TestInterruptedError(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"a backend's error", storeFailed(fmt.Errorf("updating task x: %w", backend), nil), "internal error (ref "},
-		{"the store unavailable", storeFailed(fmt.Errorf("reading task x: %w", task.ErrUnavailable), nil), MsgStoreUnavailable},
-		{"a refusal", storeFailed(fmt.Errorf("reading task x: %w", task.ErrNotFound), nil), task.ErrNotFound.Error()},
-		{"fn's own account", storeFailed(account, account), account.Error()},
+		{"a backend's error", StoreFailed(fmt.Errorf("updating task x: %w", backend), nil), "internal error (ref "},
+		{"the store unavailable", StoreFailed(fmt.Errorf("reading task x: %w", task.ErrUnavailable), nil), MsgStoreUnavailable},
+		{"a refusal", StoreFailed(fmt.Errorf("reading task x: %w", task.ErrNotFound), nil), task.ErrNotFound.Error()},
+		{"fn's own account", StoreFailed(account, account), account.Error()},
 		{"the upstream's failure", &upstream.NextError{Err: handlerError{502, io.EOF}}, "upstream connection lost before its answer (ref "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := interruptedError(zap.NewNop(), tt.err, "t1").Message
+			got := InterruptedError(zap.NewNop(), tt.err, "t1").Message
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("message %q, want it to hold %q", got, tt.want)
 			}

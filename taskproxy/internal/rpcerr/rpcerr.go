@@ -1,4 +1,4 @@
-package runtime
+package rpcerr
 
 import (
 	"crypto/rand"
@@ -32,7 +32,7 @@ func newErrorRef() string {
 // doing, and returns the client's error. Fields must not carry arguments or
 // results.
 func InternalError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
-	if storeUnavailable(err) {
+	if StoreUnavailable(err) {
 		return unavailableError(log, what, err, fields...)
 	}
 	ref := newErrorRef()
@@ -107,19 +107,19 @@ func foreignError(err error) bool {
 // AnswerFailure is the error of a client's input answer that could not be
 // delivered: forwarding it upstream or recording it failed.
 func AnswerFailure(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
-	if fe := (*forwardError)(nil); errors.As(err, &fe) {
+	if fe := (*ForwardError)(nil); errors.As(err, &fe) {
 		return UpstreamFailure(log, err, zap.String("task", taskID))
 	}
 	return ClientError(log, "answering an input request", err, zap.String("task", taskID))
 }
 
-// forwardError is the failure of an exchange the gateway had with the
+// ForwardError is the failure of an exchange the gateway had with the
 // upstream on a caller's behalf (forwarding an input answer): the
 // upstream's failure, reported as one, not the gateway's.
-type forwardError struct{ err error }
+type ForwardError struct{ Err error }
 
-func (e *forwardError) Error() string { return e.err.Error() }
-func (e *forwardError) Unwrap() error { return e.err }
+func (e *ForwardError) Error() string { return e.Err.Error() }
+func (e *ForwardError) Unwrap() error { return e.Err }
 
 // storeError marks an error of a worker's own store operation (recording
 // the call's round or input, reading the answers) that ends its call: the
@@ -129,12 +129,26 @@ type storeError struct{ err error }
 func (e *storeError) Error() string { return e.err.Error() }
 func (e *storeError) Unwrap() error { return e.err }
 
-// storeFailed marks err, from a store operation whose fn returned fnErr,
+// StoreFailed marks err, from a store operation whose fn returned fnErr,
 // as the store's own error; fn's error (the gateway's account of the
 // record) stays as it is.
-func storeFailed(err, fnErr error) error {
+func StoreFailed(err, fnErr error) error {
 	if err == nil || (fnErr != nil && errors.Is(err, fnErr)) {
 		return err
 	}
 	return &storeError{err}
 }
+
+// InterruptedError is the error recorded for a call that ended without an
+// answer: the upstream's failure, or, when the worker's own store
+// operation ended it, the store's, as a client gets it (its refusals with
+// their text, anything else under a reference).
+func InterruptedError(log *zap.Logger, err error, taskID string) *jsonrpc.Error {
+	if se := (*storeError)(nil); errors.As(err, &se) {
+		return ClientError(log, "recording the task's call", se.err, zap.String("task", taskID))
+	}
+	return UpstreamFailure(log, err, zap.String("task", taskID))
+}
+
+// ErrTaskExpired is the cause of a task call ended by the task's expiry.
+var ErrTaskExpired = errors.New("task expired before completion")

@@ -1,4 +1,4 @@
-package runtime
+package rpcerr
 
 import (
 	"errors"
@@ -35,5 +35,5 @@ func unavailableError(log *zap.Logger, what string, err error, fields ...zap.Fie
 	return e
 }
 
-// storeUnavailable reports an error of a store that is unavailable for now.
-func storeUnavailable(err error) bool { return errors.Is(err, task.ErrUnavailable) }
+// StoreUnavailable reports an error of a store that is unavailable for now.
+func StoreUnavailable(err error) bool { return errors.Is(err, task.ErrUnavailable) }

@@ -1,4 +1,4 @@
-package runtime
+package follow
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type InlineOutcome struct {
 // debug line for each pollIntervalMs of the upstream's that was clamped or
 // ignored.
 func AwaitV2026UpstreamTask(ctx context.Context, log *zap.Logger, base *http.Request, next http.Handler, callParams json.RawMessage, created V2026Created, answered map[string]json.RawMessage) (InlineOutcome, error) {
-	logOddNumber(log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
+	LogOddNumber(log, "CreateTaskResult", created.TaskID, "pollIntervalMs", created.PollIntervalErr)
 	every := pollEvery(created.PollIntervalMs)
 	cancelUpstream := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
