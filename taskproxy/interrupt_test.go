@@ -19,7 +19,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	mustStart(t, g)
 	called := make(chan struct{}, 1)
-	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := answeringToolsList(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The error's head goes out before the abort, its body ends with
 		// it: the gateway reads the answer only once the call was
 		// cancelled, whatever the goroutines' timing.
@@ -30,7 +30,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 		default:
 		}
 		<-r.Context().Done()
-	})
+	}))
 	id := createV2025(t, g, proxy)
 	select {
 	case <-called:

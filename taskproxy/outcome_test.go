@@ -1,9 +1,11 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -112,6 +114,24 @@ func createV2025(t *testing.T, g *Gateway, next http.Handler) string {
 		t.Fatalf("create answer %s", rec.Body)
 	}
 	return created.Result.Task.TaskID
+}
+
+// answeringToolsList answers the gateway's own tools/list (the tools it
+// learns before a task-augmented call) with no tools and passes every other
+// request to next. A next handler that holds its calls would otherwise hold
+// that tools/list too, and each create would wait out the gateway's timeout
+// for learning the tools.
+func answeringToolsList(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if m, err := jsonrpc.Parse(body); err == nil && m.Method == "tools/list" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[]}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // waitEnded waits, with a generous deadline, for a task to end.

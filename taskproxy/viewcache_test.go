@@ -144,7 +144,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	// A task run by a worker: read while it runs, then after its outcome,
 	// which the worker puts in the cache.
 	release := make(chan struct{})
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	next := answeringToolsList(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		body, _ := io.ReadAll(r.Body)
 		m, err := jsonrpc.Parse(body)
@@ -154,7 +154,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
-	})
+	}))
 	id := createV2025(t, g, next)
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"working"`) {
 		t.Fatalf("while running: %s", got)
