@@ -14,6 +14,7 @@ import (
 // task is left for recovery (a restart, or another replica), not failed
 // with "upstream answered HTTP 502".
 func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rt := NewRuntime(openTestStore(t, dir, false))
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)

@@ -91,6 +91,7 @@ func loadDepguard(t *testing.T) map[string]depguardList {
 // a layer reaches; neither is complete without the other, so a change to
 // one table is a change to both.
 func TestDepguardMirrorsImportRules(t *testing.T) {
+	t.Parallel()
 	rules := loadDepguard(t)
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}", module+"...").Output()
 	if err != nil {
@@ -108,6 +109,7 @@ func TestDepguardMirrorsImportRules(t *testing.T) {
 
 	for _, rule := range importRules {
 		t.Run(rule.pkg, func(t *testing.T) {
+			t.Parallel()
 			glob := "${config-path}/" + rule.pkg + "/*.go"
 			var lists []depguardList
 			for name, l := range rules {
@@ -147,6 +149,7 @@ func TestDepguardMirrorsImportRules(t *testing.T) {
 
 // The mirror check catches a rule that refuses too little or too much.
 func TestDepguardListDenies(t *testing.T) {
+	t.Parallel()
 	lax := depguardList{
 		ListMode: "lax",
 		Allow:    []string{module + "taskproxy/jsonrpc"},

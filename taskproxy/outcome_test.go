@@ -46,6 +46,7 @@ func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn f
 // An outcome write that fails is retried; one that keeps failing leaves a
 // small failure record; never does the task stay working.
 func TestOutcomeWriteFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		fail       func(s *outcomeFailingStore) func(*task.Task) bool
@@ -61,6 +62,7 @@ func TestOutcomeWriteFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			store := &outcomeFailingStore{Store: newMemStore(t)}
 			store.fail = tt.fail(store)
 			rt := NewRuntime(store)
@@ -153,6 +155,7 @@ func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
 // A task whose worker could not store even a failure is retried by the
 // orphan loop once the store takes writes again.
 func TestUnsettledTaskRetried(t *testing.T) {
+	t.Parallel()
 	var broken atomic.Bool
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}

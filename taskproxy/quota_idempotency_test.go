@@ -13,6 +13,7 @@ import (
 // with its task on both wires instead of the quota refusal; a create with a
 // new key is refused.
 func TestIdempotentRepeatAtQuota(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{MaxActivePerOwner: 1})
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })

@@ -19,6 +19,7 @@ import (
 // nothing; the store opens at the first start, and a gateway that never
 // started leaves the started one in charge when it closes.
 func TestRuntimeLifecycle(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}
 	withRoute := func(route string) Config { c := cfg; c.Route = route; return c }
 	tests := []struct {
@@ -61,6 +62,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			opens := 0
 			rt := NewLazyRuntime(func() (task.Store, error) {
 				opens++
@@ -90,6 +92,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 // A store that cannot be opened (locked by another process) fails the
 // start and answers requests 503; the next start tries again.
 func TestRuntimeOpenRetried(t *testing.T) {
+	t.Parallel()
 	fail := true
 	rt := NewLazyRuntime(func() (task.Store, error) {
 		if fail {
@@ -131,6 +134,7 @@ func mustStart(t *testing.T, g *Gateway) {
 // goes through that route's next handler under that route's
 // retry_on_restart list; a task of a route that is gone fails.
 func TestRecoveryFollowsRoutes(t *testing.T) {
+	t.Parallel()
 	store := newMemStore(t)
 	ctx := t.Context()
 	past := runtime.Now().Add(-time.Hour)

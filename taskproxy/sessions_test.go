@@ -19,6 +19,7 @@ import (
 )
 
 func TestBadgerSessionBindings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	if err := s.BindSession(ctx, "S1", "alice", time.Hour); err != nil {
@@ -108,6 +109,7 @@ func (u *sessionUpstream) reachedCount() int {
 // never displace bindings, and bindings survive a restart. The runtime
 // opens its store when the gateway first serves, as Caddy's does.
 func TestSessionBinding(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := func() (*Gateway, task.Store) {
 		s := openTestStore(t, dir, false)
@@ -223,6 +225,7 @@ func TestSessionBinding(t *testing.T) {
 // refused before anything else, so the gateway never checks one session
 // while the upstream serves another.
 func TestSessionHeaderAmbiguity(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	ctx := context.Background()
 	if err := g.rt.Store.BindSession(ctx, "bob-session", "bob", time.Hour); err != nil {
@@ -252,6 +255,7 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 			for _, v := range tt.values {
 				r.Header.Add(upstream.HeaderSessionID, v)

@@ -52,6 +52,7 @@ func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, tt
 // either wire, gets the answer of an unknown task, before and after the
 // owner's reads filled the cache.
 func TestViewCacheOwnerOnly(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
@@ -74,6 +75,7 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 // one is never served on the other; cached answers are byte for byte the
 // uncached ones.
 func TestViewCacheWires(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
@@ -100,6 +102,7 @@ func TestViewCacheWires(t *testing.T) {
 // cached, so its completion, a cancellation and a worker's outcome show at
 // the next read.
 func TestViewCacheStatusChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
@@ -172,6 +175,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 // A cached task that comes near the end of its ttl is answered by the store:
 // once swept, as expired, never from the cache.
 func TestViewCacheExpiry(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	const ttl, left = 20 * time.Second, runtime.ViewExpiryMargin + 2*time.Second

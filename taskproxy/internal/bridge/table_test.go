@@ -34,6 +34,7 @@ func (d *deleteRecorder) ended() []string {
 }
 
 func TestBridgeSessionTable(t *testing.T) {
+	t.Parallel()
 	up := &deleteRecorder{}
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	opens := map[string]int{}
@@ -94,6 +95,7 @@ func TestBridgeSessionTable(t *testing.T) {
 }
 
 func TestBridgeSessionIdleExpiry(t *testing.T) {
+	t.Parallel()
 	up := &deleteRecorder{}
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	tab := newBridgeSessions(10, time.Millisecond)

@@ -35,6 +35,7 @@ func handOver(p *runnerPool, f func(), wait time.Duration) bool {
 // A runner that has done its work takes the next function on the same
 // goroutine (with the stack it has grown), and ends once idle.
 func TestRunnerPool(t *testing.T) {
+	t.Parallel()
 	p := &runnerPool{work: make(chan func()), idle: 200 * time.Millisecond}
 	ids := make(chan uint64, 2)
 	p.run(func() { ids <- goroutineID() })
