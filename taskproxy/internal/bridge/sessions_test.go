@@ -147,10 +147,9 @@ func TestBridgeSessionFairness(t *testing.T) {
 			t.Parallel()
 			up := &deleteRecorder{}
 			base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			tab := newBridgeSessions(tt.max, time.Hour)
+			tab, _ := steppedTable(tt.max, time.Hour) // each use a millisecond after the one before
 			defer tab.close()
 			for _, st := range tt.steps {
-				time.Sleep(time.Millisecond) // distinct lastUsed
 				s, err := tab.acquire(context.Background(), st.owner, st.key, func(context.Context) (*bridgeSession, error) {
 					return &bridgeSession{id: st.key, version: "2025-11-25", base: base, next: up}, nil
 				})
