@@ -130,8 +130,9 @@ func TestRewriteToolsListAllocs(t *testing.T) {
 // tools actually named: a map sized by the answer's element count once
 // kept 312 MiB, for ever (maps do not shrink), of an 8 MiB answer listing
 // four million elements that are no tools, which encoding/json had refused.
+//
+//nolint:paralleltest // runtime.MemStats counts the allocations of every test running alongside
 func TestLearnToolsMemoryFollowsTools(t *testing.T) {
-	t.Parallel()
 	tools := []byte("[{}" + strings.Repeat(",{}", 200_000-1) + "]")
 	elems, err := jsonx.ArrayElements(tools)
 	if err != nil {
