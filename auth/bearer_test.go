@@ -13,6 +13,7 @@ import (
 )
 
 func TestBearerToken(t *testing.T) {
+	t.Parallel()
 	const tok = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln-_+/=="
 	tests := []struct {
 		name        string
@@ -36,6 +37,7 @@ func TestBearerToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := httptest.NewRequest(http.MethodGet, "/mcp?access_token="+tok, nil)
 			for _, h := range tt.headers {
 				r.Header.Add("Authorization", h)
@@ -55,6 +57,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestBearerTokenLeavesBodyUntouched(t *testing.T) {
+	t.Parallel()
 	form := url.Values{"access_token": {"from-form"}, "x": {"1"}}.Encode()
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(form))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -72,6 +75,7 @@ func TestBearerTokenLeavesBodyUntouched(t *testing.T) {
 }
 
 func TestChallenge(t *testing.T) {
+	t.Parallel()
 	expired := classify(jwt.ErrTokenExpired, true)
 	tests := []struct {
 		name                       string
@@ -103,6 +107,7 @@ func TestChallenge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := Challenge(tt.err, tt.realm, tt.resourceMetadataURL); got != tt.want {
 				t.Errorf("Challenge =\n  %s\nwant\n  %s", got, tt.want)
 			}

@@ -29,6 +29,7 @@ func signRaw(secret []byte, payload string) string {
 // same owner as the legitimate "victim\ufffd". Claims of other JSON types
 // are refused, never stringified.
 func TestVerifyClaimsAreExact(t *testing.T) {
+	t.Parallel()
 	secret := getKeys(t).secret
 	v, err := NewVerifier(context.Background(), Options{HMACSecret: secret, TenantClaim: "org"})
 	if err != nil {
@@ -80,6 +81,7 @@ func TestVerifyClaimsAreExact(t *testing.T) {
 		{name: "issuer raw 0xFF byte", sub: `"victim"`, org: `"t1"`, iss: "\"https://idp\xff\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			token := signRaw(secret, payload(tc.sub, tc.org, tc.iss))
 			p, err := v.Verify(token)
 			if tc.want == (Principal{}) {
@@ -105,6 +107,7 @@ func TestVerifyClaimsAreExact(t *testing.T) {
 
 // A custom principal claim follows the same rule as "sub".
 func TestVerifyCustomPrincipalClaimIsExact(t *testing.T) {
+	t.Parallel()
 	secret := getKeys(t).secret
 	v, err := NewVerifier(context.Background(), Options{HMACSecret: secret, PrincipalClaim: "email"})
 	if err != nil {

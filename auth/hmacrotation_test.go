@@ -11,6 +11,7 @@ import (
 // During a rotation both HMAC secrets verify; a third does not, and a short
 // extra secret is refused at construction.
 func TestHMACRotation(t *testing.T) {
+	t.Parallel()
 	oldSecret := []byte("the-old-secret-of-at-least-32-bytes!!")
 	newSecret := []byte("the-new-secret-of-at-least-32-bytes!!")
 	other := []byte("somebody-elses-secret-of-32-bytes!!!!")

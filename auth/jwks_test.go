@@ -88,6 +88,7 @@ func jwksOptions(s *jwksServer) Options {
 }
 
 func TestJWKSKeyRotation(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	ecOther, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -150,6 +151,7 @@ func TestJWKSKeyRotation(t *testing.T) {
 }
 
 func TestJWKSDownAtStart(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a", use: jwkset.UseSig}))
 	srv.down.Store(true)
@@ -171,6 +173,7 @@ func TestJWKSDownAtStart(t *testing.T) {
 }
 
 func TestJWKSContextStopsRefresh(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a"}))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -192,6 +195,7 @@ func TestJWKSContextStopsRefresh(t *testing.T) {
 }
 
 func TestJWKSUnknownKIDRefreshIsRateLimited(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a"}))
 	opts := jwksOptions(srv)
@@ -222,6 +226,7 @@ func TestJWKSUnknownKIDRefreshIsRateLimited(t *testing.T) {
 // settings, a valid token is accepted within seconds of the endpoint coming
 // back (not after minutes), and the failed fetches are logged at warn level.
 func TestJWKSRecoversSoonAfterOutageAtStart(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	srv := newJWKSServer(t, jwksJSON(t, jwk{key: &k.rsa.PublicKey, kid: "a", use: jwkset.UseSig}))
 	srv.down.Store(true)

@@ -11,6 +11,7 @@ import (
 // issuers or audiences, and is a pure function of the configuration, so
 // owner keys survive restarts and reloads.
 func TestTrustDomain(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	base := Options{HMACSecret: k.secret, Issuer: testIssuer, Audience: testAudience}
 	with := func(edit func(*Options)) Options { o := base; edit(&o); return o }
@@ -49,6 +50,7 @@ func TestTrustDomain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			a, b := domain(tt.a), domain(tt.b)
 			if (a == b) != tt.same {
 				t.Errorf("domains %q and %q: same = %v, want %v", a, b, a == b, tt.same)

@@ -135,6 +135,7 @@ func signWithHeader(t *testing.T, m jwt.SigningMethod, key any, c jwt.MapClaims,
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	strict := func(o Options) Options {
 		o.Issuer, o.Audience, o.TenantClaim = testIssuer, testAudience, "tenant"
@@ -221,6 +222,7 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			v, err := NewVerifier(t.Context(), tt.opts)
 			if err != nil {
 				t.Fatalf("NewVerifier: %v", err)
@@ -267,6 +269,7 @@ func assertNoTokenLeak(t *testing.T, token string, err error) {
 }
 
 func TestVerifyEmptyToken(t *testing.T) {
+	t.Parallel()
 	v, err := NewVerifier(context.Background(), Options{HMACSecret: getKeys(t).secret})
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +280,7 @@ func TestVerifyEmptyToken(t *testing.T) {
 }
 
 func TestNewVerifierRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	weakRSA := must(rsa.GenerateKey(rand.Reader, 1024))
 	p224 := must(ecdsa.GenerateKey(elliptic.P224(), rand.Reader))
@@ -305,6 +309,7 @@ func TestNewVerifierRejectsBadOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			v, err := NewVerifier(t.Context(), tt.opts)
 			if err == nil {
 				t.Fatalf("NewVerifier accepted the options: %+v", v)
@@ -317,6 +322,7 @@ func TestNewVerifierRejectsBadOptions(t *testing.T) {
 }
 
 func TestPrincipalKeyIsUnambiguous(t *testing.T) {
+	t.Parallel()
 	principals := []Principal{
 		{},
 		{Subject: "a"},
@@ -344,6 +350,7 @@ func TestPrincipalKeyIsUnambiguous(t *testing.T) {
 }
 
 func TestNewVerifierCancelledContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := NewVerifier(ctx, Options{HMACSecret: getKeys(t).secret}); !errors.Is(err, context.Canceled) {
@@ -354,6 +361,7 @@ func TestNewVerifierCancelledContext(t *testing.T) {
 // audience_optional lifts the audience requirement of public keys, with a
 // warning in the log.
 func TestAudienceOptional(t *testing.T) {
+	t.Parallel()
 	k := getKeys(t)
 	core, logs := observer.New(zap.WarnLevel)
 	v, err := NewVerifier(context.Background(), Options{PublicKeysPEM: [][]byte{k.rsaPEM}, AudienceOptional: true, Logger: zap.New(core)})

@@ -18,9 +18,9 @@ const (
 // and requires every check to pass. It proves that the harness (install,
 // build, process management, result parsing) works and records the baseline
 // the gateway is later compared with.
+//
+//nolint:paralleltest // the suite judges answers against the gateway's task_after, which a machine loaded by other tests can overrun
 func TestConformanceBaselineDirect(t *testing.T) {
-	// Not parallel: the suites judge answers against the gateway's
-	// task_after, which a machine loaded by other tests can overrun.
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 

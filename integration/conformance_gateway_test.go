@@ -8,9 +8,9 @@ import (
 // default server suite (0.1.16) through Caddy with mcp_tasks in front of
 // go-sdk's everything server. The gateway must be invisible to it: every
 // check passes, as it does directly (TestConformanceBaselineDirect).
+//
+//nolint:paralleltest // the suite judges answers against the gateway's task_after, which a machine loaded by other tests can overrun
 func TestConformanceThroughGateway(t *testing.T) {
-	// Not parallel: the suites judge answers against the gateway's
-	// task_after, which a machine loaded by other tests can overrun.
 	bin, env := conformanceCLI(t, conformanceStableVersion)
 	server := buildEverythingServer(t)
 	addr := freeAddr(t)

@@ -30,9 +30,9 @@ var tasksScenarios = []string{
 // TestConformanceTasksThroughGateway runs the official suite's tasks
 // scenarios (2026-07-28 wire, io.modelcontextprotocol/tasks) through the
 // gateway in front of the plain go-sdk upstream, which knows no tasks.
+//
+//nolint:paralleltest // the suite judges answers against the gateway's task_after, which a machine loaded by other tests can overrun
 func TestConformanceTasksThroughGateway(t *testing.T) {
-	// Not parallel: the suites judge answers against the gateway's
-	// task_after, which a machine loaded by other tests can overrun.
 	bin, env := conformanceCLI(t, conformanceAlphaVersion)
 	_, addr := testUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: v2026Tools})

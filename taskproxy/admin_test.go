@@ -15,6 +15,7 @@ import (
 // terminal tasks, and an operator cancellation that ends the task as its
 // owner's would.
 func TestRuntimeOperatorAccess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newMemStore(t)
 	rt := NewLazyRuntime(func() (task.Store, error) { return store, nil })
@@ -77,6 +78,7 @@ func waitForAdmin(t *testing.T, what string, cond func() bool) {
 // a running task refused, and a finished one gone for its owner, from the
 // store and from the cache of tasks/get answers that polling it filled.
 func TestRuntimeOperatorDelete(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := newMemStore(t)
 	rt := NewLazyRuntime(func() (task.Store, error) { return store, nil })

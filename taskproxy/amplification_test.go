@@ -46,6 +46,7 @@ func answerObject(n int) string {
 // Oversized id and answer lists are refused with -32602 naming the limit,
 // before the store is asked anything.
 func TestOversizedListsRefused(t *testing.T) {
+	t.Parallel()
 	store := &countingStore{Store: newMemStore(t)}
 	g, err := New(Config{DefaultTTL: 60e9, MaxTTL: 3600e9, MaxBody: 64 << 20}, NewRuntime(store))
 	if err != nil {
@@ -74,6 +75,7 @@ func TestOversizedListsRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			before := store.gets.Load()
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the upstream was called") })
 			rec := httptest.NewRecorder()
@@ -95,6 +97,7 @@ func TestOversizedListsRefused(t *testing.T) {
 }
 
 func TestListenTaskIDs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		params  string
@@ -114,6 +117,7 @@ func TestListenTaskIDs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ids, present, e := v2026.ListenTaskIDs(json.RawMessage(tt.params))
 			if present != tt.present || (e != nil) != tt.refused {
 				t.Fatalf("present %v, error %v; want %v, refused %v", present, e, tt.present, tt.refused)
@@ -131,6 +135,7 @@ func TestListenTaskIDs(t *testing.T) {
 // answerInputs applies the answers to the task's own outstanding inputs and
 // ignores the rest, however many.
 func TestAnswerInputsIgnoresUnknownKeys(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	ctx := context.Background()
 	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: runtime.Now(), UpdatedAt: runtime.Now(), TTL: 60e9, Era: task.Era2026, Round: 1}

@@ -151,6 +151,7 @@ func parkedState(t *testing.T, m *jsonrpc.Message) string {
 // -32602 and leaves the call parked for the right retry (the retry's name
 // decides whether the call may become a task, so it must be the call's).
 func TestBridgeRetryOtherTool(t *testing.T) {
+	t.Parallel()
 	up := newAskUpstream()
 	g := bridgeGateway(t, Config{Tools: map[string]task.Support{"ask": task.SupportForbidden, "other": task.SupportOptional}})
 	state := parkedState(t, first(bridgedCallOf(t, g, up, "alice", `"name":"ask"`)))
@@ -196,6 +197,7 @@ func (r *refusals) of(reason string) int {
 // max_active_per_principal (else 16), refused with -32000 over it, and do
 // not take the room of another principal's.
 func TestBridgeParkedPerOwner(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		maxActive int
@@ -206,6 +208,7 @@ func TestBridgeParkedPerOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := newAskUpstream()
 			obs := &refusals{}
 			g := bridgeGateway(t, Config{MaxActivePerOwner: tt.maxActive, Observer: obs})
@@ -236,6 +239,7 @@ func TestBridgeParkedPerOwner(t *testing.T) {
 
 // The rate limit applies to bridged calls that cannot become tasks too.
 func TestBridgeRateLimitsPlainCalls(t *testing.T) {
+	t.Parallel()
 	up := newAskUpstream()
 	g := bridgeGateway(t, Config{RateLimit: 1}) // bursts of 2
 	codes := []int{}

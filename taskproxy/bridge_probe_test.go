@@ -67,6 +67,7 @@ func (u *endpointsUpstream) count() int {
 // map; a 404 or 405 is not kept until an upstream session opens there; and
 // the probe carries none of the caller's headers but Authorization.
 func TestBridgeProbeEndpoints(t *testing.T) {
+	t.Parallel()
 	at := func(path string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{}`))
 		r.Header.Set("Authorization", "Bearer tok")
@@ -105,6 +106,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 	}
 
 	t.Run("the probe carries no caller headers but Authorization", func(t *testing.T) {
+		t.Parallel()
 		up.mu.Lock()
 		h := up.probes[0]
 		up.mu.Unlock()
@@ -122,6 +124,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 	})
 
 	t.Run("a 405 is kept once a session opened there", func(t *testing.T) {
+		t.Parallel()
 		before := up.count()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + plainCaps + `}}`
 		for i := range 3 {
@@ -144,6 +147,7 @@ func TestBridgeProbeEndpoints(t *testing.T) {
 	})
 
 	t.Run("bounded", func(t *testing.T) {
+		t.Parallel()
 		for i := range 3 * wire.MaxProbeVerdicts {
 			r := at("/legacy")
 			r.Host = fmt.Sprintf("h%d.example", i)

@@ -18,6 +18,7 @@ import (
 // of "Basic base64(user:password)" in a log is a password hash anyone
 // reading the log can guess offline.
 func TestBridgeSessionLogHoldsNoCredentialDigest(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zap.DebugLevel)
 	up := &v2025Upstream{}
 	g := testGateway(t, Config{Logger: zap.New(core)})

@@ -91,6 +91,7 @@ func (u *bridgedTaskUpstream) offSession() []string {
 // inputRequests, the result with the 2026-07-28 fields, without the
 // upstream's related-task.
 func TestBridgedUpstreamTask(t *testing.T) {
+	t.Parallel()
 	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
 	tests := []struct {
 		name   string
@@ -105,6 +106,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, elicit: tt.elicit, answered: make(chan struct{})}}
 			g := testGateway(t, Config{})
 			defer g.rt.Close(time.Second)
@@ -166,6 +168,7 @@ func TestBridgedUpstreamTask(t *testing.T) {
 // process, and is followed again on its recorded upstream session when the
 // upstream runs it as its own task.
 func TestBridgedUpstreamTaskRecovery(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		upstreamTaskID string
@@ -176,6 +179,7 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report0(), known: true}}
 			store := newMemStore(t)
 			past := runtime.Now().Add(-time.Minute)
@@ -219,6 +223,7 @@ func TestBridgedUpstreamTaskRecovery(t *testing.T) {
 // upstream on the task's session as 2025-11-25, not with the 2026-07-28
 // caller's headers.
 func TestBridgedAnswerWithoutWorker(t *testing.T) {
+	t.Parallel()
 	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{answered: make(chan struct{})}}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
@@ -248,6 +253,7 @@ func TestBridgedAnswerWithoutWorker(t *testing.T) {
 // gone fails with why, and the session leaves the table: the next call
 // opens a new one and runs.
 func TestBridgedUpstreamTaskSessionLost(t *testing.T) {
+	t.Parallel()
 	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}
 	up := &bridgedTaskUpstream{fakeTaskUpstream: &fakeTaskUpstream{result: report, known: true, answered: make(chan struct{})}}
 	g := testGateway(t, Config{})

@@ -21,6 +21,7 @@ import (
 // never for other 2025-11-25 requests, and an answer that says nothing is
 // not kept.
 func TestBridgeProbe(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		status         int
@@ -34,6 +35,7 @@ func TestBridgeProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var probes atomic.Int32
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Header.Get(upstream.HeaderMethod) == "server/discover" {
@@ -79,6 +81,7 @@ func TestBridgeProbe(t *testing.T) {
 // reason and probes again on the next request: the upstream may have
 // changed.
 func TestBridgeSessionFailureReprobes(t *testing.T) {
+	t.Parallel()
 	var probes atomic.Int32
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -154,7 +157,10 @@ func (u *v2025Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Requests through the bridge run on the session, as 2025-11-25, and come
 // back translated; log messages reach the client only at the level the
 // request asked for.
+//
+//nolint:paralleltest,tparallel // the test checks, after its cases, what they sent upstream
 func TestBridgeRequestOnSession(t *testing.T) {
+	t.Parallel()
 	up := &v2025Upstream{}
 	g := testGateway(t, Config{})
 	g.bridge.ForgetProbe()
@@ -225,6 +231,7 @@ func TestBridgeRequestOnSession(t *testing.T) {
 }
 
 func TestBridgedMethodNotFoundIs404(t *testing.T) {
+	t.Parallel()
 	if e := translate.Error(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "x")); v2026.Status(e.Code) != http.StatusNotFound {
 		t.Errorf("-32601 became %d (HTTP %d), want HTTP 404", e.Code, v2026.Status(e.Code))
 	}

@@ -15,6 +15,7 @@ import (
 // the history entry of the completion; the gateway's re-run notes stay. A
 // failure says why it failed.
 func TestCompletionStatusMessage(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	for _, c := range []struct {
 		name, working string
@@ -34,6 +35,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 		{"JSON-RPC error", "Gathering sources...", task.Era2025, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), task.StatusFailed, "boom"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			rec := &task.Task{ID: "t", Status: task.StatusWorking, StatusMessage: c.working, Era: c.era}
 			var result json.RawMessage
 			if c.result != "" {

@@ -61,6 +61,7 @@ func upstreamAnswer(contentType, body string) http.Handler {
 }
 
 func TestDiscoveryRewrite(t *testing.T) {
+	t.Parallel()
 	const initResult = `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"up","version":"1"}}}`
 	// deep is a tool the upstream runs only as a task: required whatever
 	// is configured, also before any initialize answer was seen here (the
@@ -107,6 +108,7 @@ func TestDiscoveryRewrite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := testGateway(t, Config{ListTasks: tt.listTasks, DefaultTaskSupport: task.SupportOptional,
 				Tools: map[string]task.Support{"slow": task.SupportRequired, "quick": task.SupportForbidden}})
 			rec := httptest.NewRecorder()
@@ -150,6 +152,7 @@ func TestDiscoveryRewrite(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
+	t.Parallel()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 100) + `"}}`
 	tests := []struct {
 		name    string
@@ -173,6 +176,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := testGateway(t, Config{MaxBody: tt.maxBody})
 			called := false
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
@@ -192,6 +196,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestPassThroughUnchanged(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	tests := []struct {
 		name, method, body string
@@ -207,6 +212,7 @@ func TestPassThroughUnchanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var gotBody string
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
@@ -230,6 +236,7 @@ func TestPassThroughUnchanged(t *testing.T) {
 }
 
 func TestRebindingGuard(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
 	public := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 8080}
@@ -253,6 +260,7 @@ func TestRebindingGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
 			r.Host = tt.host
 			if tt.origin != "" {
@@ -274,6 +282,8 @@ func TestRebindingGuard(t *testing.T) {
 // only passes on (the envelope it parses, its reader of the body): every
 // request of a busy MCP server pays it. An error check that ran on every
 // request once added one.
+//
+//nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 func TestPassThroughAllocs(t *testing.T) {
 	g := testGateway(t, Config{})
 	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"file:///a"}}`)

@@ -12,6 +12,7 @@ import (
 // Publish and Deliver wake the subscribers of the event's task only, by
 // kind; Watched lists the tasks with subscribers, for relays that poll.
 func TestHubEvents(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		ev           task.TaskEvent

@@ -32,6 +32,7 @@ func (b *trickle) Close() error { return nil }
 // few bytes holds a few bytes. Bodies read whole are put back for the
 // next handler; one shorter than its declared length is an error.
 func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
+	t.Parallel()
 	const max = 4 << 20
 	tests := []struct {
 		name     string
@@ -46,6 +47,7 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			body := &trickle{data: []byte(tt.body)}
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			r.Body, r.ContentLength = body, tt.declared

@@ -8,6 +8,7 @@ import (
 )
 
 func TestIdempotencyOf(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, header, params string
 		wantKey              bool
@@ -47,6 +48,7 @@ func TestIdempotencyOf(t *testing.T) {
 }
 
 func TestCanonicalJSONExactNumbers(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, a, b string
 		same       bool

@@ -70,8 +70,10 @@ func forbiddenDep(allowed, forbidden []string, dep string) string {
 }
 
 func TestImportRules(t *testing.T) {
+	t.Parallel()
 	for _, rule := range importRules {
 		t.Run(rule.pkg, func(t *testing.T) {
+			t.Parallel()
 			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+rule.pkg).Output()
 			if err != nil {
 				t.Fatalf("go list %s: %v", rule.pkg, err)
@@ -94,6 +96,7 @@ func TestImportRules(t *testing.T) {
 
 // The rules catch what they must: a check of the checker.
 func TestForbiddenDep(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		pkg       string
 		allowed   []string

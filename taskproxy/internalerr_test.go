@@ -63,6 +63,7 @@ var refPattern = regexp.MustCompile(`\(ref ([0-9a-f]{12})\)`)
 // Internal error text never reaches the client: it gets a generic message
 // with a reference, and the log has the details under that reference.
 func TestInternalErrorsHideDetails(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zap.DebugLevel)
 	g := &Gateway{env: &wire.Env{Log: zap.New(core)}}
 	dial := refusedDial(t)

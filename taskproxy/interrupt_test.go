@@ -14,12 +14,13 @@ import (
 // task is left for recovery (a restart, or another replica), not failed
 // with "upstream answered HTTP 502".
 func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rt := NewRuntime(openTestStore(t, dir, false))
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	mustStart(t, g)
 	called := make(chan struct{}, 1)
-	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := answeringToolsList(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The error's head goes out before the abort, its body ends with
 		// it: the gateway reads the answer only once the call was
 		// cancelled, whatever the goroutines' timing.
@@ -30,7 +31,7 @@ func TestShutdownLeavesTaskDespiteProxyError(t *testing.T) {
 		default:
 		}
 		<-r.Context().Done()
-	})
+	}))
 	id := createV2025(t, g, proxy)
 	select {
 	case <-called:

@@ -18,6 +18,7 @@ import (
 // files, with a pointer receiver or not; methods promoted from embedded
 // types do not count.
 func TestMethodsPerType(t *testing.T) {
+	t.Parallel()
 	counts := declaredMethods(t, ".")
 	limits := map[string]int{".Gateway": 15, "badgerstore.Store": 6, "pgstore.Store": 6}
 	names := make([]string, 0, len(counts))

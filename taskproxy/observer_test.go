@@ -29,6 +29,7 @@ func (o *countingObserver) TaskEnded(_ task.Era, s task.Status, _ time.Duration)
 // A cancelled task reaches the observer as every other ending does, so the
 // ended counter and the duration histogram count it.
 func TestCancelCountsAsEnded(t *testing.T) {
+	t.Parallel()
 	obs := &countingObserver{ended: map[task.Status]int{}}
 	g := testGateway(t, Config{Observer: obs})
 	// Leased to this process: the recovery pass that the gateway's first

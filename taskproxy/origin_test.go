@@ -15,6 +15,7 @@ import (
 // anonymous callers on a loopback listener that did not come through a
 // trusted proxy; "on" and "off" force it.
 func TestRebindingModes(t *testing.T) {
+	t.Parallel()
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
 	alice := task.Caller{Owner: "alice", Principal: "alice"}
 	tests := []struct {
@@ -36,6 +37,7 @@ func TestRebindingModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := testGateway(t, Config{RebindingProtection: tt.mode})
 			r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
 			r.Host = tt.host
@@ -59,6 +61,7 @@ func TestRebindingModes(t *testing.T) {
 }
 
 func TestParseRebindingProtection(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]RebindingProtection{"": RebindingAuto, "auto": RebindingAuto, "on": RebindingOn, "off": RebindingOff} {
 		if got, err := ParseRebindingProtection(in); err != nil || got != want {
 			t.Errorf("%q: %q, %v", in, got, err)
@@ -72,6 +75,7 @@ func TestParseRebindingProtection(t *testing.T) {
 // task.Anonymous callers are rate-limited by the client address the glue
 // determined (Caddy's client_ip), not by the proxy that connected.
 func TestRateLimitKeyIsClientIP(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{RateLimit: 1}) // bursts of 2
 	send := func(clientIP string) int {
 		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
@@ -109,6 +113,7 @@ func TestRateLimitKeyIsClientIP(t *testing.T) {
 // what the gateway answers itself, whoever the caller; an MCP client's
 // post (application/json), or a non-browser one without a type, is not.
 func TestCrossSiteSimple(t *testing.T) {
+	t.Parallel()
 	alice := task.Caller{Owner: "alice", Principal: "alice"}
 	tests := []struct {
 		name, method, contentType, origin string
@@ -126,6 +131,7 @@ func TestCrossSiteSimple(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := httptest.NewRequest(tt.method, "/mcp", nil)
 			if tt.contentType != "" {
 				r.Header.Set("Content-Type", tt.contentType)

@@ -1,9 +1,11 @@
 package taskproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,6 +46,7 @@ func (s *outcomeFailingStore) Update(ctx context.Context, owner, id string, fn f
 // An outcome write that fails is retried; one that keeps failing leaves a
 // small failure record; never does the task stay working.
 func TestOutcomeWriteFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		fail       func(s *outcomeFailingStore) func(*task.Task) bool
@@ -59,6 +62,7 @@ func TestOutcomeWriteFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			store := &outcomeFailingStore{Store: newMemStore(t)}
 			store.fail = tt.fail(store)
 			rt := NewRuntime(store)
@@ -114,6 +118,24 @@ func createV2025(t *testing.T, g *Gateway, next http.Handler) string {
 	return created.Result.Task.TaskID
 }
 
+// answeringToolsList answers the gateway's own tools/list (the tools it
+// learns before a task-augmented call) with no tools and passes every other
+// request to next. A next handler that holds its calls would otherwise hold
+// that tools/list too, and each create would wait out the gateway's timeout
+// for learning the tools.
+func answeringToolsList(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if m, err := jsonrpc.Parse(body); err == nil && m.Method == "tools/list" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tools":[]}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // waitEnded waits, with a generous deadline, for a task to end.
 func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
 	t.Helper()
@@ -133,6 +155,7 @@ func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
 // A task whose worker could not store even a failure is retried by the
 // orphan loop once the store takes writes again.
 func TestUnsettledTaskRetried(t *testing.T) {
+	t.Parallel()
 	var broken atomic.Bool
 	broken.Store(true)
 	store := &outcomeFailingStore{Store: newMemStore(t), fail: func(*task.Task) bool { return broken.Load() }}

@@ -39,6 +39,7 @@ func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // element) is refused with HTTP 400, -32700 for what is not one JSON value
 // and -32600 for the rest, and never reaches the upstream.
 func TestMalformedRequests(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`
 	tests := []struct {
@@ -93,6 +94,7 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := &recordingUpstream{}
 			rec := httptest.NewRecorder()
 			if err := g.ServeHTTP(rec, post(tt.body), up); err != nil {
@@ -127,6 +129,7 @@ func TestMalformedRequests(t *testing.T) {
 
 // PassUnreadable hands what the gateway cannot read to the upstream as is.
 func TestPassUnreadable(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{PassUnreadable: true})
 	for _, body := range []string{
 		`hello`,
@@ -149,6 +152,7 @@ func TestPassUnreadable(t *testing.T) {
 // the upstream untouched; the gateway's own ids are not the client's to
 // cancel.
 func TestClientCancellation(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	if err := g.rt.Store.BindSession(context.Background(), "s1", task.Anonymous, time.Hour); err != nil {
 		t.Fatal(err)
@@ -163,6 +167,7 @@ func TestClientCancellation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := &recordingUpstream{}
 			rec := httptest.NewRecorder()
 			if err := g.ServeHTTP(rec, post(tt.body, "Mcp-Session-Id", "s1"), up); err != nil {
@@ -180,6 +185,7 @@ func TestClientCancellation(t *testing.T) {
 // that the upstream does not make a task of it. A call with no room for a
 // task is refused as on the 2025-11-25 wire, and never reaches the upstream.
 func TestPassThroughStripsTasksExtension(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{Tools: map[string]task.Support{"nope": task.SupportForbidden}, MaxActivePerOwner: 1, TaskAfter: time.Minute})
 	now := runtime.Now()
 	// Held by this process, as a running worker's task is: without a
@@ -210,6 +216,7 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 	})
 	for _, tool := range []string{"nope"} {
 		t.Run(tool, func(t *testing.T) {
+			t.Parallel()
 			up, rec := call(t, tool)
 			if len(up.bodies) != 1 {
 				t.Fatalf("upstream got %d bodies; answer HTTP %d %s", len(up.bodies), rec.Code, rec.Body)

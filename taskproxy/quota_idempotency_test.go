@@ -13,10 +13,11 @@ import (
 // with its task on both wires instead of the quota refusal; a create with a
 // new key is refused.
 func TestIdempotentRepeatAtQuota(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{MaxActivePerOwner: 1})
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }) // keeps the task active
+	slow := answeringToolsList(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release })) // keeps the task active
 	create := func(key string) *jsonrpc.Message {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"n":9007199254740993},"task":{}}}`

@@ -14,6 +14,7 @@ import (
 )
 
 func TestReadMessagesLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 1000
 	big := strings.Repeat("x", 3000)
 	msg := func(text string) string {
@@ -33,6 +34,7 @@ func TestReadMessagesLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			resp := &upstream.Response{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
 			var pos upstream.StreamPosition
 			err := upstream.ReadMessages(resp, &pos, limit, func(m *jsonrpc.Message) (bool, error) { return m.IsResponse(), nil })
@@ -57,9 +59,11 @@ func TestReadMessagesLimit(t *testing.T) {
 // An upstream answer over Config.MaxResultBytes fails the task with the
 // size and the limit, whatever the answer's form.
 func TestResultTooLargeFailsTask(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 5000)
 	for _, sse := range []bool{false, true} {
 		t.Run(fmt.Sprint("sse=", sse), func(t *testing.T) {
+			t.Parallel()
 			g := testGateway(t, Config{MaxResultBytes: 1000})
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				m, _ := jsonrpc.Parse(mustRead(r))

@@ -58,6 +58,7 @@ func (u *v2026OnlyUpstream) requests() ([]*http.Request, []string) {
 // session. A request other than initialize never probes: before a verdict
 // is kept, it passes through.
 func TestReverseBridgeDecides(t *testing.T) {
+	t.Parallel()
 	up := &v2026OnlyUpstream{}
 	g := testGateway(t, Config{})
 	alice := task.Caller{Owner: "alice", Principal: "alice"}
@@ -107,6 +108,7 @@ func TestReverseBridgeDecides(t *testing.T) {
 // 2026-07-28 methods that reach the upstream's tasks and streams are not
 // 2025-11-25's: -32601, nothing sent upstream.
 func TestReverseBridgeKeepsTasksTheGateways(t *testing.T) {
+	t.Parallel()
 	up := &v2026OnlyUpstream{}
 	g := testGateway(t, Config{})
 	alice := task.Caller{Owner: "alice", Principal: "alice"}
@@ -161,6 +163,7 @@ func TestReverseBridgeKeepsTasksTheGateways(t *testing.T) {
 // 2026-07-28, forbidden tools go without the extension, and the upstream's
 // refusal reaches the client. A tool not forbidden is called again.
 func TestReverseBridgeForbiddenToolStaysPlain(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	calls := map[string]int{}
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -210,8 +213,10 @@ func TestReverseBridgeForbiddenToolStaysPlain(t *testing.T) {
 // changes nothing for 2026-07-28 clients (the shared verdict stays
 // unknown).
 func TestReverseBridgeProbesOnceForV2025Upstreams(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusInternalServerError} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
 			var mu sync.Mutex
 			discovers, initializes := 0, 0
 			up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

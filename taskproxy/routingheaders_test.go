@@ -17,7 +17,10 @@ import (
 // A task method without Mcp-Name, as FastMCP's tasks client sends it, is
 // served with the name taken from params.taskId; a name that disagrees is
 // refused either way, and StrictRoutingHeaders refuses the missing one.
+//
+//nolint:paralleltest,tparallel // each case checks the task its subtest left
 func TestTaskMethodsWithoutMcpName(t *testing.T) {
+	t.Parallel()
 	for _, strict := range []bool{false, true} {
 		g := testGateway(t, Config{StrictRoutingHeaders: strict})
 		mustStart(t, g)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
@@ -19,49 +20,54 @@ import (
 )
 
 func TestBadgerSessionBindings(t *testing.T) {
-	ctx := context.Background()
-	s := newMemStore(t)
-	if err := s.BindSession(ctx, "S1", "alice", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		op   func() error
-		want error // nil, ErrForeign or ErrNotFound (exactly: not ErrForeign)
-	}{
-		{"owner checks", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
-		{"owner checks and refreshes", func() error { return s.CheckSession(ctx, "S1", "alice", time.Hour) }, nil},
-		{"another owner", func() error { return s.CheckSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
-		{"unknown session", func() error { return s.CheckSession(ctx, "S2", "alice", time.Hour) }, task.ErrNotFound},
-		{"unknown session is not created by a refresh", func() error { return s.CheckSession(ctx, "S2", "alice", 0) }, task.ErrNotFound},
-		{"binding to another owner refused", func() error { return s.BindSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
-		{"still the owner's", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
-		{"owner binds again", func() error { return s.BindSession(ctx, "S1", "alice", time.Hour) }, nil},
-		{"forget", func() error { return s.ForgetSession(ctx, "S1") }, nil},
-		{"forgotten", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, task.ErrNotFound},
-		{"forget unknown", func() error { return s.ForgetSession(ctx, "S9") }, nil},
-	}
-	for _, tt := range tests {
-		err := tt.op()
-		switch {
-		case tt.want == nil && err != nil,
-			tt.want != nil && !errors.Is(err, tt.want),
-			errors.Is(tt.want, task.ErrNotFound) && !errors.Is(tt.want, task.ErrForeign) && errors.Is(err, task.ErrForeign):
-			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+	t.Parallel()
+	// In a bubble: the store's clock is the bubble's, which the ttl's
+	// expiry below advances without waiting.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := newMemStore(t)
+		if err := s.BindSession(ctx, "S1", "alice", time.Hour); err != nil {
+			t.Fatal(err)
 		}
-	}
+		tests := []struct {
+			name string
+			op   func() error
+			want error // nil, ErrForeign or ErrNotFound (exactly: not ErrForeign)
+		}{
+			{"owner checks", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
+			{"owner checks and refreshes", func() error { return s.CheckSession(ctx, "S1", "alice", time.Hour) }, nil},
+			{"another owner", func() error { return s.CheckSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
+			{"unknown session", func() error { return s.CheckSession(ctx, "S2", "alice", time.Hour) }, task.ErrNotFound},
+			{"unknown session is not created by a refresh", func() error { return s.CheckSession(ctx, "S2", "alice", 0) }, task.ErrNotFound},
+			{"binding to another owner refused", func() error { return s.BindSession(ctx, "S1", "bob", time.Hour) }, task.ErrForeign},
+			{"still the owner's", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, nil},
+			{"owner binds again", func() error { return s.BindSession(ctx, "S1", "alice", time.Hour) }, nil},
+			{"forget", func() error { return s.ForgetSession(ctx, "S1") }, nil},
+			{"forgotten", func() error { return s.CheckSession(ctx, "S1", "alice", 0) }, task.ErrNotFound},
+			{"forget unknown", func() error { return s.ForgetSession(ctx, "S9") }, nil},
+		}
+		for _, tt := range tests {
+			err := tt.op()
+			switch {
+			case tt.want == nil && err != nil,
+				tt.want != nil && !errors.Is(err, tt.want),
+				errors.Is(tt.want, task.ErrNotFound) && !errors.Is(tt.want, task.ErrForeign) && errors.Is(err, task.ErrForeign):
+				t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+			}
+		}
 
-	// A binding idle for its ttl expires.
-	if err := s.BindSession(ctx, "short", "alice", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s.CheckSession(ctx, "short", "alice", 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("a binding with a 1s ttl still exists after 30s")
+		// A binding idle for its ttl expires.
+		if err := s.BindSession(ctx, "short", "alice", time.Second); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if err := s.CheckSession(ctx, "short", "alice", 0); err != nil {
+			t.Fatalf("a binding with a 1s ttl, right away: %v", err)
+		}
+		time.Sleep(2 * time.Second) // the bubble's clock: no waiting
+		if err := s.CheckSession(ctx, "short", "alice", 0); !errors.Is(err, task.ErrNotFound) {
+			t.Errorf("a binding idle for twice its 1s ttl: %v, want task.ErrNotFound", err)
+		}
+	})
 }
 
 // sessionUpstream is an MCP server stand-in that mints a session id per
@@ -108,6 +114,7 @@ func (u *sessionUpstream) reachedCount() int {
 // never displace bindings, and bindings survive a restart. The runtime
 // opens its store when the gateway first serves, as Caddy's does.
 func TestSessionBinding(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	open := func() (*Gateway, task.Store) {
 		s := openTestStore(t, dir, false)
@@ -223,6 +230,7 @@ func TestSessionBinding(t *testing.T) {
 // refused before anything else, so the gateway never checks one session
 // while the upstream serves another.
 func TestSessionHeaderAmbiguity(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	ctx := context.Background()
 	if err := g.rt.Store.BindSession(ctx, "bob-session", "bob", time.Hour); err != nil {
@@ -252,6 +260,7 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 			for _, v := range tt.values {
 				r.Header.Add(upstream.HeaderSessionID, v)

@@ -14,6 +14,7 @@ import (
 // the glue determined it, as the rate limit counts them: behind a trusted
 // proxy every connection comes from the proxy's address.
 func TestStreamSlotsKeyIsClientIP(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	open := func(clientIP string) bool {
 		r := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`)

@@ -17,7 +17,10 @@ import (
 // messages, not that the gateway restarted: the re-run of a
 // retry_on_restart tool, the failure of another tool, of a bridged call,
 // and of a task whose route this replica does not configure.
+//
+//nolint:paralleltest,tparallel // the cases read the runtime the test closes when it returns
 func TestTakeoverMessages(t *testing.T) {
+	t.Parallel()
 	store := newMemStore(t)
 	ctx := t.Context()
 	rt := NewRuntime(store)

@@ -16,6 +16,7 @@ import (
 // its id and version, no 2026-07-28 routing headers; the caller's other
 // headers (its authentication) stay.
 func TestTaskUpstreamBase(t *testing.T) {
+	t.Parallel()
 	caller := func() *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "http://other.example/mcp/b?x=1", strings.NewReader(`{}`))
 		for k, v := range map[string]string{
@@ -42,6 +43,7 @@ func TestTaskUpstreamBase(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tt.tk.Endpoint, tt.tk.Host = "/mcp/a", "gw.example"
 			base := runtime.TaskUpstreamBase(t.Context(), caller(), &tt.tk)
 			h := base.Header

@@ -42,6 +42,7 @@ func (s *unavailableStore) Update(ctx context.Context, owner, id string, fn func
 // An outcome that arrives while the store is unavailable is kept as it is,
 // not replaced by a failure, and written once the store is back.
 func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
+	t.Parallel()
 	store := &unavailableStore{Store: newMemStore(t)}
 	store.down.Store(true)
 	g, id := unsettledTask(t, store, `{"content":[{"type":"text","text":"kept"}]}`)
@@ -65,6 +66,7 @@ func TestOutcomeKeptWhileStoreUnavailable(t *testing.T) {
 // whatever status the answer would otherwise have; other errors keep their
 // status, and any 503 gets Retry-After.
 func TestAnswerStatus(t *testing.T) {
+	t.Parallel()
 	unavailable := rpcerr.InternalError(zap.NewNop(), "reading the task", fmt.Errorf("reading task x: %w", task.ErrUnavailable))
 	other := jsonrpc.Errorf(jsonrpc.CodeInternalError, "internal error (ref 0a)")
 	// The same words from elsewhere (an upstream's error passed on) are

@@ -35,6 +35,7 @@ func detachWithVars(r *http.Request) *http.Request {
 // variables map: the next handler writes to it, and concurrent map writes
 // kill the process. Run with -race.
 func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{Detach: detachWithVars})
 	var pinged sync.WaitGroup
 	pinged.Add(2)

@@ -149,6 +149,7 @@ func (u *fakeTaskUpstream) saw(method string) bool {
 // A task of a tool the upstream runs as a task is created there with
 // params.task and followed to the upstream's outcome, whatever it is.
 func TestUpstreamTaskFollow(t *testing.T) {
+	t.Parallel()
 	report := &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"up-1"}}}`)}
 	tests := []struct {
 		name        string
@@ -172,6 +173,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tt.up.answered = make(chan struct{})
 			g := testGateway(t, Config{})
 			defer g.rt.Close(time.Second)
@@ -219,6 +221,7 @@ func TestUpstreamTaskFollow(t *testing.T) {
 
 // Cancelling the task sends the upstream tasks/cancel for its own task.
 func TestUpstreamTaskCancelled(t *testing.T) {
+	t.Parallel()
 	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
@@ -239,6 +242,7 @@ func report0() *jsonrpc.Message { return &jsonrpc.Message{Result: json.RawMessag
 // again there; one the upstream no longer knows fails with why, one it
 // still runs completes.
 func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		up    *fakeTaskUpstream
@@ -249,6 +253,7 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 		{"unknown upstream", &fakeTaskUpstream{known: false}, task.StatusFailed, "no longer knows its task up-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			store := newMemStore(t)
 			past := runtime.Now().Add(-time.Minute)
 			id := task.NewTaskID()
@@ -288,6 +293,7 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 // upstream takes task calls; its forbidden never forbids the gateway's own
 // tasks; nothing changes for tools the upstream does not run as tasks.
 func TestEffectiveMode(t *testing.T) {
+	t.Parallel()
 	tools := `{"tools":[{"name":"req","execution":{"taskSupport":"required"}},{"name":"opt","execution":{"taskSupport":"optional"}},{"name":"forb","execution":{"taskSupport":"forbidden"}},{"name":"none"}]}`
 	withTasks := `{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}`
 	without := `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}`
@@ -310,6 +316,7 @@ func TestEffectiveMode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			g := testGateway(t, Config{Tools: tt.configured})
 			if tt.init != "" {
 				if _, err := g.env.Tools.RewriteInitialize([]byte(tt.init)); err != nil {
@@ -337,6 +344,7 @@ func TestEffectiveMode(t *testing.T) {
 // requires) becomes the gateway's task at once, created at the upstream and
 // followed; without the extension declared it is refused with -32021.
 func TestUpstreamTaskV2026(t *testing.T) {
+	t.Parallel()
 	up := &fakeTaskUpstream{result: &jsonrpc.Message{Result: json.RawMessage(`{"content":[{"type":"text","text":"the report"}]}`)}, known: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)
@@ -370,6 +378,7 @@ func TestUpstreamTaskV2026(t *testing.T) {
 
 // A followed task that expires cancels the upstream's task too.
 func TestUpstreamTaskExpired(t *testing.T) {
+	t.Parallel()
 	up := &fakeTaskUpstream{result: report0(), known: true, elicit: true, answered: make(chan struct{})}
 	g := testGateway(t, Config{DefaultTTL: time.Second, MaxTTL: time.Second})
 	defer g.rt.Close(time.Second)
@@ -391,6 +400,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 // While the upstream's tasks/result blocks, the gateway polls its tasks/get
 // and shows the upstream's status message on the task.
 func TestUpstreamTaskStatusMirrored(t *testing.T) {
+	t.Parallel()
 	up := &fakeTaskUpstream{result: report0(), known: true, hold: make(chan struct{}), answered: make(chan struct{})}
 	g := testGateway(t, Config{})
 	defer g.rt.Close(time.Second)

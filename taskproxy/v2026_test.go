@@ -15,6 +15,7 @@ const declaring = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-2
 const plainCaps = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
 func TestDetectEra(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, header, body string
 		want               task.Era
@@ -30,6 +31,7 @@ func TestDetectEra(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m, err := jsonrpc.Parse([]byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
@@ -48,6 +50,7 @@ func TestDetectEra(t *testing.T) {
 // Every error code the gateway answers on the 2026-07-28 wire, with its HTTP
 // status, for requests it handles itself.
 func TestV2026Validation(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{Tools: map[string]task.Support{"job": task.SupportRequired}})
 	hdr := func(method, name string) []string {
 		h := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", method}
@@ -101,6 +104,7 @@ func TestV2026Validation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			called := false
 			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
 			rec := httptest.NewRecorder()

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
@@ -52,6 +53,7 @@ func storeFinished(t *testing.T, g *Gateway, owner string, created time.Time, tt
 // either wire, gets the answer of an unknown task, before and after the
 // owner's reads filled the cache.
 func TestViewCacheOwnerOnly(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
@@ -74,6 +76,7 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 // one is never served on the other; cached answers are byte for byte the
 // uncached ones.
 func TestViewCacheWires(t *testing.T) {
+	t.Parallel()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
 	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
@@ -100,6 +103,7 @@ func TestViewCacheWires(t *testing.T) {
 // cached, so its completion, a cancellation and a worker's outcome show at
 // the next read.
 func TestViewCacheStatusChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	g := testGateway(t, Config{})
 	mustStart(t, g)
@@ -144,7 +148,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	// A task run by a worker: read while it runs, then after its outcome,
 	// which the worker puts in the cache.
 	release := make(chan struct{})
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	next := answeringToolsList(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-release
 		body, _ := io.ReadAll(r.Body)
 		m, err := jsonrpc.Parse(body)
@@ -154,7 +158,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"late"}]}}`, m.ID)
-	})
+	}))
 	id := createV2025(t, g, next)
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"working"`) {
 		t.Fatalf("while running: %s", got)
@@ -172,26 +176,32 @@ func TestViewCacheStatusChanges(t *testing.T) {
 // A cached task that comes near the end of its ttl is answered by the store:
 // once swept, as expired, never from the cache.
 func TestViewCacheExpiry(t *testing.T) {
-	g := testGateway(t, Config{})
-	mustStart(t, g)
-	const ttl, left = 20 * time.Second, runtime.ViewExpiryMargin + 2*time.Second
-	tk := storeFinished(t, g, "alice", runtime.Now().Add(left-ttl), ttl)
-	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
-		t.Fatalf("before expiry: %s", got)
-	}
-	if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now()); !ok {
-		t.Fatal("the read left nothing in the cache")
-	}
-	for deadline := time.Now().Add(30 * time.Second); !runtime.Now().After(tk.ExpiresAt()); {
-		if time.Now().After(deadline) {
-			t.Fatal("the task never expired")
+	t.Parallel()
+	// In a bubble: the ttl runs out on the bubble's clock, without waiting.
+	synctest.Test(t, func(t *testing.T) {
+		g := testGateway(t, Config{})
+		mustStart(t, g)
+		t.Cleanup(func() {
+			g.Close()
+			_ = g.rt.Close(0)
+		})
+		const ttl, left = 20 * time.Second, runtime.ViewExpiryMargin + 2*time.Second
+		tk := storeFinished(t, g, "alice", runtime.Now().Add(left-ttl), ttl)
+		if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
+			t.Fatalf("before expiry: %s", got)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n, err := g.rt.Store.Sweep(context.Background(), runtime.Now(), 100); err != nil || n != 1 {
-		t.Fatalf("Sweep = %d, %v", n, err)
-	}
-	if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, "Task has expired") {
-		t.Errorf("after the sweep: %s", got)
-	}
+		if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now()); !ok {
+			t.Fatal("the read left nothing in the cache")
+		}
+		time.Sleep(left + time.Second)
+		if !runtime.Now().After(tk.ExpiresAt()) {
+			t.Fatalf("now %s, the task expires at %s", runtime.Now(), tk.ExpiresAt())
+		}
+		if n, err := g.rt.Store.Sweep(context.Background(), runtime.Now(), 100); err != nil || n != 1 {
+			t.Fatalf("Sweep = %d, %v", n, err)
+		}
+		if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, "Task has expired") {
+			t.Errorf("after the sweep: %s", got)
+		}
+	})
 }

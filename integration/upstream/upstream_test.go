@@ -341,6 +341,7 @@ func rawCaller(ctx context.Context, t *testing.T, url, tool string, args map[str
 }
 
 func TestTools(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		tool      string
@@ -386,6 +387,7 @@ func TestTools(t *testing.T) {
 // 2025-11-25 the go-sdk client sends notifications/cancelled, on 2026-07-28
 // closing the POST stream is the cancellation.
 func TestSlowComputeCancellation(t *testing.T) {
+	t.Parallel()
 	args := map[string]any{"seconds": 60, "label": "forever"}
 	tests := []struct {
 		name string
@@ -462,6 +464,7 @@ func cancelSDKCall(ctx context.Context, t *testing.T, up *upstream.Server, url, 
 // TestSlowComputeProgress checks that progress notifications carry the
 // caller's token and arrive before the result.
 func TestSlowComputeProgress(t *testing.T) {
+	t.Parallel()
 	args := map[string]any{"seconds": 0.8, "label": "p"}
 	tests := []struct {
 		name string
@@ -543,6 +546,7 @@ func TestSlowComputeProgress(t *testing.T) {
 // TestStatelessInputRequired pins the exact 2026-07-28 input_required shape
 // and the retry requirements.
 func TestStatelessInputRequired(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tool     string
 		args     map[string]any
@@ -769,6 +773,7 @@ func TestV2025ElicitationOnWire(t *testing.T) {
 // TestRouting checks which go-sdk handler a request reaches, and that
 // requests forwarded by a reverse proxy with a foreign Host are served.
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		method     string

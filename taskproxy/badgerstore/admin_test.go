@@ -13,7 +13,10 @@ import (
 // The store-wide listing pages through every owner's tasks newest first,
 // filters by status, principal and tool, and refuses forged cursors;
 // GetAny finds a task whatever its owner and tells expired from unknown.
+//
+//nolint:paralleltest,tparallel // the test sweeps the store its cases read
 func TestBadgerListAll(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)

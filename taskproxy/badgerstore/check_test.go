@@ -14,6 +14,8 @@ import (
 // CheckDir finds what would make Open fail for good (a file in the path, a
 // read-only filesystem) without creating the directory or leaving a file;
 // a directory it can write in passes.
+//
+//nolint:paralleltest,tparallel // the test checks, after its cases, what they left in the directory
 func TestCheckDir(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()

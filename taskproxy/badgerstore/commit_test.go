@@ -15,6 +15,7 @@ import (
 // One write that Badger refuses fails alone: the good writes of its batch
 // are durable, and the failure's text holds no record bytes.
 func TestCommitBatchIsolatesBadWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	secret := strings.Repeat("SECRET-ARGUMENT ", 1<<17) // 2 MiB, over Badger's in-memory value limit
@@ -71,6 +72,7 @@ func TestCommitBatchIsolatesBadWrite(t *testing.T) {
 // update, with ErrRecordTooLarge and no content in the text; writes around
 // it are unaffected.
 func TestStoreRecordTooLarge(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(Options{InMemory: true, MaxRecordBytes: 64 << 10})
 	if err != nil {

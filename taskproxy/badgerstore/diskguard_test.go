@@ -19,6 +19,7 @@ import (
 // the refused writes succeed. The end-to-end test fills a real filesystem;
 // here the reserve is set above any disk's size.
 func TestDiskGuardRefusesWritesBelowReserve(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir, MinFreeBytes: -1})
@@ -66,6 +67,7 @@ func TestDiskGuardRefusesWritesBelowReserve(t *testing.T) {
 // A filesystem that refuses writes (the probe file cannot be written)
 // refuses the store's writes as unavailable.
 func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
+	t.Parallel()
 	s, ro := storeWithReadOnlyProbe(t)
 	rw := s.guard.probe
 	s.guard.probe = ro
@@ -84,6 +86,7 @@ func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
 // passed on as an internal error. A write that fails on a writable
 // filesystem keeps its own error.
 func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
+	t.Parallel()
 	s, ro := storeWithReadOnlyProbe(t)
 	rw := s.guard.probe
 	failed := errors.New("write: read-only file system")
@@ -97,6 +100,7 @@ func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			err := s.retryConflicts(context.Background(), "a test write", func(*badger.Txn) error {
 				if tt.readOnly {
 					s.guard.probe = ro

@@ -16,6 +16,7 @@ import (
 // bound stays exact though most creates skip the walk; and an owner's
 // tasks expiring free room again at the next walk.
 func TestFinishedBoundWithCeilings(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const limit = 5
 	limits := task.Limits{MaxFinished: limit}
@@ -29,6 +30,7 @@ func TestFinishedBoundWithCeilings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			s := newMemStore(t)
 			now := time.Now()
 			for range tt.createdTerminal {
@@ -71,6 +73,7 @@ func TestFinishedBoundWithCeilings(t *testing.T) {
 // The ceilings are forgotten, not grown without bound, past
 // maxFinishedCeilings owners; a forgotten owner walks again.
 func TestFinishedCeilingsBounded(t *testing.T) {
+	t.Parallel()
 	c := finishedCeilings{}
 	for i := range maxFinishedCeilings {
 		c[strconv.Itoa(i)] = 1

@@ -11,7 +11,10 @@ import (
 // A new store gets this build's format version, a store written before the
 // key existed gets it at its next open, and a store of a newer format is
 // refused rather than misread.
+//
+//nolint:paralleltest,tparallel // the cases run in order on one store directory
 func TestBadgerFormatVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	setFormat := func(t *testing.T, value []byte) {
 		t.Helper()

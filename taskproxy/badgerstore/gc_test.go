@@ -39,6 +39,7 @@ func vlogDiskBytes(t *testing.T, dir string) int64 {
 // (which seals the value log the tasks were written to) it is reclaimed
 // though no sweep finds anything left to delete.
 func TestScheduledGCReclaimsSweptTasks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir, GCInterval: -1})

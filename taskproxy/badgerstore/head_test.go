@@ -46,6 +46,7 @@ func corruptRecord(t *testing.T, s *Store, id string) {
 // with the record unreadable, another owner's lookup is still refused as
 // "not found" (not failed on the record), and the listings still answer.
 func TestHeaderSparesTheRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	tk := bigEndedTask("alice", 256<<10)
@@ -101,6 +102,7 @@ func TestHeaderSparesTheRecord(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			reads.Store(0)
 			if err := c.call(); err != nil {
 				t.Error(err)
@@ -123,6 +125,7 @@ func errString(err error) string {
 // the record is read whole; and a header that an older build's rewrite of
 // the record left behind (of another version) is not believed.
 func TestRecordsWithoutTheirHeader(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	old := bigEndedTask("alice", 64<<10)
@@ -168,6 +171,7 @@ func TestRecordsWithoutTheirHeader(t *testing.T) {
 // The owner check on a header's bytes agrees with decoding it, for owners
 // that need escaping too, and gives up on a header of another shape.
 func TestHeaderOwnedBy(t *testing.T) {
+	t.Parallel()
 	owners := []string{"alice", "alic", "alice2", `a"b\c`, "<é>\u2028", "tenant/alice"}
 	for _, stored := range owners {
 		tk := testTask(stored, time.Now())

@@ -28,6 +28,7 @@ func createLeased(t *testing.T, s *Store, t0 time.Time) *task.Task {
 // holder of an earlier opening of the store taken over at once, and exactly
 // one winner among concurrent claims.
 func TestLeases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
@@ -71,6 +72,7 @@ func TestLeases(t *testing.T) {
 }
 
 func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	first, err := Open(Options{Dir: dir})
@@ -98,6 +100,7 @@ func TestLeaseOfEarlierEpochIsFree(t *testing.T) {
 }
 
 func TestConcurrentClaims(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	now := time.Now()
@@ -127,6 +130,7 @@ func TestConcurrentClaims(t *testing.T) {
 }
 
 func TestListActive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	want := map[string]bool{}
@@ -171,6 +175,7 @@ func TestListActive(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	now := time.Now()
@@ -213,6 +218,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestIdempotentCreate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	first := testTask("alice", time.Now())
@@ -272,9 +278,11 @@ func TestIdempotentCreate(t *testing.T) {
 // least its ttl: Badger keeps an entry's expiry in whole seconds, rounded
 // down, so a tombstone of a short ttl could vanish at once.
 func TestTombstoneLastsTheTTL(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, ttl := range []time.Duration{time.Second, 1500 * time.Millisecond, 3 * time.Second} {
 		t.Run(ttl.String(), func(t *testing.T) {
+			t.Parallel()
 			s := newMemStore(t)
 			tk := testTask("alice", time.Now().Add(-ttl-time.Second))
 			tk.TTL = ttl

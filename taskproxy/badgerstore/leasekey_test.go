@@ -42,6 +42,7 @@ func recordVersion(t *testing.T, s *Store, id string) (record, lease uint64) {
 // Updates, recovery listing, the end of the task and the sweep see and drop
 // the lease wherever it lives.
 func TestLeaseRenewalKeepsRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
@@ -130,6 +131,7 @@ func TestLeaseRenewalKeepsRecord(t *testing.T) {
 // A record written before leases had their own key keeps its embedded
 // lease until the lease is next written.
 func TestLeaseEmbeddedInOldRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
@@ -155,6 +157,7 @@ func TestLeaseEmbeddedInOldRecord(t *testing.T) {
 // the task drops it with the record's rewrite. Another holder is refused
 // while the lease in the record holds.
 func TestLeaseInRecordUntilRenewed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)

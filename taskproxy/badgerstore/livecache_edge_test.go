@@ -51,6 +51,7 @@ func queued(t *testing.T, s *Store, n int) {
 // small"). The record stays cached, big, for as long as only renewals
 // follow.
 func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
@@ -103,6 +104,7 @@ func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
 // next update, and a caller writing the map while the committer encodes
 // the record is a concurrent map access.
 func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	t0 := time.Unix(1_800_000_000, 0)
@@ -138,6 +140,7 @@ func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
 // record's stale lease and never read the key; it now skips the key only
 // for a lease of this opening of the store, which only this process wrote.
 func TestReviewLegacyLeaseKeyWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	s.epoch, s.holder = 3, "e3/p300" // the third opening: epochs 1 and 2 wrote the task

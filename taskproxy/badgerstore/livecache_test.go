@@ -15,6 +15,7 @@ import (
 // holds: a swept task cannot be brought back by a late update, a batch that
 // failed leaves nothing of itself, and a task that ended leaves the cache.
 func TestLiveCache(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t0 := time.Now()
 	message := func(s *Store, id string) (string, error) {
@@ -90,6 +91,7 @@ func TestLiveCache(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			s := newMemStore(t)
 			tk := testTask("alice", t0)
 			tk.TTL = time.Minute

@@ -13,6 +13,7 @@ import (
 // Concurrent creates at a quota: exactly the quota succeeds, whatever
 // batches the committer forms, and the rest are refused with QuotaError.
 func TestStoreCreateWithinQuota(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tests := []struct {
 		name           string
@@ -59,6 +60,7 @@ func TestStoreCreateWithinQuota(t *testing.T) {
 
 // Terminal tasks do not count, and a task ending frees room.
 func TestStoreQuotaCountsActiveOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	a, b := testTask("alice", time.Now()), testTask("alice", time.Now())
@@ -87,6 +89,7 @@ func TestStoreQuotaCountsActiveOnly(t *testing.T) {
 // Within one committer batch, the count includes the creates made earlier
 // in the same transaction.
 func TestStoreQuotaWithinOneBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	var batch []writeOp

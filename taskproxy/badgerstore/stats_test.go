@@ -9,6 +9,7 @@ import (
 )
 
 func TestBadgerStats(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {

@@ -30,6 +30,7 @@ func testTask(owner string, created time.Time) *task.Task {
 }
 
 func TestStoreCreateGet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	tk := testTask("alice", time.Now())
@@ -58,6 +59,7 @@ func TestStoreCreateGet(t *testing.T) {
 }
 
 func TestStoreUpdateRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	tk := testTask("alice", time.Now())
@@ -106,6 +108,7 @@ func TestStoreUpdateRules(t *testing.T) {
 // Concurrent compare-and-set: every increment lands exactly once, and of two
 // racing terminal transitions exactly one wins.
 func TestStoreUpdateConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	tk := testTask("alice", time.Now())
@@ -150,6 +153,7 @@ func TestStoreUpdateConcurrent(t *testing.T) {
 }
 
 func TestStoreListAndCount(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
 	base := time.Now()
@@ -225,6 +229,7 @@ func TestStoreListAndCount(t *testing.T) {
 }
 
 func TestStoreClosed(t *testing.T) {
+	t.Parallel()
 	s, err := Open(Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +250,7 @@ func TestStoreClosed(t *testing.T) {
 }
 
 func TestStoreOnDisk(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	s, err := Open(Options{Dir: dir, SyncWrites: true})
@@ -275,6 +281,7 @@ func TestStoreOnDisk(t *testing.T) {
 // filesystem) is given up after the limit, with why; one that ends in time
 // reports its own error.
 func TestCloseWithin(t *testing.T) {
+	t.Parallel()
 	block := make(chan struct{})
 	defer close(block)
 	err := closeWithin(func() error { <-block; return nil }, 10*time.Millisecond)

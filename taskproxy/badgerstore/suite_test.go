@@ -11,6 +11,7 @@ import (
 // The embedded Badger store passes the suite, in memory and on disk.
 
 func TestSuiteInMemory(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store {
 		s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 		if err != nil {
@@ -22,6 +23,7 @@ func TestSuiteInMemory(t *testing.T) {
 }
 
 func TestSuiteOnDisk(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store {
 		s, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir(), SyncWrites: true})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseMessage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                          string
 		in                            string
@@ -34,6 +35,7 @@ func TestParseMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			m, err := Parse([]byte(tt.in))
 			if tt.wantErr {
 				if err == nil || !errors.Is(err, ErrNotJSONRPC) {
@@ -56,6 +58,7 @@ func TestParseMessage(t *testing.T) {
 }
 
 func TestEncoders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		got  func() ([]byte, error)
@@ -82,6 +85,7 @@ func TestEncoders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := tt.got()
 			if err != nil {
 				t.Fatal(err)
@@ -94,6 +98,7 @@ func TestEncoders(t *testing.T) {
 }
 
 func TestInputIDs(t *testing.T) {
+	t.Parallel()
 	id := InputID("abc_-12", "7")
 	task, key, ok := ParseInputID(id)
 	if !ok || task != "abc_-12" || key != "7" {
@@ -111,6 +116,7 @@ func TestInputIDs(t *testing.T) {
 
 // ResponseRaw builds the bytes ResponseBytes encodes, for every id.
 func TestResponseRaw(t *testing.T) {
+	t.Parallel()
 	result := []byte(`{"taskId":"a","status":"completed"}`)
 	for _, id := range []string{``, `null`, `1`, `-1.5e3`, `"a"`, `"a<b>&c"`, `"\u2028"`, "\"\u2028\"", `"é"`} {
 		want, err := ResponseBytes(json.RawMessage(id), json.RawMessage(result))

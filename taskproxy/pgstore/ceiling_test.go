@@ -56,6 +56,7 @@ func (o oldBuild) sweepAll(owner string) {
 }
 
 func TestFinishedCeiling(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	limits := task.Limits{MaxActive: 100, MaxFinished: 5}
 	cases := []struct {
@@ -138,6 +139,7 @@ func TestFinishedCeiling(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			schema := newSchema(t)
 			c.run(t, open(t, schema), oldBuild{t: t, schema: schema})
 		})

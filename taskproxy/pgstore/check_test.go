@@ -36,6 +36,7 @@ func TestCheckClassifies(t *testing.T) {
 		{"nobody listening", func() string { return param("host", t.TempDir()) }, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := pgstore.Check(ctx, c.dsn(), "")
@@ -64,6 +65,7 @@ func TestCheckClassifies(t *testing.T) {
 // not create the store's schema or its tables, and passes one that owns its
 // schema though it may not create schemas.
 func TestCheckSchemaPrivileges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	role := fmt.Sprintf("chk_%d_%d", os.Getpid(), schemas.Add(1))
 	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
@@ -86,6 +88,7 @@ func TestCheckSchemaPrivileges(t *testing.T) {
 		{"a schema it may use but not create tables in", usable, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			err := pgstore.Check(ctx, dsnAs(t, role), c.schema)
 			fix, permanent := pgstore.Permanent(err)
 			if c.permanent != permanent || (permanent && !strings.Contains(fix, "AUTHORIZATION")) || (!c.permanent && err != nil) {
@@ -107,6 +110,7 @@ func TestCheckSchemaPrivileges(t *testing.T) {
 // A schema a newer gateway migrated is refused by Check as by Open, and
 // both errors say it will not pass by itself.
 func TestCheckNewerSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	open(t, schema)

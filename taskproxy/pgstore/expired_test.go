@@ -12,6 +12,7 @@ import (
 // ListExpiredLeases lists the active tasks whose lease ran out, page by
 // page, and none with a live lease, none ended.
 func TestListExpiredLeases(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	ctx := context.Background()
 	now := time.Now()

@@ -15,6 +15,7 @@ import (
 // behind the store's back shows what the store answers without asking the
 // database.
 func TestFinishedCache(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		name      string
@@ -32,6 +33,7 @@ func TestFinishedCache(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			schema := newSchema(t)
 			s := open(t, schema)
 			x := tk("alice")

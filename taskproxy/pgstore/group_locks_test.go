@@ -53,6 +53,7 @@ func lockOwners(t *testing.T, schema string) pgx.Tx {
 // split after its lock timeout, the other owners' creates commit while the
 // row is still held, and the held owner's create waits for it and lands.
 func TestGroupLockWaitSplits(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
 	ctx := context.Background()
@@ -101,6 +102,7 @@ func TestGroupLockWaitSplits(t *testing.T) {
 // deadline passes fails, and as unavailable (the gateway's 503 with
 // Retry-After).
 func TestGroupLockWaitPastDeadline(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 2 * time.Second})
 	ctx := context.Background()
@@ -126,6 +128,7 @@ func TestGroupLockWaitPastDeadline(t *testing.T) {
 // takes owner rows before task rows, and a group inserts its rows in one
 // order.
 func TestGroupUpdateSweepNoDeadlock(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	a := openWith(t, pgstore.Options{Schema: schema})
 	b := openWith(t, pgstore.Options{Schema: schema})
@@ -217,6 +220,7 @@ func TestGroupUpdateSweepNoDeadlock(t *testing.T) {
 // locks, so that their keys never interleave; their rows are inserted in
 // key order besides).
 func TestGroupKeysNoDeadlock(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	a := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
 	b := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
@@ -312,6 +316,7 @@ func TestGroupKeysNoDeadlock(t *testing.T) {
 // inserts nothing: the group does not commit without it, runs again, and
 // answers that create with the task that took the key.
 func TestGroupRowTakenMeanwhile(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 5 * time.Minute})
 	ctx := context.Background()

@@ -52,6 +52,7 @@ func sameLimits(n int, l task.Limits) []task.Limits {
 // and many concurrent ones without a hold commit in fewer transactions than
 // creates.
 func TestGroupCommitShares(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	var tasks []*task.Task
 	for i := range 64 {
@@ -77,6 +78,7 @@ func TestGroupCommitShares(t *testing.T) {
 // bounds stay exact within a group, and a refused create refuses only
 // itself.
 func TestGroupQuotaExact(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		limits    task.Limits
@@ -93,6 +95,7 @@ func TestGroupQuotaExact(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			s := open(t, newSchema(t))
 			ctx := context.Background()
 			mk := func(owner string) *task.Task {
@@ -152,6 +155,7 @@ func TestGroupQuotaExact(t *testing.T) {
 // key known, a bound reached, and a row the database rejects (a NUL byte in
 // text) each fail their own create, and the others of the group commit.
 func TestGroupFailingRowIsolated(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	ctx := context.Background()
 	existing := tk("alice")
@@ -215,6 +219,7 @@ func TestGroupFailingRowIsolated(t *testing.T) {
 // A caller whose context ends while its create is still queued gets the
 // context's error, and its create is not written.
 func TestGroupCallerCancelled(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	held, release := pgstore.HoldGroups(s)
 	first, gone := tk("alice"), tk("alice")
@@ -245,6 +250,7 @@ func TestGroupCallerCancelled(t *testing.T) {
 // Close with creates and updates in the committers' hands and queued
 // answers every caller: written, or ErrClosed.
 func TestGroupsClose(t *testing.T) {
+	t.Parallel()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: newSchema(t), MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)

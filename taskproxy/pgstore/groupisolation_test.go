@@ -19,6 +19,7 @@ import (
 // database still has as working (it was put in before the COMMIT, and
 // served until the task's ttl).
 func TestFinishedCacheOnlyAfterCommit(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s := openWith(t, pgstore.Options{Schema: schema})
 	ctx := context.Background()
@@ -72,8 +73,10 @@ func TestFinishedCacheOnlyAfterCommit(t *testing.T) {
 // SELECT ... FOR UPDATE, would leave xmin as it was: this test keeps
 // lockOwner an upsert.)
 func TestCeilingDistrustedAfterAnotherBuildsQuotaLock(t *testing.T) {
+	t.Parallel()
 	for _, lock := range []string{"upsert"} {
 		t.Run(lock, func(t *testing.T) {
+			t.Parallel()
 			schema := newSchema(t)
 			s := openWith(t, pgstore.Options{Schema: schema})
 			ctx := context.Background()
@@ -121,6 +124,7 @@ func TestCeilingDistrustedAfterAnotherBuildsQuotaLock(t *testing.T) {
 // write deadline, then all fail as unavailable), and the held one is
 // written on its own once the row is free.
 func TestUpdateGroupSkipsAHeldRow(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s := openWith(t, pgstore.Options{Schema: schema, WriteTimeout: 2 * time.Second})
 	ctx := context.Background()

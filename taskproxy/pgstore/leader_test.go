@@ -11,6 +11,7 @@ import (
 // Of replicas racing for a leadership exactly one leads; the leader renews
 // it, others take it only once its term ran out.
 func TestTryLead(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	a, b := open(t, schema), open(t, schema)
 	ctx := context.Background()

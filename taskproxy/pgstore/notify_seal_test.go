@@ -87,6 +87,7 @@ func drain(sub *runtime.Subscription) {
 // injects, forged or replayed, reaches no subscriber. A store of another
 // schema cannot read the events either.
 func TestRelaySealed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	sa, _, a := relayedStore(t, schema)
@@ -195,6 +196,7 @@ func eventChannel(t *testing.T, s *pgstore.Store, schema string) string {
 // bytes cross, larger ones stay local (the worker's process still delivers
 // them) and do not hold up the events after them.
 func TestRelaySealedProgressLimit(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	_, _, a := relayedStore(t, schema)
 	_, b, _ := relayedStore(t, schema)

@@ -45,6 +45,7 @@ func awaitChanged(t *testing.T, sub *runtime.Subscription, what string) {
 // store's hub on the schema, and only of that schema; progress travels with
 // its params unless they are too large for a notification.
 func TestRelayBetweenStores(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	_, a := relayed(t, schema)
 	b, _ := relayed(t, schema)
@@ -88,6 +89,7 @@ func TestRelayBetweenStores(t *testing.T) {
 // When the listening connection breaks, the relay reconnects: events flow
 // again, and the watched tasks are woken since some may have been missed.
 func TestRelayReconnects(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	sa, _, a := relayedStore(t, schema)
 	b, _ := relayed(t, schema)
@@ -124,6 +126,7 @@ func TestRelayReconnects(t *testing.T) {
 // replicas' takeover passes (Hub.Released), not to the task's subscribers;
 // an announcement queued just before the relay closes still goes out.
 func TestRelayReleasedBeforeClose(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	s, err := pgstore.Open(context.Background(), pgstore.Options{DSN: dsn, Schema: schema, MaxConns: 4, EventPoll: -1})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // when made on a new, empty table and kept while it grows, and the setting
 // ends with the statements.
 func TestGroupLookupsUseGenericPlans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var version int
 	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
@@ -78,6 +79,7 @@ func TestGroupLookupsUseGenericPlans(t *testing.T) {
 // A server too old for the store's statements is refused when the store
 // opens, by name, not by a failing write later.
 func TestServerVersionChecked(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		num     int
 		version string

@@ -32,6 +32,7 @@ func dsnAs(t *testing.T, user string) string {
 // created for it and that it owns: the gateway creates its tables there and
 // does not insist on creating the schema.
 func TestOpenInOwnedSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	role := fmt.Sprintf("gw_%d_%d", os.Getpid(), schemas.Add(1))
 	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {

@@ -27,6 +27,7 @@ func tk(owner string) *task.Task {
 // Replicas that start together all migrate the schema without failing, it
 // is migrated once, and they share the cursor secret.
 func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	const n = 6
 	stores := make([]*pgstore.Store, n)
@@ -78,6 +79,7 @@ func TestConcurrentOpen(t *testing.T) {
 }
 
 func TestReplicasShareState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	a, b := open(t, schema), open(t, schema)
@@ -213,6 +215,7 @@ func TestReplicasShareState(t *testing.T) {
 
 // What a closed store wrote is there when it opens again, cursors included.
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	first, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, Schema: schema})
@@ -251,6 +254,7 @@ func TestReopen(t *testing.T) {
 // A schema migrated by a newer gateway is refused with a clear error, not
 // used.
 func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
 	schema := newSchema(t)
 	open(t, schema)
 	if _, err := admin.Exec(context.Background(), "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+".schema_migrations (version) VALUES (999)"); err != nil {
@@ -265,6 +269,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 // The record size limit refuses one write alone, with sizes only in the
 // error.
 func TestRecordTooLarge(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, Schema: newSchema(t), MaxRecordBytes: 4 << 10})
 	if err != nil {
@@ -295,6 +300,7 @@ func TestRecordTooLarge(t *testing.T) {
 // (group.go): a caller that left before it was taken gets the context's
 // error, and nothing is stored.
 func TestWriteIgnoresCallerCancel(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -318,6 +324,7 @@ func TestWriteIgnoresCallerCancel(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := open(t, newSchema(t))
 	for i := range 3 {
@@ -338,6 +345,7 @@ func TestStats(t *testing.T) {
 // Open fails with an error that names neither the password nor more than
 // it must, and does not hang, when the server is not there.
 func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bad := "postgres://mcp:s3cret-pw@/mcp_tasks?host=" + t.TempDir() + "&port=1&connect_timeout=5"

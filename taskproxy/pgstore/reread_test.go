@@ -61,7 +61,10 @@ func terminate(t *testing.T, app string) {
 // A read right after pg_terminate_backend of the store's connections
 // answers, rather than failing on the dead connection the pool hands out
 // (the pool pings only connections idle for a second or more).
+//
+//nolint:paralleltest,tparallel // the cases terminate the connections of one store
 func TestReadsOutliveTerminatedConnections(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d, app := withApp(t)
 	s, err := pgstore.Open(ctx, pgstore.Options{DSN: d, Schema: newSchema(t), MaxConns: 4, NoNotify: true, EventPoll: -1})

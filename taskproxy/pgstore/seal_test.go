@@ -8,6 +8,7 @@ import (
 // A sealed event opens under its schema's key only, and a receiver takes
 // each sender's events once, in order, and only while fresh.
 func TestSealedEvents(t *testing.T) {
+	t.Parallel()
 	aead, channel, err := eventKeys(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)

@@ -10,5 +10,6 @@ import (
 // The PostgreSQL store passes the shared store suite, each case in a fresh
 // schema.
 func TestSuite(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store { return open(t, newSchema(t)) })
 }

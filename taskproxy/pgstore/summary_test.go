@@ -28,6 +28,7 @@ func bigEndedTask(owner string, size int) *task.Task {
 // refused as "not found" (the row is not fetched), and the listings still
 // answer; a row written before summaries (none) is listed from its record.
 func TestSummarySparesTheRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	s := open(t, schema)
@@ -91,6 +92,7 @@ func TestSummarySparesTheRecord(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			if err := c.call(); err != nil {
 				t.Error(err)
 			}

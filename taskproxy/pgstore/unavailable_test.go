@@ -13,6 +13,7 @@ import (
 // Errors of reaching the database are unavailability; errors of the
 // statement are not.
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -40,6 +41,7 @@ func TestUnavailable(t *testing.T) {
 // A read runs again only when its connection broke under it: not when no
 // connection could be made, nor when the statement itself failed.
 func TestLostConnection(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		err  error

@@ -14,6 +14,7 @@ import (
 // The group commit of updates (updates.go): updates waiting together are
 // one statement, and each keeps its own outcome.
 func TestUpdateGroup(t *testing.T) {
+	t.Parallel()
 	s := open(t, newSchema(t))
 	ctx := context.Background()
 	var tasks []*task.Task

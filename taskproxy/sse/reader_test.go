@@ -9,6 +9,7 @@ import (
 )
 
 func TestReader(t *testing.T) {
+	t.Parallel()
 	type ev struct {
 		id, typ, data, retry string
 		hasID                bool
@@ -39,6 +40,7 @@ func TestReader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := NewReader(strings.NewReader(tt.in))
 			var got []ev
 			var err error
@@ -69,6 +71,7 @@ func TestReader(t *testing.T) {
 }
 
 func TestRawRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := "id: 9\nevent: message\ndata: {\"x\":1}\n\n: c\n\n"
 	r := NewReader(strings.NewReader(in))
 	var raw bytes.Buffer
@@ -85,6 +88,7 @@ func TestRawRoundTrip(t *testing.T) {
 }
 
 func TestCompleteLen(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want int

@@ -11,6 +11,7 @@ import (
 )
 
 func TestWriter(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	w := Start(rec, 0)
 	if err := w.WriteEvent("", []byte("line1\nline2")); err != nil {
@@ -35,6 +36,7 @@ func TestWriter(t *testing.T) {
 // A client that stops reading makes the event write fail within the write
 // timeout instead of blocking the handler forever.
 func TestWriterDeadline(t *testing.T) {
+	t.Parallel()
 	done := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sse := Start(w, 200*time.Millisecond)

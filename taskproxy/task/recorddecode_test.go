@@ -15,6 +15,7 @@ import (
 // DecodeRecord gives exactly what json.Unmarshal gives, for the records the
 // store writes and for anything else a record could hold.
 func TestDecodeRecordMatchesJSON(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	text := func() string {
 		parts := []string{"", "plain", "with \"quotes\"", "back\\slash", "é ü 世界", "line\nbreak", "<tag>&", "\u2028", "tab\t"}
@@ -91,6 +92,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 // The decoded record owns its bytes: the store's buffer is reused after the
 // read.
 func TestDecodeRecordCopies(t *testing.T) {
+	t.Parallel()
 	data := []byte(`{"id":"abc","params":{"a":1},"upstreamId":"u","result":{"r":2},"headers":{"h":"v"}}`)
 	var task Task
 	if err := DecodeRecord(data, &task); err != nil {

@@ -11,6 +11,7 @@ import (
 // encoding/json's bytes for awkward values too, and where encoding/json
 // fails the hand-written encoder fails alike.
 func TestReviewRecordLeaseHistoryMatchJSON(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.FixedZone("", 5*3600+30*60))
 	awkward := "a \"q\" <b>&</b> \\ \n\t\u2028\u2029 é \x7f \xff\xfe"
 	tests := []struct {
@@ -39,6 +40,7 @@ func TestReviewRecordLeaseHistoryMatchJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tk := &Task{ID: "x", Owner: "o", Status: StatusWorking, CreatedAt: t0, UpdatedAt: t0, Tool: "t", Params: json.RawMessage(`{}`)}
 			tt.edit(tk)
 			want, wantErr := json.Marshal(tk)

@@ -13,6 +13,7 @@ import (
 
 // EncodeRecord gives exactly the bytes (or the failure) of json.Marshal.
 func TestEncodeTaskMatchesJSON(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	texts := []string{"", "plain", "with \"quotes\"", "back\\slash", "é ü 世界", "line\nbreak", "<tag>&", "\u2028", "tab\t", "bad \xff utf8", "\x7f"}
 	text := func() string { return texts[rng.IntN(len(texts))] }

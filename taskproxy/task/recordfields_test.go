@@ -14,6 +14,7 @@ import (
 // decoder). This test fills each field in turn with a non-zero value found
 // by reflection, so a field added to Task later fails it until both know it.
 func TestRecordCodecKnowsEveryField(t *testing.T) {
+	t.Parallel()
 	typ := reflect.TypeFor[Task]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -21,6 +22,7 @@ func TestRecordCodecKnowsEveryField(t *testing.T) {
 			continue
 		}
 		t.Run(f.Name, func(t *testing.T) {
+			t.Parallel()
 			var task Task
 			setNonZero(t, reflect.ValueOf(&task).Elem().Field(i))
 			want, err := json.Marshal(&task)

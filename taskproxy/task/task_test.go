@@ -8,6 +8,7 @@ import (
 )
 
 func TestCanTransition(t *testing.T) {
+	t.Parallel()
 	all := []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
 	allowed := map[[2]Status]bool{}
 	for _, from := range []Status{StatusWorking, StatusInputRequired} {
@@ -31,6 +32,7 @@ func TestCanTransition(t *testing.T) {
 }
 
 func TestSetStatus(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1000, 0)
 	task := &Task{Status: StatusWorking}
 	if err := task.SetStatus(StatusInputRequired, "need input", now); err != nil {
@@ -48,6 +50,7 @@ func TestSetStatus(t *testing.T) {
 }
 
 func TestInputs(t *testing.T) {
+	t.Parallel()
 	task := &Task{}
 	k1 := task.AddInput(InputRequest{Method: "elicitation/create"})
 	k2 := task.AddInput(InputRequest{Method: "sampling/createMessage"})
@@ -67,6 +70,7 @@ func TestInputs(t *testing.T) {
 }
 
 func TestNewTaskID(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for range 10000 { // a leading "-" came once in 64 ids before it was ruled out
 		id := NewTaskID()
@@ -88,6 +92,7 @@ func TestNewTaskID(t *testing.T) {
 
 // Status changes are recorded for operators, bounded, and copied by Clone.
 func TestStatusHistory(t *testing.T) {
+	t.Parallel()
 	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
 	task := &Task{Status: StatusWorking}
 	if err := task.SetStatus(StatusWorking, "still working", at(1)); err != nil {

@@ -10,7 +10,10 @@ import (
 
 // TestRequestValidation covers every rejection before dispatch, and the
 // header forms that are accepted.
+//
+//nolint:paralleltest,tparallel // the test counts, after its cases, what the server refused
 func TestRequestValidation(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	c := newClient(t, url, true)
 	taskID := c.createTask(ToolSteps, map[string]any{"steps": 1, "stepMs": 0})
@@ -92,6 +95,7 @@ func TestRequestValidation(t *testing.T) {
 
 // TestErrorData checks the data the -32021 and -32022 errors carry.
 func TestErrorData(t *testing.T) {
+	t.Parallel()
 	_, url := testRuntime(t, Options{})
 	tests := []struct {
 		name string
@@ -119,6 +123,7 @@ func TestErrorData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := tt.send(newClient(t, url, true))
 			if r.status != http.StatusBadRequest || r.Error == nil {
 				t.Fatalf("answer %d %s, want 400 with an error", r.status, r.body)
@@ -142,6 +147,7 @@ func TestErrorData(t *testing.T) {
 // TestHTTPMethodsAndNotifications: only POST; notifications are 202 with
 // no body.
 func TestHTTPMethodsAndNotifications(t *testing.T) {
+	t.Parallel()
 	_, url := testRuntime(t, Options{})
 	for _, m := range []string{http.MethodGet, http.MethodDelete, http.MethodPut} {
 		req, _ := http.NewRequest(m, url, nil)

@@ -34,6 +34,7 @@ func (c *fakeClock) advance(d time.Duration) {
 // for one more TTL, then "not found"); an unfinished one is failed then,
 // with its ttlMs extended; a negative TTL is unlimited (ttlMs null).
 func TestExpiry(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
 	s, url := testRuntime(t, Options{TTL: time.Minute, Now: clock.Now})
 	c := newClient(t, url, true)
@@ -94,6 +95,7 @@ func TestExpiry(t *testing.T) {
 // the call: input by multi round-trip requests with a signed
 // requestState, progress on an SSE answer, errors in-band.
 func TestPlainCalls(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	c := newClient(t, url, false)
 	call := func(args map[string]any, responses map[string]any, state string) *reply {
@@ -171,6 +173,7 @@ func TestPlainCalls(t *testing.T) {
 // old one (ids, owners, holds, answers, results, expiry) and resumes the
 // unfinished ones where they were.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tasks.json")
 	first, err := New(Options{StateFile: file, SweepInterval: -1, PollInterval: 10 * time.Millisecond})
 	if err != nil {

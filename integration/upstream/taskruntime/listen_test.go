@@ -30,6 +30,7 @@ func sseMessages(t *testing.T, body []byte) []map[string]any {
 // tasks only, pushes notifications/tasks with the DetailedTask, and ends
 // with the empty result once they are finished.
 func TestListen(t *testing.T) {
+	t.Parallel()
 	_, url := testRuntime(t, Options{})
 	c := newClient(t, url, true)
 	c.auth = "Bearer dana"
@@ -81,6 +82,7 @@ func TestListen(t *testing.T) {
 
 // TestListenErrors: the filter's rules.
 func TestListenErrors(t *testing.T) {
+	t.Parallel()
 	_, url := testRuntime(t, Options{})
 	tests := []struct {
 		name       string
@@ -95,6 +97,7 @@ func TestListenErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := newClient(t, url, tt.tasks).request("subscriptions/listen", tt.params, nil)
 			if r.status != tt.wantStatus || r.Error == nil || r.Error.Code != tt.wantCode {
 				t.Errorf("answer %d %s, want %d with %d", r.status, r.body, tt.wantStatus, tt.wantCode)
@@ -105,7 +108,10 @@ func TestListenErrors(t *testing.T) {
 
 // TestControlHandler: the observer API over HTTP, as a test drives a
 // runtime in another process.
+//
+//nolint:paralleltest,tparallel // the cases are steps, in order, on one task
 func TestControlHandler(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	ctl := httptest.NewServer(s.ControlHandler())
 	t.Cleanup(ctl.Close)

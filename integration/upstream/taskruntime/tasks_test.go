@@ -9,7 +9,10 @@ import (
 
 // TestTaskModes: which calls become tasks, by the tool's mode and by
 // whether the request declared the extension.
+//
+//nolint:paralleltest,tparallel // the cases count the tasks of a tool, which two cases share
 func TestTaskModes(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	tests := []struct {
 		tool     string
@@ -54,6 +57,7 @@ func TestTaskModes(t *testing.T) {
 // TestCreateTaskResultShape: the CreateTaskResult is the flat Task with
 // resultType "task", stored before it is sent.
 func TestCreateTaskResultShape(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	s.Hold(ToolSteps, 1)
 	c := newClient(t, url, true)
@@ -83,6 +87,7 @@ func TestCreateTaskResultShape(t *testing.T) {
 // TestStepsProgress: statusMessage says "step k of n" while working, and
 // the result arrives inline on tasks/get.
 func TestStepsProgress(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	s.Hold(ToolSteps, 3)
 	c := newClient(t, url, true)
@@ -113,6 +118,7 @@ func TestStepsProgress(t *testing.T) {
 // answer kept → working → input_required (a new key) → working →
 // completed; answers to keys not outstanding are ignored.
 func TestInputFlow(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	c := newClient(t, url, true)
 	id := c.createTask(ToolInterview, map[string]any{"stepMs": 0})
@@ -165,6 +171,7 @@ func TestInputFlow(t *testing.T) {
 
 // TestTaskOutcomes: how each ending looks on tasks/get.
 func TestTaskOutcomes(t *testing.T) {
+	t.Parallel()
 	_, url := testRuntime(t, Options{})
 	tests := []struct {
 		name       string
@@ -183,6 +190,7 @@ func TestTaskOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, url, true)
 			id := c.createTask(tt.tool, tt.args)
 			if tt.answer != nil {
@@ -215,7 +223,10 @@ func TestTaskOutcomes(t *testing.T) {
 // TestCancel: tasks/cancel acks with an empty result; the task turns
 // cancelled (held, or waiting for input); a finished task and a task that
 // ignores cancellation keep their course.
+//
+//nolint:paralleltest,tparallel // the test counts, after its cases, what the server saw
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	c := newClient(t, url, true)
 	tests := []struct {
@@ -279,7 +290,10 @@ func TestCancel(t *testing.T) {
 
 // TestTaskRequestErrors: unknown ids, missing input, the extension
 // missing, and tasks of another caller.
+//
+//nolint:paralleltest,tparallel // the test counts, after its cases, what the server saw
 func TestTaskRequestErrors(t *testing.T) {
+	t.Parallel()
 	s, url := testRuntime(t, Options{})
 	alice := newClient(t, url, true)
 	alice.auth = "Bearer alice"

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,4 +29,33 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// stepClock is a table's clock under the test's control: each reading is a
+// millisecond after the one before (so the order of uses is never a tie),
+// and advance moves it on.
+type stepClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(time.Millisecond)
+	return c.at
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+// steppedTable is newBridgeSessions on a stepClock.
+func steppedTable(max int, idle time.Duration) (*bridgeSessions, *stepClock) {
+	c := &stepClock{at: time.Unix(1_800_000_000, 0)}
+	tab := newBridgeSessions(max, idle)
+	tab.now = c.now
+	return tab, c
 }

@@ -76,7 +76,7 @@ func (s *bridgeSession) release() {
 	t := s.table
 	t.mu.Lock()
 	s.refs--
-	s.lastUsed = time.Now()
+	s.lastUsed = t.now()
 	orphan := t.closed && s.refs == 0 && s.err == nil && isClosed(s.ready)
 	t.mu.Unlock()
 	if orphan { // the last call of a closed table's session has ended
@@ -96,11 +96,14 @@ type bridgeSessions struct {
 	sweeper  bool
 	stop     chan struct{}
 	log      *zap.Logger
+	// now is the table's clock (time.Now): when sessions were last used
+	// and when they idled out. Tests step it instead of sleeping.
+	now func() time.Time
 }
 
 func newBridgeSessions(max int, idle time.Duration) *bridgeSessions {
 	return &bridgeSessions{byKey: map[string]*bridgeSession{}, owners: map[string]int{}, max: max, perOwner: min(max, maxBridgeSessionsPerOwner),
-		idle: idle, stop: make(chan struct{}), log: zap.NewNop()}
+		idle: idle, stop: make(chan struct{}), log: zap.NewNop(), now: time.Now}
 }
 
 // acquireBridgeSession returns the caller's session for the request's
@@ -133,7 +136,7 @@ func (t *bridgeSessions) acquire(ctx context.Context, owner, key string, open fu
 	}
 	s, ok := t.byKey[key]
 	if !ok {
-		evicted, refusal := t.makeRoomLocked(owner, time.Now())
+		evicted, refusal := t.makeRoomLocked(owner, t.now())
 		if refusal != nil {
 			t.mu.Unlock()
 			t.end(evicted)
@@ -159,7 +162,7 @@ func (t *bridgeSessions) acquire(ctx context.Context, owner, key string, open fu
 			s.base, s.next = opened.base, opened.next
 		}
 		close(s.ready)
-		evicted = t.evictLocked(time.Now())
+		evicted = t.evictLocked(t.now())
 		t.mu.Unlock()
 		t.end(evicted)
 		if err != nil {
@@ -280,7 +283,7 @@ func (t *bridgeSessions) sweep() {
 		select {
 		case <-tick.C:
 			t.mu.Lock()
-			evicted := t.evictLocked(time.Now())
+			evicted := t.evictLocked(t.now())
 			t.mu.Unlock()
 			t.end(evicted)
 		case <-t.stop:

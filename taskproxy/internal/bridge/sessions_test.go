@@ -19,6 +19,7 @@ import (
 // not their contents: a caller varying them shares one session per set of
 // names, at most eight.
 func TestBridgeSessionKeyNames(t *testing.T) {
+	t.Parallel()
 	key := func(owner, caps string) string {
 		c := &call{Exchange: &wire.Exchange{Owner: owner, R: post(`{}`)}}
 		return c.bridgeSessionKey(v2026.RequestMeta{Capabilities: json.RawMessage(caps)})
@@ -37,6 +38,7 @@ func TestBridgeSessionKeyNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if same := key("bob", tt.a) == key("bob", tt.b); same != tt.same {
 				t.Errorf("keys of %s and %s the same: %v, want %v", tt.a, tt.b, same, tt.same)
 			}
@@ -59,6 +61,7 @@ func TestBridgeSessionKeyNames(t *testing.T) {
 // caller's credentials never serves another's. Authenticated callers are
 // told apart by their owner already, whatever token they present.
 func TestBridgeSessionKeyCredentials(t *testing.T) {
+	t.Parallel()
 	key := func(owner, authorization string) string {
 		r := post(`{}`)
 		if authorization != "" {
@@ -81,6 +84,7 @@ func TestBridgeSessionKeyCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if same := key(tt.ownerA, tt.a) == key(tt.ownerB, tt.b); same != tt.same {
 				t.Errorf("the same session: %v, want %v", same, tt.same)
 			}
@@ -96,6 +100,7 @@ func TestBridgeSessionKeyCredentials(t *testing.T) {
 // owner holds less than its share, and refuses a session when every one is
 // in use; one owner holds at most maxBridgeSessionsPerOwner.
 func TestBridgeSessionFairness(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		owner, key string
 		release    bool // release the session at once
@@ -139,12 +144,12 @@ func TestBridgeSessionFairness(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			up := &deleteRecorder{}
 			base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			tab := newBridgeSessions(tt.max, time.Hour)
+			tab, _ := steppedTable(tt.max, time.Hour) // each use a millisecond after the one before
 			defer tab.close()
 			for _, st := range tt.steps {
-				time.Sleep(time.Millisecond) // distinct lastUsed
 				s, err := tab.acquire(context.Background(), st.owner, st.key, func(context.Context) (*bridgeSession, error) {
 					return &bridgeSession{id: st.key, version: "2025-11-25", base: base, next: up}, nil
 				})
@@ -192,6 +197,7 @@ func sameSet(a, b []string) bool {
 // A session the upstream no longer knows leaves the table and its owner's
 // count, by drop or by dropID: the owner may open others in its place.
 func TestBridgeSessionDropCounts(t *testing.T) {
+	t.Parallel()
 	up := &deleteRecorder{}
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	tab := newBridgeSessions(100, time.Hour)
@@ -222,6 +228,7 @@ func TestBridgeSessionDropCounts(t *testing.T) {
 // Authorization each sends: one caller making up a token per call must not
 // take every session of the route and evict the others' idle ones.
 func TestBridgeAnonymousCredentialsShareOneQuota(t *testing.T) {
+	t.Parallel()
 	tab := newBridgeSessions(8, time.Hour)
 	defer tab.close()
 	open := func(context.Context) (*bridgeSession, error) { return &bridgeSession{id: "up"}, nil }

@@ -34,6 +34,7 @@ func (d *deleteRecorder) ended() []string {
 }
 
 func TestBridgeSessionTable(t *testing.T) {
+	t.Parallel()
 	up := &deleteRecorder{}
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	opens := map[string]int{}
@@ -47,7 +48,7 @@ func TestBridgeSessionTable(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	tab := newBridgeSessions(2, time.Hour)
+	tab, _ := steppedTable(2, time.Hour)
 	defer tab.close()
 
 	a1, _ := tab.acquire(ctx, "alice", "alice", open("s-alice"))
@@ -64,7 +65,6 @@ func TestBridgeSessionTable(t *testing.T) {
 	// Released, the least recently used goes at the next open, ended upstream.
 	a1.release()
 	a2.release()
-	time.Sleep(time.Millisecond)
 	b.release()
 	c, _ := tab.acquire(ctx, "carol", "carol", open("s-carol"))
 	c.release()
@@ -94,9 +94,10 @@ func TestBridgeSessionTable(t *testing.T) {
 }
 
 func TestBridgeSessionIdleExpiry(t *testing.T) {
+	t.Parallel()
 	up := &deleteRecorder{}
 	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-	tab := newBridgeSessions(10, time.Millisecond)
+	tab, clock := steppedTable(10, time.Minute)
 	defer tab.close()
 	open := func(id string) func(context.Context) (*bridgeSession, error) {
 		return func(context.Context) (*bridgeSession, error) {
@@ -105,7 +106,7 @@ func TestBridgeSessionIdleExpiry(t *testing.T) {
 	}
 	s, _ := tab.acquire(context.Background(), "alice", "alice", open("s-1"))
 	s.release()
-	time.Sleep(5 * time.Millisecond)
+	clock.advance(time.Minute)
 	s2, _ := tab.acquire(context.Background(), "bob", "bob", open("s-2"))
 	defer s2.release()
 	waitUntil(t, func() bool { return len(up.ended()) == 1 })

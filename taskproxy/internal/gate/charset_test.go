@@ -8,6 +8,7 @@ import (
 // A body the upstream could decode into other text than the gateway's UTF-8
 // reading is refused; what MCP clients send passes.
 func TestCheckBodyEncoding(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		header http.Header
@@ -29,6 +30,7 @@ func TestCheckBodyEncoding(t *testing.T) {
 		{"br", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"br"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := CheckBodyEncoding(&http.Request{Header: tc.header})
 			if ok := err == nil; ok != tc.ok {
 				t.Errorf("CheckBodyEncoding(%v) = %v; want ok %v", tc.header, err, tc.ok)

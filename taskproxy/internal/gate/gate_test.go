@@ -11,6 +11,7 @@ import (
 // one is refused until some fill up, so a caller with many addresses cannot
 // grow it without limit.
 func TestRateLimiterBounded(t *testing.T) {
+	t.Parallel()
 	l := NewRateLimiter(1) // bursts of 2, full again 2 s after a token is taken
 	now := time.Unix(1_000_000, 0)
 	for i := range MaxBuckets {
@@ -48,6 +49,7 @@ func TestRateLimiterBounded(t *testing.T) {
 }
 
 func TestStreamTable(t *testing.T) {
+	t.Parallel()
 	s := NewStreamTable()
 	for i := range MaxStreamsPerOwner {
 		if !s.Acquire("alice") {

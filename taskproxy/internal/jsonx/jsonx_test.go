@@ -7,6 +7,7 @@ import (
 )
 
 func TestSetMember(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, obj, key, value, want string
 	}{
@@ -18,6 +19,7 @@ func TestSetMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := Set([]byte(tt.obj), tt.key, []byte(tt.value))
 			if err != nil {
 				t.Fatal(err)
@@ -33,6 +35,7 @@ func TestSetMember(t *testing.T) {
 }
 
 func TestDeleteMember(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ obj, key, want string }{
 		{`{"a":1,"task":{"ttl":5},"b":2}`, "task", `{"a":1,"b":2}`},
 		{`{"a":1,"task":{}}`, "task", `{"a":1}`},
@@ -52,6 +55,7 @@ func TestDeleteMember(t *testing.T) {
 }
 
 func TestSetPath(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ obj, want string }{
 		{`{}`, `{"_meta":{"k":{"taskId":"t"}}}`},
 		{`{"_meta":{"x":1}}`, `{"_meta":{"x":1,"k":{"taskId":"t"}}}`},
@@ -69,6 +73,7 @@ func TestSetPath(t *testing.T) {
 }
 
 func TestMalformedJSON(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{``, `[]`, `{"a"}`, `{"a":}`, `{"a":1`, `{"a":"x}`, `{1:2}`} {
 		if _, err := Set([]byte(bad), "k", []byte(`1`)); err == nil {
 			t.Errorf("Set(%q) accepted malformed JSON", bad)
@@ -77,6 +82,7 @@ func TestMalformedJSON(t *testing.T) {
 }
 
 func TestArrayElements(t *testing.T) {
+	t.Parallel()
 	in := []byte(`[ {"name":"a"}, "s,]", 3 ,[1,[2]] ]`)
 	spans, err := ArrayElements(in)
 	if err != nil {
@@ -111,6 +117,7 @@ func FuzzEqualFold(f *testing.F) {
 }
 
 func TestDeleteIn(t *testing.T) {
+	t.Parallel()
 	ours := func(k string) bool { return len(k) > 3 && k[:3] == "io/" }
 	tests := []struct{ name, in, want string }{
 		{"some dropped", `{"a":1,"_meta":{"io/x":1,"k":2},"b":2}`, `{"a":1,"_meta":{"k":2},"b":2}`},

@@ -4,6 +4,7 @@ import "testing"
 
 // The Last functions act on the member decoders read: the last of a name.
 func TestLast(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, obj string
 		path      []string
@@ -20,6 +21,7 @@ func TestLast(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if len(tt.path) == 1 {
 				got, ok := GetLast([]byte(tt.obj), tt.path[0])
 				if string(got) != tt.wantGet || ok != (tt.wantGet != "") {

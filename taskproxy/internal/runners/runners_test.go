@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -17,60 +18,56 @@ func goroutineID() uint64 {
 	return id
 }
 
-// handOver waits until an idle runner of p takes f, as run would hand it
-// over, and reports whether one did within wait.
-func handOver(p *runnerPool, f func(), wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		select {
-		case p.work <- f:
-			return true
-		default:
-			time.Sleep(time.Millisecond)
-		}
+// handOver hands f to an idle runner of p, as run would, once every
+// goroutine of the bubble waits, and reports whether one took it.
+func handOver(p *runnerPool, f func()) bool {
+	synctest.Wait()
+	select {
+	case p.work <- f:
+		return true
+	default:
+		return false
 	}
-	return false
 }
 
 // A runner that has done its work takes the next function on the same
 // goroutine (with the stack it has grown), and ends once idle.
 func TestRunnerPool(t *testing.T) {
-	p := &runnerPool{work: make(chan func()), idle: 200 * time.Millisecond}
-	ids := make(chan uint64, 2)
-	p.run(func() { ids <- goroutineID() })
-	first := <-ids
-	if !handOver(p, func() { ids <- goroutineID() }, 5*time.Second) {
-		t.Fatal("no idle runner took the second function")
-	}
-	if second := <-ids; second != first {
-		t.Errorf("second function ran on goroutine %d, want the runner %d", second, first)
-	}
-	// Idle past p.idle, the runner ends. (A runner that took the probe
-	// starts its idle time again, so the test waits again before retrying.)
-	for try := 0; ; try++ {
-		time.Sleep(2 * p.idle)
-		select {
-		case p.work <- func() {}:
-			if try == 10 {
-				t.Fatal("a runner idle for longer than its idle time still takes work")
-			}
-			continue
-		default:
+	t.Parallel()
+	// The bubble's clock moves only when every goroutine in it waits: the
+	// runners' idle timers fire on the fake clock, without waiting.
+	synctest.Test(t, func(t *testing.T) {
+		p := &runnerPool{work: make(chan func()), idle: runnerIdle}
+		ids := make(chan uint64, 2)
+		p.run(func() { ids <- goroutineID() })
+		first := <-ids
+		if !handOver(p, func() { ids <- goroutineID() }) {
+			t.Fatal("no idle runner took the second function")
 		}
-		break
-	}
-	// Busy runners do not hold work back: run starts another at once.
-	release := make(chan struct{})
-	started := make(chan struct{}, 3)
-	for range 3 {
-		p.run(func() { started <- struct{}{}; <-release })
-	}
-	for range 3 {
-		select {
-		case <-started:
-		case <-time.After(5 * time.Second):
-			t.Fatal("a function waited for a busy runner")
+		if second := <-ids; second != first {
+			t.Errorf("second function ran on goroutine %d, want the runner %d", second, first)
 		}
-	}
-	close(release)
+		// Idle for just under p.idle, the runner still takes work (and
+		// starts its idle time again); idle past it, the runner ends.
+		time.Sleep(p.idle - time.Millisecond)
+		if !handOver(p, func() {}) {
+			t.Fatal("a runner idle for less than its idle time took no work")
+		}
+		time.Sleep(p.idle + time.Millisecond)
+		if handOver(p, func() {}) {
+			t.Fatal("a runner idle for longer than its idle time still takes work")
+		}
+		// Busy runners do not hold work back: run starts another at once.
+		release := make(chan struct{})
+		started := make(chan struct{}, 3)
+		for range 3 {
+			p.run(func() { started <- struct{}{}; <-release })
+		}
+		synctest.Wait()
+		if len(started) != 3 {
+			t.Fatalf("%d of 3 functions started: a function waited for a busy runner", len(started))
+		}
+		close(release)
+		time.Sleep(p.idle + time.Millisecond) // the runners end, as the bubble requires
+	})
 }

@@ -8,6 +8,7 @@ import (
 )
 
 func TestBridgeTranslateResult(t *testing.T) {
+	t.Parallel()
 	info := json.RawMessage(`{"name":"up","version":"1"}`)
 	tests := []struct {
 		name, method, in string
@@ -25,6 +26,7 @@ func TestBridgeTranslateResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got := Result(tt.method, json.RawMessage(tt.in), tt.info)
 			if !jsonEqual(t, got, tt.want) {
 				t.Errorf("Result = %s, want %s", got, tt.want)
@@ -48,6 +50,7 @@ func jsonEqual(t *testing.T, a json.RawMessage, b string) bool {
 }
 
 func TestBridgeV2025Params(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"protocol fields go, progress token stays",
 			`{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}`,
@@ -60,6 +63,7 @@ func TestBridgeV2025Params(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := V2025Params(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
 				t.Errorf("V2025Params = %s, want %s", got, tt.want)
 			}
@@ -68,6 +72,7 @@ func TestBridgeV2025Params(t *testing.T) {
 }
 
 func TestBridgeTranslateError(t *testing.T) {
+	t.Parallel()
 	if e := Error(jsonrpc.Errorf(-32002, "Resource not found")); e.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("-32002 became %d, want -32602", e.Code)
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestV2025Result(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"call result", `{"resultType":"complete","content":[{"type":"text","text":"x"}],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`,
 			`{"content":[{"type":"text","text":"x"}]}`},
@@ -18,6 +19,7 @@ func TestV2025Result(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := V2025Result(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
 				t.Errorf("V2025Result = %s, want %s", got, tt.want)
 			}
@@ -26,6 +28,7 @@ func TestV2025Result(t *testing.T) {
 }
 
 func TestV2026ClientCapabilities(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"tasks go, the rest stays", `{"elicitation":{"form":{}},"tasks":{"requests":{}},"roots":{}}`, `{"elicitation":{"form":{}},"roots":{}}`},
 		{"none", ``, `{}`},
@@ -33,6 +36,7 @@ func TestV2026ClientCapabilities(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := V2026ClientCapabilities(json.RawMessage(tt.in)); !jsonEqual(t, got, tt.want) {
 				t.Errorf("V2026ClientCapabilities = %s, want %s", got, tt.want)
 			}
@@ -41,6 +45,7 @@ func TestV2026ClientCapabilities(t *testing.T) {
 }
 
 func TestV2026Params(t *testing.T) {
+	t.Parallel()
 	info := json.RawMessage(`{"name":"c","version":"1"}`)
 	tests := []struct {
 		name, in string
@@ -58,6 +63,7 @@ func TestV2026Params(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := V2026Params(json.RawMessage(tt.in), tt.meta)
 			if err != nil {
 				t.Fatal(err)
@@ -73,6 +79,7 @@ func TestV2026Params(t *testing.T) {
 }
 
 func TestV2025Initialize(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"the fixture's discover",
 			`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"instructions":"hi","ttlMs":0,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"rt","version":"2"}}}`,
@@ -81,6 +88,7 @@ func TestV2025Initialize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := V2025Initialize(json.RawMessage(tt.in))
 			if err != nil {
 				t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestSessionLost(t *testing.T) {
+	t.Parallel()
 	answer := func(status int, e *jsonrpc.Error) Event {
 		return Event{Final: &jsonrpc.Message{JSONRPC: "2.0", Error: e}, Head: &Head{Status: status}}
 	}
@@ -36,6 +37,7 @@ func TestSessionLost(t *testing.T) {
 }
 
 func TestReadAnswer(t *testing.T) {
+	t.Parallel()
 	sse := func(body string) *Response {
 		return &Response{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(body))}
 	}
@@ -67,6 +69,7 @@ func TestReadAnswer(t *testing.T) {
 // last one or one the handler keeps, returns false when the tick fires
 // first (losing no event), and reads a closed channel as the context's end.
 func TestAttemptUntil(t *testing.T) {
+	t.Parallel()
 	note := Event{Notification: &jsonrpc.Message{Method: "notifications/progress"}}
 	req := Event{Request: &jsonrpc.Message{Method: "elicitation/create"}}
 	final := Event{Final: &jsonrpc.Message{Result: []byte(`{}`)}}
@@ -86,6 +89,7 @@ func TestAttemptUntil(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ch := make(chan Event, len(tt.events))
 			for _, ev := range tt.events {
 				ch <- ev
@@ -110,6 +114,7 @@ func TestAttemptUntil(t *testing.T) {
 		})
 	}
 	t.Run("the tick fires first", func(t *testing.T) {
+		t.Parallel()
 		ch := make(chan Event, 1)
 		tick := make(chan time.Time, 1)
 		tick <- time.Now()
@@ -125,6 +130,7 @@ func TestAttemptUntil(t *testing.T) {
 	// A timer the handler arms (the worker's progress throttle) is seen:
 	// the tick is asked again after each event.
 	t.Run("a tick armed by the handler", func(t *testing.T) {
+		t.Parallel()
 		ch := make(chan Event, 1)
 		ch <- note
 		var armed chan time.Time

@@ -3,6 +3,7 @@ package upstream
 import "testing"
 
 func TestEncodeHeaderValue(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"abc-123_XYZ", "abc-123_XYZ"},
 		{"tâche", "=?base64?dMOiY2hl?="},

@@ -16,6 +16,7 @@ import (
 // not all digits leaves the delay as it was, and a leading byte order mark
 // does not hide the first event.
 func TestReadMessagesStreamPosition(t *testing.T) {
+	t.Parallel()
 	const note = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`
 	tests := []struct {
 		name      string
@@ -32,6 +33,7 @@ func TestReadMessagesStreamPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			resp := &Response{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(tt.stream))}
 			var pos StreamPosition
 			msgs := 0

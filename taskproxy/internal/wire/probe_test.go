@@ -15,6 +15,7 @@ import (
 )
 
 func TestAdvertisesTasksExtension(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, result string
 		want         bool
@@ -28,6 +29,7 @@ func TestAdvertisesTasksExtension(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := advertisesTasksExtension([]byte(tt.result)); got != tt.want {
 				t.Errorf("advertisesTasksExtension(%s) = %v, want %v", tt.result, got, tt.want)
 			}
@@ -36,6 +38,7 @@ func TestAdvertisesTasksExtension(t *testing.T) {
 }
 
 func TestWithoutV2025(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, result string
 		want         bool
@@ -49,6 +52,7 @@ func TestWithoutV2025(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := withoutV2025([]byte(tt.result)); got != tt.want {
 				t.Errorf("withoutV2025(%s) = %v, want %v", tt.result, got, tt.want)
 			}
@@ -57,6 +61,7 @@ func TestWithoutV2025(t *testing.T) {
 }
 
 func TestClassifyProbe(t *testing.T) {
+	t.Parallel()
 	msg := func(s string) *jsonrpc.Message {
 		m, err := jsonrpc.Parse([]byte(s))
 		if err != nil {
@@ -88,6 +93,7 @@ func TestClassifyProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			v2025, known := classifyProbe(tt.status, tt.answer)
 			if v2025 != tt.v2025 || known != tt.known {
 				t.Errorf("classifyProbe = v2025 %v known %v, want %v %v", v2025, known, tt.v2025, tt.known)
@@ -137,8 +143,10 @@ func probeRequest(host string) *http.Request {
 // extension) for every caller waiting meanwhile; a caller that leaves
 // does not cancel it; a 404 is not kept; the table is bounded.
 func TestProbesOnePerEndpoint(t *testing.T) {
+	t.Parallel()
 	detach := func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) }
 	t.Run("concurrent callers share one probe", func(t *testing.T) {
+		t.Parallel()
 		up := &discoverCounter{release: make(chan struct{})}
 		p := NewProbes(zap.NewNop(), detach)
 		var wg sync.WaitGroup
@@ -180,6 +188,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		}
 	})
 	t.Run("not found is not kept until confirmed", func(t *testing.T) {
+		t.Parallel()
 		up := &discoverCounter{status: http.StatusNotFound}
 		p := NewProbes(zap.NewNop(), detach)
 		for range 2 {
@@ -197,6 +206,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
+		t.Parallel()
 		up := &discoverCounter{}
 		p := NewProbes(zap.NewNop(), detach)
 		for i := range 3 * MaxProbeVerdicts {
@@ -214,6 +224,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 // refused) is not another caller's answer: a caller with other
 // credentials probes with its own.
 func TestProbesWaiterProbesAgainAfterRefusal(t *testing.T) {
+	t.Parallel()
 	var probes atomic.Int32
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		probes.Add(1)
@@ -257,6 +268,7 @@ func TestProbesWaiterProbesAgainAfterRefusal(t *testing.T) {
 // rewrite drops Accept-Encoding) while the probe may still run. Run with
 // -race.
 func TestProbesLeaveTheCallersRequestAlone(t *testing.T) {
+	t.Parallel()
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(10 * time.Millisecond)
 		w.WriteHeader(http.StatusNotFound)
@@ -277,6 +289,7 @@ func TestProbesLeaveTheCallersRequestAlone(t *testing.T) {
 // A panic while probing (a detach that fails, say) learns nothing; it
 // does not end the process from the probe's goroutine.
 func TestProbesRecoverAPanic(t *testing.T) {
+	t.Parallel()
 	p := NewProbes(zap.NewNop(), func(*http.Request) *http.Request { panic("detach failed") })
 	defer func() {
 		if v := recover(); v != nil {

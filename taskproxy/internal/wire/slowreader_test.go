@@ -17,7 +17,10 @@ import (
 // delivered whole to one that reads; a small one goes out as before, with
 // its Content-Length; the connection serves the next request after a
 // large answer (the deadline is cleared).
+//
+//nolint:paralleltest,tparallel // the cases take their handler's ends from one channel
 func TestWriteJSONSlowReader(t *testing.T) {
+	t.Parallel()
 	// A stalled client is cut off after stalledTimeout; a reading one gets
 	// readingTimeout per piece, room for a reader that a loaded machine
 	// schedules late (its 4 KiB window takes a 64 KiB piece in many turns).

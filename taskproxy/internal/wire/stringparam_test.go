@@ -10,6 +10,7 @@ import (
 // stringParam answers exactly as decoding params does, with or without its
 // fast path.
 func TestStringParamFastPath(t *testing.T) {
+	t.Parallel()
 	for _, params := range []string{
 		``, `null`, `{}`, `[]`, `"x"`, `{"taskId":"abc"}`, `{ "taskId" : "abc" , "x":1 }`,
 		`{"taskId":""}`, `{"taskId":1}`, `{"taskId":null}`, `{"taskId":"a\"b"}`, `{"taskId":"\u0061"}`,

@@ -41,6 +41,7 @@ func decodedToolModes(t *testing.T, result []byte) map[string]task.Support {
 }
 
 func TestLearnTools(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		result string
@@ -70,6 +71,7 @@ func TestLearnTools(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var u UpstreamCaps
 			u.LearnTools([]byte(tt.result))
 			if !maps.Equal(u.tools, tt.want) {
@@ -87,6 +89,7 @@ func TestLearnTools(t *testing.T) {
 // TestLearnToolsReplaces checks that a later answer replaces what an
 // earlier one said of a tool and keeps the tools it does not list.
 func TestLearnToolsReplaces(t *testing.T) {
+	t.Parallel()
 	var u UpstreamCaps
 	u.LearnTools([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"}]}`))
 	u.LearnTools([]byte(`{"tools":[{"name":"a"}]}`))
@@ -100,6 +103,8 @@ func TestLearnToolsReplaces(t *testing.T) {
 // through to a few allocations whatever the number of tools: it once
 // decoded the whole answer to learn the upstream's modes (62 allocations
 // for 20 tools).
+//
+//nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 func TestRewriteToolsListAllocs(t *testing.T) {
 	conf := struct {
 		DefaultTaskSupport task.Support
@@ -125,6 +130,8 @@ func TestRewriteToolsListAllocs(t *testing.T) {
 // tools actually named: a map sized by the answer's element count once
 // kept 312 MiB, for ever (maps do not shrink), of an 8 MiB answer listing
 // four million elements that are no tools, which encoding/json had refused.
+//
+//nolint:paralleltest // runtime.MemStats counts the allocations of every test running alongside
 func TestLearnToolsMemoryFollowsTools(t *testing.T) {
 	tools := []byte("[{}" + strings.Repeat(",{}", 200_000-1) + "]")
 	elems, err := jsonx.ArrayElements(tools)

@@ -16,6 +16,7 @@ import (
 // stopped and started again; its rows survive, and while it is stopped
 // nothing connects. A server of MCP_TASKS_TEST_DSN refuses the controls.
 func TestServerControls(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(pgtest.EnvDSN) != "" {
 		srv, _ := pgtest.Start("")
 		if srv.Controllable() || !errors.Is(srv.Restart("fast"), pgtest.ErrNotControllable) {

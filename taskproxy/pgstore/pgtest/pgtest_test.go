@@ -25,6 +25,7 @@ func TestStartWithoutBinaries(t *testing.T) {
 // every file it made. With MCP_TASKS_TEST_DSN set, Start hands out that
 // server and Stop leaves it alone.
 func TestStartStop(t *testing.T) {
+	t.Parallel()
 	if env := os.Getenv(pgtest.EnvDSN); env != "" {
 		srv, err := pgtest.Start("")
 		if err != nil || srv.DSN != env {

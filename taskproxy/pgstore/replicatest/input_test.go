@@ -18,6 +18,7 @@ import (
 // answers it with tasks/update on replica B, which sends the answer to the
 // upstream on the task's 2025-11-25 session; the task completes.
 func TestLegacyTaskAnsweredByModernUpdateOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, only string
 	}{
@@ -25,6 +26,7 @@ func TestLegacyTaskAnsweredByModernUpdateOnAnotherReplica(t *testing.T) {
 		{"upstream speaks 2025-11-25 only", "2025-11-25"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixtureOf(t, tt.only)
 			a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 			session := legacySession(t, a.url)
@@ -44,8 +46,10 @@ func TestLegacyTaskAnsweredByModernUpdateOnAnotherReplica(t *testing.T) {
 // upstream session, with the version that session negotiated, and the
 // task completes.
 func TestBridgedTaskAnsweredOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	for _, only := range []string{"2025-11-25", "2025-06-18"} {
 		t.Run(only, func(t *testing.T) {
+			t.Parallel()
 			f := newFixtureOf(t, only)
 			a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 			id := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "d.txt"})

@@ -23,6 +23,7 @@ import (
 // upstream learns of the cancellation (notifications/cancelled from A, with
 // the task's upstream id and session) and the task ends cancelled.
 func TestCancelOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	session := legacySession(t, a.url)
@@ -48,6 +49,7 @@ func TestCancelOnAnotherReplica(t *testing.T) {
 // A 2026-07-28 task on replica A waits for input; the answer (tasks/update)
 // lands on replica B, and A's worker makes the retry: the task completes.
 func TestInputAnsweredOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	id := modernTask(t, a.url, upstream.ToolConfirmDelete, map[string]any{"filename": "a.txt"})
@@ -100,6 +102,7 @@ func resultOnB(t *testing.T, a, b *replica) {
 
 // A tasks/result waiter on replica B returns when A's worker finishes.
 func TestResultWaiterOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	resultOnB(t, f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{}))
 }
@@ -107,6 +110,7 @@ func TestResultWaiterOnAnotherReplica(t *testing.T) {
 // With notifications lost (NOTIFY off on both replicas), the waiter on B
 // still wakes: the tasks it waits for are polled.
 func TestLostNotificationPolled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	o := replicaOptions{noNotify: true, eventPoll: 200 * time.Millisecond}
 	resultOnB(t, f.replica(t, o), f.replica(t, o))
@@ -115,6 +119,7 @@ func TestLostNotificationPolled(t *testing.T) {
 // A subscriptions/listen stream on replica B sees the task of replica A
 // complete.
 func TestSubscriptionOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	id := modernTask(t, a.url, upstream.ToolSlowCompute, map[string]any{"seconds": 1})
@@ -167,6 +172,7 @@ func TestSubscriptionOnAnotherReplica(t *testing.T) {
 // other fails with the reason; a 2026-07-28 task waiting for input waits on
 // B, which makes the retry once it is answered.
 func TestTakeoverAfterReplicaDies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	o := replicaOptions{retry: []string{upstream.ToolSlowEcho}}
 	a, b := f.replica(t, o), f.replica(t, o)
@@ -234,6 +240,7 @@ func (s *sweepCounter) Sweep(ctx context.Context, now time.Time, batch int) (int
 
 // Of two replicas sweeping every 50 ms, exactly one sweeps: the leader.
 func TestOneReplicaSweeps(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	counters := []*sweepCounter{{}, {}}
 	for _, c := range counters {
@@ -255,6 +262,7 @@ func TestOneReplicaSweeps(t *testing.T) {
 // upstream on the task's session, and B's stream answers once A's worker
 // records the outcome.
 func TestLegacyInputOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	session := legacySession(t, a.url)
@@ -318,6 +326,7 @@ func TestLegacyInputOnAnotherReplica(t *testing.T) {
 // serves a request (the re-run is made from it); meanwhile its lease is
 // renewed, so that no third replica takes it over too.
 func TestTakenOverTaskKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	o := replicaOptions{retry: []string{upstream.ToolSlowEcho}}
 	a, b := f.replica(t, o), f.replica(t, o)
@@ -359,6 +368,7 @@ func TestTakenOverTaskKeepsItsLease(t *testing.T) {
 // A 2026-07-28 task on replica A cancelled on replica B: A closes the
 // upstream stream, which on that wire is the cancellation.
 func TestModernCancelOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a, b := f.replica(t, replicaOptions{}), f.replica(t, replicaOptions{})
 	id := modernTask(t, a.url, upstream.ToolSlowCompute, map[string]any{"seconds": 60})
@@ -389,6 +399,7 @@ func heldLong(t *testing.T, r *replica, id string) bool {
 // replica B takes the tasks over at its next pass. A's leases last an hour
 // here, far beyond the test's deadline: only the release lets B in.
 func TestTakeoverAfterCleanStop(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	a := f.replica(t, replicaOptions{wrap: longLeases})
 	b := f.replica(t, replicaOptions{})
@@ -446,6 +457,7 @@ func stoppedMidCall(t *testing.T, f *fixture) (string, map[string]string) {
 // C, whose route serves, takes the task over and re-runs it. B's leases
 // last an hour here: only the release lets C in.
 func TestIdleReplicaReleasesResumingTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	retry := []string{upstream.ToolSlowEcho}
 	id, session := stoppedMidCall(t, f)
@@ -466,6 +478,7 @@ func TestIdleReplicaReleasesResumingTask(t *testing.T) {
 // The replica that released the lease of a task it waits to resume still
 // runs it when its route serves first: it takes the lease again.
 func TestIdleReplicaResumesReleasedTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id, session := stoppedMidCall(t, f)
 	b := f.replica(t, replicaOptions{retry: []string{upstream.ToolSlowEcho}, wrap: longLeases, resumeWait: time.Millisecond})

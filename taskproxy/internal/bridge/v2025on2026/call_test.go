@@ -10,6 +10,7 @@ import (
 )
 
 func TestNeedsTasksExtension(t *testing.T) {
+	t.Parallel()
 	final := func(code int, data string) upstream.Event {
 		e := jsonrpc.Errorf(code, "x")
 		if data != "" {
@@ -31,6 +32,7 @@ func TestNeedsTasksExtension(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := needsTasksExtension(tt.ev); got != tt.want {
 				t.Errorf("needsTasksExtension = %v, want %v", got, tt.want)
 			}
@@ -39,6 +41,7 @@ func TestNeedsTasksExtension(t *testing.T) {
 }
 
 func TestRoutingName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		method, params string
 		want           string
@@ -52,6 +55,7 @@ func TestRoutingName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+tt.params, func(t *testing.T) {
+			t.Parallel()
 			got, ok := routingName(tt.method, json.RawMessage(tt.params))
 			if got != tt.want || ok != tt.ok {
 				t.Errorf("routingName = %q %v, want %q %v", got, ok, tt.want, tt.ok)
@@ -61,6 +65,7 @@ func TestRoutingName(t *testing.T) {
 }
 
 func TestOwns(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		session string
 		want    bool
@@ -81,6 +86,7 @@ func TestOwns(t *testing.T) {
 }
 
 func TestInputRoundAnswer(t *testing.T) {
+	t.Parallel()
 	res := func(s string) *jsonrpc.Message {
 		return &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Result: json.RawMessage(s)}
 	}
@@ -99,6 +105,7 @@ func TestInputRoundAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := &inputRound{keys: []string{"a", "b"}, got: map[string]json.RawMessage{}, done: make(chan struct{})}
 			for i, idx := range tt.answers {
 				if got := r.answer(idx, tt.msgs[i]); got != tt.known[i] {

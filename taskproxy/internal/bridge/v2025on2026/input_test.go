@@ -48,6 +48,7 @@ func (w *answeringWriter) Write(p []byte) (int, error) {
 // to be stored before its keys were added: it ended with one answer of
 // two, and the second answer closed it again, a panic).
 func TestInputRoundWholeBeforeItsRequests(t *testing.T) {
+	t.Parallel()
 	b := New(&wire.Env{Log: zap.NewNop()})
 	const sid = SessionPrefix + "s"
 	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}"))

@@ -13,6 +13,7 @@ import (
 // encoding/json writes, escaping included, and so is the CreateTaskResult
 // around it.
 func TestV2025TaskAppendJSON(t *testing.T) {
+	t.Parallel()
 	base := Task{TaskID: "9sle5G8nJypWiKEpw-_TZA", Status: task.StatusWorking, CreatedAt: "2026-12-01T09:08:17.320Z", LastUpdatedAt: "2026-12-01T09:08:17.320Z", TTL: 600000}
 	tests := []struct {
 		name string
@@ -27,6 +28,7 @@ func TestV2025TaskAppendJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			lt := base
 			tt.edit(&lt)
 			want, err := json.Marshal(lt)

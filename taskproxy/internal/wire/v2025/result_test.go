@@ -8,6 +8,7 @@ import (
 )
 
 func TestResultResumeID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in string
 		tk       string
@@ -22,6 +23,7 @@ func TestResultResumeID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			tk, id, ok := ParseResultResumeID(tt.in)
 			if ok != tt.ok || tk != tt.tk || string(id) != tt.id {
 				t.Errorf("parse(%q) = %q %s %v", tt.in, tk, id, ok)

@@ -11,6 +11,7 @@ import (
 // becomes a Duration: a huge ttl must not wrap into a negative duration, a
 // fraction and a ttl that is not positive are refused.
 func TestRequestedTTL(t *testing.T) {
+	t.Parallel()
 	c := &call{&wire.Exchange{Env: &wire.Env{Policy: wire.Policy{DefaultTTL: time.Minute, MaxTTL: time.Hour}}}}
 	tests := []struct {
 		name    string
@@ -43,6 +44,7 @@ func TestRequestedTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := c.requestedTTL([]byte(tt.meta))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)

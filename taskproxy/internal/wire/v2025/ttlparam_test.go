@@ -12,6 +12,7 @@ import (
 // plainTTLParam answers only where it agrees with the decoder requestedTTL
 // used alone, and leaves every doubtful case to it.
 func TestPlainTTLParamAgreesWithDecoder(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		meta     string
 		wantFast bool
@@ -45,6 +46,7 @@ func TestPlainTTLParamAgreesWithDecoder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.meta, func(t *testing.T) {
+			t.Parallel()
 			got, ok := plainTTLParam([]byte(tt.meta))
 			if ok != tt.wantFast {
 				t.Fatalf("fast path answered = %v, want %v", ok, tt.wantFast)

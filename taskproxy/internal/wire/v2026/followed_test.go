@@ -8,6 +8,7 @@ import (
 )
 
 func TestWithTasksExtension(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, params string }{
 		{"no _meta", `{"name":"steps"}`},
 		{"capabilities without extensions", `{"name":"steps","_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}`},
@@ -15,6 +16,7 @@ func TestWithTasksExtension(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := withTasksExtension(json.RawMessage(tt.params))
 			if err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestEncodeHeaderValue(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"abc", "a b", " lead", "trail ", "ünï", "tab\there", "=?base64?x?=", ""} {
 		got, ok := decodeHeaderValue(upstream.EncodeHeaderValue(v))
 		if !ok || got != v {

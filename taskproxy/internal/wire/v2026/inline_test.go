@@ -14,6 +14,7 @@ import (
 // tool's only, bounded per owner, and cancelled upstream when the
 // configuration goes.
 func TestInlineWaits(t *testing.T) {
+	t.Parallel()
 	var cancels atomic.Int32
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Method") == "tasks/cancel" {

@@ -35,6 +35,7 @@ func TestListenPace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			l := tt.last
 			send, hold := l.pace(tt.sum, tt.now)
 			if send != tt.send || !hold.Equal(tt.holdTill) {

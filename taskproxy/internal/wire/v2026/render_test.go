@@ -10,6 +10,7 @@ import (
 )
 
 func TestWithoutTasksExtension(t *testing.T) {
+	t.Parallel()
 	in := `{"name":"x","_meta":{"progressToken":1,"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"other/ext":{}}}}}`
 	out, err := withoutTasksExtension(json.RawMessage(in))
 	if err != nil {
@@ -22,6 +23,7 @@ func TestWithoutTasksExtension(t *testing.T) {
 }
 
 func TestV2026Render(t *testing.T) {
+	t.Parallel()
 	base := &task.Task{ID: "t1", TTL: 60000 * 1e6, PollInterval: 1e9}
 	tests := []struct {
 		name   string
@@ -50,6 +52,7 @@ func TestV2026Render(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			v := Detail(tt.tk(), "complete")
 			data, _ := json.Marshal(v)
 			if v.Status != tt.status || !strings.Contains(string(data), `"resultType":"complete"`) || !strings.Contains(string(data), `"ttlMs":60000`) {
