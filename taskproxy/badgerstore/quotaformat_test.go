@@ -20,6 +20,7 @@ import (
 // beside them counts under its key, and an old task ending moves from its
 // owner's active count to its finished one.
 func TestFormat1TasksCountUnderTheirOwner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	now := time.Now().UTC()

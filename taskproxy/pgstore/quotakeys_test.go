@@ -20,6 +20,7 @@ import (
 // under its key, and an old task ending moves from its owner's active
 // count to its finished one.
 func TestSchema5RowsCountUnderTheirOwner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	schema := newSchema(t)
 	quoted := pgx.Identifier{schema}.Sanitize()

@@ -19,6 +19,7 @@ import (
 )
 
 func TestReadV2026Created(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, result string
 		ok           bool
@@ -45,6 +46,7 @@ func TestReadV2026Created(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, ok := ReadV2026Created(json.RawMessage(tt.result))
 			gotErr, wantErr := got.PollIntervalErr, tt.want.PollIntervalErr
 			got.PollIntervalErr, tt.want.PollIntervalErr = nil, nil
@@ -59,6 +61,7 @@ func TestReadV2026Created(t *testing.T) {
 // rest of the answer still read: a client's call awaiting the upstream's
 // task gets its result.
 func TestV2026UpstreamNumbersLogged(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zap.DebugLevel)
 	log := zap.New(core)
 	created, ok := ReadV2026Created(json.RawMessage(`{"resultType":"task","taskId":"t1","ttlMs":900000.0,"pollIntervalMs":0.5}`))
@@ -99,6 +102,7 @@ func TestV2026UpstreamNumbersLogged(t *testing.T) {
 }
 
 func TestPollEvery(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		ms   int64
 		want time.Duration
@@ -121,6 +125,7 @@ func TestPollEvery(t *testing.T) {
 }
 
 func TestClampV2026Poll(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want time.Duration }{
 		{0, minV2026Poll},
 		{time.Millisecond, minV2026Poll},
@@ -135,6 +140,7 @@ func TestClampV2026Poll(t *testing.T) {
 }
 
 func TestV2026ClientCapabilities(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, params, want string }{
 		{"the call's", `{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,
 			`{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
@@ -143,6 +149,7 @@ func TestV2026ClientCapabilities(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if got := string(v2026ClientCapabilities(json.RawMessage(tt.params))); got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
@@ -154,6 +161,7 @@ func TestV2026ClientCapabilities(t *testing.T) {
 // bridge's) records the result in 2025-11-25 form; a 2026-07-28 task keeps
 // the upstream's.
 func TestV2026ResultFor(t *testing.T) {
+	t.Parallel()
 	result := json.RawMessage(`{"resultType":"complete","content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}`)
 	tests := []struct {
 		era  task.Era

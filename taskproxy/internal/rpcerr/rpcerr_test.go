@@ -19,6 +19,7 @@ import (
 // A failed upstream call's message says what kind of failure it was, and
 // nothing of its details (addresses stay in the log).
 func TestUpstreamFailureKinds(t *testing.T) {
+	t.Parallel()
 	reset := &net.OpError{Op: "read", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9100}, Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9100}, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	tests := []struct {
@@ -36,6 +37,7 @@ func TestUpstreamFailureKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got := UpstreamFailure(zap.NewNop(), tt.err).Message
 			if !strings.HasPrefix(got, tt.want) {
 				t.Errorf("message %q, want it to start with %q", got, tt.want)
@@ -68,6 +70,7 @@ func (e markedUnreachable) Unreachable() bool { return true }
 // The gateway's own account of an error keeps its text, whatever words it
 // uses: only the type of an error says whose it is.
 func TestUpstreamFailureKeepsTheGatewaysAccount(t *testing.T) {
+	t.Parallel()
 	for _, text := range []string{"the upstream ended its answer without a response to the call", "calling upstream: EOF seen in dial panic"} {
 		if got := UpstreamFailure(zap.NewNop(), errors.New(text)).Message; got != text {
 			t.Errorf("message %q, want %q kept", got, text)
@@ -79,6 +82,7 @@ func TestUpstreamFailureKeepsTheGatewaysAccount(t *testing.T) {
 // any other error of answering is the gateway's (its text hidden), whatever
 // words it holds.
 func TestAnswerFailure(t *testing.T) {
+	t.Parallel()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9100}, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	tests := []struct {
 		name string
@@ -91,6 +95,7 @@ func TestAnswerFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got := AnswerFailure(zap.NewNop(), tt.err, "t1").Message
 			if !strings.HasPrefix(got, tt.want) {
 				t.Errorf("message %q, want it to start with %q", got, tt.want)
@@ -105,6 +110,7 @@ func TestAnswerFailure(t *testing.T) {
 // the gateway's own account of the record (fn's error) and the upstream's
 // failures are as before.
 func TestInterruptedError(t *testing.T) {
+	t.Parallel()
 	backend := errors.New("badger: corrupt value log at /var/lib/caddy/mcp-tasks/000001.vlog")
 	account := errors.New("the upstream asked for more than 64 inputs")
 	tests := []struct {
@@ -120,6 +126,7 @@ func TestInterruptedError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got := InterruptedError(zap.NewNop(), tt.err, "t1").Message
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("message %q, want it to hold %q", got, tt.want)
