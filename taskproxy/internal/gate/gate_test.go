@@ -70,3 +70,47 @@ func TestStreamTable(t *testing.T) {
 		t.Error("a released slot was not reusable")
 	}
 }
+
+// A check that read the store before the session was forgotten must not
+// put the binding back: the ended session would stay usable from the
+// cache until its next refresh.
+func TestSessionTableForgetWinsOverEarlierCheck(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name       string
+		run        func(tb *SessionTable)
+		wantCached bool
+	}{
+		{"remember", func(tb *SessionTable) { tb.Remember("s", "alice", now, tb.Forgets()) }, true},
+		{"forget after remember", func(tb *SessionTable) {
+			tb.Remember("s", "alice", now, tb.Forgets())
+			tb.Forget("s")
+		}, false},
+		{"check began before the forget", func(tb *SessionTable) {
+			since := tb.Forgets() // the check asks the store here
+			tb.Forget("s")        // the upstream lost the session meanwhile
+			tb.Remember("s", "alice", now, since)
+		}, false},
+		{"check began after the forget", func(tb *SessionTable) {
+			tb.Forget("s")
+			tb.Remember("s", "alice", now, tb.Forgets()) // bound again since, in the store
+		}, true},
+		{"another session forgotten meanwhile", func(tb *SessionTable) {
+			since := tb.Forgets()
+			tb.Forget("other")
+			tb.Remember("s", "alice", now, since)
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := NewSessionTable(8)
+			tt.run(tb)
+			owner, _, ok := tb.Lookup("s")
+			if ok != tt.wantCached || (ok && owner != "alice") {
+				t.Errorf("Lookup = %q, %v; want cached %v", owner, ok, tt.wantCached)
+			}
+		})
+	}
+}

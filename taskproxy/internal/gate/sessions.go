@@ -3,6 +3,7 @@ package gate
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -24,14 +25,24 @@ const (
 // SessionTable caches confirmed bindings: session id to owner, with the
 // time the stored binding's ttl was last extended. It is bounded; the least
 // recently used entries go first.
+//
+// A forgotten binding leaves a mark, so that a check that read the store
+// before the forget cannot put the binding back afterwards: a request in
+// flight when the upstream lost the session would otherwise keep the ended
+// session usable from the cache until its next refresh.
 type SessionTable struct {
 	bindings *lru.Cache[string, sessionBinding]
+
+	mu      sync.Mutex // orders Remember against Forget
+	forgets uint64     // Forget calls so far
 }
 
-// sessionBinding is one cached binding.
+// sessionBinding is one cached binding, or the mark of a forgotten one
+// (forgottenAt, the table's forget count when it was forgotten).
 type sessionBinding struct {
-	owner     string
-	refreshed time.Time
+	owner       string
+	refreshed   time.Time
+	forgottenAt uint64
 }
 
 // NewSessionTable returns a table of at most size bindings (at least one).
@@ -43,16 +54,39 @@ func NewSessionTable(size int) *SessionTable {
 // Lookup returns the cached binding of id.
 func (s *SessionTable) Lookup(id string) (owner string, refreshed time.Time, ok bool) {
 	b, ok := s.bindings.Get(id)
-	return b.owner, b.refreshed, ok
+	if !ok || b.forgottenAt != 0 {
+		return "", time.Time{}, false
+	}
+	return b.owner, b.refreshed, true
 }
 
-// Remember caches a binding the store confirmed.
-func (s *SessionTable) Remember(id, owner string, refreshed time.Time) {
+// Forgets returns a mark to pass to Remember: take it before asking the
+// store, so that a Forget that comes after is not undone.
+func (s *SessionTable) Forgets() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forgets
+}
+
+// Remember caches a binding the store confirmed, unless the binding was
+// forgotten after since (a Forgets mark taken before the store was asked).
+func (s *SessionTable) Remember(id, owner string, refreshed time.Time, since uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.bindings.Peek(id); ok && b.forgottenAt > since {
+		return
+	}
 	s.bindings.Add(id, sessionBinding{owner: owner, refreshed: refreshed})
 }
 
-// Forget drops the cached binding of id.
-func (s *SessionTable) Forget(id string) { s.bindings.Remove(id) }
+// Forget drops the cached binding of id, and keeps Remember calls that
+// began before from putting it back.
+func (s *SessionTable) Forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgets++
+	s.bindings.Add(id, sessionBinding{forgottenAt: s.forgets})
+}
 
 // SessionHeaderAlias reports whether h has a header that reads as
 // Mcp-Session-Id once underscores are taken for hyphens (Mcp_Session_Id):

@@ -92,10 +92,11 @@ func (sg *SessionGuard) check(ctx context.Context, sid, owner string) error {
 	if cached, refreshed, ok := sg.table.Lookup(sid); ok && cached == owner && now.Sub(refreshed) < gate.SessionRefresh {
 		return nil
 	}
+	since := sg.table.Forgets()
 	if err := sg.binder().CheckSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
 		return err
 	}
-	sg.table.Remember(sid, owner, now)
+	sg.table.Remember(sid, owner, now, since)
 	return nil
 }
 
@@ -127,7 +128,7 @@ func (b *bindingWriter) bind(code int) {
 		b.Header().Del(upstream.HeaderSessionID)
 		return
 	}
-	b.sg.table.Remember(sid, b.owner, runtime.Now())
+	b.sg.table.Remember(sid, b.owner, runtime.Now(), b.sg.table.Forgets()) // a new session: nothing forgot it
 }
 
 func (b *bindingWriter) WriteHeader(code int) {
@@ -159,10 +160,11 @@ func (b *bindingWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 // reverse version bridge's), to owner, in the store and the cache, as an
 // upstream's session is bound at its initialize answer.
 func (sg *SessionGuard) Bind(ctx context.Context, sid, owner string) error {
+	since := sg.table.Forgets()
 	if err := sg.binder().BindSession(ctx, sid, owner, gate.SessionIdleTTL); err != nil {
 		return fmt.Errorf("binding session to its principal: %w", err)
 	}
-	sg.table.Remember(sid, owner, runtime.Now())
+	sg.table.Remember(sid, owner, runtime.Now(), since)
 	return nil
 }
 
