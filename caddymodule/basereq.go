@@ -56,13 +56,23 @@ func (h *Handler) requestBase(ctx context.Context, t *task.Task) {
 		return
 	}
 	br := &baseRequest{route: h.route}
-	r, err := http.NewRequestWithContext(context.WithValue(ctx, baseRequestKey{}, br), http.MethodPost, t.Endpoint, strings.NewReader(baseRequestBody))
+	ctx = context.WithValue(ctx, baseRequestKey{}, br)
+	host := t.Host
+	if lns := h.server.Listeners(); len(lns) > 0 {
+		// The address it came in on, as a request's: a re-run names it
+		// as its client address (detachRequest).
+		ctx = context.WithValue(ctx, http.LocalAddrContextKey, lns[0].Addr())
+		if host == "" { // a task recorded without one
+			host = lns[0].Addr().String()
+		}
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Endpoint, strings.NewReader(baseRequestBody))
 	if err != nil {
 		h.logger.Warn("a recovered task waits for a client's request to its route: its endpoint is not a request path",
 			zap.String("task", t.ID), zap.String("endpoint", t.Endpoint), zap.Error(err))
 		return
 	}
-	r.Host, r.RequestURI = t.Host, t.Endpoint
+	r.Host, r.RequestURI = host, t.Endpoint
 	// The gateway originates it, in this process.
 	r.RemoteAddr = "127.0.0.1:0"
 	for k, v := range t.Headers { // the MCP protocol and routing headers of its call
