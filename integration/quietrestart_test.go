@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -89,6 +90,60 @@ func TestRecoveredTasksRunWithoutTraffic(t *testing.T) {
 				t.Errorf("the upstream got %d pings after the kill, want none: the gateway's own request reached it", n-pings)
 			}
 		})
+	}
+}
+
+// quietBasicAuth puts Caddy's basic_auth before mcp_tasks: user quiet,
+// password quiet-secret (bcrypt at the lowest cost, to keep the test fast).
+const quietBasicAuth = "basic_auth /mcp* {\n\tquiet $2a$04$hm/c1CVFZ4fWKAuy1uI5Q.pYMVR6wIiw2XoQzMIT8g5cHpop/zyxu\n}"
+
+// TestRecoveredTaskBehindBasicAuthWaitsForClient: where the gateway's
+// own request cannot reach the route (basic_auth before mcp_tasks refuses
+// it, since it carries no credentials), the restarted gateway says so in
+// a warning, the task waits without reaching the upstream, and the first
+// client request to the route starts its re-run.
+func TestRecoveredTaskBehindBasicAuthWaitsForClient(t *testing.T) {
+	t.Parallel()
+	up, rec, upAddr := recordedUpstream(t)
+	opts := gatewayOptions{Upstream: upAddr, Directives: quietDirectives, SiteDirectives: quietBasicAuth, StorageDir: t.TempDir() + "/store"}
+	gw := startGateway(t, opts)
+	client := func(url string) *rpcClient {
+		c := newRPCClient(t, url)
+		c.header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("quiet:quiet-secret")))
+		c.initialize("")
+		return c
+	}
+	id := client(gw.URL).createTask("slow_echo", map[string]any{"seconds": 2, "label": "behind-basic-auth"}, 600000).TaskID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCalls(ctx, "slow_echo", 1); err != nil {
+		t.Fatal(err)
+	}
+	killGateway(t, gw)
+	pings := rec.count("ping")
+
+	gw2 := startGateway(t, opts)
+	waitFor(t, 60*time.Second, "the warning that the gateway's own request did not reach the route", func() bool {
+		return strings.Contains(gw2.logs(), "the gateway's own request to the task's endpoint did not reach the route")
+	})
+	var v replicaTask
+	if code, body := adminDo(t, gw2.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v); code != http.StatusOK || v.Status != "working" {
+		t.Fatalf("before a client's request: HTTP %d %s, want the task working", code, body)
+	}
+	if n := up.Calls("slow_echo"); n != 1 {
+		t.Errorf("slow_echo ran %d times before a client's request, want 1 (before the kill)", n)
+	}
+
+	client(gw2.URL) // a client's request to the route
+	waitFor(t, 60*time.Second, "the task to end after a client's request", func() bool {
+		code, _ := adminDo(t, gw2.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v)
+		return code == http.StatusOK && v.Status != "working"
+	})
+	if v.Status != "completed" || !strings.Contains(v.StatusMessage, "re-running") || up.Calls("slow_echo") != 2 {
+		t.Errorf("task ended %s %q after %d calls, want completed by a re-run, the second call", v.Status, v.StatusMessage, up.Calls("slow_echo"))
+	}
+	if n := rec.count("ping"); n != pings {
+		t.Errorf("the upstream got %d pings after the kill, want none", n-pings)
 	}
 }
 
