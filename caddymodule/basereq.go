@@ -52,6 +52,11 @@ const baseRequestBody = `{"jsonrpc":"2.0","id":"mcp-tasks-base","method":"ping"}
 // requestBase has the server serve the gateway's own request to t's
 // endpoint and host (taskproxy.Config.RequestBase).
 func (h *Handler) requestBase(ctx context.Context, t *task.Task) {
+	select {
+	case <-h.stopping: // the configuration stops: its server serves no more
+		return
+	default:
+	}
 	if h.server == nil {
 		return
 	}

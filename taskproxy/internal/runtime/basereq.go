@@ -24,9 +24,11 @@ type baseRequests struct {
 }
 
 // ask has route's glue send a request to t's endpoint, unless ready is
-// closed (a request was served since) or one went there already.
+// closed (a request was served since) or one went there already. A route
+// whose configuration has not started (found while it is provisioned)
+// asks nothing: its server may not be ready to serve.
 func (br *baseRequests) ask(ctx context.Context, route *Route, t *task.Task, ready <-chan struct{}) {
-	if route.cfg.RequestBase == nil || t.Endpoint == "" {
+	if route.cfg.RequestBase == nil || t.Endpoint == "" || !route.Started() {
 		return
 	}
 	br.mu.Lock()
