@@ -257,7 +257,8 @@ type Handler struct {
 	stopping  chan struct{}
 	stop      func() // closes stopping, once
 	logger    *zap.Logger
-	server    *caddyhttp.Server // for the route identity's count
+	server    *caddyhttp.Server // for the route identity's count, and the gateway's own requests (basereq.go)
+	route     string            // the route identity
 }
 
 // ToolPolicy is the task policy of one tool.
@@ -355,6 +356,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if d, ok := h.authn.(interface{ trustDomain() string }); ok {
 		cfg.Route += "@" + d.trustDomain()
 	}
+
+	h.route = cfg.Route
+	cfg.RequestBase = h.requestBase
 
 	rt, key, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
 	if err != nil {
@@ -628,6 +632,10 @@ func (h *Handler) Cleanup() error {
 
 // ServeHTTP hands the request to the gateway.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if br := baseRequestOf(r); br != nil { // the gateway's own (basereq.go)
+		h.serveBase(w, r, nextHandler{next: next, observe: h.observe}, br)
+		return nil
+	}
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		// A CORS preflight carries no credentials by design (Fetch spec);
 		// it is not task business and not an auth failure. Other OPTIONS

@@ -119,6 +119,13 @@ type Config struct {
 	// released for a replica that serves the route (internal/runtime/recover.go); it keeps
 	// waiting here too. 0 means twice the lease ttl.
 	ResumeWait time.Duration
+	// RequestBase, when set, is called when a task taken over or recovered
+	// waits for its route to serve a request (ResumeWait): it should make
+	// the route serve one of the gateway's own, to t's endpoint and host,
+	// whose handler hands it to ServeBase instead of ServeHTTP, so that the
+	// task runs without waiting for a client's request. ctx ends when the
+	// runtime closes. Nil: such tasks wait for a client's request.
+	RequestBase func(ctx context.Context, t *task.Task)
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) and initialize per owner per second; 0 means
 	// no limit.
@@ -239,7 +246,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, rt: rt, env: env, v2026: v2026.NewHandler(maxParked), bridge: bridge.New(env, maxParked), reverse: v2025on2026.New(env),
 		upstream: upstreamState}
 	env.Route = rt.NewRoute(runtime.RouteConfig{
-		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait,
+		Name: cfg.Route, Detach: cfg.Detach, MaxResultBytes: cfg.MaxResultBytes, ResumeWait: cfg.ResumeWait, RequestBase: cfg.RequestBase,
 		RetryOnRestart: cfg.RetryOnRestart, SweepInterval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL, Observer: cfg.Observer,
 		RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		Logger: env.Log, AuditLogger: env.AuditLog, SessionLost: g.sessionLost, Upstream: upstreamState,
@@ -271,6 +278,12 @@ func (g *Gateway) Close() {
 	g.bridge.Close()
 	g.v2026.Close()
 }
+
+// ServeBase takes r, the gateway's own request that Config.RequestBase
+// made reach this route, as the base of the route's recovered tasks: they
+// run through next, r's next handler. It answers nothing and sends nothing
+// upstream; r is no client's.
+func (g *Gateway) ServeBase(r *http.Request, next http.Handler) { g.env.Route.Served(r, next) }
 
 // ServeHTTP handles one request to the MCP endpoint. What is not task
 // business goes to next unchanged; the error of next is returned so that the

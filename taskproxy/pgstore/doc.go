@@ -10,7 +10,8 @@
 //	            a few bytes and not the record)
 //	owners      one row per owner that created: the lock that makes the
 //	            quota count atomic with the create, and the ceiling of the
-//	            owner's finished tasks (ceiling.go)
+//	            owner's finished tasks (ceiling.go); the sweep deletes
+//	            the rows of owners with no task left (sweep.go)
 //	tombstones  swept tasks, so that their owner learns "expired"
 //	sessions    session-to-owner bindings
 //	meta        the cursor secret (also the key of the events between

@@ -13,6 +13,7 @@ type queries struct {
 	list, countActive, listActive                    string
 	acquire, acquireState                            string
 	sweep, sweepTombstones, sweepSessions            string
+	sweepOwners                                      string
 	deleteFinished                                   string
 	bind, check, refresh, forget                     string
 	describe, description                            string
@@ -153,6 +154,19 @@ func newQueries(schema string) queries {
 			SELECT task_id FROM {s}.tombstones WHERE expires_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		sweepSessions: `DELETE FROM {s}.sessions WHERE session_hash IN (
 			SELECT session_hash FROM {s}.sessions WHERE expires_ns <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		// One batch of the owners table's sweep (sweep.go): of the rows
+		// after $1 (in hash order), up to $2, those whose quota has no task
+		// left and that no create has locked go; it returns the last row
+		// of the batch and how many the batch read.
+		sweepOwners: `WITH c AS (
+				SELECT owner_hash FROM {s}.owners WHERE owner_hash > $1 ORDER BY owner_hash LIMIT $2),
+			doomed AS (
+				SELECT o.owner_hash FROM {s}.owners o WHERE o.owner_hash IN (SELECT owner_hash FROM c)
+					AND NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE {quota} = o.owner_hash AND {active})
+					AND NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE {quota} = o.owner_hash AND {finished})
+				FOR UPDATE OF o SKIP LOCKED),
+			del AS (DELETE FROM {s}.owners o USING doomed WHERE o.owner_hash = doomed.owner_hash)
+			SELECT (SELECT owner_hash FROM c ORDER BY owner_hash DESC LIMIT 1), (SELECT count(*) FROM c)`,
 
 		// A binding is (re)written when it is free, expired or the owner's.
 		bind: `INSERT INTO {s}.sessions (session_hash, owner_hash, expires_ns) VALUES ($1, $2, $3)
@@ -235,7 +249,7 @@ func newQueries(schema string) queries {
 		&q.lockOwner, &q.countActiveUpTo, &q.countFinishedUpTo, &q.insertTask, &q.taskExists, &q.byIdempotency,
 		&q.get, &q.getOwn, &q.getOwnSummary, &q.tombstone, &q.forUpdate, &q.cas, &q.casLease, &q.leaseInsert, &q.leaseUpdate, &q.leaseDelete,
 		&q.list, &q.countActive, &q.listActive, &q.acquire, &q.acquireState,
-		&q.sweep, &q.deleteFinished, &q.sweepTombstones, &q.sweepSessions, &q.bind, &q.check, &q.refresh, &q.forget, &q.describe, &q.description,
+		&q.sweep, &q.deleteFinished, &q.sweepTombstones, &q.sweepSessions, &q.sweepOwners, &q.bind, &q.check, &q.refresh, &q.forget, &q.describe, &q.description,
 		&q.secretInit, &q.secretGet, &q.learnedSave, &q.learnedLoad, &q.stats,
 		&q.lockTimeout, &q.lockOwners, &q.existingIDs, &q.knownKeys, &q.countOwners, &q.insertTasks, &q.setCeilings, &q.getOwnMany, &q.casMany,
 	} {

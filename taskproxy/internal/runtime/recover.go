@@ -133,7 +133,8 @@ func (route *Route) failOrphan(ctx context.Context, t *task.Task, message string
 }
 
 // resume restarts a worker for t once its route has served a request, whose
-// next handler the work goes through: with params, a new attempt of the
+// next handler the work goes through (the glue's own, asked for at once
+// when it can make one, basereq.go; else a client's): with params, a new attempt of the
 // call; without, a wait for the client's input. The work runs under the
 // route of that name started last by then. why is how it was recovered
 // (recoverTask).
@@ -153,6 +154,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()
+		b.requests.ask(rt.ctx, route, t, b.ready)
 		select {
 		case <-b.ready:
 		case <-rt.ctx.Done():

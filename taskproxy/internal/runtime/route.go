@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -26,6 +27,13 @@ type RouteConfig struct {
 	MaxResultBytes int64
 	// ResumeWait is how long a recovered task waits for the route to serve.
 	ResumeWait time.Duration
+	// RequestBase, when set, asks the glue to make the route serve a
+	// request of the gateway's own (Route.Served), so that a recovered
+	// task waiting for one starts without a client's: the request goes to
+	// t's endpoint and host, where its call went. ctx ends with the
+	// runtime. Nil, or a request that does not reach the route: the task
+	// waits for a client's request (basereq.go).
+	RequestBase func(ctx context.Context, t *task.Task)
 	// RetryOnRestart names the tools whose calls run again after a restart.
 	RetryOnRestart map[string]bool
 	// RunTimeout bounds how long a task's tool may run (runtimeout.go);

@@ -79,6 +79,8 @@ type routeBase struct {
 	once     sync.Once
 	ready    chan struct{}
 	base     *servedRequest
+	// requests are the gateway's own requests for a base (basereq.go).
+	requests baseRequests
 }
 
 type servedRequest struct {

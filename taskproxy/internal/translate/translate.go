@@ -97,11 +97,14 @@ func Error(e *jsonrpc.Error) *jsonrpc.Error {
 
 // V2025Params are a 2026-07-28 request's params as a 2025-11-25 server
 // takes them: without the per-request protocol fields in _meta (the
-// session carries them) and without the multi-round-trip members (the
-// gateway answers the upstream's requests itself).
+// session carries them), without the multi-round-trip members (the
+// gateway answers the upstream's requests itself), and without a
+// client's params.task, which 2026-07-28 ignores (tasks are the server's
+// choice there) and a 2025-11-25 server that runs tasks would take as the
+// request for one, a task the gateway would not follow.
 func V2025Params(params json.RawMessage) json.RawMessage {
 	params = jsonx.OrEmptyObject(params)
-	for _, k := range []string{"inputResponses", "requestState"} {
+	for _, k := range []string{"inputResponses", "requestState", "task"} {
 		if p, err := jsonx.Delete(params, k); err == nil {
 			params = p
 		}

@@ -59,6 +59,8 @@ func TestBridgeV2025Params(t *testing.T) {
 			`{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, `{"name":"x"}`},
 		{"multi-round-trip members go",
 			`{"name":"x","inputResponses":{"a":{}},"requestState":"s"}`, `{"name":"x"}`},
+		{"a client's params.task goes (ignored in 2026-07-28, a task request in 2025-11-25)",
+			`{"name":"x","arguments":{"task":1},"task":{"ttl":60000}}`, `{"name":"x","arguments":{"task":1}}`},
 		{"no params", ``, `{}`},
 	}
 	for _, tt := range tests {
