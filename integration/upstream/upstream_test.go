@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 )
 
 const (

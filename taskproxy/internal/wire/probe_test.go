@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 func TestAdvertisesTasksExtension(t *testing.T) {
