@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -18,10 +19,9 @@ func runCaddy(t *testing.T, args ...string) (string, string, bool) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if err != nil {
-		if _, exited := err.(*exec.ExitError); !exited {
-			t.Fatalf("caddy %v: %v", args, err)
-		}
+	var exited *exec.ExitError
+	if err != nil && !errors.As(err, &exited) {
+		t.Fatalf("caddy %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), err == nil
 }

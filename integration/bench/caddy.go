@@ -107,7 +107,7 @@ func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*cad
 			}
 			if time.Now().After(deadline) {
 				p.stop()
-				return nil, fmt.Errorf("caddy not listening on %d: %v\n%s", port, err, p.logTail(4000))
+				return nil, fmt.Errorf("caddy not listening on %d: %w\n%s", port, err, p.logTail(4000))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -41,7 +41,7 @@ func restartDurable(dsn string) error {
 	}
 	bin, err := pgtest.FindBinDir()
 	if err != nil || dir == "" || port == "" {
-		return fmt.Errorf("restarting the bench cluster durable (dsn %q): %v", dsn, err)
+		return fmt.Errorf("restarting the bench cluster durable (dsn %q): %w", dsn, err)
 	}
 	args := []string{filepath.Join(bin, "pg_ctl"), "-D", filepath.Join(dir, "data"), "-w", "-t", "120", "-m", "fast", "restart",
 		"-l", filepath.Join(dir, "server.log"), // else the server holds our output pipe open

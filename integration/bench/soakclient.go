@@ -127,6 +127,15 @@ func (c *soakClient) call(ctx context.Context, h http.Header, method string, par
 	return resp, hdr, nil
 }
 
+// answered describes a response for an error message: its error's code
+// and message, or the start of its result.
+func answered(m *jsonrpc.Message) string {
+	if m.Error != nil {
+		return fmt.Sprintf("error %d %s", m.Error.Code, m.Error.Message)
+	}
+	return fmt.Sprintf("%.200s", m.Result)
+}
+
 // send posts a notification or a response and wants HTTP 202.
 func (c *soakClient) send(ctx context.Context, h http.Header, body []byte) error {
 	_, status, err := c.exchange(ctx, h, body, func(*jsonrpc.Message) bool { return true })

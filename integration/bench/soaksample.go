@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -140,7 +141,10 @@ func (s *sampler) heap() (int64, error) {
 			return int64(f), nil
 		}
 	}
-	return 0, fmt.Errorf("reading Caddy's metrics: no go_memstats_heap_inuse_bytes (%v)", sc.Err())
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("reading Caddy's metrics: %w", err)
+	}
+	return 0, errors.New("reading Caddy's metrics: no go_memstats_heap_inuse_bytes")
 }
 
 // saveProfile writes Caddy's profile (path under /debug/pprof/) to file.

@@ -457,7 +457,7 @@ func cancelSDKCall(ctx context.Context, t *testing.T, up *upstream.Server, url, 
 	}
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("CallTool error = %v, want context.Canceled", err)
+		return fmt.Errorf("CallTool error = %w, want context.Canceled", err)
 	}
 	return nil
 }
@@ -515,7 +515,7 @@ func TestSlowComputeProgress(t *testing.T) {
 			}
 			var res wireToolResult
 			if err := json.Unmarshal(m.Result, &res); err != nil || len(res.Content) == 0 {
-				return nil, "", fmt.Errorf("decoding result %s: %v", m.Result, err)
+				return nil, "", fmt.Errorf("decoding result %s: %w", m.Result, err)
 			}
 			return tokens, res.Content[0].Text, nil
 		}},

@@ -27,7 +27,11 @@ func (s *Server) callTool(x *exchange) (any, *rpcError) {
 		return nil, inBandError(CodeInvalidParams, "Unknown tool: %s", p.Name)
 	}
 	if _, _, err := parseArgs(p.Arguments, 1); err != nil {
-		return nil, err.(*rpcError)
+		var rerr *rpcError
+		if !errors.As(err, &rerr) {
+			rerr = inBandError(CodeInvalidParams, "invalid arguments: %v", err)
+		}
+		return nil, rerr
 	}
 	// Input requests may only ask for what this request declared.
 	for _, c := range spec.needs {
