@@ -78,7 +78,7 @@ func TestClientStalledSubscribers(t *testing.T) {
 		// Only the answer's head is read (a few kilobytes at most): the
 		// stream holds its slot before the next one opens.
 		_ = conns[i].SetReadDeadline(time.Now().Add(promptBound))
-		resp, err := http.ReadResponse(bufio.NewReaderSize(conns[i], 4096), nil)
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conns[i], 4096), nil) //nolint:bodyclose // the stream stays unread on purpose; closing its body would drain it, the test closes the connection
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("stalled stream %d: %v %v, want HTTP 200", i, resp, err)
 		}

@@ -176,7 +176,7 @@ func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *m
 	if cancel == nil {
 		cancel = func() {}
 	}
-	resp, err := c.httpClient().Do(req)
+	resp, err := c.httpClient().Do(req) //nolint:bodyclose // the returned messageStream reads the body and closes it
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
