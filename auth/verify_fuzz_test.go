@@ -86,6 +86,7 @@ func exactJSONString(raw json.RawMessage) bool {
 // fuzzVerifiers are a plain HMAC verifier and a strict one (issuer,
 // audience, tenant claim).
 func fuzzVerifiers(f *testing.F) []*Verifier {
+	f.Helper()
 	plain, err := NewVerifier(context.Background(), Options{HMACSecret: fuzzSecret})
 	if err != nil {
 		f.Fatal(err)

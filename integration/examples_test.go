@@ -43,6 +43,7 @@ var exampleFiles = []string{
 // address, data directories and store; vars add or replace the example's
 // variables.
 func exampleEnv(t *testing.T, adminAddr string, vars ...string) []string {
+	t.Helper()
 	home := t.TempDir()
 	return append([]string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
 		"MCP_ADMIN=" + adminAddr, "MCP_STORAGE_DIR=" + filepath.Join(home, "store")}, vars...)

@@ -29,6 +29,7 @@ type rpcClient struct {
 }
 
 func newRPCClient(t testing.TB, url string) *rpcClient {
+	t.Helper()
 	return &rpcClient{t: t, url: url, header: http.Header{}}
 }
 

@@ -134,6 +134,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 	// probe compares what the other site answers for the owner's task with
 	// what it answers for an id that never existed.
 	probe := func(t *testing.T, other site, tk string) {
+		t.Helper()
 		c := client(other)
 		unknown := task.NewTaskID()
 		send := func(method, id string, v2026 bool) rawAnswer {
@@ -163,6 +164,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 		}
 	}
 	ownerSees := func(t *testing.T, owner site, tk string) {
+		t.Helper()
 		c := client(owner)
 		if got := c.getTask(tk); got.TaskID != tk {
 			t.Errorf("%s: the owner gets %+v", owner.name, got)

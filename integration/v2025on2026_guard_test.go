@@ -204,6 +204,7 @@ func TestReverseBridgeGuardedRestart(t *testing.T) {
 // pingWhile sends a ping on session every 100 ms until the returned stop
 // is called.
 func pingWhile(t *testing.T, url, auth, session string) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

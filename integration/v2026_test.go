@@ -28,6 +28,7 @@ type v2026Client struct {
 }
 
 func newV2026Client(t *testing.T, url string, declare bool) *v2026Client {
+	t.Helper()
 	return &v2026Client{rpcClient: newRPCClient(t, url), declare: declare}
 }
 

@@ -40,6 +40,7 @@ func startUpstream(t *testing.T) (*upstream.Server, string) {
 }
 
 func testContext(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -110,6 +111,7 @@ func connect(ctx context.Context, t *testing.T, url, version string, opts *mcp.C
 
 func sdkCaller(version string) caller {
 	return func(ctx context.Context, t *testing.T, url, tool string, args map[string]any, a answers) (outcome, error) {
+		t.Helper()
 		cs := connect(ctx, t, url, version, &mcp.ClientOptions{
 			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				return a.answer(req.Params), nil
@@ -301,6 +303,7 @@ func statelessCall(ctx context.Context, url, tool string, params map[string]any)
 // input_required it answers every input request and retries with
 // inputResponses and the echoed requestState.
 func rawCaller(ctx context.Context, t *testing.T, url, tool string, args map[string]any, a answers) (outcome, error) {
+	t.Helper()
 	params := map[string]any{"arguments": args}
 	for round := 1; round <= 5; round++ {
 		m, _, err := statelessCall(ctx, url, tool, params)
@@ -444,6 +447,7 @@ func TestSlowComputeCancellation(t *testing.T) {
 }
 
 func cancelSDKCall(ctx context.Context, t *testing.T, up *upstream.Server, url, version string, args map[string]any) error {
+	t.Helper()
 	cs := connect(ctx, t, url, version, nil)
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

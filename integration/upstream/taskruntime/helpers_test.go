@@ -42,6 +42,7 @@ func testRuntime(t *testing.T, opts Options) (*Server, string) {
 }
 
 func waitCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -59,6 +60,7 @@ type client struct {
 }
 
 func newClient(t *testing.T, url string, tasks bool) *client {
+	t.Helper()
 	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	if tasks {
 		caps["extensions"] = map[string]any{ExtensionID: map[string]any{}}

@@ -242,6 +242,7 @@ type loopback struct {
 }
 
 func newLoopback(t *testing.T, h http.Handler) loopback {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return loopback{url: srv.URL, close: srv.Close}

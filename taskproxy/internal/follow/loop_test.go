@@ -91,6 +91,7 @@ func (r *recorder) Answers(_ context.Context, sent map[string]bool) map[string]j
 // once tasks/update answered it. Every request must carry the task's
 // routing headers and _meta.
 func v2026Upstream(t *testing.T, taskID string) http.Handler {
+	t.Helper()
 	var mu sync.Mutex
 	answered, gets := false, 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
