@@ -182,7 +182,7 @@ func ensureInstalled(t testing.TB, dir string, install func(tmp string) error) {
 	cleanStaleTempDirs(parent, "."+name+".tmp-")
 
 	start := time.Now()
-	tmp, err := os.MkdirTemp(parent, "."+name+".tmp-")
+	tmp, err := os.MkdirTemp(parent, "."+name+".tmp-") //nolint:usetesting // a sibling of dir, in the shared cache, so the rename into place is atomic and outlives the test
 	if err != nil {
 		t.Fatalf("install %s: %v", name, err)
 	}
