@@ -581,7 +581,7 @@ func (h *Handler) Validate() error {
 	if _, err := taskproxy.ParseRebindingProtection(h.DNSRebindingProtection); err != nil {
 		return fmt.Errorf("mcp_tasks: dns_rebinding_protection: %w", err)
 	}
-	if _, err := parseRoutingHeaders(h.RoutingHeaders); err != nil {
+	if err := checkRoutingHeaders(h.RoutingHeaders); err != nil {
 		return fmt.Errorf("mcp_tasks: routing_headers: %w", err)
 	}
 	return nil
@@ -595,15 +595,13 @@ func checkLease(lease caddy.Duration) error {
 	return nil
 }
 
-// parseRoutingHeaders reads routing_headers: whether it is strict.
-func parseRoutingHeaders(s string) (strict bool, err error) {
+// checkRoutingHeaders checks a routing_headers mode.
+func checkRoutingHeaders(s string) error {
 	switch s {
-	case "", "lenient":
-		return false, nil
-	case "strict":
-		return true, nil
+	case "", "lenient", "strict":
+		return nil
 	}
-	return false, fmt.Errorf("unknown mode %q (want strict or lenient)", s)
+	return fmt.Errorf("unknown mode %q (want strict or lenient)", s)
 }
 
 // Cleanup releases this configuration's hold on the task store. It runs even

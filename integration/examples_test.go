@@ -51,9 +51,9 @@ func exampleEnv(t *testing.T, adminAddr string, vars ...string) []string {
 
 // runExample runs the real Caddy on an example with env, and waits until
 // addr listens.
-func runExample(t *testing.T, name, addr string, env []string) *startedProcess {
+func runExample(t *testing.T, name, addr string, env []string) {
 	t.Helper()
-	return startProcessEnv(t, env, addr, caddyBinary, "run", "--config", filepath.Join("examples", name), "--adapter", "caddyfile")
+	startProcessEnv(t, env, addr, caddyBinary, "run", "--config", filepath.Join("examples", name), "--adapter", "caddyfile")
 }
 
 func portOf(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }

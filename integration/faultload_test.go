@@ -51,7 +51,7 @@ type faultLoad struct {
 
 // startFaultLoad starts workers per protocol version creating tasks of
 // tool (seconds secs each) through url until stop.
-func startFaultLoad(t *testing.T, url string, token func(string) string, tool string, secs float64, workers int) *faultLoad {
+func startFaultLoad(t *testing.T, url string, token func(string) string, tool string, secs float64, workers int) *faultLoad { //nolint:unparam // each fault test names the tool its load calls, beside the outcomes it expects of it
 	t.Helper()
 	l := &faultLoad{t: t, url: url, token: token, tool: tool, secs: secs, stop: make(chan struct{}),
 		accepted: map[string]string{}, refused: map[string]int{}}

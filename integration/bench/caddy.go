@@ -107,7 +107,7 @@ func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*cad
 			}
 			if time.Now().After(deadline) {
 				p.stop()
-				return nil, fmt.Errorf("caddy not listening on %d: %w\n%s", port, err, p.logTail(4000))
+				return nil, fmt.Errorf("caddy not listening on %d: %w\n%s", port, err, p.logTail())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -144,8 +144,9 @@ func (p *caddyProc) profile(dir, name string, d time.Duration) <-chan struct{} {
 	return done
 }
 
-// logTail returns the last n bytes of Caddy's output.
-func (p *caddyProc) logTail(n int64) string {
+// logTail returns the last 4000 bytes of Caddy's output.
+func (p *caddyProc) logTail() string {
+	const n = 4000
 	f, err := os.Open(p.logFile)
 	if err != nil {
 		return err.Error()
