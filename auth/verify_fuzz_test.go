@@ -192,7 +192,7 @@ func checkTokenError(t *testing.T, token string, err error) {
 	case !errors.Is(err, ErrInvalidToken) || !strings.HasPrefix(msg, "invalid token: ") || len(msg) <= len("invalid token: "):
 		t.Fatalf("Verify(%q): error %q is not a clear invalid-token error", token, msg)
 	}
-	for _, part := range strings.Split(token, ".") {
+	for part := range strings.SplitSeq(token, ".") {
 		if len(part) >= 8 && strings.Contains(msg, part) {
 			t.Fatalf("Verify(%q): error %q quotes the token", token, msg)
 		}

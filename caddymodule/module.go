@@ -437,10 +437,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 	if err := checkLease(h.Lease); err != nil {
 		return taskproxy.Config{}, err
 	}
-	maxActive := h.MaxActivePerPrincipal
-	if maxActive < 0 {
-		maxActive = 0
-	}
+	maxActive := max(h.MaxActivePerPrincipal, 0)
 	return taskproxy.Config{
 		TaskAfter:            time.Duration(h.TaskAfter),
 		DefaultTTL:           time.Duration(h.DefaultTTL),

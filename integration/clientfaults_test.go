@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -122,9 +123,7 @@ func dialRaw(t *testing.T, addr string, rcvbuf int) net.Conn {
 func rawPost(headers map[string]string, body string) string {
 	h := map[string]string{"Host": "127.0.0.1", "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Content-Length": strconv.Itoa(len(body))}
-	for k, v := range headers {
-		h[k] = v
-	}
+	maps.Copy(h, headers)
 	var b strings.Builder
 	b.WriteString("POST /mcp HTTP/1.1\r\n")
 	for k, v := range h {

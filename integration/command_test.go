@@ -153,7 +153,7 @@ func noErrorLogged(t *testing.T, gw *gateway, status string) {
 	marker := "/mcp_tasks/stores?after=" + status
 	adminDo(t, gw.adminAddr, http.MethodGet, marker, nil)
 	waitFor(t, 10*time.Second, "the admin log line of "+marker, func() bool { return strings.Contains(gw.logs(), marker) })
-	for _, line := range strings.Split(gw.logs(), "\n") {
+	for line := range strings.SplitSeq(gw.logs(), "\n") {
 		if strings.Contains(line, `"level":"error"`) && strings.Contains(line, `"logger":"admin.api"`) {
 			t.Errorf("the admin API's %s answer is logged at error: %s", status, line)
 		}

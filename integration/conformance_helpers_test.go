@@ -248,8 +248,8 @@ func npmInstall(env []string, dir string, specs ...string) error {
 func lookPathIn(file string, env []string) (string, error) {
 	path := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = strings.TrimPrefix(kv, "PATH=")
+		if after, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = after
 		}
 	}
 	for _, d := range filepath.SplitList(path) {
@@ -269,8 +269,8 @@ func envWithPath(env []string, dir string) []string {
 	out := make([]string, 0, len(env)+1)
 	path := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = strings.TrimPrefix(kv, "PATH=")
+		if after, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = after
 			continue
 		}
 		out = append(out, kv)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"sort"
@@ -243,9 +244,7 @@ func (l *faultLoad) settle(url string, timeout time.Duration) faultCounts {
 	l.t.Helper()
 	l.mu.Lock()
 	accepted := make(map[string]string, len(l.accepted))
-	for id, owner := range l.accepted {
-		accepted[id] = owner
-	}
+	maps.Copy(accepted, l.accepted)
 	l.mu.Unlock()
 	fc := faultCounts{accepted: len(accepted), outcomes: map[string]int{}}
 	clients := map[string]*v2026Client{}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -53,9 +54,7 @@ func (c *rpcClient) newRequest(ctx context.Context, body []byte) *http.Request {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for k, v := range c.header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, c.header)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.session != "" {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,9 +141,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 		send := func(method, id string, v2026 bool) rawAnswer {
 			headers := map[string]string{"Authorization": other.auth}
 			if v2026 {
-				for k, v := range v2026Headers(method, id) {
-					headers[k] = v
-				}
+				maps.Copy(headers, v2026Headers(method, id))
 				return postRaw(t, other.url, "", "", headers, v2026Body(9, method, map[string]any{"taskId": id}))
 			}
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})

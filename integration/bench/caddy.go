@@ -174,7 +174,7 @@ func (p *caddyProc) rss() int64 {
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10

@@ -31,7 +31,7 @@ const (
 // off on the server's command line, which no ALTER SYSTEM can override.
 func restartDurable(dsn string) error {
 	var dir, port string
-	for _, f := range strings.Fields(dsn) {
+	for f := range strings.FieldsSeq(dsn) {
 		if v, ok := strings.CutPrefix(f, "host="); ok {
 			dir = v
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -51,9 +52,7 @@ func (c *soakClient) exchange(ctx context.Context, h http.Header, body []byte, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("making a request: %w", err)
 	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, h)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.hc.Do(req)

@@ -173,7 +173,7 @@ func memory(pid int) (rss, anon int64) {
 	if err != nil {
 		return 0, 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
@@ -280,7 +280,7 @@ func growth(from, to float64) float64 { return 100 * (to - from) / from }
 // socket directory named by host=): the postmaster and its children.
 func postgresProcesses(dsn string) func() []int {
 	var dir string
-	for _, f := range strings.Fields(dsn) {
+	for f := range strings.FieldsSeq(dsn) {
 		if v, ok := strings.CutPrefix(f, "host="); ok {
 			dir = v
 		}

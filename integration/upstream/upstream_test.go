@@ -118,8 +118,7 @@ func sdkCaller(version string) caller {
 			},
 		})
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		var wireErr *jsonrpc.Error
-		if errors.As(err, &wireErr) {
+		if wireErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 			return outcome{rpcCode: wireErr.Code}, nil
 		}
 		if err != nil {

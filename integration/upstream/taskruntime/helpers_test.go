@@ -149,8 +149,8 @@ func (c *client) post(raw []byte, h http.Header) *reply {
 // lastEvent returns the data of the last SSE event (the response).
 func lastEvent(b []byte) []byte {
 	var last []byte
-	for _, ev := range strings.Split(string(b), "\n\n") {
-		for _, line := range strings.Split(ev, "\n") {
+	for ev := range strings.SplitSeq(string(b), "\n\n") {
+		for line := range strings.SplitSeq(ev, "\n") {
 			if d, ok := strings.CutPrefix(line, "data: "); ok {
 				last = []byte(d)
 			}

@@ -3,6 +3,7 @@ package taskruntime
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 )
 
@@ -71,13 +72,9 @@ func (s *Server) givenAnswers(spec *toolSpec, p callParams) (map[string]json.Raw
 		if err != nil {
 			return nil, inBandError(CodeInvalidParams, "invalid requestState: %v", err)
 		}
-		for k, v := range prior {
-			given[k] = v
-		}
+		maps.Copy(given, prior)
 	}
-	for k, v := range p.InputResponses {
-		given[k] = v
-	}
+	maps.Copy(given, p.InputResponses)
 	return given, nil
 }
 

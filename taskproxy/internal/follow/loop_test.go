@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -65,9 +66,7 @@ func (r *recorder) Request(*jsonrpc.Message) {}
 func (r *recorder) Inputs(requests map[string]json.RawMessage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, v := range requests {
-		r.inputs[k] = v
-	}
+	maps.Copy(r.inputs, requests)
 	select { // the client answers at once
 	case r.changed <- struct{}{}:
 	default:

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,10 +43,8 @@ func foldedName(v any) bool {
 			}
 		}
 	case []any:
-		for _, e := range v {
-			if foldedName(e) {
-				return true
-			}
+		if slices.ContainsFunc(v, foldedName) {
+			return true
 		}
 	}
 	return false
