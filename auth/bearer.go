@@ -104,8 +104,7 @@ func Challenge(err error, realm, resourceMetadataURL string) string {
 
 // describe returns the human-readable reason of err.
 func describe(err error) string {
-	var te *tokenError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*tokenError](err); ok {
 		return te.reason
 	}
 	return "the access token is invalid"

@@ -258,7 +258,7 @@ func TestVerify(t *testing.T) {
 func assertNoTokenLeak(t *testing.T, token string, err error) {
 	t.Helper()
 	challenge := Challenge(err, "mcp", "")
-	for _, part := range strings.Split(token, ".") {
+	for part := range strings.SplitSeq(token, ".") {
 		if len(part) < 8 {
 			continue
 		}

@@ -86,6 +86,7 @@ func exactJSONString(raw json.RawMessage) bool {
 // fuzzVerifiers are a plain HMAC verifier and a strict one (issuer,
 // audience, tenant claim).
 func fuzzVerifiers(f *testing.F) []*Verifier {
+	f.Helper()
 	plain, err := NewVerifier(context.Background(), Options{HMACSecret: fuzzSecret})
 	if err != nil {
 		f.Fatal(err)
@@ -191,7 +192,7 @@ func checkTokenError(t *testing.T, token string, err error) {
 	case !errors.Is(err, ErrInvalidToken) || !strings.HasPrefix(msg, "invalid token: ") || len(msg) <= len("invalid token: "):
 		t.Fatalf("Verify(%q): error %q is not a clear invalid-token error", token, msg)
 	}
-	for _, part := range strings.Split(token, ".") {
+	for part := range strings.SplitSeq(token, ".") {
 		if len(part) >= 8 && strings.Contains(msg, part) {
 			t.Fatalf("Verify(%q): error %q quotes the token", token, msg)
 		}

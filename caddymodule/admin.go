@@ -95,7 +95,7 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	case path == "health/ready":
 		return onlyMethod(r, http.MethodGet, func() error { return a.ready(w, r) })
 	case path == "stores":
-		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w, r) })
+		return onlyMethod(r, http.MethodGet, func() error { return a.stores(w) })
 	case path == "tasks" && r.Method == http.MethodDelete:
 		return a.deleteMany(w, r)
 	case path == "tasks":
@@ -652,7 +652,7 @@ type storeInfo struct {
 	PlainCalls int `json:"plain_calls"`
 }
 
-func (a *AdminAPI) stores(w http.ResponseWriter, r *http.Request) error {
+func (a *AdminAPI) stores(w http.ResponseWriter) error {
 	out := []storeInfo{}
 	for _, nr := range pooledRuntimes() {
 		out = append(out, storeInfo{Store: nr.name, Backend: nr.backend, Open: nr.rt.Ready(), Workers: nr.rt.RunningWorkers(),

@@ -271,7 +271,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return err
 			}
-			if _, err := parseRoutingHeaders(v); err != nil {
+			if err := checkRoutingHeaders(v); err != nil {
 				return d.Errf("routing_headers: %v", err)
 			}
 			h.RoutingHeaders = v

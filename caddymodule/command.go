@@ -125,17 +125,17 @@ func adminRequest(cmd *cobra.Command, method, uri string) (*http.Response, error
 }
 
 // adminCall is adminRequest that returns the answer's body.
-func adminCall(cmd *cobra.Command, method, uri string) ([]byte, int, error) {
+func adminCall(cmd *cobra.Command, method, uri string) ([]byte, error) {
 	resp, err := adminRequest(cmd, method, uri)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading the answer of %s: %w", uri, err)
+		return nil, fmt.Errorf("reading the answer of %s: %w", uri, err)
 	}
-	return body, resp.StatusCode, nil
+	return body, nil
 }
 
 // adminAddress is the admin address from --address, else from the config
@@ -220,7 +220,7 @@ func runList(cmd *cobra.Command, _ []string) error {
 	if d, _ := cmd.Flags().GetBool("detail"); d {
 		q.Set("detail", "1")
 	}
-	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/tasks"+encodeQuery(withStore(cmd, q)))
+	body, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/tasks"+encodeQuery(withStore(cmd, q)))
 	if err != nil {
 		return err
 	}
@@ -311,7 +311,7 @@ func runDelete(cmd *cobra.Command, args []string) error {
 // taskAnswer calls a route that answers one task. With --json it prints the
 // answer as it came and returns no task; otherwise it decodes the task.
 func taskAnswer(cmd *cobra.Command, method, path string) (*adminTask, error) {
-	body, _, err := adminCall(cmd, method, path)
+	body, err := adminCall(cmd, method, path)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func runHealth(cmd *cobra.Command, _ []string) error {
 	}
 	// AdminAPIRequest turns 503 into an error with the body, which says
 	// what is wrong; a healthy answer is printed.
-	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health"+encodeQuery(withStore(cmd, url.Values{})))
+	body, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health"+encodeQuery(withStore(cmd, url.Values{})))
 	if err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func runProbe(cmd *cobra.Command, probe string) error {
 	if cmd.Flags().Changed("store") {
 		return fmt.Errorf("health --%s checks every store of the process: drop --store", probe)
 	}
-	body, _, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health/"+probe)
+	body, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health/"+probe)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,9 +26,7 @@ func jsonConfig(t *testing.T, dir string, extra map[string]any) *caddy.Config {
 		"tools":                    map[string]any{"slow_compute": map[string]any{"task_support": "required", "retry_on_restart": true}},
 		"auth":                     map[string]any{"jwt": map[string]any{"hmac_secret": strings.Repeat("s", 32)}},
 	}
-	for k, v := range extra {
-		handler[k] = v
-	}
+	maps.Copy(handler, extra)
 	raw, err := json.Marshal(map[string]any{
 		"admin": map[string]any{"disabled": true},
 		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"mcp": map[string]any{

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -116,7 +117,7 @@ func checkLayout(ctx caddy.Context) *layoutBypass {
 // answeredBefore reports an earlier route of routes that may answer
 // requests of route k before it runs.
 func answeredBefore(routes caddyhttp.RouteList, k int, where []zap.Field) *layoutBypass {
-	for j := 0; j < k; j++ {
+	for j := range k {
 		if routeAnswers(routes[j]) && mayOverlap(routes[j].MatcherSets, routes[k].MatcherSets) {
 			return &layoutBypass{
 				msg: fmt.Sprintf("route %d (%s) matches requests of mcp_tasks' route %d and answers them before mcp_tasks runs: "+
@@ -137,9 +138,9 @@ func answeredBefore(routes caddyhttp.RouteList, k int, where []zap.Field) *layou
 // holding the gateway does. Whether its matchers take the gateway's
 // requests in practice cannot be told, so it is a warning only.
 func outerBypass(ancestors []caddy.Module, srv *caddyhttp.Server, where []zap.Field) *layoutBypass {
-	for i := len(ancestors) - 1; i >= 0; i-- {
+	for _, ancestor := range slices.Backward(ancestors) {
 		var routes caddyhttp.RouteList
-		switch a := ancestors[i].(type) {
+		switch a := ancestor.(type) {
 		case *caddyhttp.Subroute:
 			routes = a.Routes
 		case *caddyhttp.App:
@@ -340,10 +341,8 @@ func rawProxies(raw json.RawMessage) bool {
 		return true
 	case "subroute":
 		for _, r := range h.Routes {
-			for _, sub := range r.Handle {
-				if rawProxies(sub) {
-					return true
-				}
+			if slices.ContainsFunc(r.Handle, rawProxies) {
+				return true
 			}
 		}
 	}
@@ -355,10 +354,8 @@ func routeProxies(r caddyhttp.Route) bool {
 	for _, h := range r.Handlers {
 		switch h := h.(type) {
 		case *caddyhttp.Subroute:
-			for _, sr := range h.Routes {
-				if routeProxies(sr) {
-					return true
-				}
+			if slices.ContainsFunc(h.Routes, routeProxies) {
+				return true
 			}
 		case *reverseproxy.Handler:
 			if !passesOn(h) {
@@ -380,10 +377,8 @@ func rawRoutesAnswer(routes []rawRoute) bool {
 		if r.Terminal {
 			return true
 		}
-		for _, sub := range r.Handle {
-			if rawAnswers(sub) {
-				return true
-			}
+		if slices.ContainsFunc(r.Handle, rawAnswers) {
+			return true
 		}
 	}
 	return false
@@ -396,10 +391,8 @@ func routeAnswers(r caddyhttp.Route) bool {
 	}
 	for _, h := range r.Handlers {
 		if sub, ok := h.(*caddyhttp.Subroute); ok {
-			for _, sr := range sub.Routes {
-				if routeAnswers(sr) {
-					return true
-				}
+			if slices.ContainsFunc(sub.Routes, routeAnswers) {
+				return true
 			}
 			continue
 		}

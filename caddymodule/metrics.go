@@ -65,8 +65,7 @@ func registerMetrics(ctx caddy.Context) error {
 	}
 	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size, metrics.ready} {
 		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
+			if _, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); !ok {
 				return err
 			}
 		}

@@ -441,10 +441,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 	if err := checkLease(h.Lease); err != nil {
 		return taskproxy.Config{}, err
 	}
-	maxActive := h.MaxActivePerPrincipal
-	if maxActive < 0 {
-		maxActive = 0
-	}
+	maxActive := max(h.MaxActivePerPrincipal, 0)
 	return taskproxy.Config{
 		TaskAfter:            time.Duration(h.TaskAfter),
 		DefaultTTL:           time.Duration(h.DefaultTTL),
@@ -585,7 +582,7 @@ func (h *Handler) Validate() error {
 	if _, err := taskproxy.ParseRebindingProtection(h.DNSRebindingProtection); err != nil {
 		return fmt.Errorf("mcp_tasks: dns_rebinding_protection: %w", err)
 	}
-	if _, err := parseRoutingHeaders(h.RoutingHeaders); err != nil {
+	if err := checkRoutingHeaders(h.RoutingHeaders); err != nil {
 		return fmt.Errorf("mcp_tasks: routing_headers: %w", err)
 	}
 	return nil
@@ -599,15 +596,13 @@ func checkLease(lease caddy.Duration) error {
 	return nil
 }
 
-// parseRoutingHeaders reads routing_headers: whether it is strict.
-func parseRoutingHeaders(s string) (strict bool, err error) {
+// checkRoutingHeaders checks a routing_headers mode.
+func checkRoutingHeaders(s string) error {
 	switch s {
-	case "", "lenient":
-		return false, nil
-	case "strict":
-		return true, nil
+	case "", "lenient", "strict":
+		return nil
 	}
-	return false, fmt.Errorf("unknown mode %q (want strict or lenient)", s)
+	return fmt.Errorf("unknown mode %q (want strict or lenient)", s)
 }
 
 // Cleanup releases this configuration's hold on the task store. It runs even

@@ -74,8 +74,7 @@ const noUpstreamsMessage = "no upstreams available"
 // network errors by type, cannot see it: the glue, which knows Caddy's
 // types, says so.
 func upstreamUnreachable(err error) bool {
-	var de reverseproxy.DialError
-	if errors.As(err, &de) {
+	if _, ok := errors.AsType[reverseproxy.DialError](err); ok {
 		return true
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) { // Caddy's sentinel, by its exact text

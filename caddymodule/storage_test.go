@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,9 +48,7 @@ func TestStorageJSONValidates(t *testing.T) {
 	t.Setenv("MCP_TASKS_TEST_STORAGE_DSN", "postgres://gw:s3cret@127.0.0.1:1/tasks")
 	pg := func(fields map[string]any) map[string]any {
 		m := map[string]any{"backend": "postgres"}
-		for k, v := range fields {
-			m[k] = v
-		}
+		maps.Copy(m, fields)
 		return m
 	}
 	tests := []struct {

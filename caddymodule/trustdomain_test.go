@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-
 	"go.uber.org/zap"
 	zapobserver "go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The Caddyfile adapter names the trust domain of a principal placeholder

@@ -169,7 +169,7 @@ func TestAdminAPI(t *testing.T) {
 	t.Run("paging", func(t *testing.T) {
 		var got []string
 		cursor := ""
-		for pages := 0; pages < 5; pages++ {
+		for range 5 {
 			var page adminPage
 			path := "/mcp_tasks/tasks?limit=1"
 			if cursor != "" {
@@ -272,7 +272,7 @@ func TestAdminAPI(t *testing.T) {
 			t.Errorf("second cancel = %d %s, want 409", code, body)
 		}
 		waitFor(t, 10*time.Second, "the operator's cancellation in the audit log", func() bool {
-			for _, line := range strings.Split(gw.logs(), "\n") {
+			for line := range strings.SplitSeq(gw.logs(), "\n") {
 				if strings.Contains(line, `"msg":"task cancelled by operator"`) && strings.Contains(line, slowA.TaskID) &&
 					strings.Contains(line, `"principal":"alice"`) && strings.Contains(line, `"operator":"admin API`) {
 					return true

@@ -18,6 +18,7 @@ import (
 func TestAnonymousQuotasPerClientAddress(t *testing.T) {
 	t.Parallel()
 	direct := func(t *testing.T, url string) (a, b *rpcClient, keyA, keyB string) {
+		t.Helper()
 		return clientFrom(t, url, "127.0.0.1", ""), clientFrom(t, url, "127.0.0.2", ""), "ip:127.0.0.1", "ip:127.0.0.2"
 	}
 	setups := []struct {

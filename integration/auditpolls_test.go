@@ -40,7 +40,7 @@ func TestAuditPollsOfUnchangedTask(t *testing.T) {
 	type line struct{ Level, Msg, Status, Principal string }
 	audit := func() []line {
 		var out []line
-		for _, s := range strings.Split(gw.logs(), "\n") {
+		for s := range strings.SplitSeq(gw.logs(), "\n") {
 			if !strings.Contains(s, `"logger":"http.handlers.mcp_tasks.audit"`) {
 				continue
 			}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -208,7 +209,8 @@ func TestBadgerReadOnly(t *testing.T) {
 		t.Fatalf("umount: %v %s", err, out)
 	}
 	if out, err := exec.Command("e2fsck", "-fy", loop).CombinedOutput(); err != nil {
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 2 { // 1 and 2: errors corrected
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() > 2 { // 1 and 2: errors corrected
 			t.Fatalf("e2fsck: %v %s", err, out)
 		}
 	}

@@ -115,6 +115,7 @@ func TestBridgeKeepsUpstreamCredentialsApart(t *testing.T) {
 
 	// The result of a bridged plain call is the call's result itself.
 	whoamiResult := func(t *testing.T, token string) string {
+		t.Helper()
 		c := newBridgeClient(t, gw.URL, token, false)
 		m, _, status := c.send("tools/call", map[string]any{"name": "whoami", "arguments": map[string]any{}})
 		if m.Error != nil {

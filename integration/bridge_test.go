@@ -24,6 +24,7 @@ type bridgeClient struct {
 }
 
 func newBridgeClient(t *testing.T, url, token string, tasks bool) *bridgeClient {
+	t.Helper()
 	c := &bridgeClient{rpcClient: newRPCClient(t, url), caps: map[string]any{
 		"elicitation": map[string]any{"form": map[string]any{}}, "sampling": map[string]any{},
 	}}
@@ -38,6 +39,7 @@ func newBridgeClient(t *testing.T, url, token string, tasks bool) *bridgeClient 
 
 // on returns the client for the (sub)test t: failures end t, not its parent.
 func (c *bridgeClient) on(t *testing.T) *bridgeClient {
+	t.Helper()
 	rc := *c.rpcClient
 	rc.t = t
 	return &bridgeClient{rpcClient: &rc, caps: c.caps}
@@ -440,6 +442,7 @@ func TestBridgeTSEverything(t *testing.T) {
 // checkNoRace fails t if the gateway (when built with the race detector,
 // as CADDY_BINARY may be) reported a data race.
 func checkNoRace(t *testing.T, gw *gateway) {
+	t.Helper()
 	t.Cleanup(func() {
 		if out := gw.logs(); strings.Contains(out, "WARNING: DATA RACE") {
 			t.Errorf("the gateway reported a data race:\n%s", out[strings.Index(out, "WARNING: DATA RACE"):])

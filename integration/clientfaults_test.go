@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -122,9 +123,7 @@ func dialRaw(t *testing.T, addr string, rcvbuf int) net.Conn {
 func rawPost(headers map[string]string, body string) string {
 	h := map[string]string{"Host": "127.0.0.1", "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Content-Length": strconv.Itoa(len(body))}
-	for k, v := range headers {
-		h[k] = v
-	}
+	maps.Copy(h, headers)
 	var b strings.Builder
 	b.WriteString("POST /mcp HTTP/1.1\r\n")
 	for k, v := range h {
@@ -183,14 +182,14 @@ func servedMeanwhile(t *testing.T, url, token string, n int) int {
 }
 
 // closeAll reads each connection until the server closes it, in parallel,
-// and returns how many it closed within the bound.
-func closeAll(conns []net.Conn, within time.Duration) int {
+// and returns how many it closed within 30 seconds.
+func closeAll(conns []net.Conn) int {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	closed := 0
 	for _, c := range conns {
 		wg.Go(func() {
-			if closedByServer(c, within) {
+			if closedByServer(c, 30*time.Second) {
 				mu.Lock()
 				closed++
 				mu.Unlock()
@@ -220,7 +219,7 @@ func TestClientSlowHeaders(t *testing.T) {
 	stop := make(chan struct{})
 	wg := trickle(conns, 'a', 200*time.Millisecond, stop)
 	served := servedMeanwhile(t, gw.URL, "", 3)
-	closed := closeAll(conns, 30*time.Second)
+	closed := closeAll(conns)
 	took := time.Since(began)
 	close(stop)
 	wg.Wait()
@@ -260,7 +259,7 @@ func TestClientSlowBodies(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // every body begun
 	held := figures(t, gw)
 	served := servedMeanwhile(t, gw.URL, "", 3)
-	closed := closeAll(conns, 30*time.Second)
+	closed := closeAll(conns)
 	took := time.Since(began)
 	close(stop)
 	wg.Wait()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -18,10 +19,9 @@ func runCaddy(t *testing.T, args ...string) (string, string, bool) {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if err != nil {
-		if _, exited := err.(*exec.ExitError); !exited {
-			t.Fatalf("caddy %v: %v", args, err)
-		}
+	var exited *exec.ExitError
+	if err != nil && !errors.As(err, &exited) {
+		t.Fatalf("caddy %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), err == nil
 }
@@ -153,7 +153,7 @@ func noErrorLogged(t *testing.T, gw *gateway, status string) {
 	marker := "/mcp_tasks/stores?after=" + status
 	adminDo(t, gw.adminAddr, http.MethodGet, marker, nil)
 	waitFor(t, 10*time.Second, "the admin log line of "+marker, func() bool { return strings.Contains(gw.logs(), marker) })
-	for _, line := range strings.Split(gw.logs(), "\n") {
+	for line := range strings.SplitSeq(gw.logs(), "\n") {
 		if strings.Contains(line, `"level":"error"`) && strings.Contains(line, `"logger":"admin.api"`) {
 			t.Errorf("the admin API's %s answer is logged at error: %s", status, line)
 		}

@@ -129,7 +129,7 @@ func conformanceCLI(t testing.TB, version string) (bin string, env []string) {
 		}
 		out, err := runCmd(npmInstallTimeout, env, "", filepath.Join(tmp, "node_modules", ".bin", "conformance"), "--version")
 		if err != nil {
-			return fmt.Errorf("conformance --version: %v\n%s", err, out)
+			return fmt.Errorf("conformance --version: %w\n%s", err, out)
 		}
 		if got := strings.TrimSpace(out); got != version {
 			return fmt.Errorf("conformance --version = %q, want %q", got, version)
@@ -159,7 +159,7 @@ func ensureNode(t testing.TB, cache string) string {
 		node := filepath.Join(tmp, "node_modules", pkg, "bin", "node")
 		out, err := runCmd(time.Minute, nil, "", node, "--version")
 		if err != nil {
-			return fmt.Errorf("%s --version: %v\n%s", node, err, out)
+			return fmt.Errorf("%s --version: %w\n%s", node, err, out)
 		}
 		if got := strings.TrimSpace(out); got != "v"+nodeVersion {
 			return fmt.Errorf("node --version = %q, want v%s", got, nodeVersion)
@@ -182,7 +182,7 @@ func ensureInstalled(t testing.TB, dir string, install func(tmp string) error) {
 	cleanStaleTempDirs(parent, "."+name+".tmp-")
 
 	start := time.Now()
-	tmp, err := os.MkdirTemp(parent, "."+name+".tmp-")
+	tmp, err := os.MkdirTemp(parent, "."+name+".tmp-") //nolint:usetesting // a sibling of dir, in the shared cache, so the rename into place is atomic and outlives the test
 	if err != nil {
 		t.Fatalf("install %s: %v", name, err)
 	}
@@ -231,14 +231,14 @@ func cleanStaleTempDirs(parent, prefix string) {
 func npmInstall(env []string, dir string, specs ...string) error {
 	npm, err := lookPathIn("npm", env)
 	if err != nil {
-		return fmt.Errorf("npm not found on PATH: %v", err)
+		return fmt.Errorf("npm not found on PATH: %w", err)
 	}
 	env = append(append([]string(nil), env...),
 		"npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
 	out, err := runCmd(npmInstallTimeout, env, dir, npm,
 		append([]string{"install", "--prefix", dir, "--no-save", "--no-audit", "--no-fund", "--loglevel=error"}, specs...)...)
 	if err != nil {
-		return fmt.Errorf("npm install %s: %v\n%s", strings.Join(specs, " "), err, out)
+		return fmt.Errorf("npm install %s: %w\n%s", strings.Join(specs, " "), err, out)
 	}
 	return nil
 }
@@ -248,8 +248,8 @@ func npmInstall(env []string, dir string, specs ...string) error {
 func lookPathIn(file string, env []string) (string, error) {
 	path := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = strings.TrimPrefix(kv, "PATH=")
+		if after, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = after
 		}
 	}
 	for _, d := range filepath.SplitList(path) {
@@ -269,8 +269,8 @@ func envWithPath(env []string, dir string) []string {
 	out := make([]string, 0, len(env)+1)
 	path := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			path = strings.TrimPrefix(kv, "PATH=")
+		if after, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = after
 			continue
 		}
 		out = append(out, kv)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"maps"
 	"testing"
 )
 
@@ -39,9 +40,7 @@ func TestConformanceTasksThroughGateway(t *testing.T) {
 	total := conformanceReport{Scenarios: map[string]*scenarioResult{}}
 	for _, scenario := range tasksScenarios {
 		rep := runConformance(t, bin, env, "server", "--url", gw.URL, "--scenario", scenario)
-		for name, s := range rep.Scenarios {
-			total.Scenarios[name] = s
-		}
+		maps.Copy(total.Scenarios, rep.Scenarios)
 		if passed, failed, all := rep.Totals(); failed != 0 {
 			t.Errorf("%s: %d/%d passed, %d failed\n%s", scenario, passed, all, failed, rep.String())
 		}

@@ -48,6 +48,7 @@ func TestCrossSiteSimpleRequestsRunNoTask(t *testing.T) {
 	})
 	alice := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:pw"))
 	send := func(t *testing.T, contentType string, headers map[string]string) (int, string) {
+		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer","arguments":{},"task":{"ttl":60000}}}`
 		req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(body))
 		req.Header.Set("Authorization", alice) // what the browser attaches by itself

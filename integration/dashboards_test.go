@@ -86,7 +86,7 @@ func dashboardExprs(t *testing.T) []string {
 // exposition (a histogram's are name_bucket, name_sum and name_count).
 func exposedSeries(exposition string) map[string]bool {
 	out := map[string]bool{}
-	for _, line := range strings.Split(exposition, "\n") {
+	for line := range strings.SplitSeq(exposition, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

@@ -96,7 +96,7 @@ func TestDeploySystemdUnitVerifies(t *testing.T) {
 // unitValue returns the value of key in a systemd unit.
 func unitValue(t *testing.T, unit, key string) string {
 	t.Helper()
-	for _, line := range strings.Split(unit, "\n") {
+	for line := range strings.SplitSeq(unit, "\n") {
 		if v, ok := strings.CutPrefix(line, key+"="); ok {
 			return v
 		}
@@ -114,7 +114,7 @@ func dockerHealthcheck(t *testing.T, dockerfile string) []string {
 		"CMD": true, "ENTRYPOINT": true, "WORKDIR": true, "ARG": true, "LABEL": true, "USER": true, "VOLUME": true}
 	stages := map[string]bool{}
 	var health []string
-	for _, line := range strings.Split(dockerfile, "\n") {
+	for line := range strings.SplitSeq(dockerfile, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue

@@ -166,6 +166,7 @@ func TestBalancerRetriesStoppingReplica(t *testing.T) {
 // readmeBalancer is the README's balancer site, listening on addr in
 // front of the backends.
 func readmeBalancer(t *testing.T, addr string, backends ...string) string {
+	t.Helper()
 	block := readmeBlock(t, "# on the balancer")
 	block = strings.Replace(block, "10.0.1.1:8080 10.0.1.2:8080 10.0.1.3:8080", strings.Join(backends, " "), 1)
 	block = strings.Replace(block, ":80 {", "http://"+addr+" {\n\tbind 127.0.0.1", 1)
@@ -240,6 +241,7 @@ func TestReplicaTakeoverTimes(t *testing.T) {
 // holds reports whether the lease of task id is held by replica owner, as
 // replica by's admin API shows it.
 func holds(t *testing.T, by *postgresGateway, id string, owner *postgresGateway) bool {
+	t.Helper()
 	var v replicaTask
 	if code, _ := adminDo(t, by.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v); code != http.StatusOK {
 		return false

@@ -43,6 +43,7 @@ var exampleFiles = []string{
 // address, data directories and store; vars add or replace the example's
 // variables.
 func exampleEnv(t *testing.T, adminAddr string, vars ...string) []string {
+	t.Helper()
 	home := t.TempDir()
 	return append([]string{"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
 		"MCP_ADMIN=" + adminAddr, "MCP_STORAGE_DIR=" + filepath.Join(home, "store")}, vars...)
@@ -50,9 +51,9 @@ func exampleEnv(t *testing.T, adminAddr string, vars ...string) []string {
 
 // runExample runs the real Caddy on an example with env, and waits until
 // addr listens.
-func runExample(t *testing.T, name, addr string, env []string) *startedProcess {
+func runExample(t *testing.T, name, addr string, env []string) {
 	t.Helper()
-	return startProcessEnv(t, env, addr, caddyBinary, "run", "--config", filepath.Join("examples", name), "--adapter", "caddyfile")
+	startProcessEnv(t, env, addr, caddyBinary, "run", "--config", filepath.Join("examples", name), "--adapter", "caddyfile")
 }
 
 func portOf(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }

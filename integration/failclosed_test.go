@@ -51,7 +51,7 @@ func postBody(t *testing.T, c *rpcClient, body string) (int, string) {
 	raw, _ := io.ReadAll(resp.Body)
 	answer := string(raw)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		for _, line := range strings.Split(answer, "\n") {
+		for line := range strings.SplitSeq(answer, "\n") {
 			if data, ok := strings.CutPrefix(line, "data: "); ok && strings.HasPrefix(data, "{") {
 				return resp.StatusCode, data
 			}

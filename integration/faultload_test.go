@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"sort"
@@ -51,7 +52,8 @@ type faultLoad struct {
 
 // startFaultLoad starts workers per protocol version creating tasks of
 // tool (seconds secs each) through url until stop.
-func startFaultLoad(t *testing.T, url string, token func(string) string, tool string, secs float64, workers int) *faultLoad {
+func startFaultLoad(t *testing.T, url string, token func(string) string, tool string, secs float64, workers int) *faultLoad { //nolint:unparam // each fault test names the tool its load calls, beside the outcomes it expects of it
+	t.Helper()
 	l := &faultLoad{t: t, url: url, token: token, tool: tool, secs: secs, stop: make(chan struct{}),
 		accepted: map[string]string{}, refused: map[string]int{}}
 	for i := range workers {
@@ -242,9 +244,7 @@ func (l *faultLoad) settle(url string, timeout time.Duration) faultCounts {
 	l.t.Helper()
 	l.mu.Lock()
 	accepted := make(map[string]string, len(l.accepted))
-	for id, owner := range l.accepted {
-		accepted[id] = owner
-	}
+	maps.Copy(accepted, l.accepted)
 	l.mu.Unlock()
 	fc := faultCounts{accepted: len(accepted), outcomes: map[string]int{}}
 	clients := map[string]*v2026Client{}

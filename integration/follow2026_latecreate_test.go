@@ -230,7 +230,7 @@ func plainCalls(t *testing.T, gw *gateway) int {
 func auditLines(t *testing.T, gw *gateway, msg, status string) int {
 	t.Helper()
 	n := 0
-	for _, s := range strings.Split(gw.logs(), "\n") {
+	for s := range strings.SplitSeq(gw.logs(), "\n") {
 		if !strings.Contains(s, `"logger":"http.handlers.mcp_tasks.audit"`) {
 			continue
 		}

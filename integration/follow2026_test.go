@@ -106,7 +106,7 @@ func TestFollowV2026Required(t *testing.T) {
 
 // sendPlain sends a 2026-07-28 request that does not declare the tasks
 // extension, with every routing header, and returns the decoded answer.
-func sendPlain(t *testing.T, url, auth, method string, params map[string]any) taskRuntimeReply {
+func sendPlain(t *testing.T, url, auth, method string, params map[string]any) taskRuntimeReply { //nolint:unparam // the call names its method as sendPlainCaps's do
 	t.Helper()
 	return sendPlainCaps(t, url, auth, method, params, map[string]any{})
 }

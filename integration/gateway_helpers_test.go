@@ -134,7 +134,7 @@ func (g *gateway) port() string { return g.addr[strings.LastIndexByte(g.addr, ':
 
 func indent(s, prefix string) string {
 	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
 		if strings.TrimSpace(line) != "" {
 			b.WriteString(prefix + strings.TrimSpace(line) + "\n")
 		}

@@ -255,7 +255,7 @@ func TestQuotaAndRateLimit(t *testing.T) {
 // grepLines keeps the lines of s that contain sub.
 func grepLines(s, sub string) string {
 	var out []string
-	for _, line := range strings.Split(s, "\n") {
+	for line := range strings.SplitSeq(s, "\n") {
 		if strings.Contains(line, sub) {
 			out = append(out, line)
 		}
@@ -285,7 +285,7 @@ func TestAuditLog(t *testing.T) {
 	// The denial is the last event: tasks/result may add a second
 	// "task retrieved" (the result, when it came while it waited).
 	waitFor(t, 5*time.Second, "audit lines", func() bool { return strings.Contains(gw.logs(), `"msg":"access denied"`) })
-	for _, line := range strings.Split(gw.logs(), "\n") {
+	for line := range strings.SplitSeq(gw.logs(), "\n") {
 		if !strings.Contains(line, `"logger":"http.handlers.mcp_tasks.audit"`) {
 			continue
 		}

@@ -94,7 +94,7 @@ func watch(t *testing.T, url, token string, ids []string) watched {
 	for k, v := range v2026Headers("subscriptions/listen", "") {
 		req.Header.Set(k, v)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := httpClient.Do(req) //nolint:bodyclose // w.close closes it, at the latest in the test's cleanup
 	if err != nil {
 		cancel()
 		t.Fatalf("subscriptions/listen: %v", err)

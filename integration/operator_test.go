@@ -461,7 +461,7 @@ func TestShadowWarningPerSite(t *testing.T) {
 	if shadowed == "" {
 		t.Fatalf("no server listens on :9402 in %s", out)
 	}
-	for i := 0; i < 6; i++ { // the servers' order changes from load to load
+	for i := range 6 { // the servers' order changes from load to load
 		_, errOut, ok := runCaddy(t, "validate", "--config", cfg, "--adapter", "caddyfile")
 		if !ok {
 			t.Fatalf("validate: %s", errOut)

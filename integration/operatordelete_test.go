@@ -112,7 +112,7 @@ func TestAdminDeleteFinished(t *testing.T) {
 			again := alice.createTask("slow_compute", map[string]any{"seconds": 0.01}, 600000)
 			waitStatus(t, alice, again.TaskID, "completed", 30*time.Second)
 			waitFor(t, 10*time.Second, "the operator's delete in the audit log", func() bool {
-				for _, line := range strings.Split(gw.logs(), "\n") {
+				for line := range strings.SplitSeq(gw.logs(), "\n") {
 					if strings.Contains(line, `"msg":"task deleted by operator"`) && strings.Contains(line, quick.TaskID) &&
 						strings.Contains(line, `"principal":"alice"`) && strings.Contains(line, `"operator":"admin API (127.0.0.1:`) {
 						return true

@@ -161,7 +161,7 @@ func TestPostgresFaults(t *testing.T) {
 
 // run puts the cluster under load, injects the fault, and checks recovery,
 // events between replicas and the count.
-func (f *pgFaultCluster) run(t *testing.T, fault pgFault) {
+func (f *pgFaultCluster) run(t *testing.T, fault pgFault) { //nolint:thelper // each fault's subtest body, not a helper: failures keep their own lines
 	load := startFaultLoad(t, f.URL, f.token, "slow_echo", 1.5, 4)
 	waitFor(t, 60*time.Second, "the load to create tasks before the fault", func() bool { return load.count() >= 8 })
 	ended := fault.inject(t, f)
@@ -202,6 +202,7 @@ func (f *pgFaultCluster) run(t *testing.T, fault pgFault) {
 // duringOutage checks what holds while the database is down: each
 // replica's health is 503, and a request gets a prompt retryable answer.
 func (f *pgFaultCluster) duringOutage(t *testing.T) {
+	t.Helper()
 	for i, g := range f.nodes {
 		waitFor(t, promptBound, fmt.Sprintf("replica %d's health to answer 503", i), func() bool {
 			code, _ := adminDo(t, g.adminAddr, "GET", "/mcp_tasks/health", nil)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +71,8 @@ func TestPostgresKilledConnectionsCostNoError(t *testing.T) {
 		}
 		waitFor(t, 30*time.Second, "the gateway's backends to end", func() bool {
 			for _, p := range gatewayBackends(t, db) {
-				for _, old := range pids {
-					if p == old {
-						return false
-					}
+				if slices.Contains(pids, p) {
+					return false
 				}
 			}
 			return true

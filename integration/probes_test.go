@@ -25,14 +25,14 @@ type readyAnswer struct {
 	Why      []string `json:"why"`
 }
 
-// probe asks one of the probe routes and decodes its answer, whatever the
-// status.
-func probe(t *testing.T, adminAddr, name string) (int, readyAnswer, string) {
+// probeReady asks the readiness route and decodes its answer, whatever
+// the status.
+func probeReady(t *testing.T, adminAddr string) (int, readyAnswer, string) {
 	t.Helper()
-	code, body := adminDo(t, adminAddr, http.MethodGet, "/mcp_tasks/health/"+name, nil)
+	code, body := adminDo(t, adminAddr, http.MethodGet, "/mcp_tasks/health/ready", nil)
 	var a readyAnswer
 	if err := json.Unmarshal([]byte(body), &a); err != nil {
-		t.Fatalf("health/%s: decoding %s: %v", name, body, err)
+		t.Fatalf("health/ready: decoding %s: %v", body, err)
 	}
 	return code, a, body
 }
@@ -52,7 +52,7 @@ func checkLive(t *testing.T, adminAddr string) {
 // (want) and that the command fails with it.
 func checkNotReady(t *testing.T, adminAddr, want string) {
 	t.Helper()
-	code, a, body := probe(t, adminAddr, "ready")
+	code, a, body := probeReady(t, adminAddr)
 	if code != http.StatusServiceUnavailable || a.Ready || len(a.Why) == 0 || !strings.Contains(strings.Join(a.Why, "\n"), want) {
 		t.Errorf("health/ready = %d %s, want 503 saying %q", code, body, want)
 	}
@@ -69,10 +69,10 @@ func TestHealthProbes(t *testing.T) {
 		t.Parallel()
 		gw := startGateway(t, gatewayOptions{Upstream: addr})
 		waitFor(t, 30*time.Second, "health/ready to answer 200", func() bool {
-			code, _, _ := probe(t, gw.adminAddr, "ready")
+			code, _, _ := probeReady(t, gw.adminAddr)
 			return code == http.StatusOK
 		})
-		if _, a, body := probe(t, gw.adminAddr, "ready"); !a.Ready || a.Draining || len(a.Why) != 0 {
+		if _, a, body := probeReady(t, gw.adminAddr); !a.Ready || a.Draining || len(a.Why) != 0 {
 			t.Errorf("health/ready = %s, want ready with no reasons", body)
 		}
 		checkLive(t, gw.adminAddr)
@@ -121,7 +121,7 @@ func TestHealthProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, "health/ready to turn 200", func() bool {
-			code, _, _ := probe(t, gw.adminAddr, "ready")
+			code, _, _ := probeReady(t, gw.adminAddr)
 			return code == http.StatusOK
 		})
 	})
@@ -133,7 +133,7 @@ func TestHealthProbes(t *testing.T) {
 		t.Parallel()
 		gw := startCaddyfile(t, drainSite(filepath.Join(t.TempDir(), "store"), addr, "\tshutdown_delay 60s\n"))
 		waitFor(t, 30*time.Second, "health/ready to answer 200", func() bool {
-			code, _, _ := probe(t, gw.adminAddr, "ready")
+			code, _, _ := probeReady(t, gw.adminAddr)
 			return code == http.StatusOK
 		})
 		stop := exec.Command(caddyBinary, "stop", "--address", gw.adminAddr)
@@ -143,7 +143,7 @@ func TestHealthProbes(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = stop.Process.Kill(); _ = stop.Wait() })
 		waitFor(t, 30*time.Second, "health/ready to say it drains", func() bool {
-			code, a, _ := probe(t, gw.adminAddr, "ready")
+			code, a, _ := probeReady(t, gw.adminAddr)
 			return code == http.StatusServiceUnavailable && a.Draining
 		})
 		checkNotReady(t, gw.adminAddr, "draining")

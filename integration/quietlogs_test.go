@@ -61,7 +61,7 @@ tool slow_echo optional
 	// upstream sees them end; a last ordinary call flushes the rest.
 	done := c.createTask("slow_compute", map[string]any{"seconds": 0.01}, 60000)
 	waitFor(t, 30*time.Second, "a quick task", func() bool { return c.getTask(done.TaskID).Status == "completed" })
-	for _, line := range strings.Split(gw.logs(), "\n") {
+	for line := range strings.SplitSeq(gw.logs(), "\n") {
 		if !strings.Contains(line, `"level":"warn"`) && !strings.Contains(line, `"level":"error"`) {
 			continue
 		}

@@ -113,6 +113,7 @@ func (c *replicaCluster) v2025(t testing.TB, subject string) *rpcClient {
 
 // v2026 is a 2026-07-28 client of subject through the balancer.
 func (c *replicaCluster) v2026(t *testing.T, subject string) *v2026Client {
+	t.Helper()
 	mc := newV2026Client(t, c.URL, true)
 	mc.header.Set("Authorization", "Bearer "+hmacToken(t, subject, "t1"))
 	return mc

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -29,6 +30,7 @@ type rpcClient struct {
 }
 
 func newRPCClient(t testing.TB, url string) *rpcClient {
+	t.Helper()
 	return &rpcClient{t: t, url: url, header: http.Header{}}
 }
 
@@ -52,9 +54,7 @@ func (c *rpcClient) newRequest(ctx context.Context, body []byte) *http.Request {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for k, v := range c.header {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, c.header)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.session != "" {
@@ -176,7 +176,7 @@ func (c *rpcClient) openRequest(req *http.Request, cancel context.CancelFunc) *m
 	if cancel == nil {
 		cancel = func() {}
 	}
-	resp, err := c.httpClient().Do(req)
+	resp, err := c.httpClient().Do(req) //nolint:bodyclose // the returned messageStream reads the body and closes it
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}

@@ -83,6 +83,7 @@ func TestSessionBindingEndToEnd(t *testing.T) {
 		}
 	}
 	check := func(t *testing.T) {
+		t.Helper()
 		for _, p := range probes {
 			foreign := sessionRequest(t, p.method, alice.url, bobToken, alice.session, p.headers)
 			never := sessionRequest(t, p.method, alice.url, bobToken, "never-minted-"+fmt.Sprint(time.Now().UnixNano()), p.headers)

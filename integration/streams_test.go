@@ -177,9 +177,9 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 		t.Fatalf("tasks/result answered %s", ct)
 	}
 	events := make(chan *sse.Event, 100)
-	go func() {
+	go func(body io.Reader) {
 		defer close(events)
-		r := sse.NewReader(resp.Body)
+		r := sse.NewReader(body)
 		for {
 			ev, err := r.Next()
 			if err != nil {
@@ -187,7 +187,7 @@ func TestReloadEndsResultStreamResumably(t *testing.T) {
 			}
 			events <- ev
 		}
-	}()
+	}(resp.Body)
 	// A client that takes JSON only waits on the same task meanwhile.
 	jsonBody, _ := jsonrpc.RequestBytes(json.RawMessage(`"j-1"`), "tasks/result", map[string]string{"taskId": task.TaskID})
 	jsonReq := c.newRequest(context.Background(), jsonBody)

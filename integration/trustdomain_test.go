@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,14 +135,13 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 	// probe compares what the other site answers for the owner's task with
 	// what it answers for an id that never existed.
 	probe := func(t *testing.T, other site, tk string) {
+		t.Helper()
 		c := client(other)
 		unknown := task.NewTaskID()
 		send := func(method, id string, v2026 bool) rawAnswer {
 			headers := map[string]string{"Authorization": other.auth}
 			if v2026 {
-				for k, v := range v2026Headers(method, id) {
-					headers[k] = v
-				}
+				maps.Copy(headers, v2026Headers(method, id))
 				return postRaw(t, other.url, "", "", headers, v2026Body(9, method, map[string]any{"taskId": id}))
 			}
 			body, _ := jsonrpc.RequestBytes(json.RawMessage(`9`), method, map[string]string{"taskId": id})
@@ -163,6 +163,7 @@ func TestTrustDomainsSeparateSitesSharingAStore(t *testing.T) {
 		}
 	}
 	ownerSees := func(t *testing.T, owner site, tk string) {
+		t.Helper()
 		c := client(owner)
 		if got := c.getTask(tk); got.TaskID != tk {
 			t.Errorf("%s: the owner gets %+v", owner.name, got)

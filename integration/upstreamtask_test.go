@@ -52,11 +52,10 @@ func upstreamTaskStatus(t *testing.T, upstreamURL, session, upstreamTaskID strin
 
 // waitStatus polls tasks/get through the gateway until the task reaches
 // want (or any terminal status, which fails the test if not want).
-func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duration) v2025Task {
+func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duration) {
 	t.Helper()
-	var last v2025Task
 	waitFor(t, within, "task "+id+" "+want, func() bool {
-		last = c.getTask(id)
+		last := c.getTask(id)
 		switch last.Status {
 		case want:
 			return true
@@ -65,7 +64,6 @@ func waitStatus(t *testing.T, c *rpcClient, id, want string, within time.Duratio
 		}
 		return false
 	})
-	return last
 }
 
 // TestUpstreamTaskResearchQuery: a 2025-11-25 client calls the upstream's

@@ -31,6 +31,7 @@ func reverseGateway(t *testing.T) (*taskruntime.Server, *gateway) {
 
 // reverseClient is a raw 2025-11-25 client of principal sub.
 func reverseClient(t *testing.T, gw *gateway, sub string) *rpcClient {
+	t.Helper()
 	c := newRPCClient(t, gw.URL)
 	c.header.Set("Authorization", "Bearer "+hmacToken(t, sub, "t1"))
 	return c

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ type v2026Client struct {
 }
 
 func newV2026Client(t *testing.T, url string, declare bool) *v2026Client {
+	t.Helper()
 	return &v2026Client{rpcClient: newRPCClient(t, url), declare: declare}
 }
 
@@ -44,9 +46,7 @@ func (c *v2026Client) body(method string, params map[string]any) (json.RawMessag
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "e2e", "version": "1"},
 		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
-	for k, v := range c.meta {
-		meta[k] = v
-	}
+	maps.Copy(meta, c.meta)
 	params["_meta"] = meta
 	id := c.id()
 	body, err := jsonrpc.RequestBytes(id, method, params)

@@ -29,6 +29,7 @@ func BenchmarkParseMessage(b *testing.B) {
 }
 
 func benchStore(b *testing.B, dir string, sync bool) task.Store {
+	b.Helper()
 	return openTestStore(b, dir, sync)
 }
 
@@ -100,6 +101,7 @@ func BenchmarkPassThrough(b *testing.B) {
 }
 
 func testGatewayB(b *testing.B) *Gateway {
+	b.Helper()
 	rt := NewRuntime(newMemStore(b))
 	b.Cleanup(func() { _ = rt.Close(0) })
 	g, err := New(Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)

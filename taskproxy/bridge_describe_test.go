@@ -67,7 +67,7 @@ func (u *elicitUpstream) lastLevel() string {
 
 // bridgeSession opens who's reverse-bridge session, its initialize
 // declaring caps, and returns a function sending a request on it.
-func bridgeSession(t *testing.T, g *Gateway, up http.Handler, who, caps string) (string, func(body string) *httptest.ResponseRecorder) {
+func bridgeSession(t *testing.T, g *Gateway, up http.Handler, who, caps string) func(body string) *httptest.ResponseRecorder {
 	t.Helper()
 	caller := task.Caller{Owner: who, Principal: who}
 	w := httptest.NewRecorder()
@@ -78,7 +78,7 @@ func bridgeSession(t *testing.T, g *Gateway, up http.Handler, who, caps string) 
 	if w.Code != http.StatusOK || sid == "" {
 		t.Fatalf("%s's initialize: HTTP %d %s", who, w.Code, w.Body.String())
 	}
-	return sid, func(body string) *httptest.ResponseRecorder {
+	return func(body string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		if err := g.ServeHTTP(w, WithCaller(post(body, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25"), caller), up); err != nil {
 			t.Fatal(err)
@@ -98,7 +98,7 @@ func TestBridgeDescriptionOutlivesOtherSessions(t *testing.T) {
 	t.Parallel()
 	up := &elicitUpstream{}
 	g := testGateway(t, Config{})
-	_, alice := bridgeSession(t, g, up, "alice", `{"elicitation":{}}`)
+	alice := bridgeSession(t, g, up, "alice", `{"elicitation":{}}`)
 	if w := alice(`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}`); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"result":{}`) {
 		t.Fatalf("setLevel: HTTP %d %s", w.Code, w.Body.String())
 	}
@@ -140,7 +140,7 @@ func TestBridgeSessionWithoutDescription(t *testing.T) {
 	}
 	g.bridge.Pin(false)
 	// A session of this gateway's, so that the bridge has its verdict.
-	_, _ = bridgeSession(t, g, up, "alice", `{"elicitation":{}}`)
+	_ = bridgeSession(t, g, up, "alice", `{"elicitation":{}}`)
 	sid := fmt.Sprintf("mcp-tasks-v2026.%s", task.NewTaskID())
 	if err := store.BindSession(context.Background(), sid, "alice", time.Hour); err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ func answeringToolsList(next http.Handler) http.Handler {
 }
 
 // waitEnded waits, with a generous deadline, for a task to end.
-func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task {
+func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -199,6 +199,7 @@ func TestPassThroughStripsTasksExtension(t *testing.T) {
 		t.Fatal(err)
 	}
 	call := func(t *testing.T, tool string) (*recordingUpstream, *httptest.ResponseRecorder) {
+		t.Helper()
 		up := &recordingUpstream{}
 		body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"q":1},` + declaring + `}}`
 		rec := httptest.NewRecorder()

@@ -90,7 +90,7 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 }
 
 // waitStatus waits, with a generous deadline, for a task to reach want.
-func waitStatus(t *testing.T, g *Gateway, owner, id string, want task.Status) *task.Task {
+func waitStatus(t *testing.T, g *Gateway, owner, id string, want task.Status) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

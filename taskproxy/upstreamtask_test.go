@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -138,12 +139,7 @@ func initAnswer() http.Handler {
 func (u *fakeTaskUpstream) saw(method string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, m := range u.methods {
-		if m == method {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(u.methods, method)
 }
 
 // A task of a tool the upstream runs as a task is created there with

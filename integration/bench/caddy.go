@@ -107,7 +107,7 @@ func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*cad
 			}
 			if time.Now().After(deadline) {
 				p.stop()
-				return nil, fmt.Errorf("caddy not listening on %d: %v\n%s", port, err, p.logTail(4000))
+				return nil, fmt.Errorf("caddy not listening on %d: %w\n%s", port, err, p.logTail())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -144,8 +144,9 @@ func (p *caddyProc) profile(dir, name string, d time.Duration) <-chan struct{} {
 	return done
 }
 
-// logTail returns the last n bytes of Caddy's output.
-func (p *caddyProc) logTail(n int64) string {
+// logTail returns the last 4000 bytes of Caddy's output.
+func (p *caddyProc) logTail() string {
+	const n = 4000
 	f, err := os.Open(p.logFile)
 	if err != nil {
 		return err.Error()
@@ -173,7 +174,7 @@ func (p *caddyProc) rss() int64 {
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10

@@ -186,7 +186,7 @@ func readSubscription(resp *http.Response, id string, ready chan<- error, receiv
 		ev, err := events.Next()
 		if err != nil {
 			if !acked {
-				ready <- fmt.Errorf("subscription to %s ended before its acknowledgement: %v", id, err)
+				ready <- fmt.Errorf("subscription to %s ended before its acknowledgement: %w", id, err)
 			}
 			return
 		}

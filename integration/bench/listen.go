@@ -203,7 +203,7 @@ func readListen(body io.Reader, want int, ready chan<- error, notified *atomic.I
 		ev, err := events.Next()
 		if err != nil {
 			if seen < want {
-				ready <- fmt.Errorf("a listen stream ended after %d of its %d first notifications: %v", seen, want, err)
+				ready <- fmt.Errorf("a listen stream ended after %d of its %d first notifications: %w", seen, want, err)
 			}
 			return
 		}

@@ -117,7 +117,7 @@ func printTable(rows []row, took time.Duration) {
 func machine() string {
 	mem := "?"
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
+		for line := range strings.SplitSeq(string(data), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
 				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 					mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))

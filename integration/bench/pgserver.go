@@ -31,7 +31,7 @@ const (
 // off on the server's command line, which no ALTER SYSTEM can override.
 func restartDurable(dsn string) error {
 	var dir, port string
-	for _, f := range strings.Fields(dsn) {
+	for f := range strings.FieldsSeq(dsn) {
 		if v, ok := strings.CutPrefix(f, "host="); ok {
 			dir = v
 		}
@@ -41,7 +41,7 @@ func restartDurable(dsn string) error {
 	}
 	bin, err := pgtest.FindBinDir()
 	if err != nil || dir == "" || port == "" {
-		return fmt.Errorf("restarting the bench cluster durable (dsn %q): %v", dsn, err)
+		return fmt.Errorf("restarting the bench cluster durable (dsn %q): %w", dsn, err)
 	}
 	args := []string{filepath.Join(bin, "pg_ctl"), "-D", filepath.Join(dir, "data"), "-w", "-t", "120", "-m", "fast", "restart",
 		"-l", filepath.Join(dir, "server.log"), // else the server holds our output pipe open

@@ -22,11 +22,11 @@ func benchPollAndMemory(cfg config) ([]row, error) {
 	}
 	defer up.srv.Close()
 
-	bare, err := idleRSS(cfg, fmt.Sprintf("reverse_proxy /mcp* %s", up.addr), up)
+	bare, err := idleRSS(cfg, fmt.Sprintf("reverse_proxy /mcp* %s", up.addr))
 	if err != nil {
 		return nil, err
 	}
-	idle, err := idleRSS(cfg, fmt.Sprintf("mcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t}\n\treverse_proxy /mcp* %s", filepath.Join(cfg.work, "idle-store"), up.addr), up)
+	idle, err := idleRSS(cfg, fmt.Sprintf("mcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t}\n\treverse_proxy /mcp* %s", filepath.Join(cfg.work, "idle-store"), up.addr))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ http://:%d {
 
 // idleRSS starts Caddy with one site holding handlers, sends it a few
 // requests and returns its resident memory.
-func idleRSS(cfg config, handlers string, up *trivialUpstream) (int64, error) {
+func idleRSS(cfg config, handlers string) (int64, error) {
 	port := freePort()
 	p, err := startCaddy(cfg.caddy, cfg.work, fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\t%s\n}", port, handlers), port)
 	if err != nil {

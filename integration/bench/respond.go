@@ -76,8 +76,12 @@ func getVsRespond(cfg config, logging, label string) ([]row, error) {
 	const clients = 16
 	c := newClient(clients)
 	urlA, urlB := fmt.Sprintf("http://127.0.0.1:%d/mcp", portA), fmt.Sprintf("http://127.0.0.1:%d/mcp", portB)
-	if got, err := post(c, urlB, getBody(ids[0]), headers); err != nil || !bytes.Equal(got, answer) {
-		return nil, fmt.Errorf("the respond site answers %q (%v), not the tasks/get answer %q", got, err, answer)
+	got, err := post(c, urlB, getBody(ids[0]), headers)
+	if err != nil {
+		return nil, fmt.Errorf("asking the respond site: %w", err)
+	}
+	if !bytes.Equal(got, answer) {
+		return nil, fmt.Errorf("the respond site answers %q, not the tasks/get answer %q", got, answer)
 	}
 	measure := func(url string, d time.Duration) result {
 		return closedLoop(clients, d, func(int, int) error {

@@ -215,10 +215,10 @@ func soakOne(caddyBin, store, out string) (bool, error) {
 	// Idle: after one of each flow and a quiet spell longer than idle
 	// runner goroutines and connections last.
 	if err := d.openSessions(ctx, soakSession); err != nil {
-		return false, fmt.Errorf("opening sessions: %w\n%s", err, p.logTail(4000))
+		return false, fmt.Errorf("opening sessions: %w\n%s", err, p.logTail())
 	}
 	if err := d.warmUp(); err != nil {
-		return false, fmt.Errorf("%w\n%s", err, p.logTail(4000))
+		return false, fmt.Errorf("%w\n%s", err, p.logTail())
 	}
 	if err := d.closeSessions(ctx); err != nil {
 		return false, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -51,9 +52,7 @@ func (c *soakClient) exchange(ctx context.Context, h http.Header, body []byte, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("making a request: %w", err)
 	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
+	maps.Copy(req.Header, h)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.hc.Do(req)
@@ -125,6 +124,15 @@ func (c *soakClient) call(ctx context.Context, h http.Header, method string, par
 		return nil, hdr, fmt.Errorf("%s: HTTP %d without a response", method, status)
 	}
 	return resp, hdr, nil
+}
+
+// answered describes a response for an error message: its error's code
+// and message, or the start of its result.
+func answered(m *jsonrpc.Message) string {
+	if m.Error != nil {
+		return fmt.Sprintf("error %d %s", m.Error.Code, m.Error.Message)
+	}
+	return fmt.Sprintf("%.200s", m.Result)
 }
 
 // send posts a notification or a response and wants HTTP 202.

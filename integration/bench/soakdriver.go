@@ -167,7 +167,7 @@ func (d *soakPeer) refused(ctx context.Context, label string, h http.Header, met
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	if m.Error == nil || m.Error.Code != code || !strings.Contains(m.Error.Message, want) {
-		return fmt.Errorf("%s: got %.200s / %+v, want error %d containing %q", label, m.Result, m.Error, code, want)
+		return fmt.Errorf("%s: got %s, want error %d containing %q", label, answered(m), code, want)
 	}
 	d.t.add(label, outcomeRefused)
 	return nil

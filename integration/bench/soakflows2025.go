@@ -204,7 +204,7 @@ func flow2025ToolError(ctx context.Context, d *soakPeer) error {
 	}
 	var res toolResult
 	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || !res.IsError {
-		return fmt.Errorf("task %s: tasks/result %.200s / %+v, want a result with isError", id, m.Result, m.Error)
+		return fmt.Errorf("task %s: tasks/result %s, want a result with isError", id, answered(m))
 	}
 	d.t.add("v2025 tasks/result", outcomeToolError)
 	status, err := d.get2025(ctx, h, id)

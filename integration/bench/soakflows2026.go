@@ -158,7 +158,7 @@ func (d *soakPeer) slow2026(ctx context.Context, label string) (string, error) {
 		task2026
 	}
 	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
-		return "", fmt.Errorf("tools/call slow_compute: %.200s / %+v", m.Result, m.Error)
+		return "", fmt.Errorf("tools/call slow_compute: %s", answered(m))
 	}
 	switch {
 	case res.ResultType == "task" && res.TaskID != "":
@@ -302,7 +302,7 @@ func flow2026Refusal(ctx context.Context, d *soakPeer) error {
 		return fmt.Errorf("v2026 tools/call (required, undeclared): %w", err)
 	}
 	if m.Error == nil || m.Error.Code != jsonrpc.CodeMissingRequiredClientCapability {
-		return fmt.Errorf("v2026 tools/call (required, undeclared): got %.200s / %+v, want error %d", m.Result, m.Error, jsonrpc.CodeMissingRequiredClientCapability)
+		return fmt.Errorf("v2026 tools/call (required, undeclared): got %s, want error %d", answered(m), jsonrpc.CodeMissingRequiredClientCapability)
 	}
 	d.t.add("v2026 tools/call (required, undeclared)", outcomeRefused)
 	return nil

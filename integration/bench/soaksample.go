@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -140,7 +141,10 @@ func (s *sampler) heap() (int64, error) {
 			return int64(f), nil
 		}
 	}
-	return 0, fmt.Errorf("reading Caddy's metrics: no go_memstats_heap_inuse_bytes (%v)", sc.Err())
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("reading Caddy's metrics: %w", err)
+	}
+	return 0, errors.New("reading Caddy's metrics: no go_memstats_heap_inuse_bytes")
 }
 
 // saveProfile writes Caddy's profile (path under /debug/pprof/) to file.
@@ -169,7 +173,7 @@ func memory(pid int) (rss, anon int64) {
 	if err != nil {
 		return 0, 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
@@ -276,7 +280,7 @@ func growth(from, to float64) float64 { return 100 * (to - from) / from }
 // socket directory named by host=): the postmaster and its children.
 func postgresProcesses(dsn string) func() []int {
 	var dir string
-	for _, f := range strings.Fields(dsn) {
+	for f := range strings.FieldsSeq(dsn) {
 		if v, ok := strings.CutPrefix(f, "host="); ok {
 			dir = v
 		}

@@ -91,7 +91,7 @@ func summarize(w io.Writer, store string, rate float64, d *soakDriver, st soakSt
 		byOutcome[outcomeOK], byOutcome[outcomeToolError], byOutcome[outcomeRefused], flows, failed, verdict(failed == 0))
 	d.t.print(w)
 	if failed > 0 {
-		fmt.Fprintf(w, "Caddy's log (warnings and errors):\n%s\n", p.logTail(4000))
+		fmt.Fprintf(w, "Caddy's log (warnings and errors):\n%s\n", p.logTail())
 	}
 	fmt.Fprintf(w, "soak %s: %s\n\n", store, map[bool]string{true: "PASS", false: "FAIL"}[met])
 	return met

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 )
 
 const (
@@ -39,6 +40,7 @@ func startUpstream(t *testing.T) (*upstream.Server, string) {
 }
 
 func testContext(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -109,14 +111,14 @@ func connect(ctx context.Context, t *testing.T, url, version string, opts *mcp.C
 
 func sdkCaller(version string) caller {
 	return func(ctx context.Context, t *testing.T, url, tool string, args map[string]any, a answers) (outcome, error) {
+		t.Helper()
 		cs := connect(ctx, t, url, version, &mcp.ClientOptions{
 			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				return a.answer(req.Params), nil
 			},
 		})
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		var wireErr *jsonrpc.Error
-		if errors.As(err, &wireErr) {
+		if wireErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 			return outcome{rpcCode: wireErr.Code}, nil
 		}
 		if err != nil {
@@ -300,6 +302,7 @@ func statelessCall(ctx context.Context, url, tool string, params map[string]any)
 // input_required it answers every input request and retries with
 // inputResponses and the echoed requestState.
 func rawCaller(ctx context.Context, t *testing.T, url, tool string, args map[string]any, a answers) (outcome, error) {
+	t.Helper()
 	params := map[string]any{"arguments": args}
 	for round := 1; round <= 5; round++ {
 		m, _, err := statelessCall(ctx, url, tool, params)
@@ -443,6 +446,7 @@ func TestSlowComputeCancellation(t *testing.T) {
 }
 
 func cancelSDKCall(ctx context.Context, t *testing.T, up *upstream.Server, url, version string, args map[string]any) error {
+	t.Helper()
 	cs := connect(ctx, t, url, version, nil)
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -456,7 +460,7 @@ func cancelSDKCall(ctx context.Context, t *testing.T, up *upstream.Server, url, 
 	}
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("CallTool error = %v, want context.Canceled", err)
+		return fmt.Errorf("CallTool error = %w, want context.Canceled", err)
 	}
 	return nil
 }
@@ -514,7 +518,7 @@ func TestSlowComputeProgress(t *testing.T) {
 			}
 			var res wireToolResult
 			if err := json.Unmarshal(m.Result, &res); err != nil || len(res.Content) == 0 {
-				return nil, "", fmt.Errorf("decoding result %s: %v", m.Result, err)
+				return nil, "", fmt.Errorf("decoding result %s: %w", m.Result, err)
 			}
 			return tokens, res.Content[0].Text, nil
 		}},

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Store-wide listing on Badger for the admin API. The owner index keys,

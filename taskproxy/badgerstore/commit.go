@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Group commit. Every write of a task record (create, update, lease) goes

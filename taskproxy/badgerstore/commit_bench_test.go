@@ -13,6 +13,7 @@ import (
 )
 
 func benchStore(b *testing.B, dir string, sync bool) *Store {
+	b.Helper()
 	s, err := Open(Options{Dir: dir, InMemory: dir == "", SyncWrites: sync})
 	if err != nil {
 		b.Fatal(err)
@@ -29,6 +30,7 @@ func benchTask() *task.Task {
 
 // processCPU is the CPU time (user and system) of this process so far.
 func processCPU(b *testing.B) time.Duration {
+	b.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
@@ -91,7 +93,7 @@ func BenchmarkStoreLifecycle(b *testing.B) {
 	}
 }
 
-func benchStoreLifecycle(b *testing.B, pad string, limits task.Limits) {
+func benchStoreLifecycle(b *testing.B, pad string, limits task.Limits) { //nolint:thelper // each case's benchmark body, not a helper: failures keep their own lines
 	s := benchStore(b, b.TempDir(), true)
 	result := json.RawMessage(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
 	params := json.RawMessage(`{"name":"fast","arguments":{"a":"benchmark` + pad + `"}}`)

@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Listing cursors. A cursor names the position of the last key a page

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // DeleteFinished deletes the terminal task id as the sweep deletes an

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Headers and the finished index.
@@ -189,7 +191,7 @@ func countFinished(txn *badger.Txn, quota string, now time.Time, upTo int) (int,
 // finishedFrom is the first finished-index key under prefix whose ttl has
 // not ended at now.
 func finishedFrom(prefix []byte, now time.Time) []byte {
-	return fmt.Appendf(prefix[:len(prefix):len(prefix)], "%016x", now.UnixNano())
+	return fmt.Appendf(slices.Clip(prefix), "%016x", now.UnixNano())
 }
 
 // maxStaleDeletes bounds the expired finished-index keys one create

@@ -3,11 +3,12 @@ package badgerstore
 import (
 	"context"
 	"errors"
-	"github.com/dgraph-io/badger/v4"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )

@@ -3,8 +3,9 @@ package badgerstore
 import (
 	"maps"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The committer's cache of live records. Every write of a task record or

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // reader reads an owner's tasks: the record, its header (head.go) and the

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // Stats counts the record and active-index keys (keys only, no values read)

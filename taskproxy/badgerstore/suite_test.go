@@ -13,6 +13,7 @@ import (
 func TestSuiteInMemory(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store {
+		t.Helper()
 		s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 		if err != nil {
 			t.Fatal(err)
@@ -25,6 +26,7 @@ func TestSuiteInMemory(t *testing.T) {
 func TestSuiteOnDisk(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store {
+		t.Helper()
 		s, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir(), SyncWrites: true})
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 	"unicode/utf8"
 )
@@ -52,7 +53,7 @@ func FuzzParseMessage(f *testing.F) {
 		decodeErr := json.Unmarshal(body, &env)
 		if err != nil {
 			if decodeErr == nil && env.JSONRPC != nil && *env.JSONRPC == "2.0" && len(env.Method) > 0 && env.Method[0] == '"' &&
-				(len(env.ID) == 0 || checkID(env.ID) == nil) && err != errAmbiguousMember && utf8.Valid(body) {
+				(len(env.ID) == 0 || checkID(env.ID) == nil) && !errors.Is(err, errAmbiguousMember) && utf8.Valid(body) {
 				t.Fatalf("Parse(%q) = %v, but encoding/json reads a JSON-RPC message", data, err)
 			}
 			return

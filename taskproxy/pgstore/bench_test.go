@@ -40,6 +40,7 @@ func BenchmarkPostgresLookups(b *testing.B) {
 // dropSchema removes a benchmark's schema; a failure is reported, since a
 // schema left behind weighs on every later run against the server.
 func dropSchema(b *testing.B, schema string) {
+	b.Helper()
 	if _, err := admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		b.Errorf("dropping schema %s: %v", schema, err)
 	}

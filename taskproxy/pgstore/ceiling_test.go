@@ -15,8 +15,9 @@ import (
 
 // The ceiling of an owner's finished tasks (ceiling.go).
 
-func finishedTask(owner string) *task.Task {
-	x := tk(owner)
+// finishedTask is a completed task of alice's.
+func finishedTask() *task.Task {
+	x := tk("alice")
 	x.Status = task.StatusCompleted
 	return x
 }
@@ -65,12 +66,12 @@ func TestFinishedCeiling(t *testing.T) {
 	}{
 		{"creates under the ceiling count nothing", func(t *testing.T, s *pgstore.Store, _ oldBuild) {
 			wide := task.Limits{MaxFinished: 1000}
-			if err := s.CreateWithinLimits(ctx, finishedTask("alice"), wide); err != nil {
+			if err := s.CreateWithinLimits(ctx, finishedTask(), wide); err != nil {
 				t.Fatal(err)
 			}
 			walks := pgstore.FinishedWalks(s)
 			for range 10 {
-				if err := s.CreateWithinLimits(ctx, finishedTask("alice"), wide); err != nil {
+				if err := s.CreateWithinLimits(ctx, finishedTask(), wide); err != nil {
 					t.Fatal(err)
 				}
 				if err := s.CreateWithinLimits(ctx, tk("alice"), wide); err != nil {
@@ -88,7 +89,7 @@ func TestFinishedCeiling(t *testing.T) {
 				}
 			}
 			for i := range 7 {
-				err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits)
+				err := s.CreateWithinLimits(ctx, finishedTask(), limits)
 				if i < 5 && err != nil || i >= 5 && !errors.Is(err, task.ErrQuotaExceeded) {
 					t.Errorf("finished create %d with a bound of 5: %v", i+1, err)
 				}
@@ -96,43 +97,43 @@ func TestFinishedCeiling(t *testing.T) {
 		}},
 		{"an older build's creates are not missed", func(t *testing.T, s *pgstore.Store, old oldBuild) {
 			for range 2 {
-				if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); err != nil {
+				if err := s.CreateWithinLimits(ctx, finishedTask(), limits); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for range 3 { // 5 finished now; the ceiling this build wrote says 2
 				old.create("alice", task.StatusCompleted)
 			}
-			if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); !errors.Is(err, task.ErrQuotaExceeded) {
+			if err := s.CreateWithinLimits(ctx, finishedTask(), limits); !errors.Is(err, task.ErrQuotaExceeded) {
 				t.Errorf("create at the bound after an older build's creates: %v, want ErrQuotaExceeded", err)
 			}
 		}},
 		{"an older build's sweep does not refuse the owner for ever", func(t *testing.T, s *pgstore.Store, old oldBuild) {
 			for range 5 {
-				if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); err != nil {
+				if err := s.CreateWithinLimits(ctx, finishedTask(), limits); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); !errors.Is(err, task.ErrQuotaExceeded) {
+			if err := s.CreateWithinLimits(ctx, finishedTask(), limits); !errors.Is(err, task.ErrQuotaExceeded) {
 				t.Fatalf("create at the bound: %v", err)
 			}
 			old.sweepAll("alice") // the ceiling still says 5
 			for i := range 5 {
-				if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); err != nil {
+				if err := s.CreateWithinLimits(ctx, finishedTask(), limits); err != nil {
 					t.Errorf("create %d after the sweep emptied the owner: %v", i+1, err)
 				}
 			}
 		}},
 		{"a create without a bound adds to the ceiling", func(t *testing.T, s *pgstore.Store, _ oldBuild) {
-			if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); err != nil {
+			if err := s.CreateWithinLimits(ctx, finishedTask(), limits); err != nil {
 				t.Fatal(err)
 			}
 			for range 4 {
-				if err := s.Create(ctx, finishedTask("alice")); err != nil {
+				if err := s.Create(ctx, finishedTask()); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.CreateWithinLimits(ctx, finishedTask("alice"), limits); !errors.Is(err, task.ErrQuotaExceeded) {
+			if err := s.CreateWithinLimits(ctx, finishedTask(), limits); !errors.Is(err, task.ErrQuotaExceeded) {
 				t.Errorf("bounded create after unbounded ones reached the bound: %v", err)
 			}
 		}},

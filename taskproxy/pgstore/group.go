@@ -270,13 +270,11 @@ func (g *createGroups) splitByOwner(group []*createOp) {
 		byOwner[i] = append(byOwner[i], op)
 	}
 	if len(byOwner) == 1 {
-		g.slow.Add(1)
-		go func() {
-			defer g.slow.Done()
+		g.slow.Go(func() {
 			for _, op := range group {
 				op.done <- g.createAlone(op)
 			}
-		}()
+		})
 		return
 	}
 	for _, ops := range byOwner {

@@ -11,5 +11,8 @@ import (
 // schema.
 func TestSuite(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) task.Store { return open(t, newSchema(t)) })
+	storetest.Run(t, func(t *testing.T) task.Store {
+		t.Helper()
+		return open(t, newSchema(t))
+	})
 }

@@ -310,7 +310,7 @@ func (s *taskRows) updateAlone(ctx context.Context, owner, id string, fn func(*t
 	}
 	ctx, cancel := s.writeContext(ctx)
 	defer cancel()
-	for attempt := 0; attempt < 1000; attempt++ {
+	for attempt := range 1000 {
 		var out *task.Task
 		var outcome error
 		var done bool

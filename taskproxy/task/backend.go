@@ -39,11 +39,11 @@ type WriteChecker interface {
 // Backends use it on the errors they return; the gateway on what it logs.
 func CleanStoreError(err error) error {
 	msg := err.Error()
-	i := strings.IndexByte(msg, '\n')
-	if i < 0 {
+	before, _, ok := strings.Cut(msg, "\n")
+	if !ok {
 		return err
 	}
-	return &cleanError{msg: strings.TrimSuffix(strings.TrimSpace(msg[:i]), ":"), err: err}
+	return &cleanError{msg: strings.TrimSuffix(strings.TrimSpace(before), ":"), err: err}
 }
 
 // cleanError shows a shortened message but still unwraps to the original,

@@ -3,10 +3,11 @@ package task
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
 
 // EncodeRecord encodes a task record, for a Store to keep, to exactly the

@@ -82,7 +82,7 @@ func run(ctx context.Context, logger *slog.Logger, addr, path, control, holds st
 	}
 	defer s.Close()
 	if holds != "" {
-		for _, h := range strings.Split(holds, ",") {
+		for h := range strings.SplitSeq(holds, ",") {
 			tool, step, ok := strings.Cut(h, "=")
 			k, err := strconv.Atoi(step)
 			if !ok || err != nil || k < 1 {

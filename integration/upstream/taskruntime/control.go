@@ -1,6 +1,7 @@
 package taskruntime
 
 import (
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -84,8 +85,6 @@ func (s *Server) ControlHandler() http.Handler {
 
 func copyMap(m map[string]int) map[string]int {
 	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
+	maps.Copy(out, m)
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -199,10 +200,8 @@ func checkOrigin(r *http.Request, allowed []string) bool {
 	if origin == "" {
 		return true
 	}
-	for _, a := range allowed {
-		if origin == a {
-			return true
-		}
+	if slices.Contains(allowed, origin) {
+		return true
 	}
 	u, err := url.Parse(origin)
 	return err == nil && u.Host != "" && u.Host == r.Host

@@ -42,6 +42,7 @@ func testRuntime(t *testing.T, opts Options) (*Server, string) {
 }
 
 func waitCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -59,6 +60,7 @@ type client struct {
 }
 
 func newClient(t *testing.T, url string, tasks bool) *client {
+	t.Helper()
 	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	if tasks {
 		caps["extensions"] = map[string]any{ExtensionID: map[string]any{}}
@@ -147,8 +149,8 @@ func (c *client) post(raw []byte, h http.Header) *reply {
 // lastEvent returns the data of the last SSE event (the response).
 func lastEvent(b []byte) []byte {
 	var last []byte
-	for _, ev := range strings.Split(string(b), "\n\n") {
-		for _, line := range strings.Split(ev, "\n") {
+	for ev := range strings.SplitSeq(string(b), "\n\n") {
+		for line := range strings.SplitSeq(ev, "\n") {
 			if d, ok := strings.CutPrefix(line, "data: "); ok {
 				last = []byte(d)
 			}

@@ -145,7 +145,7 @@ func TestPlainCalls(t *testing.T) {
 		t.Fatalf("answer with a progressToken is %q, want SSE", r.header.Get("Content-Type"))
 	}
 	var progress []string
-	for _, line := range strings.Split(string(r.body), "\n") {
+	for line := range strings.SplitSeq(string(r.body), "\n") {
 		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, "notifications/progress") {
 			var n struct {
 				Params struct {
@@ -242,6 +242,7 @@ type loopback struct {
 }
 
 func newLoopback(t *testing.T, h http.Handler) loopback {
+	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return loopback{url: srv.URL, close: srv.Close}

@@ -14,7 +14,7 @@ import (
 func sseMessages(t *testing.T, body []byte) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if d, ok := strings.CutPrefix(line, "data: "); ok {
 			var m map[string]any
 			if err := json.Unmarshal([]byte(d), &m); err != nil {

@@ -3,6 +3,7 @@ package taskruntime
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 )
 
@@ -27,7 +28,11 @@ func (s *Server) callTool(x *exchange) (any, *rpcError) {
 		return nil, inBandError(CodeInvalidParams, "Unknown tool: %s", p.Name)
 	}
 	if _, _, err := parseArgs(p.Arguments, 1); err != nil {
-		return nil, err.(*rpcError)
+		var rerr *rpcError
+		if !errors.As(err, &rerr) {
+			rerr = inBandError(CodeInvalidParams, "invalid arguments: %v", err)
+		}
+		return nil, rerr
 	}
 	// Input requests may only ask for what this request declared.
 	for _, c := range spec.needs {
@@ -67,13 +72,9 @@ func (s *Server) givenAnswers(spec *toolSpec, p callParams) (map[string]json.Raw
 		if err != nil {
 			return nil, inBandError(CodeInvalidParams, "invalid requestState: %v", err)
 		}
-		for k, v := range prior {
-			given[k] = v
-		}
+		maps.Copy(given, prior)
 	}
-	for k, v := range p.InputResponses {
-		given[k] = v
-	}
+	maps.Copy(given, p.InputResponses)
 	return given, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -186,8 +187,6 @@ func (s *Server) load() error {
 		s.tasks[t.ID] = t
 		s.order = append(s.order, t.ID)
 	}
-	for id, ts := range st.Expired {
-		s.expired[id] = ts
-	}
+	maps.Copy(s.expired, st.Expired)
 	return nil
 }

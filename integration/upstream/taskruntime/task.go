@@ -2,6 +2,7 @@ package taskruntime
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 )
@@ -99,9 +100,7 @@ func (t *record) detailed() map[string]any {
 	switch t.Status {
 	case StatusInputRequired:
 		reqs := make(map[string]json.RawMessage, len(t.Outstanding))
-		for k, v := range t.Outstanding {
-			reqs[k] = v
-		}
+		maps.Copy(reqs, t.Outstanding)
 		m["inputRequests"] = reqs
 	case StatusCompleted:
 		m["result"] = t.Result

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -65,9 +66,7 @@ func (r *recorder) Request(*jsonrpc.Message) {}
 func (r *recorder) Inputs(requests map[string]json.RawMessage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, v := range requests {
-		r.inputs[k] = v
-	}
+	maps.Copy(r.inputs, requests)
 	select { // the client answers at once
 	case r.changed <- struct{}{}:
 	default:
@@ -91,6 +90,7 @@ func (r *recorder) Answers(_ context.Context, sent map[string]bool) map[string]j
 // once tasks/update answered it. Every request must carry the task's
 // routing headers and _meta.
 func v2026Upstream(t *testing.T, taskID string) http.Handler {
+	t.Helper()
 	var mu sync.Mutex
 	answered, gets := false, 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 const (

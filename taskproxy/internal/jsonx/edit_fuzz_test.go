@@ -3,6 +3,7 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -72,9 +73,7 @@ func FuzzEdit(f *testing.F) {
 			t.Fatalf("Set(%s, %q, %s) = %s: not a valid object of unique keys", obj, key, value, set)
 		}
 		expect := map[string]any{}
-		for k, v := range before {
-			expect[k] = v
-		}
+		maps.Copy(expect, before)
 		expect[key] = want
 		if !reflect.DeepEqual(after, expect) {
 			t.Fatalf("Set(%s, %q, %s) = %s, decodes to %v, want %v", obj, key, value, set, after, expect)

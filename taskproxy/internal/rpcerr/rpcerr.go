@@ -46,8 +46,7 @@ func InternalError(log *zap.Logger, what string, err error, fields ...zap.Field)
 // error: a JSON-RPC error as is, one of the store's refusals with its text,
 // anything else through internalError.
 func ClientError(log *zap.Logger, what string, err error, fields ...zap.Field) *jsonrpc.Error {
-	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) {
+	if rpcErr, ok := errors.AsType[*jsonrpc.Error](err); ok {
 		return rpcErr
 	}
 	if safeStoreError(err) {

@@ -1,9 +1,10 @@
 package runtime
 
 import (
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // The audit log records each task's lifecycle with who did what, for

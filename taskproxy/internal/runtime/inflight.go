@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -110,9 +111,7 @@ func (wt *workerTable) snapshot() map[string]*Run {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
 	out := make(map[string]*Run, len(wt.running))
-	for id, rt := range wt.running {
-		out[id] = rt
-	}
+	maps.Copy(out, wt.running)
 	return out
 }
 

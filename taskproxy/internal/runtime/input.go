@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -93,12 +94,12 @@ func (route *Route) AnswerInputs(ctx context.Context, owner, taskID string, answ
 		}
 		return nil
 	})
-	switch err {
-	case nil:
+	switch {
+	case err == nil:
 		route.AuditTask(auditInputAnswered, t)
 		route.rt.Hub.Changed(taskID)
 		return t, nil
-	case errNoChange, task.ErrTerminal:
+	case errors.Is(err, errNoChange), errors.Is(err, task.ErrTerminal):
 		return route.rt.Store.Get(ctx, owner, taskID)
 	}
 	return nil, err

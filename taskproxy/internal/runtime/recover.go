@@ -151,9 +151,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 	b.awaiting.Store(true)
 	rs := &resumingTask{owner: t.Owner, why: why, since: Now(), wait: route.cfg.ResumeWait}
 	rt.resuming.Store(t.ID, rs) // not an orphan while it waits; its lease is renewed
-	rt.loops.Add(1)
-	go func() {
-		defer rt.loops.Done()
+	rt.loops.Go(func() {
 		b.requests.ask(rt.ctx, route, t, b.ready)
 		select {
 		case <-b.ready:
@@ -193,7 +191,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			return
 		}
 		current.StartWorker(t, run, a, nil)
-	}()
+	})
 }
 
 // resumingTask is a recovered task waiting for its route to serve a

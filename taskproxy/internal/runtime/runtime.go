@@ -221,12 +221,10 @@ func (rt *Runtime) retryStart() error {
 func (rt *Runtime) adopt(route *Route) {
 	rt.routes.adopt(route)
 	rt.recoverOnce.Do(func() {
-		rt.loops.Add(1)
-		go func() {
-			defer rt.loops.Done()
+		rt.loops.Go(func() {
 			rt.recover()
 			rt.recovered.Store(true)
-		}()
+		})
 	})
 }
 

@@ -37,7 +37,10 @@ func newDiskStore(t testing.TB) task.Store {
 
 // testRoute returns a runtime on an in-memory store and a route on it,
 // closed when the test ends.
-func testRoute(t testing.TB) (*Runtime, *Route) { return testRouteOn(t, newMemStore(t)) }
+func testRoute(t testing.TB) (*Runtime, *Route) {
+	t.Helper()
+	return testRouteOn(t, newMemStore(t))
+}
 
 // testRouteOn returns a runtime on store and a route on it, closed when the
 // test ends.

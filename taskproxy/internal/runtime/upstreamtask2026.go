@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -163,7 +164,7 @@ func (w *worker) recordV2026Inputs(requests map[string]json.RawMessage) {
 	case err == nil:
 		route.AuditTask(AuditInputRequired, rec)
 		route.rt.Hub.Changed(t.ID)
-	case err != errNoChange && run.Ctx.Err() == nil:
+	case !errors.Is(err, errNoChange) && run.Ctx.Err() == nil:
 		route.log.Warn("recording the upstream's input requests", zap.String("task", t.ID), zap.Error(err))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,10 +43,8 @@ func foldedName(v any) bool {
 			}
 		}
 	case []any:
-		for _, e := range v {
-			if foldedName(e) {
-				return true
-			}
+		if slices.ContainsFunc(v, foldedName) {
+			return true
 		}
 	}
 	return false
@@ -106,6 +105,7 @@ func refDeclared(tool map[string]any) task.Support {
 // upstreams the end-to-end tests use (the go-sdk fixture and
 // @modelcontextprotocol/server-everything), as they sent them.
 func discoverySeeds(f *testing.F) (inits, lists [][]byte) {
+	f.Helper()
 	for _, name := range []string{"gosdk", "everything"} {
 		for _, kind := range []string{"initialize", "tools-list"} {
 			b, err := os.ReadFile(filepath.Join("testdata", "upstream-answers", name+"-"+kind+".json"))
@@ -174,6 +174,7 @@ var lineBreak = regexp.MustCompile("\r\n|\r|\n")
 // body and as an SSE event (its JSON text split over data lines where it
 // has line breaks), reaches the client as the rewrite of result alone.
 func checkRewriteOnTheWire(t *testing.T, p *ToolPolicy, result []byte) {
+	t.Helper()
 	lines := lineBreak.Split(string(result), -1)
 	result = []byte(strings.Join(lines, "\n")) // what an SSE reader rejoins
 	message := []byte(`{"jsonrpc":"2.0","id":7,"result":` + string(result) + `}`)
@@ -207,6 +208,7 @@ func checkRewriteOnTheWire(t *testing.T, p *ToolPolicy, result []byte) {
 }
 
 func mustDecode(t *testing.T, b []byte) any {
+	t.Helper()
 	v, err := decodeJSON(b)
 	if err != nil || !json.Valid(b) {
 		t.Fatalf("%s: not valid JSON: %v", b, err)
@@ -218,6 +220,7 @@ func mustDecode(t *testing.T, b []byte) any {
 // it returns whether the upstream declared task-augmented tools/call, nil
 // when the answer said nothing of it (nothing was learned).
 func checkInitializeRewrite(t *testing.T, p *ToolPolicy, result []byte, in any) *bool {
+	t.Helper()
 	out, err := p.RewriteInitialize(result)
 	obj, isObject := in.(map[string]any)
 	if err != nil {
@@ -259,6 +262,7 @@ func checkInitializeRewrite(t *testing.T, p *ToolPolicy, result []byte, in any) 
 // learned; mayRunTasks says whether the upstream may run tasks (its
 // initialize answer declared task calls, or none is known).
 func checkToolsListRewrite(t *testing.T, p *ToolPolicy, result []byte, in any, mayRunTasks bool) {
+	t.Helper()
 	out, err := p.RewriteToolsList(result)
 	obj, isObject := in.(map[string]any)
 	tools, hasTools := obj["tools"]

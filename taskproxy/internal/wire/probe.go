@@ -297,10 +297,8 @@ func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
 				Supported []string `json:"supported"`
 			}
 			_ = json.Unmarshal(answer.Error.Data, &data)
-			for _, v := range data.Supported {
-				if v == string(task.Era2026) {
-					return false, true
-				}
+			if slices.Contains(data.Supported, string(task.Era2026)) {
+				return false, true
 			}
 			return true, true
 		}
@@ -311,10 +309,8 @@ func classifyProbe(status int, answer *jsonrpc.Message) (v2025, known bool) {
 			SupportedVersions []string `json:"supportedVersions"`
 		}
 		if json.Unmarshal(answer.Result, &res) == nil {
-			for _, v := range res.SupportedVersions {
-				if v == string(task.Era2026) {
-					return false, true
-				}
+			if slices.Contains(res.SupportedVersions, string(task.Era2026)) {
+				return false, true
 			}
 		}
 	}

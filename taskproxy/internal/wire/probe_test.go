@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"go.uber.org/zap"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 func TestAdvertisesTasksExtension(t *testing.T) {
@@ -152,15 +153,13 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 		var wg sync.WaitGroup
 		results := make([]Verdict, 8)
 		for i := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				v, known := p.Verdict(probeRequest("a.example"), up)
 				if !known {
 					t.Error("verdict unknown")
 				}
 				results[i] = v
-			}()
+			})
 		}
 		for up.count() == 0 {
 			time.Sleep(time.Millisecond)

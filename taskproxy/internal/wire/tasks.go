@@ -223,8 +223,7 @@ func (e *Env) QuotaRefused(err error) *jsonrpc.Error {
 	if e.Observer != nil {
 		e.Observer.Refused("quota")
 	}
-	var q *task.QuotaError
-	if errors.As(err, &q) {
+	if q, ok := errors.AsType[*task.QuotaError](err); ok {
 		return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "%s", q.Error())
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeTooManyTasks, "too many active tasks (limit %d)", e.MaxActivePerOwner)

@@ -265,7 +265,7 @@ func (p *ToolPolicy) LearnToolsFor(ctx context.Context, r *http.Request, next ht
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cursor := ""
-	for page := 0; page < maxToolsListPages; page++ {
+	for range maxToolsListPages {
 		params := map[string]any{}
 		if cursor != "" {
 			params["cursor"] = cursor

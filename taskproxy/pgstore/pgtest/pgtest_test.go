@@ -63,7 +63,7 @@ func TestStartStop(t *testing.T) {
 }
 
 func hostOf(dsn string) string {
-	for _, f := range strings.Fields(dsn) {
+	for f := range strings.FieldsSeq(dsn) {
 		if v, ok := strings.CutPrefix(f, "host="); ok {
 			return v
 		}

@@ -12,6 +12,7 @@ import (
 
 // reportLatencies reports the median and 99th percentile of lat, in ms.
 func reportLatencies(b *testing.B, lat []time.Duration) {
+	b.Helper()
 	if len(lat) == 0 {
 		return
 	}

@@ -30,7 +30,10 @@ type fixture struct {
 	upURL  *url.URL
 }
 
-func newFixture(tb testing.TB) *fixture { return newFixtureOf(tb, "") }
+func newFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	return newFixtureOf(tb, "")
+}
 
 // newFixtureOf is newFixture; with only set the upstream speaks that
 // protocol version and none newer, as a server built before 2026-07-28

@@ -390,6 +390,7 @@ func TestModernCancelOnAnotherReplica(t *testing.T) {
 // heldLong reports whether r holds the lease of task id for the hour
 // longLeases grants (renewed at least once), not the 30 s of creation.
 func heldLong(t *testing.T, r *replica, id string) bool {
+	t.Helper()
 	l := r.stored(t, id).Lease
 	return l.Holder == r.store.Holder() && l.Expires.After(time.Now().Add(10*time.Minute))
 }
@@ -436,6 +437,7 @@ func TestTakeoverAfterCleanStop(t *testing.T) {
 // stoppedMidCall starts a retry_on_restart task on a replica that stops
 // mid-call with its leases run out, and returns the task's id and session.
 func stoppedMidCall(t *testing.T, f *fixture) (string, map[string]string) {
+	t.Helper()
 	a := f.replica(t, replicaOptions{retry: []string{upstream.ToolSlowEcho}})
 	session := legacySession(t, a.url)
 	id := legacyTask(t, a.url, session, upstream.ToolSlowEcho, map[string]any{"seconds": 1, "label": "elsewhere"})

@@ -80,23 +80,23 @@ func (r *inputRound) answer(i int, m *jsonrpc.Message) bool {
 }
 
 // serveInputAnswer takes a client's response to an input request of the
-// bridge's, on the session that was asked; it reports whether the id is
-// one of the bridge's.
-func (c *call) serveInputAnswer() bool {
+// bridge's, on the session that was asked; a response to anything else is
+// ignored.
+func (c *call) serveInputAnswer() {
 	var id string
 	if json.Unmarshal(c.Msg.ID, &id) != nil || !strings.HasPrefix(id, inputIDPrefix) {
-		return false
+		return
 	}
 	round, index, ok := strings.Cut(strings.TrimPrefix(id, inputIDPrefix), ":")
 	i, err := strconv.Atoi(index)
 	if !ok || err != nil {
-		return false
+		return
 	}
 	v, found := c.b.rounds.Load(round)
 	if !found || v.(*inputRound).sid != c.sid {
-		return false // another session's (or none): as unknown
+		return // another session's (or none): as unknown
 	}
-	return v.(*inputRound).answer(i, c.Msg)
+	v.(*inputRound).answer(i, c.Msg)
 }
 
 // ask sends the client the input requests (by the upstream's keys) on

@@ -26,7 +26,7 @@ type answeringWriter struct {
 
 func (w *answeringWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseRecorder.Write(p)
-	for _, line := range bytes.Split(p, []byte("\n")) {
+	for line := range bytes.SplitSeq(p, []byte("\n")) {
 		data, ok := bytes.CutPrefix(line, []byte("data: "))
 		if !ok {
 			continue
