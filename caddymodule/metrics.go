@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -26,6 +27,11 @@ var metrics struct {
 	stored   prometheus.GaugeFunc
 	size     prometheus.GaugeFunc
 	ready    prometheus.GaugeFunc
+	// storeDuration is fed by the stores' timers (storetiming.go).
+	storeDuration *prometheus.HistogramVec
+	failed        *prometheus.CounterVec
+	takeovers     *prometheus.CounterVec
+	streams       []prometheus.Collector
 }
 
 const metricsNamespace, metricsSubsystem = "caddy", "mcp_tasks"
@@ -53,6 +59,34 @@ func initMetrics() {
 		metrics.ready = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("ready",
 			"1 when every task store can take tasks and the process is not draining (as /mcp_tasks/health/ready answers 200), else 0.")),
 			readyGauge)
+		metrics.storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "store_duration_seconds",
+			Help:    "Time a task store call took, by operation and backend.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9), // 100µs .. ~6.5s
+		}, []string{"operation", "backend"})
+		metrics.failed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("failed_total",
+			"Tasks that failed, by era and reason: tool_error, upstream_error, upstream_unreachable, run_timeout, expired, interrupted.")),
+			[]string{"era", "reason"})
+		metrics.takeovers = prometheus.NewCounterVec(prometheus.CounterOpts(opts("takeovers_total",
+			"Tasks whose worker was gone that this process took over, by cause: restart (left by a previous process) or replica (another replica's lease expired).")),
+			[]string{"cause"})
+		// The label sets are known: every series starts at zero, so that
+		// rates and alerts see it before its first event.
+		for _, era := range []task.Era{task.Era2025, task.Era2026} {
+			for _, reason := range task.FailReasons {
+				metrics.failed.WithLabelValues(string(era), string(reason))
+			}
+		}
+		for _, cause := range task.TakeoverCauses {
+			metrics.takeovers.WithLabelValues(string(cause))
+		}
+		for _, kind := range taskproxy.StreamKinds() {
+			metrics.streams = append(metrics.streams, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "streams_open",
+				Help:        "Long-lived answers held open, by kind: listen (subscriptions/listen streams) or result (tasks/result answers waiting for the outcome).",
+				ConstLabels: prometheus.Labels{"kind": kind},
+			}, func() float64 { return openStreams(kind) }))
+		}
 	})
 }
 
@@ -63,7 +97,9 @@ func registerMetrics(ctx caddy.Context) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size, metrics.ready} {
+	collectors := []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size, metrics.ready,
+		metrics.storeDuration, metrics.failed, metrics.takeovers}
+	for _, c := range append(collectors, metrics.streams...) {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {
@@ -79,6 +115,16 @@ func runningWorkers() float64 {
 	total := 0
 	runtimes.Range(func(_, v any) bool {
 		total += v.(pooledRuntime).rt.RunningWorkers()
+		return true
+	})
+	return float64(total)
+}
+
+// openStreams sums the open streams of kind of every runtime.
+func openStreams(kind string) float64 {
+	total := 0
+	runtimes.Range(func(_, v any) bool {
+		total += v.(pooledRuntime).rt.OpenStreams(kind)
 		return true
 	})
 	return float64(total)
@@ -144,5 +190,16 @@ func (observer) TaskEnded(era task.Era, status task.Status, age time.Duration) {
 
 func (observer) Refused(reason string) { metrics.refused.WithLabelValues(reason).Inc() }
 
-// Interface guard
-var _ task.Observer = observer{}
+func (observer) TaskFailed(era task.Era, reason task.FailReason) {
+	metrics.failed.WithLabelValues(string(era), string(reason)).Inc()
+}
+
+func (observer) TakenOver(cause task.TakeoverCause) {
+	metrics.takeovers.WithLabelValues(string(cause)).Inc()
+}
+
+// Interface guards
+var (
+	_ task.Observer    = observer{}
+	_ task.RunObserver = observer{}
+)
