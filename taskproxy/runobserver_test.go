@@ -22,9 +22,9 @@ func newRunObserver() *runObserver {
 	return &runObserver{failed: map[task.FailReason]int{}, takenOver: map[task.TakeoverCause]int{}}
 }
 
-func (o *runObserver) TaskCreated(task.Era)                          {}
+func (o *runObserver) TaskCreated(task.Era)                           {}
 func (o *runObserver) TaskEnded(task.Era, task.Status, time.Duration) {}
-func (o *runObserver) Refused(string)                                {}
+func (o *runObserver) Refused(string)                                 {}
 
 func (o *runObserver) TaskFailed(_ task.Era, reason task.FailReason) {
 	o.mu.Lock()
