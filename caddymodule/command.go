@@ -514,7 +514,11 @@ func printTask(w io.Writer, t adminTask) error {
 		if i == 0 {
 			k = "history:"
 		}
-		line := c.At.Local().Format(time.RFC3339) + " " + c.From + " -> " + c.To
+		from := c.From
+		if from == "" {
+			from = "(created)"
+		}
+		line := c.At.Local().Format(time.RFC3339) + " " + from + " -> " + c.To
 		if c.Message != "" {
 			line += " (" + c.Message + ")"
 		}
