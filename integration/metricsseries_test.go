@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -131,5 +132,47 @@ func TestMetricsSeriesFromEvents(t *testing.T) {
 	})
 	if v := sampleValue(exp, "caddy_mcp_tasks_takeovers_total", `cause="replica"`); v != 0 {
 		t.Errorf("takeovers_total{cause=replica} = %v after a restart, want 0", v)
+	}
+}
+
+// On PostgreSQL, a replica that dies with a task running leaves it to the
+// other once its lease runs out: the survivor's takeovers_total counts it
+// under cause="replica", its failure (the outcome is unknown) counts as
+// interrupted, and the store's calls are timed under backend="postgres".
+func TestMetricsTakeoverReplica(t *testing.T) {
+	t.Parallel()
+	up, upAddr := testUpstream(t)
+	dsn, _ := testDatabase(t)
+	directives := v2025Tools + "lease 2s\ntask_after 200ms"
+	a := startPostgresGateway(t, upAddr, dsn, directives)
+	b := startPostgresGateway(t, upAddr, dsn, directives)
+	a.healthy("replica a's store to open")
+	b.healthy("replica b's store to open")
+	c := newRPCClient(t, a.URL)
+	c.initialize("")
+	running := c.createTask("slow_compute", map[string]any{"seconds": 3600}, 3600000)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCalls(ctx, "slow_compute", 1); err != nil {
+		t.Fatal(err)
+	}
+	if v := sampleValue(b.metrics(), "caddy_mcp_tasks_takeovers_total", `cause="replica"`); v != 0 {
+		t.Fatalf("takeovers_total{cause=replica} = %v before any replica died, want 0", v)
+	}
+	killGateway(t, a.gateway)
+	var exp string
+	waitFor(t, 60*time.Second, "replica b to take the task over", func() bool {
+		exp = b.metrics()
+		return sampleValue(exp, "caddy_mcp_tasks_takeovers_total", `cause="replica"`) == 1 &&
+			sampleValue(exp, "caddy_mcp_tasks_failed_total", `era="2025-11-25",reason="interrupted"`) == 1
+	})
+	for _, op := range []string{"acquire", "list", "update"} {
+		if v := sampleValue(exp, "caddy_mcp_tasks_store_duration_seconds_count", fmt.Sprintf(`backend="postgres",operation=%q`, op)); v < 1 {
+			t.Errorf("store_duration_seconds_count{backend=postgres,operation=%q} = %v, want at least 1", op, v)
+		}
+	}
+	var v adminTaskView
+	if code, body := adminDo(t, b.adminAddr, http.MethodGet, "/mcp_tasks/tasks/"+running.TaskID, &v); code != http.StatusOK || v.Status != "failed" {
+		t.Errorf("the task after the takeover: %d %s", code, body)
 	}
 }
