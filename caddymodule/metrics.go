@@ -32,6 +32,7 @@ var metrics struct {
 	failed        *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
 	streams       []prometheus.Collector
+	storeUp       prometheus.Collector
 }
 
 const metricsNamespace, metricsSubsystem = "caddy", "mcp_tasks"
@@ -80,6 +81,9 @@ func initMetrics() {
 		for _, cause := range task.TakeoverCauses {
 			metrics.takeovers.WithLabelValues(string(cause))
 		}
+		metrics.storeUp = storeUpCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "store_up"),
+			"1 when every task store of the backend in use is open, reachable and writable (as /mcp_tasks/health reports them), else 0; checked at the scrape.",
+			[]string{"backend"}, nil)}
 		for _, kind := range taskproxy.StreamKinds() {
 			metrics.streams = append(metrics.streams, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "streams_open",
@@ -98,7 +102,7 @@ func registerMetrics(ctx caddy.Context) error {
 		return nil
 	}
 	collectors := []prometheus.Collector{metrics.created, metrics.ended, metrics.duration, metrics.refused, metrics.running, metrics.active, metrics.stored, metrics.size, metrics.ready,
-		metrics.storeDuration, metrics.failed, metrics.takeovers}
+		metrics.storeDuration, metrics.failed, metrics.takeovers, metrics.storeUp}
 	for _, c := range append(collectors, metrics.streams...) {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -143,6 +147,35 @@ func readyGauge() float64 {
 		return 1
 	}
 	return 0
+}
+
+// storeUpCollector reports store_up for each backend in use: a series per
+// backend, not per store, so that the labels stay bounded whatever the
+// number of stores; the admin API's health names the store at fault.
+type storeUpCollector struct{ desc *prometheus.Desc }
+
+func (c storeUpCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect probes every store once, as the readiness probe does.
+func (c storeUpCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyProbeTimeout)
+	defer cancel()
+	up := map[string]bool{}
+	for _, nr := range pooledRuntimes() {
+		h := nr.rt.Health(ctx)
+		ok := h.Open && h.Reachable && h.Writable
+		if prev, seen := up[nr.backend]; seen {
+			ok = ok && prev
+		}
+		up[nr.backend] = ok
+	}
+	for backend, ok := range up {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, backend)
+	}
 }
 
 // storeStatsMaxAge bounds how often the stores are counted: a scrape reads

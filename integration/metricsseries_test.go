@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -174,5 +175,37 @@ func TestMetricsTakeoverReplica(t *testing.T) {
 	var v adminTaskView
 	if code, body := adminDo(t, b.adminAddr, http.MethodGet, "/mcp_tasks/tasks/"+running.TaskID, &v); code != http.StatusOK || v.Status != "failed" {
 		t.Errorf("the task after the takeover: %d %s", code, body)
+	}
+}
+
+// store_up follows the store: 0 while another process holds its
+// directory, 1 once the gateway could open it.
+func TestMetricsStoreUp(t *testing.T) {
+	t.Parallel()
+	_, addr := testUpstream(t)
+	dir := filepath.Join(t.TempDir(), "store")
+	holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			_ = holder.Close()
+		}
+	})
+	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
+	if v := sampleValue(gw.metrics(), "caddy_mcp_tasks_store_up", `backend="badger"`); v != 0 {
+		t.Errorf("store_up{backend=badger} = %v while another process holds the store, want 0", v)
+	}
+	released = true
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "store_up to turn 1", func() bool {
+		return sampleValue(gw.metrics(), "caddy_mcp_tasks_store_up", `backend="badger"`) == 1
+	})
+	if v := sampleValue(gw.metrics(), "caddy_mcp_tasks_store_up", `backend="postgres"`); v != -1 {
+		t.Errorf("store_up{backend=postgres} = %v with no PostgreSQL store in use, want no series", v)
 	}
 }
