@@ -28,11 +28,15 @@ func TestCommandListFilters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("createdAt %q: %v", old.CreatedAt, err)
 	}
-	// The age filters need a task older than the bound: wait until the
-	// first is three seconds old before the others are created.
-	waitFor(t, 30*time.Second, "the first task to be three seconds old", func() bool { return time.Since(created) > 3*time.Second })
+	// The age filters need tasks on either side of the bound: the others
+	// are created once the first is four seconds old, and the bound is
+	// the age of the moment between, taken as the command starts, so that
+	// the command may take up to two seconds to reach Caddy.
+	waitFor(t, 30*time.Second, "the first task to be four seconds old", func() bool { return time.Since(created) > 4*time.Second })
 	young := bob.createTask("slow_compute", quick, 600000)
 	other := alice.createTask("slow_compute", quick, 600000)
+	between := created.Add(2 * time.Second)
+	ageBetween := func() string { return time.Since(between).Round(time.Millisecond).String() }
 
 	list := func(t *testing.T, args ...string) []string {
 		t.Helper()
@@ -77,8 +81,6 @@ func TestCommandListFilters(t *testing.T) {
 		{"tenant and principal", []string{"--tenant", "t1", "--principal", "alice"}, ids(old, other)},
 		{"route", []string{"--route", shown.Route}, ids(old, young, other)},
 		{"another route", []string{"--route", "no-such-route"}, nil},
-		{"max-age", []string{"--max-age", "2s"}, ids(young, other)},
-		{"min-age", []string{"--min-age", "2s"}, ids(old)},
 		{"max-age, all", []string{"--max-age", "1h"}, ids(old, young, other)},
 		{"min-age, none", []string{"--min-age", "1h"}, nil},
 	}
@@ -89,6 +91,14 @@ func TestCommandListFilters(t *testing.T) {
 				t.Errorf("list %v = %v, want %v", tt.args, got, tt.want)
 			}
 		})
+	}
+
+	// One after the other, each bound taken just before its command.
+	if got, want := list(t, "--max-age", ageBetween()), ids(young, other); !slices.Equal(got, want) {
+		t.Errorf("list --max-age (the second task on) = %v, want %v", got, want)
+	}
+	if got, want := list(t, "--min-age", ageBetween()), ids(old); !slices.Equal(got, want) {
+		t.Errorf("list --min-age (the first task) = %v, want %v", got, want)
 	}
 
 	t.Run("bad age", func(t *testing.T) {

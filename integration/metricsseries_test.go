@@ -107,8 +107,16 @@ func TestMetricsSeriesFromEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body, _ := jsonrpc.RequestBytes(c.id(), "tasks/result", map[string]string{"taskId": running.TaskID})
-	result := make(chan *messageStream, 1)
-	go func() { result <- c.open(ctx, body) }()
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	result := make(chan answer, 1)
+	req := c.newRequest(ctx, body)
+	go func() {
+		resp, err := c.httpClient().Do(req) // blocks until the task ends: it is left by cancel
+		result <- answer{resp, err}
+	}()
 	waitFor(t, 30*time.Second, "both streams counted open", func() bool {
 		exp = gw.metrics()
 		return sampleValue(exp, "caddy_mcp_tasks_streams_open", `kind="listen"`) == 1 &&
@@ -119,7 +127,9 @@ func TestMetricsSeriesFromEvents(t *testing.T) {
 		return sampleValue(gw.metrics(), "caddy_mcp_tasks_streams_open", `kind="listen"`) == 0
 	})
 	cancel()
-	(<-result).close()
+	if a := <-result; a.err == nil {
+		_ = a.resp.Body.Close()
+	}
 
 	// A crash: the next process takes over both slow_echo tasks and fails
 	// them, their outcome unknown.
