@@ -235,8 +235,10 @@ type adminTask struct {
 	LeaseExpires time.Time `json:"lease_expires,omitzero"`
 	InputsOpen   int       `json:"inputs_open,omitempty"`
 	IsError      bool      `json:"is_error,omitempty"`
-	// History lists the status changes, oldest first; it is shown for one
-	// task (GET /mcp_tasks/tasks/{id}) and in lists with ?detail=1.
+	// History lists the status changes, oldest first, after the task's
+	// creation (from "", to the status it was created with, at its
+	// creation time); it is shown for one task (GET
+	// /mcp_tasks/tasks/{id}) and in lists with ?detail=1.
 	History []statusChange `json:"history,omitempty"`
 	// UpstreamTaskID is the upstream's id of the task it runs for this
 	// one (a task-aware upstream), followed by the gateway.
@@ -256,8 +258,17 @@ type statusChange struct {
 	At      time.Time `json:"at"`
 }
 
+// viewHistory is t's history as the admin API shows it: its creation
+// first, then its status changes. The record keeps only the changes; the
+// status it was created with is where the first change started (the
+// first is kept when the history is trimmed), or its status now.
 func viewHistory(t *task.Task) []statusChange {
-	out := make([]statusChange, 0, len(t.History))
+	initial := t.Status
+	if len(t.History) > 0 {
+		initial = t.History[0].From
+	}
+	out := make([]statusChange, 0, 1+len(t.History))
+	out = append(out, statusChange{To: string(initial), At: t.CreatedAt})
 	for _, c := range t.History {
 		out = append(out, statusChange{From: string(c.From), To: string(c.To), Message: c.Message, At: c.At})
 	}

@@ -56,7 +56,11 @@ Tables are for people; --json prints the admin API's answer as is.`,
 			}
 			list.Flags().String("status", "", "Only tasks with this status (working, input_required, completed, failed, cancelled)")
 			list.Flags().String("principal", "", "Only tasks of this principal")
+			list.Flags().String("tenant", "", "Only tasks of this tenant (the JWT's tenant claim)")
+			list.Flags().String("route", "", "Only tasks created by this route (the handler instance, as show prints it)")
 			list.Flags().String("tool", "", "Only tasks of this tool")
+			list.Flags().Duration("max-age", 0, "Only tasks created less than this long ago (90s, 1h)")
+			list.Flags().Duration("min-age", 0, "Only tasks created more than this long ago (90s, 1h)")
 			list.Flags().Int("limit", 0, "Tasks per page (default 50, at most 1000)")
 			list.Flags().String("cursor", "", "Cursor of the page to show, from a previous page")
 			list.Flags().Bool("detail", false, "Include arguments and results (with --json)")
@@ -209,10 +213,20 @@ func encodeQuery(q url.Values) string {
 
 func runList(cmd *cobra.Command, _ []string) error {
 	q := url.Values{}
-	for _, name := range []string{"status", "principal", "tool", "cursor"} {
+	for _, name := range []string{"status", "principal", "tenant", "route", "tool", "cursor"} {
 		if v, _ := cmd.Flags().GetString(name); v != "" {
 			q.Set(name, v)
 		}
+	}
+	for _, age := range []struct{ flag, param string }{{"max-age", "max_age"}, {"min-age", "min_age"}} {
+		if !cmd.Flags().Changed(age.flag) {
+			continue
+		}
+		d, _ := cmd.Flags().GetDuration(age.flag)
+		if d <= 0 {
+			return fmt.Errorf("--%s: want a positive duration such as 90s or 1h, got %s", age.flag, d)
+		}
+		q.Set(age.param, d.String())
 	}
 	if n, _ := cmd.Flags().GetInt("limit"); n != 0 {
 		q.Set("limit", fmt.Sprint(n))
@@ -254,7 +268,7 @@ func runList(cmd *cobra.Command, _ []string) error {
 // other tasks, and without the address it would ask another Caddy.
 func nextPageCommand(cmd *cobra.Command, cursor string) string {
 	args := []string{"caddy", "mcp-tasks", "list"}
-	for _, name := range []string{"address", "config", "adapter", "store", "status", "principal", "tool", "limit"} {
+	for _, name := range []string{"address", "config", "adapter", "store", "status", "principal", "tenant", "route", "tool", "max-age", "min-age", "limit"} {
 		if f := cmd.Flags().Lookup(name); f != nil && cmd.Flags().Changed(name) {
 			args = append(args, "--"+name, shellQuote(f.Value.String()))
 		}
@@ -500,7 +514,11 @@ func printTask(w io.Writer, t adminTask) error {
 		if i == 0 {
 			k = "history:"
 		}
-		line := c.At.Local().Format(time.RFC3339) + " " + c.From + " -> " + c.To
+		from := c.From
+		if from == "" {
+			from = "(created)"
+		}
+		line := c.At.Local().Format(time.RFC3339) + " " + from + " -> " + c.To
 		if c.Message != "" {
 			line += " (" + c.Message + ")"
 		}

@@ -96,7 +96,13 @@ func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.R
 	key = backend.StoreID()
 	val, _, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return pooledRuntime{
-			rt:      taskproxy.NewLazyRuntime(func() (task.Store, error) { return backend.OpenStore(logger) }),
+			rt: taskproxy.NewLazyRuntime(func() (task.Store, error) {
+				s, err := backend.OpenStore(logger)
+				if err != nil {
+					return nil, err
+				}
+				return timeStore(s, backend.Backend()), nil
+			}),
 			name:    backend.StoreName(),
 			backend: backend.Backend(),
 		}, nil

@@ -71,3 +71,24 @@ func renderView(t *task.Task, w runtime.Wire) ([]byte, error) {
 	}
 	return v2025.Render(t).AppendJSON(nil), nil
 }
+
+// OpenStreams reports how many long-lived answers of kind ("listen":
+// subscriptions/listen streams; "result": tasks/result answers waiting for
+// an outcome) the gateways on rt hold open.
+func (rt *Runtime) OpenStreams(kind string) int {
+	for k := range gate.NumStreamKinds {
+		if k.String() == kind {
+			return rt.streams.Open(k)
+		}
+	}
+	return 0
+}
+
+// StreamKinds lists the kinds OpenStreams counts.
+func StreamKinds() []string {
+	kinds := make([]string, 0, gate.NumStreamKinds)
+	for k := range gate.NumStreamKinds {
+		kinds = append(kinds, k.String())
+	}
+	return kinds
+}

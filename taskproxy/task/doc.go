@@ -35,4 +35,12 @@
 // its holder is known to be gone, with a compare-and-set (Acquire,
 // ErrLeaseHeld), so two workers never run one task; a zero ttl releases the
 // lease for anyone.
+//
+// # Metrics
+//
+// Observer is told of tasks created, ended and refused; RunObserver, which
+// an Observer may also implement, of why tasks failed (FailReason) and of
+// tasks taken over (TakeoverCause). TimedStore wraps a Store to tell a
+// StoreTimer how long each call took, by StoreOp. Their label sets are
+// closed, so that metrics stay bounded.
 package task

@@ -52,7 +52,7 @@ func TestStreamTable(t *testing.T) {
 	t.Parallel()
 	s := NewStreamTable()
 	for i := range MaxStreamsPerOwner {
-		if !s.Acquire("alice") {
+		if !s.Acquire("alice", StreamListen) {
 			t.Fatalf("stream %d refused", i+1)
 		}
 	}
@@ -61,12 +61,12 @@ func TestStreamTable(t *testing.T) {
 		want bool
 	}{{"alice", false}, {"bob", true}}
 	for _, tt := range tests {
-		if got := s.Acquire(tt.key); got != tt.want {
+		if got := s.Acquire(tt.key, StreamResult); got != tt.want {
 			t.Errorf("acquire(%s) = %v, want %v", tt.key, got, tt.want)
 		}
 	}
-	s.Release("alice")
-	if !s.Acquire("alice") {
+	s.Release("alice", StreamListen)
+	if !s.Acquire("alice", StreamListen) {
 		t.Error("a released slot was not reusable")
 	}
 }
@@ -112,5 +112,32 @@ func TestSessionTableForgetWinsOverEarlierCheck(t *testing.T) {
 				t.Errorf("Lookup = %q, %v; want cached %v", owner, ok, tt.wantCached)
 			}
 		})
+	}
+}
+
+// The open streams are counted by kind, for the streams_open gauge: a
+// refused stream counts nothing, a released one no more.
+func TestStreamTableCountsKinds(t *testing.T) {
+	t.Parallel()
+	s := NewStreamTable()
+	for range 3 {
+		s.Acquire("alice", StreamListen)
+	}
+	s.Acquire("bob", StreamResult)
+	for range MaxStreamsPerOwner {
+		s.Acquire("carol", StreamResult)
+	}
+	s.Acquire("carol", StreamResult) // refused: over the owner's bound
+	s.Release("alice", StreamListen)
+	if got := s.Open(StreamListen); got != 2 {
+		t.Errorf("listen streams open = %d, want 2", got)
+	}
+	if got := s.Open(StreamResult); got != 1+MaxStreamsPerOwner {
+		t.Errorf("result streams open = %d, want %d", got, 1+MaxStreamsPerOwner)
+	}
+	for method, want := range map[string]StreamKind{"subscriptions/listen": StreamListen, "tasks/result": StreamResult} {
+		if got := StreamKindOf(method); got != want {
+			t.Errorf("StreamKindOf(%s) = %s, want %s", method, got, want)
+		}
 	}
 }

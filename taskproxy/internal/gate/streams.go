@@ -21,11 +21,45 @@ const MaxStreamsPerOwner = 16
 // has not yet seen the old one close.
 const DefaultMaxWatchedPerOwner = 2000
 
-// StreamTable counts the open long-lived answers per owner, and the task
-// ids their subscriptions watch.
+// StreamKind says which long-lived answer a stream is, for metrics.
+type StreamKind uint8
+
+// The kinds of stream.
+const (
+	// StreamListen is a 2026-07-28 subscriptions/listen stream.
+	StreamListen StreamKind = iota
+	// StreamResult is a 2025-11-25 tasks/result answer waiting for the
+	// task's outcome (resumed ones included).
+	StreamResult
+	// NumStreamKinds is how many kinds there are.
+	NumStreamKinds
+)
+
+// String is the kind's metric label.
+func (k StreamKind) String() string {
+	switch k {
+	case StreamListen:
+		return "listen"
+	case StreamResult:
+		return "result"
+	}
+	return "unknown"
+}
+
+// StreamKindOf is the kind of stream that answers method.
+func StreamKindOf(method string) StreamKind {
+	if method == "subscriptions/listen" {
+		return StreamListen
+	}
+	return StreamResult
+}
+
+// StreamTable counts the open long-lived answers per owner and in all by
+// kind, and the task ids their subscriptions watch.
 type StreamTable struct {
 	mu      sync.Mutex
 	n       map[string]int
+	open    [NumStreamKinds]int
 	watched map[string]int
 }
 
@@ -55,21 +89,32 @@ func (s *StreamTable) Unwatch(key string, n int) {
 	}
 }
 
-// Acquire takes a slot of key, or reports false when key holds the maximum.
-func (s *StreamTable) Acquire(key string) bool {
+// Acquire takes a slot of key for a stream of kind, or reports false when
+// key holds the maximum.
+func (s *StreamTable) Acquire(key string, kind StreamKind) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n[key] >= MaxStreamsPerOwner {
 		return false
 	}
 	s.n[key]++
+	s.open[kind]++
 	return true
 }
 
-func (s *StreamTable) Release(key string) {
+// Release gives back a slot that Acquire took for key and kind.
+func (s *StreamTable) Release(key string, kind StreamKind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n[key]--; s.n[key] <= 0 {
 		delete(s.n, key)
 	}
+	s.open[kind]--
+}
+
+// Open reports how many streams of kind are open.
+func (s *StreamTable) Open(kind StreamKind) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[kind]
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -82,17 +83,37 @@ func UpstreamFailure(log *zap.Logger, err error, fields ...zap.Field) *jsonrpc.E
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%v", err)
 	}
 	ref := newErrorRef()
-	msg := "upstream call failed"
+	msg := MsgUpstreamFailed
 	switch {
 	case upstream.ConnectionLost(err): // first: a reset is an errno too
-		msg = "upstream connection lost before its answer"
+		msg = MsgUpstreamLost
 	case upstream.Unreachable(err):
-		msg = "upstream unreachable"
+		msg = MsgUpstreamUnreachable
 	}
 	if ce := log.Check(zap.WarnLevel, msg); ce != nil {
 		ce.Write(append(fields, zap.String("ref", ref), zap.Error(task.CleanStoreError(err)))...)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s (ref %s)", msg, ref)
+}
+
+// The messages UpstreamFailure begins an upstream's failure with (a
+// reference follows).
+const (
+	MsgUpstreamFailed      = "upstream call failed"
+	MsgUpstreamLost        = "upstream connection lost before its answer"
+	MsgUpstreamUnreachable = "upstream unreachable"
+)
+
+// IsUpstreamFailure reports whether msg is the message UpstreamFailure
+// gives a call that never got the upstream's answer (unreachable,
+// connection lost, or failed in the next handler).
+func IsUpstreamFailure(msg string) bool {
+	for _, m := range []string{MsgUpstreamFailed, MsgUpstreamLost, MsgUpstreamUnreachable} {
+		if strings.HasPrefix(msg, m+" (ref ") {
+			return true
+		}
+	}
+	return false
 }
 
 // foreignError reports an error whose text the gateway did not write: the

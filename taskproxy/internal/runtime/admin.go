@@ -60,9 +60,10 @@ func (op Operator) Running(id string) bool {
 // CancelAsOperator cancels task id as its owner's tasks/cancel would: the
 // cancellation is stored, subscribers hear of it, and the upstream is told
 // (notifications/cancelled on 2025-11-25, the call's stream closed on
-// 2026-07-28). The audit log records it as the owner's cancellation and, in
-// a second line, the operator who asked. A terminal task gives ErrTerminal
-// with the task.
+// 2026-07-28); its status message (MsgOperatorCancelled) tells the owner
+// that an operator cancelled it. The audit log records it as the owner's
+// cancellation and, in a second line, the operator who asked. A terminal
+// task gives ErrTerminal with the task.
 func (op Operator) CancelAsOperator(ctx context.Context, id, operator string) (*task.Task, error) {
 	rt := op.rt
 	t, err := op.GetAny(ctx, id)
@@ -86,7 +87,7 @@ func (op Operator) CancelAsOperator(ctx context.Context, id, operator string) (*
 	if run, ok := rt.workers.get(id); ok && run.Base != nil {
 		ctx = run.Base.Context()
 	}
-	cancelled, err := route.CancelTask(ctx, t.Owner, id, nil)
+	cancelled, err := cancelTask(ctx, route, t.Owner, id, MsgOperatorCancelled)
 	if err != nil {
 		if errors.Is(err, task.ErrTerminal) { // it ended meanwhile
 			if now, gerr := op.GetAny(ctx, id); gerr == nil {

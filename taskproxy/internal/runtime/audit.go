@@ -62,6 +62,7 @@ func (route *Route) AuditTask(event string, t *task.Task) {
 func (route *Route) AuditOutcome(t *task.Task) {
 	if route.cfg.Observer != nil && t.Status.Terminal() {
 		route.cfg.Observer.TaskEnded(t.Era, t.Status, t.UpdatedAt.Sub(t.CreatedAt))
+		observeFailure(route.cfg.Observer, t)
 	}
 	switch t.Status {
 	case task.StatusCompleted:

@@ -13,13 +13,26 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
+// The status messages of a cancelled task: its owner's tasks/cancel, or an
+// operator's cancel through the admin API (which the owner did not ask
+// for, so the message says who did).
+const (
+	MsgCancelled         = "The task was cancelled by request."
+	MsgOperatorCancelled = "The task was cancelled by an operator through the admin API."
+)
+
 // CancelTask records the cancellation, then stops the upstream call: it
 // sends the upstream tasks/cancel for a task the upstream runs, else
 // notifications/cancelled with the id the upstream knows, and closes the
 // call's stream.
 func (route *Route) CancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
+	return cancelTask(ctx, route, owner, id, MsgCancelled)
+}
+
+// cancelTask is CancelTask with the status message to record.
+func cancelTask(ctx context.Context, route *Route, owner, id, message string) (*task.Task, error) {
 	t, err := route.rt.Store.Update(ctx, owner, id, func(t *task.Task) error {
-		return t.SetStatus(task.StatusCancelled, "The task was cancelled by request.", Now())
+		return t.SetStatus(task.StatusCancelled, message, Now())
 	})
 	if err != nil {
 		return nil, err

@@ -74,6 +74,7 @@ func (rt *Runtime) recover() {
 			if err != nil {
 				continue // a live worker elsewhere holds it, or it ended meanwhile
 			}
+			observeTakeover(rt, claimed, task.TakeoverRestart)
 			rt.recoverTask(ctx, claimed, afterRestart)
 		}
 		if next == "" {

@@ -213,6 +213,7 @@ func (rt *Runtime) TakeOver(now time.Time) (int, error) {
 			if route := rt.routes.inCharge(); route != nil {
 				route.log.Info("taking over a task whose replica stopped", zap.String("task", t.ID), zap.String("previous_holder", t.Lease.Holder))
 			}
+			observeTakeover(rt, rec, task.TakeoverReplica)
 			rt.recoverTask(ctx, rec, afterReplicaStop)
 		}
 		if next == "" {

@@ -91,8 +91,8 @@ func (c *Exchange) Limited() bool {
 // returns nil. task.Anonymous callers are counted per client address (the one
 // the glue determined, as for the rate limit).
 func (c *Exchange) OpenStream() (release func()) {
-	key := c.CallerKey()
-	if !c.Streams.Acquire(key) {
+	key, kind := c.CallerKey(), gate.StreamKindOf(c.Msg.Method)
+	if !c.Streams.Acquire(key, kind) {
 		if o := c.Observer; o != nil {
 			o.Refused("streams")
 		}
@@ -101,7 +101,7 @@ func (c *Exchange) OpenStream() (release func()) {
 			"too many open streams for this principal (limit %d); close one first", gate.MaxStreamsPerOwner))
 		return nil
 	}
-	return func() { c.Streams.Release(key) }
+	return func() { c.Streams.Release(key, kind) }
 }
 
 // WatchTasks counts n task ids that a subscription of the caller watches
