@@ -20,6 +20,7 @@ import (
 func TestTimedBadgerSuite(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) task.Store {
+		t.Helper()
 		s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 		if err != nil {
 			t.Fatal(err)

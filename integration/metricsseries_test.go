@@ -114,7 +114,7 @@ func TestMetricsSeriesFromEvents(t *testing.T) {
 	result := make(chan answer, 1)
 	req := c.newRequest(ctx, body)
 	go func() {
-		resp, err := c.httpClient().Do(req) // blocks until the task ends: it is left by cancel
+		resp, err := c.httpClient().Do(req) //nolint:bodyclose // closed where result is received, below
 		result <- answer{resp, err}
 	}()
 	waitFor(t, 30*time.Second, "both streams counted open", func() bool {
