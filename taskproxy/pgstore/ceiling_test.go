@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The ceiling of an owner's finished tasks (ceiling.go).
+// The ceiling of an owner's finished tasks ([ownerBounds]).
 
 func finishedTask(owner string) *task.Task {
 	x := tk(owner)
