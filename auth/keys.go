@@ -49,7 +49,7 @@ var errNoKeyForAlg = errors.New("no configured key fits the token's signing algo
 type keySource struct {
 	methods []string
 	keyfunc jwt.Keyfunc
-	// identity names the key material for trust domains (trustdomain.go).
+	// identity names the key material for trust domains ([trustDomain]).
 	identity string
 }
 

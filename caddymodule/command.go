@@ -22,7 +22,7 @@ import (
 )
 
 // The caddy mcp-tasks command: list, show, cancel and delete tasks of a running
-// Caddy through its admin API (admin.go), for people (tables) and scripts
+// Caddy through its admin API ([AdminAPI]), for people (tables) and scripts
 // (--json).
 
 func init() {

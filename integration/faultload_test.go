@@ -275,35 +275,6 @@ func (l *faultLoad) settle(url string, timeout time.Duration) faultCounts {
 	return fc
 }
 
-// waitTaskEnded polls tasks/get until task id ends or deadline passes, and
-// returns its last status and message ("error" and the error's message
-// when tasks/get fails).
-func waitTaskEnded(mc *v2026Client, id string, deadline time.Time) (string, string) {
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), promptBound)
-		m, _ := mc.request(ctx, "tasks/get", map[string]any{"taskId": id})
-		cancel()
-		status, message := "error", ""
-		if m.Error != nil {
-			message = m.Error.Message
-		} else {
-			var got struct {
-				Status        string `json:"status"`
-				StatusMessage string `json:"statusMessage"`
-			}
-			_ = json.Unmarshal(m.Result, &got)
-			status, message = got.Status, got.StatusMessage
-			if status != "working" && status != "input_required" {
-				return status, message
-			}
-		}
-		if time.Now().After(deadline) {
-			return status, message
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // report logs the counts and the answers the load got, and fails the test
 // for a hang, a broken answer or a lost task.
 func (l *faultLoad) report(fault string, fc faultCounts, recovery time.Duration) {

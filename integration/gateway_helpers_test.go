@@ -187,19 +187,6 @@ func testUpstream(t testing.TB) (*upstream.Server, string) {
 	return up, strings.TrimPrefix(srv.URL, "http://")
 }
 
-// waitFor polls cond every 20 ms until it holds or the timeout passes. It is
-// for state that has no notification (another process's store).
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 var httpClient = &http.Client{Timeout: 60 * time.Second}
 
 // TestCaddyfileExampleAdapts checks that the Caddyfile that ./xcaddy.sh run

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -148,34 +146,6 @@ func (c *replicaCluster) runningOn(id string) int {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return -1
-}
-
-// waitEnded polls the owner's tasks/get through the balancer until task id
-// is terminal, and returns its status and message.
-func (c *replicaCluster) waitEnded(mc *v2026Client, id string, timeout time.Duration) (string, string) {
-	c.t.Helper()
-	var status, message string
-	deadline := time.Now().Add(timeout)
-	for {
-		m, _ := mc.request(context.Background(), "tasks/get", map[string]any{"taskId": id})
-		if m.Error == nil {
-			var got struct {
-				Status        string `json:"status"`
-				StatusMessage string `json:"statusMessage"`
-			}
-			_ = json.Unmarshal(m.Result, &got)
-			status, message = got.Status, got.StatusMessage
-			if status != "working" && status != "input_required" {
-				return status, message
-			}
-		} else {
-			status, message = "error", m.Error.Message
-		}
-		if time.Now().After(deadline) {
-			return status, message
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // holderOf returns the index of the replica holding task id's lease, as a

@@ -406,9 +406,9 @@ func TestReplicas(t *testing.T) {
 			}
 			for id := range ids {
 				c.track(id, "ida")
-				c.waitEnded(c.v2026(t, "ida"), id, 30*time.Second)
+				waitTaskEnded(c.v2026(t, "ida"), id, time.Now().Add(30*time.Second))
 			}
-			c.waitEnded(c.v2026(t, "ida"), first, 30*time.Second)
+			waitTaskEnded(c.v2026(t, "ida"), first, time.Now().Add(30*time.Second))
 			if n := up.Calls("slow_compute") - calls; n != 2 {
 				t.Errorf("the two keys made %d upstream calls, want 2", n)
 			}
@@ -591,7 +591,7 @@ func TestReplicas(t *testing.T) {
 		answer(v2026Of[tk.kind.owner], tk.id)
 	}
 	for _, tk := range tasks {
-		status, message := c.waitEnded(v2026Of[tk.kind.owner], tk.id, 90*time.Second)
+		status, message := waitTaskEnded(v2026Of[tk.kind.owner], tk.id, time.Now().Add(90*time.Second))
 		ok := false
 		switch {
 		case tk.node != victim:
@@ -645,7 +645,7 @@ func TestReplicas(t *testing.T) {
 		if clients[owner] == nil {
 			clients[owner] = c.v2026(t, owner)
 		}
-		if status, message := c.waitEnded(clients[owner], id, 30*time.Second); status == "working" || status == "input_required" || status == "error" {
+		if status, message := waitTaskEnded(clients[owner], id, time.Now().Add(30*time.Second)); status == "working" || status == "input_required" || status == "error" {
 			lost++
 			t.Errorf("task %s of %s: %s %q", id, owner, status, message)
 		}

@@ -33,7 +33,7 @@ func TestRuntimeOperatorAccess(t *testing.T) {
 
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20}, rt)
 	mustStart(t, g)
-	waitForAdmin(t, "recovery to finish", func() bool { return rt.Health(ctx).Healthy() })
+	waitFor(t, "recovery to finish", func() bool { return rt.Health(ctx).Healthy() })
 
 	working := testTask("o:alice", time.Now())
 	done := testTask("o:bob", time.Now())
@@ -60,17 +60,6 @@ func TestRuntimeOperatorAccess(t *testing.T) {
 	_ = rt.Close(time.Second)
 	if h := rt.Health(ctx); h.Reachable || h.Healthy() {
 		t.Errorf("health after close = %+v, want unreachable", h)
-	}
-}
-
-func waitForAdmin(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -32,7 +32,7 @@ func testGateway(t *testing.T, cfg Config) *Gateway {
 		t.Fatal(err)
 	}
 	// The test upstreams here stand for 2026-07-28 servers: no probe
-	// (the version bridge's probe has its own tests, bridge_test.go).
+	// (the version bridge's probe has its own tests, TestBridgeProbe).
 	g.bridge.Pin(false)
 	return g
 }

@@ -16,7 +16,7 @@
 //
 // # Layers
 //
-// Each package imports only those below it (imports_test.go holds the
+// Each package imports only those below it (TestImportRules holds the
 // rules):
 //
 //	taskproxy            Config, New, Start, Close, ServeHTTP, the public

@@ -116,7 +116,7 @@ type Config struct {
 	LeaseTTL time.Duration
 	// ResumeWait is how long a task taken over or recovered waits, holding
 	// its lease, for its route to serve a request here before the lease is
-	// released for a replica that serves the route (internal/runtime/recover.go); it keeps
+	// released for a replica that serves the route; it keeps
 	// waiting here too. 0 means twice the lease ttl.
 	ResumeWait time.Duration
 	// RequestBase, when set, is called when a task taken over or recovered
@@ -131,7 +131,7 @@ type Config struct {
 	// no limit.
 	RateLimit float64
 	// RebindingProtection says when requests the gateway answers itself
-	// are checked for DNS rebinding (internal/wire/guards.go); "" means RebindingAuto.
+	// are checked for DNS rebinding (Host and Origin); "" means RebindingAuto.
 	RebindingProtection RebindingProtection
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}

@@ -269,16 +269,9 @@ func TestListenWatchedTasksBoundPerPrincipal(t *testing.T) {
 	acked(l, refused, 3)
 	// Once the first listen is closed, its two ids may be watched again.
 	first.resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, "the ids of a closed listen given back", func() bool {
 		l, refused = openListen(t, url, "alice", alice[2:4])
-		if refused == nil {
-			acked(l, refused, 2)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ids of a closed listen were not given back: %s", refused.Error.Message)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return refused == nil
+	})
+	acked(l, refused, 2)
 }

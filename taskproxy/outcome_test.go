@@ -136,22 +136,6 @@ func answeringToolsList(next http.Handler) http.Handler {
 	})
 }
 
-// waitEnded waits, with a generous deadline, for a task to end.
-func waitEnded(t *testing.T, g *Gateway, owner, id string) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rec, err := g.rt.Store.Get(context.Background(), owner, id)
-		if err == nil && rec.Status.Terminal() {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s: %+v, %v; still not ended", id, rec, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A task whose worker could not store even a failure is retried by the
 // orphan loop once the store takes writes again.
 func TestUnsettledTaskRetried(t *testing.T) {
@@ -194,16 +178,7 @@ func unsettledTask(t *testing.T, store task.Store, result string) (*Gateway, str
 		_, _ = w.Write(data)
 	})
 	id := createV2025(t, g, next)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if g.rt.Unsettled(id) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task was never noted as unsettled")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the task noted as unsettled", func() bool { return g.rt.Unsettled(id) })
 	return g, id
 }
 

@@ -175,17 +175,7 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 	mustStart(t, gB) // B starts first; A, of the same configuration, is still starting
 	waitStatus := func(id string, want task.Status) *task.Task {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := store.Get(ctx, "o", id)
-			if err == nil && got.Status == want {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s: %+v %v, want %s", id, got, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		return waitStoreStatus(t, store, "o", id, func(s task.Status) bool { return s == want })
 	}
 	if got := waitStatus(notRetriedB, task.StatusFailed); got.StatusMessage != runtime.MsgRestarted {
 		t.Errorf("route b's task (not retry_on_restart there): %q", got.StatusMessage)
@@ -197,18 +187,11 @@ func TestRecoveryFollowsRoutes(t *testing.T) {
 	// through the first request its route serves once it waits, and the
 	// recovery may reach it after a request: route a serves until then.
 	_ = gB.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsB))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, "route a's re-run completed", func() bool {
 		_ = gA.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), upstream(&callsA))
 		got, err := store.Get(ctx, "o", rerunA)
-		if err == nil && got.Status == task.StatusCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("route a's re-run: %+v %v, want completed", got, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && got.Status == task.StatusCompleted
+	})
 	if a, b := callsA.Load(), callsB.Load(); a != 1 || b != 0 {
 		t.Errorf("route a's next handler got %d re-runs, b's %d; want 1 and 0", a, b)
 	}

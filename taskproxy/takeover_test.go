@@ -28,13 +28,7 @@ func TestTakeoverMessages(t *testing.T) {
 	g := mustNew(t, Config{DefaultTTL: time.Minute, MaxTTL: time.Hour, MaxBody: 1 << 20, Route: "a",
 		RetryOnRestart: map[string]bool{"echo": true}}, rt)
 	mustStart(t, g)
-	deadline := time.Now().Add(30 * time.Second)
-	for !rt.Health(ctx).Recovered {
-		if time.Now().After(deadline) {
-			t.Fatal("recovery did not end")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the recovery pass", func() bool { return rt.Health(ctx).Recovered })
 	past := runtime.Now().Add(-time.Hour)
 	orphan := func(era task.Era, session, route, tool string) string {
 		id := task.NewTaskID()
@@ -73,17 +67,7 @@ func TestTakeoverMessages(t *testing.T) {
 		{"route not configured here", gone, task.StatusFailed, runtime.MsgReplicaRouteGone},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var got *task.Task
-			for {
-				var err error
-				if got, err = store.Get(ctx, "o", c.id); err == nil && got.Status.Terminal() {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("task %+v %v did not end", got, err)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			got := waitStoreStatus(t, store, "o", c.id, task.Status.Terminal)
 			seen := false
 			for _, h := range got.History {
 				seen = seen || h.Message == c.message

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -87,20 +86,4 @@ func TestUpstreamRequestsHaveOwnVars(t *testing.T) {
 		t.Fatalf("create answer %s", rec.Body)
 	}
 	waitStatus(t, g, task.Anonymous, created.Result.Task.TaskID, task.StatusCompleted)
-}
-
-// waitStatus waits, with a generous deadline, for a task to reach want.
-func waitStatus(t *testing.T, g *Gateway, owner, id string, want task.Status) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		rec, err := g.rt.Store.Get(context.Background(), owner, id)
-		if err == nil && rec.Status == want {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s: %v, %v; want status %s", id, rec, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -266,15 +266,11 @@ func TestUpstreamTaskResumedAfterRestart(t *testing.T) {
 			// A request the route serves opens it for the resumed work;
 			// served until then, since recovery runs concurrently.
 			var rec *task.Task
-			deadline := time.Now().Add(20 * time.Second)
-			for rec == nil || !rec.Status.Terminal() {
-				if time.Now().After(deadline) {
-					t.Fatalf("task %+v not ended", rec)
-				}
+			waitFor(t, "the resumed task's end", func() bool {
 				_ = g.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/mcp", nil), tc.up)
-				time.Sleep(20 * time.Millisecond)
 				rec, _ = store.Get(t.Context(), "o", id)
-			}
+				return rec != nil && rec.Status.Terminal()
+			})
 			if rec.Status != tc.want || (tc.check != "" && (rec.Error == nil || !strings.Contains(rec.Error.Message, tc.check))) {
 				t.Errorf("resumed task %s %+v, want %s %q", rec.Status, rec.Error, tc.want, tc.check)
 			}
@@ -384,13 +380,7 @@ func TestUpstreamTaskExpired(t *testing.T) {
 	if rec.Status != task.StatusFailed || rec.Error == nil || !strings.Contains(rec.Error.Message, rpcerr.ErrTaskExpired.Error()) {
 		t.Errorf("task %s %+v, want failed as expired", rec.Status, rec.Error)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !up.saw("tasks/cancel") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the upstream never saw tasks/cancel (saw %v)", up.methods)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the upstream's tasks/cancel", func() bool { return up.saw("tasks/cancel") })
 }
 
 // While the upstream's tasks/result blocks, the gateway polls its tasks/get
@@ -402,17 +392,10 @@ func TestUpstreamTaskStatusMirrored(t *testing.T) {
 	defer g.rt.Close(time.Second)
 	_ = g.ServeHTTP(httptest.NewRecorder(), post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`), initAnswer())
 	id := createV2025(t, g, up)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitFor(t, "the upstream's status message on the task", func() bool {
 		rec, err := g.rt.Store.Get(t.Context(), task.Anonymous, id)
-		if err == nil && rec.StatusMessage == "upstream says hi" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %+v, %v: the upstream's status message never shown", rec, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && rec.StatusMessage == "upstream says hi"
+	})
 	close(up.hold)
 	if rec := waitEnded(t, g, task.Anonymous, id); rec.Status != task.StatusCompleted {
 		t.Errorf("task %s, want completed", rec.Status)

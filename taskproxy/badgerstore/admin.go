@@ -15,14 +15,14 @@ import (
 // Store-wide listing on Badger for the admin API. The owner index keys,
 // o/<owner hash>/<createdAt hex>/<taskId>, carry everything needed to order
 // tasks by creation, so a page reads the keys of the owner index (no values)
-// to find its place, then only the headers (head.go) of the tasks it
+// to find its place, then only the headers ([handle.readHead]) of the tasks it
 // returns or filters out. Its
 // cost grows with the number of stored tasks, which the sweeper bounds;
 // operators page rarely, so no second, global index is kept on the write
 // path for it.
 
 // storeLister lists every owner's tasks: the admin API's listing and
-// lookup by id, and recovery's walk of the active index (lease.go).
+// lookup by id, and recovery's walk of the active index ([opening]).
 type storeLister struct {
 	*reader
 }

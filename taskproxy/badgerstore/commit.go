@@ -36,7 +36,7 @@ type writeOp struct {
 
 // committer is the group commit: the one goroutine that commits every
 // write of a task record or lease, and its cache of the live records it
-// wrote (livecache.go).
+// wrote ([committer.readLive]).
 type committer struct {
 	*handle
 	*opening
@@ -45,15 +45,15 @@ type committer struct {
 	writes        chan writeOp
 	committerDone chan struct{}
 	// live and staged are the committer's cache of live records
-	// (livecache.go); only the committer goroutine touches them.
+	// ([committer.readLive]); only the committer goroutine touches them.
 	live, staged map[string]*liveEntry
 	// finished holds the ceilings of owners' finished counts
-	// (finishedbound.go); only the committer goroutine touches it.
+	// ([finishedCeilings]); only the committer goroutine touches it.
 	finished finishedCeilings
 }
 
 // writer makes the writes of tasks (creates, updates, and leases in
-// lease.go) and hands them to the committer.
+// [opening]) and hands them to the committer.
 type writer struct {
 	*committer
 	// maxRecord is the size limit of one encoded record.
@@ -227,7 +227,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 // write's outcome; a read failure fails the batch.
 // leaseInRecord reports where the task's lease lives (see encodeRecord).
 //
-// Another owner's task is refused on its header (head.go) before its
+// Another owner's task is refused on its header ([handle.readHead]) before its
 // record is read, whatever its size.
 func (s *committer) liveRecord(txn *badger.Txn, owner, id string) (t *task.Task, leaseInRecord bool, outcome, fatal error) {
 	if !s.cached(id) {

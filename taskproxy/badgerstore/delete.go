@@ -12,7 +12,7 @@ import (
 // DeleteFinished deletes the terminal task id as the sweep deletes an
 // expired one (deleteTask: every key, and a tombstone for one ttl more),
 // through the committer, whose cache of live records then forgets it. The
-// finished-count ceilings (finishedbound.go) stay as they are: a ceiling
+// finished-count ceilings ([finishedCeilings]) stay as they are: a ceiling
 // only has to stay at or above the true count, and the next walk of the
 // owner's finished index counts without the deleted task.
 func (s *sweeper) DeleteFinished(ctx context.Context, id string) (*task.Task, error) {

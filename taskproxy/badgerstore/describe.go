@@ -14,7 +14,7 @@ import (
 //
 //	d/<sha256(session id)>    the description, expiring with the binding
 //
-// It is a key of its own beside the binding (s/, sessions.go), so that a
+// It is a key of its own beside the binding (s/, [sessions]), so that a
 // binding written by an older build reads as one without a description and
 // an older build reads a newer binding as before. Every write of the
 // binding gives the description the binding's expiry.

@@ -9,7 +9,7 @@ import (
 )
 
 // The committer's cache of live records. Every write of a task record or
-// lease goes through the committer (commit.go), the sweep's deletions
+// lease goes through the [committer], the sweep's deletions
 // included, so the committer knows the last committed state of every task
 // it wrote; an update or a lease renewal of such a task (the worker storing
 // its outcome, most often) then starts from that state instead of reading

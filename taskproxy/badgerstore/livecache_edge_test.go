@@ -11,8 +11,8 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// Review findings on the committer's live cache and on where a lease lives
-// (session 4 review). Each test states what the store should do.
+// Edge cases of the committer's live cache and of where a lease lives.
+// Each test states what the store should do.
 
 // holdCommitter blocks the committer on a write of its own until the
 // returned function is called, so that the writes queued meanwhile are
@@ -50,7 +50,7 @@ func queued(t *testing.T, s *Store, n int) {
 // renewal passes size 0 ("kept only if already cached, so known to be
 // small"). The record stays cached, big, for as long as only renewals
 // follow.
-func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
+func TestLiveCacheKeepsNoBigRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
@@ -103,7 +103,7 @@ func TestReviewLiveCacheKeepsNoBigRecord(t *testing.T) {
 // the caller makes to its copy, never written, reaches the store with the
 // next update, and a caller writing the map while the committer encodes
 // the record is a concurrent map access.
-func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
+func TestLiveCacheOwnsItsTask(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)
@@ -139,7 +139,7 @@ func TestReviewLiveCacheOwnsItsTask(t *testing.T) {
 // lease as it was; those builds let the key win. readRecord stopped at the
 // record's stale lease and never read the key; it now skips the key only
 // for a lease of this opening of the store, which only this process wrote.
-func TestReviewLegacyLeaseKeyWins(t *testing.T) {
+func TestLeaseKeyWinsOverRecordLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newMemStore(t)

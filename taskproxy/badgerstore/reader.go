@@ -12,8 +12,8 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// reader reads an owner's tasks: the record, its header (head.go) and the
-// owner index with its signed cursors (cursor.go).
+// reader reads an owner's tasks: the record, its header ([handle.readHead]) and the
+// owner index with its signed cursors ([cursorSigner]).
 type reader struct {
 	*handle
 	*opening
@@ -30,7 +30,7 @@ func (s *reader) getTask(txn *badger.Txn, id string) (*task.Task, error) {
 }
 
 // Get returns the owner's task. The owner is checked on the task's header
-// (head.go), so another owner's task is refused without reading its
+// ([handle.readHead]), so another owner's task is refused without reading its
 // record, whatever its size.
 func (s *reader) Get(ctx context.Context, owner, id string) (*task.Task, error) {
 	var t *task.Task
@@ -68,7 +68,7 @@ func missing(txn *badger.Txn, owner, id string, err error) error {
 }
 
 // GetSummary returns the summary of the owner's task from its header
-// (head.go), never reading its record unless the header is not the
+// ([handle.readHead]), never reading its record unless the header is not the
 // record's (a store written before headers).
 func (s *reader) GetSummary(ctx context.Context, owner, id string) (*task.Task, error) {
 	var t *task.Task

@@ -21,20 +21,20 @@ import (
 // Key layout (the store rules are in package task's doc):
 //
 //	t/<taskId>                                 the record, with its lease until that is renewed
-//	h/<taskId>                                 its header: what listings show (head.go)
+//	h/<taskId>                                 its header: what listings show ([handle.readHead])
 //	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<quota hash>/<taskId>                    active (non-terminal) index: quotas, recovery
-//	f/<quota hash>/<expiresAt hex>/<taskId>    finished index: their bound (head.go)
+//	f/<quota hash>/<expiresAt hex>/<taskId>    finished index: their bound ([handle.readHead])
 //	e/<expiresAt hex>/<taskId>                 expiry index: the sweeper
 //	i/<owner hash>/<key hash>                  idempotency keys: the task id
 //	x/<taskId>                                 tombstone of a swept task: its owner hash
-//	s/<session id hash>                        a session binding: its owner hash (sessions.go)
-//	d/<session id hash>                        its client's description (describe.go)
-//	u/<key hash>                               what was learned of an upstream (learned.go)
+//	s/<session id hash>                        a session binding: its owner hash ([sessions])
+//	d/<session id hash>                        its client's description ([sessions.DescribeSession])
+//	u/<key hash>                               what was learned of an upstream ([learned])
 //	m/epoch                                    how many times the store was opened
 //	m/cursor-secret                            the key that signs listing cursors
-//	m/format                                   the format version (format.go)
+//	m/format                                   the format version ([checkFormat])
 //
 // Owners are hashed so that keys have a fixed shape whatever the principal
 // looks like. The active and finished indexes count a task under the hash
@@ -68,7 +68,7 @@ type Options struct {
 	GCInterval time.Duration
 	// MinFreeBytes is the free space of the store's filesystem below which
 	// writes are refused (task.ErrUnavailable) until there is room again
-	// (diskguard.go). 0 means DefaultMinFreeBytes; negative checks only
+	// ([diskGuard]). 0 means DefaultMinFreeBytes; negative checks only
 	// that the filesystem takes writes.
 	MinFreeBytes int64
 }
@@ -83,21 +83,21 @@ const DefaultGCInterval = 10 * time.Minute
 // point to; their methods are the Store's through embedding.
 type Store struct {
 	handle      // the database, the disk guard and the closed gate
-	opening     // this opening's epoch and lease holder (lease.go)
-	committer   // the group commit and its cache of live records (commit.go, livecache.go)
-	writer      // creates, updates and leases, as the committer's writes (commit.go, lease.go)
+	opening     // this opening's epoch and lease holder
+	committer   // the group commit and its cache of live records ([committer.readLive])
+	writer      // creates, updates and leases, as the committer's writes ([committer], [opening])
 	reader      // an owner's reads: Get, List, CountActive
-	storeLister // every owner's tasks: the admin API's and recovery's listings (admin.go)
-	sessions    // session bindings (sessions.go)
-	learned     // what was learned of upstreams (learned.go)
-	sweeper     // expiry and value-log garbage collection (sweep.go)
+	storeLister // every owner's tasks: the admin API's and recovery's listings
+	sessions    // session bindings
+	learned     // what was learned of upstreams
+	sweeper     // expiry and value-log garbage collection
 }
 
 // handle is the database with what every call goes through: the gate that
 // keeps Close out while a call runs, and the disk guard before a write.
 type handle struct {
 	db *badger.DB
-	// guard checks the filesystem before writes (diskguard.go); nil in
+	// guard checks the filesystem before writes ([diskGuard]); nil in
 	// memory.
 	guard *diskGuard
 

@@ -55,7 +55,7 @@ func (s *sweeper) Sweep(ctx context.Context, now time.Time, batch int) (int, err
 			return total, err
 		}
 		// Through the committer, which keeps a cache of the live records
-		// it wrote (livecache.go): it learns of the deletions.
+		// it wrote ([committer.readLive]): it learns of the deletions.
 		err = s.write(func(txn *badger.Txn) (error, error) {
 			for _, k := range ids {
 				id, err := s.deleteTask(txn, k)

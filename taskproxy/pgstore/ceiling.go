@@ -13,7 +13,7 @@ import (
 // owner's finished tasks up to the bound on every create: with thousands
 // kept, that count (a few milliseconds per 10,000, under the owner's lock)
 // was what a create of that owner waited for. As in the Badger store
-// (finishedbound.go there), the owner's row keeps a ceiling of that count
+// (its finishedCeilings), the owner's row keeps a ceiling of that count
 // instead, which a group reads as it locks the row:
 //
 //   - finished_ceiling is at least the number of the owner's tasks, active

@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The ceiling of an owner's finished tasks (ceiling.go).
+// The ceiling of an owner's finished tasks ([ownerBounds]).
 
 // finishedTask is a completed task of alice's.
 func finishedTask() *task.Task {

@@ -16,7 +16,7 @@ import (
 // ttl more), and drops it from this process's cache of finished records.
 // Another replica's cache may still serve the record to its owner until
 // finishedCacheMargin before its ttl ends. The owner's finished ceiling
-// (ceiling.go) stays: it only has to stay at or above the true count.
+// ([ownerBounds]) stays: it only has to stay at or above the true count.
 func (s *sweeper) DeleteFinished(ctx context.Context, id string) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed

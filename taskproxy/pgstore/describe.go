@@ -12,7 +12,7 @@ import (
 )
 
 // A session's client description is a column of its binding's row
-// (sessions.go): NULL for a binding written by an older build, cleared
+// ([sessions]): NULL for a binding written by an older build, cleared
 // when another owner binds an expired id, deleted with the row.
 
 // DescribeSession stores desc with the live binding of sessionID to owner.

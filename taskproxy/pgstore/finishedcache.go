@@ -25,7 +25,7 @@ import (
 //     reads the database, as without the cache.
 //
 // It is bounded by the records' bytes and drops the least recently used.
-// The runtime's cache of tasks/get answers (internal/runtime/viewcache.go)
+// The runtime's cache of tasks/get answers
 // sits in front of it and holds fewer, rendered answers; this one also
 // serves tasks/result and the answers that cache dropped.
 

@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The cache of finished tasks' records (finishedcache.go). A row deleted
+// The cache of finished tasks' records ([finishedCache]). A row deleted
 // behind the store's back shows what the store answers without asking the
 // database.
 func TestFinishedCache(t *testing.T) {

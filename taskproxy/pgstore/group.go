@@ -31,7 +31,7 @@ import (
 //
 //  1. BEGIN, SET LOCAL lock_timeout (groupLockTimeout), then the rows of the
 //     group's owners are locked (the quota lock of a single create), in the
-//     order of their hashes, and their ceilings read (ceiling.go); the ids
+//     order of their hashes, and their ceilings read ([ownerBounds]); the ids
 //     and idempotency keys of the group are looked up;
 //  2. each owner's tasks are counted, once for the group, where a bound
 //     needs it: active ones up to the active bound, finished ones only when
@@ -103,7 +103,7 @@ type createGroups struct {
 	// slow is the creates handed to their own goroutines (a lock wait).
 	slow sync.WaitGroup
 	// groups counts the group transactions committed, walks the counts of
-	// owners' finished tasks they made (ceiling.go), for tests.
+	// owners' finished tasks they made ([ownerBounds]), for tests.
 	groups, walks atomic.Uint64
 	// beforeGroup, when set (by tests), runs in the committer once it has
 	// the first create of a group and before it takes the others.
@@ -292,7 +292,7 @@ func (g *createGroups) createAlone(op *createOp) error {
 	err := g.inTx(ctx, func(tx pgx.Tx) error {
 		refused = nil
 		// Locked even without a bound: the write of the row drops its
-		// ceiling (ceiling.go), which this insert does not add to.
+		// ceiling ([ownerBounds]), which this insert does not add to.
 		if _, err := tx.Exec(ctx, g.q.lockOwner, op.quota); err != nil {
 			return err
 		}
@@ -414,7 +414,7 @@ func (g *createGroups) writeGroup(ctx context.Context, tx groupConn, group []*cr
 }
 
 // lookUp is steps 1 and 2 of a group, in one round trip: the lock
-// timeout, the owners' rows locked (with their ceilings, ceiling.go), the
+// timeout, the owners' rows locked (with their ceilings, [ownerBounds]), the
 // ids and keys looked up.
 func (g *createGroups) lookUp(ctx context.Context, tx groupConn, group []*createOp, owners []*ownerBounds) (groupLookups, error) {
 	found := groupLookups{ids: map[string]bool{}, keys: map[string]knownKey{}}

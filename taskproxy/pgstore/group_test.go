@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The group commit of creates (group.go), with a real PostgreSQL.
+// The group commit of creates ([createGroups]), with a real PostgreSQL.
 
 // createHeld queues creates on s while its committer is held, so that they
 // all go in one group (the first one taken, the rest queued), then releases

@@ -99,7 +99,7 @@ func (s *cursorSigner) readCursor(domain, cursor string) (int64, string, error) 
 }
 
 // lister lists an owner's tasks, with signed cursors, and the pages of
-// every owner's active tasks that recovery and takeover walk (expired.go).
+// every owner's active tasks that recovery and takeover walk ([lister.ListExpiredLeases]).
 type lister struct {
 	*database
 	*cursorSigner

@@ -60,9 +60,9 @@ CREATE TABLE {s}.sessions (
 );
 CREATE INDEX sessions_expires ON {s}.sessions (expires_ns);
 `,
-	// Leaderships (leader.go): one row per duty that one replica does for
+	// Leaderships ([leadership]): one row per duty that one replica does for
 	// all, such as sweeping; and the index the takeover of expired leases
-	// reads (expired.go).
+	// reads ([lister.ListExpiredLeases]).
 	2: `
 CREATE TABLE {s}.leaders (
 	name       text PRIMARY KEY,
@@ -79,13 +79,13 @@ CREATE INDEX leases_expires ON {s}.leases (expires_ns);
 ALTER TABLE {s}.tasks ADD COLUMN summary bytea;
 CREATE INDEX tasks_finished_owner ON {s}.tasks (owner_hash, expires_ns) WHERE status NOT IN ('working', 'input_required');
 `,
-	// The ceiling of an owner's finished tasks (ceiling.go): a bound of
+	// The ceiling of an owner's finished tasks ([ownerBounds]): a bound of
 	// their count kept on the owner's row, the time from which it holds,
 	// and the transaction that wrote it.
 	4: `
 ALTER TABLE {s}.owners ADD COLUMN finished_ceiling bigint, ADD COLUMN ceiling_from bigint, ADD COLUMN ceiling_xid bigint;
 `,
-	// What a session's client said of itself (describe.go), kept with
+	// What a session's client said of itself ([sessions.DescribeSession]), kept with
 	// its binding. Bindings of earlier versions have none.
 	5: `
 ALTER TABLE {s}.sessions ADD COLUMN description bytea;
@@ -117,7 +117,7 @@ func lockKey(schema string) int64 {
 
 // minServerVersion is the oldest PostgreSQL the store runs on (as
 // server_version_num): 12, for plan_cache_mode, which the group commit sets
-// (queries.go, genericPlans).
+// ([queries], genericPlans).
 const minServerVersion = 120000
 
 // serverVersionQuery reads the server's version as a number and in words.

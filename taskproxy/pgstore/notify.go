@@ -22,7 +22,7 @@ import (
 // with backoff. A payload is the sender's origin, the kind and the task id,
 // plus a progress notification's params when they fit: never task data,
 // receivers re-read the row. Payloads are sealed, and the channel is named,
-// under the schema's secret (seal.go): other roles of the database can
+// under the schema's secret ([sealEvent]): other roles of the database can
 // neither read nor forge them. Notifications can be lost (the listener
 // reconnecting, a pooler without LISTEN, NoNotify), so the tasks the process
 // has waiters for are also polled: their rows' versions are read every
@@ -44,7 +44,7 @@ const (
 )
 
 // events is what a store's relays share: how they poll and notify, the
-// events' key and channel (seal.go), the count of notifications dropped,
+// events' key and channel ([sealEvent]), the count of notifications dropped,
 // and the logger.
 type events struct {
 	*database
@@ -52,7 +52,7 @@ type events struct {
 	eventPoll time.Duration
 	noNotify  bool
 	// eventAEAD seals the events and eventChannel is their channel, both
-	// derived from the cursor secret (seal.go).
+	// derived from the cursor secret ([sealEvent]).
 	eventAEAD     cipher.AEAD
 	eventChannel  string
 	droppedEvents atomic.Uint64

@@ -20,9 +20,9 @@ type queries struct {
 	secretInit, secretGet                            string
 	learnedSave, learnedLoad                         string
 	stats                                            string
-	// The group commit of creates (group.go).
+	// The group commit of creates ([createGroups]).
 	lockTimeout, lockOwners, existingIDs, knownKeys, countOwners, insertTasks, setCeilings string
-	// The group commit of updates (updates.go).
+	// The group commit of updates ([updateGroups]).
 	getOwnMany, casMany string
 }
 
@@ -176,18 +176,18 @@ func newQueries(schema string) queries {
 		check:   `SELECT owner_hash FROM {s}.sessions WHERE session_hash = $1 AND expires_ns > $2`,
 		refresh: `UPDATE {s}.sessions SET expires_ns = $4 WHERE session_hash = $1 AND owner_hash = $2 AND expires_ns > $3`,
 		forget:  `DELETE FROM {s}.sessions WHERE session_hash = $1`,
-		// A session's client description, with its live binding (describe.go).
+		// A session's client description, with its live binding ([sessions.DescribeSession]).
 		describe:    `UPDATE {s}.sessions SET description = $3 WHERE session_hash = $1 AND owner_hash = $2 AND expires_ns > $4`,
 		description: `SELECT owner_hash, description FROM {s}.sessions WHERE session_hash = $1 AND expires_ns > $2`,
 
 		secretInit: `INSERT INTO {s}.meta (key, value) VALUES ('cursor-secret', $1) ON CONFLICT (key) DO NOTHING`,
 		secretGet:  `SELECT value FROM {s}.meta WHERE key = 'cursor-secret'`,
 
-		// What was learned of an upstream (learned.go).
+		// What was learned of an upstream ([learned]).
 		learnedSave: `INSERT INTO {s}.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
 		learnedLoad: `SELECT value FROM {s}.meta WHERE key = $1`,
 
-		// The group commit of creates (group.go): its lock timeout; the
+		// The group commit of creates ([createGroups]): its lock timeout; the
 		// quota locks of its owners, taken in the order of their hashes; its
 		// ids and keys looked up; each owner's tasks counted up to the
 		// greatest bound (LIMIT 0 counts none); its rows inserted.
@@ -203,7 +203,7 @@ func newQueries(schema string) queries {
 				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE {quota} = o.h AND {active} LIMIT o.ma) c),
 				(SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE {quota} = o.h AND {finished} AND expires_ns > o.since LIMIT o.mf) c)
 			FROM unnest($1::bytea[], $2::int8[], $3::int8[], $4::int8[]) WITH ORDINALITY AS o(h, ma, mf, since, n) ORDER BY o.n`,
-		// The ceilings of owners' finished tasks (ceiling.go), written with
+		// The ceilings of owners' finished tasks ([ownerBounds]), written with
 		// the transaction that wrote them.
 		setCeilings: `UPDATE {s}.owners o SET finished_ceiling = u.c, ceiling_from = u.f, ceiling_xid = txid_current()
 			FROM unnest($1::bytea[], $2::int8[], $3::int8[]) AS u(h, c, f) WHERE o.owner_hash = u.h`,
@@ -221,7 +221,7 @@ func newQueries(schema string) queries {
 			l AS (INSERT INTO {s}.leases (task_id, holder, expires_ns) SELECT r.id, r.holder, r.lease_ns FROM r JOIN ins USING (id) WHERE r.holder <> '')
 			SELECT CASE WHEN count(*) = $13 THEN count(*) ELSE 1 / (count(*) - count(*)) END FROM ins`,
 
-		// The group commit of updates (updates.go): the rows read by id and
+		// The group commit of updates ([updateGroups]): the rows read by id and
 		// owner; the compare-and-sets, their rows locked in the order of
 		// their ids (the version checked again on the row locked; a row
 		// locked elsewhere is skipped, its update goes again and then on

@@ -297,7 +297,7 @@ func TestRecordTooLarge(t *testing.T) {
 // A write does not follow the caller's cancellation once it is under way
 // (as with Badger): an update whose client already left is stored, not
 // half-done. A create is the exception while it still waits for its group
-// (group.go): a caller that left before it was taken gets the context's
+// ([createGroups]): a caller that left before it was taken gets the context's
 // error, and nothing is stored.
 func TestWriteIgnoresCallerCancel(t *testing.T) {
 	t.Parallel()

@@ -38,11 +38,11 @@ type Options struct {
 	// WriteTimeout bounds one write. Writes do not follow the caller's
 	// cancellation once under way, as in the Badger store: a write a
 	// client walked away from still lands or fails as a whole. A create
-	// whose caller left while it still waited for its group (group.go) is
+	// whose caller left while it still waited for its group ([createGroups]) is
 	// dropped, unwritten. 0 means DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	// EventPoll is how often a replica re-reads the tasks it has waiters
-	// for (notify.go), so that a lost notification only delays a wake-up.
+	// for ([relay]), so that a lost notification only delays a wake-up.
 	// 0 means DefaultEventPoll; negative turns polling off.
 	EventPoll time.Duration
 	// NoNotify turns LISTEN/NOTIFY off: replicas learn of each other's
@@ -65,15 +65,15 @@ const DefaultWriteTimeout = 30 * time.Second
 // through embedding.
 type Store struct {
 	database    // the pool, the schema's SQL, the write deadline and the closed flag
-	taskRows    // creates, reads and updates of a task's row (tasks.go)
-	lister      // an owner's listing and the store-wide active and expired-lease ones (listing.go, expired.go)
-	adminLister // every owner's tasks for the admin API (admin.go)
-	leases      // lease rows (lease.go)
-	leadership  // leaderships of duties one replica does for all (leader.go)
-	sessions    // session bindings (sessions.go)
-	learned     // what was learned of upstreams (learned.go)
-	sweeper     // expiry of tasks, tombstones and bindings (sweep.go)
-	events      // events between replicas: LISTEN/NOTIFY and polling (notify.go)
+	taskRows    // creates, reads and updates of a task's row
+	lister      // an owner's listing and the store-wide active and expired-lease ones ([lister.ListExpiredLeases])
+	adminLister // every owner's tasks for the admin API
+	leases      // lease rows
+	leadership  // leaderships of duties one replica does for all
+	sessions    // session bindings
+	learned     // what was learned of upstreams
+	sweeper     // expiry of tasks, tombstones and bindings
+	events      // events between replicas: LISTEN/NOTIFY and polling ([relay])
 	// holder names this opening of the store as a lease holder (newHolder).
 	holder string
 }
@@ -86,7 +86,7 @@ type database struct {
 	q            queries
 	writeTimeout time.Duration
 	closed       atomic.Bool
-	// finished is the cache of finished tasks' records (finishedcache.go).
+	// finished is the cache of finished tasks' records ([finishedCache]).
 	finished finishedCache
 	// deadlocks counts the transactions the server broke as deadlocked
 	// (each then ran again): none is expected, as every transaction takes
@@ -192,7 +192,7 @@ func (s *Store) Close() error {
 
 // fail wraps err with what failed, and reports ErrClosed for a call that
 // raced Close. An error of reaching the database is also
-// task.ErrUnavailable (unavailable.go).
+// task.ErrUnavailable ([unavailable]).
 func (s *database) fail(what string, err error) error {
 	if s.closed.Load() {
 		return task.ErrClosed

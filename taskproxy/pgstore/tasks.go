@@ -18,8 +18,8 @@ type taskRows struct {
 	*database
 	// maxRecord is the size limit of one encoded record.
 	maxRecord int
-	// groups and updates are the group committers of creates (group.go)
-	// and of updates (updates.go).
+	// groups and updates are the group committers of creates ([createGroups])
+	// and of updates ([updateGroups]).
 	groups  *createGroups
 	updates *updateGroups
 }
@@ -73,7 +73,7 @@ func (s *taskRows) CreateWithin(ctx context.Context, t *task.Task, maxActive int
 
 // CreateWithinLimits stores t unless its quota (Task.Quota: its owner,
 // or its QuotaKey) is at a bound. The create is written by the group
-// committer (group.go), in one transaction with the creates that wait
+// committer ([createGroups]), in one transaction with the creates that wait
 // beside it; the quota's row in the owners table is locked first, so
 // that concurrent creates of one quota, on any replica, count one after
 // the other.
@@ -293,7 +293,7 @@ const optimisticTries = 3
 
 // Update applies fn to the owner's task as a compare-and-set on the row's
 // version; see task.Store. It is written by the group committer of updates
-// (updates.go), together with the updates waiting beside it.
+// ([updateGroups]), together with the updates waiting beside it.
 func (s *taskRows) Update(ctx context.Context, owner, id string, fn func(*task.Task) error) (*task.Task, error) {
 	if s.closed.Load() {
 		return nil, task.ErrClosed

@@ -14,7 +14,7 @@ import (
 )
 
 // Group commit of updates (a task's outcome, its status changes). As with
-// creates (group.go), updates are queued to one committer goroutine, which
+// creates ([createGroups]), updates are queued to one committer goroutine, which
 // takes whatever is waiting (up to maxGroup, one update per task; a second
 // update of a task waits for the next round) and writes them together:
 //

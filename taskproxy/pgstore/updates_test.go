@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// The group commit of updates (updates.go): updates waiting together are
+// The group commit of updates ([updateGroups]): updates waiting together are
 // one statement, and each keeps its own outcome.
 func TestUpdateGroup(t *testing.T) {
 	t.Parallel()

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// Review (session 4): the hand-written lease and history of a record are
+// The hand-written lease and history of a record are
 // encoding/json's bytes for awkward values too, and where encoding/json
 // fails the hand-written encoder fails alike.
-func TestReviewRecordLeaseHistoryMatchJSON(t *testing.T) {
+func TestRecordLeaseHistoryMatchJSON(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.FixedZone("", 5*3600+30*60))
 	awkward := "a \"q\" <b>&</b> \\ \n\t\u2028\u2029 é \x7f \xff\xfe"

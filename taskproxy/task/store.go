@@ -180,7 +180,7 @@ type TaskStore interface {
 	// holder, or held by a holder the store knows to be gone. Otherwise it
 	// fails with ErrLeaseHeld. Terminal tasks give ErrTerminal. A zero
 	// ttl releases holder's lease: it is left expired at now, free for
-	// any holder (release.go).
+	// any holder.
 	Acquire(ctx context.Context, owner, id, holder string, now time.Time, ttl time.Duration) (*Task, error)
 	// Sweep deletes tasks whose ttl ended before now, with their index
 	// keys, at most batch per transaction, and returns how many it deleted.

@@ -88,14 +88,14 @@ type Task struct {
 	UpstreamID json.RawMessage `json:"upstreamId,omitempty"`
 	Round      int             `json:"round,omitempty"`
 	// UpstreamTask says the upstream runs the call as a task of its own
-	// (upstreamtask.go): the worker creates it there with params.task and
+	// (a task-aware upstream): the worker creates it there with params.task and
 	// follows it. UpstreamTaskID is the upstream's id of that task, once
 	// created; a restart resumes following it.
 	UpstreamTask   bool   `json:"upstreamTask,omitempty"`
 	UpstreamTaskID string `json:"upstreamTaskId,omitempty"`
 	// UpstreamV2026 says the upstream's task is a 2026-07-28 one (the
 	// tasks extension): it is followed with tasks/get and answered with
-	// tasks/update, not with tasks/result (upstreamtask2026.go).
+	// tasks/update, not with tasks/result.
 	UpstreamV2026 bool `json:"upstreamV2026,omitempty"`
 
 	// Inputs are the input requests met during the task, in order; their

@@ -19,9 +19,9 @@ import (
 // speaks only 2025-11-25. The gateway learns once per route, by probing
 // with server/discover, whether the upstream speaks 2026-07-28; when it
 // does not, it answers 2026-07-28 requests itself on upstream sessions it
-// holds per principal (sessions.go): server/discover from the
+// holds per principal ([bridgeSessions]): server/discover from the
 // upstream's initialize, tools/call with its input requests turned into
-// input_required or a task (call.go), and every other request
+// input_required or a task ([bridgedCall]), and every other request
 // translated both ways. 2025-11-25 traffic never waits for the probe.
 
 // Bridge is a configuration's version bridge: what the probe learned per

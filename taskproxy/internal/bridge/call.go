@@ -31,7 +31,7 @@ import (
 //   - when the client declared the tasks extension and the tool may run as
 //     a task, the call becomes a task in input_required: its inputRequests
 //     are answered with tasks/update, which the gateway sends the upstream
-//     as the responses to its requests (internal/runtime/input.go), and the task's worker
+//     as the responses to its requests ([runtime.Route.AnswerUpstream]), and the task's worker
 //     follows the same upstream call to its end;
 //   - otherwise the client gets input_required with inputRequests and a
 //     requestState naming the call, which the gateway keeps open; the
@@ -199,7 +199,7 @@ func (c *call) serveBridgedToolsCall(meta v2026.RequestMeta) error {
 	state, _ := wire.StringParam(c.Msg.Params, "requestState")
 	if state == "" {
 		// A tool the upstream runs as its own task is followed there
-		// (task.go); what the upstream runs is learned on the
+		// ([call.serveBridgedUpstreamTask]); what the upstream runs is learned on the
 		// caller's session.
 		s, err := c.acquireBridgeSession(meta)
 		if err != nil {

@@ -411,7 +411,8 @@ func (c *call) openBridgeSession(meta v2026.RequestMeta) func(ctx context.Contex
 		c.Probes.ConfirmV2025(endpoint) // a 2025-11-25 server is there
 		s.owner = owner
 		// Whether the upstream runs tool calls as tasks of its own, as a
-		// passed-through initialize would teach it (internal/wire/tools.go).
+		// passed-through initialize would teach it
+		// ([wire.UpstreamCaps.LearnInitialize]).
 		if init, err := json.Marshal(map[string]json.RawMessage{"capabilities": jsonx.OrEmptyObject(s.capabilities)}); err == nil {
 			c.Tools.Caps.LearnInitialize(init)
 		}

@@ -15,9 +15,9 @@ import (
 )
 
 // Bridged calls of a tool the upstream runs as a task itself
-// (internal/wire/tools.go): a 2026-07-28 client calling it through the version
+// ([wire.ToolPolicy.UpstreamRunsTask]): a 2026-07-28 client calling it through the version
 // bridge gets the gateway's task at once, and the task's worker creates the
-// upstream's task with params.task and follows it (internal/runtime/upstreamtask.go), all on
+// upstream's task with params.task and follows it, all on
 // the principal's 2025-11-25 upstream session with 2025-11-25 headers. The
 // upstream's input requests become the task's inputRequests, answered with
 // tasks/update; tasks/cancel becomes the upstream's tasks/cancel; the

@@ -10,7 +10,7 @@
 // It imports the task model, jsonrpc, the calls to the next handler
 // (internal/upstream), the error mappers (internal/rpcerr) and the pure
 // version translations (internal/translate), never the runtime or
-// anything above it (the root's imports_test.go holds the rule).
+// anything above it (the root's TestImportRules holds the rule).
 //
 // # An upstream's task
 //

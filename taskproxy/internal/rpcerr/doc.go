@@ -20,5 +20,5 @@
 //
 // It imports the task model, jsonrpc and the calls to the next handler
 // (internal/upstream, for the marks of their failures), never the runtime
-// or anything above it (the root's imports_test.go holds the rule).
+// or anything above it (the root's TestImportRules holds the rule).
 package rpcerr

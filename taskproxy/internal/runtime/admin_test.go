@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -21,6 +20,7 @@ func (s unwritableStore) CheckWritable() error { return s.err }
 // A store that reads but cannot take writes is not healthy: every new task
 // would be refused there.
 func TestHealthAsksWhetherTheStoreTakesWrites(t *testing.T) {
+	t.Parallel()
 	full := fmt.Errorf("%w: the store's filesystem is full", task.ErrUnavailable)
 	for _, tt := range []struct {
 		name     string
@@ -28,14 +28,12 @@ func TestHealthAsksWhetherTheStoreTakesWrites(t *testing.T) {
 		writable bool
 	}{{"writable", nil, true}, {"full", full, false}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			rt, route := testRouteOn(t, unwritableStore{Store: newMemStore(t), err: tt.err})
 			if err := route.Start(); err != nil {
 				t.Fatal(err)
 			}
-			h := rt.Health(context.Background())
-			for ; !h.Recovered; h = rt.Health(context.Background()) { // recovery of an empty store ends at once
-				time.Sleep(time.Millisecond)
-			}
+			h := waitRecovered(t, rt)
 			if h.Writable != tt.writable || h.Healthy() != tt.writable || !h.Reachable {
 				t.Errorf("health %+v, want writable and healthy %v, reachable", h, tt.writable)
 			}
@@ -49,14 +47,12 @@ func TestHealthAsksWhetherTheStoreTakesWrites(t *testing.T) {
 // A process that drains is not healthy: a load balancer that checks it
 // sends new tasks elsewhere while the running ones finish.
 func TestHealthWhileDraining(t *testing.T) {
+	t.Parallel()
 	rt, route := testRouteOn(t, newMemStore(t))
 	if err := route.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := rt.Health(context.Background())
-	for ; !h.Recovered; h = rt.Health(context.Background()) { // recovery of an empty store ends at once
-		time.Sleep(time.Millisecond)
-	}
+	h := waitRecovered(t, rt)
 	if !h.Healthy() || h.Draining {
 		t.Fatalf("health before the drain %+v, want healthy", h)
 	}
@@ -64,4 +60,16 @@ func TestHealthWhileDraining(t *testing.T) {
 	if h = rt.Health(context.Background()); h.Healthy() || !h.Draining || !h.Reachable {
 		t.Errorf("health while draining %+v, want draining and not healthy, the store still reachable", h)
 	}
+}
+
+// waitRecovered waits for the recovery pass after the start, which ends
+// at once on an empty store, and answers the health then.
+func waitRecovered(t *testing.T, rt *Runtime) Health {
+	t.Helper()
+	var h Health
+	waitFor(t, "the recovery pass", func() bool {
+		h = rt.Health(context.Background())
+		return h.Recovered
+	})
+	return h
 }

@@ -24,7 +24,7 @@ const (
 
 // Audit logs one event of task t (nil when the caller may not see it) at
 // info level; an AuditRetrieved of a state the caller already read goes to
-// debug level (auditreads.go).
+// debug level ([readSet]).
 func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Caller) {
 	level := zapcore.InfoLevel
 	if event == AuditRetrieved && t != nil {

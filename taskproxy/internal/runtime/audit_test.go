@@ -24,6 +24,7 @@ func auditRoute(t testing.TB, core zapcore.Core) *Route {
 // changes a task, a new state, another owner's read and every denial stay
 // at info.
 func TestAuditLevels(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.DebugLevel)
 	route := auditRoute(t, core)
 	working := &task.Task{ID: "t1", Owner: "alice", Principal: "alice", Tool: "x", Status: task.StatusWorking, CreatedAt: Now()}
@@ -63,6 +64,7 @@ func TestAuditLevels(t *testing.T) {
 // The set of first reads stays bounded: after two generations of other
 // reads, a read is forgotten and audited at info once more.
 func TestAuditReadSetBounded(t *testing.T) {
+	t.Parallel()
 	var s readSet
 	k := readKey{task: "t", owner: "o", status: task.StatusCompleted}
 	if !s.first(k) || s.first(k) {

@@ -15,13 +15,13 @@
 // an upstream's own task is and how to ask it (internal/follow), the
 // mapping of errors to what a client gets (internal/rpcerr) and the pure
 // version translations (internal/translate), never internal/gate, the
-// root or an adapter (the root's imports_test.go holds the rule).
+// root or an adapter (the root's TestImportRules holds the rule).
 //
 // # Maintenance loops
 //
 // Lease renewal, sweeping, settling unsettled outcomes and the orphan
 // scan, and takeover each are a small type (leaseRenewal, sweeper,
-// orphanLoop, takeoverLoop) whose rounds one ticker paces (ticker.go);
+// orphanLoop, takeoverLoop) whose rounds one ticker paces ([ticker]);
 // they start when the store opens and stop when the runtime closes.
 //
 // # Routes
@@ -44,13 +44,13 @@
 // a terminal record (ErrTerminal). A worker records the outcome with
 // retries (OutcomeBackoff); one that cannot store even a failure notes the
 // task as unsettled for the orphan loop. A task fails on its own at its
-// expiry, and at its run timeout (runtimeout.go), which counts only the time
+// expiry, and at its run timeout ([runTimer]), which counts only the time
 // it spends working.
 //
 // # Leases
 //
 // A worker holds its task's lease (the route's lease ttl, LeaseTTL by
-// default, renewed every third of it: lease.go), so that a process that
+// default, renewed every third of it: [Leases]), so that a process that
 // dies frees its tasks within the ttl:
 //
 //	free ──Acquire──► held by this process ──renew──► held ...

@@ -16,7 +16,7 @@ import (
 type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*Subscription]struct{}
-	// relay carries events to other processes sharing the store (events.go).
+	// relay carries events to other processes sharing the store ([Hub.Relayed]).
 	relay atomic.Pointer[task.EventRelay]
 	// released receives a value when a task's lease was released
 	// (task.EventReleased); those that come before it is taken coalesce.

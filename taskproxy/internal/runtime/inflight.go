@@ -38,10 +38,10 @@ type Run struct {
 	// the upstream is told once.
 	cancelling atomic.Bool
 	// upstreamTaskID is the upstream's id of the task it runs for this
-	// one (upstreamtask.go), once known: what tasks/cancel names.
+	// one ([worker.workUpstreamTask]), once known: what tasks/cancel names.
 	upstreamTaskID string
 	// create is the wait for the upstream's CreateTaskResult
-	// (pendingcreate.go).
+	// ([Run.readCreate]).
 	create pendingCreate
 }
 
@@ -75,7 +75,7 @@ type workerTable struct {
 	running map[string]*Run
 	wg      sync.WaitGroup
 	// ended counts the runs in the table whose task ended while the
-	// worker still read the upstream's CreateTaskResult (pendingcreate.go),
+	// worker still read the upstream's CreateTaskResult ([Run.readCreate]),
 	// so that creates need not walk the table when there are none.
 	ended atomic.Int64
 }

@@ -11,6 +11,7 @@ import (
 // A task leased to this process with no worker and its lease run out is
 // failed by the orphan pass; one with a worker or a live lease is not.
 func TestOrphanPass(t *testing.T) {
+	t.Parallel()
 	rt, route := testRoute(t)
 	ctx := context.Background()
 	now := Now()

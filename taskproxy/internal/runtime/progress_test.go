@@ -8,6 +8,7 @@ import (
 )
 
 func TestProgressMessage(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 150) // 300 bytes
 	tests := []struct {
 		params string
@@ -39,6 +40,7 @@ func TestProgressMessage(t *testing.T) {
 // Progress is written at once, then at most once per interval, the latest
 // kept for when the interval has passed.
 func TestProgressStatusPacing(t *testing.T) {
+	t.Parallel()
 	var p progressStatus
 	defer p.stop()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -25,7 +25,7 @@ import (
 // the route (handler instance) that created it, with that route's
 // retry_on_restart list; an orphan whose route is gone fails. A task the
 // upstream runs itself, whose id was recorded, is followed again there
-// (upstreamtask.go).
+// ([worker.workUpstreamTask]).
 
 // MsgRestarted is the status message (and error) of a task whose call was
 // lost in a restart.
@@ -45,7 +45,7 @@ const MsgRouteGone = "gateway restarted while the call was running, and the rout
 type recovery struct{ lost, rerun, routeGone string }
 
 // Recovered after this process restarted, or taken over from another
-// replica that stopped (replicas.go): the messages say which.
+// replica that stopped ([takeoverLoop]): the messages say which.
 var (
 	afterRestart     = &recovery{lost: MsgRestarted, rerun: MsgRerun, routeGone: MsgRouteGone}
 	afterReplicaStop = &recovery{lost: MsgReplicaLost, rerun: MsgReplicaRerun, routeGone: MsgReplicaRouteGone}
@@ -94,16 +94,17 @@ func (rt *Runtime) recoverTask(ctx context.Context, t *task.Task, why *recovery)
 			route.failOrphan(ctx, t, why.routeGone)
 		}
 	case t.Era == task.Era2026 && t.Session != "" && t.UpstreamTaskID == "":
-		// Bridged (internal/bridge/call.go): its input and its outcome belonged to
+		// Bridged (the version bridge's call on the principal's 2025-11-25
+		// upstream session, in the bridge package): its input and its outcome belonged to
 		// an upstream call on a 2025-11-25 session, which died with the
 		// process; answers would reach nothing. A bridged task the
 		// upstream runs itself, whose id was recorded, lives on in the
-		// upstream's session and is followed again below (internal/bridge/task.go).
+		// upstream's session and is followed again below.
 		route.failOrphan(ctx, t, why.lost)
 	case t.UpstreamTask && t.UpstreamV2026 && t.UpstreamTaskID == "" && waitsBeforeV2026Task(t):
 		// Input the upstream asked before making its task, the retry not
 		// sent yet: the answers, given already or still to come, go as
-		// the retry (upstreamtask2026_input.go); no call was in flight.
+		// the retry ([worker.v2026TaskOf]); no call was in flight.
 		route.resume(t, nil, "", why)
 	case t.Era == task.Era2026 && t.Status == task.StatusInputRequired && len(t.Outstanding()) > 0:
 		route.resume(t, nil, "", why)

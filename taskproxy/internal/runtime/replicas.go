@@ -14,7 +14,7 @@ import (
 // Several gateway processes (replicas) on one shared store. A task's worker
 // runs in the replica that accepted the call; any replica may serve the
 // task's other requests. What must cross between them travels as events
-// (events.go) through the store's relay:
+// ([Hub.Relayed]) through the store's relay:
 //
 //   - a cancel recorded elsewhere stops the worker here (watchRemote), as a
 //     local tasks/cancel does;

@@ -36,14 +36,14 @@ type RouteConfig struct {
 	RequestBase func(ctx context.Context, t *task.Task)
 	// RetryOnRestart names the tools whose calls run again after a restart.
 	RetryOnRestart map[string]bool
-	// RunTimeout bounds how long a task's tool may run (runtimeout.go);
+	// RunTimeout bounds how long a task's tool may run ([runTimer]);
 	// 0 means no bound but the task's ttl. ToolRunTimeouts holds per-tool
 	// limits, which take precedence (0 there: none for that tool).
 	RunTimeout      time.Duration
 	ToolRunTimeouts map[string]time.Duration
 	// SweepInterval spaces the sweeps of expired tasks.
 	SweepInterval time.Duration
-	// LeaseTTL is how long a worker's lease lasts (lease.go); 0 means
+	// LeaseTTL is how long a worker's lease lasts ([Leases]); 0 means
 	// LeaseTTL.
 	LeaseTTL time.Duration
 	// Observer counts lifecycle events; nil ignores them.
@@ -69,7 +69,7 @@ type Route struct {
 	rt       *Runtime
 	log      *zap.Logger
 	auditLog *zap.Logger
-	reads    readSet // the reads audited at info level (auditreads.go)
+	reads    readSet // the reads audited at info level
 	base     *routeBase
 	started  atomic.Bool
 }

@@ -26,9 +26,9 @@ type Runtime struct {
 	Store   task.Store
 	Hub     *Hub
 	workers *workerTable
-	views   viewCache // finished tasks' tasks/get answers (viewcache.go)
+	views   viewCache // finished tasks' tasks/get answers
 	// Inline counts plain clients' calls waiting on an upstream task
-	// (inlinecalls.go): active tasks for the owner's bound.
+	// ([InlineCalls]): active tasks for the owner's bound.
 	Inline InlineCalls
 
 	ctx    context.Context
@@ -43,7 +43,7 @@ type Runtime struct {
 	closed    bool
 	mu        sync.Mutex
 
-	// routes are the routes on the runtime (routes.go).
+	// routes are the routes on the runtime ([routeTable]).
 	routes      *routeTable
 	recoverOnce sync.Once
 	// recovered is set when the recovery pass after the first start has
@@ -56,17 +56,17 @@ type Runtime struct {
 	// outcome to an unsettledOutcome, for the orphan loop to retry.
 	unsettled sync.Map
 	// relay carries events to the other processes sharing the store, when
-	// the store offers it (events.go, replicas.go).
+	// the store offers it ([Hub.Relayed], [takeoverLoop]).
 	relay task.EventRelay
 	// takeoverQuiet holds takeovers back after a store failure
-	// (takeoverquiet.go).
+	// ([takeoverQuiet]).
 	takeoverQuiet takeoverQuiet
 	// OutcomeBackoff spaces the retries of an outcome write (storeOutcome);
 	// tests shorten it.
 	OutcomeBackoff []time.Duration
-	// Leases answers the lease timing in force (lease.go).
+	// Leases answers the lease timing in force.
 	Leases Leases
-	// Drain is set while the process stops (lease.go).
+	// Drain is set while the process stops.
 	Drain Drain
 }
 
@@ -90,7 +90,7 @@ type servedRequest struct {
 
 // Lease timing by default: a worker's lease lasts LeaseTTL and is renewed
 // every LeaseRenew, so a process that dies frees its tasks within LeaseTTL.
-// A route may set another ttl (RouteConfig.LeaseTTL, lease.go).
+// A route may set another ttl (RouteConfig.LeaseTTL, [Leases]).
 const (
 	LeaseTTL   = 30 * time.Second
 	LeaseRenew = 10 * time.Second
@@ -187,7 +187,7 @@ func (rt *Runtime) Close(grace time.Duration) error {
 	case <-time.After(2 * time.Second):
 	}
 	rt.loops.Wait()
-	rt.releaseLeftBehind(left) // another replica takes them at once (release.go)
+	rt.releaseLeftBehind(left) // another replica takes them at once
 	rt.closeShared()
 	return rt.Store.Close()
 }

@@ -19,6 +19,7 @@ import (
 
 // The tool's own limit wins over the route's, 0 included.
 func TestRunTimeoutFor(t *testing.T) {
+	t.Parallel()
 	cfg := RouteConfig{RunTimeout: time.Minute, ToolRunTimeouts: map[string]time.Duration{"slow": time.Hour, "free": 0}}
 	tests := []struct {
 		tool string
@@ -26,6 +27,7 @@ func TestRunTimeoutFor(t *testing.T) {
 	}{{"other", time.Minute}, {"slow", time.Hour}, {"free", 0}}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
+			t.Parallel()
 			if got := cfg.runTimeout(tt.tool); got != tt.want {
 				t.Errorf("runTimeout(%q) = %s, want %s", tt.tool, got, tt.want)
 			}
@@ -39,6 +41,7 @@ func TestRunTimeoutFor(t *testing.T) {
 // The clock runs while the task works and stands still while it waits for
 // input.
 func TestRunClock(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	type step struct {
@@ -58,6 +61,7 @@ func TestRunClock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := newRunClock(10*time.Second, tt.paused, t0)
 			for _, s := range tt.steps {
 				c.set(s.paused, at(s.at))
@@ -152,26 +156,19 @@ func startHanging(t *testing.T, rt *Runtime, route *Route, era task.Era, tool st
 // never stops fails the test, it does not hang it).
 func waitEnded(t *testing.T, rt *Runtime, id string) *task.Task {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rec, err := rt.Store.Get(context.Background(), "o", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Status.Terminal() {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task still %s %q", rec.Status, rec.StatusMessage)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var rec *task.Task
+	waitFor(t, "the task's end", func() bool {
+		rec = getTask(t, rt, id)
+		return rec.Status.Terminal()
+	})
+	return rec
 }
 
 // A call the upstream never answers fails at its run_timeout, with a
 // message naming the limit; the upstream's call is stopped (its stream
 // closed; on 2025-11-25 it is told with notifications/cancelled first).
 func TestRunTimeoutStopsHangingCall(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		era           task.Era
@@ -185,6 +182,7 @@ func TestRunTimeoutStopsHangingCall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			rt := New(newMemStore(t), nil, renderNothing)
 			t.Cleanup(func() { _ = rt.Close(time.Second) })
 			cfg := RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop(), Detach: detachClone, RunTimeout: tt.route}
@@ -218,20 +216,21 @@ func TestRunTimeoutStopsHangingCall(t *testing.T) {
 // starts in input_required outlives its limit there, and fails once it has
 // worked for it.
 func TestRunTimeoutPausedForInput(t *testing.T) {
+	t.Parallel()
 	rt := New(newMemStore(t), nil, renderNothing)
 	t.Cleanup(func() { _ = rt.Close(time.Second) })
 	limit := 50 * time.Millisecond
-	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop(), Detach: detachClone, RunTimeout: limit})
+	// The witness tool's limit is ten of the paused task's: a witness
+	// started after the paused task fails only once ten of its limits
+	// have passed for the paused one too.
+	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop(), Detach: detachClone, RunTimeout: limit,
+		ToolRunTimeouts: map[string]time.Duration{"witness": 10 * limit}})
 	tk, _ := startHanging(t, rt, route, task.Era2026, "hang", task.StatusInputRequired)
-	// Several limits pass while the task waits for input: it must still be
-	// waiting (the check cannot pass by luck of timing: a clock that ran
-	// would have failed the task long before).
-	time.Sleep(10 * limit)
-	rec, err := rt.Store.Get(context.Background(), "o", tk.ID)
-	if err != nil {
-		t.Fatal(err)
+	witness, _ := startHanging(t, rt, route, task.Era2026, "witness", task.StatusWorking)
+	if rec := waitEnded(t, rt, witness.ID); rec.StatusMessage != RunTimeoutMessage(10*limit) {
+		t.Fatalf("witness %s %q, want failed at its run timeout", rec.Status, rec.StatusMessage)
 	}
-	if rec.Status != task.StatusInputRequired {
+	if rec := getTask(t, rt, tk.ID); rec.Status != task.StatusInputRequired {
 		t.Fatalf("while waiting for input: %s %q, want input_required", rec.Status, rec.StatusMessage)
 	}
 	// Working again (as an answer makes it), with no upstream call that
@@ -242,7 +241,7 @@ func TestRunTimeoutPausedForInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.Hub.Changed(tk.ID)
-	rec = waitEnded(t, rt, tk.ID)
+	rec := waitEnded(t, rt, tk.ID)
 	if want := RunTimeoutMessage(limit); rec.Status != task.StatusFailed || rec.StatusMessage != want {
 		t.Fatalf("task %s %q, want failed %q", rec.Status, rec.StatusMessage, want)
 	}

@@ -51,3 +51,18 @@ func testRouteOn(t testing.TB, store task.Store) (*Runtime, *Route) {
 	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop()})
 	return rt, route
 }
+
+// waitFor polls cond until it holds; a condition that never comes fails
+// the test after a deadline rather than hanging it.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		<-tick.C
+	}
+}

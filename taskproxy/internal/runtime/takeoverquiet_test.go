@@ -6,6 +6,7 @@ import (
 )
 
 func TestTakeoverQuiet(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name     string
@@ -22,6 +23,7 @@ func TestTakeoverQuiet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var q takeoverQuiet
 			for _, d := range tt.troubled {
 				q.troubled(t0.Add(d), LeaseTTL)

@@ -15,7 +15,7 @@ import (
 )
 
 // Task-aware upstreams. For a tool the upstream runs as a task itself
-// (internal/wire/tools.go), the gateway still owns the client's task (durable,
+// (the wire's UpstreamCaps learns which), the gateway still owns the client's task (durable,
 // bound to its owner, on either wire) and its worker is a 2025-11-25 task
 // client of the upstream: it sends the tools/call with params.task, records
 // the upstream's task id, follows it with tasks/result (which blocks, and

@@ -58,7 +58,7 @@ func (w *worker) workV2026UpstreamTask(a *upstream.Attempt, pending *upstream.Ev
 				return
 			}
 		}
-		created, ok := w.v2026TaskOf(ev) // input asked before the task: upstreamtask2026_input.go
+		created, ok := w.v2026TaskOf(ev) // input asked before the task
 		if !ok {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestViewCacheUnit(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	finished := func(owner string) *task.Task {
 		tk := testTask(owner, now)
@@ -37,6 +38,7 @@ func TestViewCacheUnit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var vc viewCache
 			vc.put(tt.put, WireV2025, view, now)
 			got, v, ok := vc.lookup(tt.owner, tt.put.ID, WireV2025, tt.at)
@@ -58,6 +60,7 @@ func TestViewCacheUnit(t *testing.T) {
 
 // The cache stays within its bytes, evicting the least recently used.
 func TestViewCacheBound(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	vc := viewCache{max: 20 * viewEntryOverhead}
 	var ids []string

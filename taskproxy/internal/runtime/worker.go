@@ -36,7 +36,7 @@ type worker struct {
 	t     *task.Task
 	run   *Run
 	// mirrored paces the upstream task's status messages
-	// (statusmessage.go).
+	// ([statusPace]).
 	mirrored statusPace
 }
 
@@ -77,7 +77,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session, UpstreamV2026: t.UpstreamV2026}
 	if t.UpstreamTask && t.UpstreamV2026 && t.UpstreamTaskID == "" && a != nil {
 		// Before anything can end the task: its ending must then
-		// let the call's CreateTaskResult be read (pendingcreate.go).
+		// let the call's CreateTaskResult be read ([Run.readCreate]).
 		run.awaitCreate()
 	}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
@@ -183,7 +183,7 @@ func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.
 func (w *worker) follow(a *upstream.Attempt) *upstream.Event {
 	route, t, run := w.route, w.t, w.run
 	token := ProgressToken(t.Params)
-	var status progressStatus // 2026-07-28: progress becomes the status message (progress.go)
+	var status progressStatus // 2026-07-28: progress becomes the status message
 	defer status.stop()
 	on := func(ev upstream.Event) bool {
 		switch {
@@ -393,7 +393,7 @@ func (w *worker) upstreamRequest(m *jsonrpc.Message) {
 			params = follow.WithoutRelatedTask(params)
 		}
 		rec.AddInput(task.InputRequest{Method: m.Method, Params: params, UpstreamID: m.ID})
-		if rec.Era == task.Era2026 { // a bridged task (internal/bridge/call.go)
+		if rec.Era == task.Era2026 { // a task of the version bridge's
 			return rec.SetStatus(task.StatusInputRequired, MsgBridgedInput, Now())
 		}
 		return rec.SetStatus(task.StatusInputRequired, MsgV2025Input, Now())

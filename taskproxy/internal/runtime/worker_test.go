@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
@@ -16,6 +17,7 @@ import (
 // plainIsError answers only where it agrees with the decoder applyOutcome
 // used alone.
 func TestPlainIsErrorAgreesWithDecoder(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		result   string
 		wantFast bool
@@ -38,6 +40,7 @@ func TestPlainIsErrorAgreesWithDecoder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
+			t.Parallel()
 			got, ok := plainIsError([]byte(tt.result))
 			if ok != tt.wantFast {
 				t.Fatalf("fast path answered = %v, want %v", ok, tt.wantFast)
@@ -56,6 +59,7 @@ func TestPlainIsErrorAgreesWithDecoder(t *testing.T) {
 // A task records at most maxTaskInputs input requests: an upstream asking
 // for more fails it rather than growing its record without bound.
 func TestInputRequestsCapped(t *testing.T) {
+	t.Parallel()
 	// On disk: the in-memory store keeps no value log, so it refuses
 	// records as large as a thousand inputs make.
 	rt, route := testRouteOn(t, newDiskStore(t))
@@ -66,6 +70,7 @@ func TestInputRequestsCapped(t *testing.T) {
 	}{{3, false}, {MaxTaskInputs, false}, {MaxTaskInputs + 1, true}}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			t.Parallel()
 			now := Now()
 			tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Hour, Era: task.Era2026, Round: 1}
 			if err := rt.Store.Create(ctx, tk); err != nil {
@@ -95,41 +100,51 @@ func TestInputRequestsCapped(t *testing.T) {
 // its time comes, while the call still runs (the follow loop waits on the
 // throttle's timer, which the message itself armed).
 func TestFollowWritesThrottledProgress(t *testing.T) {
-	rt, route := testRoute(t)
-	ctx := context.Background()
-	now := Now()
-	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Minute,
-		Era: task.Era2026, Params: json.RawMessage(`{"name":"x","_meta":{"progressToken":7}}`)}
-	if err := rt.Store.Create(ctx, tk); err != nil {
-		t.Fatal(err)
-	}
-	progress := func(n int, msg string) upstream.Event {
-		p, _ := json.Marshal(map[string]any{"progressToken": 7, "progress": n, "total": 3, "message": msg})
-		return upstream.Event{Notification: &jsonrpc.Message{JSONRPC: "2.0", Method: "notifications/progress", Params: p}}
-	}
-	events := make(chan upstream.Event, 3)
-	events <- progress(1, "first")
-	events <- progress(2, "second") // within the interval: throttled
-	w := &worker{route: route, t: tk, run: &Run{Ctx: ctx}}
-	done := make(chan *upstream.Event, 1)
-	go func() { done <- w.follow(&upstream.Attempt{Events: events}) }()
-
-	deadline := time.Now().Add(10 * progressStatusInterval)
-	for {
-		rec, err := rt.Store.Get(ctx, "o", tk.ID)
-		if err != nil {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rt, route := testRoute(t)
+		ctx := context.Background()
+		now := Now()
+		tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: task.StatusWorking, CreatedAt: now, UpdatedAt: now, TTL: time.Minute,
+			Era: task.Era2026, Params: json.RawMessage(`{"name":"x","_meta":{"progressToken":7}}`)}
+		if err := rt.Store.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(rec.StatusMessage, "second") {
-			break
+		progress := func(n int, msg string) upstream.Event {
+			p, _ := json.Marshal(map[string]any{"progressToken": 7, "progress": n, "total": 3, "message": msg})
+			return upstream.Event{Notification: &jsonrpc.Message{JSONRPC: "2.0", Method: "notifications/progress", Params: p}}
 		}
-		if time.Now().After(deadline) {
+		events := make(chan upstream.Event, 3)
+		events <- progress(1, "first")
+		events <- progress(2, "second") // within the interval: throttled
+		w := &worker{route: route, t: tk, run: &Run{Ctx: ctx}}
+		done := make(chan *upstream.Event, 1)
+		go func() { done <- w.follow(&upstream.Attempt{Events: events}) }()
+
+		// The first message is written at once; the second when the
+		// interval the first began has passed, with the call still running.
+		synctest.Wait()
+		if rec := getTask(t, rt, tk.ID); !strings.Contains(rec.StatusMessage, "first") {
+			t.Fatalf("status message %q, want the first progress message at once", rec.StatusMessage)
+		}
+		time.Sleep(progressStatusInterval)
+		synctest.Wait()
+		if rec := getTask(t, rt, tk.ID); !strings.Contains(rec.StatusMessage, "second") {
 			t.Fatalf("status message %q, want the throttled second message written while the call runs", rec.StatusMessage)
 		}
-		time.Sleep(20 * time.Millisecond)
+		events <- upstream.Event{Final: &jsonrpc.Message{Result: json.RawMessage(`{}`)}}
+		if ev := <-done; ev.Final == nil {
+			t.Errorf("follow ended with %+v, want the final answer", ev)
+		}
+	})
+}
+
+// getTask reads task id of owner "o" from the runtime's store.
+func getTask(t *testing.T, rt *Runtime, id string) *task.Task {
+	t.Helper()
+	rec, err := rt.Store.Get(context.Background(), "o", id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	events <- upstream.Event{Final: &jsonrpc.Message{Result: json.RawMessage(`{}`)}}
-	if ev := <-done; ev.Final == nil {
-		t.Errorf("follow ended with %+v, want the final answer", ev)
-	}
+	return rec
 }

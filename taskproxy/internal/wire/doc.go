@@ -13,7 +13,7 @@
 // The version packages below it (wire/v2025, wire/v2026) wrap an Exchange
 // in a type of their own and answer their version's methods; the version
 // bridge (internal/bridge) uses wire and wire/v2026. wire itself imports
-// neither (the root's imports_test.go holds the rule): a third protocol
+// neither (the root's TestImportRules holds the rule): a third protocol
 // version is a new package beside the two, not an edit of this one.
 //
 // # Session binding

@@ -110,7 +110,7 @@ func (c *Exchange) ReplyRaw(result []byte) {
 func (c *Exchange) Fail(e *jsonrpc.Error) { WriteError(c.W, http.StatusOK, c.Msg.ID, e) }
 
 // WriteJSON writes a JSON body with status; a large one must be taken by
-// the client at a pace (slowreader.go).
+// the client at a pace ([writeBody]).
 func WriteJSON(w http.ResponseWriter, status int, data []byte) {
 	writeJSON(w, status, data, jsonPieceTimeout)
 }

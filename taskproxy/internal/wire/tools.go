@@ -21,13 +21,13 @@ import (
 // execution.taskSupport each tool declares in tools/list. Both are learned
 // from the answers passing through, per route (one Gateway serves one
 // route), and replaced by every later answer. What an initialize answer
-// declared is kept in the store too (learned.go), since a session's
+// declared is kept in the store too ([UpstreamCaps.KeepIn]), since a session's
 // initialize is seen by one route of one process only: the route of the
 // next configuration, the next process and the other replicas recall it
 // from there, and learn the tools' modes from the upstream's tools/list on
 // the caller's session when a request needs them (LearnToolsFor). A tool
 // the upstream runs as a task itself is called with params.task and
-// followed as a task client (internal/runtime/upstreamtask.go); for every
+// followed as a task client by the task's runtime worker; for every
 // other tool the gateway makes the task.
 
 // UpstreamCaps is the learned knowledge of one route's upstream.
@@ -42,7 +42,7 @@ type UpstreamCaps struct {
 	tools map[string]task.Support
 	// fetched is when the gateway last fetched a tools/list itself.
 	fetched time.Time
-	// record is where tasksCall is kept for other processes (learned.go).
+	// record is where tasksCall is kept for other processes ([UpstreamCaps.KeepIn]).
 	record capsRecord
 }
 
@@ -189,7 +189,7 @@ func (u *UpstreamCaps) declaresTasks() (known, declares bool) {
 // ToolPolicy decides each tool's task mode: the configured modes (the
 // fallback for tools not named), and what the gateway learned of the
 // upstream's own from the answers passing through (caps). It rewrites the
-// initialize and tools/list answers that advertise them (discovery.go).
+// initialize and tools/list answers that advertise them ([ToolPolicy.RewriteToolsList]).
 type ToolPolicy struct {
 	modes     map[string]task.Support
 	fallback  task.Support
@@ -226,7 +226,7 @@ func (p *ToolPolicy) EffectiveMode(name string) task.Support {
 }
 
 // UpstreamRunsTask reports whether a task of the tool is created at the
-// upstream and followed there (internal/runtime/upstreamtask.go).
+// upstream and followed there by the task's runtime worker.
 func (p *ToolPolicy) UpstreamRunsTask(name string) bool { return p.Caps.runsTask(name) }
 
 // toolsListRefetch spaces the gateway's own tools/list fetches for a tool

@@ -9,7 +9,7 @@ import (
 )
 
 // The tasks/get answers of finished tasks come from the runtime's view
-// cache (internal/runtime/viewcache.go) when they can; this file renders
+// cache ([runtime.Runtime.CachedView]) when they can; this file renders
 // them for each protocol version and writes them.
 
 // ServeCachedGet answers a tasks/get of a finished task from the cache, and

@@ -29,13 +29,13 @@ type Bridge struct {
 	// probes).
 	*wire.Env
 	// passed remembers the endpoints where a passed-on initialize opened
-	// a 2025-11-25 session (passed.go).
+	// a 2025-11-25 session ([passedInitializes]).
 	passed *passedInitializes
 	// inflight holds the cancel of each call in flight on a session, by
 	// session and request id, for the client's notifications/cancelled.
 	inflight sync.Map
 	// rounds holds the input rounds waiting for a client's answers, by
-	// name (input.go).
+	// name ([inputRound]).
 	rounds sync.Map
 }
 
@@ -73,7 +73,7 @@ func RefuseVersion(w http.ResponseWriter, r *http.Request) bool {
 // (see the package doc): it names one of its sessions, or it names none
 // and the endpoint speaks only 2026-07-28 (probed for an initialize, a
 // kept verdict for anything else). An initialize it passes on is watched
-// (x.W wrapped, passed.go): once one opens a 2025-11-25 session upstream,
+// (x.W wrapped, [passedInitializes]): once one opens a 2025-11-25 session upstream,
 // the next ones there pass on without a probe.
 func (b *Bridge) Applies(x *wire.Exchange) bool {
 	if x.Msg.IsResponse() {
@@ -90,12 +90,12 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {
 		endpoint := wire.Endpoint(x.R)
 		if b.passed.recent(endpoint) {
-			return false // the upstream opened a 2025-11-25 session lately (passed.go)
+			return false // the upstream opened a 2025-11-25 session lately ([passedInitializes])
 		}
 		if v, known := b.Probes.Verdict(x.R, x.Next); known && v.V2026Only {
 			return true
 		}
-		x.W = b.passed.watch(x.W, endpoint) // passed on: watched (passed.go)
+		x.W = b.passed.watch(x.W, endpoint) // passed on: watched ([passedInitializes])
 		return false
 	}
 	v, ok := b.Probes.Cached(x.R)
@@ -146,7 +146,7 @@ func (b *Bridge) Serve(x *wire.Exchange) error {
 		c.W.WriteHeader(http.StatusAccepted) // initialized, cancelled, roots/list_changed: nothing goes upstream
 		return nil
 	case !c.Msg.IsRequest():
-		// A response: to an input request of the bridge's (input.go), or
+		// A response: to an input request of the bridge's ([inputRound]), or
 		// to nothing the bridge asked; either way accepted.
 		c.serveInputAnswer()
 		c.W.WriteHeader(http.StatusAccepted)

@@ -214,7 +214,7 @@ func (c *call) awaitTask(ctx context.Context, rep *reply, base *http.Request, pa
 	out, err := pt.await(ctx, c, base, params, created, nil)
 	for round := 0; err == nil && out.Input != nil && ctx.Err() == nil; round++ {
 		// The task asks for input: the client is asked on the call's
-		// stream (input.go), and its answers go to the task.
+		// stream ([inputRound]), and its answers go to the task.
 		e := jsonrpc.Errorf(jsonrpc.CodeInternalError, "the upstream's task asked for input more than %d times", maxInputRounds)
 		if round < maxInputRounds {
 			if answered, e = c.ask(ctx, rep, out.Input); e == nil {

@@ -28,7 +28,7 @@
 // Input the upstream asks for during a plain call (an InputRequiredResult,
 // or the awaited task's inputRequests) goes to the client as 2025-11-25
 // requests on the call's stream, the answers back as the call's retry or
-// the task's tasks/update (input.go). When that input came before the
+// the task's tasks/update ([inputRound]). When that input came before the
 // upstream made its task (the guard pattern, in answer to the call
 // declaring the extension), each retry may make the task, so each goes as
 // that call went: admitted, detached from the client, and its task
@@ -39,7 +39,7 @@
 //	a round waiting ──(an error response, 5 min, the client gone)──► the call ends
 //	                                                     (the upstream's task cancelled)
 //
-// Tasks (task.go): the initialize answer declares the gateway's 2025-11-25
+// Tasks ([call.createTask]): the initialize answer declares the gateway's 2025-11-25
 // tasks capability and tools/list each tool's configured task mode; a
 // task-augmented tools/call becomes the gateway's 2025-11-25 task whose
 // worker calls the upstream in 2026-07-28 form declaring the tasks
@@ -74,7 +74,7 @@
 //	open ──(idle gate.SessionIdleTTL)──► ended (the binding expires)
 //
 // What a session says of its client (capabilities, client info, log
-// level) is stored with its binding (describe.go) and read by each of its
+// level) is stored with its binding ([descriptions]) and read by each of its
 // requests, so every replica serves the session alike and a restart loses
 // nothing; a binding stored without it (by an older build) still works,
 // its requests then declaring no client capabilities. The upstream holds

@@ -19,7 +19,7 @@ import (
 // the caller, tasks/get, tasks/result, tasks/list, tasks/cancel served from
 // the store by the 2025-11-25 adapter) whose worker calls the upstream in
 // 2026-07-28 form declaring the tasks extension and follows the task the
-// upstream makes of it (internal/runtime/upstreamtask2026.go): its status
+// upstream makes of it (the runtime's worker follows it): its status
 // message, its input requests (relayed on tasks/result, the answers sent
 // on with tasks/update), cancel (tasks/cancel upstream), its outcome, and,
 // after a restart, the same upstream task again by its recorded id. An
@@ -29,7 +29,7 @@ import (
 // and the answers go back as the call's retry (inputResponses and the
 // requestState), round after round, until the upstream makes its task
 // (followed as above) or answers plainly, which ends the task with that
-// answer (internal/runtime/upstreamtask2026_input.go).
+// answer.
 
 // serveToolsCall applies the tool's task mode as the 2025-11-25 adapter
 // does: a task-augmented call becomes a task, a plain one is sent on.

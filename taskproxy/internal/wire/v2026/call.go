@@ -60,10 +60,10 @@ func (c *call) serveToolsCall() error {
 	mode := c.Tools.EffectiveMode(name)
 	declared := meta.DeclaresTasks()
 	if !declared {
-		if w, ok := c.inlineRetry(name); ok { // inline.go
+		if w, ok := c.inlineRetry(name); ok {
 			return c.resumeInline(w)
 		}
-		if c.plainOnTaskRuntime(mode) { // followed.go
+		if c.plainOnTaskRuntime(mode) {
 			return c.servePlainOnTaskRuntime()
 		}
 	}
@@ -83,7 +83,7 @@ func (c *call) serveToolsCall() error {
 		c.fail(e) // the same refusal as on the 2025-11-25 wire
 		return nil
 	}
-	if c.upstreamRunsTasks() { // followed.go
+	if c.upstreamRunsTasks() {
 		return c.runOnTaskRuntime(name, mode)
 	}
 	if key, _ := gate.IdempotencyOf(c.R, c.Msg.Params); key != "" || c.Tools.UpstreamRunsTask(name) {
@@ -95,7 +95,7 @@ func (c *call) serveToolsCall() error {
 // runIdempotentCall serves a call with an idempotency key: it becomes a task
 // at once, before the upstream is called, so that a repeat of it finds the
 // task and no second call is made. A call of a tool the upstream runs as a
-// task itself (internal/runtime/upstreamtask.go) is served the same way: its task is created
+// task itself ([wire.ToolPolicy.UpstreamRunsTask]) is served the same way: its task is created
 // at the upstream and followed.
 func (c *call) runIdempotentCall(name string) error {
 	params, err := withoutTasksExtension(c.Msg.Params)
@@ -114,7 +114,7 @@ func (c *call) runIdempotentCall(name string) error {
 // runCall calls the upstream and waits up to task_after: a call that
 // answers sooner gets its answer; a call still running, or one whose answer
 // the tool's mode makes a task, becomes one (convert). onTaskRuntime: the
-// upstream runs tasks itself (followed.go), so the call keeps the
+// upstream runs tasks itself ([call.plainOnTaskRuntime]), so the call keeps the
 // extension declared, and the upstream's CreateTaskResult is taken as the
 // start of a followed task.
 func (c *call) runCall(name string, mode task.Support, onTaskRuntime bool) error {

@@ -18,12 +18,12 @@ import (
 )
 
 // Calls to a 2026-07-28 upstream that runs tasks itself (the tasks
-// extension in its server/discover, taskruntime.go):
+// extension in its server/discover, [call.upstreamRunsTasks]):
 //
 //   - a client that declares the extension: the call goes upstream with the
 //     extension kept; an upstream CreateTaskResult becomes the gateway's
 //     task (its own id, bound to the caller) that follows the upstream's
-//     (internal/runtime/upstreamtask2026.go); a plain answer passes through, and a
+//     (its runtime worker follows it); a plain answer passes through, and a
 //     call still running at task_after becomes a gateway task as for any
 //     upstream, which takes a later CreateTaskResult the same way;
 //   - a client that does not: the call goes upstream without it, as

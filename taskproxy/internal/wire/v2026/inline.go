@@ -17,7 +17,7 @@ import (
 )
 
 // Input for a client without the tasks extension, of a tool the upstream
-// runs only as a task (followed.go): the upstream's task asks for input,
+// runs only as a task ([call.plainOnTaskRuntime]): the upstream's task asks for input,
 // and the client gets it as any 2026-07-28 server asks a plain call, an
 // InputRequiredResult with a requestState. The client's retry of the call,
 // with inputResponses and that requestState, sends the answers to the

@@ -5,7 +5,7 @@ package v2026
 // no per-tool task mode on the wire (the server decides per call), so this
 // is all the gateway can learn ahead: calls to such an upstream keep the
 // extension declared, and an upstream CreateTaskResult becomes a followed
-// task (followed.go). The configuration's probe of the endpoint
+// task ([call.plainOnTaskRuntime]). The configuration's probe of the endpoint
 // (wire.Probes, shared with the version bridge) asks it; an upstream that
 // cannot be asked (down, refusing the caller) counts as not advertising
 // it, and is asked again at the next call.

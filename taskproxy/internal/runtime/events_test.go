@@ -1,11 +1,10 @@
-package taskproxy
+package runtime
 
 import (
 	"context"
 	"slices"
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -26,7 +25,7 @@ func TestHubEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, deliver := range []bool{false, true} {
-			h := runtime.NewHub()
+			h := NewHub()
 			sub := h.Subscribe("a", "c")
 			if deliver {
 				h.Deliver(tt.ev)
@@ -55,7 +54,7 @@ func TestHubEvents(t *testing.T) {
 			}
 			sub.Close()
 			if w := h.Watched(); len(w) != 0 || h.Relayed() {
-				t.Errorf("after close: watched %v, runtime.Relayed %v", w, h.Relayed())
+				t.Errorf("after close: watched %v, Relayed %v", w, h.Relayed())
 			}
 		}
 	}

@@ -1,11 +1,10 @@
-package taskproxy
+package runtime
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -28,8 +27,8 @@ func TestCompletionStatusMessage(t *testing.T) {
 		{"upstream's progress message", "Gathering sources...", task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, ""},
 		{"upstream's progress message, 2025-11-25", "Gathering sources...", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
 		{"no message", "", task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, ""},
-		{"re-run after a restart", runtime.MsgRerun, task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, runtime.MsgRerun},
-		{"re-run after a replica stopped", runtime.MsgReplicaRerun, task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, runtime.MsgReplicaRerun},
+		{"re-run after a restart", MsgRerun, task.Era2025, `{"content":[]}`, nil, task.StatusCompleted, MsgRerun},
+		{"re-run after a replica stopped", MsgReplicaRerun, task.Era2026, `{"content":[]}`, nil, task.StatusCompleted, MsgReplicaRerun},
 		{"tool error on 2026-07-28 completes", "Gathering sources...", task.Era2026, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusCompleted, ""},
 		{"tool error on 2025-11-25 fails", "Gathering sources...", task.Era2025, `{"isError":true,"content":[{"type":"text","text":"no"}]}`, nil, task.StatusFailed, "Tool error: no"},
 		{"JSON-RPC error", "Gathering sources...", task.Era2025, "", jsonrpc.Errorf(jsonrpc.CodeInternalError, "boom"), task.StatusFailed, "boom"},
@@ -41,7 +40,7 @@ func TestCompletionStatusMessage(t *testing.T) {
 			if c.result != "" {
 				result = json.RawMessage(c.result)
 			}
-			runtime.ApplyOutcome(rec, result, c.rpcErr, now)
+			ApplyOutcome(rec, result, c.rpcErr, now)
 			if rec.Status != c.status || rec.StatusMessage != c.want {
 				t.Errorf("ended %s %q, want %s %q", rec.Status, rec.StatusMessage, c.status, c.want)
 			}

@@ -1,10 +1,11 @@
-package taskproxy
+package gate
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
-
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 )
 
 func TestIdempotencyOf(t *testing.T) {
@@ -19,11 +20,11 @@ func TestIdempotencyOf(t *testing.T) {
 	}
 	var keys, prints []string
 	for _, tt := range tests {
-		r := post(`{}`)
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{}`))
 		if tt.header != "" {
 			r.Header.Set("Idempotency-Key", tt.header)
 		}
-		key, fp := gate.IdempotencyOf(r, json.RawMessage(tt.params))
+		key, fp := IdempotencyOf(r, json.RawMessage(tt.params))
 		if (key != "") != tt.wantKey {
 			t.Errorf("%s: key %q", tt.name, key)
 		}
@@ -34,11 +35,16 @@ func TestIdempotencyOf(t *testing.T) {
 	if keys[0] != keys[1] || prints[0] != prints[1] {
 		t.Error("header and meta keys for the same call differ")
 	}
-	a, _ := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
-	_, fa := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
-	_, fb := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"arguments":{ "b":[1, 2], "a":1 },"name":"t"}`))
-	_, fc := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"t","arguments":{"a":2,"b":[1,2]}}`))
-	_, fd := gate.IdempotencyOf(post(`{}`, "Idempotency-Key", "k"), json.RawMessage(`{"name":"u","arguments":{"a":1,"b":[1,2]}}`))
+	withKey := func() *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(`{}`))
+		r.Header.Set("Idempotency-Key", "k")
+		return r
+	}
+	a, _ := IdempotencyOf(withKey(), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fa := IdempotencyOf(withKey(), json.RawMessage(`{"name":"t","arguments":{"a":1,"b":[1,2]}}`))
+	_, fb := IdempotencyOf(withKey(), json.RawMessage(`{"arguments":{ "b":[1, 2], "a":1 },"name":"t"}`))
+	_, fc := IdempotencyOf(withKey(), json.RawMessage(`{"name":"t","arguments":{"a":2,"b":[1,2]}}`))
+	_, fd := IdempotencyOf(withKey(), json.RawMessage(`{"name":"u","arguments":{"a":1,"b":[1,2]}}`))
 	if a == "" || fa != fb {
 		t.Error("the same arguments written differently fingerprint differently")
 	}
@@ -60,9 +66,9 @@ func TestCanonicalJSONExactNumbers(t *testing.T) {
 		{"trailing data kept raw", `{"n":1} {"n":2}`, `{"n":1}`, false},
 	}
 	for _, tt := range tests {
-		if got := gate.CanonicalJSON(json.RawMessage(tt.a)) == gate.CanonicalJSON(json.RawMessage(tt.b)); got != tt.same {
+		if got := CanonicalJSON(json.RawMessage(tt.a)) == CanonicalJSON(json.RawMessage(tt.b)); got != tt.same {
 			t.Errorf("%s: canonical forms equal = %v, want %v (%s / %s)", tt.name, got, tt.same,
-				gate.CanonicalJSON(json.RawMessage(tt.a)), gate.CanonicalJSON(json.RawMessage(tt.b)))
+				CanonicalJSON(json.RawMessage(tt.a)), CanonicalJSON(json.RawMessage(tt.b)))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package taskproxy
+package runtime
 
 import (
 	"net/http"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -45,7 +44,7 @@ func TestTaskUpstreamBase(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.tk.Endpoint, tt.tk.Host = "/mcp/a", "gw.example"
-			base := runtime.TaskUpstreamBase(t.Context(), caller(), &tt.tk)
+			base := TaskUpstreamBase(t.Context(), caller(), &tt.tk)
 			h := base.Header
 			if got := h.Get(upstream.HeaderProtocolVersion); got != tt.version {
 				t.Errorf("version %q, want %q", got, tt.version)
