@@ -37,13 +37,13 @@ func waitStoreStatus(t testing.TB, store task.Store, owner, id string, ok func(t
 }
 
 // waitEnded waits for a task of the gateway's store to end.
-func waitEnded(t testing.TB, g *Gateway, owner, id string) *task.Task {
+func waitEnded(t testing.TB, g *Gateway, owner, id string) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
 	t.Helper()
 	return waitStoreStatus(t, g.rt.Store, owner, id, task.Status.Terminal)
 }
 
 // waitStatus waits for a task of the gateway's store to reach want.
-func waitStatus(t testing.TB, g *Gateway, owner, id string, want task.Status) *task.Task {
+func waitStatus(t testing.TB, g *Gateway, owner, id string, want task.Status) *task.Task { //nolint:unparam // a task is found by owner and id; the call says whose
 	t.Helper()
 	return waitStoreStatus(t, g.rt.Store, owner, id, func(s task.Status) bool { return s == want })
 }

@@ -13,8 +13,9 @@ import (
 // stands for the backend here.
 func ExampleRun() {
 	// In the backend's package, as func TestStore(t *testing.T):
-	testStore := func(t *testing.T) {
+	testStore := func(t *testing.T) { //nolint:thelper // the backend's test itself, not a helper
 		storetest.Run(t, func(t *testing.T) task.Store {
+			t.Helper()
 			s, err := badgerstore.Open(badgerstore.Options{InMemory: true})
 			if err != nil {
 				t.Fatal(err)

@@ -38,14 +38,13 @@ func TestReadMessagesLimit(t *testing.T) {
 			resp := &Response{Status: 200, Header: http.Header{"Content-Type": {tt.contentType}}, Body: io.NopCloser(strings.NewReader(tt.body))}
 			var pos StreamPosition
 			err := ReadMessages(resp, &pos, limit, func(m *jsonrpc.Message) (bool, error) { return m.IsResponse(), nil })
-			var tooLarge *TooLargeError
 			if tt.wantSize == 0 {
 				if err != nil {
 					t.Fatalf("err = %v, want none", err)
 				}
 				return
 			}
-			if !errors.As(err, &tooLarge) {
+			if _, ok := errors.AsType[*TooLargeError](err); !ok {
 				t.Fatalf("err = %v, want result too large", err)
 			}
 			want := fmt.Sprintf("result too large (%d bytes, limit %d)", tt.wantSize, limit)
