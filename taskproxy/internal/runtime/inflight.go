@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The gateway keeps two tables, never one: task
@@ -42,6 +44,8 @@ type Run struct {
 	// create is the wait for the upstream's CreateTaskResult
 	// (pendingcreate.go).
 	create pendingCreate
+	// span is the run's mcp.task.run span (tracing.go), once started.
+	span trace.Span
 }
 
 func (rt *Run) setUpstreamTask(id string) {
