@@ -47,6 +47,10 @@ const (
 // w3c reads and writes the traceparent and tracestate headers.
 var w3c propagation.TraceContext
 
+// untracedRun is the span of a run without a trace: made once, since
+// converting a noop.Span to the interface allocates.
+var untracedRun trace.Span = noop.Span{}
+
 // TraceContextOf returns the W3C traceparent and tracestate of ctx's span,
 // or empty strings when ctx has no valid one (an untraced request).
 func TraceContextOf(ctx context.Context) (parent, state string) {
@@ -189,7 +193,7 @@ func (tr *routeTracing) startRun(t *task.Task, run *Run) {
 	case reqSpan.SpanContext().IsValid():
 		tracer = reqSpan.TracerProvider().Tracer(TracerName)
 	default:
-		run.span = noop.Span{}
+		run.span = untracedRun
 		return
 	}
 	ctx, span := tracer.Start(run.Ctx, SpanRun, opts...)
