@@ -272,7 +272,9 @@ func TestTracingRerunLinked(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 	c.header.Set("Traceparent", "00-"+clientTraceID+"-"+clientSpan1+"-01")
-	tk := c.createTask("slow_echo", map[string]any{"seconds": 30, "label": "rerun"}, 600000)
+	// Long enough to be killed while running; the re-run span is
+	// exported when the re-run ends.
+	tk := c.createTask("slow_echo", map[string]any{"seconds": 8, "label": "rerun"}, 600000)
 	waitFor(t, 30*time.Second, "the upstream to receive the call", func() bool { return len(up.received()) == 1 })
 	first := rcv.await("mcp.task.create", "mcp.task.id", tk.TaskID) // exported before the kill
 	if traceIDOf(first) != clientTraceID {
@@ -308,5 +310,61 @@ func TestTracingRerunLinked(t *testing.T) {
 	waitFor(t, 30*time.Second, "the upstream to receive the re-run", func() bool { return len(up.received()) == 2 })
 	if got, want := up.received()[1], "00-"+traceIDOf(rerun)+"-"+spanIDOf(rerun)+"-01"; got != want {
 		t.Errorf("the re-run's upstream call carried traceparent %q, want the re-run span's %q", got, want)
+	}
+}
+
+// A 2026-07-28 task with an input round, traced: the call reached the
+// upstream within the create request (its traceparent is the create
+// request's span), the retry with the client's answer carries the run
+// span's; the input request and answer, the tasks/update and the
+// completion are spans of the client's trace.
+func TestTracingV2026Input(t *testing.T) {
+	t.Parallel()
+	rcv := startOTLPReceiver(t)
+	up, addr := startTracingUpstream(t)
+	gw := startGateway(t, gatewayOptions{Upstream: addr, Directives: "task_after 500ms", SiteDirectives: "tracing {\n\tspan mcp\n}", Env: tracingEnv(rcv)})
+	c := newV2026Client(t, gw.URL, true)
+	c.header.Set("Traceparent", "00-"+clientTraceID+"-"+clientSpan1+"-01")
+	res := c.ok("tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "a.txt"}})
+	id := str(res["taskId"])
+	if str(res["resultType"]) != "task" || id == "" {
+		t.Fatalf("the call answered %v, want a task", res)
+	}
+	task := c.waitStatus(id, "input_required")
+	var inputs map[string]json.RawMessage
+	_ = json.Unmarshal(task["inputRequests"], &inputs)
+	answers := map[string]any{}
+	for k := range inputs {
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+	}
+	c.header.Set("Traceparent", "00-"+clientTraceID+"-"+clientSpan2+"-01")
+	c.ok("tasks/update", map[string]any{"taskId": id, "inputResponses": answers})
+	c.waitStatus(id, "completed")
+
+	calls := up.received()
+	if len(calls) != 2 {
+		t.Fatalf("the upstream got %d tools/call requests (%q), want 2 rounds", len(calls), calls)
+	}
+	run := rcv.await("mcp.task.run", "mcp.task.id", id)
+	create := rcv.await("mcp.task.create", "mcp.task.id", id)
+	if traceIDOf(run) != clientTraceID || traceIDOf(create) != clientTraceID {
+		t.Fatalf("run in trace %s, create in %s, want the client's %s", traceIDOf(run), traceIDOf(create), clientTraceID)
+	}
+	if want := "00-" + clientTraceID + "-" + hex.EncodeToString(create.ParentSpanId) + "-01"; calls[0] != want {
+		t.Errorf("the first round carried traceparent %q, want the create request's span %q", calls[0], want)
+	}
+	if want := "00-" + clientTraceID + "-" + spanIDOf(run) + "-01"; calls[1] != want {
+		t.Errorf("the retry with the answer carried traceparent %q, want the run span's %q", calls[1], want)
+	}
+	for _, step := range []string{"requested", "answered"} {
+		in := rcv.await("mcp.task.input", "mcp.task.input.event", step)
+		if traceIDOf(in) != clientTraceID || spanAttr(in, "mcp.task.id") != id {
+			t.Errorf("mcp.task.input %s: trace %s task %s", step, traceIDOf(in), spanAttr(in, "mcp.task.id"))
+		}
+	}
+	for _, name := range []string{"mcp.task.update", "mcp.task.complete", "mcp.task.get"} {
+		if s := rcv.await(name, "mcp.task.id", id); traceIDOf(s) != clientTraceID {
+			t.Errorf("%s in trace %s, want %s", name, traceIDOf(s), clientTraceID)
+		}
 	}
 }
