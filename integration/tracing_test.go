@@ -368,3 +368,66 @@ func TestTracingV2026Input(t *testing.T) {
 		}
 	}
 }
+
+// A replica killed while it runs a traced task: the replica that takes
+// it over runs it again (retry_on_restart) in a new trace whose
+// mcp.task.run span links to the create's stored context, read from
+// PostgreSQL, and its upstream call carries that span's traceparent.
+func TestTracingTakeoverLinked(t *testing.T) {
+	t.Parallel()
+	rcv := startOTLPReceiver(t)
+	up, upAddr := startTracingUpstream(t)
+	dsn, _ := testDatabase(t)
+	replica := func() *postgresGateway {
+		g := &postgresGateway{gateway: &gateway{t: t, addr: freeAddr(t), adminAddr: freeAddr(t), home: t.TempDir()}, dsn: dsn}
+		g.URL = "http://" + g.addr + "/mcp"
+		g.config = filepath.Join(g.home, "Caddyfile")
+		g.opts = gatewayOptions{Upstream: upAddr, SiteDirectives: "tracing {\n\tspan mcp\n}", Env: tracingEnv(rcv)}
+		g.write(replicaDirectives + "lease 2s")
+		g.start()
+		g.healthy("the replica's store to open")
+		return g
+	}
+	a, b := replica(), replica()
+	mc := newV2026Client(t, a.URL, true)
+	mc.header.Set("Authorization", "Bearer "+hmacToken(t, "traced", "t1"))
+	mc.header.Set("Traceparent", "00-"+clientTraceID+"-"+clientSpan1+"-01")
+	res := mc.ok("tools/call", map[string]any{"name": "slow_echo", "arguments": map[string]any{"seconds": 8, "label": "taken-over"}})
+	id := str(res["taskId"])
+	if str(res["resultType"]) != "task" || id == "" {
+		t.Fatalf("the call answered %v, want a task", res)
+	}
+	waitFor(t, 30*time.Second, "replica a to run the task", func() bool { return holds(t, b, id, a) })
+	killGateway(t, a.gateway)
+
+	// Replica b's route re-runs the task once it serves a request.
+	mb := newV2026Client(t, b.URL, true)
+	mb.header.Set("Authorization", mc.header.Get("Authorization"))
+	mb.header.Set("Traceparent", "00-"+clientTraceID+"-"+clientSpan2+"-01")
+	waitFor(t, 60*time.Second, "replica b to take the task over", func() bool {
+		mb.get(id)
+		return holds(t, b, id, b)
+	})
+	var rerun *tracepb.Span
+	waitFor(t, 60*time.Second, "the takeover's mcp.task.run span", func() bool {
+		mb.get(id)
+		for _, s := range rcv.find("mcp.task.run", "mcp.task.id", id) {
+			for _, kv := range s.Attributes {
+				if kv.Key == "mcp.task.rerun" && kv.Value.GetBoolValue() {
+					rerun = s
+				}
+			}
+		}
+		return rerun != nil
+	})
+	if traceIDOf(rerun) == clientTraceID || len(rerun.ParentSpanId) != 0 {
+		t.Errorf("the takeover's run span is in trace %s with parent %x, want a new trace", traceIDOf(rerun), rerun.ParentSpanId)
+	}
+	if len(rerun.Links) != 1 || hex.EncodeToString(rerun.Links[0].TraceId) != clientTraceID {
+		t.Errorf("the takeover's run span links %v, want one to the create's trace %s", rerun.Links, clientTraceID)
+	}
+	calls := up.received()
+	if got, want := calls[len(calls)-1], "00-"+traceIDOf(rerun)+"-"+spanIDOf(rerun)+"-01"; got != want {
+		t.Errorf("the takeover's upstream call carried traceparent %q, want its run span's %q", got, want)
+	}
+}
