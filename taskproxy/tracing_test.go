@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -211,6 +212,48 @@ func BenchmarkCreateTraced(b *testing.B) {
 			deadline := time.Now().Add(30 * time.Second)
 			for g.rt.RunningWorkers() > 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
+
+// A task method answered with an error, on either protocol version, is a
+// span named for the method with the task id, whose status is the error.
+func TestTaskMethodSpanError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, span, body string
+		headers          []string
+		era              string
+	}{
+		{"2025-11-25 tasks/get", "mcp.task.get", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope"}}`, nil, "2025-11-25"},
+		{"2025-11-25 tasks/cancel", "mcp.task.cancel", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"nope"}}`, nil, "2025-11-25"},
+		{"2026-07-28 tasks/get", "mcp.task.get", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"nope",` + declaring + `}}`,
+			[]string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tasks/get", "Mcp-Name", "nope"}, "2026-07-28"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			recorder := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+			g := testGateway(t, Config{})
+			req, server := traced(post(tt.body, tt.headers...), tp)
+			if err := g.ServeHTTP(httptest.NewRecorder(), req, http.NotFoundHandler()); err != nil {
+				t.Fatal(err)
+			}
+			server.End()
+			s := spanNamed(recorder.Ended(), tt.span)
+			if s == nil {
+				t.Fatalf("no %s span among %d", tt.span, len(recorder.Ended()))
+			}
+			if s.Parent().SpanID() != server.SpanContext().SpanID() {
+				t.Errorf("%s parent %s, want the request's span", tt.span, s.Parent().SpanID())
+			}
+			if !hasAttr(s, attribute.String("mcp.task.id", "nope")) || !hasAttr(s, attribute.String("mcp.protocol.version", tt.era)) {
+				t.Errorf("%s attributes %v", tt.span, s.Attributes())
+			}
+			if s.Status().Code != codes.Error || !hasAttr(s, attribute.Int("rpc.jsonrpc.error_code", jsonrpc.CodeInvalidParams)) {
+				t.Errorf("%s status %v attributes %v, want the -32602 error", tt.span, s.Status(), s.Attributes())
 			}
 		})
 	}
