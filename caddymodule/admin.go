@@ -243,6 +243,10 @@ type adminTask struct {
 	// UpstreamTaskID is the upstream's id of the task it runs for this
 	// one (a task-aware upstream), followed by the gateway.
 	UpstreamTaskID string `json:"upstream_task_id,omitempty"`
+	// TraceID is the OpenTelemetry trace id of the request that created
+	// the task, when it was traced (Caddy's tracing directive): the trace
+	// that holds the task's mcp.task.* spans.
+	TraceID string `json:"trace_id,omitempty"`
 
 	Params json.RawMessage     `json:"params,omitempty"`
 	Result json.RawMessage     `json:"result,omitempty"`
@@ -283,6 +287,7 @@ func viewTask(store string, rt *taskproxy.Runtime, t *task.Task, detail bool) ad
 		Route: t.Route, RunningHere: rt.Running(t.ID), InputsOpen: len(t.Outstanding()), IsError: t.IsError,
 		UpstreamTaskID: t.UpstreamTaskID,
 	}
+	v.TraceID, _ = t.TraceIDs()
 	if !t.Status.Terminal() {
 		v.LeaseHolder, v.LeaseExpires = t.Lease.Holder, t.Lease.Expires
 	}

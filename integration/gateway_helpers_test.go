@@ -59,6 +59,9 @@ type gatewayOptions struct {
 	GlobalOptions string
 	// AdminOptions are lines inside the admin option's block (origins).
 	AdminOptions string
+	// Env are extra environment variables of the Caddy process
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, say).
+	Env []string
 }
 
 // gateway is a running Caddy process with the mcp_tasks module in front of
@@ -97,7 +100,7 @@ func startGatewayWithAdmin(t testing.TB, adminAddr string, opts gatewayOptions) 
 }
 
 func (g *gateway) env() []string {
-	return []string{"XDG_DATA_HOME=" + filepath.Join(g.home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.home, "config"), "HOME=" + g.home}
+	return append([]string{"XDG_DATA_HOME=" + filepath.Join(g.home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.home, "config"), "HOME=" + g.home}, g.opts.Env...)
 }
 
 func (g *gateway) writeConfig(directives string) {

@@ -47,7 +47,7 @@ func (g *postgresGateway) write(directives string) {
 	cfg := globalHead(g.adminAddr, "\tgrace_period 10s") + fmt.Sprintf(`
 http://:%s {
 	bind 127.0.0.1
-	mcp_tasks /mcp* {
+%s	mcp_tasks /mcp* {
 		storage postgres {
 			dsn       {env.MCP_TASKS_DSN}
 			max_conns 8
@@ -56,7 +56,7 @@ http://:%s {
 	}
 	reverse_proxy /mcp* %s
 }
-`, g.port(), indent(directives, "\t\t"), g.opts.Upstream)
+`, g.port(), indent(g.opts.SiteDirectives, "\t"), indent(directives, "\t\t"), g.opts.Upstream)
 	if err := os.WriteFile(g.config, []byte(cfg), 0o600); err != nil {
 		g.t.Fatal(err)
 	}

@@ -352,7 +352,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
 	x := g.exchange(w, r, next, msg, who)
-	if detectEra(r, msg) == task.Era2026 {
+	era := detectEra(r, msg)
+	defer traceMethod(x, era)()
+	if era == task.Era2026 {
 		switch {
 		case !msg.IsRequest():
 			return x.Pass()

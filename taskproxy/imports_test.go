@@ -14,7 +14,9 @@ const module = "github.com/caddy-mcp-tasks/caddy-mcp-tasks/"
 // open a Badger store). The leaves import nothing of the module; jsonrpc
 // only the scanner; calls to the next handler only what is below them; the
 // task model and the store backends only jsonrpc and the scanner below them
-// (so a backend never reaches the core); the core knows no store backend,
+// (so a backend never reaches the core); the task model keeps a task's
+// trace context as W3C header strings, without OpenTelemetry, which the
+// runtime and the layers above it use; the core knows no store backend,
 // no Caddy and not auth/.
 var importRules = []struct {
 	pkg       string
@@ -28,7 +30,7 @@ var importRules = []struct {
 	{"taskproxy/internal/upstream", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/gate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/translate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http"}},
-	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap"}},
+	{"taskproxy/task", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx"}, []string{"net/http", "go.uber.org/zap", "go.opentelemetry.io"}},
 	{"taskproxy/internal/wire", []string{"taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/follow", "taskproxy/internal/rpcerr", "taskproxy/internal/runners", "taskproxy/sse"}, []string{"github.com/caddyserver/caddy"}},
 	{"taskproxy/internal/wire/v2025", []string{"taskproxy/internal/wire", "taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/follow", "taskproxy/internal/rpcerr", "taskproxy/internal/runners", "taskproxy/sse"}, []string{module + "taskproxy/internal/wire/v2026", "github.com/caddyserver/caddy"}},
 	{"taskproxy/internal/wire/v2026", []string{"taskproxy/internal/wire", "taskproxy/task", "taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/internal/gate", "taskproxy/internal/translate", "taskproxy/internal/runtime", "taskproxy/internal/follow", "taskproxy/internal/rpcerr", "taskproxy/internal/runners", "taskproxy/sse"}, []string{module + "taskproxy/internal/wire/v2025", "github.com/caddyserver/caddy"}},
@@ -117,6 +119,8 @@ func TestForbiddenDep(t *testing.T) {
 		{"taskproxy", []string{"taskproxy"}, nil, module + "auth", true},
 		{"taskproxy", []string{"taskproxy"}, nil, module + "taskproxy/sse", false},
 		{"taskproxy", []string{"taskproxy"}, []string{"github.com/caddyserver/caddy"}, "github.com/caddyserver/caddy/v2", true},
+		{"taskproxy/task", []string{"taskproxy/jsonrpc"}, []string{"go.opentelemetry.io"}, "go.opentelemetry.io/otel/trace", true},
+		{"taskproxy/internal/runtime", []string{"taskproxy/task"}, []string{"github.com/caddyserver/caddy"}, "go.opentelemetry.io/otel/trace", false},
 	}
 	for _, tt := range tests {
 		if got := forbiddenDep(tt.allowed, tt.forbidden, tt.dep) != ""; got != tt.refused {

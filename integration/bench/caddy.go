@@ -75,6 +75,12 @@ func startCaddy(bin, work, sites string, waitPorts ...int) (*caddyProc, error) {
 // (logDefault or logSilenced). Caddy's output goes to a file, as a
 // service's would to its journal: the bench reads it only when Caddy fails.
 func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*caddyProc, error) {
+	return startCaddyEnv(bin, work, sites, logging, nil, waitPorts...)
+}
+
+// startCaddyEnv is startCaddyLogging with extra environment variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, say).
+func startCaddyEnv(bin, work, sites, logging string, env []string, waitPorts ...int) (*caddyProc, error) {
 	dir, err := os.MkdirTemp(work, "caddy-")
 	if err != nil {
 		return nil, err
@@ -87,7 +93,7 @@ func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*cad
 	}
 	p := &caddyProc{dir: dir, admin: admin, logFile: filepath.Join(dir, "caddy.log"),
 		cmd: exec.Command(bin, "run", "--config", file, "--adapter", "caddyfile")}
-	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	p.cmd.Env = append(append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config")), env...)
 	out, err := os.Create(p.logFile)
 	if err != nil {
 		return nil, fmt.Errorf("creating Caddy's log file: %w", err)

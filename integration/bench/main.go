@@ -48,7 +48,7 @@ func main() {
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
 	flag.BoolVar(&cfg.silenced, "silenced", false, "also measure respond and lifecycle with Caddy's log silenced (level WARN), in rows labelled so")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,fanout,listen,memory,postgres")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,tracing,fanout,listen,memory,postgres")
 	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
 	if *upstreamOnly {
@@ -79,6 +79,7 @@ func main() {
 		{"poll", benchPollAndMemory},
 		{"respond", benchGetVsRespond},
 		{"lifecycle", benchLifecycleCPU},
+		{"tracing", benchTracingCPU},
 		{"fanout", benchFanOut},
 		{"listen", benchListen},
 		{"postgres", benchPostgres},

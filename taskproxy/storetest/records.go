@@ -59,6 +59,7 @@ func testRecordRoundTrip(t *testing.T, s task.Store) {
 		IdempotencyKey: "k-hash", Fingerprint: "f-hash",
 		Endpoint: "/mcp", Host: "gw.example", Headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
 		Route: "srv0/route1", RequestState: "opaque", LoadShed: 3,
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "vendor=opaque,other=1",
 	}
 	mustCreate(t, s, tk)
 	got := mustGet(t, s, tk.Owner, tk.ID)

@@ -113,6 +113,10 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return plainInt(v, &t.LoadShed)
 	case "history":
 		return json.Unmarshal(v, &t.History) == nil
+	case "traceparent":
+		return plainString(v, &t.TraceParent)
+	case "tracestate":
+		return plainString(v, &t.TraceState)
 	}
 	return false // another key, or one json.Unmarshal would match ignoring case
 }

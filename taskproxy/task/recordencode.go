@@ -124,6 +124,8 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
+	str("traceparent", t.TraceParent, true)
+	str("tracestate", t.TraceState, true)
 	return append(b, '}'), ok
 }
 

@@ -15,7 +15,7 @@ import (
 
 // Summary returns what listings show of t and what their filters and the
 // owner check need: the task without its arguments, result, error data,
-// history, upstream routing, and with only the unanswered input requests,
+// history, upstream routing, trace state, and with only the unanswered input requests,
 // stripped of their content (so that InputsOpen-style counts still work).
 // The error keeps its code and message. The copy shares nothing with t.
 func (t *Task) Summary() *Task {
@@ -25,7 +25,7 @@ func (t *Task) Summary() *Task {
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, TTL: t.TTL, PollInterval: t.PollInterval,
 		Era: t.Era, Tool: t.Tool, Round: t.Round,
 		UpstreamTask: t.UpstreamTask, UpstreamTaskID: t.UpstreamTaskID, UpstreamV2026: t.UpstreamV2026,
-		IsError: t.IsError, Lease: t.Lease, Route: t.Route,
+		IsError: t.IsError, Lease: t.Lease, Route: t.Route, TraceParent: t.TraceParent,
 	}
 	for _, in := range t.Inputs {
 		if !in.Answered {

@@ -138,6 +138,41 @@ type Task struct {
 	// operators (the admin API); at most maxHistory are kept, the first
 	// and the latest ones.
 	History []StatusChange `json:"history,omitempty"`
+
+	// TraceParent and TraceState are the W3C trace context (the
+	// traceparent and tracestate header values) of the request that
+	// created the task, when it was traced: the task's spans continue
+	// that trace in any process, and a re-run links to it. Empty when
+	// the create was not traced.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
+}
+
+// TraceIDs returns the trace id and span id of the task's TraceParent
+// (lowercase hex), or empty strings when it has none or it is malformed.
+func (t *Task) TraceIDs() (traceID, spanID string) {
+	// version "-" trace-id (32 hex) "-" parent-id (16 hex) "-" flags
+	p := t.TraceParent
+	if len(p) < 55 || p[2] != '-' || p[35] != '-' || p[52] != '-' || !lowerHex(p[3:35]) || !lowerHex(p[36:52]) {
+		return "", ""
+	}
+	return p[3:35], p[36:52]
+}
+
+// lowerHex reports whether s is lowercase hex digits, not all zero (the
+// invalid id of W3C trace context).
+func lowerHex(s string) bool {
+	nonZero := false
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= '1' && c <= '9', c >= 'a' && c <= 'f':
+			nonZero = true
+		case c == '0':
+		default:
+			return false
+		}
+	}
+	return nonZero
 }
 
 // StatusChange is one status change of a task.

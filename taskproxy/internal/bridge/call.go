@@ -154,12 +154,21 @@ func (bc *bridgedCall) refuseUpstreamRequest(m *jsonrpc.Message) {
 	if m.Method != "ping" {
 		answer = runtime.InputAnswer{Error: jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s is not available through the version bridge during %s", m.Method, bc.method)}
 	}
-	go func() { _ = bc.answer(bc.run.Ctx, m.ID, answer) }()
+	// The run's context and base are read here, not in the goroutine:
+	// the call may become a task meanwhile, whose worker gives the run
+	// its traced ones (runtime.TraceRun).
+	ctx, base := bc.run.Ctx, bc.run.Base
+	go func() { _ = bc.answerOn(ctx, base, m.ID, answer) }()
 }
 
 // answer sends the upstream the response to one of its requests.
 func (bc *bridgedCall) answer(ctx context.Context, id json.RawMessage, answer runtime.InputAnswer) error {
-	return bc.b.Route.AnswerUpstream(ctx, &task.Task{Session: bc.session.id}, bc.run.Base, bc.run.Next, id, answer)
+	return bc.answerOn(ctx, bc.run.Base, id, answer)
+}
+
+// answerOn is answer made from base.
+func (bc *bridgedCall) answerOn(ctx context.Context, base *http.Request, id json.RawMessage, answer runtime.InputAnswer) error {
+	return bc.b.Route.AnswerUpstream(ctx, &task.Task{Session: bc.session.id}, base, bc.run.Next, id, answer)
 }
 
 // sendFinal answers the client with the upstream's last event, translated.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/follow"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	v2026 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2026"
@@ -81,6 +82,8 @@ func (c *call) serveBridgedUpstreamTask(s *bridgeSession, name string) error {
 	base := c.Detach(c.R)
 	bridgeHeaders(base.Header, s)
 	run := c.Route.NewRun(base, c.Next)
+	// Before the call, which carries the run span's traceparent.
+	runtime.TraceRun(c.Route, t, run)
 	body, err := follow.UpstreamCallBody(t) // t.UpstreamTask: with params.task
 	if err != nil {
 		run.Release()

@@ -41,18 +41,23 @@ func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Ca
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 6) // one allocation for all of them
+	fields := make([]zap.Field, 0, 8) // one allocation for all of them
 	fields = append(fields, zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant))
 	if t != nil {
 		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", Now().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
+		if traceID, spanID := t.TraceIDs(); traceID != "" { // the trace of the task's create
+			fields = append(fields, zap.String("trace_id", traceID), zap.String("span_id", spanID))
+		}
 	}
 	ce.Write(fields...)
 }
 
-// AuditTask logs an event of t on behalf of the principal that owns it, and
-// tells the observer of creations.
+// AuditTask logs an event of t on behalf of the principal that owns it,
+// records it as a span of the task's trace when it has one (tracing.go),
+// and tells the observer of creations.
 func (route *Route) AuditTask(event string, t *task.Task) {
 	route.Audit(event, t.ID, t, task.Caller{Owner: t.Owner, Principal: t.Principal, Tenant: t.Tenant})
+	route.traces.event(route.rt.workers, event, t)
 	if event == AuditCreated && route.cfg.Observer != nil {
 		route.cfg.Observer.TaskCreated(t.Era)
 	}

@@ -108,3 +108,43 @@ func BenchmarkAudit(b *testing.B) {
 		})
 	}
 }
+
+// An audit line of a task created in a trace names that trace; a task
+// created untraced, or one with a malformed stored context, names none.
+func TestAuditTraceIDs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		parent        string
+		trace, spanID string
+	}{
+		{"traced", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
+		{"untraced", "", "", ""},
+		{"malformed", "00-xyz-00f067aa0ba902b7-01", "", ""},
+		{"zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			core, logs := observer.New(zapcore.InfoLevel)
+			route := auditRoute(t, core)
+			route.AuditTask(AuditCreated, &task.Task{ID: "t1", Owner: "alice", Tool: "x", Status: task.StatusWorking, CreatedAt: Now(), TraceParent: tt.parent})
+			all := logs.All()
+			if len(all) != 1 {
+				t.Fatalf("%d audit lines, want 1", len(all))
+			}
+			fields := all[0].ContextMap()
+			gotTrace, hasTrace := fields["trace_id"]
+			gotSpan, hasSpan := fields["span_id"]
+			if tt.trace == "" {
+				if hasTrace || hasSpan {
+					t.Fatalf("audit line has trace_id %v span_id %v, want none", gotTrace, gotSpan)
+				}
+				return
+			}
+			if gotTrace != tt.trace || gotSpan != tt.spanID {
+				t.Fatalf("audit line has trace_id %v span_id %v, want %s %s", gotTrace, gotSpan, tt.trace, tt.spanID)
+			}
+		})
+	}
+}

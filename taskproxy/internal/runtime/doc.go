@@ -74,4 +74,16 @@
 // until its route serves a request here (its next handler is what the
 // re-run goes through), for up to the route's ResumeWait; then its lease
 // is released for a replica whose route serves.
+//
+// # Tracing
+//
+// A task keeps the W3C trace context of the request that created it
+// (task.Task.TraceParent). Its spans (tracing.go) continue that trace:
+// mcp.task.create, mcp.task.input and mcp.task.complete as the audit log
+// records those events, and mcp.task.run around the worker, whose upstream
+// calls carry the run span's traceparent. A re-run after a restart or a
+// takeover starts a new trace whose mcp.task.run span links to the stored
+// context. The tracer provider is the request's (Caddy's tracing handler);
+// without one, nothing is recorded and nothing is added to the upstream
+// calls.
 package runtime

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The gateway keeps two tables, never one: task
@@ -43,6 +45,8 @@ type Run struct {
 	// create is the wait for the upstream's CreateTaskResult
 	// ([Run.readCreate]).
 	create pendingCreate
+	// span is the run's mcp.task.run span (tracing.go), once started.
+	span trace.Span
 }
 
 func (rt *Run) setUpstreamTask(id string) {

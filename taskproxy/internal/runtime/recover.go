@@ -180,6 +180,7 @@ func (route *Route) resume(t *task.Task, params []byte, message string, why *rec
 			current = route
 		}
 		run := current.NewRun(current.rerunBase(b.base.r, t), b.base.next)
+		TraceRun(current, t, run) // before its first upstream call
 		if params == nil {
 			current.StartWorker(t, run, nil, nil)
 			return

@@ -72,6 +72,7 @@ type Route struct {
 	reads    readSet // the reads audited at info level
 	base     *routeBase
 	started  atomic.Bool
+	traces   routeTracing // the tracer its requests were traced with (tracing.go)
 }
 
 // Start is called when the route's configuration starts serving: it opens

@@ -233,6 +233,7 @@ func (rt *Runtime) adopt(route *Route) {
 // nothing else writes to its Caddy variables; until work waits it costs one
 // atomic load.
 func (route *Route) Served(r *http.Request, next http.Handler) {
+	route.traces.saw(r)
 	b := route.base
 	if !b.awaiting.Load() {
 		return

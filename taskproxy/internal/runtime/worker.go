@@ -65,6 +65,7 @@ func (route *Route) NewRun(base *http.Request, next http.Handler) *Run {
 // At the task's expiry its call is stopped: on 2025-11-25 the upstream is
 // told first, since there closing the stream is not a cancellation.
 func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pending *upstream.Event) {
+	TraceRun(route, t, run)
 	run.owner, run.quota = t.Owner, t.Quota()
 	run.create.counted = &route.rt.workers.ended
 	w := &worker{route: route, t: t, run: run}

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
@@ -107,7 +110,19 @@ func (c *Exchange) ReplyRaw(result []byte) {
 
 // Fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
 // transport does for errors of a request it accepted.
-func (c *Exchange) Fail(e *jsonrpc.Error) { WriteError(c.W, http.StatusOK, c.Msg.ID, e) }
+func (c *Exchange) Fail(e *jsonrpc.Error) {
+	TraceFailure(c.R, e)
+	WriteError(c.W, http.StatusOK, c.Msg.ID, e)
+}
+
+// TraceFailure records e on the span of r, when r is traced: the span of
+// a task method (mcp.task.get, ...), or the request's own.
+func TraceFailure(r *http.Request, e *jsonrpc.Error) {
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetStatus(codes.Error, e.Message)
+		span.SetAttributes(attribute.Int("rpc.jsonrpc.error_code", e.Code))
+	}
+}
 
 // WriteJSON writes a JSON body with status; a large one must be taken by
 // the client at a pace ([writeBody]).

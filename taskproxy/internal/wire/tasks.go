@@ -78,6 +78,7 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 		t.QuotaKey = c.CallerKey()
 	}
 	t.IdempotencyKey, t.Fingerprint = gate.IdempotencyOf(c.R, c.Msg.Params)
+	t.TraceParent, t.TraceState = runtime.TraceContextOf(c.R.Context())
 	return t
 }
 
@@ -111,6 +112,7 @@ func (c *Exchange) StoreTask(t *task.Task, render func(*task.Task) any, fail fun
 // StartTask starts the worker of a stored task, making its first call.
 func (c *Exchange) StartTask(t *task.Task) {
 	run := c.Route.NewRun(c.Detach(c.R), c.Next)
+	runtime.TraceRun(c.Route, t, run) // before the call, which carries its traceparent
 	body, err := follow.UpstreamCallBody(t)
 	if err != nil {
 		run.Release()

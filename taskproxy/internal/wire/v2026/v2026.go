@@ -42,13 +42,12 @@ func Status(code int) int {
 
 // Fail writes the JSON-RPC error e with its 2026-07-28 HTTP status.
 func Fail(x *wire.Exchange, e *jsonrpc.Error) {
+	wire.TraceFailure(x.R, e)
 	wire.WriteError(x.W, Status(e.Code), x.Msg.ID, e)
 }
 
 // fail is Fail of c.
-func (c *call) fail(e *jsonrpc.Error) {
-	wire.WriteError(c.W, Status(e.Code), c.Msg.ID, e)
-}
+func (c *call) fail(e *jsonrpc.Error) { Fail(c.Exchange, e) }
 
 var ackComplete = json.RawMessage(`{"resultType":"complete"}`)
 
