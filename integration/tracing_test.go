@@ -32,6 +32,7 @@ type otlpReceiver struct {
 }
 
 func startOTLPReceiver(t testing.TB) *otlpReceiver {
+	t.Helper()
 	rcv := &otlpReceiver{t: t}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/traces" {
@@ -134,6 +135,7 @@ func (u *tracingUpstream) received() []string {
 }
 
 func startTracingUpstream(t testing.TB) (*tracingUpstream, string) {
+	t.Helper()
 	fixture, _ := testUpstream(t)
 	u := &tracingUpstream{next: fixture}
 	srv := httptest.NewServer(u)
@@ -164,7 +166,7 @@ func spanIDOf(s *tracepb.Span) string  { return hex.EncodeToString(s.SpanId) }
 
 // auditLine returns the first audit line of msg for task id, decoded.
 func auditLine(gw *gateway, msg, id string) map[string]any {
-	for _, s := range strings.Split(gw.logs(), "\n") {
+	for s := range strings.SplitSeq(gw.logs(), "\n") {
 		if !strings.Contains(s, `"logger":"http.handlers.mcp_tasks.audit"`) {
 			continue
 		}

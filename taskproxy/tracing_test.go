@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -73,12 +74,7 @@ func spanNamed(spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan
 }
 
 func hasAttr(s sdktrace.ReadOnlySpan, kv attribute.KeyValue) bool {
-	for _, a := range s.Attributes() {
-		if a == kv {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(s.Attributes(), kv)
 }
 
 // A traced create continues one trace through the task's life: the

@@ -80,8 +80,11 @@ func benchTracingCPU(cfg config) ([]row, error) {
 			for try := 0; ; try++ {
 				data, err := post(c, url, body, headers)
 				var g struct{ Result struct{ Status string } }
-				if err != nil || json.Unmarshal(data, &g) != nil {
-					return fmt.Errorf("tasks/get: %v %s", err, data)
+				if err != nil {
+					return fmt.Errorf("tasks/get: %w", err)
+				}
+				if err := json.Unmarshal(data, &g); err != nil {
+					return fmt.Errorf("tasks/get: reading %s: %w", data, err)
 				}
 				if g.Result.Status == "completed" {
 					return nil
