@@ -37,6 +37,7 @@ var exampleFiles = []string{
 	"postgres-balancer.Caddyfile",
 	"front-proxy.Caddyfile",
 	"version-bridges.Caddyfile",
+	"tracing.Caddyfile",
 }
 
 // exampleEnv is the environment of an example's Caddy: its own admin
@@ -131,6 +132,25 @@ func TestExampleSingleNode(t *testing.T) {
 	runExample(t, "single-node.Caddyfile", addr, exampleEnv(t, admin, "MCP_PORT="+portOf(addr), "MCP_UPSTREAM="+upAddr))
 	waitReady(t, admin)
 	roundTrip(t, newRPCClient(t, "http://"+addr+"/mcp"), "single-node")
+}
+
+// The tracing example exporting OTLP over HTTP to a receiver of the
+// test: a task's round trip through it is one trace, from the create to
+// the task's run.
+func TestExampleTracing(t *testing.T) {
+	t.Parallel()
+	rcv := startOTLPReceiver(t)
+	_, upAddr := testUpstream(t)
+	addr, admin := freeAddr(t), freeAddr(t)
+	env := append(exampleEnv(t, admin, "MCP_PORT="+portOf(addr), "MCP_UPSTREAM="+upAddr), tracingEnv(rcv)...)
+	runExample(t, "tracing.Caddyfile", addr, env)
+	waitReady(t, admin)
+	id := roundTrip(t, newRPCClient(t, "http://"+addr+"/mcp"), "tracing")
+	create := rcv.await("mcp.task.create", "mcp.task.id", id)
+	run := rcv.await("mcp.task.run", "mcp.task.id", id)
+	if string(create.TraceId) != string(run.TraceId) {
+		t.Errorf("the create's trace %x and the run's %x differ, want one trace", create.TraceId, run.TraceId)
+	}
 }
 
 // The front proxy example behind a proxy that forwards the public Host
