@@ -37,11 +37,19 @@ func newRouteTable() *routeTable {
 // inCharge returns the route in charge of background work, or nil.
 func (rs *routeTable) inCharge() *Route { return rs.current.Load() }
 
-// add records a provisioned route and gives it its name's base.
+// add records a provisioned route and gives it its name's base. A base
+// an earlier configuration's request filled is not handed on: its next
+// handler is that configuration's (its reverse_proxy, with the upstreams
+// it named, cleaned up when a reload replaced it), so tasks that wait
+// from now on wait for a request of this one. A base still waiting is
+// shared: whichever configuration serves first fills it.
 func (rs *routeTable) add(route *Route) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.provisioned[route] = struct{}{}
+	if b, ok := rs.bases[route.cfg.Name]; ok && b.filled() {
+		delete(rs.bases, route.cfg.Name)
+	}
 	route.base = rs.baseLocked(route.cfg.Name)
 }
 

@@ -83,6 +83,16 @@ type routeBase struct {
 	requests baseRequests
 }
 
+// filled reports whether a served request has become the base.
+func (b *routeBase) filled() bool {
+	select {
+	case <-b.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 type servedRequest struct {
 	r    *http.Request
 	next http.Handler
