@@ -21,9 +21,9 @@ import (
 // and what an upgrade from an older one does.
 const Version = "v0.4.0"
 
-// modulePath is the module this package belongs to, as go.mod names it and
+// ownModulePath is the module this package belongs to, as go.mod names it and
 // as the build info of a Caddy built with it lists it.
-const modulePath = "github.com/caddy-mcp-tasks/caddy-mcp-tasks"
+const ownModulePath = "github.com/caddy-mcp-tasks/caddy-mcp-tasks"
 
 // versionReport is what caddy mcp-tasks version prints: with --json as is,
 // else as lines for people.
@@ -59,7 +59,7 @@ func newVersionReport(bi *debug.BuildInfo) versionReport {
 	rep.GoVersion = bi.GoVersion
 	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
 	for _, m := range mods {
-		if m != nil && m.Path == modulePath {
+		if m != nil && m.Path == ownModulePath {
 			rep.Module = buildModule(m)
 			break
 		}

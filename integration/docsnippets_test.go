@@ -128,7 +128,7 @@ func snippetConfigs(t *testing.T, body string) []string {
 		return []string{body}
 	}
 	site := ":8080 {\n" + indentLines(body, "\t") + "}\n"
-	if _, stderr, ok := adaptCaddyfile(t, site, false); ok || !strings.Contains(stderr, "unrecognized directive: "+tok) {
+	if stderr, ok := adaptCaddyfile(t, site, false); ok || !strings.Contains(stderr, "unrecognized directive: "+tok) {
 		return []string{site}
 	}
 	var configs []string
@@ -149,8 +149,9 @@ var snippetEnv = []string{
 
 // adaptCaddyfile runs caddy adapt on config, with --validate (which
 // provisions every module) when asked, with Caddy's data and config
-// directories in a temporary home.
-func adaptCaddyfile(t *testing.T, config string, validate bool) (string, string, bool) {
+// directories in a temporary home, and returns its log and whether it
+// succeeded.
+func adaptCaddyfile(t *testing.T, config string, validate bool) (stderr string, ok bool) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "Caddyfile")
@@ -163,14 +164,14 @@ func adaptCaddyfile(t *testing.T, config string, validate bool) (string, string,
 	}
 	cmd := exec.Command(caddyBinary, args...)
 	cmd.Env = append(os.Environ(), append(snippetEnv, "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
 	err := cmd.Run()
 	var exited *exec.ExitError
 	if err != nil && !errors.As(err, &exited) {
 		t.Fatalf("caddy %v: %v", args, err)
 	}
-	return stdout.String(), stderr.String(), err == nil
+	return errOut.String(), err == nil
 }
 
 // needsOutside tells snippets that name what this machine does not have
@@ -219,7 +220,7 @@ func TestDocsCaddyfileSnippets(t *testing.T) {
 		}
 		validate := !needsOutside.MatchString(b.body)
 		for _, config := range snippetConfigs(t, b.body) {
-			if _, stderr, ok := adaptCaddyfile(t, withTempPaths(config, dir), validate); !ok {
+			if stderr, ok := adaptCaddyfile(t, withTempPaths(config, dir), validate); !ok {
 				t.Errorf("%s: caddy adapt (validate %t) of\n%s\nfailed: %s", where, validate, config, stderr)
 			}
 		}
