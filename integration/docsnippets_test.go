@@ -1,6 +1,10 @@
 package integration
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"os"
@@ -139,12 +143,12 @@ func snippetConfigs(t *testing.T, body string) []string {
 }
 
 // snippetEnv are the environment variables the snippets name, with values
-// that provision: 32-byte HMAC keys and a DSN (PostgreSQL snippets are
-// adapted without --validate, which would connect).
+// that provision: 32-byte HMAC keys and a DSN (the PostgreSQL store
+// connects when it first serves, not when it is provisioned).
 var snippetEnv = []string{
 	"MCP_JWT_SECRET=docs-snippet-secret-of-at-least-32-bytes",
 	"MCP_JWT_SECRET_NEXT=docs-snippet-next-secret-of-at-least-32-bytes",
-	"MCP_TASKS_DSN=postgres://mcp@127.0.0.1:1/mcp",
+	"MCP_TASKS_DSN=postgres://mcp@127.0.0.1:1/mcp?connect_timeout=1",
 }
 
 // adaptCaddyfile runs caddy adapt on config, with --validate (which
@@ -174,30 +178,44 @@ func adaptCaddyfile(t *testing.T, config string, validate bool) (stderr string, 
 	return errOut.String(), err == nil
 }
 
-// needsOutside tells snippets that name what this machine does not have
-// (key files, a PostgreSQL server): they are adapted without --validate.
-var needsOutside = regexp.MustCompile(`public_key /|storage postgres|jwks_url `)
-
-// withoutComments is a Caddyfile with its comments left out.
-func withoutComments(config string) string {
-	return regexp.MustCompile(`(?m)(^|\s)#.*$`).ReplaceAllString(config, "")
+// publicKeyFile writes an Ed25519 public key in PEM to dir, for the
+// snippets' public_key files.
+func publicKeyFile(t *testing.T, dir string) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
-// withTempPaths points the directories and files a snippet writes to at
-// dir, so that --validate can provision its stores and logs.
-func withTempPaths(config, dir string) string {
-	config = regexp.MustCompile(`(?m)(storage_dir\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "store"))
+// withTempPaths points the directories and files a snippet reads or
+// writes at dir, so that --validate can provision its stores, logs and
+// keys.
+func withTempPaths(config, dir, keyFile string) string {
+	config = regexp.MustCompile(`(storage_dir\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "store"))
+	config = regexp.MustCompile(`(public_key\s+)/\S+`).ReplaceAllString(config, "${1}"+keyFile)
 	return regexp.MustCompile(`(output file\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "log"))
 }
 
 // Every Caddyfile snippet of every Markdown file is formatted as caddy fmt
 // formats it and adapts: fragments wrapped in a site (and an mcp_tasks
-// block for subdirectives), with --validate unless it names key files or
-// PostgreSQL. A block that is a Caddyfile is labelled caddyfile. Failures
-// name the file and line of the snippet.
+// block for subdirectives), with --validate (stores, logs and key files in
+// a temporary directory, environment variables given values). A block
+// that is a Caddyfile is labelled caddyfile. Failures name the file and
+// line of the snippet.
 func TestDocsCaddyfileSnippets(t *testing.T) {
 	t.Parallel()
-	var snippets, validated int
+	var snippets, configs int
+	keyFile := publicKeyFile(t, t.TempDir())
 	for _, b := range markdownBlocks(t) {
 		where := b.file + ":" + strconv.Itoa(b.line)
 		if b.label == "" {
@@ -223,18 +241,15 @@ func TestDocsCaddyfileSnippets(t *testing.T) {
 		} else if string(formatted) != b.body {
 			t.Errorf("%s: not as caddy fmt formats it; want\n%s", where, formatted)
 		}
-		validate := !needsOutside.MatchString(withoutComments(b.body))
-		if validate {
-			validated++
-		}
 		for _, config := range snippetConfigs(t, b.body) {
-			if stderr, ok := adaptCaddyfile(t, withTempPaths(config, dir), validate); !ok {
-				t.Errorf("%s: caddy adapt (validate %t) of\n%s\nfailed: %s", where, validate, config, stderr)
+			configs++
+			if stderr, ok := adaptCaddyfile(t, withTempPaths(config, dir, keyFile), true); !ok {
+				t.Errorf("%s: caddy adapt --validate of\n%s\nfailed: %s", where, config, stderr)
 			}
 		}
 	}
 	if snippets == 0 {
 		t.Fatal("no caddyfile blocks found in the repository's Markdown files")
 	}
-	t.Logf("%d caddyfile snippets checked, %d of them with --validate", snippets, validated)
+	t.Logf("%d caddyfile snippets checked: %d configurations adapted with --validate", snippets, configs)
 }
