@@ -75,7 +75,7 @@ xcaddy_command() {
 xcaddy_build() {
 	local line vars=() args=()
 	while IFS= read -r line; do
-		if [[ ${#args[@]} -eq 0 && $line == *=* && $line != xcaddy ]]; then
+		if [[ ${#args[@]} -eq 0 && $line == *=* ]]; then
 			vars+=("$line")
 		else
 			args+=("$line")
@@ -292,7 +292,7 @@ unit) shift; run_unit "$@" ;;
 lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
+	echo "usage: $0 build|build-command|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
 	exit 2
 	;;
 esac
