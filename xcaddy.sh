@@ -2,6 +2,7 @@
 # Builds and runs Caddy with the mcp_tasks module.
 #
 #   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
+#   ./xcaddy.sh build-command  print the xcaddy command build runs (variables, then arguments)
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    lint, build, then run every test (unit and end-to-end)
@@ -59,13 +60,29 @@ source_hash() {
 # every lookup of this module's paths with "not found" before asking
 # anyone, so the replace wins whatever GOPROXY is; nothing else is fetched
 # differently.
-xcaddy_build() {
+#
+# xcaddy_command prints, one a line, the variables and then the arguments
+# of that xcaddy run (./xcaddy.sh build-command), so that a test can check
+# that README.md documents the very command this script runs.
+xcaddy_command() {
 	local noproxy govcs
 	noproxy=$(go env GONOPROXY)
 	govcs=$(go env GOVCS)
-	GONOPROXY="$MODULE${noproxy:+,$noproxy}" GOVCS="$MODULE:off${govcs:+,$govcs}" \
-		go tool -modfile="$TOOLS_MODFILE" xcaddy build "$CADDY_VERSION" \
-		--with "$MODULE/caddymodule" --replace "$MODULE=." "$@"
+	printf '%s\n' "GONOPROXY=$MODULE${noproxy:+,$noproxy}" "GOVCS=$MODULE:off${govcs:+,$govcs}" \
+		xcaddy build "$CADDY_VERSION" --with "$MODULE/caddymodule" --replace "$MODULE=."
+}
+
+xcaddy_build() {
+	local line vars=() args=()
+	while IFS= read -r line; do
+		if [[ ${#args[@]} -eq 0 && $line == *=* ]]; then
+			vars+=("$line")
+		else
+			args+=("$line")
+		fi
+	done < <(xcaddy_command)
+	# args[0] is xcaddy itself, run as the pinned Go tool.
+	env "${vars[@]}" go tool -modfile="$TOOLS_MODFILE" "${args[@]}" "$@"
 }
 
 build() {
@@ -266,6 +283,7 @@ run_soak() {
 
 case "${1:-}" in
 build) build ;;
+build-command) xcaddy_command ;;
 bench) shift; run_bench "$@" ;;
 soak) shift; run_soak "$@" ;;
 run) run ;;
@@ -274,7 +292,7 @@ unit) shift; run_unit "$@" ;;
 lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
+	echo "usage: $0 build|build-command|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
 	exit 2
 	;;
 esac

@@ -28,7 +28,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "mcp-tasks",
-		Usage: "list|show <id>|cancel <id>|delete <id>|health [--ready|--live]|backup -o <file>|restore -i <file> --storage-dir <dir> [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
+		Usage: "list|show <id>|cancel <id>|delete <id>|health [--ready|--live]|backup -o <file>|restore -i <file> --storage-dir <dir>|version [--address <admin>] [--config <file> [--adapter <name>]] [--json]",
 		Short: "Lists, shows, cancels, deletes and backs up MCP tasks of a running Caddy",
 		Long: `
 Talks to the admin API of a running Caddy (admin.api.mcp_tasks): lists the
@@ -36,7 +36,8 @@ tasks of every principal newest first, shows one, cancels one as its owner
 would (the upstream is told), deletes a finished one before its ttl ends (it
 stops counting toward max_finished_per_principal), or reports health; with
 --ready or --live it is a probe for a service manager or an orchestrator
-(exit 0 or 1, no curl needed). The admin address comes
+(exit 0 or 1, no curl needed); version prints this module's release and
+build info (no Caddy needs to run). The admin address comes
 from --address, else from the config given with --config, else Caddy's
 default (localhost:2019).
 
@@ -109,7 +110,13 @@ Tables are for people; --json prints the admin API's answer as is.`,
 			}
 			restore.Flags().StringP("input", "i", "", "Backup file written by caddy mcp-tasks backup")
 			restore.Flags().String("storage-dir", "", "New, empty directory to restore into; point storage_dir at it")
-			cmd.AddCommand(list, show, cancel, del, health, backup, restore)
+			version := &cobra.Command{
+				Use:   "version",
+				Short: "Prints the module's release, store formats and build info (the module's version as the build resolved it)",
+				Args:  cobra.NoArgs,
+				RunE:  runVersion,
+			}
+			cmd.AddCommand(list, show, cancel, del, health, backup, restore, version)
 		},
 	})
 }

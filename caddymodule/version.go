@@ -1,0 +1,135 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/pgstore"
+)
+
+// Version is the release of this module, as caddy mcp-tasks version prints
+// it and as README.md's upgrade notes are headed. It names the code, not the
+// data: a store carries a format of its own (badgerstore.FormatVersion for
+// Badger, pgstore.SchemaVersion for PostgreSQL's migrations), which a
+// release bumps only when it changes what is written; several releases may
+// share a format. The notes under this version say which formats it writes
+// and what an upgrade from an older one does.
+const Version = "v0.4.0"
+
+// ownModulePath is the module this package belongs to, as go.mod names it and
+// as the build info of a Caddy built with it lists it.
+const ownModulePath = "github.com/caddy-mcp-tasks/caddy-mcp-tasks"
+
+// versionReport is what caddy mcp-tasks version prints: with --json as is,
+// else as lines for people.
+type versionReport struct {
+	Version      string `json:"version"`
+	BadgerFormat uint64 `json:"badger_format"`
+	PGSchema     int    `json:"postgres_schema"`
+	// Module is this module as the build resolved it; absent when the
+	// binary carries no build info.
+	Module *moduleBuild `json:"module,omitempty"`
+	// GoVersion is the toolchain the binary was built with.
+	GoVersion string `json:"go_version,omitempty"`
+	// VCS is the revision the binary was built from, when go build
+	// stamped it (it stamps the main module's checkout).
+	VCS map[string]string `json:"vcs,omitempty"`
+}
+
+// moduleBuild is one module of the binary's build info.
+type moduleBuild struct {
+	Path    string       `json:"path"`
+	Version string       `json:"version"`
+	Sum     string       `json:"sum,omitempty"`
+	Replace *moduleBuild `json:"replace,omitempty"`
+}
+
+// newVersionReport reads the build info of the running binary (nil when
+// it has none).
+func newVersionReport(bi *debug.BuildInfo) versionReport {
+	rep := versionReport{Version: Version, BadgerFormat: badgerstore.FormatVersion, PGSchema: pgstore.SchemaVersion}
+	if bi == nil {
+		return rep
+	}
+	rep.GoVersion = bi.GoVersion
+	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
+	for _, m := range mods {
+		if m != nil && m.Path == ownModulePath {
+			rep.Module = buildModule(m)
+			break
+		}
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs", "vcs.revision", "vcs.time", "vcs.modified":
+			if rep.VCS == nil {
+				rep.VCS = map[string]string{}
+			}
+			rep.VCS[s.Key] = s.Value
+		}
+	}
+	return rep
+}
+
+func buildModule(m *debug.Module) *moduleBuild {
+	mb := &moduleBuild{Path: m.Path, Version: m.Version, Sum: m.Sum}
+	if m.Replace != nil {
+		mb.Replace = buildModule(m.Replace)
+		if mb.Replace.Version == "" {
+			// A replace by a directory has no version; go reports
+			// such a build of a module as (devel).
+			mb.Replace.Version = "(devel)"
+		}
+	}
+	return mb
+}
+
+// write prints the report as lines for people.
+func (r versionReport) write(w io.Writer) error {
+	lines := []string{
+		"caddy-mcp-tasks " + r.Version,
+		fmt.Sprintf("store formats: badger %d, postgres schema %d", r.BadgerFormat, r.PGSchema),
+	}
+	switch m := r.Module; {
+	case m == nil:
+		lines = append(lines, "module: no build info")
+	case m.Replace != nil:
+		lines = append(lines, fmt.Sprintf("module: %s %s => %s %s", m.Path, m.Version, m.Replace.Path, m.Replace.Version))
+	default:
+		lines = append(lines, fmt.Sprintf("module: %s %s", m.Path, m.Version))
+	}
+	if r.GoVersion != "" {
+		lines = append(lines, "go: "+r.GoVersion)
+	}
+	if rev := r.VCS["vcs.revision"]; rev != "" {
+		line := "revision: " + rev
+		if r.VCS["vcs.modified"] == "true" {
+			line += " (modified)"
+		}
+		lines = append(lines, line)
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return fmt.Errorf("writing the version: %w", err)
+		}
+	}
+	return nil
+}
+
+func runVersion(cmd *cobra.Command, _ []string) error {
+	bi, _ := debug.ReadBuildInfo()
+	rep := newVersionReport(bi)
+	if wantJSON(cmd) {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("writing the version: %w", err)
+		}
+		return nil
+	}
+	return rep.write(cmd.OutOrStdout())
+}
