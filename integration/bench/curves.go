@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -243,7 +244,14 @@ func benchRetained(cfg config) ([]row, error) {
 			s.gets = append(s.gets, r.rate())
 		}
 		for _, s := range stores {
+			var profiled <-chan struct{}
+			if len(s.adds) == 0 {
+				profiled = s.p.profile(cfg.profiles, fmt.Sprintf("retained-%d-create", s.n), cfg.duration)
+			}
 			r := closedLoop(clients, cfg.duration, create(s))
+			if profiled != nil {
+				<-profiled
+			}
 			if r.errs > 0 {
 				return nil, fmt.Errorf("%d failed creates against %d tasks", r.errs, s.n)
 			}
@@ -462,4 +470,155 @@ func saveGoroutines(p *caddyProc, file string) {
 func mustRead(r io.Reader, n int64) []byte {
 	data, _ := io.ReadAll(io.LimitReader(r, n))
 	return data
+}
+
+// benchRecovery measures a restart after a crash: a store of cfg.recovery
+// finished tasks, a Caddy that starts recoveryRunning tasks whose upstream
+// call lasts, then is killed (SIGKILL) while they run; a new Caddy on the
+// same store. It reports how long the new process takes to serve (its
+// port accepting and a tasks/get answered) and to end or re-run every
+// orphan (each one's tasks/get no longer "working").
+func benchRecovery(cfg config) ([]row, error) {
+	const recoveryRunning = 1000
+	up, err := startUpstream()
+	if err != nil {
+		return nil, err
+	}
+	defer up.srv.Close()
+	dir := filepath.Join(cfg.work, "recovery-store")
+	fmt.Fprintf(os.Stderr, "  filling a store with %d finished tasks…\n", cfg.recovery)
+	finished, err := fillRetained(dir, cfg.recovery)
+	if err != nil {
+		return nil, err
+	}
+	port := freePort()
+	site := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\trate_limit -1\n\t\tmax_active_per_principal -1\n%s\t}\n\treverse_proxy /mcp* %s\n}", port, dir, benchDirective, up.addr)
+	p, err := startCaddy(cfg.caddy, cfg.work, site, port)
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	c := newClient(32)
+	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25", benchHeader: benchPrincipal}
+	ids := make([]string, recoveryRunning)
+	held := up.holding.Load()
+	created := closedCount(32, recoveryRunning, func(i int) error {
+		body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold","arguments":{"label":"orphan-%d"},"task":{"ttl":3600000}}}`, i)
+		data, err := post(c, url, body, headers)
+		if err != nil {
+			return err
+		}
+		var m struct {
+			Result struct {
+				Task struct{ TaskID string } `json:"task"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
+			return fmt.Errorf("not a CreateTaskResult: %s", data)
+		}
+		ids[i] = m.Result.Task.TaskID
+		return nil
+	})
+	if created != nil {
+		p.stop()
+		return nil, fmt.Errorf("creating the running tasks: %w", created)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for up.holding.Load()-held < recoveryRunning {
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("%d of %d tasks reached the upstream", up.holding.Load()-held, recoveryRunning)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+
+	start := time.Now()
+	p, err = startCaddy(cfg.caddy, cfg.work, site, port)
+	if err != nil {
+		return nil, fmt.Errorf("restarting on the store: %w", err)
+	}
+	defer p.stop()
+	getStatus := func(id string) (string, error) {
+		data, err := post(c, url, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, id), headers)
+		if err != nil {
+			return "", err
+		}
+		var m struct {
+			Result struct{ Status string } `json:"result"`
+		}
+		if err := json.Unmarshal(data, &m); err != nil || m.Result.Status == "" {
+			return "", fmt.Errorf("not a task: %s", data)
+		}
+		return m.Result.Status, nil
+	}
+	for {
+		if st, err := getStatus(finished[0]); err == nil && st == "completed" {
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			return nil, errors.New("the restarted process answered no tasks/get in 2 minutes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	serving := time.Since(start)
+	pending := ids
+	for len(pending) > 0 {
+		var still []string
+		var mu sync.Mutex
+		if err := closedCount(16, len(pending), func(i int) error {
+			st, err := getStatus(pending[i])
+			if err != nil {
+				return err
+			}
+			if st == "working" || st == "input_required" {
+				mu.Lock()
+				still = append(still, pending[i])
+				mu.Unlock()
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("polling the orphans: %w", err)
+		}
+		pending = still
+		if len(pending) > 0 && time.Since(start) > 3*time.Minute {
+			return nil, fmt.Errorf("%d of %d orphans still working 3 minutes after the restart", len(pending), len(ids))
+		}
+		if len(pending) > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	recovered := time.Since(start)
+	secs := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+	return []row{
+		{measure: fmt.Sprintf("recovery: a process killed (SIGKILL) with %d tasks running, its store holding %d finished tasks; the new process serving (a tasks/get answered) after its start", recoveryRunning, cfg.recovery),
+			result: secs(serving), target: "≤ 5 s", met: serving <= 5*time.Second},
+		{measure: "recovery: every orphan ended or re-run (tasks/get no longer working), after the new process's start",
+			result: secs(recovered), target: "≤ 30 s", met: recovered <= 30*time.Second},
+	}, nil
+}
+
+// closedCount runs do for 0..n-1 from workers goroutines and returns the
+// first error.
+func closedCount(workers, n int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if err := do(i); err != nil {
+					mu.Lock()
+					first = cmpErr(first, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

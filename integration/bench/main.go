@@ -29,7 +29,10 @@ type config struct {
 	// retained and running are the sizes of the curves: finished tasks in
 	// the store, and tasks running at once.
 	retained, running string
-	profiles          string
+	// recovery is how many finished tasks the store of the recovery
+	// measurement holds.
+	recovery int
+	profiles string
 	// silenced adds rows measured with Caddy's log silenced beside the
 	// default-logging rows of respond and lifecycle.
 	silenced bool
@@ -51,9 +54,10 @@ func main() {
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
 	flag.StringVar(&cfg.retained, "retained", "10000,100000", "comma-separated sizes of the retained curve: finished tasks in the store (1000000 for the full curve)")
 	flag.StringVar(&cfg.running, "running", "100,1000,10000", "comma-separated sizes of the running curve: tasks running at once")
+	flag.IntVar(&cfg.recovery, "recovery", 1_000_000, "finished tasks in the store of the recovery measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
 	flag.BoolVar(&cfg.silenced, "silenced", false, "also measure respond and lifecycle with Caddy's log silenced (level WARN), in rows labelled so")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,tracing,fanout,listen,memory,postgres,retained,running")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,tracing,fanout,listen,memory,postgres,retained,running,recovery")
 	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
 	if *upstreamOnly {
@@ -90,6 +94,7 @@ func main() {
 		{"postgres", benchPostgres},
 		{"retained", benchRetained},
 		{"running", benchRunning},
+		{"recovery", benchRecovery},
 	}
 	for _, s := range steps {
 		if !want(s.name) && !(s.name == "poll" && want("memory")) {
