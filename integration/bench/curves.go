@@ -297,7 +297,7 @@ func retainedCurve(cfg config, sizes []int, b retainedBackend) ([]row, error) {
 			return nil, fmt.Errorf("%d failed tasks/list against %d tasks", list.errs, s.n)
 		}
 		rows = append(rows, row{
-			measure: fmt.Sprintf("retained %d finished tasks (%s; %d of them the polled caller's, the rest 1000 others'): tasks/get req/s, creates/s (16 clients, medians of %d alternating rounds), a tasks/list page p50 / p99, Caddy's resident memory: anonymous + file-backed (the binary, Badger's mapped tables), and its Go heap, all once the heap holds still and before the creates; disk per task",
+			measure: fmt.Sprintf("retained %d finished tasks (%s; %d of them the polled caller's, the rest 1000 others'): tasks/get req/s, creates/s (16 clients, medians of %d alternating rounds), a tasks/list page p50 / p99, Caddy's resident memory: anonymous + file-backed (the binary; on Badger its mapped tables), and its Go heap, all once the heap holds still and before the creates; disk per task",
 				s.n, b.name, len(s.ids), rounds),
 			result: fmt.Sprintf("%.0f get/s, %.0f creates/s, list %s / %s, %s + %s (heap %s), %s per task",
 				median(s.gets), median(s.adds), ms(list.pct(0.5)), ms(list.pct(0.99)), mib(mems[i].anon), mib(mems[i].file), mib(mems[i].heap), kib(float64(s.disk)/float64(s.n))),
@@ -319,7 +319,7 @@ func retainedCurve(cfg config, sizes []int, b retainedBackend) ([]row, error) {
 			result: fmt.Sprintf("%.2f", getRatio), target: "≥ 0.8", met: getRatio >= 0.8},
 		row{measure: fmt.Sprintf("retained curve (%s): creates/s at %d tasks ÷ at %d", b.name, hi.n, lo.n),
 			result: fmt.Sprintf("%.2f", addRatio), target: "≥ 0.8", met: addRatio >= 0.8},
-		row{measure: fmt.Sprintf("retained curve (%s): Caddy's resident memory growth per retained task, %d → %d: the process's own (anonymous); beside it, mapped files (Badger's tables: page cache the kernel reclaims)", b.name, lo.n, hi.n),
+		row{measure: fmt.Sprintf("retained curve (%s): Caddy's resident memory growth per retained task, %d → %d: the process's own (anonymous); beside it, mapped files (on Badger its tables: page cache the kernel reclaims)", b.name, lo.n, hi.n),
 			result: fmt.Sprintf("%s per task; mapped files %s per task", kib(perTask), kib(perTaskFile)), target: "< 1 KiB", met: perTask < 1024},
 	), nil
 }
@@ -415,7 +415,14 @@ func runningPoint(cfg config, p *caddyProc, up *trivialUpstream, url string, n i
 		return runningFigures{}, err
 	}
 	baseRSS, baseGor := p.rss(), goroutines(p)
-	held := up.holding.Load()
+	// The calls of the previous size end as its Caddy exits; counting
+	// starts once they have.
+	for deadline := time.Now().Add(30 * time.Second); up.holding.Load() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return runningFigures{}, fmt.Errorf("%d calls of an earlier Caddy still held", up.holding.Load())
+		}
+	}
+	held := int64(0)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
