@@ -26,7 +26,15 @@ type config struct {
 	rounds      int
 	tasks       int
 	subscribers int
-	profiles    string
+	// retained, running and streams are the sizes of the curves: finished
+	// tasks in the store, tasks running at once, listen streams open.
+	retained, running, streams string
+	// retainedPG is the sizes of the retained curve on PostgreSQL.
+	retainedPG string
+	// recovery is how many finished tasks the store of the recovery
+	// measurement holds.
+	recovery int
+	profiles string
 	// silenced adds rows measured with Caddy's log silenced beside the
 	// default-logging rows of respond and lifecycle.
 	silenced bool
@@ -46,9 +54,14 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 5, "A/B rounds of the pass-through comparison")
 	flag.IntVar(&cfg.tasks, "tasks", 100_000, "tasks held in the store for polling and memory")
 	flag.IntVar(&cfg.subscribers, "subscribers", 1000, "subscribers of the fan-out measurement")
+	flag.StringVar(&cfg.retained, "retained", "10000,100000", "comma-separated sizes of the retained curve: finished tasks in the store (1000000 for the full curve)")
+	flag.StringVar(&cfg.retainedPG, "retained-postgres", "10000,100000", "comma-separated sizes of the retained curve on PostgreSQL")
+	flag.StringVar(&cfg.running, "running", "100,1000,10000", "comma-separated sizes of the running curve: tasks running at once")
+	flag.StringVar(&cfg.streams, "streams", "1000,10000", "comma-separated sizes of the streams curve: subscriptions/listen streams open at once")
+	flag.IntVar(&cfg.recovery, "recovery", 1_000_000, "finished tasks in the store of the recovery measurement")
 	flag.StringVar(&cfg.profiles, "cpuprofile", "", "directory for CPU profiles of Caddy during the measurements")
 	flag.BoolVar(&cfg.silenced, "silenced", false, "also measure respond and lifecycle with Caddy's log silenced (level WARN), in rows labelled so")
-	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,tracing,fanout,listen,memory,postgres")
+	only := flag.String("only", "", "comma-separated subset: passthrough,create,sync,poll,respond,lifecycle,tracing,fanout,listen,memory,postgres,retained,retained-postgres,running,recovery,streams")
 	upstreamOnly := flag.Bool(serveUpstreamFlag, false, "serve the trivial upstream only (the bench starts itself so)")
 	flag.Parse()
 	if *upstreamOnly {
@@ -83,6 +96,11 @@ func main() {
 		{"fanout", benchFanOut},
 		{"listen", benchListen},
 		{"postgres", benchPostgres},
+		{"retained", benchRetained},
+		{"retained-postgres", benchRetainedPostgres},
+		{"running", benchRunning},
+		{"recovery", benchRecovery},
+		{"streams", benchStreams},
 	}
 	for _, s := range steps {
 		if !want(s.name) && !(s.name == "poll" && want("memory")) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,9 @@ import (
 type trivialUpstream struct {
 	addr string
 	srv  *http.Server
+
+	// holding counts the hold calls in progress.
+	holding atomic.Int64
 
 	mu        sync.Mutex
 	cancelled map[string]time.Time // hold label -> when its request ended
@@ -81,7 +85,9 @@ func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "server/discover":
 		result = discoverResult
 	case m.Method == "tools/call" && m.Params.Name == "hold":
+		u.holding.Add(1)
 		<-r.Context().Done()
+		u.holding.Add(-1)
 		u.mu.Lock()
 		u.cancelled[m.Params.Arguments.Label] = time.Now()
 		if ch, ok := u.waiters[m.Params.Arguments.Label]; ok {
