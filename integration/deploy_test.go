@@ -39,10 +39,7 @@ func installedPaths(s, config string) string {
 // The README shows the unit and the Dockerfile as they are in deploy/.
 func TestDeployFilesInREADME(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readManual(t)
 	for lang, name := range map[string]string{"ini": "caddy-mcp-tasks.service", "dockerfile": "Dockerfile"} {
 		m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(string(data))
 		if m == nil {

@@ -202,6 +202,7 @@ func publicKeyFile(t *testing.T, dir string) string {
 // keys.
 func withTempPaths(config, dir, keyFile string) string {
 	config = regexp.MustCompile(`(storage_dir\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "store"))
+	config = regexp.MustCompile(`(?m)(^\s*dir\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "store"))
 	config = regexp.MustCompile(`(public_key\s+)/\S+`).ReplaceAllString(config, "${1}"+keyFile)
 	return regexp.MustCompile(`(output file\s+)\S+`).ReplaceAllString(config, "${1}"+filepath.Join(dir, "log"))
 }

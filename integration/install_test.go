@@ -28,13 +28,29 @@ func moduleVersion(t *testing.T) string {
 	return string(m[1])
 }
 
-// readmeShBlock returns the README's sh code block that contains marker.
+// manualFiles are the user documentation: the README and the references
+// beside the code they document, relative to the repository root.
+var manualFiles = []string{"README.md", "caddymodule/README.md", "taskproxy/README.md", "integration/README.md"}
+
+// readManual returns the manual's files one after the other, so a test
+// finds the block it checks in whichever file documents it.
+func readManual(t *testing.T) []byte {
+	t.Helper()
+	var all []byte
+	for _, name := range manualFiles {
+		data, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatalf("reading the manual: %v", err)
+		}
+		all = append(append(all, data...), '\n')
+	}
+	return all
+}
+
+// readmeShBlock returns the manual's sh code block that contains marker.
 func readmeShBlock(t *testing.T, marker string) string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readManual(t)
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
 		if strings.Contains(block[1], marker) {
 			return block[1]
@@ -191,10 +207,7 @@ func TestCommandVersion(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readManual(t)
 	if !regexp.MustCompile(`(?m)^#### ` + regexp.QuoteMeta(v) + `\b`).Match(readme) {
 		t.Errorf("README's upgrade notes have no heading #### %s", v)
 	}

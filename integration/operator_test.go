@@ -41,10 +41,7 @@ func globalHead(admin, extra string) string {
 // readmeBlock returns the README's caddyfile code block that contains marker.
 func readmeBlock(t *testing.T, marker string) string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readManual(t)
 	for _, block := range regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
 		if strings.Contains(block[1], marker) {
 			return block[1]

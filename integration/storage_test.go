@@ -73,13 +73,13 @@ func TestBadgerStorageModule(t *testing.T) {
 	}
 }
 
-// The README's storage postgres example is valid for the built Caddy, and
+// The manual's storage postgres site (the one with schema mcp_tasks) is valid for the built Caddy, and
 // caddy validate accepts a database that does not answer (the DSN names a
 // port nobody serves): it may be up by the time Caddy runs.
 func TestReadmeStoragePostgresValidates(t *testing.T) {
 	t.Parallel()
 	config := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(config, []byte(readmeBlock(t, "storage postgres")), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(readmeBlock(t, "schema mcp_tasks")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(caddyBinary, "validate", "--config", config, "--adapter", "caddyfile")
