@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -42,26 +41,7 @@ func headingAnchors(text string) map[string]bool {
 // not leave links behind.
 func TestDocsRelativeLinks(t *testing.T) {
 	t.Parallel()
-	texts := map[string]string{}
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != ".." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			texts[filepath.Clean(path)] = string(data)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walking the repository's Markdown files: %v", err)
-	}
+	texts := markdownFiles(t)
 	links := 0
 	for file, text := range texts {
 		for _, m := range mdLinkRE.FindAllStringSubmatch(text, -1) {

@@ -26,12 +26,12 @@ type docBlock struct {
 
 var fenceRE = regexp.MustCompile("^([ \t]*)```([^` \t]*)[ \t]*$")
 
-// markdownBlocks returns the fenced code blocks of every *.md of the
-// repository (hidden directories and node_modules left out), with the
-// indentation of their fence removed from their lines.
-func markdownBlocks(t *testing.T) []docBlock {
+// markdownFiles returns the text of every *.md of the repository (hidden
+// directories and node_modules left out), by path relative to this
+// package's directory.
+func markdownFiles(t *testing.T) map[string]string {
 	t.Helper()
-	var blocks []docBlock
+	texts := map[string]string{}
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -46,8 +46,24 @@ func markdownBlocks(t *testing.T) []docBlock {
 		if err != nil {
 			return err
 		}
+		texts[filepath.Clean(path)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking the repository's Markdown files: %v", err)
+	}
+	return texts
+}
+
+// markdownBlocks returns the fenced code blocks of every *.md of the
+// repository, with the indentation of their fence removed from their
+// lines.
+func markdownBlocks(t *testing.T) []docBlock {
+	t.Helper()
+	var blocks []docBlock
+	for path, text := range markdownFiles(t) {
 		rel, _ := filepath.Rel("..", path)
-		lines := strings.Split(string(data), "\n")
+		lines := strings.Split(text, "\n")
 		for i := 0; i < len(lines); i++ {
 			m := fenceRE.FindStringSubmatch(lines[i])
 			if m == nil {
@@ -61,10 +77,6 @@ func markdownBlocks(t *testing.T) []docBlock {
 			b.body = body.String()
 			blocks = append(blocks, b)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walking the repository's Markdown files: %v", err)
 	}
 	return blocks
 }
