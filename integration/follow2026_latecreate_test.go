@@ -71,24 +71,7 @@ func TestFollowV2026EndedBeforeCreateResult(t *testing.T) {
 			tc.end(t, c, id)
 			waitGatewayTask(t, c, id, "the gateway task to end "+tc.want, statusIs(tc.want))
 
-			r := c.send(t, "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": longSteps()})
-			if r.Error == nil || r.Error.Code != -32000 {
-				t.Fatalf("second create while the first upstream task may run: %s, want -32000 (max_active_per_principal 1)", r.raw)
-			}
-			if n := rt.TasksCreated(taskruntime.ToolSteps); n != 1 {
-				t.Fatalf("upstream tasks created: %d, want 1 (the second create refused before the upstream)", n)
-			}
-
-			rt.ReleaseAnswers(taskruntime.ToolSteps)
-			waitUpstreamCancelled(t, rt, ids[0])
-			var next taskRuntimeReply
-			waitFor(t, 60*time.Second, "a create taken once the first upstream task is cancelled", func() bool {
-				next = c.send(t, "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": map[string]any{"steps": 1, "stepMs": 0}})
-				return next.Error == nil
-			})
-			if next.Result["resultType"] != "task" {
-				t.Fatalf("create after the drain: %s", next.raw)
-			}
+			heldUntilUpstreamCancelled(t, rt, c, taskruntime.ToolSteps, ids[0])
 		})
 	}
 }
@@ -264,4 +247,33 @@ func TestFollowV2026PlainCallRunTimeout(t *testing.T) {
 	waitFor(t, 30*time.Second, "the audit line of the upstream task's end", func() bool {
 		return auditLines(t, gw, "plain call's upstream task ended", "failed") == 1
 	})
+}
+
+// heldUntilUpstreamCancelled checks, for a gateway task that ended while
+// the upstream's task upstreamID (of tool held, whose answer the fixture
+// holds) may still run, that the caller's slot stays taken: a create of
+// ToolSteps is refused at max_active_per_principal 1 before it reaches
+// the upstream. Once the answer is released and that upstream task
+// cancelled, creates are taken again.
+func heldUntilUpstreamCancelled(t *testing.T, rt *taskruntime.Server, c *taskRuntimeClient, held, upstreamID string) {
+	t.Helper()
+	stepsBefore := rt.TasksCreated(taskruntime.ToolSteps)
+	r := c.send(t, "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": longSteps()})
+	if r.Error == nil || r.Error.Code != -32000 {
+		t.Fatalf("a create while the upstream task of %s may run: %s, want -32000 (max_active_per_principal 1)", held, r.raw)
+	}
+	if n := rt.TasksCreated(taskruntime.ToolSteps); n != stepsBefore {
+		t.Fatalf("upstream %s tasks created: %d, want %d (the create refused before the upstream)", taskruntime.ToolSteps, n, stepsBefore)
+	}
+
+	rt.ReleaseAnswers(held)
+	waitUpstreamCancelled(t, rt, upstreamID)
+	var next taskRuntimeReply
+	waitFor(t, 60*time.Second, "a create taken once the held upstream task is cancelled", func() bool {
+		next = c.send(t, "tools/call", map[string]any{"name": taskruntime.ToolSteps, "arguments": map[string]any{"steps": 1, "stepMs": 0}})
+		return next.Error == nil
+	})
+	if next.Result["resultType"] != "task" {
+		t.Fatalf("create after the upstream task was cancelled: %s", next.raw)
+	}
 }
