@@ -43,6 +43,16 @@ func WithPool(ctx context.Context, p *Pool) context.Context {
 	return context.WithValue(ctx, poolKey{}, p)
 }
 
+// Inherit returns ctx naming the pool from names, if it names one: for
+// work a request leaves behind on a context of its own (a session ended
+// in the background), which otherwise would run on the shared pool.
+func Inherit(ctx, from context.Context) context.Context {
+	if p, ok := from.Value(poolKey{}).(*Pool); ok {
+		return WithPool(ctx, p)
+	}
+	return ctx
+}
+
 // Run calls f on a goroutine of the pool ctx names ([WithPool]), or of the
 // shared pool.
 func Run(ctx context.Context, f func()) {

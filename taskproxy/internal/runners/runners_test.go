@@ -93,3 +93,27 @@ func TestRunOnContextPool(t *testing.T) {
 		time.Sleep(p.idle + time.Millisecond) // the runner ends, as the bubble requires
 	})
 }
+
+// Inherit names the pool of the context it inherits from, and leaves a
+// context alone when that names none (the shared pool then stays).
+func TestInherit(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(runnerIdle)
+		ids := make(chan uint64, 2)
+		ctx := Inherit(context.Background(), WithPool(context.Background(), p))
+		Run(ctx, func() { ids <- goroutineID() })
+		first := <-ids
+		if !handOver(p, func() { ids <- goroutineID() }) {
+			t.Fatal("the inherited pool has no idle runner: Run ran f elsewhere")
+		}
+		if second := <-ids; second != first {
+			t.Errorf("second function ran on goroutine %d, want the runner %d", second, first)
+		}
+		time.Sleep(p.idle + time.Millisecond) // the runner ends, as the bubble requires
+	})
+	ctx := context.Background()
+	if got := Inherit(ctx, context.Background()); got != ctx {
+		t.Errorf("Inherit from a context naming no pool returned %v, want ctx itself", got)
+	}
+}
