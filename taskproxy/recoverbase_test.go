@@ -64,17 +64,7 @@ func TestRecoveryRequestsBase(t *testing.T) {
 	mustStart(t, gw.Load())
 
 	for _, id := range ids {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got, err := store.Get(ctx, "o", id)
-			if err == nil && got.Status == task.StatusCompleted {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s: %+v %v, want completed by a re-run", id, got, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitStoreStatus(t, store, "o", id, func(s task.Status) bool { return s == task.StatusCompleted }) // by a re-run
 	}
 	if c, r := calls.Load(), requests.Load(); c != 2 || r != 1 {
 		t.Errorf("%d re-runs through %d requests for a base, want 2 through 1", c, r)

@@ -69,17 +69,7 @@ func TestObserverCountsTakeovers(t *testing.T) {
 	mustStart(t, g)
 	wait := func(what string, cond func(map[task.FailReason]int, map[task.TakeoverCause]int) bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			failed, takenOver := obs.counts()
-			if cond(failed, takenOver) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: failed %v, taken over %v", what, failed, takenOver)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, what, func() bool { return cond(obs.counts()) })
 	}
 	wait("the start's recovery", func(f map[task.FailReason]int, to map[task.TakeoverCause]int) bool {
 		return to[task.TakeoverRestart] == 2 && f[task.FailInterrupted] == 2

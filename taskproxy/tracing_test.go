@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -141,15 +140,11 @@ func TestTaskTrace(t *testing.T) {
 				t.Errorf("stored traceparent %q, want the create request's %q", done.TraceParent, want)
 			}
 			var runSpan, completeSpan, createSpan, getSpan sdktrace.ReadOnlySpan
-			deadline := time.Now().Add(10 * time.Second)
-			for runSpan == nil || completeSpan == nil || getSpan == nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("spans ended: %d; want mcp.task.run, mcp.task.complete, mcp.task.get", len(recorder.Ended()))
-				}
-				time.Sleep(5 * time.Millisecond)
+			waitFor(t, "spans mcp.task.run, mcp.task.complete, mcp.task.get", func() bool {
 				ended := recorder.Ended()
 				runSpan, completeSpan, createSpan, getSpan = spanNamed(ended, "mcp.task.run"), spanNamed(ended, "mcp.task.complete"), spanNamed(ended, "mcp.task.create"), spanNamed(ended, "mcp.task.get")
-			}
+				return runSpan != nil && completeSpan != nil && getSpan != nil
+			})
 			if createSpan == nil || createSpan.Parent().SpanID() != server.SpanContext().SpanID() {
 				t.Errorf("mcp.task.create %v: want a child of the request's span", createSpan)
 			}
@@ -205,10 +200,7 @@ func BenchmarkCreateTraced(b *testing.B) {
 			}
 			b.StopTimer()
 			// Every task's worker ends before the store closes.
-			deadline := time.Now().Add(30 * time.Second)
-			for g.rt.RunningWorkers() > 0 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
+			waitFor(b, "every task's worker to end", func() bool { return g.rt.RunningWorkers() == 0 })
 		})
 	}
 }

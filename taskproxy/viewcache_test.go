@@ -165,9 +165,11 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	}
 	close(release)
 	waitEnded(t, g, task.Anonymous, id)
-	if _, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now()); !ok {
-		t.Error("the worker's outcome is not in the cache")
-	}
+	// The worker caches the outcome after the store has it: wait for it.
+	waitFor(t, "the worker's outcome in the cache", func() bool {
+		_, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now())
+		return ok
+	})
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"completed"`) {
 		t.Errorf("after the outcome: %s", got)
 	}

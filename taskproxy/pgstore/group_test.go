@@ -32,11 +32,25 @@ func createHeld(t *testing.T, s *pgstore.Store, tasks []*task.Task, limits []tas
 	return errs
 }
 
-// waitFor polls cond until it holds (the test's own timeout bounds it).
+// waitFor polls cond, a state of the store's queues, until it holds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
+	waitUntil(t, "the store's queues", time.Millisecond, cond)
+}
+
+// waitUntil polls cond every interval until it holds; a condition that
+// never comes fails the test after a generous deadline rather than
+// hanging it.
+func waitUntil(t testing.TB, what string, interval time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for !cond() {
-		time.Sleep(time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
 	}
 }
 

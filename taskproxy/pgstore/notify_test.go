@@ -111,13 +111,7 @@ func TestRelayReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitChanged(t, sub, "wake-up after the reconnect")
-	deadline := time.Now().Add(20 * time.Second)
-	for listeners() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the relays did not listen again")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, "the relays to listen again", 20*time.Millisecond, func() bool { return listeners() == 2 })
 	a(task.TaskEvent{TaskID: "task-1", Kind: task.EventChanged})
 	awaitChanged(t, sub, "an event after the reconnect")
 }

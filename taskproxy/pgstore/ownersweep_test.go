@@ -124,13 +124,8 @@ func TestSweepOfOwnersKeepsConcurrentCreatesBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r%2 == 0 { // every other round, the creates find the row gone
-			deadline := time.Now().Add(30 * time.Second)
-			for ownerRows(t, schema, quota) != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("round %d: the sweep left the row of %s, which has no task", r, quota)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitUntil(t, fmt.Sprintf("round %d: the sweep of the row of %s, which has no task", r, quota), 5*time.Millisecond,
+				func() bool { return ownerRows(t, schema, quota) == 0 })
 		}
 		var stored, refused int
 		var mu sync.Mutex

@@ -43,19 +43,12 @@ func terminate(t *testing.T, app string) {
 	if n == 0 {
 		t.Fatal("the store has no connection to terminate")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitUntil(t, "the backends of "+app+" to go after pg_terminate_backend", 10*time.Millisecond, func() bool {
 		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d backends of %s still there after pg_terminate_backend", n, app)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 0
+	})
 }
 
 // A read right after pg_terminate_backend of the store's connections

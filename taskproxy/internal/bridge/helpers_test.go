@@ -1,12 +1,15 @@
 package bridge
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 )
 
 // post is a client's POST to /mcp with headers (name, value, ...).
@@ -29,6 +32,19 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// bubbleRequest returns a base request for sessions of a test in a
+// testing/synctest bubble: its upstream calls run on a pool of runners made
+// in the bubble (the shared pool's idle runners wait on a channel of no
+// bubble, so the bubble's clock could not move), whose idle runners end on
+// the bubble's clock as the test ends.
+func bubbleRequest(t *testing.T) *http.Request {
+	t.Helper()
+	const idle = time.Minute
+	t.Cleanup(func() { time.Sleep(idle + time.Second) })
+	ctx := runners.WithPool(context.Background(), runners.NewPool(idle))
+	return httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
 }
 
 // stepClock is a table's clock under the test's control: each reading is a

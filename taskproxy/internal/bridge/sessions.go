@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -321,7 +322,7 @@ func (t *bridgeSessions) end(sessions []*bridgeSession) {
 			continue
 		}
 		go func(s *bridgeSession) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(runners.Inherit(context.Background(), s.base.Context()), 5*time.Second)
 			defer cancel()
 			req := upstream.NewRequest(ctx, s.base, nil)
 			req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodDelete, http.NoBody, nil, 0

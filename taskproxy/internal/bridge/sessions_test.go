@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -145,35 +146,36 @@ func TestBridgeSessionFairness(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			up := &deleteRecorder{}
-			base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			tab, _ := steppedTable(tt.max, time.Hour) // each use a millisecond after the one before
-			defer tab.close()
-			for _, st := range tt.steps {
-				s, err := tab.acquire(context.Background(), st.owner, st.key, func(context.Context) (*bridgeSession, error) {
-					return &bridgeSession{id: st.key, version: "2025-11-25", base: base, next: up}, nil
-				})
-				if (err != nil) != st.refused {
-					t.Fatalf("%s %s: err %v, want refused %v", st.owner, st.key, err, st.refused)
+			synctest.Test(t, func(t *testing.T) {
+				up := &deleteRecorder{}
+				base := bubbleRequest(t)
+				tab, _ := steppedTable(tt.max, time.Hour) // each use a millisecond after the one before
+				defer tab.close()
+				for _, st := range tt.steps {
+					s, err := tab.acquire(context.Background(), st.owner, st.key, func(context.Context) (*bridgeSession, error) {
+						return &bridgeSession{id: st.key, version: "2025-11-25", base: base, next: up}, nil
+					})
+					if (err != nil) != st.refused {
+						t.Fatalf("%s %s: err %v, want refused %v", st.owner, st.key, err, st.refused)
+					}
+					if err == nil && st.release {
+						s.release()
+					}
 				}
-				if err == nil && st.release {
-					s.release()
+				synctest.Wait() // every DELETE sent has arrived
+				if got := up.ended(); !sameSet(got, tt.evicted) {
+					t.Errorf("ended %v, want %v", got, tt.evicted)
 				}
-			}
-			waitUntil(t, func() bool { return len(up.ended()) == len(tt.evicted) })
-			time.Sleep(10 * time.Millisecond) // no more to come
-			if got := up.ended(); !sameSet(got, tt.evicted) {
-				t.Errorf("ended %v, want %v", got, tt.evicted)
-			}
-			tab.mu.Lock()
-			var left []string
-			for k := range tab.byKey {
-				left = append(left, k)
-			}
-			tab.mu.Unlock()
-			if !sameSet(left, tt.left) || len(left) > tt.max {
-				t.Errorf("table %v, want %v", left, tt.left)
-			}
+				tab.mu.Lock()
+				var left []string
+				for k := range tab.byKey {
+					left = append(left, k)
+				}
+				tab.mu.Unlock()
+				if !sameSet(left, tt.left) || len(left) > tt.max {
+					t.Errorf("table %v, want %v", left, tt.left)
+				}
+			})
 		})
 	}
 }

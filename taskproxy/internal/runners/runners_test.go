@@ -2,6 +2,7 @@ package runners
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"strconv"
 	"testing"
@@ -20,7 +21,7 @@ func goroutineID() uint64 {
 
 // handOver hands f to an idle runner of p, as run would, once every
 // goroutine of the bubble waits, and reports whether one took it.
-func handOver(p *runnerPool, f func()) bool {
+func handOver(p *Pool, f func()) bool {
 	synctest.Wait()
 	select {
 	case p.work <- f:
@@ -37,9 +38,9 @@ func TestRunnerPool(t *testing.T) {
 	// The bubble's clock moves only when every goroutine in it waits: the
 	// runners' idle timers fire on the fake clock, without waiting.
 	synctest.Test(t, func(t *testing.T) {
-		p := &runnerPool{work: make(chan func()), idle: runnerIdle}
+		p := NewPool(runnerIdle)
 		ids := make(chan uint64, 2)
-		p.run(func() { ids <- goroutineID() })
+		p.Run(func() { ids <- goroutineID() })
 		first := <-ids
 		if !handOver(p, func() { ids <- goroutineID() }) {
 			t.Fatal("no idle runner took the second function")
@@ -61,7 +62,7 @@ func TestRunnerPool(t *testing.T) {
 		release := make(chan struct{})
 		started := make(chan struct{}, 3)
 		for range 3 {
-			p.run(func() { started <- struct{}{}; <-release })
+			p.Run(func() { started <- struct{}{}; <-release })
 		}
 		synctest.Wait()
 		if len(started) != 3 {
@@ -70,4 +71,49 @@ func TestRunnerPool(t *testing.T) {
 		close(release)
 		time.Sleep(p.idle + time.Millisecond) // the runners end, as the bubble requires
 	})
+}
+
+// Run runs f on the pool its context names, and work handed to that pool
+// reaches the runner: a test's pool, made in its bubble, keeps the
+// bubble's goroutines to itself.
+func TestRunOnContextPool(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(runnerIdle)
+		ctx := WithPool(context.Background(), p)
+		ids := make(chan uint64, 2)
+		Run(context.WithoutCancel(ctx), func() { ids <- goroutineID() })
+		first := <-ids
+		if !handOver(p, func() { ids <- goroutineID() }) {
+			t.Fatal("the context's pool has no idle runner: Run ran f elsewhere")
+		}
+		if second := <-ids; second != first {
+			t.Errorf("second function ran on goroutine %d, want the runner %d", second, first)
+		}
+		time.Sleep(p.idle + time.Millisecond) // the runner ends, as the bubble requires
+	})
+}
+
+// Inherit names the pool of the context it inherits from, and leaves a
+// context alone when that names none (the shared pool then stays).
+func TestInherit(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(runnerIdle)
+		ids := make(chan uint64, 2)
+		ctx := Inherit(context.Background(), WithPool(context.Background(), p))
+		Run(ctx, func() { ids <- goroutineID() })
+		first := <-ids
+		if !handOver(p, func() { ids <- goroutineID() }) {
+			t.Fatal("the inherited pool has no idle runner: Run ran f elsewhere")
+		}
+		if second := <-ids; second != first {
+			t.Errorf("second function ran on goroutine %d, want the runner %d", second, first)
+		}
+		time.Sleep(p.idle + time.Millisecond) // the runner ends, as the bubble requires
+	})
+	ctx := context.Background()
+	if got := Inherit(ctx, context.Background()); got != ctx {
+		t.Errorf("Inherit from a context naming no pool returned %v, want ctx itself", got)
+	}
 }

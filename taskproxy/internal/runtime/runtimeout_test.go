@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -118,9 +120,25 @@ func (u *hangingUpstream) cancellations() []string {
 	return append([]string(nil), u.cancelled...)
 }
 
+// bubbleRuntime returns a runtime for a test in a testing/synctest bubble,
+// and a pool of runners made in the bubble for its runs (see startHanging):
+// the shared pool's idle runners wait on a channel of no bubble, so the
+// bubble's clock could not move while one of its runners waits there. The
+// pool's idle runners end, on the bubble's clock, once the runtime closed.
+func bubbleRuntime(t *testing.T, cfg RouteConfig) (*Runtime, *Route, *runners.Pool) {
+	t.Helper()
+	const idle = time.Minute
+	t.Cleanup(func() { time.Sleep(idle + time.Second) }) // runs last: after the runtime closed
+	pool := runners.NewPool(idle)
+	rt := New(newMemStore(t), nil, renderNothing)
+	t.Cleanup(func() { _ = rt.Close(time.Second) })
+	cfg.Name, cfg.Logger, cfg.AuditLogger, cfg.Detach = "a", zap.NewNop(), zap.NewNop(), detachClone
+	return rt, rt.NewRoute(cfg), pool
+}
+
 // startHanging creates a task of tool on route, status given, and starts
-// its worker on a call to a hanging upstream.
-func startHanging(t *testing.T, rt *Runtime, route *Route, era task.Era, tool string, status task.Status) (*task.Task, *hangingUpstream) {
+// its worker on a call to a hanging upstream, on pool's runners.
+func startHanging(t *testing.T, rt *Runtime, route *Route, pool *runners.Pool, era task.Era, tool string, status task.Status) (*task.Task, *hangingUpstream) {
 	t.Helper()
 	now := Now()
 	tk := &task.Task{ID: task.NewTaskID(), Owner: "o", Status: status, CreatedAt: now, UpdatedAt: now, TTL: time.Hour,
@@ -133,7 +151,7 @@ func startHanging(t *testing.T, rt *Runtime, route *Route, era task.Era, tool st
 		t.Fatal(err)
 	}
 	up := &hangingUpstream{ended: make(chan struct{})}
-	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	base := httptest.NewRequestWithContext(runners.WithPool(context.Background(), pool), http.MethodPost, "/mcp", nil)
 	if era == task.Era2025 {
 		base.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	} else {
@@ -152,21 +170,19 @@ func startHanging(t *testing.T, rt *Runtime, route *Route, era task.Era, tool st
 	return tk, up
 }
 
-// waitEnded polls the task until it is terminal (bounded: a worker that
-// never stops fails the test, it does not hang it).
-func waitEnded(t *testing.T, rt *Runtime, id string) *task.Task {
+// statusAfter lets d pass on the bubble's clock and returns the task once
+// every goroutine of the bubble waits.
+func statusAfter(t *testing.T, rt *Runtime, id string, d time.Duration) *task.Task {
 	t.Helper()
-	var rec *task.Task
-	waitFor(t, "the task's end", func() bool {
-		rec = getTask(t, rt, id)
-		return rec.Status.Terminal()
-	})
-	return rec
+	time.Sleep(d)
+	synctest.Wait()
+	return getTask(t, rt, id)
 }
 
-// A call the upstream never answers fails at its run_timeout, with a
-// message naming the limit; the upstream's call is stopped (its stream
-// closed; on 2025-11-25 it is told with notifications/cancelled first).
+// A call the upstream never answers fails at its run_timeout, not a
+// moment before, with a message naming the limit; the upstream's call is
+// stopped (its stream closed; on 2025-11-25 it is told with
+// notifications/cancelled first).
 func TestRunTimeoutStopsHangingCall(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -176,38 +192,41 @@ func TestRunTimeoutStopsHangingCall(t *testing.T) {
 		wantLimit     time.Duration
 		wantCancelled bool
 	}{
-		{"2025-11-25 route limit", task.Era2025, 50 * time.Millisecond, -1, 50 * time.Millisecond, true},
-		{"2026-07-28 route limit", task.Era2026, 50 * time.Millisecond, -1, 50 * time.Millisecond, false},
-		{"tool limit over the route's", task.Era2026, time.Hour, 80 * time.Millisecond, 80 * time.Millisecond, false},
+		{"2025-11-25 route limit", task.Era2025, 90 * time.Second, -1, 90 * time.Second, true},
+		{"2026-07-28 route limit", task.Era2026, 90 * time.Second, -1, 90 * time.Second, false},
+		{"tool limit over the route's", task.Era2026, time.Minute, 5 * time.Minute, 5 * time.Minute, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rt := New(newMemStore(t), nil, renderNothing)
-			t.Cleanup(func() { _ = rt.Close(time.Second) })
-			cfg := RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop(), Detach: detachClone, RunTimeout: tt.route}
-			if tt.tool >= 0 {
-				cfg.ToolRunTimeouts = map[string]time.Duration{"hang": tt.tool}
-			}
-			route := rt.NewRoute(cfg)
-			tk, up := startHanging(t, rt, route, tt.era, "hang", task.StatusWorking)
-			rec := waitEnded(t, rt, tk.ID)
-			want := RunTimeoutMessage(tt.wantLimit)
-			if rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != want || rec.StatusMessage != want {
-				t.Fatalf("task %s %q (error %+v), want failed %q", rec.Status, rec.StatusMessage, rec.Error, want)
-			}
-			select {
-			case <-up.ended:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the upstream call was not stopped")
-			}
-			got := up.cancellations()
-			if tt.wantCancelled && (len(got) != 1 || got[0] != string(tk.UpstreamID)) {
-				t.Errorf("notifications/cancelled for %v, want one for %s", got, tk.UpstreamID)
-			}
-			if !tt.wantCancelled && len(got) != 0 {
-				t.Errorf("notifications/cancelled %v on 2026-07-28, where closing the stream cancels", got)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				cfg := RouteConfig{RunTimeout: tt.route}
+				if tt.tool >= 0 {
+					cfg.ToolRunTimeouts = map[string]time.Duration{"hang": tt.tool}
+				}
+				rt, route, pool := bubbleRuntime(t, cfg)
+				tk, up := startHanging(t, rt, route, pool, tt.era, "hang", task.StatusWorking)
+				if rec := statusAfter(t, rt, tk.ID, tt.wantLimit-time.Millisecond); rec.Status != task.StatusWorking {
+					t.Fatalf("a moment before its limit: task %s %q, want working", rec.Status, rec.StatusMessage)
+				}
+				rec := statusAfter(t, rt, tk.ID, time.Millisecond)
+				want := RunTimeoutMessage(tt.wantLimit)
+				if rec.Status != task.StatusFailed || rec.Error == nil || rec.Error.Message != want || rec.StatusMessage != want {
+					t.Fatalf("task %s %q (error %+v), want failed %q", rec.Status, rec.StatusMessage, rec.Error, want)
+				}
+				select {
+				case <-up.ended:
+				default:
+					t.Fatal("the upstream call was not stopped")
+				}
+				got := up.cancellations()
+				if tt.wantCancelled && (len(got) != 1 || got[0] != string(tk.UpstreamID)) {
+					t.Errorf("notifications/cancelled for %v, want one for %s", got, tk.UpstreamID)
+				}
+				if !tt.wantCancelled && len(got) != 0 {
+					t.Errorf("notifications/cancelled %v on 2026-07-28, where closing the stream cancels", got)
+				}
+			})
 		})
 	}
 }
@@ -217,32 +236,27 @@ func TestRunTimeoutStopsHangingCall(t *testing.T) {
 // worked for it.
 func TestRunTimeoutPausedForInput(t *testing.T) {
 	t.Parallel()
-	rt := New(newMemStore(t), nil, renderNothing)
-	t.Cleanup(func() { _ = rt.Close(time.Second) })
-	limit := 50 * time.Millisecond
-	// The witness tool's limit is ten of the paused task's: a witness
-	// started after the paused task fails only once ten of its limits
-	// have passed for the paused one too.
-	route := rt.NewRoute(RouteConfig{Name: "a", Logger: zap.NewNop(), AuditLogger: zap.NewNop(), Detach: detachClone, RunTimeout: limit,
-		ToolRunTimeouts: map[string]time.Duration{"witness": 10 * limit}})
-	tk, _ := startHanging(t, rt, route, task.Era2026, "hang", task.StatusInputRequired)
-	witness, _ := startHanging(t, rt, route, task.Era2026, "witness", task.StatusWorking)
-	if rec := waitEnded(t, rt, witness.ID); rec.StatusMessage != RunTimeoutMessage(10*limit) {
-		t.Fatalf("witness %s %q, want failed at its run timeout", rec.Status, rec.StatusMessage)
-	}
-	if rec := getTask(t, rt, tk.ID); rec.Status != task.StatusInputRequired {
-		t.Fatalf("while waiting for input: %s %q, want input_required", rec.Status, rec.StatusMessage)
-	}
-	// Working again (as an answer makes it), with no upstream call that
-	// could end it: only the clock does.
-	if _, err := rt.Store.Update(context.Background(), "o", tk.ID, func(rec *task.Task) error {
-		return rec.SetStatus(task.StatusWorking, "", Now())
-	}); err != nil {
-		t.Fatal(err)
-	}
-	rt.Hub.Changed(tk.ID)
-	rec := waitEnded(t, rt, tk.ID)
-	if want := RunTimeoutMessage(limit); rec.Status != task.StatusFailed || rec.StatusMessage != want {
-		t.Fatalf("task %s %q, want failed %q", rec.Status, rec.StatusMessage, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		limit := 90 * time.Second
+		rt, route, pool := bubbleRuntime(t, RouteConfig{RunTimeout: limit})
+		tk, _ := startHanging(t, rt, route, pool, task.Era2026, "hang", task.StatusInputRequired)
+		if rec := statusAfter(t, rt, tk.ID, 10*limit); rec.Status != task.StatusInputRequired {
+			t.Fatalf("while waiting for input: %s %q, want input_required", rec.Status, rec.StatusMessage)
+		}
+		// Working again (as an answer makes it), with no upstream call that
+		// could end it: only the clock does, once it has run for the limit.
+		if _, err := rt.Store.Update(context.Background(), "o", tk.ID, func(rec *task.Task) error {
+			return rec.SetStatus(task.StatusWorking, "", Now())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rt.Hub.Changed(tk.ID)
+		if rec := statusAfter(t, rt, tk.ID, limit-time.Millisecond); rec.Status != task.StatusWorking {
+			t.Fatalf("a moment before its limit: task %s %q, want working", rec.Status, rec.StatusMessage)
+		}
+		rec := statusAfter(t, rt, tk.ID, time.Millisecond)
+		if want := RunTimeoutMessage(limit); rec.Status != task.StatusFailed || rec.StatusMessage != want {
+			t.Fatalf("task %s %q, want failed %q", rec.Status, rec.StatusMessage, want)
+		}
+	})
 }

@@ -92,7 +92,7 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 		}
 	})
 	stopRunTimeout := (&runTimer{route: route, t: t, call: call, run: run}).arm()
-	runners.Run(func() {
+	runners.Run(run.Ctx, func() {
 		defer route.rt.workers.wg.Done()
 		defer route.rt.workers.remove(t.ID, run)
 		defer run.Release()

@@ -96,7 +96,7 @@ func StartAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 			return false
 		}
 	}
-	runners.Run(func() {
+	runners.Run(ctx, func() {
 		defer close(events)
 		resp, err := Call(next, NewRequest(ctx, base, body))
 		if err != nil {

@@ -185,7 +185,7 @@ func Call(next http.Handler, req *http.Request) (*Response, error) {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
 	w.answering, _ = req.Context().Value(answeringKey{}).(*atomic.Bool)
-	runners.Run(func() {
+	runners.Run(req.Context(), func() {
 		defer ReleaseRequest(req)
 		err := ServeNextRecovering(next, w, req)
 		if err == nil && !w.wroteHeader() {

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -134,6 +136,23 @@ func (u *discoverCounter) count() int {
 	return u.probes
 }
 
+// bubblePool returns a pool of runners for a test in a testing/synctest
+// bubble, for its probes' upstream calls: the shared pool's idle runners
+// wait on a channel of no bubble, so the bubble's clock could not move.
+// Its idle runners end, on the bubble's clock, as the test ends.
+func bubblePool(t *testing.T) *runners.Pool {
+	t.Helper()
+	const idle = time.Minute
+	t.Cleanup(func() { time.Sleep(idle + time.Second) })
+	return runners.NewPool(idle)
+}
+
+// probeRequestOn is probeRequest whose probe calls the upstream on pool.
+func probeRequestOn(pool *runners.Pool, host string) *http.Request {
+	r := probeRequest(host)
+	return r.WithContext(runners.WithPool(r.Context(), pool))
+}
+
 func probeRequest(host string) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	r.Host = host
@@ -148,43 +167,7 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 	detach := func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) }
 	t.Run("concurrent callers share one probe", func(t *testing.T) {
 		t.Parallel()
-		up := &discoverCounter{release: make(chan struct{})}
-		p := NewProbes(zap.NewNop(), detach)
-		var wg sync.WaitGroup
-		results := make([]Verdict, 8)
-		for i := range results {
-			wg.Go(func() {
-				v, known := p.Verdict(probeRequest("a.example"), up)
-				if !known {
-					t.Error("verdict unknown")
-				}
-				results[i] = v
-			})
-		}
-		for up.count() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		// A caller that gives up waiting does not end the probe.
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, known := p.Verdict(probeRequest("a.example").WithContext(ctx), up); known {
-			t.Error("a caller that left got a verdict")
-		}
-		close(up.release)
-		wg.Wait()
-		for _, v := range results {
-			if v.V2025 || !v.TasksExtension {
-				t.Errorf("verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
-			}
-		}
-		if v, known := p.Verdict(probeRequest("a.example"), up); !known || v.V2025 || up.count() != 1 {
-			t.Errorf("after the probe: %+v %v, %d probes, want the kept verdict and 1 probe", v, known, up.count())
-		}
-		p.Forget("/mcp")
-		p.Verdict(probeRequest("a.example"), up)
-		if up.count() != 2 {
-			t.Errorf("%d probes after Forget, want 2", up.count())
-		}
+		synctest.Test(t, func(t *testing.T) { concurrentCallersShareOneProbe(t, detach) })
 	})
 	t.Run("not found is not kept until confirmed", func(t *testing.T) {
 		t.Parallel()
@@ -219,47 +202,111 @@ func TestProbesOnePerEndpoint(t *testing.T) {
 	})
 }
 
+// concurrentCallersShareOneProbe: callers of one endpoint wait for one
+// probe, which a caller that leaves does not end.
+func concurrentCallersShareOneProbe(t *testing.T, detach func(*http.Request) *http.Request) {
+	t.Helper()
+	pool := bubblePool(t)
+	up := &discoverCounter{release: make(chan struct{})}
+	p := NewProbes(zap.NewNop(), detach)
+	var wg sync.WaitGroup
+	results := make([]Verdict, 8)
+	for i := range results {
+		wg.Go(func() {
+			v, known := p.Verdict(probeRequestOn(pool, "a.example"), up)
+			if !known {
+				t.Error("verdict unknown")
+			}
+			results[i] = v
+		})
+	}
+	synctest.Wait() // every caller waits, on the probe under way
+	if n := up.count(); n != 1 {
+		t.Fatalf("%d probes under way for 8 callers, want 1", n)
+	}
+	// A caller that gives up waiting does not end the probe.
+	ctx, cancel := context.WithCancel(runners.WithPool(context.Background(), pool))
+	cancel()
+	if _, known := p.Verdict(probeRequest("a.example").WithContext(ctx), up); known {
+		t.Error("a caller that left got a verdict")
+	}
+	close(up.release)
+	wg.Wait()
+	for _, v := range results {
+		if v.V2025 || !v.TasksExtension {
+			t.Errorf("verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
+		}
+	}
+	if v, known := p.Verdict(probeRequest("a.example"), up); !known || v.V2025 || up.count() != 1 {
+		t.Errorf("after the probe: %+v %v, %d probes, want the kept verdict and 1 probe", v, known, up.count())
+	}
+	p.Forget("/mcp")
+	p.Verdict(probeRequestOn(pool, "a.example"), up)
+	if up.count() != 2 {
+		t.Errorf("%d probes after Forget, want 2", up.count())
+	}
+}
+
 // A probe that learned nothing for one caller (its credentials, or none,
 // refused) is not another caller's answer: a caller with other
 // credentials probes with its own.
 func TestProbesWaiterProbesAgainAfterRefusal(t *testing.T) {
 	t.Parallel()
-	var probes atomic.Int32
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		probes.Add(1)
-		time.Sleep(100 * time.Millisecond)
-		if r.Header.Get("Authorization") == "" {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
+	synctest.Test(t, func(t *testing.T) {
+		pool := bubblePool(t)
+		var probes atomic.Int32
+		refuse := make(chan struct{}) // the anonymous probe answers once closed
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			probes.Add(1)
+			if r.Header.Get("Authorization") == "" {
+				<-refuse
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"Method not found"}}`))
+		})
+		p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+		req := func(auth string) *http.Request {
+			r := probeRequestOn(pool, "h")
+			if auth != "" {
+				r.Header.Set("Authorization", auth)
+			}
+			return r
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"Method not found"}}`))
+		anonymous := make(chan bool, 1)
+		go func() {
+			_, known := p.Verdict(req(""), up)
+			anonymous <- known
+		}()
+		synctest.Wait() // the anonymous probe is under way
+		withCredentials := make(chan Verdict, 1)
+		go func() {
+			v, known := p.Verdict(req("Bearer good"), up)
+			if !known {
+				t.Error("the caller with credentials got no verdict")
+			}
+			withCredentials <- v
+		}()
+		// The caller with credentials does not wait for the anonymous
+		// probe under way: it probes with its own.
+		synctest.Wait()
+		select {
+		case v := <-withCredentials:
+			if !v.V2025 {
+				t.Errorf("the caller with credentials: %+v, want its own verdict (a 2025-only upstream)", v)
+			}
+		default:
+			t.Error("the caller with credentials waits for the anonymous probe")
+		}
+		close(refuse)
+		if <-anonymous {
+			t.Error("the refused caller got a verdict")
+		}
+		if n := probes.Load(); n != 2 {
+			t.Errorf("%d probes, want 2 (the refused one and the caller's own)", n)
+		}
 	})
-	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-	req := func(auth string) *http.Request {
-		r := probeRequest("h")
-		if auth != "" {
-			r.Header.Set("Authorization", auth)
-		}
-		return r
-	}
-	anonymous := make(chan bool, 1)
-	go func() {
-		_, known := p.Verdict(req(""), up)
-		anonymous <- known
-	}()
-	for probes.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	if v, known := p.Verdict(req("Bearer good"), up); !known || !v.V2025 {
-		t.Errorf("the caller with credentials: %+v %v, want its own verdict (a 2025-only upstream)", v, known)
-	}
-	if <-anonymous {
-		t.Error("the refused caller got a verdict")
-	}
-	if n := probes.Load(); n != 2 {
-		t.Errorf("%d probes, want 2 (the refused one and the caller's own)", n)
-	}
 }
 
 // The probe reads the caller's request only on the caller's goroutine: a
@@ -268,21 +315,29 @@ func TestProbesWaiterProbesAgainAfterRefusal(t *testing.T) {
 // -race.
 func TestProbesLeaveTheCallersRequestAlone(t *testing.T) {
 	t.Parallel()
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(10 * time.Millisecond)
-		w.WriteHeader(http.StatusNotFound)
+	synctest.Test(t, func(t *testing.T) {
+		pool := bubblePool(t)
+		// The probes answer only once every caller has gone on with its
+		// request: they run meanwhile.
+		answer := make(chan struct{})
+		up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-answer
+			w.WriteHeader(http.StatusNotFound)
+		})
+		p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+		for i := range 50 {
+			ctx, cancel := context.WithCancel(runners.WithPool(context.Background(), pool))
+			cancel()
+			r := probeRequest(fmt.Sprintf("h%d.example", i)).WithContext(ctx)
+			r.Header.Set("Accept-Encoding", "gzip")
+			r.Header.Set("Authorization", "Bearer a")
+			p.Verdict(r, up)
+			r.Header.Del("Accept-Encoding")
+			r.Header.Set("X-Later", "1")
+		}
+		close(answer)
+		synctest.Wait()
 	})
-	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-	for i := range 50 {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		r := probeRequest(fmt.Sprintf("h%d.example", i)).WithContext(ctx)
-		r.Header.Set("Accept-Encoding", "gzip")
-		r.Header.Set("Authorization", "Bearer a")
-		p.Verdict(r, up)
-		r.Header.Del("Accept-Encoding")
-		r.Header.Set("X-Later", "1")
-	}
 }
 
 // A panic while probing (a detach that fails, say) learns nothing; it
@@ -305,6 +360,11 @@ func TestProbesRecoverAPanic(t *testing.T) {
 // learns is the verdict, not a 2025-only one read from a cut answer.
 func TestProbeOutlivesItsCaller(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, probeOutlivesItsCaller)
+}
+
+func probeOutlivesItsCaller(t *testing.T) {
+	pool := bubblePool(t)
 	started, release := make(chan struct{}), make(chan struct{})
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -319,7 +379,7 @@ func TestProbeOutlivesItsCaller(t *testing.T) {
 		_, _ = w.Write([]byte("event: message\ndata: " + `{"jsonrpc":"2.0","id":"mcp-tasks:probe","result":{"supportedVersions":["2026-07-28"],"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}` + "\n\n"))
 	})
 	p := NewProbes(zap.NewNop(), func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(runners.WithPool(context.Background(), pool))
 	left := make(chan bool)
 	go func() {
 		_, known := p.Verdict(probeRequest("a.example").WithContext(ctx), up)
@@ -331,19 +391,13 @@ func TestProbeOutlivesItsCaller(t *testing.T) {
 		t.Error("the caller that left got a verdict")
 	}
 	close(release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		v, ok := p.Cached(probeRequest("a.example"))
-		if ok {
-			if v.V2025 || !v.TasksExtension {
-				t.Errorf("kept verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no verdict kept: the probe ended with its caller")
-		}
-		time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the probe has ended
+	v, ok := p.Cached(probeRequest("a.example"))
+	if !ok {
+		t.Fatal("no verdict kept: the probe ended with its caller")
+	}
+	if v.V2025 || !v.TasksExtension {
+		t.Errorf("kept verdict %+v, want a 2026-07-28 upstream that runs tasks", v)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 // A large JSON answer is cut off when its client stops reading, and
 // delivered whole to one that reads; a small one goes out as before, with
 // its Content-Length; the connection serves the next request after a
-// large answer (the deadline is cleared).
+// large answer (writeJSON clears the deadline it set once the answer is
+// out).
 //
 //nolint:paralleltest,tparallel // the cases take their handler's ends from one channel
 func TestWriteJSONSlowReader(t *testing.T) {
@@ -27,8 +29,12 @@ func TestWriteJSONSlowReader(t *testing.T) {
 	const stalledTimeout, readingTimeout = 200 * time.Millisecond, 2 * time.Second
 	large := bytes.Repeat([]byte("x"), 4<<20)
 	small := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
-	returned := make(chan struct{}, 8)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The write deadlines the handler's connection was told of, when
+	// writeJSON has returned (before the server's own reset after the
+	// handler).
+	returned := make(chan deadlineSeen, 8)
+	var deadlines *deadlineListener
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, timeout := small, readingTimeout
 		switch r.URL.Path {
 		case "/large":
@@ -37,8 +43,11 @@ func TestWriteJSONSlowReader(t *testing.T) {
 			body, timeout = large, stalledTimeout
 		}
 		writeJSON(w, http.StatusOK, body, timeout)
-		returned <- struct{}{}
+		returned <- deadlines.seen(r.RemoteAddr)
 	}))
+	deadlines = &deadlineListener{Listener: srv.Listener, last: map[string]deadlineSeen{}}
+	srv.Listener = deadlines
+	srv.Start()
 	t.Cleanup(srv.Close)
 	addr := srv.Listener.Addr().String()
 
@@ -67,10 +76,7 @@ func TestWriteJSONSlowReader(t *testing.T) {
 	t.Run("reading client, then the next request", func(t *testing.T) {
 		conn := dialSmallWindow(t, addr)
 		br := bufio.NewReader(conn)
-		for i, path := range []string{"/large", "/small"} {
-			if i > 0 {
-				time.Sleep(readingTimeout + time.Second) // past any deadline left set
-			}
+		for _, path := range []string{"/large", "/small"} {
 			if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 				t.Fatal(err)
 			}
@@ -91,9 +97,71 @@ func TestWriteJSONSlowReader(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("%s: %d bytes (%v), want %d", path, len(got), err, len(want))
 			}
-			<-returned
+			seen := <-returned
+			if path == "/large" {
+				// A deadline left set would cut off the next answer on
+				// the connection once it passed.
+				if seen.set == 0 || !seen.last.IsZero() {
+					t.Fatalf("after the large answer the connection's write deadline is %v (%d set), want cleared", seen.last, seen.set)
+				}
+			}
 		}
 	})
+}
+
+// deadlineListener accepts connections that note the write deadlines the
+// server sets on them, by the client's address.
+type deadlineListener struct {
+	net.Listener
+	mu   sync.Mutex
+	last map[string]deadlineSeen
+}
+
+// deadlineSeen is what one connection was told of write deadlines: how
+// many were set, and the last.
+type deadlineSeen struct {
+	set  int
+	last time.Time
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c, l: l}, nil
+}
+
+func (l *deadlineListener) note(c net.Conn, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := l.last[c.RemoteAddr().String()]
+	seen.set++
+	seen.last = t
+	l.last[c.RemoteAddr().String()] = seen
+}
+
+// seen is what the connection from client (its address) was told.
+func (l *deadlineListener) seen(client string) deadlineSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last[client]
+}
+
+// deadlineConn is a server's connection that notes its write deadlines.
+type deadlineConn struct {
+	net.Conn
+	l *deadlineListener
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.l.note(c, t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.l.note(c, t)
+	return c.Conn.SetDeadline(t)
 }
 
 // dialSmallWindow connects with a small receive buffer, so that the

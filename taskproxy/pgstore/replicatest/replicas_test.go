@@ -249,8 +249,12 @@ func TestOneReplicaSweeps(t *testing.T) {
 			return c
 		}})
 	}
-	waitFor(t, "a sweep", func() bool { return counters[0].sweeps.Load()+counters[1].sweeps.Load() >= 5 })
-	time.Sleep(500 * time.Millisecond) // both had ticks enough to sweep
+	sweeps := func() int64 { return counters[0].sweeps.Load() + counters[1].sweeps.Load() }
+	waitFor(t, "a sweep", func() bool { return sweeps() >= 5 })
+	// Ten sweeps more, one a tick: the other replica, ticking as often,
+	// had as many ticks meanwhile to sweep on, however slow the machine.
+	seen := sweeps()
+	waitFor(t, "ten sweeps more", func() bool { return sweeps() >= seen+10 })
 	a, b := counters[0].sweeps.Load(), counters[1].sweeps.Load()
 	if a > 0 && b > 0 {
 		t.Errorf("both replicas swept (%d and %d times)", a, b)

@@ -1,12 +1,15 @@
 package v2026
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -15,6 +18,10 @@ import (
 // configuration goes.
 func TestInlineWaits(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, inlineWaits)
+}
+
+func inlineWaits(t *testing.T) {
 	var cancels atomic.Int32
 	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Method") == "tasks/cancel" {
@@ -23,7 +30,13 @@ func TestInlineWaits(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}`))
 	})
-	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	// The cancellations run on a pool of runners made in the bubble (the
+	// shared pool's idle runners wait on a channel of no bubble, so the
+	// bubble's clock could not move); its idle runners end, on the
+	// bubble's clock, as the test ends.
+	const idle = time.Minute
+	t.Cleanup(func() { time.Sleep(idle + time.Second) })
+	base := httptest.NewRequestWithContext(runners.WithPool(context.Background(), runners.NewPool(idle)), http.MethodPost, "/mcp", nil)
 	wait := func(owner string) *inlineWait {
 		return &inlineWait{owner: owner, tool: "interview", upstreamTaskID: "up-" + owner, params: []byte(`{}`), base: base, next: up, release: func() {}}
 	}
@@ -60,10 +73,7 @@ func TestInlineWaits(t *testing.T) {
 		t.Errorf("alice's wait after one was taken: %v", e)
 	}
 	h.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for cancels.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	synctest.Wait() // every cancellation sent has arrived
 	if n := cancels.Load(); n != 3 {
 		t.Errorf("%d upstream tasks cancelled at close, want the 3 still waiting", n)
 	}
