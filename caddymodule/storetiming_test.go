@@ -91,7 +91,7 @@ func TestStoreCallObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	const backend = "badger-test" // a label no other test uses
+	backend := "badger-test-" + task.NewTaskID() // a label no other test, nor a repeat of this one (-count), uses
 	timed := timeStore(s, backend)
 	if _, err := timed.Get(context.Background(), "alice", task.NewTaskID()); err == nil {
 		t.Fatal("Get of a task never created succeeded")
