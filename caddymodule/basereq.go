@@ -31,7 +31,8 @@ import (
 // What does not reach the handler leaves the task waiting for a client's
 // request to the route, as before: a handler before mcp_tasks that refuses
 // it (basic_auth, say; a plain request carries no credentials), a matcher
-// on TLS or on the client's address, or a rewrite before mcp_tasks that
+// on TLS or one that excludes its client address (127.0.0.1: a matcher that
+// admits loopback admits it too), or a rewrite before mcp_tasks that
 // the rewritten path does not pass again. Its body is an MCP ping, so that
 // should it reach an upstream MCP server some other way it asks nothing.
 

@@ -60,8 +60,19 @@ func TraceContextOf(ctx context.Context) (parent, state string) {
 	}
 	carrier := propagation.MapCarrier{}
 	w3c.Inject(ctx, carrier)
-	return carrier["traceparent"], carrier["tracestate"]
+	state = carrier["tracestate"]
+	if len(state) > maxStoredTraceState {
+		state = "" // the trace goes on without the vendors' entries
+	}
+	return carrier["traceparent"], state
 }
+
+// maxStoredTraceState bounds the tracestate a task keeps: a client's
+// header is stored with every write of the record, and OpenTelemetry admits
+// 32 entries of up to 512 bytes each. W3C asks that at least 512
+// characters be passed on; a longer one is dropped whole, since cutting
+// entries could keep a vendor's half.
+const maxStoredTraceState = 512
 
 // storedSpanContext is t's stored trace context, invalid when it has none.
 func storedSpanContext(t *task.Task) trace.SpanContext {
