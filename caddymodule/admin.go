@@ -120,8 +120,11 @@ func (a *AdminAPI) route(w http.ResponseWriter, r *http.Request) error {
 	return apiError(http.StatusNotFound, "no such mcp_tasks admin route: %s", r.URL.Path)
 }
 
+// onlyMethod runs fn for a request of method, and for HEAD where method is
+// GET (a probe such as curl -I; the server sends no body to HEAD); other
+// methods get 405.
 func onlyMethod(r *http.Request, method string, fn func() error) error {
-	if r.Method != method {
+	if r.Method != method && (method != http.MethodGet || r.Method != http.MethodHead) {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed, use %s", r.Method, method)}
 	}
 	return fn()
@@ -337,6 +340,9 @@ func listFilter(q url.Values, now time.Time) (task.TaskFilter, error) {
 			return filter, apiError(http.StatusBadRequest, "%s: want a positive duration such as 90s or 1h, got %q", bound.param, v)
 		}
 		*bound.into = now.Add(-d)
+	}
+	if !filter.CreatedAfter.IsZero() && !filter.CreatedBefore.IsZero() && !filter.CreatedBefore.After(filter.CreatedAfter) {
+		return filter, apiError(http.StatusBadRequest, "min_age %s is not less than max_age %s: no task can match", q.Get("min_age"), q.Get("max_age"))
 	}
 	return filter, nil
 }

@@ -49,7 +49,8 @@ func TestProbeRoutes(t *testing.T) {
 		body         string
 	}{
 		{http.MethodGet, "/mcp_tasks/health/live", http.StatusOK, `{"live":true}`},
-		{http.MethodHead, "/mcp_tasks/health/live", http.StatusMethodNotAllowed, "use GET"},
+		{http.MethodHead, "/mcp_tasks/health/live", http.StatusOK, ""}, // curl -I; the server drops the body
+		{http.MethodPut, "/mcp_tasks/health/live", http.StatusMethodNotAllowed, "use GET"},
 		{http.MethodPost, "/mcp_tasks/health/live", http.StatusMethodNotAllowed, "use GET"},
 		{http.MethodPost, "/mcp_tasks/health/ready", http.StatusMethodNotAllowed, "use GET"},
 		{http.MethodDelete, "/mcp_tasks/health/ready", http.StatusMethodNotAllowed, "use GET"},

@@ -119,6 +119,8 @@ func TestListFilter(t *testing.T) {
 		{url.Values{"max_age": {"an hour"}}, "max_age"},
 		{url.Values{"min_age": {"-5m"}}, "min_age"},
 		{url.Values{"max_age": {"0s"}}, "max_age"},
+		{url.Values{"max_age": {"1s"}, "min_age": {"1h"}}, "no task can match"},
+		{url.Values{"max_age": {"1h"}, "min_age": {"1h"}}, "no task can match"},
 	}
 	for _, tt := range tests {
 		_, err := listFilter(tt.q, now)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -70,11 +71,7 @@ func (c *Exchange) GuardOrigin() bool {
 // the proxy's): otherwise every client of an unauthenticated gateway shares
 // one bucket.
 func (c *Exchange) Limited() bool {
-	key := c.Owner
-	if key == task.Anonymous {
-		key = "ip:" + PeerOf(c.R).ClientIP
-	}
-	ok, wait := c.Limiter.Allow(key, time.Now())
+	ok, wait := c.Limiter.Allow(c.CallerKey(), time.Now())
 	if ok {
 		return false
 	}
@@ -135,9 +132,25 @@ func (c *Exchange) WatchTasks(n int) (release func()) {
 // every anonymous client would share one budget.
 func (c *Exchange) CallerKey() string {
 	if c.Owner == task.Anonymous {
-		return "ip:" + PeerOf(c.R).ClientIP
+		return AddressKey(PeerOf(c.R).ClientIP)
 	}
 	return c.Owner
+}
+
+// AddressKey is the key of an anonymous caller at ip: "ip:" and the
+// address, or for IPv6 its /64, since one host is commonly given a whole
+// /64 and could take a new address, and so a new budget, for every
+// request. An IPv4 address mapped into IPv6 counts as the IPv4 address.
+func AddressKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "ip:" + ip
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is4() {
+		return "ip:" + addr.String()
+	}
+	return "ip:" + netip.PrefixFrom(addr, 64).Masked().String()
 }
 
 // PeerOf returns the peer of r: the one the glue set, or else r.RemoteAddr.
