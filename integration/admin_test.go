@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,17 +323,7 @@ func TestAdminCancelV2026(t *testing.T) {
 func TestAdminHealthStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	_, addr := testUpstream(t)
-	dir := filepath.Join(t.TempDir(), "store")
-	holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			_ = holder.Close()
-		}
-	})
+	dir, release := heldStore(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
 	var h adminHealth
 	code, body := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
@@ -348,10 +339,7 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 	}
 	// Once the store can be opened, the probe alone sees it come back: no
 	// MCP request is needed to retry the start.
-	released = true
-	if err := holder.Close(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	waitFor(t, 30*time.Second, "health to turn 200", func() bool {
 		code, _ := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/health", nil)
 		return code == http.StatusOK
@@ -442,5 +430,29 @@ http://:%s {
 	out, errOut, err := caddyIn(home, "mcp-tasks", "list", "--address", gw.adminAddr, "--store", "store-b")
 	if err != nil || !strings.Contains(out, task.TaskID) {
 		t.Errorf("caddy mcp-tasks list --store store-b (relative, from %s): err %v\n%s%s, want the task", home, err, out, errOut)
+	}
+}
+
+// heldStore returns a Badger store directory that this test process holds
+// open, as another process would: a gateway on it cannot open its store.
+// release lets it go (at once, failing the test if it cannot); the test's
+// cleanup releases it otherwise.
+func heldStore(t *testing.T) (dir string, release func()) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "store")
+	holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeHolder := func() (err error) {
+		once.Do(func() { err = holder.Close() })
+		return err
+	}
+	t.Cleanup(func() { _ = closeHolder() })
+	return dir, func() {
+		if err := closeHolder(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
@@ -193,25 +192,12 @@ func TestMetricsTakeoverReplica(t *testing.T) {
 func TestMetricsStoreUp(t *testing.T) {
 	t.Parallel()
 	_, addr := testUpstream(t)
-	dir := filepath.Join(t.TempDir(), "store")
-	holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			_ = holder.Close()
-		}
-	})
+	dir, release := heldStore(t)
 	gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
 	if v := sampleValue(gw.metrics(), "caddy_mcp_tasks_store_up", `backend="badger"`); v != 0 {
 		t.Errorf("store_up{backend=badger} = %v while another process holds the store, want 0", v)
 	}
-	released = true
-	if err := holder.Close(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	waitFor(t, 30*time.Second, "store_up to turn 1", func() bool {
 		return sampleValue(gw.metrics(), "caddy_mcp_tasks_store_up", `backend="badger"`) == 1
 	})

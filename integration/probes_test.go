@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/badgerstore"
 )
 
 // The probes of a service manager or an orchestrator on the real Caddy's
@@ -99,27 +97,14 @@ func TestHealthProbes(t *testing.T) {
 	// ready again once the store opens, with no MCP request.
 	t.Run("store unavailable", func(t *testing.T) {
 		t.Parallel()
-		dir := filepath.Join(t.TempDir(), "store")
-		holder, err := badgerstore.Open(badgerstore.Options{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		released := false
-		t.Cleanup(func() {
-			if !released {
-				_ = holder.Close()
-			}
-		})
+		dir, release := heldStore(t)
 		gw := startGateway(t, gatewayOptions{Upstream: addr, StorageDir: dir})
 		checkNotReady(t, gw.adminAddr, "not open")
 		checkLive(t, gw.adminAddr)
 		if m := gw.metrics(); !strings.Contains(m, "\ncaddy_mcp_tasks_ready 0\n") {
 			t.Errorf("metrics while the store cannot open:\n%s\nwant caddy_mcp_tasks_ready 0", grepLines(m, "caddy_mcp_tasks_ready"))
 		}
-		released = true
-		if err := holder.Close(); err != nil {
-			t.Fatal(err)
-		}
+		release()
 		waitFor(t, 30*time.Second, "health/ready to turn 200", func() bool {
 			code, _, _ := probeReady(t, gw.adminAddr)
 			return code == http.StatusOK
