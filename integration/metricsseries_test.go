@@ -82,7 +82,10 @@ func TestMetricsSeriesFromEvents(t *testing.T) {
 		t.Errorf("failed_total{reason=upstream_error} = %v, want 0:\n%s", v, grepLines(exp, "caddy_mcp_tasks_failed_total"))
 	}
 	// Every task created was stored, read and updated through the timed
-	// store.
+	// store. A scrape is not a snapshot (Prometheus gathers its collectors
+	// one after another), so the histogram is read from a scrape that
+	// began after the counters above were seen.
+	exp = gw.metrics()
 	for _, op := range []string{"create", "get", "update"} {
 		if v := sampleValue(exp, "caddy_mcp_tasks_store_duration_seconds_count", fmt.Sprintf(`backend="badger",operation=%q`, op)); v < 1 {
 			t.Errorf("store_duration_seconds_count{operation=%q} = %v, want at least 1:\n%s", op, v, grepLines(exp, "caddy_mcp_tasks_store_duration_seconds_count"))
@@ -176,6 +179,9 @@ func TestMetricsTakeoverReplica(t *testing.T) {
 		return sampleValue(exp, "caddy_mcp_tasks_takeovers_total", `cause="replica"`) == 1 &&
 			sampleValue(exp, "caddy_mcp_tasks_failed_total", `era="2025-11-25",reason="interrupted"`) == 1
 	})
+	// A scrape is not a snapshot: the histogram may have been gathered
+	// before the takeover that the counters above saw.
+	exp = b.metrics()
 	for _, op := range []string{"acquire", "list", "update"} {
 		if v := sampleValue(exp, "caddy_mcp_tasks_store_duration_seconds_count", fmt.Sprintf(`backend="postgres",operation=%q`, op)); v < 1 {
 			t.Errorf("store_duration_seconds_count{backend=postgres,operation=%q} = %v, want at least 1", op, v)
