@@ -16,7 +16,7 @@ import (
 // the task completes with the upstream's result.
 func TestFollowV2026ReplicaKill(t *testing.T) {
 	t.Parallel()
-	rt, c := taskRuntimeReplicas(t, "trust_domain follow2026-e2e\ntask_after 10s\nrate_limit 1000\n")
+	rt, c := taskRuntimeReplicas(t, "trust_domain follow2026-e2e\ntask_after 10s\nrate_limit 1000\nlease 10s\n") // a takeover in seconds, not the default lease's 30
 
 	rt.Hold(taskruntime.ToolSteps, 2)
 	client := newTaskRuntimeClient(c.URL, "Bearer "+hmacToken(t, "erin", "t1"))

@@ -156,6 +156,29 @@ func (g *gateway) reload(directives string) {
 		g.t.Fatalf("caddy reload: %v\n%s\ncaddy output:\n%s", err, out, tail(g.proc.Output(), 4000))
 	}
 	forgetIdleConnections()
+	g.awaitNewServer()
+}
+
+// awaitNewServer returns once the gateway's port answers a request after a
+// reload. Caddy's reload returns when the old configuration's servers have
+// begun to shut down, not when they have: until the old server closes its
+// listener it may still accept a connection, and Go's server drops a
+// request it reads while shutting down without an answer (the client sees
+// EOF). A client of any Caddy meets that race in the instant of a reload;
+// the tests that follow a reload must not. The probe's path matches no
+// route, so Caddy answers it itself.
+func (g *gateway) awaitNewServer() {
+	g.t.Helper()
+	probe := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + g.addr + "/.reload-probe"
+	waitFor(g.t, 30*time.Second, "the reloaded server to answer", func() bool {
+		resp, err := probe.Get(url) //nolint:noctx // the probe's own timeout bounds it
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return true
+	})
 }
 
 // forgetIdleConnections drops the test client's idle keep-alive

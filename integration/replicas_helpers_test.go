@@ -39,11 +39,14 @@ type replicaCluster struct {
 }
 
 // startReplicaCluster starts n replicas on one fresh database and the
-// balancer in front of them.
+// balancer in front of them. Their lease is 10s rather than the default
+// 30s, so that a killed replica's tasks are taken over in seconds; the
+// default lease's takeover has a test of its own
+// (TestReplicaTakeoverDefaultLease).
 func startReplicaCluster(t *testing.T, n int) *replicaCluster {
 	t.Helper()
 	dsn, _ := testDatabase(t)
-	return startReplicaClusterOn(t, n, dsn, replicaDirectives)
+	return startReplicaClusterOn(t, n, dsn, replicaDirectives+"lease 10s\n")
 }
 
 // startReplicaClusterOn starts n replicas configured with directives on

@@ -17,7 +17,7 @@ import (
 // recorded id (not re-run), and tasks/result answers the upstream's result.
 func TestReverseBridgeReplicaKill(t *testing.T) {
 	t.Parallel()
-	rt, c := taskRuntimeReplicas(t, "trust_domain reverse-e2e\nrate_limit 1000\n")
+	rt, c := taskRuntimeReplicas(t, "trust_domain reverse-e2e\nrate_limit 1000\nlease 10s\n") // a takeover in seconds, not the default lease's 30
 
 	rt.Hold(taskruntime.ToolSteps, 2)
 	alice := c.v2025(t, "alice")
