@@ -130,19 +130,45 @@ type ToolCall struct {
 	Augmented bool
 }
 
+// read takes the tool's name and params.task from params, as
+// encoding/json reads them from params decoded into an object (the last
+// member of a name, its key unescaped; a name that is not a string is ""),
+// scanning the members in place: a call's arguments, often most of its
+// bytes, are not decoded. Params that are absent or null name nothing;
+// other params that are not an object are the error.
+func (tc *ToolCall) read(params json.RawMessage) error {
+	if i := jsonx.SkipSpace(params, 0); i >= len(params) || params[i] != '{' {
+		_, err := wire.ParamsObject(params) // nil for absent or null params
+		return err
+	}
+	var name json.RawMessage
+	_, err := jsonx.EachMember(params, func(m jsonx.Member) bool {
+		switch {
+		case m.Is(params, "name"):
+			name = params[m.ValueStart:m.ValueEnd]
+		case m.Is(params, "task"):
+			tc.TaskMeta, tc.Augmented = params[m.ValueStart:m.ValueEnd], true
+		}
+		return true
+	})
+	if err != nil {
+		_, err = wire.ParamsObject(params) // encoding/json's own words
+		return err
+	}
+	tc.Name = jsonx.Unquote(name)
+	return nil
+}
+
 // CheckToolCall reads x's tools/call and refuses, as 2025-11-25 has it, a
 // task-augmented call of a tool forbidden as a task and a plain call of one
 // that requires a task; ok is false when x has been answered. With learn,
 // the call first learns what the upstream declares of its tool (a
 // 2025-11-25 upstream's tools/list), which decides both.
 func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
-	params, err := wire.ParamsObject(x.Msg.Params)
-	if err != nil {
+	if err := tc.read(x.Msg.Params); err != nil {
 		x.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
 		return tc, false
 	}
-	_ = json.Unmarshal(params["name"], &tc.Name)
-	tc.TaskMeta, tc.Augmented = params["task"]
 	if tc.Augmented && string(tc.TaskMeta) == "null" {
 		tc.Augmented = false
 	}
