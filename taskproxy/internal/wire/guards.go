@@ -71,6 +71,9 @@ func (c *Exchange) GuardOrigin() bool {
 // the proxy's): otherwise every client of an unauthenticated gateway shares
 // one bucket.
 func (c *Exchange) Limited() bool {
+	if c.Limiter == nil { // no rate limit: no caller key to make
+		return false
+	}
 	ok, wait := c.Limiter.Allow(c.CallerKey(), time.Now())
 	if ok {
 		return false
