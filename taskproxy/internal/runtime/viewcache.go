@@ -73,9 +73,9 @@ type viewEntry struct {
 	prev, next      *viewEntry
 }
 
-// stub is the record as far as the audit log reads it.
-func (e *viewEntry) stub() *task.Task {
-	return &task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
+// fillStub makes t the record as far as the audit log reads it.
+func (e *viewEntry) fillStub(t *task.Task) {
+	*t = task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
 }
 
 // lookup returns the cached entry of the owner's task id with its view on
@@ -186,14 +186,18 @@ func (vc *viewCache) remove(e *viewEntry) {
 type Renderer func(t *task.Task, wire Wire) ([]byte, error)
 
 // CachedView returns the cached tasks/get result of the owner's finished
-// task id on wire, and a stub of the task (id, owner, tool, status, creation)
-// for the audit log.
-func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time) (*task.Task, []byte, bool) {
+// task id on wire, and fills stub, unless nil, with a stub of the task
+// (id, owner, tool, status, creation) for the audit log: the caller's own
+// record, which a polled answer need not allocate.
+func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time, stub *task.Task) ([]byte, bool) {
 	e, view, ok := rt.views.lookup(owner, id, wire, now)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
-	return e.stub(), view, true
+	if stub != nil {
+		e.fillStub(stub)
+	}
+	return view, true
 }
 
 // View renders t's tasks/get result on wire, with the renderer the
