@@ -458,9 +458,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if int64(len(data)) > max {
 		return nil, errBodyTooLarge
 	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	r.ContentLength = int64(len(data))
+	upstream.SetBody(r, data)
 	return data, nil
 }
 
