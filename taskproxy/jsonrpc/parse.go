@@ -101,7 +101,7 @@ func Parse(data []byte) (*Message, error) {
 	// Validated whole first: the scanner below relies on valid JSON, and
 	// bytes after the value ("{…}x", "{…}{…}") are where readers that stop
 	// at the first value part ways with the gateway.
-	if !json.Valid(data) {
+	if !jsonx.Valid(data) {
 		return nil, ErrMalformedJSON
 	}
 	data = data[jsonx.SkipSpace(data, 0):]
