@@ -310,7 +310,14 @@ func FinishBody(body io.ReadCloser, wait time.Duration) {
 }
 
 // MediaType returns the lower-cased media type of a Content-Type value.
+// The two types MCP sends, written plainly, as nearly every request and
+// answer has them, are returned as they are: mime.ParseMediaType makes a
+// map of the parameters, which every request paid for.
 func MediaType(contentType string) string {
+	switch contentType {
+	case "application/json", "text/event-stream":
+		return contentType
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return strings.ToLower(strings.TrimSpace(strings.Split(contentType, ";")[0]))
