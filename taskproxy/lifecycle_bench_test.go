@@ -106,11 +106,13 @@ func (endObserver) TaskCreated(task.Era)                                    {}
 func (o endObserver) TaskEnded(_ task.Era, st task.Status, _ time.Duration) { o <- st }
 func (endObserver) Refused(string)                                          {}
 
-// fastUpstream answers tools/list with one tool, and every tools/call at
-// once with a short text result, echoing the request's id.
+// fastUpstream answers tools/list with one tool, which declares no task
+// support (the end-to-end bench's upstream's "fast": the gateway runs its
+// task-augmented calls as plain calls), and every tools/call at once with
+// a short text result, echoing the request's id.
 func fastUpstream() http.Handler {
 	result := json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)
-	tools := json.RawMessage(`{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`)
+	tools := json.RawMessage(`{"tools":[{"name":"fast","inputSchema":{"type":"object"}}]}`)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		msg, perr := jsonrpc.Parse(body)
