@@ -88,15 +88,47 @@ func (lt Task) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// AppendTask appends Render(t) encoded as its AppendJSON encodes it, with
+// the times written in place rather than formatted into strings first:
+// every create answer and every first tasks/get of a finished task
+// encodes one.
+func AppendTask(b []byte, t *task.Task) []byte {
+	b = append(b, `{"taskId":`...)
+	b, _ = jsonx.MarshalString(b, t.ID)
+	b = append(b, `,"status":`...)
+	b, _ = jsonx.MarshalString(b, string(renderedStatus(t)))
+	if t.StatusMessage != "" {
+		b = append(b, `,"statusMessage":`...)
+		b, _ = jsonx.MarshalString(b, t.StatusMessage)
+	}
+	// A time in wire.ISOMillis has digits, '-', ':', 'T', '.', 'Z' and,
+	// past year 9999, '+': nothing JSON escapes.
+	b = append(b, `,"createdAt":"`...)
+	b = t.CreatedAt.UTC().AppendFormat(b, wire.ISOMillis)
+	b = append(b, `","lastUpdatedAt":"`...)
+	b = t.UpdatedAt.UTC().AppendFormat(b, wire.ISOMillis)
+	b = append(b, `","ttl":`...)
+	b = strconv.AppendInt(b, t.TTL.Milliseconds(), 10)
+	if ms := t.PollInterval.Milliseconds(); ms != 0 {
+		b = append(b, `,"pollInterval":`...)
+		b = strconv.AppendInt(b, ms, 10)
+	}
+	return append(b, '}')
+}
+
+// renderedStatus is t's status on this wire.
+func renderedStatus(t *task.Task) task.Status {
+	if t.Status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
+		return task.StatusFailed
+	}
+	return t.Status
+}
+
 // Render is t as the 2025-11-25 Task object.
 func Render(t *task.Task) Task {
-	status := t.Status
-	if status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
-		status = task.StatusFailed
-	}
 	return Task{
 		TaskID:        t.ID,
-		Status:        status,
+		Status:        renderedStatus(t),
 		StatusMessage: t.StatusMessage,
 		CreatedAt:     t.CreatedAt.UTC().Format(wire.ISOMillis),
 		LastUpdatedAt: t.UpdatedAt.UTC().Format(wire.ISOMillis),
@@ -294,7 +326,7 @@ func (c *call) createTask(tool string, taskMeta json.RawMessage) error {
 // CreateResult is the 2025-11-25 CreateTaskResult, encoded.
 func CreateResult(t *task.Task) json.RawMessage {
 	b := append(make([]byte, 0, 256), `{"task":`...)
-	b = Render(t).AppendJSON(b)
+	b = AppendTask(b, t)
 	return append(b, '}')
 }
 
