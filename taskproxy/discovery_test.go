@@ -310,7 +310,7 @@ func TestPassThroughAllocs(t *testing.T) {
 			i++
 		}))
 	}
-	if allocs > 6 {
-		t.Errorf("passing a request on made %.0f allocations, want at most 6", allocs)
+	if allocs > 5 {
+		t.Errorf("passing a request on made %.0f allocations, want at most 5", allocs)
 	}
 }

@@ -160,7 +160,7 @@ func Parse(data []byte) (*Message, error) {
 		if method[0] != '"' {
 			return nil, errMethodType
 		}
-		m.Method = jsonx.Unquote(method)
+		m.Method = methodName(method)
 	}
 	m.JSONRPC = "2.0"
 	if rpcErr != nil && string(rpcErr) != "null" {
@@ -172,4 +172,47 @@ func Parse(data []byte) (*Message, error) {
 		m.Result = nil
 	}
 	return &m, nil
+}
+
+// methodName decodes the method member raw. The methods clients send most
+// are returned as constants, not copied out of the body: every request
+// and notification names one.
+func methodName(raw []byte) string {
+	if len(raw) >= 2 {
+		switch string(raw[1 : len(raw)-1]) {
+		case "tools/call":
+			return "tools/call"
+		case "tools/list":
+			return "tools/list"
+		case "tasks/get":
+			return "tasks/get"
+		case "tasks/result":
+			return "tasks/result"
+		case "tasks/list":
+			return "tasks/list"
+		case "tasks/cancel":
+			return "tasks/cancel"
+		case "tasks/update":
+			return "tasks/update"
+		case "initialize":
+			return "initialize"
+		case "notifications/initialized":
+			return "notifications/initialized"
+		case "notifications/cancelled":
+			return "notifications/cancelled"
+		case "ping":
+			return "ping"
+		case "resources/list":
+			return "resources/list"
+		case "resources/read":
+			return "resources/read"
+		case "prompts/list":
+			return "prompts/list"
+		case "prompts/get":
+			return "prompts/get"
+		case "subscriptions/listen":
+			return "subscriptions/listen"
+		}
+	}
+	return jsonx.Unquote(raw)
 }
