@@ -341,7 +341,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		wire.WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
 		return nil
 	}
-	msg, err := jsonrpc.Parse(body)
+	// The message and the exchange that answers it, in one allocation.
+	post := new(postExchange)
+	msg := &post.msg
+	err = jsonrpc.ParseInto(msg, body)
+	if err != nil {
+		msg = nil // no envelope read: no id to echo
+	}
 	if err == nil {
 		err = gate.CheckReadMembers(msg.Params, paramsRead)
 	}
@@ -351,7 +357,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
-	x := g.exchange(w, r, next, msg, who)
+	x := &post.x
+	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who}
 	era := detectEra(r, msg)
 	defer traceMethod(x, era)()
 	if era == task.Era2026 {
@@ -386,6 +393,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 // gone: the version bridge's session, or the client's own 2025-11-25 one.
 func (g *Gateway) sessionLost(t *task.Task, ev *upstream.Event) bool {
 	return g.bridge.SessionLost(t, ev) || g.env.Sessions.Lost(t, ev)
+}
+
+// postExchange is a POST's message with the exchange that answers it.
+type postExchange struct {
+	x   wire.Exchange
+	msg jsonrpc.Message
 }
 
 // exchange is the request the protocol packages answer.

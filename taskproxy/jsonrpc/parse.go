@@ -94,6 +94,16 @@ func envelopeMember(obj []byte, mem jsonx.Member) int {
 // is read on every request, so it is validated and scanned, not decoded; the
 // parts the gateway acts on are decoded where they are used.
 func Parse(data []byte) (*Message, error) {
+	m := new(Message)
+	if err := ParseInto(m, data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ParseInto is Parse reading into m, which the caller may allocate with
+// what else it holds per request; on an error m holds nothing of use.
+func ParseInto(m *Message, data []byte) error {
 	// A leading UTF-8 byte order mark is no JSON, but readers that decode
 	// the body as text first drop it (the TypeScript SDK's TextDecoder
 	// does), so the gateway reads past it too.
@@ -102,17 +112,17 @@ func Parse(data []byte) (*Message, error) {
 	// bytes after the value ("{…}x", "{…}{…}") are where readers that stop
 	// at the first value part ways with the gateway.
 	if !jsonx.Valid(data) {
-		return nil, ErrMalformedJSON
+		return ErrMalformedJSON
 	}
 	data = data[jsonx.SkipSpace(data, 0):]
 	switch data[0] {
 	case '{':
 	case '[':
-		return nil, errBatch
+		return errBatch
 	default:
-		return nil, errNotObject
+		return errNotObject
 	}
-	var m Message
+	*m = Message{}
 	var version, method, rpcErr []byte
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
@@ -143,35 +153,35 @@ func Parse(data []byte) (*Message, error) {
 		}
 		return true
 	}); err != nil {
-		return nil, ErrMalformedJSON // unreachable for valid JSON
+		return ErrMalformedJSON // unreachable for valid JSON
 	}
 	if ambiguous {
-		return nil, errAmbiguousMember
+		return errAmbiguousMember
 	}
 	// The version as every JSON reader decodes it: "2\u002e0" is "2.0" to
 	// the upstream, so it must be to the gateway too.
 	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || jsonx.Unquote(version) != "2.0") {
-		return nil, errVersion
+		return errVersion
 	}
 	if err := checkID(m.ID); err != nil {
-		return nil, err
+		return err
 	}
 	if method != nil {
 		if method[0] != '"' {
-			return nil, errMethodType
+			return errMethodType
 		}
 		m.Method = methodName(method)
 	}
 	m.JSONRPC = "2.0"
 	if rpcErr != nil && string(rpcErr) != "null" {
 		if err := json.Unmarshal(rpcErr, &m.Error); err != nil {
-			return nil, errErrorMember
+			return errErrorMember
 		}
 	}
 	if string(m.Result) == "null" && m.Error != nil {
 		m.Result = nil
 	}
-	return &m, nil
+	return nil
 }
 
 // methodName decodes the method member raw. The methods clients send most
