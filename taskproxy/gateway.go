@@ -91,6 +91,13 @@ type Config struct {
 	// (task.IsRerun of r's context) r is another caller's request: the copy must
 	// carry none of that caller's connection or authentication state.
 	Detach func(r *http.Request) *http.Request
+	// Peer, when set, reports what the server knows of the client of r
+	// beyond its connection (its address behind trusted proxies, and
+	// whether one sent it), and ok false when it knows nothing more: it
+	// is asked only when a request needs it, where WithPeer costs every
+	// request a copy of it. Nil, or ok false: what WithPeer put in r's
+	// context, else r.RemoteAddr.
+	Peer func(r *http.Request) (p task.Peer, ok bool)
 	// RetryOnRestart names the tools whose calls are idempotent: a task of
 	// theirs that was running when the gateway died is re-run on restart
 	// instead of failed.
@@ -217,7 +224,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
 			MaxWatchedPerOwner: cfg.MaxWatchedPerOwner,
 			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
-			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
+			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach, Peer: cfg.Peer,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
 			RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		},

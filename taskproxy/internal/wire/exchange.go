@@ -34,6 +34,10 @@ type Policy struct {
 	Rebinding Rebinding
 	// Detach returns a copy of a request that outlives it, for workers.
 	Detach func(r *http.Request) *http.Request
+	// Peer reports what the server knows of the client of a request
+	// beyond its connection (Config.Peer); nil, or ok false, leaves it to
+	// what the request's context carries (task.WithPeer).
+	Peer func(r *http.Request) (p task.Peer, ok bool)
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}
 	// Observer receives lifecycle counts; nil ignores them.
