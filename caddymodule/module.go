@@ -463,6 +463,7 @@ func (h *Handler) gatewayConfig() (taskproxy.Config, error) {
 		MaxResultBytes:       h.MaxResult,
 		RateLimit:            max(h.RateLimit, 0),
 		Detach:               detachRequest,
+		Peer:                 peerOf,
 		Logger:               h.logger,
 		// Derived from the module's logger, so that Caddy's logging config
 		// routes it: "include http.handlers.mcp_tasks.audit".
@@ -649,7 +650,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return next.ServeHTTP(w, r)
 	}
-	r = withPeer(r)
 	if h.authn != nil {
 		if r = h.authn.authenticate(w, r); r == nil {
 			return nil

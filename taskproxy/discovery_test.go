@@ -310,7 +310,7 @@ func TestPassThroughAllocs(t *testing.T) {
 			i++
 		}))
 	}
-	if allocs > 7 {
-		t.Errorf("passing a request on made %.0f allocations, want at most 7", allocs)
+	if allocs > 4 {
+		t.Errorf("passing a request on made %.0f allocations, want at most 4", allocs)
 	}
 }

@@ -91,6 +91,13 @@ type Config struct {
 	// (task.IsRerun of r's context) r is another caller's request: the copy must
 	// carry none of that caller's connection or authentication state.
 	Detach func(r *http.Request) *http.Request
+	// Peer, when set, reports what the server knows of the client of r
+	// beyond its connection (its address behind trusted proxies, and
+	// whether one sent it), and ok false when it knows nothing more: it
+	// is asked only when a request needs it, where WithPeer costs every
+	// request a copy of it. Nil, or ok false: what WithPeer put in r's
+	// context, else r.RemoteAddr.
+	Peer func(r *http.Request) (p task.Peer, ok bool)
 	// RetryOnRestart names the tools whose calls are idempotent: a task of
 	// theirs that was running when the gateway died is re-run on restart
 	// instead of failed.
@@ -217,7 +224,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
 			MaxWatchedPerOwner: cfg.MaxWatchedPerOwner,
 			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
-			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
+			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach, Peer: cfg.Peer,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
 			RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		},
@@ -341,7 +348,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		wire.WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
 		return nil
 	}
-	msg, err := jsonrpc.Parse(body)
+	// The message and the exchange that answers it, in one allocation.
+	post := new(postExchange)
+	msg := &post.msg
+	err = jsonrpc.ParseInto(msg, body)
+	if err != nil {
+		msg = nil // no envelope read: no id to echo
+	}
 	if err == nil {
 		err = gate.CheckReadMembers(msg.Params, paramsRead)
 	}
@@ -351,7 +364,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	if err != nil {
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
-	x := g.exchange(w, r, next, msg, who)
+	x := &post.x
+	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who}
 	era := detectEra(r, msg)
 	defer traceMethod(x, era)()
 	if era == task.Era2026 {
@@ -386,6 +400,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 // gone: the version bridge's session, or the client's own 2025-11-25 one.
 func (g *Gateway) sessionLost(t *task.Task, ev *upstream.Event) bool {
 	return g.bridge.SessionLost(t, ev) || g.env.Sessions.Lost(t, ev)
+}
+
+// postExchange is a POST's message with the exchange that answers it.
+type postExchange struct {
+	x   wire.Exchange
+	msg jsonrpc.Message
 }
 
 // exchange is the request the protocol packages answer.
@@ -458,9 +478,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if int64(len(data)) > max {
 		return nil, errBodyTooLarge
 	}
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
-	r.ContentLength = int64(len(data))
+	upstream.SetBody(r, data)
 	return data, nil
 }
 

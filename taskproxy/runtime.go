@@ -69,7 +69,7 @@ func renderView(t *task.Task, w runtime.Wire) ([]byte, error) {
 	if w == runtime.WireV2026 {
 		return json.Marshal(v2026.Detail(t, "complete"))
 	}
-	return v2025.Render(t).AppendJSON(nil), nil
+	return v2025.AppendTask(nil, t), nil
 }
 
 // OpenStreams reports how many long-lived answers of kind ("listen":

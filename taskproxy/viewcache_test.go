@@ -62,7 +62,7 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
 			}
-			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, runtime.Now()); !ok {
+			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, runtime.Now(), nil); !ok {
 				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
 			}
 			if got := getTask(t, g, "bob", wire, tk.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
@@ -167,7 +167,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	waitEnded(t, g, task.Anonymous, id)
 	// The worker caches the outcome after the store has it: wait for it.
 	waitFor(t, "the worker's outcome in the cache", func() bool {
-		_, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now())
+		_, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now(), nil)
 		return ok
 	})
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"completed"`) {
@@ -192,7 +192,7 @@ func TestViewCacheExpiry(t *testing.T) {
 		if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 			t.Fatalf("before expiry: %s", got)
 		}
-		if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now()); !ok {
+		if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now(), nil); !ok {
 			t.Fatal("the read left nothing in the cache")
 		}
 		time.Sleep(left + time.Second)

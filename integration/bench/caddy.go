@@ -202,6 +202,25 @@ func (p *caddyProc) stop() {
 	}
 }
 
+// allocated reads what the Go runtime of Caddy has allocated since it
+// started, objects and bytes (expvar's memstats Mallocs and TotalAlloc):
+// the difference of two readings is what the work between them allocated,
+// whatever the load of the machine.
+func (p *caddyProc) allocated() (objects, bytes uint64, err error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/vars", p.admin))
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading Caddy's memstats: %w", err)
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		Memstats struct{ Mallocs, TotalAlloc uint64 } `json:"memstats"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		return 0, 0, fmt.Errorf("reading Caddy's memstats: %w", err)
+	}
+	return vars.Memstats.Mallocs, vars.Memstats.TotalAlloc, nil
+}
+
 // heldMemory is what a Caddy process holds: its live Go heap after a
 // forced collection, and its resident memory: anonymous, and the rest
 // (mapped files).

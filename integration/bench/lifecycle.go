@@ -135,8 +135,25 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 	}
 	var lifeN, passN, extra int
 	var lifeCPU, passCPU [2]time.Duration // Caddy, upstream
-	var ratios []float64                  // Caddy's, per round
-	var logBytes int64                    // written during the lifecycles
+	var lifeAlloc, passAlloc [2]uint64    // Caddy's allocations: objects, bytes
+	// allocs runs phase and adds what Caddy allocated during it to sum.
+	allocs := func(sum *[2]uint64, phase func() error) error {
+		o0, b0, err := p.allocated()
+		if err != nil {
+			return err
+		}
+		if err := phase(); err != nil {
+			return err
+		}
+		o1, b1, err := p.allocated()
+		if err != nil {
+			return err
+		}
+		sum[0], sum[1] = sum[0]+o1-o0, sum[1]+b1-b0
+		return nil
+	}
+	var ratios []float64 // Caddy's, per round
+	var logBytes int64   // written during the lifecycles
 	pids := []int{p.cmd.Process.Pid, up.cmd.Process.Pid}
 	per := func(d time.Duration, n int) time.Duration { return d / time.Duration(max(n, 1)) }
 	profileName := "lifecycle" + strings.ReplaceAll(label, " ", "-")
@@ -150,8 +167,11 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, x, err := lifecycles(cfg.duration)
-		if err != nil {
+		var n, x int
+		if err := allocs(&lifeAlloc, func() (err error) {
+			n, x, err = lifecycles(cfg.duration)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 		used, err := m.used()
@@ -172,8 +192,10 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 		if m, err = meterCPU(pids...); err != nil {
 			return nil, err
 		}
-		n, err = passes(cfg.duration)
-		if err != nil {
+		if err := allocs(&passAlloc, func() (err error) {
+			n, err = passes(cfg.duration)
+			return err
+		}); err != nil {
 			return nil, err
 		}
 		if used, err = m.used(); err != nil {
@@ -186,6 +208,7 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 		passCPU[0], passCPU[1] = passCPU[0]+used[0], passCPU[1]+used[1]
 		ratios = append(ratios, float64(roundLife)/float64(per(used[0], n)))
 	}
+	perOp := func(total uint64, n int) float64 { return float64(total) / float64(max(n, 1)) }
 	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
 	ratio := float64(per(lifeCPU[0], lifeN)) / float64(per(passCPU[0], passN))
 	upRatio := float64(per(lifeCPU[1], lifeN)) / float64(per(passCPU[1], passN))
@@ -194,6 +217,10 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 			result: fmt.Sprintf("%s vs %s (%.2f×, %s; %d extra tasks/get of unfinished tasks; %.0f B of log per lifecycle)", us(per(lifeCPU[0], lifeN)), us(per(passCPU[0], passN)), ratio, spread(ratios), extra,
 				float64(logBytes)/float64(max(lifeN, 1))),
 			target: "≤ 2.5×", met: ratio <= 2.5},
+		{measure: "allocations of Caddy (Go's memstats) per task lifecycle vs per pass-through tools/call" + label,
+			result: fmt.Sprintf("%.0f objects, %.1f KB vs %.0f objects, %.1f KB", perOp(lifeAlloc[0], lifeN), perOp(lifeAlloc[1], lifeN)/1000,
+				perOp(passAlloc[0], passN), perOp(passAlloc[1], passN)/1000),
+			target: "report", informational: true},
 		{measure: "CPU of the upstream (its own process) per task lifecycle vs per pass-through tools/call" + label,
 			result: fmt.Sprintf("%s vs %s (%.2f×)", us(per(lifeCPU[1], lifeN)), us(per(passCPU[1], passN)), upRatio),
 			target: "report", informational: true},

@@ -44,6 +44,9 @@ type diskGuard struct {
 	minFree uint64
 	mu      sync.Mutex // serializes the probe's writes
 	probe   *os.File
+	// probeFD is the probe's descriptor, which the free space is asked of
+	// (the probe lies in dir, on dir's filesystem).
+	probeFD int
 }
 
 // newDiskGuard opens the probe file in dir; minFree 0 means
@@ -63,7 +66,7 @@ func newDiskGuard(dir string, minFree int64) (*diskGuard, error) {
 	case minFree < 0:
 		minFree = 0
 	}
-	return &diskGuard{dir: dir, minFree: uint64(minFree), probe: f}, nil
+	return &diskGuard{dir: dir, minFree: uint64(minFree), probe: f, probeFD: int(f.Fd())}, nil
 }
 
 // check returns nil when a write may go ahead, else ErrDiskFull or
@@ -74,7 +77,7 @@ func (g *diskGuard) check() error {
 		return nil
 	}
 	g.mu.Lock()
-	_, err := g.probe.WriteAt([]byte{1}, 0)
+	_, err := g.probe.WriteAt(probeByte[:], 0)
 	g.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%w (%s: %w)", ErrReadOnly, g.dir, err)
@@ -82,7 +85,7 @@ func (g *diskGuard) check() error {
 	if g.minFree == 0 {
 		return nil
 	}
-	free, err := freeBytes(g.dir)
+	free, err := freeBytes(g.probeFD)
 	if err != nil {
 		if errors.Is(err, errFreeUnknown) {
 			return nil
@@ -101,6 +104,10 @@ func (g *diskGuard) close() {
 		_ = g.probe.Close()
 	}
 }
+
+// probeByte is what the probe writes: a slice made per write would be an
+// allocation of its own.
+var probeByte = [1]byte{1}
 
 // errFreeUnknown means the platform cannot tell the free space.
 var errFreeUnknown = errors.New("free space unknown on this platform")

@@ -9,4 +9,4 @@ func allocated(info fs.FileInfo) int64 { return info.Size() }
 
 // freeBytes cannot tell the free space here: the guard checks only that
 // the filesystem takes writes.
-func freeBytes(string) (uint64, error) { return 0, errFreeUnknown }
+func freeBytes(int) (uint64, error) { return 0, errFreeUnknown }

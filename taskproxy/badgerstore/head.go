@@ -32,13 +32,13 @@ import (
 // next sweep, or left behind by an older build's sweep, which knew nothing
 // of the index: the count deletes those).
 
-func headerKey(id string) []byte { return []byte("h/" + id) }
+func headerKey(id string) []byte { return idKey("h/", id) }
 
 // finishedPrefix is the finished index of quota (Task.Quota).
-func finishedPrefix(quota string) []byte { return []byte("f/" + ownerHash(quota) + "/") }
+func finishedPrefix(quota string) []byte { return ownedPrefix('f', quota, 0) }
 
 func finishedKey(t *task.Task) []byte {
-	return fmt.Appendf(finishedPrefix(t.Quota()), "%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
+	return appendStamp(ownedPrefix('f', t.Quota(), stampLen+len(t.ID)), t.ExpiresAt().UnixNano(), t.ID)
 }
 
 // encodeHeader encodes t's summary, with its lease when withLease is set

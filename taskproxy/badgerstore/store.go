@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -254,29 +255,67 @@ func (s *handle) use(fn func() error) error {
 	return fn()
 }
 
-func recordKey(id string) []byte { return []byte("t/" + id) }
+func recordKey(id string) []byte { return idKey("t/", id) }
 
-func ownerHash(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:16])
+// idKey is prefix and id, in one allocation.
+func idKey(prefix, id string) []byte {
+	return append(append(make([]byte, 0, len(prefix)+len(id)), prefix...), id...)
 }
 
-func ownerPrefix(owner string) []byte { return []byte("o/" + ownerHash(owner) + "/") }
+// ownerHashLen is the length of an ownerHash.
+const ownerHashLen = 32
+
+func ownerHash(owner string) string {
+	return string(appendOwnerHash(make([]byte, 0, ownerHashLen), owner))
+}
+
+// appendOwnerHash appends ownerHash(owner) to b.
+func appendOwnerHash(b []byte, owner string) []byte {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.AppendEncode(b, sum[:16])
+}
+
+// ownedPrefix is kind, "/", the owner's hash and "/", in a slice with room
+// for extra bytes more: a key of an owner's index is made in one
+// allocation.
+func ownedPrefix(kind byte, owner string, extra int) []byte {
+	b := make([]byte, 0, 2+ownerHashLen+1+extra)
+	b = appendOwnerHash(append(b, kind, '/'), owner)
+	return append(b, '/')
+}
+
+// stampLen is the length of appendStamp's part of a key.
+const stampLen = 17
+
+// appendStamp appends nanos as 16 hex digits (fmt's %016x), a slash and
+// id: index keys sort by the time, then the id.
+func appendStamp(b []byte, nanos int64, id string) []byte {
+	if nanos < 0 { // before 1970: %016x writes a sign; not met in practice
+		return fmt.Appendf(b, "%016x/%s", nanos, id)
+	}
+	var be [8]byte
+	binary.BigEndian.PutUint64(be[:], uint64(nanos))
+	return append(append(hex.AppendEncode(b, be[:]), '/'), id...)
+}
+
+func ownerPrefix(owner string) []byte { return ownedPrefix('o', owner, 0) }
 
 func ownerKey(t *task.Task) []byte {
-	return fmt.Appendf(ownerPrefix(t.Owner), "%016x/%s", t.CreatedAt.UnixNano(), t.ID)
+	return appendStamp(ownedPrefix('o', t.Owner, stampLen+len(t.ID)), t.CreatedAt.UnixNano(), t.ID)
 }
 
 // activePrefix is the active index of quota (Task.Quota).
-func activePrefix(quota string) []byte { return []byte("a/" + ownerHash(quota) + "/") }
+func activePrefix(quota string) []byte { return ownedPrefix('a', quota, 0) }
 
-func activeKey(t *task.Task) []byte { return append(activePrefix(t.Quota()), t.ID...) }
-
-func expiryKey(t *task.Task) []byte {
-	return fmt.Appendf(nil, "e/%016x/%s", t.ExpiresAt().UnixNano(), t.ID)
+func activeKey(t *task.Task) []byte {
+	return append(ownedPrefix('a', t.Quota(), len(t.ID)), t.ID...)
 }
 
-func leaseKey(id string) []byte { return []byte("l/" + id) }
+func expiryKey(t *task.Task) []byte {
+	return appendStamp(append(make([]byte, 0, 2+stampLen+len(t.ID)), "e/"...), t.ExpiresAt().UnixNano(), t.ID)
+}
+
+func leaseKey(id string) []byte { return idKey("l/", id) }
 
 // encodeRecord encodes t for storing, within the record size limit, with
 // its lease when withLease is set and without it otherwise.

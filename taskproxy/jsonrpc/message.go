@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
@@ -146,14 +147,20 @@ func orNull(id json.RawMessage) json.RawMessage {
 // appending. An id that encoding would change (HTML-escaped characters,
 // spacing) takes the encoder's path, so the bytes are always the same.
 func ResponseRaw(id json.RawMessage, result []byte) []byte {
+	return AppendResponseRaw(nil, id, result)
+}
+
+// AppendResponseRaw appends ResponseRaw(id, result) to b, growing it at
+// most once: a caller may hand in a buffer it reuses.
+func AppendResponseRaw(b []byte, id json.RawMessage, result []byte) []byte {
 	if bytes.ContainsAny(id, "<>& \t\r\n\u2028\u2029") {
 		data, err := json.Marshal(Message{JSONRPC: "2.0", ID: id, Result: result})
 		if err == nil {
-			return data
+			return append(b, data...)
 		}
 	}
 	id = orNull(id)
-	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(result))
+	b = slices.Grow(b, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(result))
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)

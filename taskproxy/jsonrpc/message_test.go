@@ -126,6 +126,10 @@ func TestResponseRaw(t *testing.T) {
 		if got := ResponseRaw(json.RawMessage(id), result); string(got) != string(want) {
 			t.Errorf("id %s:\n got %s\nwant %s", id, got, want)
 		}
+		// Appended to a buffer in use, it keeps what the buffer held.
+		if got := AppendResponseRaw([]byte("held"), json.RawMessage(id), result); string(got) != "held"+string(want) {
+			t.Errorf("appended, id %s:\n got %s\nwant held%s", id, got, want)
+		}
 		// ResponseBytes of a value it encodes, against encoding it twice.
 		value := map[string]any{"a": "<b>&\u2028", "n": 1, "nil": nil}
 		raw, _ := json.Marshal(value)

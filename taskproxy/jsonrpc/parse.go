@@ -94,6 +94,16 @@ func envelopeMember(obj []byte, mem jsonx.Member) int {
 // is read on every request, so it is validated and scanned, not decoded; the
 // parts the gateway acts on are decoded where they are used.
 func Parse(data []byte) (*Message, error) {
+	m := new(Message)
+	if err := ParseInto(m, data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ParseInto is Parse reading into m, which the caller may allocate with
+// what else it holds per request; on an error m holds nothing of use.
+func ParseInto(m *Message, data []byte) error {
 	// A leading UTF-8 byte order mark is no JSON, but readers that decode
 	// the body as text first drop it (the TypeScript SDK's TextDecoder
 	// does), so the gateway reads past it too.
@@ -101,18 +111,18 @@ func Parse(data []byte) (*Message, error) {
 	// Validated whole first: the scanner below relies on valid JSON, and
 	// bytes after the value ("{…}x", "{…}{…}") are where readers that stop
 	// at the first value part ways with the gateway.
-	if !json.Valid(data) {
-		return nil, ErrMalformedJSON
+	if !jsonx.Valid(data) {
+		return ErrMalformedJSON
 	}
 	data = data[jsonx.SkipSpace(data, 0):]
 	switch data[0] {
 	case '{':
 	case '[':
-		return nil, errBatch
+		return errBatch
 	default:
-		return nil, errNotObject
+		return errNotObject
 	}
-	var m Message
+	*m = Message{}
 	var version, method, rpcErr []byte
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
@@ -143,33 +153,76 @@ func Parse(data []byte) (*Message, error) {
 		}
 		return true
 	}); err != nil {
-		return nil, ErrMalformedJSON // unreachable for valid JSON
+		return ErrMalformedJSON // unreachable for valid JSON
 	}
 	if ambiguous {
-		return nil, errAmbiguousMember
+		return errAmbiguousMember
 	}
 	// The version as every JSON reader decodes it: "2\u002e0" is "2.0" to
 	// the upstream, so it must be to the gateway too.
 	if string(version) != `"2.0"` && (len(version) == 0 || version[0] != '"' || jsonx.Unquote(version) != "2.0") {
-		return nil, errVersion
+		return errVersion
 	}
 	if err := checkID(m.ID); err != nil {
-		return nil, err
+		return err
 	}
 	if method != nil {
 		if method[0] != '"' {
-			return nil, errMethodType
+			return errMethodType
 		}
-		m.Method = jsonx.Unquote(method)
+		m.Method = methodName(method)
 	}
 	m.JSONRPC = "2.0"
 	if rpcErr != nil && string(rpcErr) != "null" {
 		if err := json.Unmarshal(rpcErr, &m.Error); err != nil {
-			return nil, errErrorMember
+			return errErrorMember
 		}
 	}
 	if string(m.Result) == "null" && m.Error != nil {
 		m.Result = nil
 	}
-	return &m, nil
+	return nil
+}
+
+// methodName decodes the method member raw. The methods clients send most
+// are returned as constants, not copied out of the body: every request
+// and notification names one.
+func methodName(raw []byte) string {
+	if len(raw) >= 2 {
+		switch string(raw[1 : len(raw)-1]) {
+		case "tools/call":
+			return "tools/call"
+		case "tools/list":
+			return "tools/list"
+		case "tasks/get":
+			return "tasks/get"
+		case "tasks/result":
+			return "tasks/result"
+		case "tasks/list":
+			return "tasks/list"
+		case "tasks/cancel":
+			return "tasks/cancel"
+		case "tasks/update":
+			return "tasks/update"
+		case "initialize":
+			return "initialize"
+		case "notifications/initialized":
+			return "notifications/initialized"
+		case "notifications/cancelled":
+			return "notifications/cancelled"
+		case "ping":
+			return "ping"
+		case "resources/list":
+			return "resources/list"
+		case "resources/read":
+			return "resources/read"
+		case "prompts/list":
+			return "prompts/list"
+		case "prompts/get":
+			return "prompts/get"
+		case "subscriptions/listen":
+			return "subscriptions/listen"
+		}
+	}
+	return jsonx.Unquote(raw)
 }

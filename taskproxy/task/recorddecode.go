@@ -28,7 +28,7 @@ func DecodeRecord(data []byte, t *Task) error {
 
 func decodeRecordFast(data []byte, t *Task) bool {
 	i := jsonx.SkipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' || !json.Valid(data) {
+	if i >= len(data) || data[i] != '{' || !jsonx.Valid(data) {
 		return false
 	}
 	ok := true

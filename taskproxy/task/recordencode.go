@@ -168,7 +168,7 @@ func appendRaw(b []byte, v json.RawMessage) ([]byte, bool) {
 	if v == nil {
 		return append(b, "null"...), true
 	}
-	if bytes.IndexFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '<' || r == '>' || r == '&' }) < 0 && json.Valid(v) {
+	if bytes.IndexFunc(v, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '<' || r == '>' || r == '&' }) < 0 && jsonx.Valid(v) {
 		return append(b, v...), true
 	}
 	data, err := json.Marshal(v)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -71,11 +72,32 @@ type viewEntry struct {
 	views           [numWires][]byte
 	size            int
 	prev, next      *viewEntry
+	// read is the route whose audit log has recorded the owner's read of
+	// the finished task (ReadMark).
+	read ReadMark
 }
 
-// stub is the record as far as the audit log reads it.
-func (e *viewEntry) stub() *task.Task {
-	return &task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
+// ReadMark remembers the route that audited a read of a cached finished
+// task: the owner and the status of the task never change, so that route
+// audits its further reads at debug level, and, with debug off, a poll
+// need not ask the route's set of first reads (a lock and a map lookup of
+// two strings) to learn it. Another route (another site, or the next
+// configuration) asks its own set, as before.
+type ReadMark struct{ by atomic.Pointer[Route] }
+
+// Audited reports whether route has audited a read of the entry.
+func (m *ReadMark) Audited(route *Route) bool { return m != nil && m.by.Load() == route }
+
+// Mark records that route has audited a read of the entry.
+func (m *ReadMark) Mark(route *Route) {
+	if m != nil {
+		m.by.Store(route)
+	}
+}
+
+// fillStub makes t the record as far as the audit log reads it.
+func (e *viewEntry) fillStub(t *task.Task) {
+	*t = task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
 }
 
 // lookup returns the cached entry of the owner's task id with its view on
@@ -186,14 +208,19 @@ func (vc *viewCache) remove(e *viewEntry) {
 type Renderer func(t *task.Task, wire Wire) ([]byte, error)
 
 // CachedView returns the cached tasks/get result of the owner's finished
-// task id on wire, and a stub of the task (id, owner, tool, status, creation)
-// for the audit log.
-func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time) (*task.Task, []byte, bool) {
+// task id on wire, with the mark of the route that audited a read of it,
+// and fills stub, unless nil, with a stub of the task (id, owner, tool,
+// status, creation) for the audit log: the caller's own record, which a
+// polled answer need not allocate.
+func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time, stub *task.Task) ([]byte, *ReadMark, bool) {
 	e, view, ok := rt.views.lookup(owner, id, wire, now)
 	if !ok {
 		return nil, nil, false
 	}
-	return e.stub(), view, true
+	if stub != nil {
+		e.fillStub(stub)
+	}
+	return view, &e.read, true
 }
 
 // View renders t's tasks/get result on wire, with the renderer the

@@ -566,7 +566,7 @@ func progressTokenOf(params json.RawMessage) json.RawMessage {
 // decoding could also match by escapes or case folding, every isError
 // member true, false or null), and reports false otherwise.
 func plainIsError(result []byte) (isError, ok bool) {
-	if !json.Valid(result) {
+	if !jsonx.Valid(result) {
 		return false, true // the decoder fails before setting anything
 	}
 	plain := true

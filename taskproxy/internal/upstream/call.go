@@ -70,9 +70,7 @@ type Response struct {
 func NewRequest(ctx context.Context, base *http.Request, body []byte) *http.Request {
 	req := WithOwnValues(base.WithContext(ctx), base) // a deep copy: its headers are edited below
 	req.Method = http.MethodPost
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	req.ContentLength = int64(len(body))
+	SetBody(req, body)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Del("Content-Length")
@@ -80,6 +78,29 @@ func NewRequest(ctx context.Context, base *http.Request, body []byte) *http.Requ
 	req.Header.Del("Last-Event-ID")
 	req.TransferEncoding = nil
 	return req
+}
+
+// SetBody makes body, whole, the body of r, read from its start, with a
+// GetBody that reads it again: two allocations, where a reader wrapped in
+// io.NopCloser and a closure over body take three.
+func SetBody(r *http.Request, body []byte) {
+	b := &replayBody{data: body}
+	b.Reset(body)
+	r.Body, r.GetBody, r.ContentLength = b, b.again, int64(len(body))
+}
+
+// replayBody is a request body of bytes held in memory.
+type replayBody struct {
+	bytes.Reader
+	data []byte
+}
+
+// Close does nothing: the bytes stay for GetBody.
+func (*replayBody) Close() error { return nil }
+
+// again is GetBody: a new reader of the same bytes.
+func (b *replayBody) again() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
 
 // detachKey keys, in a task's run context, the configuration's Detach.
@@ -289,7 +310,14 @@ func FinishBody(body io.ReadCloser, wait time.Duration) {
 }
 
 // MediaType returns the lower-cased media type of a Content-Type value.
+// The two types MCP sends, written plainly, as nearly every request and
+// answer has them, are returned as they are: mime.ParseMediaType makes a
+// map of the parameters, which every request paid for.
 func MediaType(contentType string) string {
+	switch contentType {
+	case "application/json", "text/event-stream":
+		return contentType
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		return strings.ToLower(strings.TrimSpace(strings.Split(contentType, ";")[0]))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -33,6 +34,10 @@ type Policy struct {
 	Rebinding Rebinding
 	// Detach returns a copy of a request that outlives it, for workers.
 	Detach func(r *http.Request) *http.Request
+	// Peer reports what the server knows of the client of a request
+	// beyond its connection (Config.Peer); nil, or ok false, leaves it to
+	// what the request's context carries (task.WithPeer).
+	Peer func(r *http.Request) (p task.Peer, ok bool)
 	// Stopping is closed when the server stops; long-lived streams end.
 	Stopping <-chan struct{}
 	// Observer receives lifecycle counts; nil ignores them.
@@ -103,10 +108,24 @@ func (c *Exchange) Reply(result any) error {
 }
 
 // ReplyRaw writes a JSON-RPC success response around result, already
-// encoded, without encoding it again.
+// encoded, without encoding it again, built in a buffer that serves the
+// next answer: a ResponseWriter copies what it is given (io.Writer's
+// contract), and every poll and create is answered so.
 func (c *Exchange) ReplyRaw(result []byte) {
-	WriteJSON(c.W, http.StatusOK, jsonrpc.ResponseRaw(c.Msg.ID, result))
+	buf := answerBufs.Get().(*[]byte)
+	data := jsonrpc.AppendResponseRaw((*buf)[:0], c.Msg.ID, result)
+	WriteJSON(c.W, http.StatusOK, data)
+	if cap(data) <= maxPooledAnswer {
+		*buf = data[:0]
+		answerBufs.Put(buf)
+	}
 }
+
+// answerBufs holds ReplyRaw's buffers; one larger than maxPooledAnswer
+// (an answer with a large result) is left to the collector.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledAnswer = 16 << 10
 
 // Fail writes a JSON-RPC error response with HTTP 200, as the 2025-11-25
 // transport does for errors of a request it accepted.

@@ -46,7 +46,7 @@ func (c *Exchange) guarded() bool {
 	case RebindingOn:
 		return true
 	}
-	return c.Owner == task.Anonymous && !PeerOf(c.R).ViaTrustedProxy
+	return c.Owner == task.Anonymous && !c.PeerOf(c.R).ViaTrustedProxy
 }
 
 // GuardOrigin answers 403 and returns false for a rebinding suspect, and
@@ -71,6 +71,9 @@ func (c *Exchange) GuardOrigin() bool {
 // the proxy's): otherwise every client of an unauthenticated gateway shares
 // one bucket.
 func (c *Exchange) Limited() bool {
+	if c.Limiter == nil { // no rate limit: no caller key to make
+		return false
+	}
 	ok, wait := c.Limiter.Allow(c.CallerKey(), time.Now())
 	if ok {
 		return false
@@ -132,7 +135,7 @@ func (c *Exchange) WatchTasks(n int) (release func()) {
 // every anonymous client would share one budget.
 func (c *Exchange) CallerKey() string {
 	if c.Owner == task.Anonymous {
-		return AddressKey(PeerOf(c.R).ClientIP)
+		return AddressKey(c.PeerOf(c.R).ClientIP)
 	}
 	return c.Owner
 }
@@ -153,7 +156,19 @@ func AddressKey(ip string) string {
 	return "ip:" + netip.PrefixFrom(addr, 64).Masked().String()
 }
 
-// PeerOf returns the peer of r: the one the glue set, or else r.RemoteAddr.
+// PeerOf returns the peer of r: the one the glue reports (Policy.Peer),
+// else the one r's context carries, or else r.RemoteAddr.
+func (p Policy) PeerOf(r *http.Request) task.Peer {
+	if p.Peer != nil {
+		if peer, ok := p.Peer(r); ok {
+			return peer
+		}
+	}
+	return PeerOf(r)
+}
+
+// PeerOf returns the peer r's context carries (task.WithPeer), or else
+// r.RemoteAddr.
 func PeerOf(r *http.Request) task.Peer {
 	if p, ok := task.PeerOf(r.Context()); ok {
 		return p

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
@@ -15,7 +14,7 @@ import (
 // UTF-8 and not empty; the last of repeated members, as decoding takes),
 // and reports false otherwise, leaving the case to the decoder.
 func plainStringParam(params []byte, name string) (string, bool) {
-	if len(params) == 0 || !json.Valid(params) {
+	if len(params) == 0 || !jsonx.Valid(params) {
 		return "", false
 	}
 	var value []byte

@@ -131,10 +131,10 @@ func (c *Exchange) CheckQuota() *jsonrpc.Error {
 	if c.Runtime.Drain.Draining() {
 		return c.Draining()
 	}
-	ctx, quota := c.R.Context(), c.CallerKey()
 	if c.MaxActivePerOwner <= 0 || gate.HasIdempotencyKey(c.R, c.Msg.Params) {
 		return nil
 	}
+	ctx, quota := c.R.Context(), c.CallerKey() // the key only for a quota to count against
 	n, err := c.Runtime.Store.CountActive(ctx, quota)
 	if err != nil {
 		return rpcerr.ClientError(c.Log, "counting active tasks", err)

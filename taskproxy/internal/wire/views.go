@@ -15,12 +15,16 @@ import (
 // ServeCachedGet answers a tasks/get of a finished task from the cache, and
 // reports whether it did.
 func (c *Exchange) ServeCachedGet(id string, wire runtime.Wire) bool {
-	stub, view, ok := c.Runtime.CachedView(c.Owner, id, wire, runtime.Now())
+	var stub task.Task // the audit's only: on the stack
+	view, read, ok := c.Runtime.CachedView(c.Owner, id, wire, runtime.Now(), &stub)
 	if !ok {
 		return false
 	}
-	if c.AuditLog.Core().Enabled(zap.InfoLevel) {
-		c.Route.Audit(runtime.AuditRetrieved, id, stub, c.Caller)
+	// A read this route audited already goes to debug level: with debug
+	// off there is nothing to write, nor to look up.
+	if core := c.AuditLog.Core(); core.Enabled(zap.InfoLevel) && (!read.Audited(c.Route) || core.Enabled(zap.DebugLevel)) {
+		c.Route.Audit(runtime.AuditRetrieved, id, &stub, c.Caller)
+		read.Mark(c.Route)
 	}
 	c.ReplyRaw(view)
 	return true

@@ -134,7 +134,7 @@ func ParseResultResumeID(s string) (taskID string, id json.RawMessage, ok bool) 
 		return "", nil, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || !json.Valid(raw) {
+	if err != nil || !jsonx.Valid(raw) {
 		return "", nil, false
 	}
 	return parts[0], raw, true

@@ -2,7 +2,6 @@ package v2025
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 )
@@ -15,7 +14,7 @@ import (
 // folding), and reports false otherwise, leaving the case to the decoder.
 // ttl is nil when the member is absent or null.
 func plainTTLParam(meta []byte) (ttl []byte, ok bool) {
-	if !json.Valid(meta) {
+	if !jsonx.Valid(meta) {
 		return nil, false
 	}
 	var value []byte

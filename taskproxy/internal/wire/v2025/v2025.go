@@ -88,15 +88,47 @@ func (lt Task) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
+// AppendTask appends Render(t) encoded as its AppendJSON encodes it, with
+// the times written in place rather than formatted into strings first:
+// every create answer and every first tasks/get of a finished task
+// encodes one.
+func AppendTask(b []byte, t *task.Task) []byte {
+	b = append(b, `{"taskId":`...)
+	b, _ = jsonx.MarshalString(b, t.ID)
+	b = append(b, `,"status":`...)
+	b, _ = jsonx.MarshalString(b, string(renderedStatus(t)))
+	if t.StatusMessage != "" {
+		b = append(b, `,"statusMessage":`...)
+		b, _ = jsonx.MarshalString(b, t.StatusMessage)
+	}
+	// A time in wire.ISOMillis has digits, '-', ':', 'T', '.', 'Z' and,
+	// past year 9999, '+': nothing JSON escapes.
+	b = append(b, `,"createdAt":"`...)
+	b = t.CreatedAt.UTC().AppendFormat(b, wire.ISOMillis)
+	b = append(b, `","lastUpdatedAt":"`...)
+	b = t.UpdatedAt.UTC().AppendFormat(b, wire.ISOMillis)
+	b = append(b, `","ttl":`...)
+	b = strconv.AppendInt(b, t.TTL.Milliseconds(), 10)
+	if ms := t.PollInterval.Milliseconds(); ms != 0 {
+		b = append(b, `,"pollInterval":`...)
+		b = strconv.AppendInt(b, ms, 10)
+	}
+	return append(b, '}')
+}
+
+// renderedStatus is t's status on this wire.
+func renderedStatus(t *task.Task) task.Status {
+	if t.Status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
+		return task.StatusFailed
+	}
+	return t.Status
+}
+
 // Render is t as the 2025-11-25 Task object.
 func Render(t *task.Task) Task {
-	status := t.Status
-	if status == task.StatusCompleted && t.IsError { // a 2026-07-28 task read on this wire
-		status = task.StatusFailed
-	}
 	return Task{
 		TaskID:        t.ID,
-		Status:        status,
+		Status:        renderedStatus(t),
 		StatusMessage: t.StatusMessage,
 		CreatedAt:     t.CreatedAt.UTC().Format(wire.ISOMillis),
 		LastUpdatedAt: t.UpdatedAt.UTC().Format(wire.ISOMillis),
@@ -130,19 +162,45 @@ type ToolCall struct {
 	Augmented bool
 }
 
+// read takes the tool's name and params.task from params, as
+// encoding/json reads them from params decoded into an object (the last
+// member of a name, its key unescaped; a name that is not a string is ""),
+// scanning the members in place: a call's arguments, often most of its
+// bytes, are not decoded. Params that are absent or null name nothing;
+// other params that are not an object are the error.
+func (tc *ToolCall) read(params json.RawMessage) error {
+	if i := jsonx.SkipSpace(params, 0); i >= len(params) || params[i] != '{' {
+		_, err := wire.ParamsObject(params) // nil for absent or null params
+		return err
+	}
+	var name json.RawMessage
+	_, err := jsonx.EachMember(params, func(m jsonx.Member) bool {
+		switch {
+		case m.Is(params, "name"):
+			name = params[m.ValueStart:m.ValueEnd]
+		case m.Is(params, "task"):
+			tc.TaskMeta, tc.Augmented = params[m.ValueStart:m.ValueEnd], true
+		}
+		return true
+	})
+	if err != nil {
+		_, err = wire.ParamsObject(params) // encoding/json's own words
+		return err
+	}
+	tc.Name = jsonx.Unquote(name)
+	return nil
+}
+
 // CheckToolCall reads x's tools/call and refuses, as 2025-11-25 has it, a
 // task-augmented call of a tool forbidden as a task and a plain call of one
 // that requires a task; ok is false when x has been answered. With learn,
 // the call first learns what the upstream declares of its tool (a
 // 2025-11-25 upstream's tools/list), which decides both.
 func CheckToolCall(x *wire.Exchange, learn bool) (tc ToolCall, ok bool) {
-	params, err := wire.ParamsObject(x.Msg.Params)
-	if err != nil {
+	if err := tc.read(x.Msg.Params); err != nil {
 		x.Fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err))
 		return tc, false
 	}
-	_ = json.Unmarshal(params["name"], &tc.Name)
-	tc.TaskMeta, tc.Augmented = params["task"]
 	if tc.Augmented && string(tc.TaskMeta) == "null" {
 		tc.Augmented = false
 	}
@@ -268,7 +326,7 @@ func (c *call) createTask(tool string, taskMeta json.RawMessage) error {
 // CreateResult is the 2025-11-25 CreateTaskResult, encoded.
 func CreateResult(t *task.Task) json.RawMessage {
 	b := append(make([]byte, 0, 256), `{"task":`...)
-	b = Render(t).AppendJSON(b)
+	b = AppendTask(b, t)
 	return append(b, '}')
 }
 

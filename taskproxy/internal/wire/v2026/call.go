@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -312,9 +311,7 @@ func (c *call) passWithoutTasks() error {
 	r := c.R.WithContext(c.R.Context())
 	r.Header = c.R.Header.Clone()
 	r.Header.Del("Content-Length")
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.ContentLength = int64(len(body))
+	upstream.SetBody(r, body)
 	return upstream.ServeNext(c.Next, c.W, r)
 }
 
