@@ -503,6 +503,8 @@ func printTask(w io.Writer, t adminTask) error {
 	row("tool", t.Tool)
 	row("era", t.Era)
 	row("store", t.Store)
+	// The route is what list --route takes.
+	row("route", t.Route)
 	row("created", t.CreatedAt.Local().Format(time.RFC3339))
 	row("updated", t.UpdatedAt.Local().Format(time.RFC3339))
 	row("expires", t.ExpiresAt.Local().Format(time.RFC3339))
