@@ -143,8 +143,9 @@ type Handler struct {
 	// accepted task survives a power loss, not only a crash of the
 	// process. Concurrent writes share one fsync. Turning it off trades
 	// that for speed: the last moments of writes before a power loss may
-	// be lost. It applies when the storage directory is first opened.
-	// Default: true. Shorthand, with StorageDir, for the Badger backend's
+	// be lost. It applies when the storage directory is first opened: a
+	// reload keeps the open store's setting (and logs a warning when it
+	// differs). Default: true. Shorthand, with StorageDir, for the Badger backend's
 	// own sync_writes.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
 
