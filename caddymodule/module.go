@@ -360,6 +360,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	h.route = cfg.Route
 	cfg.RequestBase = h.requestBase
+	cfg.EntryURI = entryURI
 
 	rt, key, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
 	if err != nil {

@@ -126,6 +126,12 @@ type Config struct {
 	// task runs without waiting for a client's request. ctx ends when the
 	// runtime closes. Nil: such tasks wait for a client's request.
 	RequestBase func(ctx context.Context, t *task.Task)
+	// EntryURI, when set, returns the request URI r arrived with at the
+	// server, before the server rewrote it (a stripped prefix, a rewrite);
+	// a task records it (task.Task.EntryURI) so that RequestBase's request
+	// after a restart reaches the route through the same rewrites. Nil or
+	// "": r's own URI is where the route is reached.
+	EntryURI func(r *http.Request) string
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) and initialize per owner per second; 0 means
 	// no limit.
@@ -217,7 +223,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
 			MaxWatchedPerOwner: cfg.MaxWatchedPerOwner,
 			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
-			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
+			RouteName: cfg.Route, EntryURI: cfg.EntryURI, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
 			RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		},
