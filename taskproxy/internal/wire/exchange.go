@@ -75,6 +75,8 @@ type Env struct {
 	// asking them itself (the protocol they speak, whether they run
 	// tasks).
 	Probes *Probes
+	// RebindingRefusals logs the DNS rebinding guard's refusals.
+	RebindingRefusals RebindingNote
 }
 
 // Exchange is one client request the gateway looks at, and its answer.
