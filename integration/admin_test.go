@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,6 +337,16 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 	}
 	if strings.Contains(h.Stores[0].Error, "not open yet") {
 		t.Errorf("health names no cause: %q, want why the store could not be opened", h.Stores[0].Error)
+	}
+	// The command prints the unhealthy report as a table with the store's
+	// error, as it prints a healthy one, and exits 1.
+	out, errOut, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
+	storeRow := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		return slices.Equal(strings.Fields(line), []string{dir, "false", "false", "false", "0"})
+	})
+	if ok || !strings.HasPrefix(out, "STORE") || !storeRow || !strings.Contains(out, dir+": "+h.Stores[0].Error) ||
+		!strings.Contains(errOut, "not healthy") || strings.Contains(errOut, `"healthy":false`) {
+		t.Errorf("caddy mcp-tasks health of an unhealthy store: ok=%v\n%s\n%s\nwant exit 1, the table with the store's error", ok, out, errOut)
 	}
 	// Once the store can be opened, the probe alone sees it come back: no
 	// MCP request is needed to retry the start.

@@ -141,6 +141,16 @@ func TestCommandMCPTasks(t *testing.T) {
 			t.Errorf("health:\n%s\n%s", out, errOut)
 		}
 	})
+
+	// Where no Caddy answers, the error says which address was tried and
+	// where it came from.
+	t.Run("no admin endpoint", func(t *testing.T) {
+		nobody := freeAddr(t)
+		_, errOut, ok := runCaddy(t, "mcp-tasks", "list", "--address", nobody)
+		if ok || !strings.Contains(errOut, "admin endpoint at "+nobody+" (from --address): is Caddy running there?") {
+			t.Errorf("list against an address nobody listens on: ok=%v %s", ok, errOut)
+		}
+	})
 }
 
 // noErrorLogged fails when Caddy logged an admin API answer at error level:
