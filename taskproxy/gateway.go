@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge/v2025on2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -298,8 +299,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	route := g.env.Route
 	if !route.Started() {
 		if err := route.Start(); err != nil {
-			g.env.Log.Error("task store unavailable", zap.Error(err))
-			wire.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
+			// The store does not open for now (another process holds
+			// its directory, its database does not answer): answered as
+			// a store that became unavailable is, under a reference the
+			// log's warning carries.
+			e := rpcerr.InternalError(g.env.Log, "task store not open", fmt.Errorf("%w: %w", task.ErrUnavailable, err))
+			wire.WriteError(w, http.StatusServiceUnavailable, nil, e)
 			return nil
 		}
 	}
