@@ -141,7 +141,7 @@ func adminRequest(cmd *cobra.Command, method, uri string) (*http.Response, error
 		case address != "":
 			from = "--address"
 		case config != "":
-			from = "the admin option of " + config
+			from = config + ": its admin option, or Caddy's default where it names no address"
 		}
 		return nil, fmt.Errorf("reaching Caddy's admin endpoint at %s (from %s): is Caddy running there? %w", addr, from, err)
 	}
