@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -72,13 +73,20 @@ func (h *Handler) requestBase(ctx context.Context, t *task.Task) {
 			host = lns[0].Addr().String()
 		}
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, t.Endpoint, strings.NewReader(baseRequestBody))
+	// The URI the task's call arrived with, before the server's rewrites
+	// (handle_path's strip): the same rewrites lead this request to the
+	// route.
+	uri := t.Endpoint
+	if t.EntryURI != "" {
+		uri = t.EntryURI
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, uri, strings.NewReader(baseRequestBody))
 	if err != nil {
 		h.logger.Warn("a recovered task waits for a client's request to its route: its endpoint is not a request path",
-			zap.String("task", t.ID), zap.String("endpoint", t.Endpoint), zap.Error(err))
+			zap.String("task", t.ID), zap.String("endpoint", uri), zap.Error(err))
 		return
 	}
-	r.Host, r.RequestURI = host, t.Endpoint
+	r.Host, r.RequestURI = host, uri
 	// The gateway originates it, in this process.
 	r.RemoteAddr = "127.0.0.1:0"
 	for k, v := range t.Headers { // the MCP protocol and routing headers of its call
@@ -89,7 +97,7 @@ func (h *Handler) requestBase(ctx context.Context, t *task.Task) {
 	h.server.ServeHTTP(&discardResponse{header: http.Header{}}, r)
 	if !br.reached.Load() && ctx.Err() == nil {
 		h.logger.Warn("a recovered task waits for a client's request to its route: the gateway's own request to the task's endpoint did not reach the route",
-			zap.String("task", t.ID), zap.String("host", t.Host), zap.String("endpoint", t.Endpoint))
+			zap.String("task", t.ID), zap.String("host", t.Host), zap.String("endpoint", uri))
 	}
 }
 
@@ -123,3 +131,12 @@ func (d *discardResponse) WriteHeader(int)             {}
 // EnableFullDuplex lets a server configured for full duplex serve it
 // without a warning: nothing is written while the body is read.
 func (d *discardResponse) EnableFullDuplex() error { return nil }
+
+// entryURI is the request URI r arrived with at Caddy's server, before
+// handle_path, uri or rewrite changed it (taskproxy.Config.EntryURI).
+func entryURI(r *http.Request) string {
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		return orig.URL.RequestURI()
+	}
+	return ""
+}

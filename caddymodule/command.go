@@ -132,7 +132,20 @@ func adminRequest(cmd *cobra.Command, method, uri string) (*http.Response, error
 	if err != nil {
 		return nil, fmt.Errorf("finding the admin address: %w", err)
 	}
-	return caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, nil)
+	if err != nil && !strings.HasPrefix(err.Error(), "caddy responded with error:") {
+		// No answer at all: say where the address came from, since a
+		// wrong or missing --config is the usual cause.
+		from := "Caddy's default; name it with --address or --config"
+		switch {
+		case address != "":
+			from = "--address"
+		case config != "":
+			from = config + ": its admin option, or Caddy's default where it names no address"
+		}
+		return nil, fmt.Errorf("reaching Caddy's admin endpoint at %s (from %s): is Caddy running there? %w", addr, from, err)
+	}
+	return resp, err
 }
 
 // adminCall is adminRequest that returns the answer's body.
@@ -353,26 +366,67 @@ func runHealth(cmd *cobra.Command, _ []string) error {
 			return runProbe(cmd, probe)
 		}
 	}
-	// AdminAPIRequest turns 503 into an error with the body, which says
-	// what is wrong; a healthy answer is printed.
+	// An unhealthy answer (503) is a report too: it is printed as a
+	// healthy one is, with each store's error, and the command exits 1.
 	body, err := adminCall(cmd, http.MethodGet, "/mcp_tasks/health"+encodeQuery(withStore(cmd, url.Values{})))
+	var unhealthy error
 	if err != nil {
-		return err
+		report, ok := unhealthyReport(err)
+		if !ok {
+			return err
+		}
+		body, unhealthy = report, errors.New("the task stores are not healthy (HTTP 503 from /mcp_tasks/health)")
 	}
 	if wantJSON(cmd) {
-		_, err := cmd.OutOrStdout().Write(body)
-		return err
+		if _, err := cmd.OutOrStdout().Write(body); err != nil {
+			return err
+		}
+		return unhealthy
 	}
 	var rep healthReport
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return fmt.Errorf("decoding the health report: %w", err)
 	}
-	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	if err := printHealth(cmd.OutOrStdout(), rep); err != nil {
+		return err
+	}
+	return unhealthy
+}
+
+// unhealthyReport returns the health report of an unhealthy answer, which
+// caddycmd.AdminAPIRequest turns into an error carrying the body; false
+// for any other error.
+func unhealthyReport(err error) ([]byte, bool) {
+	const prefix = "caddy responded with error: HTTP 503: "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return nil, false
+	}
+	body := []byte(msg[len(prefix):])
+	var rep healthReport
+	if json.Unmarshal(body, &rep) != nil {
+		return nil, false
+	}
+	return body, true
+}
+
+// printHealth writes the health report as tables: the stores, each
+// store's error under them, then the routes' upstreams.
+func printHealth(w io.Writer, rep healthReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STORE\tOPEN\tREACHABLE\tRECOVERED\tWORKERS")
 	upstreams := 0
 	for _, s := range rep.Stores {
 		fmt.Fprintf(tw, "%s\t%t\t%t\t%t\t%d\n", s.Store, s.Open, s.Reachable, s.Recovered, s.Workers)
 		upstreams += len(s.Upstreams)
+	}
+	if len(rep.Stores) == 0 && !rep.Healthy {
+		fmt.Fprintln(tw, "\nno task store is in use: no mcp_tasks handler is configured, or the process stops")
+	}
+	for _, s := range rep.Stores {
+		if s.Error != "" {
+			fmt.Fprintf(tw, "\n%s: %s\n", s.Store, s.Error)
+		}
 	}
 	if upstreams > 0 {
 		fmt.Fprintln(tw, "\nROUTE\tUPSTREAM\tVERSIONS\tLAST ERROR")
@@ -503,6 +557,8 @@ func printTask(w io.Writer, t adminTask) error {
 	row("tool", t.Tool)
 	row("era", t.Era)
 	row("store", t.Store)
+	// The route is what list --route takes.
+	row("route", t.Route)
 	row("created", t.CreatedAt.Local().Format(time.RFC3339))
 	row("updated", t.UpdatedAt.Local().Format(time.RFC3339))
 	row("expires", t.ExpiresAt.Local().Format(time.RFC3339))

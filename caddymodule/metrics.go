@@ -49,13 +49,13 @@ func initMetrics() {
 			Help:    "Time from a task's creation to its terminal status, by era and status.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 3, 10), // 50ms .. ~16min
 		}, []string{"era", "status"})
-		metrics.refused = prometheus.NewCounterVec(prometheus.CounterOpts(opts("refused_total", "Requests refused for a limit: quota or rate_limit.")), []string{"reason"})
+		metrics.refused = prometheus.NewCounterVec(prometheus.CounterOpts(opts("refused_total", "Requests refused, by reason: quota (max_active_per_principal), rate_limit, streams (open long-lived answers), watched_tasks, bridge_input, inline_input or draining.")), []string{"reason"})
 		metrics.running = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("workers_running", "Task workers running in this process.")), runningWorkers)
 		metrics.active = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("tasks_active", "Stored tasks not yet completed, failed or cancelled.")),
 			func() float64 { return float64(storeTotals().Active) })
 		metrics.stored = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("tasks_stored", "Tasks stored, ended ones included until their ttl is over.")),
 			func() float64 { return float64(storeTotals().Tasks) })
-		metrics.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("store_size_bytes", "Size of the task stores on disk, as Badger estimates it.")),
+		metrics.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("store_size_bytes", "Disk space of the task stores: Badger's files (allocated blocks, as du counts them), PostgreSQL's tables and indexes of the schema.")),
 			func() float64 { return float64(storeTotals().Bytes) })
 		metrics.ready = prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("ready",
 			"1 when every task store can take tasks and the process is not draining (as /mcp_tasks/health/ready answers 200), else 0.")),

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,8 +144,9 @@ type Handler struct {
 	// accepted task survives a power loss, not only a crash of the
 	// process. Concurrent writes share one fsync. Turning it off trades
 	// that for speed: the last moments of writes before a power loss may
-	// be lost. It applies when the storage directory is first opened.
-	// Default: true. Shorthand, with StorageDir, for the Badger backend's
+	// be lost. It applies when the storage directory is first opened: a
+	// reload keeps the open store's setting (and logs a warning when it
+	// differs). Default: true. Shorthand, with StorageDir, for the Badger backend's
 	// own sync_writes.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
 
@@ -259,6 +261,10 @@ type Handler struct {
 	logger    *zap.Logger
 	server    *caddyhttp.Server // for the route identity's count, and the gateway's own requests (basereq.go)
 	route     string            // the route identity
+	// trustKey names the route's place, its store and position, and
+	// trustDomain is the trust domain of its owner keys ("" anonymous):
+	// recorded when the configuration starts serving (servedTrust).
+	trustKey, trustDomain string
 }
 
 // ToolPolicy is the task policy of one tool.
@@ -359,12 +365,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	h.route = cfg.Route
 	cfg.RequestBase = h.requestBase
+	cfg.EntryURI = entryURI
 
 	rt, key, err := acquireRuntime(backend, ctx.Logger().Named(backend.Backend()))
 	if err != nil {
 		return err
 	}
 	h.rt, h.poolKey, h.storeName = rt, key, backend.StoreName()
+	h.warnTrustDomainChange(cfg.Route)
 	if h.gw, err = taskproxy.New(cfg, rt); err != nil {
 		return fmt.Errorf("mcp_tasks: %w", err)
 	}
@@ -536,7 +544,24 @@ func (s startedHandler) Handle(ctx context.Context, _ caddy.Event) error {
 	if err := s.h.gw.Start(); err != nil {
 		s.h.logger.Error("starting the task gateway", zap.String("store", s.h.storeName), zap.Error(err))
 	}
+	serveTrustDomain(s.h.trustKey, s.h.trustDomain)
 	return nil
+}
+
+// warnTrustDomainChange warns when the route (its identity: position and
+// trust domain) takes over a place on its store where a route of another
+// trust domain serves now: the owner keys of its callers change, and the
+// tasks and sessions they made are unreachable to them from now on.
+func (h *Handler) warnTrustDomainChange(route string) {
+	pos, domain, _ := strings.Cut(route, "@")
+	h.trustKey, h.trustDomain = h.poolKey+" "+pos, domain
+	old, ok := servedTrustDomain(h.trustKey)
+	if !ok || old == domain {
+		return
+	}
+	h.logger.Warn("the owner keys of this route's callers change with this configuration: the tasks and 2025-11-25 sessions "+
+		"they created before are unreachable to them until their ttl ends; to rotate keys without this, set trust_domain (see \"The same principal\")",
+		zap.String("route", pos), zap.String("store", h.storeName), zap.String("trust_domain_before", orDash(old)), zap.String("trust_domain", orDash(domain)))
 }
 
 // warnIgnoredTrustDomain warns of a trust_domain on a route without auth or

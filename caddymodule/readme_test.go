@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // readmePairRE matches a caddyfile block followed, after blank lines only,
@@ -78,5 +79,38 @@ func TestReadmeCaddyfileJSONPairs(t *testing.T) {
 				t.Errorf("README.md shows\n%s\nfor\n%s\ncaddy adapt makes\n%s", shown, fragment, pretty)
 			}
 		})
+	}
+}
+
+// The HELP text of caddy_mcp_tasks_refused_total is what a Prometheus user
+// reads first: it names every reason the reference's Metrics table lists.
+func TestRefusedHelpNamesReadmeReasons(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `caddy_mcp_tasks_refused_total` \\|[^|]*\\| (.*) \\|$").FindStringSubmatch(string(data))
+	if row == nil {
+		t.Fatal("README.md's Metrics table has no caddy_mcp_tasks_refused_total row")
+	}
+	// The reasons are the code spans outside parentheses; those inside
+	// name the options behind them.
+	meaning := regexp.MustCompile(`\([^()]*\)`).ReplaceAllString(row[1], "")
+	var reasons []string
+	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(meaning, -1) {
+		reasons = append(reasons, m[1])
+	}
+	if len(reasons) < 6 {
+		t.Fatalf("found the reasons %v in %q, want at least 6", reasons, row[1])
+	}
+	initMetrics()
+	descs := make(chan *prometheus.Desc, 1)
+	metrics.refused.Describe(descs)
+	help := (<-descs).String()
+	for _, reason := range reasons {
+		if !strings.Contains(help, reason) {
+			t.Errorf("the HELP of caddy_mcp_tasks_refused_total does not name the reason %q that README.md lists: %s", reason, help)
+		}
 	}
 }

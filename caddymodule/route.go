@@ -50,3 +50,32 @@ func forgetServer(srv *caddyhttp.Server) {
 	delete(ordinals.n, srv)
 	ordinals.Unlock()
 }
+
+// servedTrust holds, per store and route position ("<store id> srv0#0"),
+// the trust domain of the route of the configuration that last started
+// serving there. Owner keys include it, so a reload that changes it (an
+// hmac_secret added for a rotation, another audience, auth added or
+// removed) leaves the tasks and sessions of the route's callers behind,
+// unreachable to their owners: the new configuration's handler compares,
+// and warns.
+var servedTrust = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// servedTrustDomain returns the trust domain of the route serving at key,
+// if a configuration of this process started serving there.
+func servedTrustDomain(key string) (string, bool) {
+	servedTrust.Lock()
+	defer servedTrust.Unlock()
+	domain, ok := servedTrust.m[key]
+	return domain, ok
+}
+
+// serveTrustDomain records that a route of trust domain domain serves at
+// key now.
+func serveTrustDomain(key, domain string) {
+	servedTrust.Lock()
+	servedTrust.m[key] = domain
+	servedTrust.Unlock()
+}

@@ -38,6 +38,18 @@ type StorageBackend interface {
 	OpenStore(logger *zap.Logger) (task.Store, error)
 }
 
+// storeSettings is implemented by backends whose store takes options only
+// when it opens (Badger's sync_writes and min_free, PostgreSQL's
+// max_conns). Configurations sharing a store (a reload, two routes naming
+// the same directory) share the store as the first one opened it, so a
+// configuration asking for other settings is told that they wait for a
+// restart instead of being silently ignored.
+type storeSettings interface {
+	// OpenSettings describes the options the store opens with, as the
+	// Caddyfile writes them: "sync_writes on, min_free 64MiB".
+	OpenSettings() string
+}
+
 // storageBackendModule is what a module of the namespace must implement.
 type storageBackendModule interface {
 	caddy.Module

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -32,7 +33,8 @@ type BadgerStorage struct {
 	// accepted task survives a power loss, not only a crash of the
 	// process. Concurrent writes share one fsync. Turning it off trades
 	// that for speed: the last moments of writes before a power loss may
-	// be lost. It applies when the directory is first opened.
+	// be lost. It applies when the directory is first opened: a reload
+	// keeps the open store's setting (and logs a warning when it differs).
 	// Default: true.
 	SyncWrites *bool `json:"sync_writes,omitempty"`
 
@@ -41,7 +43,8 @@ type BadgerStorage struct {
 	// while it still records the outcomes of running ones: room kept for
 	// Badger's own flushes and compaction, so that a full disk stops new
 	// work instead of damaging the store. Negative turns the reserve off
-	// (the store then only notices a filesystem that refuses writes).
+	// (the store then only notices a filesystem that refuses writes). It
+	// applies when the directory is first opened, as SyncWrites does.
 	// Default: 64 MiB.
 	MinFree int64 `json:"min_free,omitempty"`
 
@@ -103,6 +106,33 @@ func (b *BadgerStorage) StoreID() string { return "badger:" + b.Dir }
 // StoreName is the absolute directory, as the admin API always named
 // Badger stores.
 func (b *BadgerStorage) StoreName() string { return b.Dir }
+
+// OpenSettings names sync_writes and min_free as the store opens with them.
+func (b *BadgerStorage) OpenSettings() string {
+	sync := "on"
+	if b.SyncWrites != nil && !*b.SyncWrites {
+		sync = "off"
+	}
+	minFree := b.MinFree
+	if minFree == 0 {
+		minFree = badgerstore.DefaultMinFreeBytes
+	}
+	return "sync_writes " + sync + ", min_free " + sizeSetting(minFree)
+}
+
+// sizeSetting writes a byte count as the Caddyfile may: whole MiB or KiB
+// when it is one, "off" when negative.
+func sizeSetting(n int64) string {
+	switch {
+	case n < 0:
+		return "off"
+	case n > 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n > 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
 
 // Backend returns "badger".
 func (b *BadgerStorage) Backend() string { return "badger" }

@@ -57,7 +57,8 @@ type PostgresStorage struct {
 	Schema string `json:"schema,omitempty"`
 
 	// MaxConns caps this Caddy's connections to the database. It applies
-	// when the store is first opened (a reload does not resize the pool).
+	// when the store is first opened (a reload does not resize the pool;
+	// it logs a warning when it asks for another size).
 	// Default: 0, pgx's default (the greater of 4 and the number of CPUs).
 	MaxConns int32 `json:"max_conns,omitempty"`
 
@@ -145,6 +146,14 @@ func (p *PostgresStorage) StoreID() string {
 // postgres:<schema>@<dsn>.
 func (p *PostgresStorage) StoreName() string {
 	return "postgres:" + p.Schema + "@" + redactDSN(p.dsn)
+}
+
+// OpenSettings names max_conns, which sizes the pool when it opens.
+func (p *PostgresStorage) OpenSettings() string {
+	if p.MaxConns <= 0 {
+		return "max_conns default"
+	}
+	return "max_conns " + strconv.Itoa(int(p.MaxConns))
 }
 
 // Backend returns "postgres".

@@ -82,6 +82,9 @@ type pooledRuntime struct {
 	rt      *taskproxy.Runtime
 	name    string // StorageBackend.StoreName, for operators
 	backend string
+	// settings are the open-time options of the backend the store opens
+	// with (storeSettings), "" for a backend without such options.
+	settings string
 }
 
 func (p pooledRuntime) Destruct() error { return p.rt.Close(graceLeft(time.Now())) }
@@ -92,9 +95,18 @@ func (p pooledRuntime) Destruct() error { return p.rt.Close(graceLeft(time.Now()
 // connect or recover anything; the store opens when a configuration using
 // it starts serving (taskproxy.Gateway.Start). Every successful call must be
 // matched by runtimes.Delete(key), with the key it returns.
+//
+// A configuration that shares a store already in use but asks for other
+// open-time settings (a reload from sync_writes on to off, say) gets the
+// store as it is; a warning says which settings stay in force until the
+// store is opened again, at the next start of Caddy.
 func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.Runtime, key string, err error) {
 	key = backend.StoreID()
-	val, _, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
+	settings := ""
+	if s, ok := backend.(storeSettings); ok {
+		settings = s.OpenSettings()
+	}
+	val, loaded, err := runtimes.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return pooledRuntime{
 			rt: taskproxy.NewLazyRuntime(func() (task.Store, error) {
 				s, err := backend.OpenStore(logger)
@@ -103,14 +115,20 @@ func acquireRuntime(backend StorageBackend, logger *zap.Logger) (rt *taskproxy.R
 				}
 				return timeStore(s, backend.Backend()), nil
 			}),
-			name:    backend.StoreName(),
-			backend: backend.Backend(),
+			name:     backend.StoreName(),
+			backend:  backend.Backend(),
+			settings: settings,
 		}, nil
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	return val.(pooledRuntime).rt, key, nil
+	pooled := val.(pooledRuntime)
+	if loaded && pooled.settings != settings {
+		logger.Warn("the task store is in use with other settings, which stay in force until Caddy restarts: they apply only when the store opens",
+			zap.String("store", pooled.name), zap.String("in_force", pooled.settings), zap.String("configured", settings))
+	}
+	return pooled.rt, key, nil
 }
 
 // detachRequest copies r for a task worker, which outlives r: the context

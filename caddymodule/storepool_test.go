@@ -3,11 +3,14 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -87,5 +90,55 @@ func TestReloadDoesNotDrain(t *testing.T) {
 	}
 	if h.rt.Drain.Draining() || drainFor.Load() != 0 {
 		t.Errorf("a reload drains the runtime (%v) or records a drain (%s)", h.rt.Drain.Draining(), time.Duration(drainFor.Load()))
+	}
+}
+
+// A configuration that shares a store already in use but names other
+// open-time settings gets the store as it is, and a warning naming the
+// settings in force and those configured; the same settings, in another
+// spelling, warn of nothing.
+func TestAcquireRuntimeWarnsOfSettingsInForce(t *testing.T) {
+	t.Parallel()
+	off, on := false, true
+	dir := t.TempDir()
+	pg := func(maxConns int32) *PostgresStorage {
+		p := &PostgresStorage{DSN: "postgres://gw@db.invalid/settings", MaxConns: maxConns}
+		if err := p.Provision(caddy.Context{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name          string
+		first, second StorageBackend
+		want          string // the warning's fields, "" for none
+	}{
+		{"badger, same settings", &BadgerStorage{Dir: dir + "/a"}, &BadgerStorage{Dir: dir + "/a", SyncWrites: &on, MinFree: 64 << 20}, ""},
+		{"badger, sync_writes off", &BadgerStorage{Dir: dir + "/b"}, &BadgerStorage{Dir: dir + "/b", SyncWrites: &off},
+			"sync_writes on, min_free 64MiB -> sync_writes off, min_free 64MiB"},
+		{"badger, min_free off", &BadgerStorage{Dir: dir + "/c", MinFree: 256 << 20}, &BadgerStorage{Dir: dir + "/c", MinFree: -1},
+			"sync_writes on, min_free 256MiB -> sync_writes on, min_free off"},
+		{"postgres, max_conns", pg(0), pg(16), "max_conns default -> max_conns 16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			core, logs := zapobserver.New(zap.WarnLevel)
+			for _, b := range []StorageBackend{tt.first, tt.second} {
+				_, key, err := acquireRuntime(b, zap.New(core))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _, _ = runtimes.Delete(key) })
+			}
+			got := ""
+			for _, e := range logs.All() {
+				f := e.ContextMap()
+				got = fmt.Sprintf("%v -> %v", f["in_force"], f["configured"])
+			}
+			if got != tt.want {
+				t.Errorf("warning %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,6 +337,42 @@ func TestAdminHealthStoreUnavailable(t *testing.T) {
 	}
 	if strings.Contains(h.Stores[0].Error, "not open yet") {
 		t.Errorf("health names no cause: %q, want why the store could not be opened", h.Stores[0].Error)
+	}
+	// The command prints the unhealthy report as a table with the store's
+	// error, as it prints a healthy one, and exits 1.
+	out, errOut, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
+	storeRow := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		return slices.Equal(strings.Fields(line), []string{dir, "false", "false", "false", "0"})
+	})
+	if ok || !strings.HasPrefix(out, "STORE") || !storeRow || !strings.Contains(out, dir+": "+h.Stores[0].Error) ||
+		!strings.Contains(errOut, "not healthy") || strings.Contains(errOut, `"healthy":false`) {
+		t.Errorf("caddy mcp-tasks health of an unhealthy store: ok=%v\n%s\n%s\nwant exit 1, the table with the store's error", ok, out, errOut)
+	}
+	// A client meanwhile hears what a store that became unavailable
+	// answers: 503, Retry-After, and a reference the log's warning has.
+	req, _ := http.NewRequest(http.MethodPost, gw.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var m struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(answer, &m)
+	ref, found := strings.CutPrefix(m.Error.Message, "task store unavailable; retry later (ref ")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || m.Error.Code != -32603 || !found {
+		t.Errorf("a request while the store cannot open: HTTP %d, Retry-After %q, %s; want 503, Retry-After and -32603 \"task store unavailable; retry later (ref …)\"",
+			resp.StatusCode, resp.Header.Get("Retry-After"), answer)
+	} else {
+		ref = strings.TrimSuffix(ref, ")")
+		waitFor(t, 10*time.Second, "the warning with ref "+ref, func() bool { return strings.Contains(gw.logs(), `"ref":"`+ref+`"`) })
 	}
 	// Once the store can be opened, the probe alone sees it come back: no
 	// MCP request is needed to retry the start.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,24 @@ func TestCommandMCPTasks(t *testing.T) {
 		out, errOut, ok := runCaddy(t, "mcp-tasks", "health", "--address", gw.adminAddr)
 		if !ok || !strings.Contains(out, "STORE") || !strings.Contains(out, gw.opts.StorageDir) {
 			t.Errorf("health:\n%s\n%s", out, errOut)
+		}
+	})
+
+	// Where no Caddy answers, the error says which address was tried and
+	// where it came from.
+	t.Run("no admin endpoint", func(t *testing.T) {
+		nobody := freeAddr(t)
+		_, errOut, ok := runCaddy(t, "mcp-tasks", "list", "--address", nobody)
+		if ok || !strings.Contains(errOut, "admin endpoint at "+nobody+" (from --address): is Caddy running there?") {
+			t.Errorf("list against an address nobody listens on: ok=%v %s", ok, errOut)
+		}
+		config := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(config, []byte("{\n\tadmin "+nobody+"\n}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, ok = runCaddy(t, "mcp-tasks", "list", "--config", config)
+		if ok || !strings.Contains(errOut, "admin endpoint at "+nobody+" (from "+config+": its admin option") {
+			t.Errorf("list with a config whose admin address nobody listens on: ok=%v %s", ok, errOut)
 		}
 	})
 }

@@ -63,13 +63,21 @@ func TestCommandListFilters(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	// The route of the tasks, as show prints it.
+	// The route of the tasks, as show prints it: an operator reads it
+	// there to pass it to list --route.
 	out, errOut, ok := runCaddy(t, "mcp-tasks", "show", old.TaskID, "--address", gw.adminAddr, "--json")
 	var shown struct {
 		Route string `json:"route"`
 	}
 	if !ok || json.Unmarshal([]byte(out), &shown) != nil || shown.Route == "" {
 		t.Fatalf("show --json: %s %s", out, errOut)
+	}
+	out, errOut, ok = runCaddy(t, "mcp-tasks", "show", old.TaskID, "--address", gw.adminAddr)
+	printed := slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		return slices.Equal(strings.Fields(line), []string{"route:", shown.Route})
+	})
+	if !ok || !printed {
+		t.Errorf("show does not print the route %q that list --route takes:\n%s%s", shown.Route, out, errOut)
 	}
 
 	tests := []struct {

@@ -133,8 +133,19 @@ func TestFrontProxy(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := probe(anonymous.URL, "rebound.example.com"); code != http.StatusForbidden {
-		t.Errorf("anonymous call on loopback under a foreign Host: HTTP %d, want 403", code)
+	for range 2 {
+		if code := probe(anonymous.URL, "rebound.example.com"); code != http.StatusForbidden {
+			t.Errorf("anonymous call on loopback under a foreign Host: HTTP %d, want 403", code)
+		}
+	}
+	// The operator hears of the first refusal, with what to change when
+	// it was their own front proxy, and not of every one after it.
+	const hint = "add the proxy to the trusted_proxies server option"
+	waitFor(t, 30*time.Second, "a warning of the refusal that names trusted_proxies", func() bool {
+		return strings.Contains(anonymous.logs(), hint)
+	})
+	if n := strings.Count(anonymous.logs(), hint); n != 1 {
+		t.Errorf("%d warnings of refused requests, want 1 for the first:\n%s", n, tail(anonymous.logs(), 4000))
 	}
 	if code := probe(anonymous.URL, "localhost"); code == http.StatusForbidden {
 		t.Error("anonymous call under localhost refused")

@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/bridge/v2025on2026"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire"
@@ -133,6 +134,12 @@ type Config struct {
 	// task runs without waiting for a client's request. ctx ends when the
 	// runtime closes. Nil: such tasks wait for a client's request.
 	RequestBase func(ctx context.Context, t *task.Task)
+	// EntryURI, when set, returns the request URI r arrived with at the
+	// server, before the server rewrote it (a stripped prefix, a rewrite);
+	// a task records it (task.Task.EntryURI) so that RequestBase's request
+	// after a restart reaches the route through the same rewrites. Nil or
+	// "": r's own URI is where the route is reached.
+	EntryURI func(r *http.Request) string
 	// RateLimit caps task operations (get, result, list, update, cancel,
 	// listen, input answers) and initialize per owner per second; 0 means
 	// no limit.
@@ -224,7 +231,7 @@ func New(cfg Config, rt *Runtime) (*Gateway, error) {
 			MaxActivePerOwner: cfg.MaxActivePerOwner, MaxFinishedPerOwner: cfg.MaxFinishedPerOwner,
 			MaxWatchedPerOwner: cfg.MaxWatchedPerOwner,
 			ListTasks:          cfg.ListTasks, StrictRoutingHeaders: cfg.StrictRoutingHeaders, MaxResultBytes: cfg.MaxResultBytes,
-			RouteName: cfg.Route, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach, Peer: cfg.Peer,
+			RouteName: cfg.Route, EntryURI: cfg.EntryURI, Rebinding: cfg.RebindingProtection.guard(), Detach: cfg.Detach, Peer: cfg.Peer,
 			Stopping: cfg.Stopping, Observer: cfg.Observer,
 			RunTimeout: cfg.RunTimeout, ToolRunTimeouts: cfg.ToolRunTimeouts,
 		},
@@ -299,8 +306,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 	route := g.env.Route
 	if !route.Started() {
 		if err := route.Start(); err != nil {
-			g.env.Log.Error("task store unavailable", zap.Error(err))
-			wire.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "task store unavailable"))
+			// The store does not open for now (another process holds
+			// its directory, its database does not answer): answered as
+			// a store that became unavailable is, under a reference the
+			// log's warning carries.
+			e := rpcerr.InternalError(g.env.Log, "task store not open", fmt.Errorf("%w: %w", task.ErrUnavailable, err))
+			wire.WriteError(w, http.StatusServiceUnavailable, nil, e)
 			return nil
 		}
 	}

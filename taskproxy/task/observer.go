@@ -11,8 +11,11 @@ type Observer interface {
 	TaskEnded(era Era, status Status, age time.Duration)
 	// Refused counts a request refused for a limit: "quota" (too many
 	// active tasks), "rate_limit", "streams", "watched_tasks" (a listen
-	// would watch more task ids than the principal may) or "bridge_input"
-	// (too many bridged calls of the principal wait for input).
+	// would watch more task ids than the principal may), "bridge_input"
+	// (too many bridged calls of the principal wait for input),
+	// "inline_input" (too many of its plain calls wait for input on tasks
+	// the upstream runs) or "draining" (a call that would become a task
+	// on a process that stops).
 	Refused(reason string)
 }
 

@@ -101,6 +101,8 @@ func (t *Task) decodeMember(key, v []byte) bool {
 		return plainString(v, &t.Fingerprint)
 	case "endpoint":
 		return plainString(v, &t.Endpoint)
+	case "entryUri":
+		return plainString(v, &t.EntryURI)
 	case "host":
 		return plainString(v, &t.Host)
 	case "headers":

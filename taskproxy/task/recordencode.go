@@ -101,6 +101,7 @@ func (t *Task) appendJSON(b []byte) ([]byte, bool) {
 	str("idempotencyKey", t.IdempotencyKey, true)
 	str("fingerprint", t.Fingerprint, true)
 	str("endpoint", t.Endpoint, true)
+	str("entryUri", t.EntryURI, true)
 	str("host", t.Host, true)
 	if ok && len(t.Headers) > 0 {
 		b = appendKey(b, "headers")

@@ -123,6 +123,12 @@ type Task struct {
 	Endpoint string            `json:"endpoint,omitempty"`
 	Host     string            `json:"host,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
+	// EntryURI is the request URI the call arrived with at the server,
+	// when the server changed it before the gateway saw it (handle_path
+	// strips its prefix, a rewrite): the gateway's own request after a
+	// restart goes there to reach the route, while the call itself goes
+	// on to Endpoint. Empty when it is Endpoint.
+	EntryURI string `json:"entryUri,omitempty"`
 	// Route is the route (handler instance) that created the task, the
 	// one a re-run after a restart goes through (Config.Route).
 	Route string `json:"route,omitempty"`

@@ -38,7 +38,7 @@ func (br *baseRequests) ask(ctx context.Context, route *Route, t *task.Task, rea
 		return
 	default:
 	}
-	key := t.Host + " " + t.Endpoint
+	key := t.Host + " " + entryURI(t)
 	if br.tried[key] {
 		return
 	}
@@ -47,4 +47,13 @@ func (br *baseRequests) ask(ctx context.Context, route *Route, t *task.Task, rea
 	}
 	br.tried[key] = true
 	route.cfg.RequestBase(ctx, t)
+}
+
+// entryURI is where a request reaches t's route: the URI its call arrived
+// with at the server, else its endpoint.
+func entryURI(t *task.Task) string {
+	if t.EntryURI != "" {
+		return t.EntryURI
+	}
+	return t.Endpoint
 }

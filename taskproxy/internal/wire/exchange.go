@@ -30,6 +30,9 @@ type Policy struct {
 	MaxResultBytes                              int64
 	// RouteName is the route tasks record (Config.Route).
 	RouteName string
+	// EntryURI returns the URI a request arrived with at the server
+	// (Config.EntryURI); nil when the glue does not know it.
+	EntryURI func(r *http.Request) string
 	// Rebinding says when the DNS rebinding guard applies.
 	Rebinding Rebinding
 	// Detach returns a copy of a request that outlives it, for workers.
@@ -77,6 +80,8 @@ type Env struct {
 	// asking them itself (the protocol they speak, whether they run
 	// tasks).
 	Probes *Probes
+	// RebindingRefusals logs the DNS rebinding guard's refusals.
+	RebindingRefusals RebindingNote
 }
 
 // Exchange is one client request the gateway looks at, and its answer.

@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -60,8 +63,27 @@ func (c *Exchange) GuardOrigin() bool {
 	if !c.guarded() || !gate.RebindingSuspect(c.R) {
 		return true
 	}
+	c.RebindingRefusals.refused(c.Log, c.R)
 	WriteError(c.W, http.StatusForbidden, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Forbidden: the Host or Origin header names a host this local server does not serve"))
 	return false
+}
+
+// RebindingNote logs the guard's refusals: the first one of a
+// configuration as a warning that says what to change when the refused
+// request came from the operator's own front proxy (the usual cause on a
+// first day: it forwards the public Host to a loopback listener), the
+// others at debug level, since a refusal is otherwise a client's business.
+type RebindingNote struct{ warned atomic.Bool }
+
+func (n *RebindingNote) refused(log *zap.Logger, r *http.Request) {
+	fields := []zap.Field{zap.String("host", r.Host), zap.String("origin", r.Header.Get("Origin")), zap.String("remote", r.RemoteAddr)}
+	if n.warned.CompareAndSwap(false, true) {
+		log.Warn("refused with HTTP 403 a request on a loopback listener that names another host (DNS rebinding protection); "+
+			"if a front proxy on this host forwards its public Host, add the proxy to the trusted_proxies server option "+
+			"or authenticate callers (auth jwt, principal), see dns_rebinding_protection; later refusals are logged at debug level", fields...)
+		return
+	}
+	log.Debug("refused with HTTP 403 a request on a loopback listener that names another host (DNS rebinding protection)", fields...)
 }
 
 // Limited answers 429 with Retry-After when the caller is over its rate:

@@ -68,6 +68,11 @@ func (c *Exchange) NewTask(era task.Era, tool string, params json.RawMessage, tt
 		Endpoint: c.R.URL.RequestURI(), Host: c.R.Host, Headers: runtime.RoutingHeaders(c.R),
 		Route: c.RouteName, UpstreamTask: c.Tools.UpstreamRunsTask(tool),
 	}
+	if c.EntryURI != nil {
+		if uri := c.EntryURI(c.R); uri != "" && uri != t.Endpoint {
+			t.EntryURI = uri
+		}
+	}
 	if era == task.Era2025 {
 		t.Session = c.R.Header.Get(upstream.HeaderSessionID)
 	}
