@@ -564,6 +564,8 @@ func printTask(w io.Writer, t adminTask) error {
 	row("expires", t.ExpiresAt.Local().Format(time.RFC3339))
 	row("running here", fmt.Sprint(t.RunningHere))
 	row("lease holder", t.LeaseHolder)
+	// The upstream's own task, when the gateway follows one.
+	row("upstream task", t.UpstreamTaskID)
 	if t.InputsOpen > 0 {
 		row("inputs open", fmt.Sprint(t.InputsOpen))
 	}

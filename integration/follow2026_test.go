@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,13 @@ func TestFollowV2026Required(t *testing.T) {
 	}
 	if v, ok := rt.Task(upID); !ok || v.Tool != taskruntime.ToolSteps {
 		t.Fatalf("the admin API names upstream task %q, which the fixture does not know as a steps task", upID)
+	}
+	// caddy mcp-tasks show names it too, as the console does.
+	out, errOut, ok := runCaddy(t, "mcp-tasks", "show", id, "--address", gw.adminAddr)
+	if !ok || !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		return slices.Equal(strings.Fields(line), []string{"upstream", "task:", upID})
+	}) {
+		t.Errorf("show does not name the upstream task %s:\n%s%s", upID, out, errOut)
 	}
 	waitGatewayTask(t, c, id, "the upstream's status message", func(r taskRuntimeReply) bool {
 		return r.Result["status"] == "working" && r.Result["statusMessage"] == "step 2 of 4"
