@@ -195,8 +195,8 @@ unit_packages() {
 
 # run_unit runs the unit tests with the race detector: the loop to run
 # while working (./xcaddy.sh test runs them too, with everything else).
-# Many wait on PostgreSQL or Badger's disk writes: 8 at a time, as in
-# ./xcaddy.sh test (here 46 s at the default of 2, 39 s at 8).
+# Many wait on PostgreSQL or Badger's disk writes: 8 at a time (here
+# 46 s at the default of 2, 39 s at 8).
 run_unit() {
 	ensure_postgres
 	# shellcheck disable=SC2046 # one argument per package
