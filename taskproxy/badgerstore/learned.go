@@ -31,7 +31,7 @@ func learnedKey(key string) []byte { return hashedKey("u/", key) }
 func (l *learned) SaveLearned(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return l.use(func() error {
 		return l.retryConflicts(ctx, "storing what was learned of an upstream", func(txn *badger.Txn) error {
-			return txn.SetEntry(badger.NewEntry(learnedKey(key), value).WithTTL(ttl))
+			return txn.SetEntry(withTTL(badger.NewEntry(learnedKey(key), value), time.Now(), ttl))
 		})
 	})
 }

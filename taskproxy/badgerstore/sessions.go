@@ -60,7 +60,7 @@ func sessionBinding(txn *badger.Txn, sessionID, owner string) error {
 // setSessionBinding (re)writes the binding of sessionID to owner for ttl,
 // and extends its client's description, if any, to the same expiry.
 func setSessionBinding(txn *badger.Txn, sessionID, owner string, ttl time.Duration) error {
-	e := badger.NewEntry(sessionKey(sessionID), []byte(ownerHash(owner))).WithTTL(ttl)
+	e := withTTL(badger.NewEntry(sessionKey(sessionID), []byte(ownerHash(owner))), time.Now(), ttl)
 	if err := txn.SetEntry(e); err != nil {
 		return err
 	}
