@@ -16,6 +16,6 @@ func withTTL(e *badger.Entry, now time.Time, ttl time.Duration) *badger.Entry {
 	if at.Nanosecond() > 0 {
 		secs++
 	}
-	e.ExpiresAt = uint64(max(secs, 0)) //nolint:gosec // clamped to zero above
+	e.ExpiresAt = uint64(max(secs, 0))
 	return e
 }
