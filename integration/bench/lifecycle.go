@@ -37,7 +37,7 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 	}
 	defer up.stop()
 	port := freePort()
-	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\tmax_active_per_principal -1\n\t\trate_limit -1\n\t}\n\treverse_proxy /mcp* %s\n}",
+	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\tmax_active_per_principal -1\n\t\tmax_finished_per_principal -1\n\t\trate_limit -1\n\t}\n\treverse_proxy /mcp* %s\n}",
 		port, filepath.Join(cfg.work, "lifecycle-store"+strings.ReplaceAll(label, " ", "-")), up.addr)
 	p, err := startCaddyLogging(cfg.caddy, cfg.work, sites, logging, port)
 	if err != nil {

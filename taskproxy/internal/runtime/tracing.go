@@ -189,20 +189,22 @@ func (tr *routeTracing) startRun(t *task.Task, run *Run) {
 	}
 	base := run.Base.Context()
 	reqSpan := trace.SpanFromContext(base)
-	stored := storedSpanContext(t)
-	opts := []trace.SpanStartOption{trace.WithAttributes(TaskAttributes(t)...)}
+	// The options, the task's attributes first, are made only for a run
+	// that is traced: most are not, and every run comes here.
 	var tracer trace.Tracer
+	var opts []trace.SpanStartOption
 	switch {
 	case task.IsRerun(base):
 		// The base is a request another caller made: its span is not the
 		// task's parent.
 		tracer = tr.tracer()
-		opts = append(opts, trace.WithNewRoot(), trace.WithAttributes(AttrRerun.Bool(true)))
-		if stored.IsValid() {
+		opts = []trace.SpanStartOption{trace.WithAttributes(TaskAttributes(t)...), trace.WithNewRoot(), trace.WithAttributes(AttrRerun.Bool(true))}
+		if stored := storedSpanContext(t); stored.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: stored}))
 		}
 	case reqSpan.SpanContext().IsValid():
 		tracer = reqSpan.TracerProvider().Tracer(TracerName)
+		opts = []trace.SpanStartOption{trace.WithAttributes(TaskAttributes(t)...)}
 	default:
 		run.span = untracedRun
 		return

@@ -3,10 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
 // A task keeps its create's trace context, but not a client's tracestate
@@ -48,5 +52,27 @@ func TestTraceContextOfBoundsState(t *testing.T) {
 				t.Errorf("tracestate of %d bytes = %d bytes, want %d", len(tt.state), len(state), len(tt.want))
 			}
 		})
+	}
+}
+
+// A run without a trace (no span on its request, not a re-run) costs no
+// allocation to find out: the span's options are made only for a traced
+// run.
+//
+//nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
+func TestUntracedRunAllocs(t *testing.T) {
+	var tr routeTracing
+	base := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	tk := &task.Task{ID: "9sle5G8nJypWiKEpw-_TZA", Owner: "alice", Tool: "fast", Era: task.Era2025}
+	runs := make([]Run, 51) // AllocsPerRun runs once more, to warm up
+	for i := range runs {
+		runs[i].Base, runs[i].Ctx = base, context.Background()
+	}
+	i := 0
+	if n := testing.AllocsPerRun(50, func() { tr.startRun(tk, &runs[i]); i++ }); n != 0 {
+		t.Errorf("%.0f allocations per untraced run, want none", n)
+	}
+	if runs[0].span == nil || runs[0].span.SpanContext().IsValid() {
+		t.Errorf("an untraced run's span is %#v, want a no-op", runs[0].span)
 	}
 }
