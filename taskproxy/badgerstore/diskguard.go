@@ -76,11 +76,8 @@ func (g *diskGuard) check() error {
 	if g == nil {
 		return nil
 	}
-	g.mu.Lock()
-	_, err := g.probe.WriteAt(probeByte[:], 0)
-	g.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%w (%s: %w)", ErrReadOnly, g.dir, err)
+	if err := g.writable(); err != nil {
+		return err
 	}
 	if g.minFree == 0 {
 		return nil
@@ -94,6 +91,21 @@ func (g *diskGuard) check() error {
 	}
 	if free < g.minFree {
 		return fmt.Errorf("%w (%s: %d bytes free, the store keeps %d in reserve)", ErrDiskFull, g.dir, free, g.minFree)
+	}
+	return nil
+}
+
+// writable returns nil when the probe file takes a write, else
+// ErrReadOnly with the cause. A nil guard allows every write.
+func (g *diskGuard) writable() error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	_, err := g.probe.WriteAt(probeByte[:], 0)
+	g.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w (%s: %w)", ErrReadOnly, g.dir, err)
 	}
 	return nil
 }

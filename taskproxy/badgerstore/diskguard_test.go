@@ -136,3 +136,28 @@ func storeWithReadOnlyProbe(t *testing.T) (*Store, *os.File) {
 	t.Cleanup(func() { _ = ro.Close() })
 	return s, ro
 }
+
+// A write the filesystem may have taken in memory only is not confirmed:
+// when the filesystem stops taking writes while a write is in flight (here
+// the guard's probe fails from inside the transaction, as on ext4 turned
+// read-only after an error, whose sync then succeeds without writing), the
+// write is reported as ErrReadOnly (task.ErrUnavailable), so that its
+// caller never acknowledges it.
+func TestWriteUnconfirmedWhenFilesystemTurnsReadOnly(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{Dir: t.TempDir(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.retryConflicts(context.Background(), "a test write", func(txn *badger.Txn) error {
+		// The probe's file goes away under the guard: its next write fails.
+		if err := s.guard.probe.Close(); err != nil {
+			t.Error(err)
+		}
+		return txn.Set([]byte("k"), []byte("v"))
+	})
+	if !errors.Is(err, ErrReadOnly) || !errors.Is(err, task.ErrUnavailable) {
+		t.Errorf("a write during which the filesystem stopped taking writes: %v, want ErrReadOnly (task.ErrUnavailable)", err)
+	}
+}

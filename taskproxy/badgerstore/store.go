@@ -435,6 +435,9 @@ func (s *handle) retryConflicts(ctx context.Context, what string, fn func(*badge
 			return err
 		}
 		err := s.db.Update(fn)
+		if err == nil {
+			return s.confirmWritten()
+		}
 		if !errors.Is(err, badger.ErrConflict) {
 			return s.classifyWriteError(err)
 		}
@@ -443,6 +446,22 @@ func (s *handle) retryConflicts(ctx context.Context, what string, fn func(*badge
 		}
 	}
 	return fmt.Errorf("%s: gave up after %d conflicts", what, maxConflictRetries)
+}
+
+// confirmWritten reports whether a write Badger took reached the disk as
+// far as the store can tell: when the filesystem turned read-only while
+// the write was in flight (ext4 after an error), Linux answers the sync of
+// a read-only filesystem with success without writing, and Badger writes
+// through mappings made before, so the write may live in memory only. It
+// is then reported as the guard's ErrReadOnly (task.ErrUnavailable): the
+// caller is told to retry, and never acknowledges a task the disk may not
+// hold. A write that did reach the disk is found again after a restart,
+// as a task whose caller was told it failed (orphans are ended or re-run).
+func (s *handle) confirmWritten() error {
+	if err := s.guard.writable(); err != nil {
+		return fmt.Errorf("%w (after a write, which may not have reached the disk)", err)
+	}
+	return nil
 }
 
 // classifyWriteError returns err, or, when the filesystem stopped taking
