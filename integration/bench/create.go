@@ -26,19 +26,8 @@ func benchCreate(cfg config) ([]row, error) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"},"task":{"ttl":600000}}}`)
 	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	create := func(int, int) error {
-		data, err := post(c, url, body, headers)
-		if err != nil {
-			return err
-		}
-		var m struct {
-			Result struct {
-				Task struct{ TaskID string } `json:"task"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-			return fmt.Errorf("not a CreateTaskResult: %s", data)
-		}
-		return nil
+		_, err := postCreate(c, url, body, headers)
+		return err
 	}
 	closedLoop(clients, time.Second, create) // warm up
 	profiled := p.profile(cfg.profiles, "create", cfg.duration)

@@ -534,19 +534,11 @@ func benchRecovery(cfg config) ([]row, error) {
 	held := up.holding.Load()
 	created := closedCount(32, recoveryRunning, func(i int) error {
 		body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hold","arguments":{"label":"orphan-%d"},"task":{"ttl":3600000}}}`, i)
-		data, err := post(c, url, body, headers)
+		id, err := postCreate(c, url, body, headers)
 		if err != nil {
 			return err
 		}
-		var m struct {
-			Result struct {
-				Task struct{ TaskID string } `json:"task"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-			return fmt.Errorf("not a CreateTaskResult: %s", data)
-		}
-		ids[i] = m.Result.Task.TaskID
+		ids[i] = id
 		return nil
 	})
 	if created != nil {

@@ -57,20 +57,12 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 		var mu sync.Mutex
 		var ids []string
 		r := closedLoop(clients, d, func(int, int) error {
-			data, err := post(c, url, createBody, headers)
+			id, err := postCreate(c, url, createBody, headers)
 			if err != nil {
 				return err
 			}
-			var m struct {
-				Result struct {
-					Task struct{ TaskID string } `json:"task"`
-				} `json:"result"`
-			}
-			if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-				return fmt.Errorf("not a CreateTaskResult: %s", data)
-			}
 			mu.Lock()
-			ids = append(ids, m.Result.Task.TaskID)
+			ids = append(ids, id)
 			mu.Unlock()
 			return nil
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -94,3 +95,21 @@ func post(c *http.Client, url string, body []byte, headers map[string]string) ([
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// postCreate posts a task-augmented tools/call (body) and returns the id
+// of the task its CreateTaskResult names.
+func postCreate(c *http.Client, url string, body []byte, headers map[string]string) (string, error) {
+	data, err := post(c, url, body, headers)
+	if err != nil {
+		return "", err
+	}
+	var m struct {
+		Result struct {
+			Task struct{ TaskID string } `json:"task"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
+		return "", fmt.Errorf("not a CreateTaskResult: %s", data)
+	}
+	return m.Result.Task.TaskID, nil
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -113,20 +112,12 @@ var (
 // run measures task creation for d.
 func (c *creator) run(d time.Duration) (result, error) {
 	r := closedLoop(pgClients, d, func(int, int) error {
-		data, err := post(c.client, c.url, createBody, v2025Headers)
+		id, err := postCreate(c.client, c.url, createBody, v2025Headers)
 		if err != nil {
 			return err
 		}
-		var m struct {
-			Result struct {
-				Task struct{ TaskID string } `json:"task"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-			return fmt.Errorf("not a CreateTaskResult: %s", data)
-		}
 		c.mu.Lock()
-		c.ids = append(c.ids, m.Result.Task.TaskID)
+		c.ids = append(c.ids, id)
 		c.mu.Unlock()
 		return nil
 	})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -33,19 +32,8 @@ func benchSyncRatio(cfg config) ([]row, error) {
 	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	measure := func(url string, d time.Duration) result {
 		return closedLoop(clients, d, func(int, int) error {
-			data, err := post(c, url, body, headers)
-			if err != nil {
-				return err
-			}
-			var m struct {
-				Result struct {
-					Task struct{ TaskID string } `json:"task"`
-				} `json:"result"`
-			}
-			if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-				return fmt.Errorf("not a CreateTaskResult: %s", data)
-			}
-			return nil
+			_, err := postCreate(c, url, body, headers)
+			return err
 		})
 	}
 	urlOn, urlOff := fmt.Sprintf("http://127.0.0.1:%d/mcp", portOn), fmt.Sprintf("http://127.0.0.1:%d/mcp", portOff)

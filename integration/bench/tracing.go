@@ -64,19 +64,11 @@ func benchTracingCPU(cfg config) ([]row, error) {
 	// it is completed, and returns how many tasks lived.
 	lives := func(url string, d time.Duration) (int, error) {
 		r := closedLoop(clients, d, func(int, int) error {
-			data, err := post(c, url, createBody, headers)
+			id, err := postCreate(c, url, createBody, headers)
 			if err != nil {
 				return err
 			}
-			var m struct {
-				Result struct {
-					Task struct{ TaskID string } `json:"task"`
-				} `json:"result"`
-			}
-			if json.Unmarshal(data, &m) != nil || m.Result.Task.TaskID == "" {
-				return fmt.Errorf("not a CreateTaskResult: %s", data)
-			}
-			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, m.Result.Task.TaskID)
+			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, id)
 			for try := 0; ; try++ {
 				data, err := post(c, url, body, headers)
 				var g struct{ Result struct{ Status string } }
@@ -90,7 +82,7 @@ func benchTracingCPU(cfg config) ([]row, error) {
 					return nil
 				}
 				if try == 500 {
-					return fmt.Errorf("task %s still %s", m.Result.Task.TaskID, g.Result.Status)
+					return fmt.Errorf("task %s still %s", id, g.Result.Status)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
