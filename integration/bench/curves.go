@@ -350,13 +350,45 @@ func settled(p *caddyProc, dir, name string) (heldMemory, error) {
 // whose upstream call lasts until it is cancelled, so every task holds its
 // worker and its upstream call while measured. Each size has a Caddy and a
 // store of its own; the figures are the growth over the same Caddy before
-// the tasks, after a forced collection.
+// the tasks, after a forced collection. The curve is measured twice: with
+// reverse_proxy's default transport (HTTP/1.1, where every call in flight
+// holds a connection of its own) and with an upstream reached over h2c
+// (`transport http { versions h2c }`), where the calls share connections.
 func benchRunning(cfg config) ([]row, error) {
 	sizes, err := parseSizes(cfg.running)
 	if err != nil {
 		return nil, fmt.Errorf("-running: %w", err)
 	}
-	up, err := startUpstream()
+	var rows []row
+	for _, tr := range []upstreamTransport{transportHTTP1, transportH2C} {
+		r, err := runningCurve(cfg, sizes, tr)
+		if err != nil {
+			return nil, fmt.Errorf("running curve over %s: %w", tr.name, err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// upstreamTransport is how Caddy's reverse_proxy reaches the upstream.
+type upstreamTransport struct {
+	name string
+	// h2c makes the upstream serve HTTP/2 without TLS beside HTTP/1.1.
+	h2c bool
+	// proxy is the reverse_proxy directive's block, to the upstream at %s.
+	proxy string
+}
+
+var (
+	transportHTTP1 = upstreamTransport{name: "HTTP/1.1", proxy: "reverse_proxy /mcp* %s"}
+	transportH2C   = upstreamTransport{name: "h2c", h2c: true,
+		proxy: "reverse_proxy /mcp* h2c://%s {\n\t\ttransport http {\n\t\t\tversions h2c\n\t\t}\n\t}"}
+)
+
+// runningCurve measures the running curve's sizes with the upstream
+// reached over tr.
+func runningCurve(cfg config, sizes []int, tr upstreamTransport) ([]row, error) {
+	up, err := startUpstreamOver(tr.h2c)
 	if err != nil {
 		return nil, err
 	}
@@ -368,8 +400,8 @@ func benchRunning(cfg config) ([]row, error) {
 	var points []point
 	for _, n := range sizes {
 		port := freePort()
-		site := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\trate_limit -1\n\t\tmax_active_per_principal -1\n\t}\n\treverse_proxy /mcp* %s\n}",
-			port, filepath.Join(cfg.work, fmt.Sprintf("running-%d", n)), up.addr)
+		site := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n\t\trate_limit -1\n\t\tmax_active_per_principal -1\n\t}\n\t"+tr.proxy+"\n}",
+			port, filepath.Join(cfg.work, fmt.Sprintf("running-%s-%d", strings.ReplaceAll(tr.name, "/", ""), n)), up.addr)
 		p, err := startCaddy(cfg.caddy, cfg.work, site, port)
 		if err != nil {
 			return nil, err
@@ -385,7 +417,7 @@ func benchRunning(cfg config) ([]row, error) {
 	minGor, maxGor := points[0].gorPer, points[0].gorPer
 	for _, pt := range points {
 		rows = append(rows, row{
-			measure: fmt.Sprintf("running curve: %d tasks running at once (an upstream call that lasts), Caddy's growth per running task", pt.n),
+			measure: fmt.Sprintf("running curve, upstream over %s: %d tasks running at once (an upstream call that lasts), Caddy's growth per running task", tr.name, pt.n),
 			result:  fmt.Sprintf("%.1f KiB resident, %.2f goroutines", pt.bytesPer/1024, pt.gorPer),
 			target:  "≤ 16 KiB", met: pt.bytesPer <= 16<<10,
 		})
@@ -393,7 +425,7 @@ func benchRunning(cfg config) ([]row, error) {
 	}
 	bounded := maxGor <= minGor*1.1+0.1
 	return append(rows, row{
-		measure: fmt.Sprintf("running curve: goroutines per running task, %d → %d tasks", points[0].n, points[len(points)-1].n),
+		measure: fmt.Sprintf("running curve, upstream over %s: goroutines per running task, %d → %d tasks", tr.name, points[0].n, points[len(points)-1].n),
 		result:  fmt.Sprintf("%.2f – %.2f", minGor, maxGor),
 		target:  "bounded: the same at every size (within 10 %)", met: bounded,
 	}), nil

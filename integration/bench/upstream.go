@@ -48,13 +48,25 @@ var toolsList = func() []byte {
 // gateway's probe reads; no tasks extension, so the gateway makes the tasks.
 var discoverResult = []byte(`{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"bench-upstream","version":"1"}},"ttlMs":0,"cacheScope":"private"}`)
 
-func startUpstream() (*trivialUpstream, error) {
+func startUpstream() (*trivialUpstream, error) { return startUpstreamOver(false) }
+
+// startUpstreamOver starts the upstream, speaking h2c (HTTP/2 without TLS)
+// beside HTTP/1.1 when h2c is set.
+func startUpstreamOver(h2c bool) (*trivialUpstream, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	u := &trivialUpstream{addr: l.Addr().String(), cancelled: map[string]time.Time{}, waiters: map[string]chan struct{}{}}
 	u.srv = &http.Server{Handler: u}
+	if h2c {
+		u.srv.Protocols = new(http.Protocols)
+		u.srv.Protocols.SetHTTP1(true)
+		u.srv.Protocols.SetUnencryptedHTTP2(true)
+		// The default of 250 streams per connection would open a
+		// connection per 250 held calls.
+		u.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1 << 20}
+	}
 	go func() { _ = u.srv.Serve(l) }()
 	return u, nil
 }
