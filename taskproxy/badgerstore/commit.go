@@ -177,7 +177,7 @@ func (s *writer) createOp(t *task.Task, l task.Limits) (func(*badger.Txn) (error
 	if err != nil {
 		return nil, err
 	}
-	header, err := encodeHeader(t, withLease)
+	header, err := headerFor(t, withLease, len(data))
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (s *writer) Update(ctx context.Context, owner, id string, fn func(*task.Tas
 		if err != nil {
 			return err, nil // too large: this write only
 		}
-		header, err := encodeHeader(next, leaseInRecord)
+		header, err := headerFor(next, leaseInRecord, len(data))
 		if err != nil {
 			return nil, err
 		}

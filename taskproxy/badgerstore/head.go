@@ -27,6 +27,14 @@ import (
 // older builds open and answer as they are, and an older build may still
 // open a store this one wrote.
 //
+// A record smaller than headerMinRecord gets no header: read whole, it
+// costs about what its header would (the header is a third to a half of
+// it), while a header would be one more key and one more encoding on every
+// write of the task, and more for Badger to flush and compact. Reads need
+// no change: a task without a header is read as the builds before headers
+// wrote it. A record that shrinks below the bound keeps its earlier header
+// until it is swept, of an older version, so not believed.
+//
 // The finished index sorts an owner's finished tasks by expiry, so that a
 // count starts at "now" and skips those whose ttl has ended (gone at the
 // next sweep, or left behind by an older build's sweep, which knew nothing
@@ -39,6 +47,18 @@ func finishedPrefix(quota string) []byte { return ownedPrefix('f', quota, 0) }
 
 func finishedKey(t *task.Task) []byte {
 	return appendStamp(ownedPrefix('f', t.Quota(), stampLen+len(t.ID)), t.ExpiresAt().UnixNano(), t.ID)
+}
+
+// headerMinRecord is the size of a record from which it gets a header.
+const headerMinRecord = 1 << 10
+
+// headerFor is the header to write with t's record of recordLen bytes:
+// encodeHeader's, or nil for a record under headerMinRecord.
+func headerFor(t *task.Task, withLease bool, recordLen int) ([]byte, error) {
+	if recordLen < headerMinRecord {
+		return nil, nil
+	}
+	return encodeHeader(t, withLease)
 }
 
 // encodeHeader encodes t's summary, with its lease when withLease is set

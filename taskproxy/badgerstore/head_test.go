@@ -194,3 +194,78 @@ func TestHeaderOwnedBy(t *testing.T) {
 		t.Error("a header of another shape was read")
 	}
 }
+
+// Only a record of headerMinRecord bytes or more gets a header; a task
+// without one reads as one with, and a task whose record grows past the
+// bound gets one with the write that grew it.
+func TestHeaderOnlyForLargeRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newMemStore(t)
+	small := testTask("alice", time.Now())
+	large := bigEndedTask("alice", headerMinRecord)
+	for _, tk := range []*task.Task{small, large} {
+		if err := s.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headed := func(id string) bool {
+		t.Helper()
+		var ok bool
+		err := s.db.View(func(txn *badger.Txn) error {
+			rec, err := txn.Get(recordKey(id))
+			if err != nil {
+				return err
+			}
+			head, err := txn.Get(headerKey(id))
+			ok = err == nil && head.Version() == rec.Version()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if headed(small.ID) {
+		t.Errorf("a record under %d bytes got a header", headerMinRecord)
+	}
+	if !headed(large.ID) {
+		t.Errorf("a record of %d bytes or more got no header", headerMinRecord)
+	}
+	for _, tk := range []*task.Task{small, large} {
+		got, err := s.Get(ctx, "alice", tk.ID)
+		if err != nil || got.ID != tk.ID || len(got.Result) != len(tk.Result) {
+			t.Errorf("Get of %s: %v", tk.ID, err)
+		}
+		if _, err := s.Get(ctx, "bob", tk.ID); !errors.Is(err, task.ErrForeign) {
+			t.Errorf("another owner's Get of %s: %v, want ErrForeign", tk.ID, err)
+		}
+		sum, err := s.GetSummary(ctx, "alice", tk.ID)
+		if err != nil || sum.Status != tk.Status || len(sum.Result) != 0 {
+			t.Errorf("GetSummary of %s = %+v, %v; want the summary", tk.ID, sum, err)
+		}
+	}
+	ended, err := s.Update(ctx, "alice", small.ID, func(tk *task.Task) error {
+		tk.Status = task.StatusCompleted
+		tk.Result = json.RawMessage(`{"text":"` + strings.Repeat("r", headerMinRecord) + `"}`)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !headed(small.ID) {
+		t.Error("a record that grew past the bound got no header")
+	}
+	page, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("List = %d tasks, %v; want 2", len(page), err)
+	}
+	for _, p := range page {
+		if p.Status != task.StatusCompleted || len(p.Result) != 0 {
+			t.Errorf("List shows %s as %s with %d bytes of result, want its completed summary", p.ID, p.Status, len(p.Result))
+		}
+	}
+	if ended.Status != task.StatusCompleted {
+		t.Errorf("Update returned %s", ended.Status)
+	}
+}

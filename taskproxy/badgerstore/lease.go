@@ -104,7 +104,7 @@ func (s *writer) Acquire(ctx context.Context, owner, id, holder string, now time
 			if err != nil {
 				return err, nil
 			}
-			header, err := encodeHeader(t, false)
+			header, err := headerFor(t, false, len(data))
 			if err != nil {
 				return nil, err
 			}

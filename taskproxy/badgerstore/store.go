@@ -22,7 +22,7 @@ import (
 // Key layout (the store rules are in package task's doc):
 //
 //	t/<taskId>                                 the record, with its lease until that is renewed
-//	h/<taskId>                                 its header: what listings show ([handle.readHead])
+//	h/<taskId>                                 its header, for a record of 1 KiB or more: what listings show ([handle.readHead])
 //	l/<taskId>                                 a renewed lease: renewing it writes only this
 //	o/<owner hash>/<createdAt hex>/<taskId>    owner index: listing
 //	a/<quota hash>/<taskId>                    active (non-terminal) index: quotas, recovery
