@@ -172,7 +172,7 @@ type methodRecorder struct {
 	methods map[string]int
 }
 
-func (m *methodRecorder) count(method string) int { //nolint:unparam // it records every method; the tests of quiet restarts ask only for pings
+func (m *methodRecorder) count(method string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.methods[method]
