@@ -198,10 +198,17 @@ func TestCommandVersion(t *testing.T) {
 		t.Fatalf("xcaddy.sh source-hash: %v", err)
 	}
 	sources := strings.TrimSpace(string(hash))
-	if rep.Sources != sources {
+	// A binary built otherwise (xcaddy by hand, say) carries no hash and
+	// names its build as Go recorded it; only ./xcaddy.sh build's binary
+	// is held to the hash.
+	stamped := rep.Sources != ""
+	if !stamped {
+		t.Logf("%s carries no source hash: not built by ./xcaddy.sh build, so its report is not checked against this checkout", caddyBinary)
+	}
+	if stamped && rep.Sources != sources {
 		t.Errorf("the binary's sources %q, want this checkout's source hash %q (is %s built from these sources?)", rep.Sources, sources, caddyBinary)
 	}
-	if rep.Module != nil && rep.Module.Replace != nil && rep.Module.Replace.Path != "" {
+	if stamped && rep.Module != nil && rep.Module.Replace != nil && rep.Module.Replace.Path != "" {
 		t.Errorf("the module's replacement names the directory %q, which may be another checkout's", rep.Module.Replace.Path)
 	}
 	if rep.Version != v || rep.BadgerFormat != badgerstore.FormatVersion || rep.GoVersion == "" {
@@ -218,12 +225,16 @@ func TestCommandVersion(t *testing.T) {
 	if !ok {
 		t.Fatalf("caddy mcp-tasks version failed: %s", stderr)
 	}
-	for _, want := range []string{"caddy-mcp-tasks " + v + "\n", "module: github.com/caddy-mcp-tasks/caddy-mcp-tasks ", " => a checkout (devel)\n", "sources: " + sources + " "} {
+	wants := []string{"caddy-mcp-tasks " + v + "\n", "module: github.com/caddy-mcp-tasks/caddy-mcp-tasks "}
+	if stamped {
+		wants = append(wants, " => a checkout (devel)\n", "sources: "+sources+" ")
+	}
+	for _, want := range wants {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("caddy mcp-tasks version printed %q, want it to contain %q", stdout, want)
 		}
 	}
-	if checkout, err := filepath.Abs(".."); err != nil || strings.Contains(stdout, checkout) {
+	if checkout, err := filepath.Abs(".."); stamped && (err != nil || strings.Contains(stdout, checkout)) {
 		t.Errorf("caddy mcp-tasks version printed %q, naming the checkout %s (%v)", stdout, checkout, err)
 	}
 
