@@ -3,6 +3,7 @@
 #
 #   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
 #   ./xcaddy.sh build-command  print the xcaddy command build runs (variables, then arguments)
+#   ./xcaddy.sh source-hash  print the hash of the sources build stamps into ./caddy
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
 #   ./xcaddy.sh test    lint, build, then run every test (unit and end-to-end)
@@ -41,12 +42,13 @@ if [[ -e .git ]] && ! git status --porcelain >/dev/null 2>&1; then
 fi
 
 # source_hash names what goes into ./caddy: Caddy's version, the Go
-# toolchain, the module's requirements, xcaddy's version, every non-test Go file the plugin
+# toolchain, the go build flags, the module's requirements, xcaddy's version, every non-test Go file the plugin
 # is built from and the console's files it embeds. A build of the same
 # sources is taken from the cache.
 source_hash() {
 	{
 		echo "$CADDY_VERSION $(go env GOVERSION)"
+		build_flags HASH # the go build flags, with the hash's place
 		cat go.mod go.sum .ci/tools/go.mod
 		find caddymodule taskproxy auth \( -name '*.go' ! -name '*_test.go' -o -path 'caddymodule/console/*' \) -type f -print0 |
 			LC_ALL=C sort -z | xargs -0 sha256sum
@@ -85,10 +87,20 @@ xcaddy_build() {
 	env "${vars[@]}" go tool -modfile="$TOOLS_MODFILE" "${args[@]}" "$@"
 }
 
+# build_flags are the go build flags of ./caddy: xcaddy's own defaults
+# (which XCADDY_GO_BUILD_FLAGS replaces) and the source hash stamped into
+# the module (caddymodule.sourceHash). A cached binary may have been built
+# in another checkout; caddy mcp-tasks version then names its sources by
+# this hash, which is true of it, rather than by that checkout's directory.
+build_flags() {
+	echo "-ldflags '-w -s -X $MODULE/caddymodule.sourceHash=$1' -trimpath -tags nobadger,nomysql,nopgx"
+}
+
 build() {
 	mkdir -p "$CACHE_DIR/builds"
-	local cached
-	cached="$CACHE_DIR/builds/caddy-$(source_hash)"
+	local cached hash
+	hash=$(source_hash)
+	cached="$CACHE_DIR/builds/caddy-$hash"
 	# ./caddy is replaced by a rename, never written in place: a ./caddy
 	# that is running (./xcaddy.sh run in another terminal) keeps its file,
 	# where writing into it fails with "text file busy".
@@ -100,7 +112,7 @@ build() {
 		# The plugin package is caddymodule; the module root holds no Go
 		# package, so the module is replaced by this directory and the
 		# package imported.
-		xcaddy_build --output ./caddy.tmp.$$
+		XCADDY_GO_BUILD_FLAGS=$(build_flags "$hash") xcaddy_build --output ./caddy.tmp.$$
 		cp ./caddy.tmp.$$ "$cached.tmp.$$" && mv -f "$cached.tmp.$$" "$cached"
 		mv -f ./caddy.tmp.$$ ./caddy
 		# Keep the five newest builds.
@@ -285,6 +297,7 @@ run_soak() {
 case "${1:-}" in
 build) build ;;
 build-command) xcaddy_command ;;
+source-hash) source_hash ;;
 bench) shift; run_bench "$@" ;;
 soak) shift; run_soak "$@" ;;
 run) run ;;
@@ -293,7 +306,7 @@ unit) shift; run_unit "$@" ;;
 lint) shift; run_lint "$@" ;;
 fuzz) run_fuzz "${2:-10m}" ;;
 *)
-	echo "usage: $0 build|build-command|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
+	echo "usage: $0 build|build-command|source-hash|run|test [go test flags]|unit [go test flags]|lint [golangci-lint flags]|fuzz [time per target]|bench [bench flags]|soak [duration] [badger|postgres|both]" >&2
 	exit 2
 	;;
 esac

@@ -37,7 +37,8 @@ would (the upstream is told), deletes a finished one before its ttl ends (it
 stops counting toward max_finished_per_principal), or reports health; with
 --ready or --live it is a probe for a service manager or an orchestrator
 (exit 0 or 1, no curl needed); version prints this module's release and
-build info (no Caddy needs to run). The admin address comes
+build info, with the hash of its sources in a build of ./xcaddy.sh (no
+Caddy needs to run). The admin address comes
 from --address, else from the config given with --config, else Caddy's
 default (localhost:2019).
 

@@ -21,6 +21,14 @@ import (
 // and what an upgrade from an older one does.
 const Version = "v0.4.0"
 
+// sourceHash names the sources the binary was built from, as ./xcaddy.sh
+// build computes it (its source_hash: Caddy's version, the toolchain, the
+// requirements and every non-test Go file of the plugin) and stamps it with
+// -ldflags -X; empty in a build made otherwise. The script reuses a binary
+// built from the same sources in any checkout, so the hash, not the
+// directory a build replaced the module with, says what the binary holds.
+var sourceHash string
+
 // ownModulePath is the module this package belongs to, as go.mod names it and
 // as the build info of a Caddy built with it lists it.
 const ownModulePath = "github.com/caddy-mcp-tasks/caddy-mcp-tasks"
@@ -39,20 +47,31 @@ type versionReport struct {
 	// VCS is the revision the binary was built from, when go build
 	// stamped it (it stamps the main module's checkout).
 	VCS map[string]string `json:"vcs,omitempty"`
+	// Sources is the hash of the sources ./xcaddy.sh build built the
+	// binary from (sourceHash); absent in a build made otherwise.
+	Sources string `json:"sources,omitempty"`
 }
 
-// moduleBuild is one module of the binary's build info.
+// moduleBuild is one module of the binary's build info. Path is empty
+// for a replace by a directory in a build stamped with its sources: that
+// build may have been made in another checkout (newVersionReport).
 type moduleBuild struct {
-	Path    string       `json:"path"`
+	Path    string       `json:"path,omitempty"`
 	Version string       `json:"version"`
 	Sum     string       `json:"sum,omitempty"`
 	Replace *moduleBuild `json:"replace,omitempty"`
 }
 
 // newVersionReport reads the build info of the running binary (nil when
-// it has none).
-func newVersionReport(bi *debug.BuildInfo) versionReport {
-	rep := versionReport{Version: Version, BadgerFormat: badgerstore.FormatVersion, PGSchema: pgstore.SchemaVersion}
+// it has none) and the hash of its sources (sourceHash).
+//
+// A build that replaced the module by a directory records that directory,
+// where the build ran. ./xcaddy.sh build copies a binary built from the
+// same sources in any checkout, so in a binary stamped with its sources
+// the directory may name another checkout: the report leaves it out and
+// names the sources by their hash instead.
+func newVersionReport(bi *debug.BuildInfo, sources string) versionReport {
+	rep := versionReport{Version: Version, BadgerFormat: badgerstore.FormatVersion, PGSchema: pgstore.SchemaVersion, Sources: sources}
 	if bi == nil {
 		return rep
 	}
@@ -61,6 +80,9 @@ func newVersionReport(bi *debug.BuildInfo) versionReport {
 	for _, m := range mods {
 		if m != nil && m.Path == ownModulePath {
 			rep.Module = buildModule(m)
+			if r := m.Replace; r != nil && (r.Version == "" || r.Version == "(devel)") && sources != "" { // a directory
+				rep.Module.Replace.Path = ""
+			}
 			break
 		}
 	}
@@ -98,10 +120,15 @@ func (r versionReport) write(w io.Writer) error {
 	switch m := r.Module; {
 	case m == nil:
 		lines = append(lines, "module: no build info")
+	case m.Replace != nil && m.Replace.Path == "":
+		lines = append(lines, fmt.Sprintf("module: %s %s => a checkout %s", m.Path, m.Version, m.Replace.Version))
 	case m.Replace != nil:
 		lines = append(lines, fmt.Sprintf("module: %s %s => %s %s", m.Path, m.Version, m.Replace.Path, m.Replace.Version))
 	default:
 		lines = append(lines, fmt.Sprintf("module: %s %s", m.Path, m.Version))
+	}
+	if r.Sources != "" {
+		lines = append(lines, "sources: "+r.Sources+" (./xcaddy.sh build's source hash)")
 	}
 	if r.GoVersion != "" {
 		lines = append(lines, "go: "+r.GoVersion)
@@ -123,7 +150,7 @@ func (r versionReport) write(w io.Writer) error {
 
 func runVersion(cmd *cobra.Command, _ []string) error {
 	bi, _ := debug.ReadBuildInfo()
-	rep := newVersionReport(bi)
+	rep := newVersionReport(bi, sourceHash)
 	if wantJSON(cmd) {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		if err := enc.Encode(rep); err != nil {

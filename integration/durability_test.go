@@ -117,7 +117,7 @@ func TestSIGKILLRecovery(t *testing.T) {
 		switch {
 		case tk.tool == "slow_compute" && status == "failed" && message == "gateway restarted while the call was running; the upstream result is unknown":
 			counts["failed with the restart reason"]++
-		case tk.tool == "slow_echo" && status == "completed" && strings.Contains(message, "re-running"):
+		case tk.tool == "slow_echo" && status == "completed" && message == "": // as after one run; the upstream's calls count the re-runs
 			counts["re-run and completed"]++
 		default:
 			t.Errorf("%s %s task %s ended %s %q", tk.era, tk.tool, tk.id, status, message)

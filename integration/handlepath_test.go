@@ -63,8 +63,8 @@ http://:%s {
 		code, _ := adminDo(t, gw.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v)
 		return code == http.StatusOK && v.Status != "working"
 	})
-	if v.Status != "completed" || !strings.Contains(v.StatusMessage, "re-running") {
-		t.Errorf("task ended %s %q, want completed by a re-run", v.Status, v.StatusMessage)
+	if err := rerunCompleted(t, gw.adminAddr, id, rerunAfterRestart); err != nil {
+		t.Error(err)
 	}
 	if n := up.Calls("slow_echo"); n != 2 {
 		t.Errorf("slow_echo ran %d times upstream, want 2 (before the kill, and the re-run)", n)

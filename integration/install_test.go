@@ -183,9 +183,33 @@ func TestCommandVersion(t *testing.T) {
 			} `json:"replace"`
 		} `json:"module"`
 		GoVersion string `json:"go_version"`
+		Sources   string `json:"sources"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("caddy mcp-tasks version --json printed %q: %v", stdout, err)
+	}
+	// ./xcaddy.sh build stamps the hash of the sources and reuses a binary
+	// built from the same sources in another checkout: the report names
+	// the sources by that hash, never by the directory of a checkout.
+	script := exec.Command("./xcaddy.sh", "source-hash")
+	script.Dir = ".."
+	hash, err := script.Output()
+	if err != nil {
+		t.Fatalf("xcaddy.sh source-hash: %v", err)
+	}
+	sources := strings.TrimSpace(string(hash))
+	// A binary built otherwise (xcaddy by hand, say) carries no hash and
+	// names its build as Go recorded it; only ./xcaddy.sh build's binary
+	// is held to the hash.
+	stamped := rep.Sources != ""
+	if !stamped {
+		t.Logf("%s carries no source hash: not built by ./xcaddy.sh build, so its report is not checked against this checkout", caddyBinary)
+	}
+	if stamped && rep.Sources != sources {
+		t.Errorf("the binary's sources %q, want this checkout's source hash %q (is %s built from these sources?)", rep.Sources, sources, caddyBinary)
+	}
+	if stamped && rep.Module != nil && rep.Module.Replace != nil && rep.Module.Replace.Path != "" {
+		t.Errorf("the module's replacement names the directory %q, which may be another checkout's", rep.Module.Replace.Path)
 	}
 	if rep.Version != v || rep.BadgerFormat != badgerstore.FormatVersion || rep.GoVersion == "" {
 		t.Errorf("version %q, badger format %d, go %q; want %s, %d and a go version", rep.Version, rep.BadgerFormat, rep.GoVersion, v, badgerstore.FormatVersion)
@@ -201,10 +225,17 @@ func TestCommandVersion(t *testing.T) {
 	if !ok {
 		t.Fatalf("caddy mcp-tasks version failed: %s", stderr)
 	}
-	for _, want := range []string{"caddy-mcp-tasks " + v + "\n", "module: github.com/caddy-mcp-tasks/caddy-mcp-tasks ", " (devel)\n"} {
+	wants := []string{"caddy-mcp-tasks " + v + "\n", "module: github.com/caddy-mcp-tasks/caddy-mcp-tasks "}
+	if stamped {
+		wants = append(wants, " => a checkout (devel)\n", "sources: "+sources+" ")
+	}
+	for _, want := range wants {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("caddy mcp-tasks version printed %q, want it to contain %q", stdout, want)
 		}
+	}
+	if checkout, err := filepath.Abs(".."); stamped && (err != nil || strings.Contains(stdout, checkout)) {
+		t.Errorf("caddy mcp-tasks version printed %q, naming the checkout %s (%v)", stdout, checkout, err)
 	}
 
 	readme := readManual(t)

@@ -26,29 +26,33 @@ const quietDirectives = v2025Tools + "task_after 200ms\ntool slow_echo optional 
 // Badger store, or the other replica on the PostgreSQL database, re-runs
 // both at once, as the upstream's calls and the admin API (not the route)
 // show. The gateway's own request that gives the re-runs their route
-// never reaches the upstream.
+// never reaches the upstream. Once completed, tasks/get shows each as a
+// task that ran once shows (no status message: the note that the call is
+// being re-run is gone), and the admin API's history keeps the re-run.
 func TestRecoveredTasksRunWithoutTraffic(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		// start starts the first gateway and returns its MCP URL, and
-		// a function that, once the first is killed, returns the admin
-		// address of the gateway that recovers its tasks.
-		start func(t *testing.T, upAddr string) (*gateway, func() string)
+		// a function that, once the first is killed, returns the
+		// gateway that recovers its tasks.
+		start func(t *testing.T, upAddr string) (*gateway, func() *gateway)
+		// why begins the status message of the re-runs.
+		why string
 	}{
-		{"badger, restarted", func(t *testing.T, upAddr string) (*gateway, func() string) {
+		{"badger, restarted", func(t *testing.T, upAddr string) (*gateway, func() *gateway) {
 			opts := gatewayOptions{Upstream: upAddr, Directives: quietDirectives, StorageDir: t.TempDir() + "/store"}
 			gw := startGateway(t, opts)
-			return gw, func() string { return startGateway(t, opts).adminAddr }
-		}},
-		{"postgres, taken over", func(t *testing.T, upAddr string) (*gateway, func() string) {
+			return gw, func() *gateway { return startGateway(t, opts) }
+		}, rerunAfterRestart},
+		{"postgres, taken over", func(t *testing.T, upAddr string) (*gateway, func() *gateway) {
 			dsn, _ := testDatabase(t)
 			a := startPostgresGateway(t, upAddr, dsn, quietDirectives)
 			b := startPostgresGateway(t, upAddr, dsn, quietDirectives)
 			a.healthy("replica a's store to open")
 			b.healthy("replica b's store to open")
-			return a.gateway, func() string { return b.adminAddr }
-		}},
+			return a.gateway, func() *gateway { return b.gateway }
+		}, rerunAfterTakeover},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,15 +76,16 @@ func TestRecoveredTasksRunWithoutTraffic(t *testing.T) {
 			killGateway(t, gw)
 			pings := rec.count("ping")
 
-			admin := recoverer() // no MCP request from here on
+			gw2 := recoverer() // no MCP request from here on
+			admin := gw2.adminAddr
 			for _, id := range ids {
 				var v replicaTask
 				waitFor(t, 90*time.Second, "task "+id+" to end without a request to the route", func() bool {
 					code, _ := adminDo(t, admin, "GET", "/mcp_tasks/tasks/"+id, &v)
 					return code == http.StatusOK && v.Status != "working"
 				})
-				if v.Status != "completed" || !strings.Contains(v.StatusMessage, "re-running") {
-					t.Errorf("task %s ended %s %q, want completed by a re-run", id, v.Status, v.StatusMessage)
+				if err := rerunCompleted(t, admin, id, tt.why); err != nil {
+					t.Error(err)
 				}
 			}
 			if n := up.Calls("slow_echo"); n != 4 {
@@ -88,6 +93,19 @@ func TestRecoveredTasksRunWithoutTraffic(t *testing.T) {
 			}
 			if n := rec.count("ping"); n != pings {
 				t.Errorf("the upstream got %d pings after the kill, want none: the gateway's own request reached it", n-pings)
+			}
+
+			// What the owner reads: the completed task and its result,
+			// without the re-run's working-time message.
+			c2025 := newRPCClient(t, gw2.URL)
+			c2025.initialize("")
+			if got := c2025.getTask(ids[0]); got.Status != "completed" || got.StatusMessage != "" {
+				t.Errorf("2025-11-25 tasks/get of the re-run task: %s %q, want completed without a status message", got.Status, got.StatusMessage)
+			}
+			got := newV2026Client(t, gw2.URL, true).get(ids[1])
+			if _, has := got["statusMessage"]; str(got["status"]) != "completed" || has || !strings.Contains(string(got["result"]), "quiet-v2026") {
+				b, _ := json.Marshal(got)
+				t.Errorf("2026-07-28 tasks/get of the re-run task: %s, want completed with its result and no statusMessage", b)
 			}
 		})
 	}
@@ -139,8 +157,8 @@ func TestRecoveredTaskBehindBasicAuthWaitsForClient(t *testing.T) {
 		code, _ := adminDo(t, gw2.adminAddr, "GET", "/mcp_tasks/tasks/"+id, &v)
 		return code == http.StatusOK && v.Status != "working"
 	})
-	if v.Status != "completed" || !strings.Contains(v.StatusMessage, "re-running") || up.Calls("slow_echo") != 2 {
-		t.Errorf("task ended %s %q after %d calls, want completed by a re-run, the second call", v.Status, v.StatusMessage, up.Calls("slow_echo"))
+	if err := rerunCompleted(t, gw2.adminAddr, id, rerunAfterRestart); err != nil || up.Calls("slow_echo") != 2 {
+		t.Errorf("after %d calls: %v; want completed by a re-run, the second call", up.Calls("slow_echo"), err)
 	}
 	if n := rec.count("ping"); n != pings {
 		t.Errorf("the upstream got %d pings after the kill, want none", n-pings)
@@ -154,7 +172,7 @@ type methodRecorder struct {
 	methods map[string]int
 }
 
-func (m *methodRecorder) count(method string) int { //nolint:unparam // it records every method; the tests of quiet restarts ask only for pings
+func (m *methodRecorder) count(method string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.methods[method]

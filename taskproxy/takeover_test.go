@@ -75,6 +75,15 @@ func TestTakeoverMessages(t *testing.T) {
 			if got.Status != c.status || !seen {
 				t.Errorf("ended %s, history %+v; want %s with %q", got.Status, got.History, c.status, c.message)
 			}
+			// A completed re-run reads as a task that ran once; its
+			// history keeps the re-run. A failure keeps its reason.
+			final := c.message
+			if c.status == task.StatusCompleted {
+				final = ""
+			}
+			if got.StatusMessage != final {
+				t.Errorf("ended %s %q, want the status message %q", got.Status, got.StatusMessage, final)
+			}
 		})
 	}
 }

@@ -59,6 +59,9 @@ func TestV2026Validation(t *testing.T) {
 		}
 		return h
 	}
+	// The one refusal of a request without client capabilities, whichever
+	// method the gateway answers.
+	const noCaps = "Invalid params: missing required _meta field io.modelcontextprotocol/clientCapabilities"
 	tests := []struct {
 		name    string
 		body    string
@@ -88,11 +91,21 @@ func TestV2026Validation(t *testing.T) {
 		{"missing _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}`,
 			hdr("tasks/get", "a"), 400, jsonrpc.CodeInvalidParams, "_meta"},
 		{"missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
-			hdr("tasks/get", "a"), 400, jsonrpc.CodeInvalidParams, "clientCapabilities"},
+			hdr("tasks/get", "a"), 400, jsonrpc.CodeInvalidParams, noCaps},
+		{"tasks/update missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"a","inputResponses":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("tasks/update", "a"), 400, jsonrpc.CodeInvalidParams, noCaps},
+		{"tasks/cancel missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("tasks/cancel", "a"), 400, jsonrpc.CodeInvalidParams, noCaps},
+		{"listen taskIds missing capabilities", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("subscriptions/listen", ""), 400, jsonrpc.CodeInvalidParams, noCaps},
 		{"tasks/result removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"a",` + declaring + `}}`,
 			hdr("tasks/result", ""), 404, jsonrpc.CodeMethodNotFound, "not part"},
 		{"tasks/list removed", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{` + declaring + `}}`,
 			hdr("tasks/list", ""), 404, jsonrpc.CodeMethodNotFound, "not part"},
+		{"required tool without capabilities", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			hdr("tools/call", "job"), 400, jsonrpc.CodeInvalidParams, noCaps},
+		{"required tool without _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job"}}`,
+			hdr("tools/call", "job"), 400, jsonrpc.CodeInvalidParams, "_meta"},
 		{"required tool without the extension", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job",` + plainCaps + `}}`,
 			hdr("tools/call", "job"), 400, jsonrpc.CodeMissingRequiredClientCapability, "job"},
 		{"tools/call with wrong Mcp-Method", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow",` + declaring + `}}`,

@@ -295,6 +295,22 @@ func (t *Task) SetStatus(to Status, message string, now time.Time) error {
 	return nil
 }
 
+// Rerun sets the task working on a new run of its call (a re-run after a
+// restart), with message saying why, and records that in the history even
+// when the task was working already: the run that follows replaces the
+// status message, and a completed task keeps none, so the history is where
+// an operator still sees that the result came from a second run.
+func (t *Task) Rerun(message string, now time.Time) error {
+	if !CanTransition(t.Status, StatusWorking) {
+		return fmt.Errorf("%w: %s to %s", ErrBadTransition, t.Status, StatusWorking)
+	}
+	t.recordChange(StatusChange{From: t.Status, To: StatusWorking, Message: message, At: now})
+	t.Status = StatusWorking
+	t.StatusMessage = message
+	t.UpdatedAt = now
+	return nil
+}
+
 // recordChange appends c to the history, dropping the oldest change after
 // the first once the history is full.
 func (t *Task) recordChange(c StatusChange) {

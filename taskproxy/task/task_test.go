@@ -143,3 +143,38 @@ func TestStatusHistory(t *testing.T) {
 		}
 	}
 }
+
+// A re-run is recorded in the history even when the task was working
+// already, from input_required too; it is the status message while it
+// runs, and an ended task is not re-run.
+func TestRerun(t *testing.T) {
+	t.Parallel()
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	for _, c := range []struct {
+		from Status
+		ok   bool
+	}{
+		{StatusWorking, true},
+		{StatusInputRequired, true},
+		{StatusCompleted, false},
+		{StatusFailed, false},
+		{StatusCancelled, false},
+	} {
+		t.Run(string(c.from), func(t *testing.T) {
+			t.Parallel()
+			tk := &Task{Status: c.from, StatusMessage: "before"}
+			err := tk.Rerun("re-running", at(5))
+			if !c.ok {
+				if !errors.Is(err, ErrBadTransition) || tk.Status != c.from || len(tk.History) != 0 {
+					t.Errorf("re-run of a %s task: %v, now %s with history %+v; want ErrBadTransition and no change", c.from, err, tk.Status, tk.History)
+				}
+				return
+			}
+			want := StatusChange{From: c.from, To: StatusWorking, Message: "re-running", At: at(5)}
+			if err != nil || tk.Status != StatusWorking || tk.StatusMessage != "re-running" || !tk.UpdatedAt.Equal(at(5)) ||
+				len(tk.History) != 1 || tk.History[0] != want {
+				t.Errorf("re-run of a %s task: %v, now %s %q at %v, history %+v; want working with the message and %+v", c.from, err, tk.Status, tk.StatusMessage, tk.UpdatedAt, tk.History, want)
+			}
+		})
+	}
+}

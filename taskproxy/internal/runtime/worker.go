@@ -155,16 +155,18 @@ func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 }
 
 // nextAttempt starts the task's next upstream call with params, under a
-// new JSON-RPC id, recording the id (and message, when not empty) first.
-func (w *worker) nextAttempt(params json.RawMessage, message string) (*upstream.Attempt, error) {
+// new JSON-RPC id, recording the id first; a rerun message, when not
+// empty, marks the call a re-run (task.Task.Rerun) and is the task's
+// status message while it runs.
+func (w *worker) nextAttempt(params json.RawMessage, rerun string) (*upstream.Attempt, error) {
 	route, t, run := w.route, w.t, w.run
 	var setErr error
 	rec, err := route.rt.Store.Update(run.Ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.Round++
 		rec.UpstreamID = jsonrpc.UpstreamCallID(rec.ID, rec.Round)
 		setErr = nil
-		if message != "" {
-			setErr = rec.SetStatus(task.StatusWorking, message, Now())
+		if rerun != "" {
+			setErr = rec.Rerun(rerun, Now())
 		}
 		return setErr
 	})
@@ -305,7 +307,12 @@ func (route *Route) storeOutcome(t *task.Task, set func(*task.Task)) (*task.Task
 
 // ApplyOutcome sets a task's final state from the upstream's answer.
 func ApplyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error, now time.Time) {
-	to, message := task.StatusCompleted, completedMessage(rec.StatusMessage)
+	// A completed task says nothing more than that it completed, as one
+	// that ran once does: a message that described the work in progress
+	// (an upstream's copied "Gathering sources...", or the gateway's note
+	// that the call is being re-run after a restart) ends with the work.
+	// The history keeps the re-run (task.Task.Rerun).
+	to, message := task.StatusCompleted, ""
 	if rpcErr != nil {
 		rec.Error, to, message = rpcErr, task.StatusFailed, rpcErr.Message
 	} else {
@@ -327,18 +334,6 @@ func ApplyOutcome(rec *task.Task, result json.RawMessage, rpcErr *jsonrpc.Error,
 	// terminal one), so the transition is always allowed; SetStatus
 	// records it in the history.
 	_ = rec.SetStatus(to, message, now)
-}
-
-// completedMessage is the status message a task keeps when it completes,
-// given the one it had while working: the gateway's note that the call was
-// re-run (the result comes from a second run); a message that described
-// the work in progress, as an upstream's copied "Gathering sources...",
-// ends with the work.
-func completedMessage(working string) string {
-	if working == MsgRerun || working == MsgReplicaRerun {
-		return working
-	}
-	return ""
 }
 
 // toolErrorMessage is the status message of a tool result with isError: the

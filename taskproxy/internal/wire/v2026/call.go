@@ -48,15 +48,22 @@ func (c *call) serveToolsCall() error {
 		c.fail(e)
 		return nil
 	}
-	meta, e := ReadRequestMeta(c.Msg.Params)
-	if e != nil {
-		return c.Pass() // malformed for this wire: the upstream's to judge
-	}
 	var name string
 	if n, err := wire.StringParam(c.Msg.Params, "name"); err == nil {
 		name = n
 	}
 	mode := c.Tools.EffectiveMode(name)
+	meta, e := ReadRequestMeta(c.Msg.Params)
+	if e != nil {
+		if mode == task.SupportRequired {
+			// A tool that runs only as a task is the gateway's to
+			// answer, malformed or not: the refusal is the one tasks/get
+			// gets, never an upstream's run of the call without a task.
+			c.fail(e)
+			return nil
+		}
+		return c.Pass() // malformed for this wire, no task of the gateway's: the upstream's to judge
+	}
 	declared := meta.DeclaresTasks()
 	if !declared {
 		if w, ok := c.inlineRetry(name); ok {
