@@ -38,6 +38,12 @@ const (
 // mcp_tasks (its store in a directory named for store, plus directives) in
 // front of reverse_proxy. It returns the MCP endpoint and a stop function.
 func gatewayUnderTest(cfg config, store, directives string) (*trivialUpstream, *caddyProc, string, func(), error) {
+	return gatewayUnderTestGlobals(cfg, store, directives, logDefault)
+}
+
+// gatewayUnderTestGlobals is gatewayUnderTest with lines of Caddy's global
+// options (as startCaddyEnv takes them).
+func gatewayUnderTestGlobals(cfg config, store, directives, globals string) (*trivialUpstream, *caddyProc, string, func(), error) {
 	up, err := startUpstream()
 	if err != nil {
 		return nil, nil, "", nil, err
@@ -45,7 +51,7 @@ func gatewayUnderTest(cfg config, store, directives string) (*trivialUpstream, *
 	port := freePort()
 	sites := fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tmcp_tasks /mcp* {\n\t\tstorage_dir %s\n%s\n\t}\n\treverse_proxy /mcp* %s\n}",
 		port, filepath.Join(cfg.work, store), directives, up.addr)
-	p, err := startCaddy(cfg.caddy, cfg.work, sites, port)
+	p, err := startCaddyLogging(cfg.caddy, cfg.work, sites, globals, port)
 	if err != nil {
 		_ = up.srv.Close()
 		return nil, nil, "", nil, err
@@ -79,7 +85,8 @@ func startCaddyLogging(bin, work, sites, logging string, waitPorts ...int) (*cad
 }
 
 // startCaddyEnv is startCaddyLogging with extra environment variables
-// (OTEL_EXPORTER_OTLP_ENDPOINT, say).
+// (OTEL_EXPORTER_OTLP_ENDPOINT, say). logging is put into the global
+// options block as it is: other global options may go with it.
 func startCaddyEnv(bin, work, sites, logging string, env []string, waitPorts ...int) (*caddyProc, error) {
 	dir, err := os.MkdirTemp(work, "caddy-")
 	if err != nil {

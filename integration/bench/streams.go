@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,24 +21,52 @@ const streamsPerPrincipal = 16
 // watching it. The streams belong to principals of 16 streams each (the
 // default cap), and each principal's streams watch its one task, a call
 // of the hold tool; cancelling the tasks, four at a time, is the change.
+// The curve is measured with clients over HTTP/1.1, a connection per
+// stream (what MCP clients' default HTTP stacks do), and over HTTP/2
+// (h2c here; HTTPS clients that negotiate HTTP/2 get the same), many
+// streams on a connection.
 func benchStreams(cfg config) ([]row, error) {
 	sizes, err := parseSizes(cfg.streams)
 	if err != nil {
 		return nil, fmt.Errorf("-streams: %w", err)
 	}
 	var rows []row
-	for _, n := range sizes {
-		r, err := streamsPoint(cfg, n)
-		if err != nil {
-			return nil, err
+	for _, cp := range []clientProtocol{clientHTTP1, clientH2C} {
+		for _, n := range sizes {
+			r, err := streamsPoint(cfg, n, cp)
+			if err != nil {
+				return nil, fmt.Errorf("streams over %s: %w", cp.name, err)
+			}
+			rows = append(rows, r...)
 		}
-		rows = append(rows, r...)
 	}
 	return rows, nil
 }
 
-func streamsPoint(cfg config, n int) ([]row, error) {
-	_, p, url, stop, err := gatewayUnderTest(cfg, fmt.Sprintf("streams-store-%d", n), "task_after 10ms\nmax_active_per_principal -1\nrate_limit -1\n"+fanoutAuth)
+// clientProtocol is how the streams' clients reach Caddy.
+type clientProtocol struct {
+	name string
+	// globals are the Caddy global options it needs.
+	globals string
+	// transport is the clients' HTTP transport.
+	transport func() *http.Transport
+}
+
+var (
+	clientHTTP1 = clientProtocol{name: "HTTP/1.1", transport: func() *http.Transport {
+		return &http.Transport{MaxIdleConnsPerHost: -1}
+	}}
+	clientH2C = clientProtocol{name: "HTTP/2 (h2c)", globals: "\tservers {\n\t\tprotocols h1 h2 h2c\n\t}\n",
+		transport: func() *http.Transport {
+			t := &http.Transport{Protocols: new(http.Protocols)}
+			t.Protocols.SetUnencryptedHTTP2(true)
+			return t
+		}}
+)
+
+func streamsPoint(cfg config, n int, cp clientProtocol) ([]row, error) {
+	_, p, url, stop, err := gatewayUnderTestGlobals(cfg, fmt.Sprintf("streams-store-%s-%d", strings.NewReplacer("/", "", " ", "", "(", "", ")", "").Replace(cp.name), n),
+		"task_after 10ms\nmax_active_per_principal -1\nrate_limit -1\n"+fanoutAuth, cp.globals)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +99,7 @@ func streamsPoint(cfg config, n int) ([]row, error) {
 	}
 	gorBefore := goroutines(p)
 
-	transport := &http.Transport{MaxIdleConnsPerHost: -1}
+	transport := cp.transport()
 	defer transport.CloseIdleConnections()
 	streams := &http.Client{Transport: transport}
 	received := make(chan fanoutEvent, n)
@@ -149,10 +178,10 @@ func streamsPoint(cfg config, n int) ([]row, error) {
 	}
 	notify := result{lat: lat}
 	return []row{
-		{measure: fmt.Sprintf("streams curve: %d subscriptions/listen streams open on one process (%d principals × %d), Caddy's resident memory per stream (its Go heap per stream; goroutines per stream)", n, principals, streamsPerPrincipal),
+		{measure: fmt.Sprintf("streams curve, clients over %s: %d subscriptions/listen streams open on one process (%d principals × %d), Caddy's resident memory per stream (its Go heap per stream; goroutines per stream)", cp.name, n, principals, streamsPerPrincipal),
 			result: fmt.Sprintf("%.1f KiB (heap %.1f KiB; %.2f goroutines)", perStream/1024, heapPer/1024, gorPer),
 			target: "≤ 16 KiB", met: perStream <= 16<<10},
-		{measure: fmt.Sprintf("streams curve: %d streams, a watched task's cancellation to its receipt on every stream watching it, p50 / p99", n),
+		{measure: fmt.Sprintf("streams curve, clients over %s: %d streams, a watched task's cancellation to its receipt on every stream watching it, p50 / p99", cp.name, n),
 			result: fmt.Sprintf("%s / %s", ms(notify.pct(0.5)), ms(notify.pct(0.99))),
 			target: "p99 ≤ 20 ms", met: notify.pct(0.99) <= 20*time.Millisecond},
 	}, nil
