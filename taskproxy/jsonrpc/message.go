@@ -133,7 +133,50 @@ func RequestBytes(id json.RawMessage, method string, params any) ([]byte, error)
 			return nil, fmt.Errorf("encoding %s params: %w", method, err)
 		}
 	}
+	if data, ok := appendRequest(nil, id, method, raw); ok {
+		return data, nil
+	}
 	return json.Marshal(Message{JSONRPC: "2.0", ID: id, Method: method, Params: raw})
+}
+
+// appendRequest appends the request json.Marshal would encode, without
+// its reflection and its second pass over params (a task's arguments,
+// which can be large): only when encoding would change none of the bytes
+// (no HTML-escaped characters, no spacing, a method that needs no
+// escapes) and id and params are valid JSON; false otherwise.
+func appendRequest(b []byte, id json.RawMessage, method string, params json.RawMessage) ([]byte, bool) {
+	if !plainRaw(id) || !plainRaw(params) || !plainName(method) {
+		return nil, false
+	}
+	b = slices.Grow(b, len(`{"jsonrpc":"2.0","id":,"method":"","params":}`)+len(id)+len(method)+len(params))
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if len(id) > 0 {
+		b = append(append(b, `,"id":`...), id...)
+	}
+	if method != "" {
+		b = append(append(append(b, `,"method":"`...), method...), '"')
+	}
+	if len(params) > 0 {
+		b = append(append(b, `,"params":`...), params...)
+	}
+	return append(b, '}'), true
+}
+
+// plainRaw reports whether encoding raw, a JSON value or nothing, keeps it
+// byte for byte: valid, compact, with nothing encoding/json escapes.
+func plainRaw(raw json.RawMessage) bool {
+	return len(raw) == 0 || !bytes.ContainsAny(raw, "<>& \t\r\n\u2028\u2029") && jsonx.Valid(raw)
+}
+
+// plainName reports whether s encodes as a JSON string as it is: printable
+// ASCII without quotes, backslashes or HTML-escaped characters.
+func plainName(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func orNull(id json.RawMessage) json.RawMessage {
