@@ -154,16 +154,29 @@ func WithOwnValues(req, base *http.Request) *http.Request {
 	}
 	own := detach(req)
 	owned, cancel := context.WithCancelCause(own.Context())
-	answering := new(atomic.Bool)
-	stop := context.AfterFunc(ctx, func() { cancel(endCause(ctx, answering.Load())) })
-	owned = context.WithValue(owned, answeringKey{}, answering)
-	// Call releases it once the handler returns; otherwise it
-	// goes when ctx ends.
-	owned = context.WithValue(owned, releaseKey{}, func() {
-		stop()
-		cancel(nil)
-	})
-	return own.WithContext(owned)
+	v := &ownedCall{cancel: cancel}
+	v.stop = context.AfterFunc(ctx, func() { cancel(endCause(ctx, v.answering.Load())) })
+	return own.WithContext(context.WithValue(owned, ownedCallKey{}, v))
+}
+
+// ownedCall is what WithOwnValues keeps in an upstream request's own
+// context, under ownedCallKey: one value, one allocation, for the two
+// things the request's handler and Call read back.
+type ownedCall struct {
+	// answering is whether the next handler has written the answer's
+	// head (set by Call's writer).
+	answering atomic.Bool
+	// stop and cancel free what WithOwnValues set up: Call releases them
+	// once the handler returns (ReleaseRequest); otherwise they go when
+	// the task's context ends.
+	stop   func() bool
+	cancel context.CancelCauseFunc
+}
+
+// release frees the request's context.
+func (v *ownedCall) release() {
+	v.stop()
+	v.cancel(nil)
 }
 
 // endCause is the cause an upstream request's own context is cancelled
@@ -183,19 +196,15 @@ func endCause(ctx context.Context, answering bool) error {
 	return context.Cause(ctx)
 }
 
-// answeringKey keys, in an upstream request's own context, whether the next
-// handler has written the answer's head (set by Call's writer).
-type answeringKey struct{}
-
-// releaseKey keys the function that frees what WithOwnValues set up.
-type releaseKey struct{}
+// ownedCallKey keys an upstream request's ownedCall.
+type ownedCallKey struct{}
 
 // ReleaseRequest frees the context of an upstream request whose handler
 // has returned: a task may make many (one per ping of the upstream), each
 // otherwise registered on the task's context until the task ends.
 func ReleaseRequest(req *http.Request) {
-	if release, ok := req.Context().Value(releaseKey{}).(func()); ok {
-		release()
+	if v, ok := req.Context().Value(ownedCallKey{}).(*ownedCall); ok {
+		v.release()
 	}
 }
 
@@ -205,7 +214,9 @@ func ReleaseRequest(req *http.Request) {
 func Call(next http.Handler, req *http.Request) (*Response, error) {
 	pr, pw := io.Pipe()
 	w := &pipeWriter{header: http.Header{}, pipe: pw, head: make(chan struct{})}
-	w.answering, _ = req.Context().Value(answeringKey{}).(*atomic.Bool)
+	if v, ok := req.Context().Value(ownedCallKey{}).(*ownedCall); ok {
+		w.answering = &v.answering
+	}
 	runners.Run(req.Context(), func() {
 		defer ReleaseRequest(req)
 		err := ServeNextRecovering(next, w, req)
