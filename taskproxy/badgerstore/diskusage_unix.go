@@ -15,15 +15,3 @@ func allocated(info fs.FileInfo) int64 {
 	}
 	return info.Size()
 }
-
-// freeBytes is the space an unprivileged writer can still use on the
-// filesystem of fd, an open file: asked of a descriptor, not of a path, the
-// kernel looks no path up and the path is not copied for the call, on
-// every write of the store.
-func freeBytes(fd int) (uint64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Fstatfs(fd, &st); err != nil {
-		return 0, err
-	}
-	return st.Bavail * uint64(st.Bsize), nil
-}
