@@ -2,6 +2,7 @@
 # Builds and runs Caddy with the mcp_tasks module.
 #
 #   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
+#                       (XCADDY_GO_BUILD_FLAGS: go build flags after the script's own)
 #   ./xcaddy.sh build-command  print the xcaddy command build runs (variables, then arguments)
 #   ./xcaddy.sh source-hash  print the hash of the sources build stamps into ./caddy
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
@@ -88,12 +89,15 @@ xcaddy_build() {
 }
 
 # build_flags are the go build flags of ./caddy: xcaddy's own defaults
-# (which XCADDY_GO_BUILD_FLAGS replaces) and the source hash stamped into
-# the module (caddymodule.sourceHash). A cached binary may have been built
+# and the source hash stamped into the module (caddymodule.sourceHash),
+# then the caller's XCADDY_GO_BUILD_FLAGS, which go build lets win where
+# they set a flag again (their -ldflags drops the stamp, their -tags
+# xcaddy's). They are part of source_hash, so a build with other flags is
+# never taken from the cache. A cached binary may have been built
 # in another checkout; caddy mcp-tasks version then names its sources by
 # this hash, which is true of it, rather than by that checkout's directory.
 build_flags() {
-	echo "-ldflags '-w -s -X $MODULE/caddymodule.sourceHash=$1' -trimpath -tags nobadger,nomysql,nopgx"
+	echo "-ldflags '-w -s -X $MODULE/caddymodule.sourceHash=$1' -trimpath -tags nobadger,nomysql,nopgx${XCADDY_GO_BUILD_FLAGS:+ $XCADDY_GO_BUILD_FLAGS}"
 }
 
 build() {

@@ -243,3 +243,25 @@ func TestCommandVersion(t *testing.T) {
 		t.Errorf("README's upgrade notes have no heading #### %s", v)
 	}
 }
+
+// ./xcaddy.sh build passes the caller's XCADDY_GO_BUILD_FLAGS on after its
+// own, and a binary built with other flags is not the cached one built
+// without them: the flags are part of the source hash.
+func TestSourceHashCoversBuildFlags(t *testing.T) {
+	t.Parallel()
+	hashWith := func(flags string) string {
+		t.Helper()
+		script := exec.Command("./xcaddy.sh", "source-hash")
+		script.Dir = ".."
+		script.Env = append(os.Environ(), "XCADDY_GO_BUILD_FLAGS="+flags)
+		out, err := script.Output()
+		if err != nil {
+			t.Fatalf("XCADDY_GO_BUILD_FLAGS=%q xcaddy.sh source-hash: %v", flags, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	plain, race := hashWith(""), hashWith("-race")
+	if plain == "" || plain == race {
+		t.Errorf("source hash %q without flags and %q with -race: want two hashes", plain, race)
+	}
+}
