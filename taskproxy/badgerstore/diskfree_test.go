@@ -65,3 +65,31 @@ func TestDiskFreeBuildsOnEverySystem(t *testing.T) {
 		})
 	}
 }
+
+// The free space of a filesystem is its available blocks times their size:
+// none for a deficit, and never a product that wrapped around past uint64
+// (a filesystem reporting unlimited space read as a full one).
+func TestBlocksBytes(t *testing.T) {
+	t.Parallel()
+	const maxU = ^uint64(0)
+	tests := []struct {
+		name string
+		got  uint64
+		want uint64
+	}{
+		{"blocks", blocksBytes(int64(1000), 4096), 4096000},
+		{"unsigned blocks", blocksBytes(uint64(1000), 512), 512000},
+		{"a deficit", blocksBytes(int64(-20), 4096), 0},
+		{"none", blocksBytes(uint32(0), 4096), 0},
+		{"a product past uint64", blocksBytes(int64(1)<<52, 4096), maxU},
+		{"unlimited, signed", blocksBytes(int64(^uint64(0)>>1), 4096), maxU},
+		{"unlimited, unsigned", blocksBytes(maxU, 4096), maxU},
+		{"the largest that fits", blocksBytes(maxU/4096, 4096), maxU / 4096 * 4096},
+		{"no block size", blocksBytes(maxU, 0), 0},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+}
