@@ -3,7 +3,8 @@
 #
 #   ./xcaddy.sh build   build ./caddy (Caddy v2.11.9 + this module) and the demo upstream
 #                       (XCADDY_GO_BUILD_FLAGS: go build flags after the script's own)
-#   ./xcaddy.sh build-command  print the xcaddy command build runs (variables, then arguments)
+#   ./xcaddy.sh build-command  print the xcaddy command build runs (variables, then arguments;
+#                       build also stamps the source hash through XCADDY_GO_BUILD_FLAGS)
 #   ./xcaddy.sh source-hash  print the hash of the sources build stamps into ./caddy
 #   ./xcaddy.sh run     build, start the demo MCP upstream on 127.0.0.1:9100 and run
 #                       Caddyfile.example (the gateway on http://localhost:8080/mcp)
