@@ -121,7 +121,13 @@ func getVsRespond(cfg config, logging, label string) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
+		if round == 0 { // the respond phase too, to set the two side by side
+			profiled = p.profile(cfg.profiles, "respond"+strings.ReplaceAll(label, " ", "-"), cfg.duration)
+		}
 		b, cb, err := metered(urlB)
+		if profiled != nil {
+			<-profiled
+		}
 		if err != nil {
 			return nil, err
 		}
