@@ -25,7 +25,7 @@ import (
 //
 //nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 func TestTasksGetFinishedAllocs(t *testing.T) {
-	const want = 5
+	const want = 4
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	store := newMemStore(t)
 	rt := NewRuntime(store)

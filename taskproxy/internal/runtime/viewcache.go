@@ -95,6 +95,22 @@ func (m *ReadMark) Mark(route *Route) {
 	}
 }
 
+// CachedRead is a hit of the cache: its read mark, and the stub of its
+// task for the audit log. What it reads of the entry never changes once
+// the entry is made.
+type CachedRead struct{ e *viewEntry }
+
+// Audited reports whether route has audited a read of the task.
+func (h CachedRead) Audited(route *Route) bool { return h.e.read.Audited(route) }
+
+// Mark records that route has audited a read of the task.
+func (h CachedRead) Mark(route *Route) { h.e.read.Mark(route) }
+
+// Stub fills t with a stub of the task (id, owner, tool, status,
+// creation) for the audit log: the caller's own record, which a polled
+// answer need not allocate, filled only when a read is audited.
+func (h CachedRead) Stub(t *task.Task) { h.e.fillStub(t) }
+
 // fillStub makes t the record as far as the audit log reads it.
 func (e *viewEntry) fillStub(t *task.Task) {
 	*t = task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
@@ -103,10 +119,10 @@ func (e *viewEntry) fillStub(t *task.Task) {
 // lookup returns the cached entry of the owner's task id with its view on
 // wire, unless there is none, the task belongs to another owner, or it has
 // reached the end of its ttl at now.
-func (vc *viewCache) lookup(owner, id string, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
+func (vc *viewCache) lookup(owner string, id []byte, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	e, ok := vc.entries[id]
+	e, ok := vc.entries[string(id)] // no string is made for the lookup
 	if !ok {
 		return nil, nil, false
 	}
@@ -208,19 +224,15 @@ func (vc *viewCache) remove(e *viewEntry) {
 type Renderer func(t *task.Task, wire Wire) ([]byte, error)
 
 // CachedView returns the cached tasks/get result of the owner's finished
-// task id on wire, with the mark of the route that audited a read of it,
-// and fills stub, unless nil, with a stub of the task (id, owner, tool,
-// status, creation) for the audit log: the caller's own record, which a
-// polled answer need not allocate.
-func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time, stub *task.Task) ([]byte, *ReadMark, bool) {
+// task id on wire, with what the audit of the read needs. The id is the
+// bytes of the request: a poll answered from the cache makes no string
+// of it.
+func (rt *Runtime) CachedView(owner string, id []byte, wire Wire, now time.Time) ([]byte, CachedRead, bool) {
 	e, view, ok := rt.views.lookup(owner, id, wire, now)
 	if !ok {
-		return nil, nil, false
+		return nil, CachedRead{}, false
 	}
-	if stub != nil {
-		e.fillStub(stub)
-	}
-	return view, &e.read, true
+	return view, CachedRead{e}, true
 }
 
 // View renders t's tasks/get result on wire, with the renderer the

@@ -41,7 +41,7 @@ func TestViewCacheUnit(t *testing.T) {
 			t.Parallel()
 			var vc viewCache
 			vc.put(tt.put, WireV2025, view, now)
-			got, v, ok := vc.lookup(tt.owner, tt.put.ID, WireV2025, tt.at)
+			got, v, ok := vc.lookup(tt.owner, []byte(tt.put.ID), WireV2025, tt.at)
 			if ok != tt.wantHit {
 				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
 			}
@@ -51,7 +51,7 @@ func TestViewCacheUnit(t *testing.T) {
 			if len(vc.entries) != tt.wantCount {
 				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
 			}
-			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, WireV2026, now); v != nil {
+			if _, v, _ := vc.lookup(tt.put.Owner, []byte(tt.put.ID), WireV2026, now); v != nil {
 				t.Errorf("the 2025-11-25 view served as the 2026-07-28 one: %s", v)
 			}
 		})
@@ -70,16 +70,16 @@ func TestViewCacheBound(t *testing.T) {
 		vc.put(tk, WireV2025, []byte(`{}`), now)
 		ids = append(ids, tk.ID)
 		if i >= 1 {
-			vc.lookup("alice", ids[0], WireV2025, now) // keeps the first one recent
+			vc.lookup("alice", []byte(ids[0]), WireV2025, now) // keeps the first one recent
 		}
 		if vc.bytes > vc.max {
 			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
 		}
 	}
-	if _, _, ok := vc.lookup("alice", ids[0], WireV2025, now); !ok {
+	if _, _, ok := vc.lookup("alice", []byte(ids[0]), WireV2025, now); !ok {
 		t.Error("the most recently read entry was evicted")
 	}
-	if _, _, ok := vc.lookup("alice", ids[1], WireV2025, now); ok {
+	if _, _, ok := vc.lookup("alice", []byte(ids[1]), WireV2025, now); ok {
 		t.Error("an old entry survived")
 	}
 	total := 0
