@@ -376,7 +376,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
 	x := &post.x
-	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who}
+	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who, ParsedParams: msg.Params}
 	era := detectEra(r, msg)
 	defer traceMethod(x, era)()
 	if era == task.Era2026 {

@@ -96,6 +96,10 @@ type Exchange struct {
 	Msg    *jsonrpc.Message
 	Owner  string
 	Caller task.Caller
+	// ParsedParams are the params jsonrpc.ParseInto read from the
+	// request's body, valid JSON: params that are still these need not be
+	// validated again.
+	ParsedParams json.RawMessage
 
 	// contentType is the Content-Type header value of the answer:
 	// allocated with the exchange rather than on its own. A header
@@ -106,6 +110,12 @@ type Exchange struct {
 
 // Pass hands the request to the next handler unchanged.
 func (c *Exchange) Pass() error { return upstream.ServeNext(c.Next, c.W, c.R) }
+
+// validParams reports whether params are the request's ParsedParams (the
+// same bytes, not merely equal ones), so valid JSON.
+func (c *Exchange) validParams(params []byte) bool {
+	return len(params) > 0 && len(params) == len(c.ParsedParams) && &params[0] == &c.ParsedParams[0]
+}
 
 // Reply writes a JSON-RPC success response.
 func (c *Exchange) Reply(result any) error {

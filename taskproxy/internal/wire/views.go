@@ -20,7 +20,7 @@ import (
 // answers).
 func (c *Exchange) ServeCachedGet(wire runtime.Wire) bool {
 	params := c.Msg.Params
-	if len(params) == 0 || !jsonx.Valid(params) {
+	if len(params) == 0 || !c.validParams(params) && !jsonx.Valid(params) {
 		return false
 	}
 	id, ok := plainStringMember(params, "taskId")
