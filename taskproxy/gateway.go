@@ -496,7 +496,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // detectEra tells the protocol generation of a request: 2026-07-28 carries
 // its version in the header and in params._meta on every request.
 func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
-	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(task.Era2026) {
+	if v := gate.Header(r.Header, upstream.HeaderProtocolVersion); v >= string(task.Era2026) {
 		return task.Era2026
 	}
 	// The literal key is the cheap test; a key written with escapes

@@ -23,7 +23,7 @@ func RebindingSuspect(r *http.Request) bool {
 	if !IsLoopbackHost(r.Host) {
 		return true
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := Header(r.Header, "Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !IsLoopbackHost(u.Host) {
 			return true
@@ -61,9 +61,9 @@ func CrossSiteSimple(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
-	ct := r.Header.Get("Content-Type")
+	ct := Header(r.Header, "Content-Type")
 	if ct == "" {
-		return r.Header.Get("Origin") != ""
+		return Header(r.Header, "Origin") != ""
 	}
 	return upstream.MediaType(ct) != "application/json"
 }

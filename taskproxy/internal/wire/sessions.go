@@ -52,7 +52,7 @@ func (sg *SessionGuard) Guard(w http.ResponseWriter, r *http.Request, owner stri
 	// One session per request: with several values (or a list in one),
 	// the gateway would check one and an upstream that reads another would
 	// serve a session nobody checked.
-	if vals := r.Header.Values(upstream.HeaderSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
+	if vals := r.Header[upstream.HeaderSessionID]; len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
@@ -60,7 +60,7 @@ func (sg *SessionGuard) Guard(w http.ResponseWriter, r *http.Request, owner stri
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
 		return false
 	}
-	sid := r.Header.Get(upstream.HeaderSessionID)
+	sid := gate.Header(r.Header, upstream.HeaderSessionID)
 	if sid == "" {
 		if _, present := r.Header[upstream.HeaderSessionID]; present {
 			WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
@@ -46,7 +47,7 @@ func New(env *wire.Env) *Bridge {
 
 // Owns reports whether r names a session the reverse bridge opened.
 func Owns(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get(upstream.HeaderSessionID), SessionPrefix)
+	return strings.HasPrefix(gate.Header(r.Header, upstream.HeaderSessionID), SessionPrefix)
 }
 
 // SessionVersion is the protocol version of every session the reverse
@@ -84,7 +85,7 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 	if Owns(x.R) {
 		return true
 	}
-	if x.R.Header.Get(upstream.HeaderSessionID) != "" {
+	if gate.Header(x.R.Header, upstream.HeaderSessionID) != "" {
 		return false
 	}
 	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {
