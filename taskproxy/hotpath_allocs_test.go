@@ -42,7 +42,7 @@ func TestTasksGetFinishedAllocs(t *testing.T) {
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, done.ID)
 	next := http.NotFoundHandler()
 	w := &lastAnswer{header: http.Header{}}
-	if err := g.ServeHTTP(w, benchRequest(body), next); err != nil || !bytes.Contains(w.body, []byte(`"completed"`)) {
+	if err := g.ServeHTTP(w, loopbackRequest(body), next); err != nil || !bytes.Contains(w.body, []byte(`"completed"`)) {
 		t.Fatalf("first tasks/get: %v, %s", err, w.body) // reads the store, fills the cache
 	}
 	const runs = 100
@@ -53,7 +53,7 @@ func TestTasksGetFinishedAllocs(t *testing.T) {
 	allocs := math.Inf(1)
 	for range 5 {
 		for i := range reqs {
-			reqs[i] = benchRequest(body)
+			reqs[i] = loopbackRequest(body)
 		}
 		i := 0
 		allocs = min(allocs, testing.AllocsPerRun(runs, func() {

@@ -43,7 +43,7 @@ func BenchmarkTasksGetFinished(b *testing.B) {
 			b.Fatal(err)
 		}
 		reqs[i].body = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":%q}}`, t.ID)
-		reqs[i].r = benchRequest(reqs[i].body)
+		reqs[i].r = loopbackRequest(reqs[i].body)
 	}
 	next := http.NotFoundHandler()
 	w := &lastAnswer{header: http.Header{}}

@@ -3,6 +3,7 @@ package gate
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -36,6 +37,13 @@ func IsLoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
+	}
+	// An address as it is written, the usual Host of a loopback listener
+	// ("127.0.0.1:8080"), is read without lowering or copying it. One
+	// with a zone is not an address net.ParseIP reads: it takes the
+	// path below, as before.
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && ip.Zone() == "" {
+		return ip.IsLoopback()
 	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	// Names under .localhost are loopback names too (RFC 6761), which
