@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -172,7 +173,11 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 	e, ok := vc.entries[t.ID]
 	switch {
 	case !ok:
-		e = &viewEntry{id: t.ID, owner: t.Owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
+		// The owner is interned: every hit compares it with the caller's,
+		// and one copy per owner stays in the processor's cache where a
+		// copy per task (each decoded with its record) is a miss to memory.
+		owner := unique.Make(t.Owner).Value()
+		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
 		vc.entries[t.ID] = e
 		vc.bytes += e.size
 		vc.link(e)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -88,6 +89,34 @@ func TestViewCacheBound(t *testing.T) {
 	}
 	if total != vc.bytes {
 		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
+	}
+}
+
+// Entries of one owner share one copy of the owner's name, however many
+// copies their records were decoded with: every hit reads it.
+func TestViewCacheInternsOwners(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var vc viewCache
+	var ids []string
+	for range 3 {
+		tk := testTask(string([]byte("alice")), now) // a copy of its own, as decoded from a record
+		tk.Status = task.StatusCompleted
+		vc.put(tk, WireV2025, []byte(`{}`), now)
+		ids = append(ids, tk.ID)
+	}
+	first, _, ok := vc.lookup("alice", []byte(ids[0]), WireV2025, now)
+	if !ok {
+		t.Fatal("the entry is not cached")
+	}
+	for _, id := range ids[1:] {
+		e, _, ok := vc.lookup(string([]byte("alice")), []byte(id), WireV2025, now)
+		if !ok {
+			t.Fatal("the entry is not cached")
+		}
+		if unsafe.StringData(e.owner) != unsafe.StringData(first.owner) { //nolint:gosec // compares where the bytes are, reads nothing
+			t.Errorf("entries of one owner hold copies of its name of their own")
+		}
 	}
 }
 
