@@ -40,7 +40,10 @@ const (
 	ViewExpiryMargin = 5 * time.Second
 	// viewEntryOverhead approximates an entry's memory beyond its bytes
 	// (measured: the entry, its map slot and allocation rounding).
-	viewEntryOverhead = 220
+	viewEntryOverhead = 255
+	// maxKeyLen is the longest task id the cache keeps: the gateway's ids
+	// have 22 bytes.
+	maxKeyLen = 31
 )
 
 // Wire names the rendering of a cached view.
@@ -55,13 +58,33 @@ const (
 // viewCache is the cache; its zero value is ready for use.
 type viewCache struct {
 	mu      sync.Mutex
-	entries map[string]*viewEntry
+	entries map[viewKey]*viewEntry
 	lru     viewEntry // sentinel of the recency ring: lru.next is the newest
 	bytes   int
 	max     int // 0 means viewCacheBytes
 	// render encodes a task's tasks/get result on a wire (the protocol
 	// adapters' rendering, injected: the runtime knows no wire format).
 	render Renderer
+}
+
+// viewKey is a task id as the cache's map holds it: in the map's own
+// memory, so a lookup compares it where it found its hash rather than
+// reading a string from elsewhere in the heap (with thousands of tasks
+// polled at random, a miss of the processor's cache on every hit).
+type viewKey struct {
+	n  uint8
+	id [maxKeyLen]byte
+}
+
+// keyOf returns the key of id, and false for an id too long to cache.
+func keyOf[T string | []byte](id T) (viewKey, bool) {
+	var k viewKey
+	if len(id) > maxKeyLen {
+		return k, false
+	}
+	k.n = uint8(len(id)) //nolint:gosec // at most maxKeyLen, checked above
+	copy(k.id[:], id)
+	return k, true
 }
 
 type viewEntry struct {
@@ -123,7 +146,11 @@ func (e *viewEntry) fillStub(t *task.Task) {
 func (vc *viewCache) lookup(owner string, id []byte, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	e, ok := vc.entries[string(id)] // no string is made for the lookup
+	key, ok := keyOf(id)
+	if !ok {
+		return nil, nil, false
+	}
+	e, ok := vc.entries[key]
 	if !ok {
 		return nil, nil, false
 	}
@@ -161,16 +188,17 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 		return
 	}
 	base := viewEntryOverhead + len(t.ID) + len(t.Owner) + len(t.Tool)
-	if base+len(view) > maxCachedEntry {
+	key, ok := keyOf(t.ID)
+	if !ok || base+len(view) > maxCachedEntry {
 		return
 	}
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	if vc.entries == nil {
-		vc.entries = map[string]*viewEntry{}
+		vc.entries = map[viewKey]*viewEntry{}
 		vc.lru.prev, vc.lru.next = &vc.lru, &vc.lru
 	}
-	e, ok := vc.entries[t.ID]
+	e, ok := vc.entries[key]
 	switch {
 	case !ok:
 		// The owner is interned: every hit compares it with the caller's,
@@ -178,7 +206,7 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 		// copy per task (each decoded with its record) is a miss to memory.
 		owner := unique.Make(t.Owner).Value()
 		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
-		vc.entries[t.ID] = e
+		vc.entries[key] = e
 		vc.bytes += e.size
 		vc.link(e)
 	case e.owner != t.Owner: // ids are never reused; never mix owners
@@ -214,14 +242,19 @@ func (vc *viewCache) touch(e *viewEntry) {
 func (vc *viewCache) forget(id string) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	if e, ok := vc.entries[id]; ok {
+	key, ok := keyOf(id)
+	if !ok {
+		return
+	}
+	if e, ok := vc.entries[key]; ok {
 		vc.remove(e)
 	}
 }
 
 func (vc *viewCache) remove(e *viewEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
-	delete(vc.entries, e.id)
+	key, _ := keyOf(e.id) // cached, so short enough
+	delete(vc.entries, key)
 	vc.bytes -= e.size
 }
 

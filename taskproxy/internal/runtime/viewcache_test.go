@@ -120,6 +120,34 @@ func TestViewCacheInternsOwners(t *testing.T) {
 	}
 }
 
+// The map holds task ids in its own memory, up to maxKeyLen bytes (the
+// gateway's ids have 22): a longer id is not cached, and its task is read
+// from the store as any other missing one; forgetting it is a no-op.
+func TestViewCacheKeys(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var vc viewCache
+	for _, n := range []int{1, 22, maxKeyLen, maxKeyLen + 1, 64} {
+		tk := testTask("alice", now)
+		tk.ID, tk.Status = strings.Repeat("k", n-1)+"x", task.StatusCompleted
+		vc.put(tk, WireV2025, []byte(`{}`), now)
+		_, _, ok := vc.lookup("alice", []byte(tk.ID), WireV2025, now)
+		if want := n <= maxKeyLen; ok != want {
+			t.Errorf("an id of %d bytes: cached %v, want %v", n, ok, want)
+		}
+		if _, _, ok := vc.lookup("alice", []byte(tk.ID[:n-1]+"y"), WireV2025, now); ok {
+			t.Errorf("an id of %d bytes: another id of its length hits", n)
+		}
+		vc.forget(tk.ID)
+		if _, _, ok := vc.lookup("alice", []byte(tk.ID), WireV2025, now); ok {
+			t.Errorf("an id of %d bytes: still cached after forget", n)
+		}
+	}
+	if len(vc.entries) != 0 || vc.bytes != 0 {
+		t.Errorf("%d entries, %d bytes left", len(vc.entries), vc.bytes)
+	}
+}
+
 func testTask(owner string, created time.Time) *task.Task {
 	return &task.Task{ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
 }
