@@ -148,6 +148,28 @@ func TestViewCacheKeys(t *testing.T) {
 	}
 }
 
+// What a hit reads of an entry (its expiry, owner, views, list links and
+// read mark) lies in its first 128 bytes, two cache lines, and the entry
+// fills its size class of 192 bytes, whose objects start on a line.
+func TestViewEntryLayout(t *testing.T) {
+	t.Parallel()
+	var e viewEntry
+	if size := unsafe.Sizeof(e); size != 192 {
+		t.Errorf("an entry has %d bytes, want 192 (a size class aligned on cache lines)", size)
+	}
+	for name, end := range map[string]uintptr{
+		"expires": unsafe.Offsetof(e.expires) + unsafe.Sizeof(e.expires),
+		"owner":   unsafe.Offsetof(e.owner) + unsafe.Sizeof(e.owner),
+		"views":   unsafe.Offsetof(e.views) + unsafe.Sizeof(e.views),
+		"next":    unsafe.Offsetof(e.next) + unsafe.Sizeof(e.next),
+		"read":    unsafe.Offsetof(e.read) + unsafe.Sizeof(e.read),
+	} {
+		if end > 128 {
+			t.Errorf("a hit reads %s, which ends at byte %d of the entry, past its first two cache lines", name, end)
+		}
+	}
+}
+
 func testTask(owner string, created time.Time) *task.Task {
 	return &task.Task{ID: task.NewTaskID(), Owner: owner, Status: task.StatusWorking, CreatedAt: created, UpdatedAt: created, TTL: time.Hour, Tool: "t"}
 }
