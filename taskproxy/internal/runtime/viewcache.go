@@ -26,7 +26,13 @@ import (
 //     goes to the store, which answers as for an unknown task and audits the
 //     denial, exactly as without the cache.
 //
-// It is bounded by bytes and evicts the least recently used entry.
+// It is bounded by bytes and evicts as least recently used does, with a
+// second chance in place of moving every hit to the front of the list: a
+// hit marks its entry used, and eviction, going from the oldest, spares
+// a used entry once (clearing its mark and moving it to the front). A hit
+// so writes nothing but its own entry, where moving it would write its
+// two neighbours, which with thousands of tasks polled at random are
+// lines the processor has not cached.
 
 const (
 	// viewCacheBytes bounds the memory of one runtime's cache.
@@ -99,12 +105,15 @@ type viewEntry struct {
 	// read is the route whose audit log has recorded the owner's read of
 	// the finished task (ReadMark).
 	read ReadMark
+	// size is the entry's accounted bytes; used is set by a hit and
+	// cleared when eviction spares the entry.
+	size int32
+	used bool
 
-	// What the audit log names, and the entry's accounted size.
+	// What the audit log names.
 	id, tool  string
 	status    task.Status
 	createdAt time.Time
-	size      int
 }
 
 // ReadMark remembers the route that audited a read of a cached finished
@@ -167,7 +176,9 @@ func (vc *viewCache) lookup(owner string, id []byte, wire Wire, now time.Time) (
 	if e.owner != owner || e.views[wire] == nil {
 		return nil, nil, false
 	}
-	vc.touch(e)
+	if !e.used {
+		e.used = true
+	}
 	return e, e.views[wire], true
 }
 
@@ -211,26 +222,37 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 		// and one copy per owner stays in the processor's cache where a
 		// copy per task (each decoded with its record) is a miss to memory.
 		owner := unique.Make(t.Owner).Value()
-		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
+		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(),
+			size: int32(base)} //nolint:gosec // at most maxCachedEntry, checked above
 		vc.entries[key] = e
-		vc.bytes += e.size
+		vc.bytes += int(e.size)
 		vc.link(e)
 	case e.owner != t.Owner: // ids are never reused; never mix owners
 		return
 	default:
 		vc.touch(e)
 	}
-	if e.views[wire] == nil && e.size+len(view) <= maxCachedEntry {
+	if e.views[wire] == nil && int(e.size)+len(view) <= maxCachedEntry {
 		e.views[wire] = view
-		e.size += len(view)
+		e.size += int32(len(view)) //nolint:gosec // at most maxCachedEntry, checked above
 		vc.bytes += len(view)
 	}
 	limit := vc.max
 	if limit <= 0 {
 		limit = viewCacheBytes
 	}
-	for vc.bytes > limit && vc.lru.prev != e {
-		vc.remove(vc.lru.prev)
+	// The entry just put is never evicted; when eviction comes round to
+	// it, every other entry has had its second chance.
+	for vc.bytes > limit && len(vc.entries) > 1 {
+		switch oldest := vc.lru.prev; {
+		case oldest == e:
+			vc.touch(e)
+		case oldest.used:
+			oldest.used = false
+			vc.touch(oldest)
+		default:
+			vc.remove(oldest)
+		}
 	}
 }
 
@@ -261,7 +283,7 @@ func (vc *viewCache) remove(e *viewEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	key, _ := keyOf(e.id) // cached, so short enough
 	delete(vc.entries, key)
-	vc.bytes -= e.size
+	vc.bytes -= int(e.size)
 }
 
 // Renderer encodes the tasks/get result of a finished task on a wire.

@@ -85,10 +85,62 @@ func TestViewCacheBound(t *testing.T) {
 	}
 	total := 0
 	for _, e := range vc.entries {
-		total += e.size
+		total += int(e.size)
 	}
 	if total != vc.bytes {
 		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
+	}
+}
+
+// Eviction spares an entry read since it last came round once: with
+// every entry read, the oldest goes; with some read, the oldest unread
+// one goes first; the entry just put never does, and the cache ends
+// within its bytes.
+func TestViewCacheSecondChance(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		read    []int // entries read before the sixth is put
+		evicted int
+	}{
+		{"none read", nil, 0},
+		{"all read", []int{0, 1, 2, 3, 4}, 0},
+		{"the oldest read", []int{0}, 1},
+		{"all but the third read", []int{0, 1, 3, 4}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vc := viewCache{max: 5 * (viewEntryOverhead + 32)}
+			var ids []string
+			put := func() {
+				tk := testTask("alice", now)
+				tk.Status = task.StatusCompleted
+				vc.put(tk, WireV2025, []byte(`{}`), now)
+				ids = append(ids, tk.ID)
+			}
+			for range 5 {
+				put()
+			}
+			if len(vc.entries) != 5 {
+				t.Fatalf("%d entries cached of 5, room for 5", len(vc.entries))
+			}
+			for _, i := range tc.read {
+				if _, _, ok := vc.lookup("alice", []byte(ids[i]), WireV2025, now); !ok {
+					t.Fatalf("entry %d is not cached", i)
+				}
+			}
+			put()
+			if vc.bytes > vc.max {
+				t.Errorf("%d bytes cached, limit %d", vc.bytes, vc.max)
+			}
+			for i, id := range ids {
+				_, _, ok := vc.lookup("alice", []byte(id), WireV2025, now)
+				if want := i != tc.evicted; ok != want {
+					t.Errorf("entry %d: cached %v, want %v", i, ok, want)
+				}
+			}
+		})
 	}
 }
 
@@ -148,8 +200,8 @@ func TestViewCacheKeys(t *testing.T) {
 	}
 }
 
-// What a hit reads of an entry (its expiry, owner, views, list links and
-// read mark) lies in its first 128 bytes, two cache lines, and the entry
+// What a hit reads of an entry (its expiry, owner, views, list links, read
+// mark and used mark) lies in its first 128 bytes, two cache lines, and the entry
 // fills its size class of 192 bytes, whose objects start on a line.
 func TestViewEntryLayout(t *testing.T) {
 	t.Parallel()
@@ -163,6 +215,7 @@ func TestViewEntryLayout(t *testing.T) {
 		"views":   unsafe.Offsetof(e.views) + unsafe.Sizeof(e.views),
 		"next":    unsafe.Offsetof(e.next) + unsafe.Sizeof(e.next),
 		"read":    unsafe.Offsetof(e.read) + unsafe.Sizeof(e.read),
+		"used":    unsafe.Offsetof(e.used) + unsafe.Sizeof(e.used),
 	} {
 		if end > 128 {
 			t.Errorf("a hit reads %s, which ends at byte %d of the entry, past its first two cache lines", name, end)
