@@ -19,9 +19,12 @@ import (
 
 // TestTasksGetFinishedAllocs holds what the gateway allocates for a
 // 2025-11-25 tasks/get of a finished task answered from its view cache,
-// the request a polling client repeats, with the logs at info level as
-// Caddy's default logger has them: the request's body and envelope, and
-// the answer.
+// the request a polling client repeats, on a loopback listener, with the
+// logs at info level as Caddy's default logger has them: the request's
+// body, the reader and GetBody that hand it on to the next handler, and
+// the envelope with its exchange. The answer allocates nothing of its
+// own (a pooled buffer; its Content-Type value lives in the exchange),
+// nor does the cache lookup (by the id's bytes) or the audit check.
 //
 //nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 func TestTasksGetFinishedAllocs(t *testing.T) {
