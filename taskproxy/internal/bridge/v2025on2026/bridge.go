@@ -82,10 +82,12 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 			return false // an answer to a task's input request: the 2025-11-25 adapter's, as for any task
 		}
 	}
-	if Owns(x.R) {
+	// Owns, and whether another session is named, from one read of the
+	// header.
+	switch sid := gate.Header(x.R.Header, upstream.HeaderSessionID); {
+	case strings.HasPrefix(sid, SessionPrefix):
 		return true
-	}
-	if gate.Header(x.R.Header, upstream.HeaderSessionID) != "" {
+	case sid != "":
 		return false
 	}
 	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {
