@@ -93,7 +93,7 @@ func TestRuntimeOperatorDelete(t *testing.T) {
 	if _, err := rt.View(done, runtime.WireV2026, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := rt.CachedView("o:alice", done.ID, runtime.WireV2026, now, nil); !ok {
+	if _, _, ok := rt.CachedView("o:alice", []byte(done.ID), runtime.WireV2026, now); !ok {
 		t.Fatal("the finished task's view was not cached")
 	}
 	if got, err := rt.DeleteAsOperator(ctx, working.ID, "test"); !errors.Is(err, task.ErrNotFinished) || got == nil || got.ID != working.ID {
@@ -106,7 +106,7 @@ func TestRuntimeOperatorDelete(t *testing.T) {
 	if err != nil || got.ID != done.ID {
 		t.Fatalf("DeleteAsOperator = %+v, %v", got, err)
 	}
-	if _, _, ok := rt.CachedView("o:alice", done.ID, runtime.WireV2026, now, nil); ok {
+	if _, _, ok := rt.CachedView("o:alice", []byte(done.ID), runtime.WireV2026, now); ok {
 		t.Error("the deleted task's view is still served from the cache")
 	}
 	if _, err := store.Get(ctx, "o:alice", done.ID); !errors.Is(err, task.ErrExpired) {

@@ -376,7 +376,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		return g.refuseUnreadable(w, r, next, msg, err)
 	}
 	x := &post.x
-	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who}
+	*x = wire.Exchange{Env: g.env, W: w, R: r, Next: next, Msg: msg, Owner: who.Owner, Caller: who, ParsedParams: msg.Params}
 	era := detectEra(r, msg)
 	defer traceMethod(x, era)()
 	if era == task.Era2026 {
@@ -496,7 +496,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // detectEra tells the protocol generation of a request: 2026-07-28 carries
 // its version in the header and in params._meta on every request.
 func detectEra(r *http.Request, msg *jsonrpc.Message) task.Era {
-	if v := r.Header.Get(upstream.HeaderProtocolVersion); v >= string(task.Era2026) {
+	if v := gate.Header(r.Header, upstream.HeaderProtocolVersion); v >= string(task.Era2026) {
 		return task.Era2026
 	}
 	// The literal key is the cheap test; a key written with escapes

@@ -68,3 +68,41 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 		})
 	}
 }
+
+// countingBody counts the Read calls made on a request body.
+type countingBody struct {
+	io.ReadCloser
+	reads int
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	b.reads++
+	return b.ReadCloser.Read(p)
+}
+
+// A body of declared length that a real server hands over is read in one
+// Read call: Caddy wraps request bodies in a reader that arms and clears
+// a read deadline around every call, so each call more costs two.
+func TestReadBodyOneRead(t *testing.T) {
+	t.Parallel()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"0123456789abcdefghijkl"}}`
+	reads := make(chan int, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		counted := &countingBody{ReadCloser: r.Body}
+		r.Body = counted
+		data, err := readBody(r, 1<<20)
+		if err != nil || string(data) != body {
+			t.Errorf("readBody = %q, %v", data, err)
+		}
+		reads <- counted.reads
+	}))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL, "application/json", bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if n := <-reads; n != 1 {
+		t.Errorf("the body was read in %d calls, want 1", n)
+	}
+}

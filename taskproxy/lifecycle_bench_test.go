@@ -2,8 +2,10 @@ package taskproxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -82,10 +84,20 @@ func benchRequest(body []byte) *http.Request {
 	}
 }
 
+// loopbackRequest is benchRequest as it arrives on a loopback listener,
+// as the end-to-end benchmarks send it: the DNS rebinding guard looks at
+// its Host.
+func loopbackRequest(body []byte) *http.Request {
+	r := benchRequest(body)
+	r.Host = "127.0.0.1:8080"
+	return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, benchListener))
+}
+
 var (
-	benchURL     = &url.URL{Path: "/mcp"}
-	benchJSON    = []string{"application/json"}
-	benchVersion = []string{"2025-11-25"}
+	benchListener = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	benchURL      = &url.URL{Path: "/mcp"}
+	benchJSON     = []string{"application/json"}
+	benchVersion  = []string{"2025-11-25"}
 )
 
 // createdTaskID finds the task id of a CreateTaskResult without decoding

@@ -62,7 +62,7 @@ func TestViewCacheOwnerOnly(t *testing.T) {
 			if got := getTask(t, g, "alice", wire, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 				t.Fatalf("wire %d, read %d by the owner: %s", wire, i, got)
 			}
-			if _, _, ok := g.rt.CachedView("alice", tk.ID, wire, runtime.Now(), nil); !ok {
+			if _, _, ok := g.rt.CachedView("alice", []byte(tk.ID), wire, runtime.Now()); !ok {
 				t.Fatalf("wire %d: the owner's read left nothing in the cache", wire)
 			}
 			if got := getTask(t, g, "bob", wire, tk.ID); !strings.Contains(got, "Task not found") || strings.Contains(got, "completed") {
@@ -167,7 +167,7 @@ func TestViewCacheStatusChanges(t *testing.T) {
 	waitEnded(t, g, task.Anonymous, id)
 	// The worker caches the outcome after the store has it: wait for it.
 	waitFor(t, "the worker's outcome in the cache", func() bool {
-		_, _, ok := g.rt.CachedView(task.Anonymous, id, runtime.WireV2025, runtime.Now(), nil)
+		_, _, ok := g.rt.CachedView(task.Anonymous, []byte(id), runtime.WireV2025, runtime.Now())
 		return ok
 	})
 	if got := getTask(t, g, task.Anonymous, runtime.WireV2025, id); !strings.Contains(got, `"status":"completed"`) {
@@ -192,7 +192,7 @@ func TestViewCacheExpiry(t *testing.T) {
 		if got := getTask(t, g, "alice", runtime.WireV2025, tk.ID); !strings.Contains(got, `"status":"completed"`) {
 			t.Fatalf("before expiry: %s", got)
 		}
-		if _, _, ok := g.rt.CachedView("alice", tk.ID, runtime.WireV2025, runtime.Now(), nil); !ok {
+		if _, _, ok := g.rt.CachedView("alice", []byte(tk.ID), runtime.WireV2025, runtime.Now()); !ok {
 			t.Fatal("the read left nothing in the cache")
 		}
 		time.Sleep(left + time.Second)
@@ -206,4 +206,43 @@ func TestViewCacheExpiry(t *testing.T) {
 			t.Errorf("after the sweep: %s", got)
 		}
 	})
+}
+
+// The cache is looked up by the task id as the request spells it; every
+// spelling that decodes to the id of a cached task gets the answer the
+// store gives, and one that does not name a string id is refused as
+// before.
+func TestViewCacheTaskIDSpellings(t *testing.T) {
+	t.Parallel()
+	g := testGateway(t, Config{})
+	mustStart(t, g)
+	tk := storeFinished(t, g, "alice", runtime.Now(), time.Hour)
+	want := getTask(t, g, "alice", runtime.WireV2025, tk.ID) // fills the cache
+	if _, _, ok := g.rt.CachedView("alice", []byte(tk.ID), runtime.WireV2025, runtime.Now()); !ok || !strings.Contains(want, `"status":"completed"`) {
+		t.Fatalf("first read: %s (cached %v)", want, ok)
+	}
+	escaped := fmt.Sprintf(`\u%04x`, tk.ID[0]) + tk.ID[1:]
+	for _, tc := range []struct{ name, params, want string }{
+		{"plain", `{"taskId":"` + tk.ID + `"}`, want},
+		{"spaced", ` { "taskId" : "` + tk.ID + `" } `, want},
+		{"escaped id", `{"taskId":"` + escaped + `"}`, want},
+		{"escaped key", `{"task\u0049d":"` + tk.ID + `"}`, want},
+		{"other members", `{"_meta":{"progressToken":1},"taskId":"` + tk.ID + `"}`, want},
+		{"a number", `{"taskId":1}`, `"code":-32602`},
+		{"empty", `{"taskId":""}`, `"code":-32602`},
+		{"none", `{}`, `"code":-32602`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := WithCaller(post(`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":`+tc.params+`}`, "MCP-Protocol-Version", "2025-11-25"),
+				task.Caller{Owner: "alice", Principal: "alice"})
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, r, http.NotFoundHandler()); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Body.String(); got != tc.want && (tc.want == want || !strings.Contains(got, tc.want)) {
+				t.Errorf("params %s: got %s, want %s", tc.params, got, tc.want)
+			}
+		})
+	}
 }

@@ -25,12 +25,12 @@ var ErrForeignEncoding = &jsonrpc.ReadError{Code: jsonrpc.CodeInvalidRequest,
 // cannot parse, such as twice: another parser may take the other one), or
 // whose body has a Content-Encoding other than identity.
 func CheckBodyEncoding(r *http.Request) error {
-	for _, ce := range r.Header.Values("Content-Encoding") {
+	for _, ce := range r.Header["Content-Encoding"] {
 		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
 			return ErrForeignEncoding
 		}
 	}
-	for _, ct := range r.Header.Values("Content-Type") {
+	for _, ct := range r.Header["Content-Type"] {
 		if !strings.Contains(strings.ToLower(ct), "charset") {
 			continue
 		}

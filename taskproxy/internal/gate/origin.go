@@ -3,6 +3,7 @@ package gate
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -23,7 +24,7 @@ func RebindingSuspect(r *http.Request) bool {
 	if !IsLoopbackHost(r.Host) {
 		return true
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := Header(r.Header, "Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !IsLoopbackHost(u.Host) {
 			return true
@@ -36,6 +37,13 @@ func IsLoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
+	}
+	// An address as it is written, the usual Host of a loopback listener
+	// ("127.0.0.1:8080"), is read without lowering or copying it. One
+	// with a zone is not an address net.ParseIP reads: it takes the
+	// path below, as before.
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && ip.Zone() == "" {
+		return ip.IsLoopback()
 	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	// Names under .localhost are loopback names too (RFC 6761), which
@@ -61,9 +69,9 @@ func CrossSiteSimple(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
-	ct := r.Header.Get("Content-Type")
+	ct := Header(r.Header, "Content-Type")
 	if ct == "" {
-		return r.Header.Get("Origin") != ""
+		return Header(r.Header, "Origin") != ""
 	}
 	return upstream.MediaType(ct) != "application/json"
 }

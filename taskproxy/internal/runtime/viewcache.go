@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -25,7 +26,13 @@ import (
 //     goes to the store, which answers as for an unknown task and audits the
 //     denial, exactly as without the cache.
 //
-// It is bounded by bytes and evicts the least recently used entry.
+// It is bounded by bytes and evicts as least recently used does, with a
+// second chance in place of moving every hit to the front of the list: a
+// hit marks its entry used, and eviction, going from the oldest, spares
+// a used entry once (clearing its mark and moving it to the front). A hit
+// so writes nothing but its own entry, where moving it would write its
+// two neighbours, which with thousands of tasks polled at random are
+// lines the processor has not cached.
 
 const (
 	// viewCacheBytes bounds the memory of one runtime's cache.
@@ -39,7 +46,10 @@ const (
 	ViewExpiryMargin = 5 * time.Second
 	// viewEntryOverhead approximates an entry's memory beyond its bytes
 	// (measured: the entry, its map slot and allocation rounding).
-	viewEntryOverhead = 220
+	viewEntryOverhead = 255
+	// maxKeyLen is the longest task id the cache keeps: the gateway's ids
+	// have 22 bytes.
+	maxKeyLen = 31
 )
 
 // Wire names the rendering of a cached view.
@@ -54,7 +64,7 @@ const (
 // viewCache is the cache; its zero value is ready for use.
 type viewCache struct {
 	mu      sync.Mutex
-	entries map[string]*viewEntry
+	entries map[viewKey]*viewEntry
 	lru     viewEntry // sentinel of the recency ring: lru.next is the newest
 	bytes   int
 	max     int // 0 means viewCacheBytes
@@ -63,18 +73,47 @@ type viewCache struct {
 	render Renderer
 }
 
+// viewKey is a task id as the cache's map holds it: in the map's own
+// memory, so a lookup compares it where it found its hash rather than
+// reading a string from elsewhere in the heap (with thousands of tasks
+// polled at random, a miss of the processor's cache on every hit).
+type viewKey struct {
+	n  uint8
+	id [maxKeyLen]byte
+}
+
+// keyOf returns the key of id, and false for an id too long to cache.
+func keyOf[T string | []byte](id T) (viewKey, bool) {
+	var k viewKey
+	if len(id) > maxKeyLen {
+		return k, false
+	}
+	k.n = uint8(len(id)) //nolint:gosec // at most maxKeyLen, checked above
+	copy(k.id[:], id)
+	return k, true
+}
+
 type viewEntry struct {
-	// What a hit is checked against, and what the audit log names.
-	id, owner, tool string
-	status          task.Status
-	createdAt       time.Time
-	expires         time.Time
-	views           [numWires][]byte
-	size            int
-	prev, next      *viewEntry
+	// What every hit reads comes first, in the entry's first two cache
+	// lines (an entry is 192 bytes, a size class whose objects start on
+	// a line): with thousands of tasks polled at random, each line a hit
+	// reads is a miss to memory. TestViewEntryLayout holds the order.
+	expires    time.Time
+	owner      string
+	views      [numWires][]byte
+	prev, next *viewEntry
 	// read is the route whose audit log has recorded the owner's read of
 	// the finished task (ReadMark).
 	read ReadMark
+	// size is the entry's accounted bytes; used is set by a hit and
+	// cleared when eviction spares the entry.
+	size int32
+	used bool
+
+	// What the audit log names.
+	id, tool  string
+	status    task.Status
+	createdAt time.Time
 }
 
 // ReadMark remembers the route that audited a read of a cached finished
@@ -95,6 +134,22 @@ func (m *ReadMark) Mark(route *Route) {
 	}
 }
 
+// CachedRead is a hit of the cache: its read mark, and the stub of its
+// task for the audit log. What it reads of the entry never changes once
+// the entry is made.
+type CachedRead struct{ e *viewEntry }
+
+// Audited reports whether route has audited a read of the task.
+func (h CachedRead) Audited(route *Route) bool { return h.e.read.Audited(route) }
+
+// Mark records that route has audited a read of the task.
+func (h CachedRead) Mark(route *Route) { h.e.read.Mark(route) }
+
+// Stub fills t with a stub of the task (id, owner, tool, status,
+// creation) for the audit log: the caller's own record, which a polled
+// answer need not allocate, filled only when a read is audited.
+func (h CachedRead) Stub(t *task.Task) { h.e.fillStub(t) }
+
 // fillStub makes t the record as far as the audit log reads it.
 func (e *viewEntry) fillStub(t *task.Task) {
 	*t = task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
@@ -103,10 +158,14 @@ func (e *viewEntry) fillStub(t *task.Task) {
 // lookup returns the cached entry of the owner's task id with its view on
 // wire, unless there is none, the task belongs to another owner, or it has
 // reached the end of its ttl at now.
-func (vc *viewCache) lookup(owner, id string, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
+func (vc *viewCache) lookup(owner string, id []byte, wire Wire, now time.Time) (*viewEntry, []byte, bool) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	e, ok := vc.entries[id]
+	key, ok := keyOf(id)
+	if !ok {
+		return nil, nil, false
+	}
+	e, ok := vc.entries[key]
 	if !ok {
 		return nil, nil, false
 	}
@@ -117,7 +176,9 @@ func (vc *viewCache) lookup(owner, id string, wire Wire, now time.Time) (*viewEn
 	if e.owner != owner || e.views[wire] == nil {
 		return nil, nil, false
 	}
-	vc.touch(e)
+	if !e.used {
+		e.used = true
+	}
 	return e, e.views[wire], true
 }
 
@@ -144,38 +205,54 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 		return
 	}
 	base := viewEntryOverhead + len(t.ID) + len(t.Owner) + len(t.Tool)
-	if base+len(view) > maxCachedEntry {
+	key, ok := keyOf(t.ID)
+	if !ok || base+len(view) > maxCachedEntry {
 		return
 	}
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
 	if vc.entries == nil {
-		vc.entries = map[string]*viewEntry{}
+		vc.entries = map[viewKey]*viewEntry{}
 		vc.lru.prev, vc.lru.next = &vc.lru, &vc.lru
 	}
-	e, ok := vc.entries[t.ID]
+	e, ok := vc.entries[key]
 	switch {
 	case !ok:
-		e = &viewEntry{id: t.ID, owner: t.Owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(), size: base}
-		vc.entries[t.ID] = e
-		vc.bytes += e.size
+		// The owner is interned: every hit compares it with the caller's,
+		// and one copy per owner stays in the processor's cache where a
+		// copy per task (each decoded with its record) is a miss to memory.
+		owner := unique.Make(t.Owner).Value()
+		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(),
+			size: int32(base)} //nolint:gosec // at most maxCachedEntry, checked above
+		vc.entries[key] = e
+		vc.bytes += int(e.size)
 		vc.link(e)
 	case e.owner != t.Owner: // ids are never reused; never mix owners
 		return
 	default:
 		vc.touch(e)
 	}
-	if e.views[wire] == nil && e.size+len(view) <= maxCachedEntry {
+	if e.views[wire] == nil && int(e.size)+len(view) <= maxCachedEntry {
 		e.views[wire] = view
-		e.size += len(view)
+		e.size += int32(len(view)) //nolint:gosec // at most maxCachedEntry, checked above
 		vc.bytes += len(view)
 	}
 	limit := vc.max
 	if limit <= 0 {
 		limit = viewCacheBytes
 	}
-	for vc.bytes > limit && vc.lru.prev != e {
-		vc.remove(vc.lru.prev)
+	// The entry just put is never evicted; when eviction comes round to
+	// it, every other entry has had its second chance.
+	for vc.bytes > limit && len(vc.entries) > 1 {
+		switch oldest := vc.lru.prev; {
+		case oldest == e:
+			vc.touch(e)
+		case oldest.used:
+			oldest.used = false
+			vc.touch(oldest)
+		default:
+			vc.remove(oldest)
+		}
 	}
 }
 
@@ -193,34 +270,35 @@ func (vc *viewCache) touch(e *viewEntry) {
 func (vc *viewCache) forget(id string) {
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	if e, ok := vc.entries[id]; ok {
+	key, ok := keyOf(id)
+	if !ok {
+		return
+	}
+	if e, ok := vc.entries[key]; ok {
 		vc.remove(e)
 	}
 }
 
 func (vc *viewCache) remove(e *viewEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
-	delete(vc.entries, e.id)
-	vc.bytes -= e.size
+	key, _ := keyOf(e.id) // cached, so short enough
+	delete(vc.entries, key)
+	vc.bytes -= int(e.size)
 }
 
 // Renderer encodes the tasks/get result of a finished task on a wire.
 type Renderer func(t *task.Task, wire Wire) ([]byte, error)
 
 // CachedView returns the cached tasks/get result of the owner's finished
-// task id on wire, with the mark of the route that audited a read of it,
-// and fills stub, unless nil, with a stub of the task (id, owner, tool,
-// status, creation) for the audit log: the caller's own record, which a
-// polled answer need not allocate.
-func (rt *Runtime) CachedView(owner, id string, wire Wire, now time.Time, stub *task.Task) ([]byte, *ReadMark, bool) {
+// task id on wire, with what the audit of the read needs. The id is the
+// bytes of the request: a poll answered from the cache makes no string
+// of it.
+func (rt *Runtime) CachedView(owner string, id []byte, wire Wire, now time.Time) ([]byte, CachedRead, bool) {
 	e, view, ok := rt.views.lookup(owner, id, wire, now)
 	if !ok {
-		return nil, nil, false
+		return nil, CachedRead{}, false
 	}
-	if stub != nil {
-		e.fillStub(stub)
-	}
-	return view, &e.read, true
+	return view, CachedRead{e}, true
 }
 
 // View renders t's tasks/get result on wire, with the renderer the

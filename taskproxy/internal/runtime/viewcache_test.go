@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
@@ -41,7 +42,7 @@ func TestViewCacheUnit(t *testing.T) {
 			t.Parallel()
 			var vc viewCache
 			vc.put(tt.put, WireV2025, view, now)
-			got, v, ok := vc.lookup(tt.owner, tt.put.ID, WireV2025, tt.at)
+			got, v, ok := vc.lookup(tt.owner, []byte(tt.put.ID), WireV2025, tt.at)
 			if ok != tt.wantHit {
 				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
 			}
@@ -51,7 +52,7 @@ func TestViewCacheUnit(t *testing.T) {
 			if len(vc.entries) != tt.wantCount {
 				t.Errorf("%d entries left, want %d", len(vc.entries), tt.wantCount)
 			}
-			if _, v, _ := vc.lookup(tt.put.Owner, tt.put.ID, WireV2026, now); v != nil {
+			if _, v, _ := vc.lookup(tt.put.Owner, []byte(tt.put.ID), WireV2026, now); v != nil {
 				t.Errorf("the 2025-11-25 view served as the 2026-07-28 one: %s", v)
 			}
 		})
@@ -70,24 +71,155 @@ func TestViewCacheBound(t *testing.T) {
 		vc.put(tk, WireV2025, []byte(`{}`), now)
 		ids = append(ids, tk.ID)
 		if i >= 1 {
-			vc.lookup("alice", ids[0], WireV2025, now) // keeps the first one recent
+			vc.lookup("alice", []byte(ids[0]), WireV2025, now) // keeps the first one recent
 		}
 		if vc.bytes > vc.max {
 			t.Fatalf("after %d puts: %d bytes, limit %d", i+1, vc.bytes, vc.max)
 		}
 	}
-	if _, _, ok := vc.lookup("alice", ids[0], WireV2025, now); !ok {
+	if _, _, ok := vc.lookup("alice", []byte(ids[0]), WireV2025, now); !ok {
 		t.Error("the most recently read entry was evicted")
 	}
-	if _, _, ok := vc.lookup("alice", ids[1], WireV2025, now); ok {
+	if _, _, ok := vc.lookup("alice", []byte(ids[1]), WireV2025, now); ok {
 		t.Error("an old entry survived")
 	}
 	total := 0
 	for _, e := range vc.entries {
-		total += e.size
+		total += int(e.size)
 	}
 	if total != vc.bytes {
 		t.Errorf("accounted %d bytes, entries hold %d", vc.bytes, total)
+	}
+}
+
+// Eviction spares an entry read since it last came round once: with
+// every entry read, the oldest goes; with some read, the oldest unread
+// one goes first; the entry just put never does, and the cache ends
+// within its bytes.
+func TestViewCacheSecondChance(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		read    []int // entries read before the sixth is put
+		evicted int
+	}{
+		{"none read", nil, 0},
+		{"all read", []int{0, 1, 2, 3, 4}, 0},
+		{"the oldest read", []int{0}, 1},
+		{"all but the third read", []int{0, 1, 3, 4}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vc := viewCache{max: 5 * (viewEntryOverhead + 32)}
+			var ids []string
+			put := func() {
+				tk := testTask("alice", now)
+				tk.Status = task.StatusCompleted
+				vc.put(tk, WireV2025, []byte(`{}`), now)
+				ids = append(ids, tk.ID)
+			}
+			for range 5 {
+				put()
+			}
+			if len(vc.entries) != 5 {
+				t.Fatalf("%d entries cached of 5, room for 5", len(vc.entries))
+			}
+			for _, i := range tc.read {
+				if _, _, ok := vc.lookup("alice", []byte(ids[i]), WireV2025, now); !ok {
+					t.Fatalf("entry %d is not cached", i)
+				}
+			}
+			put()
+			if vc.bytes > vc.max {
+				t.Errorf("%d bytes cached, limit %d", vc.bytes, vc.max)
+			}
+			for i, id := range ids {
+				_, _, ok := vc.lookup("alice", []byte(id), WireV2025, now)
+				if want := i != tc.evicted; ok != want {
+					t.Errorf("entry %d: cached %v, want %v", i, ok, want)
+				}
+			}
+		})
+	}
+}
+
+// Entries of one owner share one copy of the owner's name, however many
+// copies their records were decoded with: every hit reads it.
+func TestViewCacheInternsOwners(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var vc viewCache
+	var ids []string
+	for range 3 {
+		tk := testTask(string([]byte("alice")), now) // a copy of its own, as decoded from a record
+		tk.Status = task.StatusCompleted
+		vc.put(tk, WireV2025, []byte(`{}`), now)
+		ids = append(ids, tk.ID)
+	}
+	first, _, ok := vc.lookup("alice", []byte(ids[0]), WireV2025, now)
+	if !ok {
+		t.Fatal("the entry is not cached")
+	}
+	for _, id := range ids[1:] {
+		e, _, ok := vc.lookup(string([]byte("alice")), []byte(id), WireV2025, now)
+		if !ok {
+			t.Fatal("the entry is not cached")
+		}
+		if unsafe.StringData(e.owner) != unsafe.StringData(first.owner) { //nolint:gosec // compares where the bytes are, reads nothing
+			t.Errorf("entries of one owner hold copies of its name of their own")
+		}
+	}
+}
+
+// The map holds task ids in its own memory, up to maxKeyLen bytes (the
+// gateway's ids have 22): a longer id is not cached, and its task is read
+// from the store as any other missing one; forgetting it is a no-op.
+func TestViewCacheKeys(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var vc viewCache
+	for _, n := range []int{1, 22, maxKeyLen, maxKeyLen + 1, 64} {
+		tk := testTask("alice", now)
+		tk.ID, tk.Status = strings.Repeat("k", n-1)+"x", task.StatusCompleted
+		vc.put(tk, WireV2025, []byte(`{}`), now)
+		_, _, ok := vc.lookup("alice", []byte(tk.ID), WireV2025, now)
+		if want := n <= maxKeyLen; ok != want {
+			t.Errorf("an id of %d bytes: cached %v, want %v", n, ok, want)
+		}
+		if _, _, ok := vc.lookup("alice", []byte(tk.ID[:n-1]+"y"), WireV2025, now); ok {
+			t.Errorf("an id of %d bytes: another id of its length hits", n)
+		}
+		vc.forget(tk.ID)
+		if _, _, ok := vc.lookup("alice", []byte(tk.ID), WireV2025, now); ok {
+			t.Errorf("an id of %d bytes: still cached after forget", n)
+		}
+	}
+	if len(vc.entries) != 0 || vc.bytes != 0 {
+		t.Errorf("%d entries, %d bytes left", len(vc.entries), vc.bytes)
+	}
+}
+
+// What a hit reads of an entry (its expiry, owner, views, list links, read
+// mark and used mark) lies in its first 128 bytes, two cache lines, and the entry
+// fills its size class of 192 bytes, whose objects start on a line.
+func TestViewEntryLayout(t *testing.T) {
+	t.Parallel()
+	var e viewEntry
+	if size := unsafe.Sizeof(e); size != 192 {
+		t.Errorf("an entry has %d bytes, want 192 (a size class aligned on cache lines)", size)
+	}
+	for name, end := range map[string]uintptr{
+		"expires": unsafe.Offsetof(e.expires) + unsafe.Sizeof(e.expires),
+		"owner":   unsafe.Offsetof(e.owner) + unsafe.Sizeof(e.owner),
+		"views":   unsafe.Offsetof(e.views) + unsafe.Sizeof(e.views),
+		"next":    unsafe.Offsetof(e.next) + unsafe.Sizeof(e.next),
+		"read":    unsafe.Offsetof(e.read) + unsafe.Sizeof(e.read),
+		"used":    unsafe.Offsetof(e.used) + unsafe.Sizeof(e.used),
+	} {
+		if end > 128 {
+			t.Errorf("a hit reads %s, which ends at byte %d of the entry, past its first two cache lines", name, end)
+		}
 	}
 }
 

@@ -96,10 +96,26 @@ type Exchange struct {
 	Msg    *jsonrpc.Message
 	Owner  string
 	Caller task.Caller
+	// ParsedParams are the params jsonrpc.ParseInto read from the
+	// request's body, valid JSON: params that are still these need not be
+	// validated again.
+	ParsedParams json.RawMessage
+
+	// contentType is the Content-Type header value of the answer:
+	// allocated with the exchange rather than on its own. A header
+	// value is the answer's own (Caddy's header handler may edit it in
+	// place), so it is never shared with another answer.
+	contentType [1]string
 }
 
 // Pass hands the request to the next handler unchanged.
 func (c *Exchange) Pass() error { return upstream.ServeNext(c.Next, c.W, c.R) }
+
+// validParams reports whether params are the request's ParsedParams (the
+// same bytes, not merely equal ones), so valid JSON.
+func (c *Exchange) validParams(params []byte) bool {
+	return len(params) > 0 && len(params) == len(c.ParsedParams) && &params[0] == &c.ParsedParams[0]
+}
 
 // Reply writes a JSON-RPC success response.
 func (c *Exchange) Reply(result any) error {
@@ -119,7 +135,8 @@ func (c *Exchange) Reply(result any) error {
 func (c *Exchange) ReplyRaw(result []byte) {
 	buf := answerBufs.Get().(*[]byte)
 	data := jsonrpc.AppendResponseRaw((*buf)[:0], c.Msg.ID, result)
-	WriteJSON(c.W, http.StatusOK, data)
+	c.contentType[0] = jsonContentType
+	writeJSONTyped(c.W, http.StatusOK, data, c.contentType[:], jsonPieceTimeout)
 	if cap(data) <= maxPooledAnswer {
 		*buf = data[:0]
 		answerBufs.Put(buf)
@@ -157,11 +174,21 @@ func WriteJSON(w http.ResponseWriter, status int, data []byte) {
 // writeJSON is WriteJSON with the time each piece of a large answer may
 // take (the tests' is short).
 func writeJSON(w http.ResponseWriter, status int, data []byte, pieceTimeout time.Duration) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Content-Length")
+	writeJSONTyped(w, status, data, []string{jsonContentType}, pieceTimeout)
+}
+
+// writeJSONTyped is writeJSON with the Content-Type header's value, a
+// slice the answer may keep. The header is set by its canonical name,
+// as Header.Set would after canonicalising it.
+func writeJSONTyped(w http.ResponseWriter, status int, data []byte, contentType []string, pieceTimeout time.Duration) {
+	h := w.Header()
+	h["Content-Type"] = contentType
+	delete(h, "Content-Length")
 	w.WriteHeader(status)
 	writeBody(w, data, pieceTimeout)
 }
+
+const jsonContentType = "application/json"
 
 // AnswerStatus is the HTTP status of an error answer that would be sent
 // with status: 503 for a store that is unavailable (e marked Unavailable).

@@ -60,7 +60,9 @@ func (c *Exchange) GuardOrigin() bool {
 		WriteError(c.W, http.StatusUnsupportedMediaType, c.Msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json"))
 		return false
 	}
-	if !c.guarded() || !gate.RebindingSuspect(c.R) {
+	// The cheaper test first: most requests are no suspects, and whether
+	// the guard applies asks the server who the peer is.
+	if !gate.RebindingSuspect(c.R) || !c.guarded() {
 		return true
 	}
 	c.RebindingRefusals.refused(c.Log, c.R)

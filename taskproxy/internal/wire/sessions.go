@@ -52,7 +52,8 @@ func (sg *SessionGuard) Guard(w http.ResponseWriter, r *http.Request, owner stri
 	// One session per request: with several values (or a list in one),
 	// the gateway would check one and an upstream that reads another would
 	// serve a session nobody checked.
-	if vals := r.Header.Values(upstream.HeaderSessionID); len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
+	vals, present := r.Header[upstream.HeaderSessionID] // read once: every request passes here
+	if len(vals) > 1 || len(vals) == 1 && strings.Contains(vals[0], ",") {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "a request names at most one session (one Mcp-Session-Id header)"))
 		return false
 	}
@@ -60,9 +61,12 @@ func (sg *SessionGuard) Guard(w http.ResponseWriter, r *http.Request, owner stri
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session header is spelled Mcp-Session-Id (with hyphens)"))
 		return false
 	}
-	sid := r.Header.Get(upstream.HeaderSessionID)
+	var sid string
+	if len(vals) == 1 {
+		sid = vals[0]
+	}
 	if sid == "" {
-		if _, present := r.Header[upstream.HeaderSessionID]; present {
+		if present {
 			WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "an empty Mcp-Session-Id header names no session"))
 			return false
 		}

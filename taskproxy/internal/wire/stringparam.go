@@ -17,6 +17,16 @@ func plainStringParam(params []byte, name string) (string, bool) {
 	if len(params) == 0 || !jsonx.Valid(params) {
 		return "", false
 	}
+	s, ok := plainStringMember(params, name)
+	if !ok {
+		return "", false
+	}
+	return string(s), true
+}
+
+// plainStringMember is plainStringParam for params already known to be
+// valid JSON, returning the value's bytes: no copy is made.
+func plainStringMember(params []byte, name string) ([]byte, bool) {
 	var value []byte
 	plain := true
 	_, err := jsonx.EachMember(params, func(m jsonx.Member) bool {
@@ -31,11 +41,11 @@ func plainStringParam(params []byte, name string) (string, bool) {
 		return true
 	})
 	if err != nil || !plain || len(value) < 3 || value[0] != '"' {
-		return "", false
+		return nil, false
 	}
 	s := value[1 : len(value)-1]
 	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
-		return "", false
+		return nil, false
 	}
-	return string(s), true
+	return s, true
 }

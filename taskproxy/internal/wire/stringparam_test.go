@@ -40,3 +40,29 @@ func TestStringParamFastPath(t *testing.T) {
 		}
 	}
 }
+
+// Only the very params the envelope parser read count as validated: an
+// equal copy, a part of them or other params are validated again.
+func TestValidParams(t *testing.T) {
+	t.Parallel()
+	parsed := []byte(`{"taskId":"abc"}`)
+	x := &Exchange{ParsedParams: parsed}
+	for _, tc := range []struct {
+		name   string
+		params []byte
+		want   bool
+	}{
+		{"the parsed params", parsed, true},
+		{"an equal copy", []byte(string(parsed)), false},
+		{"a prefix", parsed[:len(parsed)-1], false},
+		{"a suffix", parsed[1:], false},
+		{"none", nil, false},
+	} {
+		if got := x.validParams(tc.params); got != tc.want {
+			t.Errorf("%s: validParams = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (&Exchange{}).validParams(parsed) {
+		t.Error("an exchange without parsed params takes params as validated")
+	}
+}

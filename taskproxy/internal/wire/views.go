@@ -3,6 +3,7 @@ package wire
 import (
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runtime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -13,18 +14,30 @@ import (
 // them for each protocol version and writes them.
 
 // ServeCachedGet answers a tasks/get of a finished task from the cache, and
-// reports whether it did.
-func (c *Exchange) ServeCachedGet(id string, wire runtime.Wire) bool {
-	var stub task.Task // the audit's only: on the stack
-	view, read, ok := c.Runtime.CachedView(c.Owner, id, wire, runtime.Now(), &stub)
+// reports whether it did. It reads params.taskId itself, and looks the
+// id up without making a string of it; an id written with escapes is left
+// to the caller, which reads it with TaskIDParam (a cache miss: the store
+// answers).
+func (c *Exchange) ServeCachedGet(wire runtime.Wire) bool {
+	params := c.Msg.Params
+	if len(params) == 0 || !c.validParams(params) && !jsonx.Valid(params) {
+		return false
+	}
+	id, ok := plainStringMember(params, "taskId")
+	if !ok {
+		return false
+	}
+	view, hit, ok := c.Runtime.CachedView(c.Owner, id, wire, runtime.Now())
 	if !ok {
 		return false
 	}
 	// A read this route audited already goes to debug level: with debug
 	// off there is nothing to write, nor to look up.
-	if core := c.AuditLog.Core(); core.Enabled(zap.InfoLevel) && (!read.Audited(c.Route) || core.Enabled(zap.DebugLevel)) {
-		c.Route.Audit(runtime.AuditRetrieved, id, &stub, c.Caller)
-		read.Mark(c.Route)
+	if core := c.AuditLog.Core(); core.Enabled(zap.InfoLevel) && (!hit.Audited(c.Route) || core.Enabled(zap.DebugLevel)) {
+		var stub task.Task // the audit's only: on the stack
+		hit.Stub(&stub)
+		c.Route.Audit(runtime.AuditRetrieved, stub.ID, &stub, c.Caller)
+		hit.Mark(c.Route)
 	}
 	c.ReplyRaw(view)
 	return true

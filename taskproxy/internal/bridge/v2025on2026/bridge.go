@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/gate"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/jsonx"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/rpcerr"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/translate"
@@ -46,7 +47,7 @@ func New(env *wire.Env) *Bridge {
 
 // Owns reports whether r names a session the reverse bridge opened.
 func Owns(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get(upstream.HeaderSessionID), SessionPrefix)
+	return strings.HasPrefix(gate.Header(r.Header, upstream.HeaderSessionID), SessionPrefix)
 }
 
 // SessionVersion is the protocol version of every session the reverse
@@ -81,10 +82,12 @@ func (b *Bridge) Applies(x *wire.Exchange) bool {
 			return false // an answer to a task's input request: the 2025-11-25 adapter's, as for any task
 		}
 	}
-	if Owns(x.R) {
+	// Owns, and whether another session is named, from one read of the
+	// header.
+	switch sid := gate.Header(x.R.Header, upstream.HeaderSessionID); {
+	case strings.HasPrefix(sid, SessionPrefix):
 		return true
-	}
-	if x.R.Header.Get(upstream.HeaderSessionID) != "" {
+	case sid != "":
 		return false
 	}
 	if x.Msg.IsRequest() && x.Msg.Method == "initialize" {

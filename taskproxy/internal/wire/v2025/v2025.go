@@ -331,12 +331,12 @@ func CreateResult(t *task.Task) json.RawMessage {
 }
 
 func (c *call) serveGet() error {
+	if c.ServeCachedGet(runtime.WireV2025) {
+		return nil
+	}
 	id, e := c.TaskIDParam()
 	if e != nil {
 		c.Fail(e)
-		return nil
-	}
-	if c.ServeCachedGet(id, runtime.WireV2025) {
 		return nil
 	}
 	t, err := c.Runtime.Store.Get(c.R.Context(), c.Owner, id)

@@ -358,10 +358,10 @@ func Detail(t *task.Task, resultType string) Task {
 }
 
 func (c *call) serveGet() error {
-	id, _ := c.TaskIDParam()
-	if c.ServeCachedGet(id, runtime.WireV2026) {
+	if c.ServeCachedGet(runtime.WireV2026) {
 		return nil
 	}
+	id, _ := c.TaskIDParam()
 	t, err := c.Runtime.Store.Get(c.R.Context(), c.Owner, id)
 	if err != nil {
 		c.fail(c.LookupFailure(id, err))
