@@ -133,22 +133,22 @@ func RequestBytes(id json.RawMessage, method string, params any) ([]byte, error)
 			return nil, fmt.Errorf("encoding %s params: %w", method, err)
 		}
 	}
-	if data, ok := appendRequest(nil, id, method, raw); ok {
+	if data, ok := plainRequest(id, method, raw); ok {
 		return data, nil
 	}
 	return json.Marshal(Message{JSONRPC: "2.0", ID: id, Method: method, Params: raw})
 }
 
-// appendRequest appends the request json.Marshal would encode, without
-// its reflection and its second pass over params (a task's arguments,
-// which can be large): only when encoding would change none of the bytes
-// (no HTML-escaped characters, no spacing, a method that needs no
-// escapes) and id and params are valid JSON; false otherwise.
-func appendRequest(b []byte, id json.RawMessage, method string, params json.RawMessage) ([]byte, bool) {
+// plainRequest is the request json.Marshal would encode, built by
+// appending, without its reflection and its second pass over params (a
+// task's arguments, which can be large): only when encoding would change
+// none of the bytes (no HTML-escaped characters, no spacing, a method that
+// needs no escapes) and id and params are valid JSON; false otherwise.
+func plainRequest(id json.RawMessage, method string, params json.RawMessage) ([]byte, bool) {
 	if !plainRaw(id) || !plainRaw(params) || !plainName(method) {
 		return nil, false
 	}
-	b = slices.Grow(b, len(`{"jsonrpc":"2.0","id":,"method":"","params":}`)+len(id)+len(method)+len(params))
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"method":"","params":}`)+len(id)+len(method)+len(params))
 	b = append(b, `{"jsonrpc":"2.0"`...)
 	if len(id) > 0 {
 		b = append(append(b, `,"id":`...), id...)

@@ -37,7 +37,7 @@ func TestRequestBytesAsEncoded(t *testing.T) {
 			if (err != nil) != (wantErr != nil) || string(got) != string(want) {
 				t.Errorf("RequestBytes = %s, %v\nwant %s, %v", got, err, want, wantErr)
 			}
-			if _, ok := appendRequest(nil, json.RawMessage(tt.id), tt.method, json.RawMessage(tt.params)); ok != tt.appended {
+			if _, ok := plainRequest(json.RawMessage(tt.id), tt.method, json.RawMessage(tt.params)); ok != tt.appended {
 				t.Errorf("appended = %v, want %v", ok, tt.appended)
 			}
 		})
@@ -61,7 +61,7 @@ func FuzzRequestBytes(f *testing.F) {
 	f.Add(`1`, "notifications/cancelled", `{"requestId":"\u00e9\ud83d\ude00"}`)
 	f.Add(``, "x", "{\"a\":\"\xff\"}")
 	f.Fuzz(func(t *testing.T, id, method, params string) {
-		got, ok := appendRequest(nil, json.RawMessage(id), method, json.RawMessage(params))
+		got, ok := plainRequest(json.RawMessage(id), method, json.RawMessage(params))
 		if !ok {
 			return
 		}
