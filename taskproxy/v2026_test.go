@@ -2,6 +2,7 @@ package taskproxy
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -139,6 +140,139 @@ func TestV2026Validation(t *testing.T) {
 			}
 			if tt.code == jsonrpc.CodeUnsupportedProtocolVersion && !strings.Contains(string(m.Error.Data), `"requested":"2099-01-01"`) {
 				t.Errorf("-32022 data = %s", m.Error.Data)
+			}
+		})
+	}
+}
+
+// TestV2026MalformedClientCapabilities sends every request the gateway
+// answers itself on the 2026-07-28 wire with client capabilities that are
+// absent, present but not an object, or shaped against the schema where the
+// gateway reads them (extensions and the tasks extension's settings are
+// objects): an absent field is "missing", a present one of the wrong type
+// "invalid", naming the member and the object it should be, both -32602
+// with HTTP 400 and neither reaching the upstream. Well-typed capabilities
+// without the tasks extension get the -32021 instead, and an unknown
+// extension's settings are not the gateway's to judge.
+func TestV2026MalformedClientCapabilities(t *testing.T) {
+	t.Parallel()
+	g := testGateway(t, Config{Tools: map[string]task.Support{"job": task.SupportRequired}})
+	const capsField = "io.modelcontextprotocol/clientCapabilities"
+	methods := []struct {
+		method, name, params string
+	}{
+		{"tools/call", "job", `"name":"job","arguments":{}`},
+		{"tasks/get", "a", `"taskId":"a"`},
+		{"tasks/update", "a", `"taskId":"a","inputResponses":{}`},
+		{"tasks/cancel", "a", `"taskId":"a"`},
+		{"subscriptions/listen", "", `"notifications":{"taskIds":["a"]}`},
+	}
+	invalid := func(path, got string) string {
+		return "Invalid params: invalid _meta field " + capsField + path + ": expected an object, got " + got
+	}
+	tests := []struct {
+		name string
+		caps string // the _meta member's value; empty: absent
+		code int
+		msg  string // the whole message; empty: any
+	}{
+		{"absent", "", jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field " + capsField},
+		{"a string", `"tasks"`, jsonrpc.CodeInvalidParams, invalid("", "a string")},
+		{"a number", `0`, jsonrpc.CodeInvalidParams, invalid("", "a number")},
+		{"an array", `[{"extensions":{"io.modelcontextprotocol/tasks":{}}}]`, jsonrpc.CodeInvalidParams, invalid("", "an array")},
+		{"null", `null`, jsonrpc.CodeInvalidParams, invalid("", "null")},
+		{"a boolean", `true`, jsonrpc.CodeInvalidParams, invalid("", "a boolean")},
+		{"extensions a string", `{"extensions":"x"}`, jsonrpc.CodeInvalidParams, invalid(".extensions", "a string")},
+		{"extensions null", `{"extensions":null}`, jsonrpc.CodeInvalidParams, invalid(".extensions", "null")},
+		{"tasks settings a number", `{"extensions":{"io.modelcontextprotocol/tasks":5}}`, jsonrpc.CodeInvalidParams,
+			invalid(`.extensions["io.modelcontextprotocol/tasks"]`, "a number")},
+		{"tasks settings true", `{"extensions":{"io.modelcontextprotocol/tasks":true}}`, jsonrpc.CodeInvalidParams,
+			invalid(`.extensions["io.modelcontextprotocol/tasks"]`, "a boolean")},
+		{"no extensions", `{}`, jsonrpc.CodeMissingRequiredClientCapability, ""},
+		{"other extensions only", `{"extensions":{"com.example/other":{}}}`, jsonrpc.CodeMissingRequiredClientCapability, ""},
+		{"another extension's settings malformed", `{"extensions":{"com.example/other":5}}`, jsonrpc.CodeMissingRequiredClientCapability, ""},
+	}
+	for _, m := range methods {
+		for _, tt := range tests {
+			t.Run(m.method+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+				if tt.caps != "" {
+					meta += `,"` + capsField + `":` + tt.caps
+				}
+				body := `{"jsonrpc":"2.0","id":1,"method":"` + m.method + `","params":{` + m.params + `,"_meta":{` + meta + `}}}`
+				h := []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", m.method}
+				if m.name != "" {
+					h = append(h, "Mcp-Name", m.name)
+				}
+				called := false
+				next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true })
+				rec := httptest.NewRecorder()
+				if err := g.ServeHTTP(rec, post(body, h...), next); err != nil {
+					t.Fatal(err)
+				}
+				if called {
+					t.Fatal("the upstream was called")
+				}
+				var got jsonrpc.Message
+				if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Error == nil {
+					t.Fatalf("body %s is not a JSON-RPC error", rec.Body)
+				}
+				if rec.Code != http.StatusBadRequest || got.Error.Code != tt.code || tt.msg != "" && got.Error.Message != tt.msg {
+					t.Errorf("HTTP %d %d %q, want 400 %d %q", rec.Code, got.Error.Code, got.Error.Message, tt.code, tt.msg)
+				}
+			})
+		}
+	}
+}
+
+// TestV2026MalformedCapabilitiesPassOn: a call of a tool that may run
+// without a task, with malformed client capabilities, is the upstream's to
+// judge: it passes on, and a tasks extension entry that is not an object
+// is taken out first, so that an upstream that runs tasks itself cannot
+// take it for a declaration the gateway did not accept. Well-typed
+// capabilities that declare the extension still make the call the
+// gateway's.
+func TestV2026MalformedCapabilitiesPassOn(t *testing.T) {
+	t.Parallel()
+	g := testGateway(t, Config{Tools: map[string]task.Support{"job": task.SupportOptional}})
+	tests := []struct {
+		name, caps, wantCaps string
+	}{
+		{"tasks settings a number", `{"extensions":{"io.modelcontextprotocol/tasks":5,"com.example/other":{}}}`, `{"extensions":{"com.example/other":{}}}`},
+		{"extensions a string", `{"extensions":"x"}`, `{"extensions":"x"}`},
+		{"null", `null`, `null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"job","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tt.caps + `}}}`
+			var seen []byte
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen, _ = io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"the upstream's"}}`)
+			})
+			rec := httptest.NewRecorder()
+			if err := g.ServeHTTP(rec, post(body, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "job"), next); err != nil {
+				t.Fatal(err)
+			}
+			if seen == nil {
+				t.Fatalf("the upstream was not called; the gateway answered HTTP %d %s", rec.Code, rec.Body)
+			}
+			var m struct {
+				Params struct {
+					Meta map[string]json.RawMessage `json:"_meta"`
+				} `json:"params"`
+			}
+			if err := json.Unmarshal(seen, &m); err != nil {
+				t.Fatalf("the upstream got %s: %v", seen, err)
+			}
+			if got := string(m.Params.Meta["io.modelcontextprotocol/clientCapabilities"]); got != tt.wantCaps {
+				t.Errorf("the upstream got client capabilities %s, want %s", got, tt.wantCaps)
+			}
+			if !strings.Contains(rec.Body.String(), "the upstream's") {
+				t.Errorf("the client got HTTP %d %s, want the upstream's answer", rec.Code, rec.Body)
 			}
 		})
 	}

@@ -62,7 +62,10 @@ func (c *call) serveToolsCall() error {
 			c.fail(e)
 			return nil
 		}
-		return c.Pass() // malformed for this wire, no task of the gateway's: the upstream's to judge
+		// Malformed for this wire, no task of the gateway's: the
+		// upstream's to judge, without a tasks extension entry (one not
+		// an object) it could take for a declaration.
+		return c.passWithoutTasks()
 	}
 	declared := meta.DeclaresTasks()
 	if !declared {

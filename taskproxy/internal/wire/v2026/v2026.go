@@ -137,10 +137,68 @@ func ReadRequestMeta(params json.RawMessage) (RequestMeta, *jsonrpc.Error) {
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required params._meta")
 	case m.Meta.Version == nil:
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", wire.MetaProtocolVersion)
-	case len(m.Meta.Capabilities) == 0 || m.Meta.Capabilities[0] != '{':
+	case len(m.Meta.Capabilities) == 0:
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", wire.MetaClientCapabilities)
 	}
+	if e := checkCapabilities(m.Meta.Capabilities); e != nil {
+		return RequestMeta{}, e
+	}
 	return RequestMeta{Version: *m.Meta.Version, Capabilities: m.Meta.Capabilities}, nil
+}
+
+// checkCapabilities checks the shape of the client capabilities as far as
+// the gateway reads them: an object, whose extensions, when present, are an
+// object, whose tasks extension entry, when present, is an object (the
+// schema types every extension's settings as one; the others are the
+// upstream's to judge). A value of another type, null too, is malformed:
+// the -32602 of a missing field, with its own message, and never taken for
+// "not declared", whose -32021 would ask the client to declare what it
+// believes it has declared.
+func checkCapabilities(caps json.RawMessage) *jsonrpc.Error {
+	if kind := jsonKind(caps); kind != kindObject {
+		return invalidCapabilities("", kind)
+	}
+	ext, ok := jsonx.Get(caps, "extensions")
+	if !ok {
+		return nil
+	}
+	if kind := jsonKind(ext); kind != kindObject {
+		return invalidCapabilities(".extensions", kind)
+	}
+	if settings, ok := jsonx.Get(ext, wire.ExtensionTasks); ok {
+		if kind := jsonKind(settings); kind != kindObject {
+			return invalidCapabilities(`.extensions["`+wire.ExtensionTasks+`"]`, kind)
+		}
+	}
+	return nil
+}
+
+// invalidCapabilities is the -32602 of client capabilities whose member at
+// path (empty: the capabilities themselves) is not an object.
+func invalidCapabilities(path, kind string) *jsonrpc.Error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid _meta field %s%s: expected an object, got %s",
+		wire.MetaClientCapabilities, path, kind)
+}
+
+const kindObject = "an object"
+
+// jsonKind names the type of the valid JSON value raw, with its article.
+func jsonKind(raw []byte) string {
+	if i := jsonx.SkipSpace(raw, 0); i < len(raw) {
+		switch raw[i] {
+		case '{':
+			return kindObject
+		case '[':
+			return "an array"
+		case '"':
+			return "a string"
+		case 'n':
+			return "null"
+		case 't', 'f':
+			return "a boolean"
+		}
+	}
+	return "a number"
 }
 
 // Valid is valid for x, a request another package answers (the version
