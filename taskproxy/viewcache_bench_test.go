@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,15 +75,6 @@ func (m cpuMeter) report(b *testing.B, n int) {
 	if n > 0 {
 		b.ReportMetric(float64(cpuUsed(b)-m.start)/float64(n), "cpu-ns/op")
 	}
-}
-
-func cpuUsed(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // reusedRequest is a request served again and again, its body read anew

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,16 +25,6 @@ func benchTask() *task.Task {
 	t := testTask("anonymous", time.Now())
 	t.Params = json.RawMessage(`{"name":"slow_compute","arguments":{"seconds":1,"label":"x"}}`)
 	return t
-}
-
-// processCPU is the CPU time (user and system) of this process so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkStoreCreateConcurrent is durable creation by 64 concurrent

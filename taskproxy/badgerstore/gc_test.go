@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -25,11 +24,7 @@ func vlogDiskBytes(t *testing.T, dir string) int64 {
 		if err != nil {
 			continue // deleted by GC meanwhile
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			n += st.Blocks * 512
-		} else {
-			n += fi.Size()
-		}
+		n += allocated(fi)
 	}
 	return n
 }

@@ -50,7 +50,7 @@ func TestWriterDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return c.Control(func(fd uintptr) { _ = setReceiveBuffer(fd, 4096) })
 	}}
 	conn, err := d.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {

@@ -170,7 +170,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
-		if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+		if err := c.Control(func(fd uintptr) { serr = setReceiveBuffer(fd, 4096) }); err != nil {
 			return err
 		}
 		return serr
