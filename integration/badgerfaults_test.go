@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 import (
@@ -32,22 +34,6 @@ task_after 300ms
 max_active_per_principal 1000
 rate_limit 1000
 `
-
-// mountFS mounts a filesystem for the test (mount's arguments before the
-// mount point) and unmounts it at the end; it skips the test when this
-// machine does not let it mount.
-func mountFS(t *testing.T, args ...string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("mounting a filesystem for the store needs root (uid %d)", os.Geteuid())
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", append(args, dir)...).CombinedOutput(); err != nil {
-		t.Skipf("this machine does not let the test mount a filesystem (mount %s: %v %s)", strings.Join(args, " "), err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
 
 // TestBadgerDiskFull: the store's filesystem (a 160 MiB tmpfs) fills up
 // while tasks run, and is given space after diskFaultFor.

@@ -94,9 +94,9 @@ func dialRaw(t *testing.T, addr string, rcvbuf int) net.Conn {
 			var serr error
 			err := c.Control(func(fd uintptr) {
 				// A port of an earlier connection may be in TIME_WAIT.
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				serr = setSocketOption(fd, syscall.SO_REUSEADDR, 1)
 				if serr == nil && rcvbuf > 0 {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+					serr = setSocketOption(fd, syscall.SO_RCVBUF, rcvbuf)
 				}
 			})
 			if err != nil {

@@ -119,7 +119,7 @@ http://:%s {
 	}
 
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return rc.Control(func(fd uintptr) { _ = setSocketOption(fd, syscall.SO_RCVBUF, 4096) })
 	}}
 	conn, err := d.Dial("tcp", gw.addr)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/auth"
@@ -148,9 +147,7 @@ func diskUsage(dir string) int64 {
 		if err != nil {
 			return nil //nolint:nilerr // a file removed meanwhile counts nothing
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		}
+		total += allocated(info)
 		return nil
 	})
 	return total

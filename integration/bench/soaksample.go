@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -210,9 +209,7 @@ func dirSize(dir string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		}
+		total += allocated(info)
 		return nil
 	})
 	if err != nil {
