@@ -14,10 +14,19 @@ import (
 // _meta lacks the client capabilities, a required field (-32602, HTTP 400).
 const noClientCaps = "Invalid params: missing required _meta field io.modelcontextprotocol/clientCapabilities"
 
+// badClientCaps is its refusal of client capabilities that are there but
+// not shaped as the schema types them (-32602, HTTP 400): the member, what
+// it should be and what it is.
+func badClientCaps(member, got string) string {
+	return "Invalid params: invalid _meta field io.modelcontextprotocol/clientCapabilities" + member + ": expected an object, got " + got
+}
+
 // TestV2026MissingClientCapabilities sends every request the gateway
 // answers itself on the 2026-07-28 wire without
-// io.modelcontextprotocol/clientCapabilities in its _meta, through the real
-// Caddy: each gets the same -32602 and message, a call of a tool that runs
+// io.modelcontextprotocol/clientCapabilities in its _meta, and with ones
+// that are malformed (not an object, or extensions or the tasks extension's
+// settings not one), through the real Caddy: each gets -32602 and the
+// message of its case ("missing" or "invalid"), a call of a tool that runs
 // only as a task too (it never reaches the upstream), and the task named
 // is left as it was. A call of another tool, which could not become a task
 // without the extension declared, is the upstream's to judge: it passes
@@ -34,10 +43,15 @@ func TestV2026MissingClientCapabilities(t *testing.T) {
 	}
 	calls := rec.count("tools/call")
 
-	// post sends a 2026-07-28 request whose _meta has only its version.
-	post := func(t *testing.T, method, name string, params map[string]any) (int, *jsonrpc.Message) {
+	// post sends a 2026-07-28 request whose _meta has its version and the
+	// client capabilities caps (none when nil).
+	post := func(t *testing.T, method, name string, params map[string]any, caps json.RawMessage) (int, *jsonrpc.Message) {
 		t.Helper()
-		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+		meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+		if caps != nil {
+			meta["io.modelcontextprotocol/clientCapabilities"] = caps
+		}
+		params["_meta"] = meta
 		body, err := jsonrpc.RequestBytes(json.RawMessage("1"), method, params)
 		if err != nil {
 			t.Fatal(err)
@@ -66,27 +80,43 @@ func TestV2026MissingClientCapabilities(t *testing.T) {
 		return resp.StatusCode, &m
 	}
 
-	for _, tt := range []struct {
+	methods := []struct {
 		method, name string
-		params       map[string]any
+		params       func() map[string]any
 	}{
-		{"tasks/get", id, map[string]any{"taskId": id}},
-		{"tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{}}},
-		{"tasks/cancel", id, map[string]any{"taskId": id}},
-		{"subscriptions/listen", "", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}},
-		{"tools/call", "failing_job", map[string]any{"name": "failing_job", "arguments": map[string]any{}}},
+		{"tasks/get", id, func() map[string]any { return map[string]any{"taskId": id} }},
+		{"tasks/update", id, func() map[string]any { return map[string]any{"taskId": id, "inputResponses": map[string]any{}} }},
+		{"tasks/cancel", id, func() map[string]any { return map[string]any{"taskId": id} }},
+		{"subscriptions/listen", "", func() map[string]any { return map[string]any{"notifications": map[string]any{"taskIds": []string{id}}} }},
+		{"tools/call", "failing_job", func() map[string]any { return map[string]any{"name": "failing_job", "arguments": map[string]any{}} }},
+	}
+	const tasksSettings = `.extensions["io.modelcontextprotocol/tasks"]`
+	for _, c := range []struct {
+		name string
+		caps json.RawMessage
+		want string
+	}{
+		{"absent", nil, noClientCaps},
+		{"a string", json.RawMessage(`"tasks"`), badClientCaps("", "a string")},
+		{"a number", json.RawMessage(`1`), badClientCaps("", "a number")},
+		{"an array", json.RawMessage(`[]`), badClientCaps("", "an array")},
+		{"null", json.RawMessage(`null`), badClientCaps("", "null")},
+		{"extensions a string", json.RawMessage(`{"extensions":"x"}`), badClientCaps(".extensions", "a string")},
+		{"tasks settings a number", json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":5}}`), badClientCaps(tasksSettings, "a number")},
 	} {
-		t.Run(tt.method, func(t *testing.T) {
-			t.Parallel()
-			status, m := post(t, tt.method, tt.name, tt.params)
-			if status != http.StatusBadRequest || m.Error.Code != jsonrpc.CodeInvalidParams || m.Error.Message != noClientCaps {
-				t.Errorf("HTTP %d %d %q, want 400 %d %q", status, m.Error.Code, m.Error.Message, jsonrpc.CodeInvalidParams, noClientCaps)
-			}
-		})
+		for _, tt := range methods {
+			t.Run(c.name+"/"+tt.method, func(t *testing.T) {
+				t.Parallel()
+				status, m := post(t, tt.method, tt.name, tt.params(), c.caps)
+				if status != http.StatusBadRequest || m.Error.Code != jsonrpc.CodeInvalidParams || m.Error.Message != c.want {
+					t.Errorf("HTTP %d %d %q, want 400 %d %q", status, m.Error.Code, m.Error.Message, jsonrpc.CodeInvalidParams, c.want)
+				}
+			})
+		}
 	}
 	t.Run("tools/call of a tool that may run without a task", func(t *testing.T) {
 		t.Parallel()
-		if _, m := post(t, "tools/call", "slow_compute", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1}}); m.Error.Code != jsonrpc.CodeInvalidParams {
+		if _, m := post(t, "tools/call", "slow_compute", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 1}}, nil); m.Error.Code != jsonrpc.CodeInvalidParams {
 			t.Errorf("the upstream's answer: %d %q, want its -32602", m.Error.Code, m.Error.Message)
 		}
 	})
