@@ -36,7 +36,7 @@ func TestV2026MissingClientCapabilities(t *testing.T) {
 	_, rec, upAddr := recordedUpstream(t)
 	gw := startGateway(t, gatewayOptions{Upstream: upAddr, Directives: "task_after 200ms\ntool failing_job required\ntool slow_compute optional"})
 	mc := newV2026Client(t, gw.URL, true)
-	created := mc.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 60, "label": "caps"}})
+	created := mc.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 3600, "label": "caps"}}) // cancelled at the end; the subtests may wait long for a turn in a busy run
 	id := str(created["taskId"])
 	if str(created["resultType"]) != "task" || id == "" {
 		t.Fatalf("the call answered %v, want a task", created)
