@@ -233,6 +233,8 @@ func (p *caddyProc) allocated() (objects, bytes uint64, err error) {
 // (mapped files).
 type heldMemory struct {
 	heap, anon, file int64 // bytes
+	// stacks is the goroutines' stacks (memstats' StackInuse).
+	stacks int64
 }
 
 // memoryNow forces a garbage collection through the admin endpoint (a
@@ -265,12 +267,12 @@ func (p *caddyProc) memoryNow(dir, name string) (heldMemory, error) {
 		return m, fmt.Errorf("reading Caddy's memstats: %w", err)
 	}
 	var vars struct {
-		Memstats struct{ HeapAlloc int64 } `json:"memstats"`
+		Memstats struct{ HeapAlloc, StackInuse int64 } `json:"memstats"`
 	}
 	if err := json.Unmarshal(data, &vars); err != nil {
 		return m, fmt.Errorf("reading Caddy's memstats: %w", err)
 	}
 	rss, anon := memory(p.cmd.Process.Pid)
-	m.heap, m.anon, m.file = vars.Memstats.HeapAlloc, anon, rss-anon
+	m.heap, m.anon, m.file, m.stacks = vars.Memstats.HeapAlloc, anon, rss-anon, vars.Memstats.StackInuse
 	return m, nil
 }

@@ -391,8 +391,8 @@ func runningCurve(cfg config, sizes []int, tr upstreamTransport) ([]row, error) 
 	}
 	defer up.srv.Close()
 	type point struct {
-		n                int
-		bytesPer, gorPer float64
+		n int
+		runningFigures
 	}
 	var points []point
 	for _, n := range sizes {
@@ -403,19 +403,19 @@ func runningCurve(cfg config, sizes []int, tr upstreamTransport) ([]row, error) 
 		if err != nil {
 			return nil, err
 		}
-		pt, err := runningPoint(cfg, p, up, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), n)
+		pt, err := runningPoint(cfg, p, up, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), n, strings.ReplaceAll(tr.name, "/", ""))
 		p.stop()
 		if err != nil {
 			return nil, err
 		}
-		points = append(points, point{n: n, bytesPer: pt.bytesPer, gorPer: pt.gorPer})
+		points = append(points, point{n: n, runningFigures: pt})
 	}
 	var rows []row
 	minGor, maxGor := points[0].gorPer, points[0].gorPer
 	for _, pt := range points {
 		rows = append(rows, row{
 			measure: fmt.Sprintf("running curve, upstream over %s: %d tasks running at once (an upstream call that lasts), Caddy's growth per running task", tr.name, pt.n),
-			result:  fmt.Sprintf("%.1f KiB resident, %.2f goroutines", pt.bytesPer/1024, pt.gorPer),
+			result:  fmt.Sprintf("%.1f KiB resident (live heap %.1f KiB, goroutine stacks %.1f KiB), %.2f goroutines", pt.bytesPer/1024, pt.heapPer/1024, pt.stackPer/1024, pt.gorPer),
 			target:  "≤ 16 KiB", met: pt.bytesPer <= 16<<10,
 		})
 		minGor, maxGor = min(minGor, pt.gorPer), max(maxGor, pt.gorPer)
@@ -428,11 +428,13 @@ func runningCurve(cfg config, sizes []int, tr upstreamTransport) ([]row, error) 
 	}), nil
 }
 
-type runningFigures struct{ bytesPer, gorPer float64 }
+// runningFigures are a running point's growth per task: resident bytes,
+// of which live heap and goroutine stacks, and goroutines.
+type runningFigures struct{ bytesPer, heapPer, stackPer, gorPer float64 }
 
 // runningPoint starts n hold tasks on the Caddy p serves at url, waits
 // until the upstream holds every call, and returns the growth per task.
-func runningPoint(cfg config, p *caddyProc, up *trivialUpstream, url string, n int) (runningFigures, error) {
+func runningPoint(cfg config, p *caddyProc, up *trivialUpstream, url string, n int, transport string) (runningFigures, error) {
 	c := newClient(64)
 	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
 	for range 100 {
@@ -440,7 +442,8 @@ func runningPoint(cfg config, p *caddyProc, up *trivialUpstream, url string, n i
 			return runningFigures{}, fmt.Errorf("warming up: %w", err)
 		}
 	}
-	if _, err := p.memoryNow("", ""); err != nil {
+	before, err := p.memoryNow("", "")
+	if err != nil {
 		return runningFigures{}, err
 	}
 	baseRSS, baseGor := p.rss(), goroutines(p)
@@ -486,14 +489,16 @@ func runningPoint(cfg config, p *caddyProc, up *trivialUpstream, url string, n i
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := p.memoryNow(cfg.profiles, fmt.Sprintf("running-%d-heap", n)); err != nil {
+	after, err := p.memoryNow(cfg.profiles, fmt.Sprintf("running-%s-%d-heap", transport, n))
+	if err != nil {
 		return runningFigures{}, err
 	}
 	rss, gor := p.rss(), goroutines(p)
 	if cfg.profiles != "" {
-		saveGoroutines(p, filepath.Join(cfg.profiles, fmt.Sprintf("running-%d-goroutines.txt", n)))
+		saveGoroutines(p, filepath.Join(cfg.profiles, fmt.Sprintf("running-%s-%d-goroutines.txt", transport, n)))
 	}
-	return runningFigures{bytesPer: float64(rss-baseRSS) / float64(n), gorPer: float64(gor-baseGor) / float64(n)}, nil
+	per := func(a, b int64) float64 { return float64(b-a) / float64(n) }
+	return runningFigures{bytesPer: per(baseRSS, rss), heapPer: per(before.heap, after.heap), stackPer: per(before.stacks, after.stacks), gorPer: per(int64(baseGor), int64(gor))}, nil
 }
 
 // goroutines reads how many goroutines Caddy runs, from its admin

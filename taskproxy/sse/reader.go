@@ -41,12 +41,8 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 
 // Reader reads events from a text/event-stream body.
 type Reader struct {
-	sc    *bufio.Scanner
-	raw   bytes.Buffer
-	limit int
-	// started is set once the first line is read: a byte order mark is
-	// ignored only at the start of the stream.
-	started bool
+	sc *bufio.Scanner
+	d  lineDecoder
 }
 
 // NewReader returns a reader of the events in r, each at most MaxEvent bytes.
@@ -60,76 +56,126 @@ func NewLimitedReader(r io.Reader, limit int) *Reader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), MaxEvent)
 	sc.Split(scanLines)
-	return &Reader{sc: sc, limit: min(limit, MaxEvent)}
+	return &Reader{sc: sc, d: lineDecoder{limit: min(limit, MaxEvent)}}
 }
 
 // Next returns the next event, or io.EOF at a clean end of stream. Comment-only
 // blocks come back as events without data, so that they can be relayed.
 // A stream that ends in the middle of an event yields io.ErrUnexpectedEOF.
 func (s *Reader) Next() (*Event, error) {
-	s.raw.Reset()
-	var ev Event
-	var data strings.Builder
-	pending := false
-	size := 0 // of the event so far; past the limit it is counted, not kept
 	for s.sc.Scan() {
-		line := s.sc.Bytes()
-		if !s.started {
-			s.started = true
-			line = bytes.TrimPrefix(line, utf8BOM)
-		}
-		size += len(line) + 1
-		if size <= s.limit {
-			s.raw.Write(line)
-			s.raw.WriteByte('\n')
-		}
-		if len(line) == 0 {
-			if !pending {
-				s.raw.Reset()
-				size = 0
-				continue
-			}
-			if size > s.limit {
-				return nil, &TooLargeError{Size: int64(size), Limit: int64(s.limit)}
-			}
-			ev.Data = data.String()
-			ev.Raw = bytes.Clone(s.raw.Bytes())
-			return &ev, nil
-		}
-		pending = true
-		if size > s.limit {
-			continue
-		}
-		field, value := parseLine(line)
-		switch field {
-		case "data":
-			if ev.HasData {
-				data.WriteByte('\n')
-			}
-			data.WriteString(value)
-			ev.HasData = true
-		case "event":
-			ev.Type = value
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				ev.ID, ev.HasID = value, true
-			}
-		case "retry":
-			if isASCIIDigits(value) {
-				ev.Retry = value
-			}
+		if ev, err := s.d.line(s.sc.Bytes()); ev != nil || err != nil {
+			return ev, err
 		}
 	}
 	if err := s.sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading event stream: %w", err)
 	}
-	if pending && size > s.limit {
-		return nil, &TooLargeError{Size: int64(size), Limit: int64(s.limit)}
+	return nil, s.d.end()
+}
+
+// lineDecoder is the event-stream rules applied line by line: what Reader
+// (which pulls lines) and Decoder (which is handed bytes) share.
+type lineDecoder struct {
+	limit int
+	// started is set once the first line is read: a byte order mark is
+	// ignored only at the start of the stream.
+	started bool
+
+	// The event so far.
+	ev      Event
+	data    strings.Builder
+	raw     bytes.Buffer
+	pending bool // a line of it was read
+	size    int  // its bytes; past the limit they are counted, not kept
+}
+
+// line takes the next line of the stream, without its terminator, and
+// returns the event it completes, if any.
+func (d *lineDecoder) line(line []byte) (*Event, error) {
+	if !d.started {
+		d.started = true
+		line = bytes.TrimPrefix(line, utf8BOM)
 	}
-	if pending {
-		return nil, io.ErrUnexpectedEOF
+	d.size += len(line) + 1
+	if d.size <= d.limit {
+		d.raw.Write(line)
+		d.raw.WriteByte('\n')
 	}
-	return nil, io.EOF
+	if len(line) == 0 {
+		if !d.pending {
+			d.raw.Reset()
+			d.size = 0
+			return nil, nil
+		}
+		defer d.reset()
+		if d.size > d.limit {
+			return nil, &TooLargeError{Size: int64(d.size), Limit: int64(d.limit)}
+		}
+		ev := d.ev
+		ev.Data = d.data.String()
+		ev.Raw = bytes.Clone(d.raw.Bytes())
+		return &ev, nil
+	}
+	d.pending = true
+	if d.size > d.limit {
+		return nil, nil
+	}
+	field, value := parseLine(line)
+	switch field {
+	case "data":
+		if d.ev.HasData {
+			d.data.WriteByte('\n')
+		}
+		d.data.WriteString(value)
+		d.ev.HasData = true
+	case "event":
+		d.ev.Type = value
+	case "id":
+		if !strings.ContainsRune(value, 0) {
+			d.ev.ID, d.ev.HasID = value, true
+		}
+	case "retry":
+		if isASCIIDigits(value) {
+			d.ev.Retry = value
+		}
+	}
+	return nil, nil
+}
+
+// counted takes a line of n bytes that is past the limit: only its size
+// matters, the event being too large already.
+func (d *lineDecoder) counted(n int) {
+	d.started = true
+	d.size += n + 1
+	d.pending = true
+}
+
+// overLimit reports whether a line of n bytes more would be past the limit
+// whatever it holds (a byte order mark it might start with included).
+func (d *lineDecoder) overLimit(n int) bool {
+	return d.size+n+1 > d.limit+len(utf8BOM)
+}
+
+// end is the end of the stream: io.EOF between events,
+// io.ErrUnexpectedEOF (or a *TooLargeError) within one.
+func (d *lineDecoder) end() error {
+	defer d.reset()
+	switch {
+	case d.pending && d.size > d.limit:
+		return &TooLargeError{Size: int64(d.size), Limit: int64(d.limit)}
+	case d.pending:
+		return io.ErrUnexpectedEOF
+	}
+	return io.EOF
+}
+
+// reset starts a new event.
+func (d *lineDecoder) reset() {
+	d.ev = Event{}
+	d.data.Reset()
+	d.raw.Reset()
+	d.pending, d.size = false, 0
 }
 
 // isASCIIDigits reports whether s is one or more of the digits 0-9, the

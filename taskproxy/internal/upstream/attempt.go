@@ -16,12 +16,17 @@ import (
 )
 
 // An attempt is one upstream tools/call in flight. A pump goroutine sends
-// the call through the next handler and turns its answer into events; whoever
-// holds the attempt consumes them: the client's request while a 2026-07-28
-// call may still finish before task_after, then the task's worker. The final
-// event is the answer or the failure; after it the channel closes.
+// the call through the next handler, which writes the answer to a writer
+// that turns it into events as it comes; whoever holds the attempt
+// consumes them: the client's request while a 2026-07-28 call may still
+// finish before task_after, then the task's worker. The final event is the
+// answer or the failure; after it the channel closes.
 type Attempt struct {
 	Events <-chan Event
+	// done is the attempt's context's: once it is closed no event comes
+	// any more, whether or not the handler has returned yet.
+	done  <-chan struct{}
+	cause func() error
 }
 
 // Event is one thing the upstream said, or the end of the call.
@@ -60,9 +65,10 @@ func (e Event) Last() bool { return e.Final != nil || e.Err != nil }
 // event and true. When the channel tick returns fires first it returns
 // false, and the caller may call again; no event is lost. tick is asked
 // again after each event, since on may arm a timer; a nil tick, or a nil
-// channel, never fires. A channel closed without a last event (the pump
-// stops so only when ctx ended) reads as a last event with ctx's cause. A
-// nil on keeps nothing.
+// channel, never fires. A channel closed without a last event, or the
+// attempt's context ending (the pump sends nothing more then), reads as a
+// last event with the cause of the context: of ctx, or of the attempt's
+// when ctx has none. A nil on keeps nothing.
 func (a *Attempt) Until(ctx context.Context, tick func() <-chan time.Time, on func(Event) bool) (Event, bool) {
 	for {
 		var fired <-chan time.Time
@@ -72,15 +78,25 @@ func (a *Attempt) Until(ctx context.Context, tick func() <-chan time.Time, on fu
 		select {
 		case ev, ok := <-a.Events:
 			if !ok {
-				return Event{Err: context.Cause(ctx)}, true
+				return Event{Err: a.endCause(ctx)}, true
 			}
 			if ev.Last() || (on != nil && on(ev)) {
 				return ev, true
 			}
+		case <-a.done:
+			return Event{Err: a.endCause(ctx)}, true
 		case <-fired:
 			return Event{}, false
 		}
 	}
+}
+
+// endCause is why the attempt ended without a last event.
+func (a *Attempt) endCause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil || a.cause == nil {
+		return err
+	}
+	return a.cause()
 }
 
 // StartAttempt sends body, a tools/call with upstreamID, through next on
@@ -98,81 +114,93 @@ func StartAttempt(ctx context.Context, base *http.Request, next http.Handler, up
 	}
 	runners.Run(ctx, func() {
 		defer close(events)
-		resp, err := Call(next, NewRequest(ctx, base, body))
-		if err != nil {
-			send(Event{Err: fmt.Errorf("calling the upstream: %w", err)})
-			return
+		if err := pump(ctx, base, next, upstreamID, body, send); err != nil {
+			send(Event{Err: err})
 		}
-		answered := false
-		handle := func(m *jsonrpc.Message) (bool, error) {
-			switch {
-			case m.IsResponse() && SameID(m.ID, upstreamID):
-				answered = true
-				send(Event{Final: m, Head: &Head{Status: resp.Status, Header: resp.Header}})
-				return true, nil
-			case m.IsRequest():
-				return !send(Event{Request: m}), nil
-			case m.IsNotification():
-				return !send(Event{Notification: m}), nil
-			}
-			return false, nil
-		}
-		var pos StreamPosition
-		for resumes := 0; ; resumes++ {
-			if resp.Status < 200 || resp.Status > 299 {
-				// An HTTP error with a JSON-RPC body is the upstream's answer.
-				data, _ := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPFailureBody+1))
-				FinishBody(resp.Body, 2*time.Second)
-				if ctx.Err() != nil {
-					// Unless the call was cancelled (shutdown, lost lease,
-					// cancelled or expired task) before it came: then it is
-					// what the next handler made of the abort (a proxy
-					// answers 502), and the task is the cancellation's to
-					// settle, not failed with the 502.
-					send(Event{Err: fmt.Errorf("the upstream call was interrupted (HTTP %d): %w", resp.Status, context.Cause(ctx))})
-					return
-				}
-				head := &Head{Status: resp.Status, Header: resp.Header}
-				if len(data) <= MaxHTTPFailureBody {
-					head.Body = data
-				}
-				e := DescribeHTTPFailure(resp.Status, data)
-				send(Event{Final: &jsonrpc.Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, Head: head})
-				return
-			}
-			err = ReadMessages(resp, &pos, MaxResultOf(ctx), handle)
-			FinishBody(resp.Body, 2*time.Second)
-			if answered {
-				return
-			}
-			if !resumable(err, &pos, base) || resumes == maxResumes || ctx.Err() != nil {
-				break
-			}
-			// A 2025-11-25 server may end a stream after an event with an
-			// id and expect the client to resume it with GET and
-			// Last-Event-ID, after the retry delay it gave.
-			select {
-			case <-time.After(pos.Retry):
-			case <-ctx.Done():
-				send(Event{Err: context.Cause(ctx)})
-				return
-			}
-			if resp, err = Call(next, newResumeRequest(ctx, base, pos.LastID)); err != nil {
-				send(Event{Err: fmt.Errorf("resuming the upstream stream: %w", err)})
-				return
-			}
-		}
-		switch {
-		case ctx.Err() != nil:
-			// The gateway ended the call: its stream ends cleanly then
-			// (see endCause), and the reason is the cancellation's.
-			err = context.Cause(ctx)
-		case err == nil || errors.Is(err, io.EOF):
-			err = errors.New("the upstream ended its answer without a response to the call")
-		}
-		send(Event{Err: err})
 	})
-	return &Attempt{Events: events}
+	return &Attempt{Events: events, done: ctx.Done(), cause: func() error { return context.Cause(ctx) }}
+}
+
+// pump runs the call through next on this goroutine, sending each event of
+// its answer, and returns the error that ends it without a final event.
+func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID json.RawMessage, body []byte, send func(Event) bool) error {
+	var (
+		pos      StreamPosition
+		answered bool
+		w        *answerWriter
+	)
+	handle := func(m *jsonrpc.Message) (bool, error) {
+		switch {
+		case m.IsResponse() && SameID(m.ID, upstreamID):
+			answered = true
+			send(Event{Final: m, Head: &Head{Status: w.status, Header: w.sent}})
+			return true, nil
+		case m.IsRequest():
+			return !send(Event{Request: m}), nil
+		case m.IsNotification():
+			return !send(Event{Notification: m}), nil
+		}
+		return false, nil
+	}
+	req, calling := NewRequest(ctx, base, body), "calling the upstream"
+	var err error
+	for resumes := 0; ; resumes++ {
+		w = newAnswerWriter(req, MaxResultOf(ctx), &pos, handle)
+		handlerErr := ServeNextRecovering(next, w, req)
+		ReleaseRequest(req) // which cancels req's context: the attempt's tells why the call ended
+		if w.status == 0 {
+			switch {
+			case ctx.Err() != nil:
+				handlerErr = context.Cause(ctx)
+			case handlerErr == nil:
+				handlerErr = errors.New("the next handler wrote no response")
+			}
+			return fmt.Errorf("%s: calling upstream: %w", calling, handlerErr)
+		}
+		if w.kind == answerFailure {
+			// An HTTP error with a JSON-RPC body is the upstream's answer.
+			if ctx.Err() != nil {
+				// Unless the call was cancelled (shutdown, lost lease,
+				// cancelled or expired task) before it came: then it is
+				// what the next handler made of the abort (a proxy
+				// answers 502), and the task is the cancellation's to
+				// settle, not failed with the 502.
+				return fmt.Errorf("the upstream call was interrupted (HTTP %d): %w", w.status, context.Cause(ctx))
+			}
+			head := &Head{Status: w.status, Header: w.sent}
+			if len(w.body) <= MaxHTTPFailureBody {
+				head.Body = w.body
+			}
+			e := DescribeHTTPFailure(w.status, w.body)
+			send(Event{Final: &jsonrpc.Message{JSONRPC: "2.0", ID: upstreamID, Error: e}, Head: head})
+			return nil
+		}
+		err = w.end(handlerErr)
+		if answered {
+			return nil
+		}
+		if !resumable(err, &pos, base) || resumes == maxResumes || ctx.Err() != nil {
+			break
+		}
+		// A 2025-11-25 server may end a stream after an event with an
+		// id and expect the client to resume it with GET and
+		// Last-Event-ID, after the retry delay it gave.
+		select {
+		case <-time.After(pos.Retry):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		req, calling = newResumeRequest(ctx, base, pos.LastID), "resuming the upstream stream"
+	}
+	switch {
+	case ctx.Err() != nil:
+		// The gateway ended the call: its stream ends cleanly then
+		// (see endCause), and the reason is the cancellation's.
+		return context.Cause(ctx)
+	case err == nil || errors.Is(err, io.EOF):
+		return errors.New("the upstream ended its answer without a response to the call")
+	}
+	return err
 }
 
 // maxResumes bounds how often one call's stream is resumed.

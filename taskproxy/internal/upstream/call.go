@@ -209,7 +209,9 @@ func ReleaseRequest(req *http.Request) {
 }
 
 // Call sends req through next on a goroutine of runners and returns as
-// soon as the answer's head is written. Cancelling req's context ends the
+// soon as the answer's head is written; the body is read through a pipe.
+// (An attempt, which holds its call for a task's whole run, decodes its
+// answer on the handler's goroutine instead: answerWriter.) Cancelling req's context ends the
 // call; closing the body stops reading it.
 func Call(next http.Handler, req *http.Request) (*Response, error) {
 	pr, pw := io.Pipe()

@@ -4,7 +4,11 @@
 // answer, JSON or an event stream, message by message within a size limit;
 // and an Attempt, one tools/call in flight, whose events (notifications,
 // requests the upstream sends, the final answer or the failure) its holder
-// consumes. A 2025-11-25 stream that ends after an event with an id is
+// consumes. An attempt decodes its answer as the next handler writes it, on
+// the handler's goroutine (answerWriter): a task's call in flight holds
+// that one goroutine besides its worker. Other requests (probes,
+// cancellations, answers to the upstream's requests) read theirs through
+// Call's pipe. A 2025-11-25 stream that ends after an event with an id is
 // resumed with GET and Last-Event-ID, as that version allows.
 //
 // It also names the MCP transport's header fields. It knows nothing of
