@@ -154,7 +154,7 @@ func ExampleDecoder() {
 	for _, piece := range []string{"id: 7\nda", "ta: {\"jsonrpc\":", "\"2.0\"}\n", "\n"} {
 		_ = d.Write([]byte(piece), emit)
 	}
-	fmt.Println(d.End(emit) == io.EOF)
+	fmt.Println(errors.Is(d.End(emit), io.EOF))
 	// Output:
 	// id "7" data "{\"jsonrpc\":\"2.0\"}"
 	// true
