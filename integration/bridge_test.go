@@ -253,7 +253,13 @@ func TestBridgeTSEverything(t *testing.T) {
 		solo := newBridgeClient(t, gw.URL, hmacToken(t, "carol", "t1"), false)
 		solo.ok("tools/list", nil)
 		re := regexp.MustCompile(`"owner":"[^"]*carol","upstream_session":"([^"]*)"`)
-		found := re.FindAllStringSubmatch(gw.logs(), -1)
+		// Caddy's log reaches the test through a pipe: the line may come
+		// a moment after the answer.
+		var found [][]string
+		waitFor(t, 10*time.Second, "the log of carol's upstream session", func() bool {
+			found = re.FindAllStringSubmatch(gw.logs(), -1)
+			return len(found) >= 1
+		})
 		if len(found) != 1 {
 			t.Fatalf("carol's upstream sessions = %v, want one", found)
 		}
@@ -272,6 +278,9 @@ func TestBridgeTSEverything(t *testing.T) {
 		if !strings.Contains(resultText(t, mustJSON(res)), "after the drop") {
 			t.Errorf("echo after the drop = %v", res)
 		}
+		waitFor(t, 10*time.Second, "the log of carol's second upstream session", func() bool {
+			return len(re.FindAllStringSubmatch(gw.logs(), -1)) >= 2
+		})
 		if n := len(re.FindAllStringSubmatch(gw.logs(), -1)); n != 2 {
 			t.Errorf("carol's upstream sessions opened = %d, want 2 (re-initialized)", n)
 		}
