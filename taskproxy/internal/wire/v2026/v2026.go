@@ -122,28 +122,41 @@ func (m RequestMeta) DeclaresTasks() bool {
 }
 
 // ReadRequestMeta reads the request _meta every 2026-07-28 request carries.
+// An absent member is "missing"; one of the wrong type, null included, is
+// "invalid", naming what it should be: both are -32602.
 func ReadRequestMeta(params json.RawMessage) (RequestMeta, *jsonrpc.Error) {
-	var m struct {
-		Meta *struct {
-			Version      *string         `json:"io.modelcontextprotocol/protocolVersion"`
-			Capabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
-		} `json:"_meta"`
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
 	}
-	if err := json.Unmarshal(jsonx.OrEmptyObject(params), &m); err != nil {
+	if err := json.Unmarshal(jsonx.OrEmptyObject(params), &p); err != nil {
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
 	}
-	switch {
-	case m.Meta == nil:
+	if len(p.Meta) == 0 {
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required params._meta")
-	case m.Meta.Version == nil:
+	}
+	if kind := jsonKind(p.Meta); kind != kindObject {
+		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid params._meta: expected an object, got %s", kind)
+	}
+	var m struct {
+		Version      json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+		Capabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	}
+	if err := json.Unmarshal(p.Meta, &m); err != nil {
+		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: %v", err)
+	}
+	var version string
+	switch {
+	case len(m.Version) == 0:
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", wire.MetaProtocolVersion)
-	case len(m.Meta.Capabilities) == 0:
+	case json.Unmarshal(m.Version, &version) != nil || jsonKind(m.Version) != kindString:
+		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: invalid _meta field %s: expected a string, got %s", wire.MetaProtocolVersion, jsonKind(m.Version))
+	case len(m.Capabilities) == 0:
 		return RequestMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "Invalid params: missing required _meta field %s", wire.MetaClientCapabilities)
 	}
-	if e := checkCapabilities(m.Meta.Capabilities); e != nil {
+	if e := checkCapabilities(m.Capabilities); e != nil {
 		return RequestMeta{}, e
 	}
-	return RequestMeta{Version: *m.Meta.Version, Capabilities: m.Meta.Capabilities}, nil
+	return RequestMeta{Version: version, Capabilities: m.Capabilities}, nil
 }
 
 // checkCapabilities checks the shape of the client capabilities as far as
@@ -180,7 +193,10 @@ func invalidCapabilities(path, kind string) *jsonrpc.Error {
 		wire.MetaClientCapabilities, path, kind)
 }
 
-const kindObject = "an object"
+const (
+	kindObject = "an object"
+	kindString = "a string"
+)
 
 // jsonKind names the type of the valid JSON value raw, with its article.
 func jsonKind(raw []byte) string {
@@ -191,7 +207,7 @@ func jsonKind(raw []byte) string {
 		case '[':
 			return "an array"
 		case '"':
-			return "a string"
+			return kindString
 		case 'n':
 			return "null"
 		case 't', 'f':
