@@ -78,6 +78,17 @@ func TestUpstreamFailures(t *testing.T) {
 				_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n")
 			})
 		}, "without a response"},
+		// The upstream holds the stream open, silent, once its answer is
+		// no longer read: the task fails with the reason at once, not at
+		// its ttl.
+		{"stream stalls after an event that is not JSON-RPC", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message\ndata: {\n\n")
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+		}, "not JSON-RPC"},
 		{"not JSON-RPC", func() string {
 			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
