@@ -159,8 +159,8 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		w.endRequest = endRequest
 		handlerErr := ServeNextRecovering(next, w, req)
 		w.finish()
-		endRequest(nil)
 		ReleaseRequest(req) // which cancels req's context: the attempt's tells why the call ended
+		endRequest(nil)     // after, which leaves ReleaseRequest's watch nothing to run
 		if w.status == 0 {
 			switch {
 			case ctx.Err() != nil:
