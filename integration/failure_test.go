@@ -89,6 +89,20 @@ func TestUpstreamFailures(t *testing.T) {
 				<-r.Context().Done()
 			})
 		}, "not JSON-RPC"},
+		// An event that never ends is too large once the gateway has
+		// counted as much of it as it reads of any answer, not at the
+		// task's ttl.
+		{"event that never ends", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				line := []byte("data: " + strings.Repeat("x", 64<<10) + "\n")
+				for r.Context().Err() == nil {
+					if _, err := w.Write(line); err != nil {
+						return
+					}
+				}
+			})
+		}, "result too large ("},
 		{"not JSON-RPC", func() string {
 			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")

@@ -139,6 +139,12 @@ func (w *answerWriter) Write(p []byte) (int, error) {
 	case answerStream:
 		if err := w.events.Write(p, w.event); err != nil {
 			w.stop(streamError(err))
+		} else if n := int64(w.events.Pending()); n > w.limit+MaxJSONAnswer {
+			// An event past the limit is counted, not kept, up to the
+			// most the gateway reads of a JSON answer: one that never
+			// ends would otherwise keep the call until the task's
+			// run_timeout or ttl.
+			w.stop(&TooLargeError{Size: n, Limit: w.limit})
 		}
 	}
 	return len(p), nil

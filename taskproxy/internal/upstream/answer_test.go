@@ -278,3 +278,57 @@ func TestAttemptEndsWhenUpstreamStallsAfterStop(t *testing.T) {
 		})
 	}
 }
+
+// An event that never ends is over the limit as one that ends too large
+// is: it is counted, not kept, up to the most the gateway ever reads of a
+// JSON answer, and then the attempt fails with "result too large", where
+// waiting for the event's end would keep the task working until its
+// run_timeout or ttl while the upstream streams on.
+func TestAttemptEndsAnEventThatNeverEnds(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	tests := []struct {
+		name string
+		line []byte // written again and again
+	}{
+		{"one line", []byte(strings.Repeat("x", 64<<10))},
+		{"many lines", []byte("data: " + strings.Repeat("x", 64<<10) + "\n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = w.Write([]byte("data: "))
+					// Far more than the gateway reads of one message, then
+					// silent: a bound of the test's own.
+					for written := 0; written < limit+MaxJSONAnswer+8*drainBytes; written += len(tt.line) {
+						if _, err := w.Write(tt.line); err != nil {
+							return
+						}
+					}
+					<-r.Context().Done()
+				})
+				t.Cleanup(func() { time.Sleep(2 * time.Second) })
+				ctx := runners.WithPool(WithMaxResult(t.Context(), limit), runners.NewPool(time.Second))
+				ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+				base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+				a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
+				last := make(chan Event, 1)
+				go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				select {
+				case ev := <-last:
+					var tooLarge *TooLargeError
+					if !errors.As(ev.Err, &tooLarge) || tooLarge.Limit != limit || tooLarge.Size <= limit+MaxJSONAnswer {
+						t.Errorf("event %q, want result too large past %d bytes", describe(ev), limit+MaxJSONAnswer)
+					}
+				default:
+					t.Fatal("no last event a minute after the upstream streamed an event past every limit")
+				}
+			})
+		})
+	}
+}
