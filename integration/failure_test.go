@@ -78,6 +78,31 @@ func TestUpstreamFailures(t *testing.T) {
 				_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n")
 			})
 		}, "without a response"},
+		// The upstream holds the stream open, silent, once its answer is
+		// no longer read: the task fails with the reason at once, not at
+		// its ttl.
+		{"stream stalls after an event that is not JSON-RPC", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message\ndata: {\n\n")
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			})
+		}, "not JSON-RPC"},
+		// An event that never ends is too large once the gateway has
+		// counted as much of it as it reads of any answer, not at the
+		// task's ttl.
+		{"event that never ends", func() string {
+			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				line := []byte("data: " + strings.Repeat("x", 64<<10) + "\n")
+				for r.Context().Err() == nil {
+					if _, err := w.Write(line); err != nil {
+						return
+					}
+				}
+			})
+		}, "result too large ("},
 		{"not JSON-RPC", func() string {
 			return brokenUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")

@@ -68,6 +68,17 @@ func (s *Decoder) End(emit func(*Event) error) error {
 	return s.err
 }
 
+// Pending returns the bytes of the event under way: its lines so far,
+// each with its end, and the current line. A caller that cannot wait for
+// an event past the limit to end (one that never does) can give up on it
+// by this count.
+func (s *Decoder) Pending() int {
+	if s.skipping {
+		return s.d.size + s.skipped
+	}
+	return s.d.size + len(s.line)
+}
+
 // take adds p to the current line, or counts it once the line is past the
 // limit.
 func (s *Decoder) take(p []byte) {

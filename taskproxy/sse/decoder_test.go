@@ -110,6 +110,41 @@ func TestDecoderStopsOnEmitError(t *testing.T) {
 	}
 }
 
+// Pending counts the event under way, its current line too, whether kept
+// or past the limit, and nothing once the event has ended.
+func TestDecoderPending(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		stream string
+		limit  int
+		want   int
+	}{
+		{"nothing", "", MaxEvent, 0},
+		{"a line under way", "data: ab", MaxEvent, 8},
+		{"a line and one under way", "id: 1\ndata: ab", MaxEvent, 6 + 8},
+		{"an ended event", "data: a\n\n", MaxEvent, 0},
+		{"after an ended event", "data: a\n\ndata", MaxEvent, 4},
+		{"a line past the limit", "data: " + strings.Repeat("x", 100), 10, 106},
+		{"lines past the limit", "data: " + strings.Repeat("x", 100) + "\ndata: y", 10, 107 + 7},
+		{"CR line ends", "data: a\rdata: b\r", MaxEvent, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := NewDecoder(tt.limit)
+			for i := range len(tt.stream) { // byte by byte: the count must not depend on the pieces
+				if err := d.Write([]byte{tt.stream[i]}, func(*Event) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := d.Pending(); got != tt.want {
+				t.Errorf("Pending() = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func repeat(n, times int) []int {
 	out := make([]int, times)
 	for i := range out {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,13 @@ type answerWriter struct {
 	err      error
 	drained  int64
 	drainEnd time.Time
+	// endRequest ends the handler's request, as a complete answer, once
+	// the drain is over (drainTimer): an upstream that holds the answer
+	// open without writing would otherwise hold the call, and with it
+	// the failure the attempt ends with, until the attempt's context
+	// ends.
+	endRequest context.CancelCauseFunc
+	drainTimer *time.Timer
 }
 
 // answerKind is how an answer's body is read.
@@ -65,7 +73,8 @@ var (
 // Draining: once the reading stopped, what the handler still writes is
 // dropped, up to drainBytes or for drainTime, so that it ends its answer
 // cleanly instead of aborting it (as FinishBody does for a pipe); past
-// that its writes fail.
+// that its writes fail, and after drainTime its request ends, which ends
+// a handler that waits for an upstream gone silent.
 const (
 	drainBytes = 1 << 20
 	drainTime  = 2 * time.Second
@@ -130,6 +139,12 @@ func (w *answerWriter) Write(p []byte) (int, error) {
 	case answerStream:
 		if err := w.events.Write(p, w.event); err != nil {
 			w.stop(streamError(err))
+		} else if n := int64(w.events.Pending()); n > w.limit+MaxJSONAnswer {
+			// An event past the limit is counted, not kept, up to the
+			// most the gateway reads of a JSON answer: one that never
+			// ends would otherwise keep the call until the task's
+			// run_timeout or ttl.
+			w.stop(&TooLargeError{Size: n, Limit: w.limit})
 		}
 	}
 	return len(p), nil
@@ -141,6 +156,20 @@ func (w *answerWriter) Flush() {}
 // stop ends the reading with err; the rest of the answer is drained.
 func (w *answerWriter) stop(err error) {
 	w.err, w.drainEnd = err, time.Now().Add(drainTime)
+	if w.endRequest != nil {
+		end := w.endRequest
+		// io.EOF: the gateway has read what it wanted, nothing failed
+		// (endCause).
+		w.drainTimer = time.AfterFunc(drainTime, func() { end(io.EOF) })
+	}
+}
+
+// finish is called once the handler has returned: the drain's timer has
+// nothing left to end.
+func (w *answerWriter) finish() {
+	if w.drainTimer != nil {
+		w.drainTimer.Stop()
+	}
 }
 
 // drain drops p while the drain lasts, then fails the write, which makes

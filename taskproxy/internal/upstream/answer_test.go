@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 )
 
 // pieces is a handler that answers with status and content type, writing
@@ -201,6 +205,130 @@ func TestAttemptEndsWithItsContext(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatal("the attempt's holder still waits for a handler that ignores its context")
 			}
+		})
+	}
+}
+
+// An upstream that stops talking, its connection still open, once the
+// reading of its answer stopped (a malformed or oversized answer, or the
+// answer itself) does not hold the call: the next handler's request ends
+// after the drain, as a complete answer, and the attempt's last event
+// comes then, not when the attempt's context ends (for a task, its
+// run_timeout or ttl). The handler here ends its answer when its request
+// ends, as reverse_proxy does when the transport's body read ends.
+func TestAttemptEndsWhenUpstreamStallsAfterStop(t *testing.T) {
+	t.Parallel()
+	final := `{"jsonrpc":"2.0","id":7,"result":{}}`
+	big := `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"` + strings.Repeat("x", 3000) + `"}}`
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		want        string
+	}{
+		{"event not JSON-RPC", 200, "text/event-stream", "data: {\n\n", "failed: upstream event is not JSON-RPC: "},
+		{"event over the limit", 200, "text/event-stream", "data: " + big + "\n\n", "failed: result too large ("},
+		{"unexpected content type", 200, "text/html", "<html>", `failed: upstream answered with unexpected content type "text/html"`},
+		{"HTTP failure with a body longer than kept", 502, "text/plain", strings.Repeat("b", MaxHTTPFailureBody+1), "error -32603 upstream answered HTTP 502: bbb"},
+		{"the answer", 200, "text/event-stream", "data: " + final + "\n\n", "final {} (HTTP 200)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				ended := make(chan error, 1)
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", tt.contentType)
+					w.WriteHeader(tt.status)
+					_, _ = w.Write([]byte(tt.body))
+					<-r.Context().Done() // silent, the connection open
+					ended <- context.Cause(r.Context())
+				})
+				// The shared pool's idle runners wait on a channel of no
+				// bubble; this one's end, on the bubble's clock, as the
+				// test ends.
+				t.Cleanup(func() { time.Sleep(2 * time.Second) })
+				ctx := runners.WithPool(WithMaxResult(t.Context(), 1000), runners.NewPool(time.Second))
+				ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+				base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+				a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
+				last := make(chan Event, 1)
+				go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+				// Far past the drain, far short of any run_timeout.
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				select {
+				case ev := <-last:
+					if got := describe(ev); !strings.HasPrefix(got, tt.want) {
+						t.Errorf("event %q, want %q", got, tt.want)
+					}
+				default:
+					t.Fatalf("no last event a minute after the upstream went silent, want %q", tt.want)
+				}
+				select {
+				case cause := <-ended:
+					if !errors.Is(cause, io.EOF) {
+						t.Errorf("the next handler's request ended with %v, want io.EOF (a complete answer)", cause)
+					}
+				default:
+					t.Error("the next handler's request still runs a minute after the upstream went silent")
+				}
+			})
+		})
+	}
+}
+
+// An event that never ends is over the limit as one that ends too large
+// is: it is counted, not kept, up to the most the gateway ever reads of a
+// JSON answer, and then the attempt fails with "result too large", where
+// waiting for the event's end would keep the task working until its
+// run_timeout or ttl while the upstream streams on.
+func TestAttemptEndsAnEventThatNeverEnds(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	tests := []struct {
+		name string
+		line []byte // written again and again
+	}{
+		{"one line", []byte(strings.Repeat("x", 64<<10))},
+		{"many lines", []byte("data: " + strings.Repeat("x", 64<<10) + "\n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = w.Write([]byte("data: "))
+					// Far more than the gateway reads of one message, then
+					// silent: a bound of the test's own.
+					for written := 0; written < limit+MaxJSONAnswer+8*drainBytes; written += len(tt.line) {
+						if _, err := w.Write(tt.line); err != nil {
+							return
+						}
+					}
+					<-r.Context().Done()
+				})
+				t.Cleanup(func() { time.Sleep(2 * time.Second) })
+				ctx := runners.WithPool(WithMaxResult(t.Context(), limit), runners.NewPool(time.Second))
+				ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+				base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+				a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
+				last := make(chan Event, 1)
+				go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				select {
+				case ev := <-last:
+					var tooLarge *TooLargeError
+					if !errors.As(ev.Err, &tooLarge) || tooLarge.Limit != limit || tooLarge.Size <= limit+MaxJSONAnswer {
+						t.Errorf("event %q, want result too large past %d bytes", describe(ev), limit+MaxJSONAnswer)
+					}
+				default:
+					t.Fatal("no last event a minute after the upstream streamed an event past every limit")
+				}
+			})
 		})
 	}
 }

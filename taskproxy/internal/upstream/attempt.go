@@ -142,12 +142,25 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		}
 		return false, nil
 	}
-	req, calling := NewRequest(ctx, base, body), "calling the upstream"
+	calling := "calling the upstream"
 	var err error
 	for resumes := 0; ; resumes++ {
+		// Each request has a context of its own, which the drain ends
+		// (answerWriter.stop) when the upstream holds an answer open that
+		// is no longer read.
+		reqCtx, endRequest := context.WithCancelCause(ctx)
+		var req *http.Request
+		if resumes == 0 {
+			req = NewRequest(reqCtx, base, body)
+		} else {
+			req = newResumeRequest(reqCtx, base, pos.LastID)
+		}
 		w = newAnswerWriter(req, MaxResultOf(ctx), &pos, handle)
+		w.endRequest = endRequest
 		handlerErr := ServeNextRecovering(next, w, req)
+		w.finish()
 		ReleaseRequest(req) // which cancels req's context: the attempt's tells why the call ended
+		endRequest(nil)     // after, which leaves ReleaseRequest's watch nothing to run
 		if w.status == 0 {
 			switch {
 			case ctx.Err() != nil:
@@ -190,7 +203,7 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
-		req, calling = newResumeRequest(ctx, base, pos.LastID), "resuming the upstream stream"
+		calling = "resuming the upstream stream"
 	}
 	switch {
 	case ctx.Err() != nil:
