@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,29 @@ func BenchmarkRead(b *testing.B) {
 			if _, err := r.Next(); err != nil {
 				break
 			}
+		}
+	}
+}
+
+// BenchmarkDecode decodes one large result, as an upstream streams a tool's
+// answer: a 1 MiB data line handed over in the 32 KiB pieces a proxy
+// copies with.
+func BenchmarkDecode(b *testing.B) {
+	stream := []byte("event: message\ndata: " + `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + string(bytes.Repeat([]byte("x"), 1<<20)) + `"}]}}` + "\n\n")
+	emit := func(*Event) error { return nil }
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d := NewDecoder(MaxEvent)
+		for p := stream; len(p) > 0; {
+			n := min(32<<10, len(p))
+			if err := d.Write(p[:n], emit); err != nil {
+				b.Fatal(err)
+			}
+			p = p[n:]
+		}
+		if err := d.End(emit); !errors.Is(err, io.EOF) {
+			b.Fatal(err)
 		}
 	}
 }

@@ -1,11 +1,16 @@
 package sse
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // Decoder decodes an event stream handed to it in pieces, as an
 // http.ResponseWriter receives one: the events are those a Reader of the
 // same bytes returns, with the same limit, without a goroutine to pull
-// them. A line past the limit is counted, not kept.
+// them, but for their Raw, which a Decoder does not keep: it serves a
+// reader of the messages, not a proxy passing events on (a copy of each
+// event less). A line past the limit is counted, not kept.
 type Decoder struct {
 	d lineDecoder
 	// line is the current line so far, unless it is past the limit:
@@ -23,7 +28,7 @@ type Decoder struct {
 // NewDecoder returns a decoder that refuses an event of more than limit
 // bytes (at most MaxEvent) with a *TooLargeError.
 func NewDecoder(limit int) *Decoder {
-	return &Decoder{d: lineDecoder{limit: min(limit, MaxEvent)}}
+	return &Decoder{d: lineDecoder{limit: min(limit, MaxEvent), noRaw: true}}
 }
 
 // Write takes the next bytes of the stream and hands each event they
@@ -43,10 +48,15 @@ func (s *Decoder) Write(p []byte, emit func(*Event) error) error {
 			s.take(p)
 			return s.err
 		}
-		s.take(p[:i])
 		s.cr = p[i] == '\r'
+		if len(s.line) == 0 && !s.skipping {
+			// The whole line is in p: read it there, not copied.
+			s.endLine(p[:i], emit)
+		} else {
+			s.take(p[:i])
+			s.endLine(s.line, emit)
+		}
 		p = p[i+1:]
-		s.endLine(emit)
 	}
 	return s.err
 }
@@ -60,7 +70,7 @@ func (s *Decoder) End(emit func(*Event) error) error {
 	}
 	if s.skipping || len(s.line) > 0 {
 		// A last line without its end is a line, as Reader reads it.
-		if s.endLine(emit); s.err != nil {
+		if s.endLine(s.line, emit); s.err != nil {
 			return s.err
 		}
 	}
@@ -86,6 +96,11 @@ func (s *Decoder) take(p []byte) {
 		s.skipped += len(p)
 		return
 	}
+	if len(p) > cap(s.line)-len(s.line) {
+		// Doubling: append grows a long line by a quarter at a time,
+		// copying it over and over as it comes in pieces.
+		s.line = slices.Grow(s.line, max(len(p), len(s.line)))
+	}
 	s.line = append(s.line, p...)
 	// A blank line, which ends an event, is never skipped.
 	if len(s.line) > 0 && s.d.overLimit(len(s.line)) {
@@ -97,15 +112,15 @@ func (s *Decoder) take(p []byte) {
 	}
 }
 
-// endLine hands the current line to the rules and emits what it
-// completes.
-func (s *Decoder) endLine(emit func(*Event) error) {
+// endLine hands the current line, line (the kept part of it, unless it is
+// skipped), to the rules and emits what it completes.
+func (s *Decoder) endLine(line []byte, emit func(*Event) error) {
 	if s.skipping {
 		s.d.counted(s.skipped)
 		s.skipping, s.skipped = false, 0
 		return
 	}
-	ev, err := s.d.line(s.line)
+	ev, err := s.d.line(line)
 	s.line = s.line[:0]
 	switch {
 	case err != nil:

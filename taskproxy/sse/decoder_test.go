@@ -10,7 +10,8 @@ import (
 )
 
 // readAll returns the events Reader reads from stream with limit, up to and
-// including the first error (io.EOF at a clean end).
+// including the first error (io.EOF at a clean end), without their Raw,
+// which a Decoder does not keep.
 func readAll(stream string, limit int) ([]Event, error) {
 	r := NewLimitedReader(strings.NewReader(stream), limit)
 	var out []Event
@@ -19,6 +20,7 @@ func readAll(stream string, limit int) ([]Event, error) {
 		if err != nil {
 			return out, err
 		}
+		ev.Raw = nil
 		out = append(out, *ev)
 	}
 }

@@ -78,6 +78,8 @@ func (s *Reader) Next() (*Event, error) {
 // (which pulls lines) and Decoder (which is handed bytes) share.
 type lineDecoder struct {
 	limit int
+	// noRaw leaves Event.Raw empty: the raw bytes are not kept.
+	noRaw bool
 	// started is set once the first line is read: a byte order mark is
 	// ignored only at the start of the stream.
 	started bool
@@ -98,7 +100,7 @@ func (d *lineDecoder) line(line []byte) (*Event, error) {
 		line = bytes.TrimPrefix(line, utf8BOM)
 	}
 	d.size += len(line) + 1
-	if d.size <= d.limit {
+	if d.size <= d.limit && !d.noRaw {
 		d.raw.Write(line)
 		d.raw.WriteByte('\n')
 	}
@@ -114,7 +116,9 @@ func (d *lineDecoder) line(line []byte) (*Event, error) {
 		}
 		ev := d.ev
 		ev.Data = d.data.String()
-		ev.Raw = bytes.Clone(d.raw.Bytes())
+		if !d.noRaw {
+			ev.Raw = bytes.Clone(d.raw.Bytes())
+		}
 		return &ev, nil
 	}
 	d.pending = true
@@ -122,22 +126,22 @@ func (d *lineDecoder) line(line []byte) (*Event, error) {
 		return nil, nil
 	}
 	field, value := parseLine(line)
-	switch field {
+	switch string(field) {
 	case "data":
 		if d.ev.HasData {
 			d.data.WriteByte('\n')
 		}
-		d.data.WriteString(value)
+		d.data.Write(value) // one copy of the data, however long
 		d.ev.HasData = true
 	case "event":
-		d.ev.Type = value
+		d.ev.Type = string(value)
 	case "id":
-		if !strings.ContainsRune(value, 0) {
-			d.ev.ID, d.ev.HasID = value, true
+		if bytes.IndexByte(value, 0) < 0 {
+			d.ev.ID, d.ev.HasID = string(value), true
 		}
 	case "retry":
 		if isASCIIDigits(value) {
-			d.ev.Retry = value
+			d.ev.Retry = string(value)
 		}
 	}
 	return nil, nil
@@ -180,26 +184,26 @@ func (d *lineDecoder) reset() {
 
 // isASCIIDigits reports whether s is one or more of the digits 0-9, the
 // only retry value an event stream may carry.
-func isASCIIDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
+func isASCIIDigits(s []byte) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
 			return false
 		}
 	}
-	return s != ""
+	return len(s) > 0
 }
 
-// parseLine splits "field: value"; a line starting with ':' is a comment.
-func parseLine(line []byte) (field, value string) {
+// parseLine splits "field: value"; a line starting with ':' is a comment,
+// whose field is empty. Both alias line.
+func parseLine(line []byte) (field, value []byte) {
 	if line[0] == ':' {
-		return "", ""
+		return nil, nil
 	}
 	name, val, found := bytes.Cut(line, []byte{':'})
 	if !found {
-		return string(line), ""
+		return line, nil
 	}
-	val = bytes.TrimPrefix(val, []byte{' '})
-	return string(name), string(val)
+	return name, bytes.TrimPrefix(val, []byte{' '})
 }
 
 // scanLines splits on "\r\n", "\n" or a lone "\r", as event streams allow,
