@@ -95,11 +95,15 @@ func keyOf[T string | []byte](id T) (viewKey, bool) {
 
 type viewEntry struct {
 	// What every hit reads comes first, in the entry's first two cache
-	// lines (an entry is 192 bytes, a size class whose objects start on
-	// a line): with thousands of tasks polled at random, each line a hit
+	// lines (an entry is allocated in the size class of 192 bytes, whose
+	// objects start on a line): with thousands of tasks polled at random, each line a hit
 	// reads is a miss to memory. TestViewEntryLayout holds the order.
-	expires    time.Time
-	owner      string
+	expires time.Time
+	// owner is the task's owner, interned: the handle keeps the one copy
+	// of the name that every entry of the owner shares alive (a name
+	// taken out of it, with Value, would be copied anew once no handle
+	// held it).
+	owner      unique.Handle[string]
 	views      [numWires][]byte
 	prev, next *viewEntry
 	// read is the route whose audit log has recorded the owner's read of
@@ -152,7 +156,7 @@ func (h CachedRead) Stub(t *task.Task) { h.e.fillStub(t) }
 
 // fillStub makes t the record as far as the audit log reads it.
 func (e *viewEntry) fillStub(t *task.Task) {
-	*t = task.Task{ID: e.id, Owner: e.owner, Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
+	*t = task.Task{ID: e.id, Owner: e.owner.Value(), Tool: e.tool, Status: e.status, CreatedAt: e.createdAt}
 }
 
 // lookup returns the cached entry of the owner's task id with its view on
@@ -173,7 +177,7 @@ func (vc *viewCache) lookup(owner string, id []byte, wire Wire, now time.Time) (
 		vc.remove(e)
 		return nil, nil, false
 	}
-	if e.owner != owner || e.views[wire] == nil {
+	if e.owner.Value() != owner || e.views[wire] == nil {
 		return nil, nil, false
 	}
 	if !e.used {
@@ -221,13 +225,12 @@ func (vc *viewCache) put(t *task.Task, wire Wire, view []byte, now time.Time) {
 		// The owner is interned: every hit compares it with the caller's,
 		// and one copy per owner stays in the processor's cache where a
 		// copy per task (each decoded with its record) is a miss to memory.
-		owner := unique.Make(t.Owner).Value()
-		e = &viewEntry{id: t.ID, owner: owner, tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(),
+		e = &viewEntry{id: t.ID, owner: unique.Make(t.Owner), tool: t.Tool, status: t.Status, createdAt: t.CreatedAt, expires: t.ExpiresAt(),
 			size: int32(base)} //nolint:gosec // at most maxCachedEntry, checked above
 		vc.entries[key] = e
 		vc.bytes += int(e.size)
 		vc.link(e)
-	case e.owner != t.Owner: // ids are never reused; never mix owners
+	case e.owner.Value() != t.Owner: // ids are never reused; never mix owners
 		return
 	default:
 		vc.touch(e)

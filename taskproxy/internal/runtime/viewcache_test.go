@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestViewCacheUnit(t *testing.T) {
 			if ok != tt.wantHit {
 				t.Fatalf("hit = %v, want %v", ok, tt.wantHit)
 			}
-			if ok && (got.owner != tt.owner || string(v) != string(view)) {
+			if ok && (got.owner.Value() != tt.owner || string(v) != string(view)) {
 				t.Errorf("served %+v, %s", got, v)
 			}
 			if len(vc.entries) != tt.wantCount {
@@ -156,6 +157,9 @@ func TestViewCacheInternsOwners(t *testing.T) {
 		tk.Status = task.StatusCompleted
 		vc.put(tk, WireV2025, []byte(`{}`), now)
 		ids = append(ids, tk.ID)
+		// A collection between puts, as one comes at any time: the
+		// interned name must outlive it.
+		runtime.GC()
 	}
 	first, _, ok := vc.lookup("alice", []byte(ids[0]), WireV2025, now)
 	if !ok {
@@ -166,7 +170,7 @@ func TestViewCacheInternsOwners(t *testing.T) {
 		if !ok {
 			t.Fatal("the entry is not cached")
 		}
-		if unsafe.StringData(e.owner) != unsafe.StringData(first.owner) { //nolint:gosec // compares where the bytes are, reads nothing
+		if unsafe.StringData(e.owner.Value()) != unsafe.StringData(first.owner.Value()) { //nolint:gosec // compares where the bytes are, reads nothing
 			t.Errorf("entries of one owner hold copies of its name of their own")
 		}
 	}
@@ -206,8 +210,9 @@ func TestViewCacheKeys(t *testing.T) {
 func TestViewEntryLayout(t *testing.T) {
 	t.Parallel()
 	var e viewEntry
-	if size := unsafe.Sizeof(e); size != 192 {
-		t.Errorf("an entry has %d bytes, want 192 (a size class aligned on cache lines)", size)
+	// Go's size classes around it are 176, 192 and 208 bytes.
+	if size := unsafe.Sizeof(e); size <= 176 || size > 192 {
+		t.Errorf("an entry has %d bytes, want 177 to 192 (allocated in the size class of 192, aligned on cache lines)", size)
 	}
 	for name, end := range map[string]uintptr{
 		"expires": unsafe.Offsetof(e.expires) + unsafe.Sizeof(e.expires),
