@@ -99,12 +99,12 @@ func (w *answerWriter) WriteHeader(code int) {
 		w.answering.Store(true)
 	}
 	contentType := w.sent.Get("Content-Type")
-	switch {
+	switch mediaType := MediaType(contentType); {
 	case code > 299:
 		w.kind = answerFailure
-	case MediaType(contentType) == "application/json":
+	case mediaType == "application/json":
 		w.kind = answerJSON
-	case MediaType(contentType) == "text/event-stream":
+	case mediaType == "text/event-stream":
 		w.kind = answerStream
 		w.events = sse.NewDecoder(int(min(w.limit, sse.MaxEvent)))
 	default:
