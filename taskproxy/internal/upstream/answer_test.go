@@ -245,16 +245,7 @@ func TestAttemptEndsWhenUpstreamStallsAfterStop(t *testing.T) {
 					<-r.Context().Done() // silent, the connection open
 					ended <- context.Cause(r.Context())
 				})
-				// The shared pool's idle runners wait on a channel of no
-				// bubble; this one's end, on the bubble's clock, as the
-				// test ends.
-				t.Cleanup(func() { time.Sleep(2 * time.Second) })
-				ctx := runners.WithPool(WithMaxResult(t.Context(), 1000), runners.NewPool(time.Second))
-				ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-				base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
-				a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
-				last := make(chan Event, 1)
-				go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+				last := attemptInBubble(t, next, 1000)
 				// Far past the drain, far short of any run_timeout.
 				time.Sleep(time.Minute)
 				synctest.Wait()
@@ -310,13 +301,7 @@ func TestAttemptEndsAnEventThatNeverEnds(t *testing.T) {
 					}
 					<-r.Context().Done()
 				})
-				t.Cleanup(func() { time.Sleep(2 * time.Second) })
-				ctx := runners.WithPool(WithMaxResult(t.Context(), limit), runners.NewPool(time.Second))
-				ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-				base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
-				a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
-				last := make(chan Event, 1)
-				go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+				last := attemptInBubble(t, next, limit)
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				select {
@@ -331,4 +316,21 @@ func TestAttemptEndsAnEventThatNeverEnds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// attemptInBubble starts, inside a synctest bubble, a call through next
+// with the per-message limit, each request with a context of its own as in
+// a task's run; the attempt's last event comes on the channel returned.
+func attemptInBubble(t *testing.T, next http.Handler, limit int64) <-chan Event {
+	t.Helper()
+	// The shared pool's idle runners wait on a channel of no bubble; this
+	// one's end, on the bubble's clock, as the test ends.
+	t.Cleanup(func() { time.Sleep(2 * time.Second) })
+	ctx := runners.WithPool(WithMaxResult(t.Context(), limit), runners.NewPool(time.Second))
+	ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+	a := StartAttempt(ctx, base, next, json.RawMessage(`7`), []byte(`{}`))
+	last := make(chan Event, 1)
+	go func() { ev, _ := a.Until(ctx, nil, nil); last <- ev }()
+	return last
 }
