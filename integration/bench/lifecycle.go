@@ -18,18 +18,28 @@ import (
 // kind's CPU and operations are summed over the rounds; the spread is that
 // of each round's ratio. Caddy logs as by default; with -silenced the same
 // rows follow with its log silenced.
+//
+// The tool called answers with JSON. The same rows follow with a tool that
+// answers as an event stream, as the MCP SDKs' servers (go-sdk,
+// TypeScript) answer a tools/call by default: a pass-through then also
+// streams the answer through Caddy, and the gateway decodes it event by
+// event.
 func benchLifecycleCPU(cfg config) ([]row, error) {
-	rows, err := lifecycleCPU(cfg, logDefault, "")
-	if err != nil || !cfg.silenced {
+	rows, err := lifecycleCPU(cfg, logDefault, "", "fast")
+	if err != nil {
 		return rows, err
 	}
-	quiet, err := lifecycleCPU(cfg, logSilenced, " (log silenced)")
+	streamed, err := lifecycleCPU(cfg, logDefault, " (the upstream answering as an event stream)", "fast_stream")
+	if rows = append(rows, streamed...); err != nil || !cfg.silenced {
+		return rows, err
+	}
+	quiet, err := lifecycleCPU(cfg, logSilenced, " (log silenced)", "fast")
 	return append(rows, quiet...), err
 }
 
-// lifecycleCPU measures the lifecycle rows with Caddy's global log option
-// logging; label marks the rows.
-func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
+// lifecycleCPU measures the lifecycle rows of calls of tool with Caddy's
+// global log option logging; label marks the rows.
+func lifecycleCPU(cfg config, logging, label, tool string) ([]row, error) {
 	const clients = 32
 	up, err := startUpstreamProc()
 	if err != nil {
@@ -47,8 +57,8 @@ func lifecycleCPU(cfg config, logging, label string) ([]row, error) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	c := newClient(clients)
 	headers := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
-	createBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"},"task":{"ttl":600000}}}`)
-	plainBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fast","arguments":{"a":"benchmark"}}}`)
+	createBody := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{"a":"benchmark"},"task":{"ttl":600000}}}`, tool)
+	plainBody := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{"a":"benchmark"}}}`, tool)
 
 	// lifecycles creates tasks for d, then reads each once it has finished
 	// with one tasks/get; it returns how many tasks lived and how many

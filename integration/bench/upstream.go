@@ -14,7 +14,8 @@ import (
 
 // trivialUpstream is the fastest MCP server we can put behind the gateway:
 // it answers JSON-RPC from memory, so that what is measured is Caddy and the
-// gateway. The tool "fast" answers at once; "hold" answers only when its
+// gateway. The tool "fast" answers at once; "fast_stream" too, as an event
+// stream of the one answer (as the MCP SDKs' servers answer); "hold" answers only when its
 // request is cancelled, recording when that happened; "big" answers with a
 // text of arguments.bytes bytes; "progress" sends a progress notification
 // every 100 ms on an event stream until its request is cancelled. It answers
@@ -41,8 +42,11 @@ var toolsList = func() []byte {
 		tools = append(tools, fmt.Sprintf(`{"name":"tool_%d","description":"Benchmark tool %d.","inputSchema":{"type":"object","properties":{"a":{"type":"string"}}}}`, i, i))
 	}
 	return []byte(`{"tools":[` + strings.Join(tools, ",") + `,{"name":"fast","inputSchema":{"type":"object"}},{"name":"hold","inputSchema":{"type":"object"}},` +
-		`{"name":"big","inputSchema":{"type":"object"}},{"name":"progress","inputSchema":{"type":"object"}}]}`)
+		`{"name":"big","inputSchema":{"type":"object"}},{"name":"progress","inputSchema":{"type":"object"}},{"name":"fast_stream","inputSchema":{"type":"object"}}]}`)
 }()
+
+// doneResult is the result of the tools that answer at once.
+var doneResult = []byte(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
 
 // discoverResult lists 2026-07-28 among the versions, which is what the
 // gateway's probe reads; no tasks extension, so the gateway makes the tasks.
@@ -112,8 +116,12 @@ func (u *trivialUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case m.Method == "tools/call" && m.Params.Name == "progress":
 		serveProgress(w, r)
 		return
+	case m.Method == "tools/call" && m.Params.Name == "fast_stream":
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", m.ID, doneResult)
+		return
 	case m.Method == "tools/call":
-		result = []byte(`{"resultType":"complete","content":[{"type":"text","text":"done"}]}`)
+		result = doneResult
 	default:
 		result = []byte(`{"resultType":"complete"}`)
 	}
