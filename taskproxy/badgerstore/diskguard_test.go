@@ -87,8 +87,6 @@ func TestDiskGuardRefusesWritesOnReadOnly(t *testing.T) {
 // filesystem keeps its own error.
 func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
 	t.Parallel()
-	s, ro := storeWithReadOnlyProbe(t)
-	rw := s.guard.probe
 	failed := errors.New("write: read-only file system")
 	tests := []struct {
 		name     string
@@ -101,6 +99,11 @@ func TestWriteFailureOnAFilesystemTurnedReadOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			// A store of its own: the case swaps its probe, which a store
+			// shared with the other case would see (a data race, and a
+			// probe turned read-only under the writable case).
+			s, ro := storeWithReadOnlyProbe(t)
+			rw := s.guard.probe
 			err := s.retryConflicts(context.Background(), "a test write", func(*badger.Txn) error {
 				if tt.readOnly {
 					s.guard.probe = ro
