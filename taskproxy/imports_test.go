@@ -26,6 +26,7 @@ var importRules = []struct {
 	{"taskproxy/internal/jsonx", []string{}, nil},
 	{"taskproxy/sse", []string{}, nil},
 	{"taskproxy/internal/runners", []string{}, nil},
+	{"taskproxy/internal/cputime", []string{}, nil},
 	{"taskproxy/jsonrpc", []string{"taskproxy/internal/jsonx"}, []string{"net/http"}},
 	{"taskproxy/internal/upstream", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/sse", "taskproxy/internal/runners"}, nil},
 	{"taskproxy/internal/gate", []string{"taskproxy/jsonrpc", "taskproxy/internal/jsonx", "taskproxy/internal/upstream", "taskproxy/sse", "taskproxy/internal/runners"}, nil},

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/cputime"
 	v2025 "github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/wire/v2025"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
@@ -67,6 +68,16 @@ type cpuMeter struct{ start time.Duration }
 func processCPU(b *testing.B) cpuMeter {
 	b.Helper()
 	return cpuMeter{start: cpuUsed(b)}
+}
+
+// cpuUsed is the CPU time of this process so far.
+func cpuUsed(b *testing.B) time.Duration {
+	b.Helper()
+	used, err := cputime.Process()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return used
 }
 
 // report adds the CPU time per operation of n operations, cpu-ns/op.

@@ -8,8 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/cputime"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
+
+// processCPU is the CPU time of this process so far.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	used, err := cputime.Process()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return used
+}
 
 func benchStore(b *testing.B, dir string, sync bool) *Store {
 	b.Helper()

@@ -1,25 +1,24 @@
 //go:build windows
 
-package badgerstore
+package cputime
 
 import (
+	"fmt"
 	"syscall"
-	"testing"
 	"time"
 )
 
-// processCPU is the CPU time (user and kernel) of this process so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
+// Process is the CPU time (user and kernel) of this process so far.
+func Process() (time.Duration, error) {
 	h, err := syscall.GetCurrentProcess()
 	if err != nil {
-		b.Fatal(err)
+		return 0, fmt.Errorf("GetCurrentProcess: %w", err)
 	}
 	var created, exited, kernel, user syscall.Filetime
 	if err := syscall.GetProcessTimes(h, &created, &exited, &kernel, &user); err != nil {
-		b.Fatal(err)
+		return 0, fmt.Errorf("GetProcessTimes: %w", err)
 	}
-	return filetimeSpan(kernel) + filetimeSpan(user)
+	return filetimeSpan(kernel) + filetimeSpan(user), nil
 }
 
 // filetimeSpan is a FILETIME that holds a span, not an instant: a count
