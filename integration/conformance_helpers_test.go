@@ -603,11 +603,23 @@ var issuedAddrs = struct {
 // process, of Caddy, of another test run on the machine) before the
 // process meant for it listens; node's servers, listening on every
 // interface, then fail with EADDRINUSE. The start is random, so that test
-// processes running at once seldom try the same ports.
+// processes running at once seldom try the same ports. Ports that node's
+// fetch refuses are skipped.
 const (
 	freePortFirst = 10000
 	freePortCount = 10000
 )
+
+// fetchBlockedPorts are the ports of the Fetch standard's "bad port" list
+// (https://fetch.spec.whatwg.org/#port-blocking) above 1023: node's fetch,
+// which the TypeScript SDK's clients use, and browsers refuse to connect to
+// them ("bad port"), so a gateway listening on one is unreachable to them.
+var fetchBlockedPorts = map[int]bool{
+	1719: true, 1720: true, 1723: true, 2049: true, 3659: true, 4045: true,
+	4190: true, 5060: true, 5061: true, 6000: true, 6566: true, 6665: true,
+	6666: true, 6667: true, 6668: true, 6669: true, 6679: true, 6697: true,
+	10080: true,
+}
 
 // freeAddr returns a 127.0.0.1:port address whose port was free on every
 // interface a moment ago, and that it never returned before: Caddy listens
@@ -621,7 +633,7 @@ func freeAddr(t testing.TB) string {
 		port := freePortFirst + issuedAddrs.next%freePortCount
 		issuedAddrs.next++
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if issuedAddrs.seen[addr] {
+		if issuedAddrs.seen[addr] || fetchBlockedPorts[port] {
 			continue
 		}
 		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)) // every interface, as node listens
@@ -740,5 +752,24 @@ func startProcessEnv(t testing.TB, env []string, waitAddr, bin string, args ...s
 			t.Fatalf("%s not listening on %s after %s: %v\n%s", name, waitAddr, processStartupWait, err, tail(p.Output(), 8000))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFreeAddrSkipsPortsFetchRefuses pins that freeAddr never hands out a
+// port node's fetch refuses: a TypeScript client given one fails with
+// "bad port" before it sends a byte. Not parallel: it steers the shared
+// picker, which parallel tests wait to use until it is done.
+func TestFreeAddrSkipsPortsFetchRefuses(t *testing.T) {
+	for port := range fetchBlockedPorts {
+		if port < freePortFirst || port >= freePortFirst+freePortCount {
+			continue
+		}
+		issuedAddrs.Lock()
+		delete(issuedAddrs.seen, fmt.Sprintf("127.0.0.1:%d", port))
+		issuedAddrs.next = port - freePortFirst
+		issuedAddrs.Unlock()
+		if got := freeAddr(t); got == fmt.Sprintf("127.0.0.1:%d", port) {
+			t.Errorf("freeAddr handed out %s, which node's fetch refuses", got)
+		}
 	}
 }
