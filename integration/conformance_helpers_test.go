@@ -759,7 +759,7 @@ func startProcessEnv(t testing.TB, env []string, waitAddr, bin string, args ...s
 // port node's fetch refuses: a TypeScript client given one fails with
 // "bad port" before it sends a byte. Not parallel: it steers the shared
 // picker, which parallel tests wait to use until it is done.
-func TestFreeAddrSkipsPortsFetchRefuses(t *testing.T) {
+func TestFreeAddrSkipsPortsFetchRefuses(t *testing.T) { //nolint:paralleltest // steers the picker every parallel test shares
 	for port := range fetchBlockedPorts {
 		if port < freePortFirst || port >= freePortFirst+freePortCount {
 			continue
