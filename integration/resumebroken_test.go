@@ -60,6 +60,34 @@ func TestV2025BrokenStreamResumed(t *testing.T) {
 	}
 }
 
+// On 2026-07-28 there is no session to resume a stream on: a call whose
+// stream a load balancer cuts fails, and the task says the upstream's
+// stream broke, not that something was aborted.
+func TestV2026BrokenStreamFails(t *testing.T) {
+	t.Parallel()
+	up := upstream.New(upstream.Options{EventStore: true})
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"))
+	// Converted to a task before the first progress event.
+	gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: "task_after 50ms"})
+	c := newV2026Client(t, gw.URL, true)
+	c.meta = map[string]any{"progressToken": "p-1"}
+	res := c.ok("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 2, "label": "cut"}})
+	id := str(res["taskId"])
+	if id == "" {
+		t.Fatalf("no task: %v", res)
+	}
+	done := c.waitStatus(id, "failed")
+	if !lb.cut.Load() {
+		t.Fatal("the proxy cut no stream: the test proved nothing")
+	}
+	text, _ := json.Marshal(done)
+	if !strings.Contains(string(text), "event stream broke before the response to the call") {
+		t.Errorf("failed task %s, want it to say the upstream's event stream broke", text)
+	}
+}
+
 // resumeRecorder records the Last-Event-ID of each GET the upstream gets.
 type resumeRecorder struct {
 	next http.Handler
