@@ -37,6 +37,14 @@ type Options struct {
 	// Nil means a random per-process key; set it when several instances must
 	// accept each other's states.
 	StateKey []byte
+
+	// EventStore keeps the events of each 2025-11-25 session's streams in
+	// memory (go-sdk's MemoryEventStore), so that a client whose stream
+	// broke resumes it with GET and Last-Event-ID: the server then writes
+	// a priming event with an id first and an id on every event, and runs
+	// a call on when its stream breaks. Off, a stream has no ids and a GET
+	// with Last-Event-ID is refused (HTTP 400).
+	EventStore bool
 }
 
 // Server is an MCP server with the demo tools. It implements [http.Handler]
@@ -84,11 +92,15 @@ func New(opts Options) *Server {
 		// gateway in front is the trust boundary, not this server.
 		DisableLocalhostProtection: true,
 	})
-	s.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	stateful := &mcp.StreamableHTTPOptions{
 		Stateless:                  false,
 		Logger:                     logger,
 		DisableLocalhostProtection: true, // see above
-	})
+	}
+	if opts.EventStore {
+		stateful.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	s.stateful = mcp.NewStreamableHTTPHandler(getServer, stateful)
 	return s
 }
 

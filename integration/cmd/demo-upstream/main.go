@@ -3,7 +3,10 @@
 //
 // Usage:
 //
-//	demo-upstream [-addr 127.0.0.1:9100] [-path /mcp]
+//	demo-upstream [-addr 127.0.0.1:9100] [-path /mcp] [-event-store]
+//
+// -event-store keeps each 2025-11-25 session's stream events in memory, so
+// that a client whose stream broke resumes it with Last-Event-ID.
 package main
 
 import (
@@ -30,23 +33,24 @@ const shutdownGrace = 5 * time.Second
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9100", "address to listen on")
 	path := flag.String("path", "/mcp", "HTTP path of the MCP endpoint")
+	eventStore := flag.Bool("event-store", false, "keep 2025-11-25 stream events in memory, so that broken streams resume with Last-Event-ID")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, logger, *addr, *path); err != nil {
+	if err := run(ctx, logger, *addr, *path, upstream.Options{Logger: logger, EventStore: *eventStore}); err != nil {
 		logger.Error("demo-upstream failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, logger *slog.Logger, addr, path string) error {
+func run(ctx context.Context, logger *slog.Logger, addr, path string, opts upstream.Options) error {
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("-path %q must start with /", path)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(path, upstream.New(upstream.Options{Logger: logger}))
+	mux.Handle(path, upstream.New(opts))
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -143,8 +143,13 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		return false, nil
 	}
 	calling := "calling the upstream"
-	var err error
-	for resumes := 0; ; resumes++ {
+	var (
+		err        error
+		handlerErr error
+		broke      bool
+		resumes    int
+	)
+	for ; ; resumes++ {
 		// Each request has a context of its own, which the drain ends
 		// (answerWriter.stop) when the upstream holds an answer open that
 		// is no longer read.
@@ -157,7 +162,7 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		}
 		w = newAnswerWriter(req, MaxResultOf(ctx), &pos, handle)
 		w.endRequest = endRequest
-		handlerErr := ServeNextRecovering(next, w, req)
+		handlerErr = ServeNextRecovering(next, w, req)
 		w.finish()
 		ReleaseRequest(req) // which cancels req's context: the attempt's tells why the call ended
 		endRequest(nil)     // after, which leaves ReleaseRequest's watch nothing to run
@@ -192,12 +197,16 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		if answered {
 			return nil
 		}
-		if !resumable(err, &pos, base) || resumes == maxResumes || ctx.Err() != nil {
+		broke = w.brokeOff(handlerErr)
+		ended := broke || err == nil || errors.Is(err, io.EOF)
+		if !ended || !resumable(&pos, base) || resumes == maxResumes || ctx.Err() != nil {
 			break
 		}
 		// A 2025-11-25 server may end a stream after an event with an
 		// id and expect the client to resume it with GET and
-		// Last-Event-ID, after the retry delay it gave.
+		// Last-Event-ID, after the retry delay it gave; and a client
+		// whose connection to the stream broke (a proxy in between cut
+		// it, say) may resume it so, while the server runs the call on.
 		select {
 		case <-time.After(pos.Retry):
 		case <-ctx.Done():
@@ -210,10 +219,38 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		// The gateway ended the call: its stream ends cleanly then
 		// (see endCause), and the reason is the cancellation's.
 		return context.Cause(ctx)
+	case broke:
+		return fmt.Errorf("the upstream's event stream broke before the response to the call (%s): %w",
+			whyNotResumed(&pos, base, resumes), handlerErr)
 	case err == nil || errors.Is(err, io.EOF):
 		return errors.New("the upstream ended its answer without a response to the call")
 	}
 	return err
+}
+
+// brokeOff reports whether w's answer, an event stream, broke off on the
+// upstream's side before the gateway stopped reading it: the next handler
+// ended with a lost connection, or aborted the answer, which is how
+// reverse_proxy ends one whose copy failed (errAnswerAborted). While the
+// gateway reads (w.err is nil), w's writes never fail, so the copy failed
+// in reading the upstream's body. A stream the gateway stopped reading
+// (too large, malformed, answered, drained) did not break so; nor does a
+// call the gateway ended, whose request ends as a complete answer
+// (endCause), and which the caller tells by its context.
+func (w *answerWriter) brokeOff(handlerErr error) bool {
+	return w.kind == answerStream && w.err == nil && handlerErr != nil &&
+		(errors.Is(handlerErr, errAnswerAborted) || ConnectionLost(handlerErr))
+}
+
+// whyNotResumed says why a stream that broke was not resumed (again).
+func whyNotResumed(pos *StreamPosition, base *http.Request, resumes int) string {
+	switch {
+	case base.Header.Get(HeaderSessionID) == "":
+		return "a stream outside a 2025-11-25 session cannot be resumed"
+	case pos.LastID == "":
+		return "it gave no event id to resume it from"
+	}
+	return fmt.Sprintf("resumed %d times already", resumes)
 }
 
 // maxResumes bounds how often one call's stream is resumed.
@@ -226,11 +263,12 @@ type StreamPosition struct {
 	Retry  time.Duration
 }
 
-// resumable reports whether a stream that ended cleanly can be resumed: it
-// gave event ids, and the call runs in a 2025-11-25 session (resumption is a
-// GET on the session).
-func resumable(err error, pos *StreamPosition, base *http.Request) bool {
-	return (err == nil || errors.Is(err, io.EOF)) && pos.LastID != "" && base.Header.Get(HeaderSessionID) != ""
+// resumable reports whether a stream that ended before the response to
+// the call, cleanly or broken off by the upstream's side (brokeOff), can be
+// resumed: it gave event ids, and the call runs in a 2025-11-25 session
+// (resumption is a GET on the session).
+func resumable(pos *StreamPosition, base *http.Request) bool {
+	return pos.LastID != "" && base.Header.Get(HeaderSessionID) != ""
 }
 
 // newResumeRequest is the GET that resumes a session's stream after lastID.

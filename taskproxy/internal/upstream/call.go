@@ -47,7 +47,7 @@ func ServeNextRecovering(next http.Handler, w http.ResponseWriter, r *http.Reque
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
-				err = errors.New("the upstream answer was aborted")
+				err = errAnswerAborted
 				return
 			}
 			err = nextPanic(v)

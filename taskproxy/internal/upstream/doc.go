@@ -8,8 +8,9 @@
 // the handler's goroutine (answerWriter): a task's call in flight holds
 // that one goroutine besides its worker. Other requests (probes,
 // cancellations, answers to the upstream's requests) read theirs through
-// Call's pipe. A 2025-11-25 stream that ends after an event with an id is
-// resumed with GET and Last-Event-ID, as that version allows.
+// Call's pipe. A 2025-11-25 stream that ends, or breaks on the upstream's
+// side, after an event with an id is resumed with GET and Last-Event-ID, as
+// that version allows.
 //
 // It also names the MCP transport's header fields. It knows nothing of
 // tasks.

@@ -48,6 +48,15 @@ func IsNextError(err error) bool {
 	return errors.As(err, &ne)
 }
 
+// errAnswerAborted is ServeNextRecovering's error for a next handler that
+// aborted its answer (panicked with http.ErrAbortHandler). reverse_proxy
+// does so, once it has written the head, whenever copying the upstream's
+// body fails, without handing the failure on: when reading the upstream's
+// body fails (its connection broke: an unexpected EOF, a reset) and when
+// writing to the gateway's writer fails (an attempt's writer fails its
+// writes only once its drain is over; a pipe's, once its reader closed).
+var errAnswerAborted = errors.New("the upstream answer was aborted")
+
 // unreachableMarker is implemented by errors that say whether the call
 // never reached the upstream (the glue's mark on reverse_proxy's dial
 // errors).

@@ -1,0 +1,224 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// resumingUpstream is a next handler that answers each request the
+// gateway makes (the call's POST, then each GET that resumes its stream)
+// with the next of answers, and records the Last-Event-ID each came with.
+type resumingUpstream struct {
+	answers []func(w http.ResponseWriter, r *http.Request) error
+
+	mu       sync.Mutex
+	requests []string // "POST", "GET after <Last-Event-ID>"
+}
+
+func (u *resumingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_ = u.ServeHTTPErr(w, r)
+}
+
+func (u *resumingUpstream) ServeHTTPErr(w http.ResponseWriter, r *http.Request) error {
+	u.mu.Lock()
+	n := len(u.requests)
+	seen := r.Method
+	if r.Method == http.MethodGet {
+		seen += " after " + r.Header.Get("Last-Event-ID")
+	}
+	u.requests = append(u.requests, seen)
+	u.mu.Unlock()
+	if n >= len(u.answers) {
+		http.Error(w, "no more answers", http.StatusTeapot)
+		return nil
+	}
+	return u.answers[n](w, r)
+}
+
+func (u *resumingUpstream) seen() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.requests...)
+}
+
+// streamThen is an answer that streams events, then ends with end (nil:
+// cleanly).
+func streamThen(end func(*http.Request) error, events ...string) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for _, ev := range events {
+			_, _ = w.Write([]byte(ev))
+		}
+		if end == nil {
+			return nil
+		}
+		return end(r)
+	}
+}
+
+// Ways an upstream's stream breaks, as the next handler reports them.
+var (
+	// reverse_proxy aborts the answer when reading the upstream's body
+	// fails mid-stream.
+	aborted = func(*http.Request) error { panic(http.ErrAbortHandler) }
+	// A handler that returns the network's error.
+	reset = func(*http.Request) error { return fmt.Errorf("reading: %w", syscall.ECONNRESET) }
+)
+
+// A 2025-11-25 stream that breaks on the upstream's side (reverse_proxy
+// aborts the answer, or the connection is reset) after an event with an id
+// is resumed with GET and Last-Event-ID, within maxResumes and after the
+// retry delay the stream gave; one that broke before any id, outside a
+// session, or after the gateway itself stopped reading or ended the call,
+// is not, and the failure says the stream broke.
+func TestAttemptResumesBrokenStream(t *testing.T) {
+	t.Parallel()
+	final := `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`
+	note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`
+	many := make([]func(http.ResponseWriter, *http.Request) error, maxResumes+2)
+	manySeen := []string{"POST"}
+	for i := range many {
+		many[i] = streamThen(aborted, fmt.Sprintf("id: e%d\ndata: %s\n\n", i, note))
+		if i > 0 && i <= maxResumes {
+			manySeen = append(manySeen, fmt.Sprintf("GET after e%d", i-1))
+		}
+	}
+	manyWant := make([]string, 0, maxResumes+2)
+	for range maxResumes + 1 {
+		manyWant = append(manyWant, "notification notifications/progress")
+	}
+	manyWant = append(manyWant, fmt.Sprintf("failed: the upstream's event stream broke before the response to the call (resumed %d times already): the upstream answer was aborted", maxResumes))
+	tests := []struct {
+		name      string
+		session   string
+		answers   []func(http.ResponseWriter, *http.Request) error
+		cancelled bool // the attempt's context ends once the first request has its events
+		want      []string
+		wantSeen  []string
+	}{
+		{
+			name:    "aborted after an id, resumed and answered",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\nretry: 5\ndata: \n\n", "id: e2\ndata: "+note+"\n\n", "data: "+note[:10]),
+				streamThen(nil, "id: e3\ndata: "+final+"\n\n"),
+			},
+			want:     []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen: []string{"POST", "GET after e2"},
+		},
+		{
+			name:    "reset after an id, resumed twice and answered",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(reset, "id: e1\ndata: "+note+"\n\n"),
+				streamThen(aborted, "id: e2\ndata: "+note+"\n\n"),
+				streamThen(nil, "data: "+final+"\n\n"),
+			},
+			want:     []string{"notification notifications/progress", "notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen: []string{"POST", "GET after e1", "GET after e2"},
+		},
+		{
+			name:    "broken before any id",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "data: "+note+"\n\n"),
+			},
+			want:     []string{"notification notifications/progress", "failed: the upstream's event stream broke before the response to the call (it gave no event id to resume it from): the upstream answer was aborted"},
+			wantSeen: []string{"POST"},
+		},
+		{
+			name: "broken outside a session (2026-07-28)",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\ndata: "+note+"\n\n"),
+			},
+			want:     []string{"notification notifications/progress", "failed: the upstream's event stream broke before the response to the call (a stream outside a 2025-11-25 session cannot be resumed): the upstream answer was aborted"},
+			wantSeen: []string{"POST"},
+		},
+		{
+			name:    "broken after the gateway stopped reading (malformed event)",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\ndata: "+note+"\n\n", "id: e2\ndata: {\n\n"),
+			},
+			want:     []string{"notification notifications/progress", "failed: upstream event is not JSON-RPC: "},
+			wantSeen: []string{"POST"},
+		},
+		{
+			name:    "broken after the gateway ended the call",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(func(r *http.Request) error {
+					<-r.Context().Done()
+					panic(http.ErrAbortHandler)
+				}, "id: e1\ndata: "+note+"\n\n"),
+			},
+			cancelled: true,
+			want:      []string{"notification notifications/progress", "failed: task cancelled"},
+			wantSeen:  []string{"POST"},
+		},
+		{
+			name:     "broken more often than resumed",
+			session:  "s-1",
+			answers:  many,
+			want:     manyWant,
+			wantSeen: manySeen,
+		},
+		{
+			name:    "resumption refused",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\ndata: "+note+"\n\n"),
+				func(w http.ResponseWriter, _ *http.Request) error {
+					http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+					return nil
+				},
+			},
+			want:     []string{"notification notifications/progress", "error -32603 upstream answered HTTP 405: method not allowed (HTTP 405"},
+			wantSeen: []string{"POST", "GET after e1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			up := &resumingUpstream{answers: tt.answers}
+			ctx, cancel := context.WithCancelCause(WithMaxResult(t.Context(), 1000))
+			defer cancel(nil)
+			ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+			base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+			if tt.session != "" {
+				base.Header.Set(HeaderSessionID, tt.session)
+			}
+			a := StartAttempt(ctx, base, up, json.RawMessage(`7`), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`))
+			var got []string
+			ev, _ := a.Until(ctx, nil, func(ev Event) bool {
+				got = append(got, describe(ev))
+				if tt.cancelled {
+					cancel(fmt.Errorf("task cancelled"))
+				}
+				return false
+			})
+			got = append(got, describe(ev))
+			for range a.Events { // until the pump returned: no request comes after
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("events %q, want %q", got, tt.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tt.want[i]) {
+					t.Errorf("event %d: %q, want %q", i, got[i], tt.want[i])
+				}
+			}
+			if seen := up.seen(); strings.Join(seen, "; ") != strings.Join(tt.wantSeen, "; ") {
+				t.Errorf("the upstream saw %q, want %q", seen, tt.wantSeen)
+			}
+		})
+	}
+}
