@@ -21,8 +21,10 @@ import (
 // the upstream's task id, follows it with tasks/result (which blocks, and
 // carries the upstream's input requests, Relayed into the task's own input
 // requests) while polling tasks/get for its status message, maps the
-// task's cancellation and expiry to the upstream's tasks/cancel, and takes
-// the upstream's outcome as the task's. A restart resumes following by the
+// task's cancellation and expiry to the upstream's tasks/cancel (also
+// when they come before the upstream's CreateTaskResult: the answer is
+// read on, see pendingcreate.go), and takes the upstream's outcome as the
+// task's. A restart resumes following by the
 // recorded id; an upstream that no longer knows it fails the task with why.
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
