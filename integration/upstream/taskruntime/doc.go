@@ -63,6 +63,15 @@
 // them. With [Options.AcceptV2025Initialize] a 2025-11-25 initialize is
 // answered while server/discover still lists only 2026-07-28.
 //
+// # A 2025-11-25 task-aware server
+//
+// With [Options.V2025Tasks] the runtime is a 2025-11-25 server instead,
+// one that runs tools as tasks of its own when a tools/call carries
+// params.task, as the TypeScript SDK's server does: the CreateTaskResult
+// with the Task under "task", tasks/get, tasks/result (blocking) and
+// tasks/cancel over the same tasks and work, and no 2026-07-28 at all
+// (see v2025.go).
+//
 // # Restarts
 //
 // With [Options.StateFile] every change is written to the file, and [New]

@@ -86,6 +86,12 @@ type Options struct {
 	// every other request must be 2026-07-28 as before. Requests
 	// ("initialize") counts the initializes answered.
 	AcceptV2025Initialize bool
+
+	// V2025Tasks makes the runtime a 2025-11-25 server instead, one that
+	// runs tools as tasks of its own when a tools/call carries
+	// params.task, as the TypeScript SDK's server does (see v2025.go): it
+	// speaks no 2026-07-28 at all.
+	V2025Tasks bool
 }
 
 // Server is the task runtime. It implements [http.Handler] for the MCP
@@ -105,6 +111,8 @@ type Server struct {
 	toolOrder    []*toolSpec
 	// acceptV2025Init: Options.AcceptV2025Initialize.
 	acceptV2025Init bool
+	// v2025Tasks: Options.V2025Tasks.
+	v2025Tasks bool
 
 	root  context.Context
 	close context.CancelCauseFunc
@@ -131,7 +139,7 @@ func New(opts Options) (*Server, error) {
 		bindHeader: opts.BindHeader, origins: opts.AllowedOrigins, stateKey: opts.StateKey, now: opts.Now,
 		tools: map[string]*toolSpec{}, tasks: map[string]*record{}, expired: map[string]tombstone{},
 		stops: map[string]context.CancelCauseFunc{}, changed: make(chan struct{}), holds: map[string]int{},
-		acceptV2025Init: opts.AcceptV2025Initialize, answerHolds: map[string]chan struct{}{},
+		acceptV2025Init: opts.AcceptV2025Initialize, answerHolds: map[string]chan struct{}{}, v2025Tasks: opts.V2025Tasks,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -247,6 +255,10 @@ type exchange struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.floats {
 		w = floatWriter{w}
+	}
+	if s.v2025Tasks {
+		s.serveV2025(w, r)
+		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

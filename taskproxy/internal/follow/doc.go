@@ -18,7 +18,7 @@
 // (UpstreamCallBody: params.task on 2025-11-25; on 2026-07-28 the call
 // declares the tasks extension) and reads the answer:
 //
-//	call sent ──answer──► created (ReadV2026Created, or a 2025-11-25 CreateTaskResult)
+//	call sent ──answer──► created (ReadV2026Created, ReadV2025Created)
 //	    │                    │
 //	    │ plain result       ▼
 //	    │ or error      followed ──poll / tasks/result──► working | input_required
@@ -50,9 +50,15 @@
 // # A call whose caller is gone before the upstream's task
 //
 // Closing the creating call's stream cancels the call, not the task the
-// upstream makes for it. A call whose caller is gone before its answer is
-// therefore read on, for at most CreateGrace, and the task a
-// CreateTaskResult names is cancelled (CancelLateV2026Create):
+// upstream makes for it, and on 2025-11-25 notifications/cancelled must
+// not be used for a task at all. A call whose caller is gone before its
+// answer is therefore read on, for at most CreateGrace, and the task a
+// CreateTaskResult names is cancelled: for a plain client's call
+// (CancelLateV2026Create; the gateway makes such calls only of a
+// 2026-07-28 upstream), and, in the runtime, for the call of a gateway's
+// task that ended meanwhile (cancelled, run_timeout, expiry), on either
+// version (ReadV2026Created or ReadV2025Created reads the answer, Loop's
+// Cancel sends the tasks/cancel of the task's version):
 //
 //	call in flight ──caller gone──► read on (≤ CreateGrace) ──CreateTaskResult──► tasks/cancel
 //	                                      │ error, plain result, no answer

@@ -53,6 +53,29 @@ func UpstreamCallBody(t *task.Task) ([]byte, error) {
 	return jsonrpc.RequestBytes(t.UpstreamID, "tools/call", params)
 }
 
+// V2025Created is what the gateway reads of a 2025-11-25 CreateTaskResult.
+type V2025Created struct {
+	TaskID        string
+	StatusMessage string
+}
+
+// ReadV2025Created reads a 2025-11-25 CreateTaskResult, the Task under
+// "task" ({"task":{"taskId":…}}); ok is false for any other answer (a
+// plain CallToolResult: a server that does not take tasks for the call
+// runs it normally).
+func ReadV2025Created(result json.RawMessage) (V2025Created, bool) {
+	var c struct {
+		Task *struct {
+			TaskID        string `json:"taskId"`
+			StatusMessage string `json:"statusMessage"`
+		} `json:"task"`
+	}
+	if len(result) == 0 || json.Unmarshal(result, &c) != nil || c.Task == nil || c.Task.TaskID == "" {
+		return V2025Created{}, false
+	}
+	return V2025Created{TaskID: c.Task.TaskID, StatusMessage: c.Task.StatusMessage}, true
+}
+
 // followID is the id of the worker's n-th request about the upstream's task.
 func followID(taskID, what string, n int) json.RawMessage {
 	id, _ := json.Marshal(fmt.Sprintf("%s%s:%s:%d", jsonrpc.GatewayIDPrefix, taskID, what, n))

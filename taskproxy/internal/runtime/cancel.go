@@ -24,7 +24,9 @@ const (
 // CancelTask records the cancellation, then stops the upstream call: it
 // sends the upstream tasks/cancel for a task the upstream runs, else
 // notifications/cancelled with the id the upstream knows, and closes the
-// call's stream.
+// call's stream; a call that may still create the upstream's task is
+// read on instead, and the task its answer names cancelled
+// ([Run.readCreate]).
 func (route *Route) CancelTask(ctx context.Context, owner, id string, next http.Handler) (*task.Task, error) {
 	return cancelTask(ctx, route, owner, id, MsgCancelled)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,17 +13,20 @@ import (
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
-// A 2026-07-28 upstream that runs tasks itself may be slow to answer the
-// tools/call that creates its task: the gateway's task exists (task_after
-// passed) while the upstream's id for its own is not known yet. Ending the
-// gateway's task then (a cancel, its run_timeout, its expiry) must not
-// close the call's stream at once: the upstream creates its task all the
-// same and runs it untracked, since closing the stream cancels only the
-// call, not a task. So the worker keeps reading the answer, for at most
-// follow.CreateGrace, and sends tasks/cancel for the task it names. Meanwhile the
-// task still counts against its owner's bound on active tasks
-// (EndedStillUpstream),
-// though its client already sees it ended, as its cancel asked.
+// An upstream that runs tasks itself (a 2026-07-28 one, or a 2025-11-25
+// one sent params.task) may be slow to answer the tools/call that creates
+// its task: the gateway's task exists (task_after passed, or the client
+// asked for a task) while the upstream's id for its own is not known yet.
+// Ending the gateway's task then (a cancel, its run_timeout, its expiry)
+// must not close the call's stream at once: the upstream creates its task
+// all the same and runs it untracked, since closing the stream cancels
+// only the call, not a task (and on 2025-11-25 notifications/cancelled
+// must not be used for a task, see stopUpstreamCall). So the worker keeps
+// reading the answer, for at most follow.CreateGrace, and sends
+// tasks/cancel, of the upstream's version, for the task it names.
+// Meanwhile the task still counts against its owner's bound on active
+// tasks (EndedStillUpstream), though its client already sees it ended, as
+// its cancel asked.
 
 // pendingCreate is the state of a run whose worker waits for the
 // upstream's CreateTaskResult.
@@ -143,13 +147,25 @@ func (run *Run) cancelLateUpstreamTask(route *Route, t *task.Task, ev *upstream.
 	if ev.Final.Error != nil {
 		return
 	}
-	created, ok := follow.ReadV2026Created(ev.Final.Result)
+	id, ok := createdTaskID(t, ev.Final.Result)
 	if !ok {
 		return
 	}
-	run.setUpstreamTask(created.TaskID)
+	run.setUpstreamTask(id)
 	if ce := route.log.Check(zap.DebugLevel, "cancelling the upstream's task of an ended task"); ce != nil {
-		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", created.TaskID), zap.Error(cause))
+		ce.Write(zap.String("task", t.ID), zap.String("upstream_task", id), zap.Error(cause))
 	}
-	route.cancelUpstreamTask(run.Ctx, run, t, created.TaskID)
+	route.cancelUpstreamTask(run.Ctx, run, t, id)
+}
+
+// createdTaskID reads the upstream's task id from the answer to t's
+// creating call, a CreateTaskResult of the upstream's version; false for
+// any other answer.
+func createdTaskID(t *task.Task, result json.RawMessage) (string, bool) {
+	if t.UpstreamV2026 {
+		created, ok := follow.ReadV2026Created(result)
+		return created.TaskID, ok
+	}
+	created, ok := follow.ReadV2025Created(result)
+	return created.TaskID, ok
 }

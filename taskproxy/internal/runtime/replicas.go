@@ -101,7 +101,8 @@ func (w *worker) watchRemote() {
 // stopCancelled stops the upstream call of a task whose record is
 // cancelled, once whoever notices first: on 2025-11-25 the upstream is sent
 // notifications/cancelled with the id and session it knows; on 2026-07-28
-// closing the stream is the cancellation.
+// closing the stream is the cancellation. A task the upstream runs gets
+// tasks/cancel instead, once its id is known (stopUpstreamCall).
 func (route *Route) stopCancelled(ctx context.Context, run *Run, t *task.Task) {
 	if !run.cancelling.CompareAndSwap(false, true) {
 		return

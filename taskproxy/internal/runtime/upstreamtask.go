@@ -21,8 +21,10 @@ import (
 // the upstream's task id, follows it with tasks/result (which blocks, and
 // carries the upstream's input requests, Relayed into the task's own input
 // requests) while polling tasks/get for its status message, maps the
-// task's cancellation and expiry to the upstream's tasks/cancel, and takes
-// the upstream's outcome as the task's. A restart resumes following by the
+// task's cancellation and expiry to the upstream's tasks/cancel (also
+// when they come before the upstream's CreateTaskResult: the answer is
+// read on, see pendingcreate.go), and takes the upstream's outcome as the
+// task's. A restart resumes following by the
 // recorded id; an upstream that no longer knows it fails the task with why.
 
 // workUpstreamTask runs a task the upstream runs: a is the creating call in
@@ -55,10 +57,14 @@ func (w *worker) workUpstreamTask(a *upstream.Attempt) {
 // upstream's task id. It returns false when the task ended instead: the
 // upstream answered with an error or a plain result (a server that does
 // not take tasks for the call runs it normally), or the task ended
-// meanwhile, in which case the upstream's task is cancelled.
+// meanwhile. The answer is then read on, as on 2026-07-28, through
+// [Run.readCreate]: the task it names is cancelled with tasks/cancel.
 func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	route, t, run := w.route, w.t, w.run
-	ev := follow.Events(run.Ctx, a, followed{w})
+	ev, ok := run.readCreate(route, t, func() *upstream.Event { return follow.Events(run.Ctx, a, followed{w}) })
+	if !ok {
+		return "", false
+	}
 	switch {
 	case ev.Err != nil:
 		route.finishInterrupted(run.Ctx, t, ev.Err)
@@ -70,17 +76,12 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 		route.Finish(t, nil, ev.Final.Error)
 		return "", false
 	}
-	var created struct {
-		Task *struct {
-			TaskID        string `json:"taskId"`
-			StatusMessage string `json:"statusMessage"`
-		} `json:"task"`
-	}
-	if json.Unmarshal(ev.Final.Result, &created) != nil || created.Task == nil || created.Task.TaskID == "" {
+	created, ok := follow.ReadV2025Created(ev.Final.Result)
+	if !ok {
 		route.Finish(t, BridgedResult(t, ev.Final.Result), nil)
 		return "", false
 	}
-	id := created.Task.TaskID
+	id := created.TaskID
 	// Published before the record: a cancellation that finds the record
 	// still working then finds the id too (cancelTask reads it after
 	// storing the cancellation), and one that stored first makes the
@@ -90,7 +91,7 @@ func (w *worker) createUpstreamTask(a *upstream.Attempt) (string, bool) {
 	defer cancel()
 	rec, err := route.rt.Store.Update(ctx, t.Owner, t.ID, func(rec *task.Task) error {
 		rec.UpstreamTaskID = id
-		if m := created.Task.StatusMessage; m != "" && rec.Status == task.StatusWorking {
+		if m := created.StatusMessage; m != "" && rec.Status == task.StatusWorking {
 			rec.StatusMessage, rec.UpdatedAt = follow.UpstreamStatusMessage(m), Now()
 		}
 		return nil
@@ -215,12 +216,21 @@ func (route *Route) cancelUpstreamTask(ctx context.Context, run *Run, t *task.Ta
 // tasks/cancel of its own task when it runs one, else, on 2025-11-25,
 // notifications/cancelled of the call (on 2026-07-28 closing the call's
 // stream is the cancellation).
+//
+// A 2025-11-25 call with params.task whose CreateTaskResult has not come
+// yet gets no notifications/cancelled: the spec says it MUST NOT be used
+// for tasks, only tasks/cancel, and a server that made its task already
+// would not stop it for one. The call is read on instead ([Run.readCreate],
+// or the record's update that fails on the ended task, see
+// createUpstreamTask) and the task its answer names gets tasks/cancel; a
+// server that answers with a plain result ran the call to its end, and
+// one that does not answer within follow.CreateGrace has its stream closed.
 func (route *Route) stopUpstreamCall(ctx context.Context, run *Run, t *task.Task, reason string) {
 	if id := run.upstreamTask(); id != "" {
 		route.cancelUpstreamTask(ctx, run, t, id)
 		return
 	}
-	if UpstreamSpeaksV2025(t) { // on 2026-07-28 closing the stream is the cancellation
+	if UpstreamSpeaksV2025(t) && !t.UpstreamTask { // on 2026-07-28 closing the stream is the cancellation
 		route.NotifyUpstreamCancelled(ctx, run, t, reason)
 	}
 }

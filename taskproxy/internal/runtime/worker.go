@@ -69,18 +69,21 @@ func (route *Route) StartWorker(t *task.Task, run *Run, a *upstream.Attempt, pen
 	run.owner, run.quota = t.Owner, t.Quota()
 	run.create.counted = &route.rt.workers.ended
 	w := &worker{route: route, t: t, run: run}
+	if t.UpstreamTask && t.UpstreamTaskID == "" && a != nil {
+		// Before anything can end the task (a cancel finds the run in
+		// the table): its ending must then let the call's
+		// CreateTaskResult be read ([Run.readCreate]), on either
+		// version.
+		run.awaitCreate()
+	}
 	route.rt.workers.add(t.ID, run)
 	route.rt.workers.wg.Add(1)
 	if route.rt.Hub.Relayed() { // a cancel may come from another replica
 		w.watchRemote()
 	}
 	// What the expiry needs of t, copied: the worker changes t meanwhile.
-	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session, UpstreamV2026: t.UpstreamV2026}
-	if t.UpstreamTask && t.UpstreamV2026 && t.UpstreamTaskID == "" && a != nil {
-		// Before anything can end the task: its ending must then
-		// let the call's CreateTaskResult be read ([Run.readCreate]).
-		run.awaitCreate()
-	}
+	call := &task.Task{ID: t.ID, Owner: t.Owner, Era: t.Era, UpstreamID: t.UpstreamID, Session: t.Session,
+		UpstreamTask: t.UpstreamTask, UpstreamV2026: t.UpstreamV2026}
 	expire := time.AfterFunc(time.Until(t.ExpiresAt()), func() {
 		held := run.holdStop(rpcerr.ErrTaskExpired) // counted as draining before the task shows ended
 		// Recorded first: whatever the upstream answers to the
