@@ -12,51 +12,62 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/integration/upstream"
 )
 
 // A load balancer between the gateway and a 2025-11-25 upstream cuts the
 // call's event stream after its first progress event (as an idle timeout
-// does); the upstream, with an event store, runs the call on. The gateway
-// resumes the stream with GET and Last-Event-ID, and the task completes
-// with the tool's real result.
+// does), or cuts it as it restarts: gone for a second, every connection
+// closed, nothing listening. The upstream, with an event store, runs the
+// call on. The gateway resumes the stream with GET and Last-Event-ID (a
+// GET that finds nothing listening is tried again, later), and the task
+// completes with the tool's real result.
 func TestV2025BrokenStreamResumed(t *testing.T) {
 	t.Parallel()
-	up := upstream.New(upstream.Options{EventStore: true})
-	resumes := &resumeRecorder{next: up}
-	srv := httptest.NewServer(resumes)
-	t.Cleanup(srv.Close)
-	lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"))
-	gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: v2025Tools})
-	c := newRPCClient(t, gw.URL)
-	c.initialize("")
+	for _, tc := range []struct {
+		name string
+		down time.Duration
+	}{{"idle timeout", 0}, {"proxy restart", time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := upstream.New(upstream.Options{EventStore: true})
+			resumes := &resumeRecorder{next: up}
+			srv := httptest.NewServer(resumes)
+			t.Cleanup(srv.Close)
+			lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"), tc.down)
+			gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: v2025Tools})
+			c := newRPCClient(t, gw.URL)
+			c.initialize("")
 
-	m := c.call("tools/call", map[string]any{
-		"name": "slow_compute", "arguments": map[string]any{"seconds": 2, "label": "through a cut"},
-		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "tok-1"},
-	})
-	var created struct {
-		Task v2025Task `json:"task"`
-	}
-	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
-		t.Fatalf("create: %s / %+v", m.Result, m.Error)
-	}
-	m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
-	if m.Error != nil || !strings.Contains(string(m.Result), "Computed through a cut in 2s") {
-		t.Fatalf("tasks/result = %s / %+v, want the tool's result\ncaddy:\n%s", m.Result, m.Error, tail(gw.logs(), 3000))
-	}
-	if got := c.getTask(created.Task.TaskID); got.Status != "completed" {
-		t.Errorf("task %+v, want completed", got)
-	}
-	if !lb.cut.Load() {
-		t.Fatal("the proxy cut no stream: the test proved nothing")
-	}
-	if ids := resumes.seen(); len(ids) == 0 {
-		t.Error("the upstream saw no GET with Last-Event-ID")
-	}
-	if n := up.Calls("slow_compute"); n != 1 {
-		t.Errorf("the upstream ran slow_compute %d times, want once (resumed, not called again)", n)
+			m := c.call("tools/call", map[string]any{
+				"name": "slow_compute", "arguments": map[string]any{"seconds": 3, "label": "through a cut"},
+				"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "tok-1"},
+			})
+			var created struct {
+				Task v2025Task `json:"task"`
+			}
+			if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
+				t.Fatalf("create: %s / %+v", m.Result, m.Error)
+			}
+			m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+			if m.Error != nil || !strings.Contains(string(m.Result), "Computed through a cut in 3s") {
+				t.Fatalf("tasks/result = %s / %+v, want the tool's result\ncaddy:\n%s", m.Result, m.Error, tail(gw.logs(), 3000))
+			}
+			if got := c.getTask(created.Task.TaskID); got.Status != "completed" {
+				t.Errorf("task %+v, want completed", got)
+			}
+			if !lb.cut.Load() {
+				t.Fatal("the proxy cut no stream: the test proved nothing")
+			}
+			if ids := resumes.seen(); len(ids) == 0 {
+				t.Error("the upstream saw no GET with Last-Event-ID")
+			}
+			if n := up.Calls("slow_compute"); n != 1 {
+				t.Errorf("the upstream ran slow_compute %d times, want once (resumed, not called again)", n)
+			}
+		})
 	}
 }
 
@@ -68,7 +79,7 @@ func TestV2026BrokenStreamFails(t *testing.T) {
 	up := upstream.New(upstream.Options{EventStore: true})
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
-	lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"))
+	lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"), 0)
 	// Converted to a task before the first progress event.
 	gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: "task_after 50ms"})
 	c := newV2026Client(t, gw.URL, true)
@@ -114,41 +125,94 @@ func (r *resumeRecorder) seen() []string {
 // the connection of the first event stream that carries marker, right
 // after the event marker is in (its blank line), as a load balancer with
 // an idle timeout does: the client sees the stream break mid-answer, the
-// upstream sees its client go away.
+// upstream sees its client go away. With down, it cuts as a load balancer
+// that restarts: its listener and every connection closed at once, and
+// nothing listening for down.
 type cuttingProxy struct {
 	addr   string
 	target string
 	marker []byte
+	down   time.Duration
 	cut    atomic.Bool
+
+	t     *testing.T
+	mu    sync.Mutex
+	ln    net.Listener // nil while down
+	open  map[net.Conn]struct{}
+	ended bool // the test's cleanup closed it
+	conns sync.WaitGroup
 }
 
-func startCuttingProxy(t *testing.T, target string, marker []byte) *cuttingProxy {
+func startCuttingProxy(t *testing.T, target string, marker []byte, down time.Duration) *cuttingProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cuttingProxy{addr: ln.Addr().String(), target: target, marker: marker}
-	var conns sync.WaitGroup
+	p := &cuttingProxy{addr: ln.Addr().String(), target: target, marker: marker, down: down, t: t, open: map[net.Conn]struct{}{}}
 	t.Cleanup(func() {
-		_ = ln.Close()
-		conns.Wait()
+		p.mu.Lock()
+		p.ended = true
+		if p.ln != nil {
+			_ = p.ln.Close()
+		}
+		p.mu.Unlock()
+		p.conns.Wait()
 	})
-	go func() {
+	p.listen(ln)
+	return p
+}
+
+// listen accepts connections on ln until it is closed.
+func (p *cuttingProxy) listen(ln net.Listener) {
+	p.ln = ln
+	p.conns.Go(func() {
 		for {
 			client, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			conns.Go(func() { p.serve(t, client) })
+			p.mu.Lock()
+			p.open[client] = struct{}{}
+			p.mu.Unlock()
+			p.conns.Go(func() { p.serve(p.t, client) })
 		}
-	}()
-	return p
+	})
+}
+
+// restart closes the listener and every connection, and listens on the
+// same address again after p.down.
+func (p *cuttingProxy) restart() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.ln.Close()
+	p.ln = nil
+	for c := range p.open {
+		_ = c.Close()
+	}
+	time.AfterFunc(p.down, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.ended {
+			return
+		}
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			p.t.Errorf("proxy listening again on %s: %v", p.addr, err)
+			return
+		}
+		p.listen(ln)
+	})
 }
 
 // serve pipes one connection to the target, cutting it as described.
 func (p *cuttingProxy) serve(t *testing.T, client net.Conn) {
 	t.Helper()
+	defer func() {
+		p.mu.Lock()
+		delete(p.open, client)
+		p.mu.Unlock()
+	}()
 	defer client.Close()
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
@@ -173,6 +237,9 @@ func (p *cuttingProxy) serve(t *testing.T, client net.Conn) {
 				// Forward up to the end of the marked event, then close
 				// both sides: the chunk that held it is never finished.
 				_, _ = client.Write(chunk[:len(chunk)-(len(seen)-end)])
+				if p.down > 0 {
+					p.restart()
+				}
 				return
 			}
 		}

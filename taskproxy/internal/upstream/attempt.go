@@ -148,6 +148,10 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		handlerErr error
 		broke      bool
 		resumes    int
+		// failures counts the resumes after a broken stream or a GET
+		// that could not reach the upstream: each waits longer
+		// (resumeDelay).
+		failures int
 	)
 	for ; ; resumes++ {
 		// Each request has a context of its own, which the drain ends
@@ -172,6 +176,16 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 				handlerErr = context.Cause(ctx)
 			case handlerErr == nil:
 				handlerErr = errors.New("the next handler wrote no response")
+			case resumes > 0 && resumes < maxResumes && (Unreachable(handlerErr) || ConnectionLost(handlerErr)):
+				// The upstream runs the call on: a GET that could not
+				// reach it (a proxy in between restarts after it cut
+				// the stream) is tried again, later, as a broken stream
+				// is resumed.
+				failures++
+				if err := waitToResume(ctx, resumeDelay(pos.Retry, failures)); err != nil {
+					return err
+				}
+				continue
 			}
 			return fmt.Errorf("%s: calling upstream: %w", calling, handlerErr)
 		}
@@ -207,10 +221,13 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		// Last-Event-ID, after the retry delay it gave; and a client
 		// whose connection to the stream broke (a proxy in between cut
 		// it, say) may resume it so, while the server runs the call on.
-		select {
-		case <-time.After(pos.Retry):
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		delay := pos.Retry
+		if broke {
+			failures++
+			delay = resumeDelay(pos.Retry, failures)
+		}
+		if err := waitToResume(ctx, delay); err != nil {
+			return err
 		}
 		calling = "resuming the upstream stream"
 	}
@@ -255,6 +272,34 @@ func whyNotResumed(pos *StreamPosition, base *http.Request, resumes int) string 
 
 // maxResumes bounds how often one call's stream is resumed.
 const maxResumes = 10
+
+// Resuming a stream that broke, or retrying a GET that could not reach the
+// upstream, waits brokenResumeDelay, doubled at each such failure of the
+// call up to maxBrokenResumeDelay, or the stream's retry if longer: what
+// broke it (a proxy restarting, an upstream overloaded) is seldom over at
+// once, and ten GETs at once would all fail in it.
+const (
+	brokenResumeDelay    = 500 * time.Millisecond
+	maxBrokenResumeDelay = 5 * time.Second
+)
+
+// resumeDelay is the wait before the failures-th resume (from 1) after a
+// broken stream or a failed GET, given the stream's retry.
+func resumeDelay(retry time.Duration, failures int) time.Duration {
+	return max(retry, min(brokenResumeDelay<<min(failures-1, 8), maxBrokenResumeDelay))
+}
+
+// waitToResume waits delay, or returns the cause of ctx once it ends.
+func waitToResume(ctx context.Context, delay time.Duration) error {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
 
 // StreamPosition is where an SSE answer stood: the id of its last event and
 // the reconnection delay it asked for.

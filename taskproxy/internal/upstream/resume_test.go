@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 )
 
 // resumingUpstream is a next handler that answers each request the
@@ -19,7 +24,8 @@ type resumingUpstream struct {
 	answers []func(w http.ResponseWriter, r *http.Request) error
 
 	mu       sync.Mutex
-	requests []string // "POST", "GET after <Last-Event-ID>"
+	requests []string    // "POST", "GET after <Last-Event-ID>"
+	times    []time.Time // when each came (on a synctest bubble's clock)
 }
 
 func (u *resumingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +40,7 @@ func (u *resumingUpstream) ServeHTTPErr(w http.ResponseWriter, r *http.Request) 
 		seen += " after " + r.Header.Get("Last-Event-ID")
 	}
 	u.requests = append(u.requests, seen)
+	u.times = append(u.times, time.Now())
 	u.mu.Unlock()
 	if n >= len(u.answers) {
 		http.Error(w, "no more answers", http.StatusTeapot)
@@ -46,6 +53,18 @@ func (u *resumingUpstream) seen() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.requests...)
+}
+
+// waits returns how long the gateway waited before each request after
+// the first.
+func (u *resumingUpstream) waits() []time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var waits []time.Duration
+	for i := 1; i < len(u.times); i++ {
+		waits = append(waits, u.times[i].Sub(u.times[i-1]))
+	}
+	return waits
 }
 
 // streamThen is an answer that streams events, then ends with end (nil:
@@ -71,14 +90,23 @@ var (
 	aborted = func(*http.Request) error { panic(http.ErrAbortHandler) }
 	// A handler that returns the network's error.
 	reset = func(*http.Request) error { return fmt.Errorf("reading: %w", syscall.ECONNRESET) }
+	// reverse_proxy's error when it cannot connect (a proxy in between
+	// restarts): nothing written.
+	refused = func(http.ResponseWriter, *http.Request) error {
+		return fmt.Errorf("dialing: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	}
 )
 
 // A 2025-11-25 stream that breaks on the upstream's side (reverse_proxy
 // aborts the answer, or the connection is reset) after an event with an id
-// is resumed with GET and Last-Event-ID, within maxResumes and after the
-// retry delay the stream gave; one that broke before any id, outside a
-// session, or after the gateway itself stopped reading or ended the call,
-// is not, and the failure says the stream broke.
+// is resumed with GET and Last-Event-ID, within maxResumes; one that broke
+// before any id, outside a session, or after the gateway itself stopped
+// reading or ended the call, is not, and the failure says the stream
+// broke. A resume after a break, or after a GET that could not reach the
+// upstream (tried again: a proxy in between restarts), waits half a
+// second, doubled at each, up to 5 s, or the stream's retry if longer: not
+// ten GETs at once into whatever broke it. A stream the upstream ended
+// cleanly is resumed after its retry, as before.
 func TestAttemptResumesBrokenStream(t *testing.T) {
 	t.Parallel()
 	final := `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`
@@ -96,14 +124,15 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 		manyWant = append(manyWant, "notification notifications/progress")
 	}
 	manyWant = append(manyWant, fmt.Sprintf("failed: the upstream's event stream broke before the response to the call (resumed %d times already): the upstream answer was aborted", maxResumes))
-	tests := []struct {
-		name      string
-		session   string
-		answers   []func(http.ResponseWriter, *http.Request) error
-		cancelled bool // the attempt's context ends once the first request has its events
-		want      []string
-		wantSeen  []string
-	}{
+	backoff := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second,
+		5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	unreachable := []func(http.ResponseWriter, *http.Request) error{streamThen(aborted, "id: e1\ndata: "+note+"\n\n")}
+	unreachableSeen := []string{"POST"}
+	for range maxResumes {
+		unreachable = append(unreachable, refused)
+		unreachableSeen = append(unreachableSeen, "GET after e1")
+	}
+	tests := []resumeCase{
 		{
 			name:    "aborted after an id, resumed and answered",
 			session: "s-1",
@@ -111,8 +140,52 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 				streamThen(aborted, "id: e1\nretry: 5\ndata: \n\n", "id: e2\ndata: "+note+"\n\n", "data: "+note[:10]),
 				streamThen(nil, "id: e3\ndata: "+final+"\n\n"),
 			},
-			want:     []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
-			wantSeen: []string{"POST", "GET after e2"},
+			want:      []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen:  []string{"POST", "GET after e2"},
+			wantWaits: backoff[:1],
+		},
+		{
+			name:    "a longer retry is kept",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\nretry: 3000\ndata: "+note+"\n\n"),
+				streamThen(nil, "data: "+final+"\n\n"),
+			},
+			want:      []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen:  []string{"POST", "GET after e1"},
+			wantWaits: []time.Duration{3 * time.Second},
+		},
+		{
+			name:    "ended cleanly, resumed after its retry",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(nil, "id: e1\nretry: 5\ndata: "+note+"\n\n"),
+				streamThen(nil, "data: "+final+"\n\n"),
+			},
+			want:      []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen:  []string{"POST", "GET after e1"},
+			wantWaits: []time.Duration{5 * time.Millisecond},
+		},
+		{
+			name:    "a resume that cannot reach the upstream, tried again",
+			session: "s-1",
+			answers: []func(http.ResponseWriter, *http.Request) error{
+				streamThen(aborted, "id: e1\ndata: "+note+"\n\n"),
+				refused,
+				refused,
+				streamThen(nil, "data: "+final+"\n\n"),
+			},
+			want:      []string{"notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen:  []string{"POST", "GET after e1", "GET after e1", "GET after e1"},
+			wantWaits: backoff[:3],
+		},
+		{
+			name:      "a resume that never reaches the upstream",
+			session:   "s-1",
+			answers:   unreachable,
+			want:      []string{"notification notifications/progress", "failed: resuming the upstream stream: calling upstream: dialing: dial tcp: connection refused"},
+			wantSeen:  unreachableSeen,
+			wantWaits: backoff,
 		},
 		{
 			name:    "reset after an id, resumed twice and answered",
@@ -122,8 +195,9 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 				streamThen(aborted, "id: e2\ndata: "+note+"\n\n"),
 				streamThen(nil, "data: "+final+"\n\n"),
 			},
-			want:     []string{"notification notifications/progress", "notification notifications/progress", `final {"content":[]} (HTTP 200)`},
-			wantSeen: []string{"POST", "GET after e1", "GET after e2"},
+			want:      []string{"notification notifications/progress", "notification notifications/progress", `final {"content":[]} (HTTP 200)`},
+			wantSeen:  []string{"POST", "GET after e1", "GET after e2"},
+			wantWaits: backoff[:2],
 		},
 		{
 			name:    "broken before any id",
@@ -165,11 +239,12 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 			wantSeen:  []string{"POST"},
 		},
 		{
-			name:     "broken more often than resumed",
-			session:  "s-1",
-			answers:  many,
-			want:     manyWant,
-			wantSeen: manySeen,
+			name:      "broken more often than resumed",
+			session:   "s-1",
+			answers:   many,
+			want:      manyWant,
+			wantSeen:  manySeen,
+			wantWaits: backoff,
 		},
 		{
 			name:    "resumption refused",
@@ -181,44 +256,68 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 					return nil
 				},
 			},
-			want:     []string{"notification notifications/progress", "error -32603 upstream answered HTTP 405: method not allowed (HTTP 405"},
-			wantSeen: []string{"POST", "GET after e1"},
+			want:      []string{"notification notifications/progress", "error -32603 upstream answered HTTP 405: method not allowed (HTTP 405"},
+			wantSeen:  []string{"POST", "GET after e1"},
+			wantWaits: backoff[:1],
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			up := &resumingUpstream{answers: tt.answers}
-			ctx, cancel := context.WithCancelCause(WithMaxResult(t.Context(), 1000))
-			defer cancel(nil)
-			ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
-			base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
-			if tt.session != "" {
-				base.Header.Set(HeaderSessionID, tt.session)
-			}
-			a := StartAttempt(ctx, base, up, json.RawMessage(`7`), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`))
-			var got []string
-			ev, _ := a.Until(ctx, nil, func(ev Event) bool {
-				got = append(got, describe(ev))
-				if tt.cancelled {
-					cancel(fmt.Errorf("task cancelled"))
-				}
-				return false
-			})
-			got = append(got, describe(ev))
-			for range a.Events { // until the pump returned: no request comes after
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("events %q, want %q", got, tt.want)
-			}
-			for i := range got {
-				if !strings.HasPrefix(got[i], tt.want[i]) {
-					t.Errorf("event %d: %q, want %q", i, got[i], tt.want[i])
-				}
-			}
-			if seen := up.seen(); strings.Join(seen, "; ") != strings.Join(tt.wantSeen, "; ") {
-				t.Errorf("the upstream saw %q, want %q", seen, tt.wantSeen)
-			}
+			synctest.Test(t, tt.run)
 		})
+	}
+}
+
+// resumeCase is one case of TestAttemptResumesBrokenStream, run in a
+// synctest bubble, whose clock tells the waits before each request.
+type resumeCase struct {
+	name      string
+	session   string
+	answers   []func(http.ResponseWriter, *http.Request) error
+	cancelled bool // the attempt's context ends once the first request has its events
+	want      []string
+	wantSeen  []string
+	wantWaits []time.Duration // before each request after the first
+}
+
+func (tt resumeCase) run(t *testing.T) {
+	t.Helper()
+	// The shared pool's idle runners wait on a channel of no bubble; this
+	// one's end, on the bubble's clock, as the test ends.
+	t.Cleanup(func() { time.Sleep(2 * time.Second) })
+	up := &resumingUpstream{answers: tt.answers}
+	ctx, cancel := context.WithCancelCause(runners.WithPool(WithMaxResult(t.Context(), 1000), runners.NewPool(time.Second)))
+	defer cancel(nil)
+	ctx = WithDetach(ctx, func(r *http.Request) *http.Request { return r.Clone(context.WithoutCancel(r.Context())) })
+	base := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/mcp", http.NoBody)
+	if tt.session != "" {
+		base.Header.Set(HeaderSessionID, tt.session)
+	}
+	a := StartAttempt(ctx, base, up, json.RawMessage(`7`), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}`))
+	var got []string
+	ev, _ := a.Until(ctx, nil, func(ev Event) bool {
+		got = append(got, describe(ev))
+		if tt.cancelled {
+			cancel(fmt.Errorf("task cancelled"))
+		}
+		return false
+	})
+	got = append(got, describe(ev))
+	for range a.Events { // until the pump returned: no request comes after
+	}
+	if len(got) != len(tt.want) {
+		t.Fatalf("events %q, want %q", got, tt.want)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], tt.want[i]) {
+			t.Errorf("event %d: %q, want %q", i, got[i], tt.want[i])
+		}
+	}
+	if seen := up.seen(); strings.Join(seen, "; ") != strings.Join(tt.wantSeen, "; ") {
+		t.Errorf("the upstream saw %q, want %q", seen, tt.wantSeen)
+	}
+	if waits := up.waits(); fmt.Sprint(waits) != fmt.Sprint(tt.wantWaits) {
+		t.Errorf("waits before each resume %v, want %v", waits, tt.wantWaits)
 	}
 }
