@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -68,6 +69,45 @@ func TestV2025BrokenStreamResumed(t *testing.T) {
 				t.Errorf("the upstream ran slow_compute %d times, want once (resumed, not called again)", n)
 			}
 		})
+	}
+}
+
+// A 2025-11-25 stream cut before any event id (an upstream without an
+// event store) cannot be resumed: the task fails with why, and the
+// upstream, which runs the call on (a lost stream is no cancellation on
+// 2025-11-25), is sent notifications/cancelled, so that the tool stops
+// rather than run to its end for nobody.
+func TestV2025BrokenStreamGivenUpCancelsCall(t *testing.T) {
+	t.Parallel()
+	up := upstream.New(upstream.Options{})
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	lb := startCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"), 0)
+	gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: v2025Tools})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+
+	m := c.call("tools/call", map[string]any{
+		"name": "slow_compute", "arguments": map[string]any{"seconds": 60, "label": "cut"},
+		"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "tok-1"},
+	})
+	var created struct {
+		Task v2025Task `json:"task"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
+		t.Fatalf("create: %s / %+v", m.Result, m.Error)
+	}
+	m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	if m.Error == nil || !strings.Contains(m.Error.Message, "event stream broke before the response to the call (it gave no event id") {
+		t.Fatalf("tasks/result = %s / %+v, want the broken stream's failure", m.Result, m.Error)
+	}
+	if !lb.cut.Load() {
+		t.Fatal("the proxy cut no stream: the test proved nothing")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := up.WaitCancellations(ctx, "slow_compute", 1); err != nil {
+		t.Fatalf("the upstream's slow_compute was not cancelled (it runs on for nobody): %v\ncaddy:\n%s", err, tail(gw.logs(), 3000))
 	}
 }
 

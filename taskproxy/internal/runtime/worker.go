@@ -128,6 +128,12 @@ func (w *worker) work(a *upstream.Attempt, pending *upstream.Event) {
 			switch {
 			case ev.Err != nil:
 				route.finishInterrupted(run.Ctx, t, ev.Err)
+				if errors.Is(ev.Err, upstream.ErrStreamBroke) && run.Ctx.Err() == nil && UpstreamSpeaksV2025(t) {
+					// The gateway gave the call up; the upstream, which
+					// takes a lost stream for no cancellation, would
+					// run it on for nobody.
+					route.NotifyUpstreamCancelled(run.Ctx, run, t, "the gateway lost the call's event stream")
+				}
 				return
 			case route.sessionLost(t, ev):
 				route.Finish(t, nil, sessionLostError(t))

@@ -237,8 +237,7 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		// (see endCause), and the reason is the cancellation's.
 		return context.Cause(ctx)
 	case broke:
-		return fmt.Errorf("the upstream's event stream broke before the response to the call (%s): %w",
-			whyNotResumed(&pos, base, resumes), handlerErr)
+		return fmt.Errorf("%w (%s): %w", ErrStreamBroke, whyNotResumed(&pos, base, resumes), handlerErr)
 	case err == nil || errors.Is(err, io.EOF):
 		return errors.New("the upstream ended its answer without a response to the call")
 	}

@@ -57,6 +57,12 @@ func IsNextError(err error) bool {
 // writes only once its drain is over; a pipe's, once its reader closed).
 var errAnswerAborted = errors.New("the upstream answer was aborted")
 
+// ErrStreamBroke is in the failure of a call whose event stream broke on
+// the upstream's side before the response and was not resumed (again):
+// the upstream received the call and may run it on, since a lost stream is
+// no cancellation on 2025-11-25.
+var ErrStreamBroke = errors.New("the upstream's event stream broke before the response to the call")
+
 // unreachableMarker is implemented by errors that say whether the call
 // never reached the upstream (the glue's mark on reverse_proxy's dial
 // errors).
