@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,7 +26,7 @@ import (
 // call is stopped first). It records what it is told.
 type lateV2025Upstream struct {
 	release chan struct{}
-	answer  string // "task": a CreateTaskResult naming upstreamTaskID; "plain": a CallToolResult
+	answer  string // "task": a CreateTaskResult naming upstreamTaskID; "plain": a CallToolResult; "error": a JSON-RPC error
 
 	mu             sync.Mutex
 	callStopped    bool     // the call's stream closed before the answer was sent
@@ -82,6 +83,9 @@ func (u *lateV2025Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 3600000}}
 		}
 		res, _ := jsonrpc.ResponseBytes(m.ID, result)
+		if u.answer == "error" {
+			res = jsonrpc.ErrorBytes(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the tool failed"))
+		}
 		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", res)
 		w.(http.Flusher).Flush()
 	default:
@@ -146,6 +150,19 @@ func TestV2025LateCreateResultCancelled(t *testing.T) {
 		},
 		status: task.StatusCancelled, message: MsgCancelled,
 	}, {
+		// The second cancel finds the task ended: it is refused, and
+		// the task counts once.
+		name: "tasks/cancel twice",
+		end: func(ctx context.Context, t *testing.T, route *Route, tk *task.Task) {
+			if _, err := route.CancelTask(ctx, tk.Owner, tk.ID, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := route.CancelTask(ctx, tk.Owner, tk.ID, nil); !errors.Is(err, task.ErrTerminal) {
+				t.Fatalf("second tasks/cancel: %v, want the task's end", err)
+			}
+		},
+		status: task.StatusCancelled, message: MsgCancelled,
+	}, {
 		name:   "run_timeout",
 		cfg:    RouteConfig{RunTimeout: time.Minute},
 		end:    func(context.Context, *testing.T, *Route, *task.Task) { time.Sleep(time.Minute) },
@@ -163,6 +180,7 @@ func TestV2025LateCreateResultCancelled(t *testing.T) {
 	}{
 		{name: "CreateTaskResult", answer: "task", release: true, wantCancelled: []string{lateUpstreamTaskID}},
 		{name: "plain result", answer: "plain", release: true},
+		{name: "error", answer: "error", release: true},
 		{name: "no answer within the grace", answer: "task", wantStopped: true},
 	}
 	for _, e := range ends {
