@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 )
 
 // The upstream killed under the version bridge: the official TypeScript
@@ -91,7 +95,7 @@ func TestUpstreamKilledBridged(t *testing.T) {
 	ended["2026-07-28 over the bridge"] = str(bridgedEnd["status"]) + " " + str(bridgedEnd["statusMessage"])
 	var v2025End v2025Task
 	waitFor(t, 60*time.Second, "the 2025-11-25 task to end", func() bool {
-		v2025End = v2025.getTask(task25.TaskID)
+		v2025End = readTaskOnAnySession(t, &v2025, gw.URL, task25.TaskID)
 		return v2025End.Status != "working" && v2025End.Status != "input_required"
 	})
 	ended["2025-11-25"] = v2025End.Status + " " + v2025End.StatusMessage
@@ -130,4 +134,26 @@ func TestUpstreamKilledBridged(t *testing.T) {
 	}
 	t.Logf("upstream killed under the bridge: tasks accepted 2, ended with a reason %d, lost %d; recovered %s after the restart; outcomes %v",
 		len(ended), 2-len(ended), recovery.Round(10*time.Millisecond), ended)
+}
+
+// readTaskOnAnySession reads a 2025-11-25 task as its client does when the
+// gateway may have ended the client's session: once the upstream says it
+// lost the session the call ran on (the resumed stream of a call the
+// upstream's restart cut learns it), the gateway ends the client's session
+// too, and the next request on it answers 404. The client then starts a
+// new session, as the transport says, and reads its task there: a task
+// belongs to its owner, not to a session.
+func readTaskOnAnySession(t *testing.T, c **rpcClient, url, id string) v2025Task {
+	t.Helper()
+	body, err := jsonrpc.RequestBytes((*c).id(), "tasks/get", map[string]string{"taskId": id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := (*c).post(context.Background(), body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		*c = newRPCClient(t, url)
+		(*c).initialize("")
+	}
+	return (*c).getTask(id)
 }
