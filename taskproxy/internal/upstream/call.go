@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -387,7 +388,7 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 				continue // keep-alives and priming events
 			}
-			msg, err := jsonrpc.Parse([]byte(ev.Data))
+			msg, err := jsonrpc.Parse(eventData(ev))
 			if err != nil {
 				return fmt.Errorf("upstream event is not JSON-RPC: %w", err)
 			}
@@ -398,6 +399,17 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 	default:
 		return fmt.Errorf("upstream answered with unexpected content type %q", resp.Header.Get("Content-Type"))
 	}
+}
+
+// eventData is the data of ev as bytes to parse, without copying it:
+// every message of an event stream is parsed from one, and the string
+// already is the decoder's copy, which nothing writes to again (an
+// sse.Event's data is a string of its own). The bytes are read-only: the
+// message parsed from them holds slices of them, which, as every
+// message's raw parts, are only read (an edit makes a new slice,
+// jsonx.Splice) and may be kept as long as the message is.
+func eventData(ev *sse.Event) []byte {
+	return unsafe.Slice(unsafe.StringData(ev.Data), len(ev.Data)) //nolint:gosec // read-only, as said above
 }
 
 // ReadAnswer reads resp, a 2xx answer, up to the response to id (to any
