@@ -82,25 +82,36 @@ func NewRequest(ctx context.Context, base *http.Request, body []byte) *http.Requ
 }
 
 // SetBody makes body, whole, the body of r, read from its start, with a
-// GetBody that reads it again: two allocations, where a reader wrapped in
-// io.NopCloser and a closure over body take three.
+// GetBody that reads it again: two allocations (a ReplayBody and its
+// GetBody), where a reader wrapped in io.NopCloser and a closure over body
+// take three. A caller that allocates per request anyway holds a
+// ReplayBody there and saves one (ReplayBody.Set).
 func SetBody(r *http.Request, body []byte) {
-	b := &replayBody{data: body}
-	b.Reset(body)
-	r.Body, r.GetBody, r.ContentLength = b, b.again, int64(len(body))
+	new(ReplayBody).Set(r, body)
 }
 
-// replayBody is a request body of bytes held in memory.
-type replayBody struct {
+// ReplayBody is a request body of bytes held in memory. Its zero value is
+// ready for Set.
+type ReplayBody struct {
 	bytes.Reader
 	data []byte
 }
 
+// Set makes body, whole, the body of r, read from its start, with a
+// GetBody that reads it again, as SetBody does, in b: one allocation
+// (GetBody, a method value). b must stay for as long as r may be read,
+// and serve no other request.
+func (b *ReplayBody) Set(r *http.Request, body []byte) {
+	b.data = body
+	b.Reset(body)
+	r.Body, r.GetBody, r.ContentLength = b, b.again, int64(len(body))
+}
+
 // Close does nothing: the bytes stay for GetBody.
-func (*replayBody) Close() error { return nil }
+func (*ReplayBody) Close() error { return nil }
 
 // again is GetBody: a new reader of the same bytes.
-func (b *replayBody) again() (io.ReadCloser, error) {
+func (b *ReplayBody) again() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
 
