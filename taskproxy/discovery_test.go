@@ -279,9 +279,10 @@ func TestRebindingGuard(t *testing.T) {
 }
 
 // TestPassThroughAllocs holds what the gateway allocates for a request it
-// only passes on (the envelope it parses, its reader of the body): every
-// request of a busy MCP server pays it. An error check that ran on every
-// request once added one.
+// only passes on (the body, the envelope it parses, with the reader that
+// hands the body on, and that reader's GetBody): every request of a busy
+// MCP server pays it. An error check that ran on every request once added
+// one.
 //
 //nolint:paralleltest // testing.AllocsPerRun refuses to run in a parallel test
 func TestPassThroughAllocs(t *testing.T) {
@@ -310,7 +311,7 @@ func TestPassThroughAllocs(t *testing.T) {
 			i++
 		}))
 	}
-	if allocs > 4 {
-		t.Errorf("passing a request on made %.0f allocations, want at most 4", allocs)
+	if allocs > 3 {
+		t.Errorf("passing a request on made %.0f allocations, want at most 3", allocs)
 	}
 }

@@ -339,7 +339,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		}
 		return upstream.ServeNext(next, w, r)
 	}
-	body, err := readBody(r, g.cfg.MaxBody)
+	// The message, the exchange that answers it and the body handed on,
+	// in one allocation.
+	post := new(postExchange)
+	body, err := readBody(r, g.cfg.MaxBody, &post.body)
 	if errors.Is(err, errBodyTooLarge) {
 		wire.WriteError(w, http.StatusRequestEntityTooLarge, nil,
 			jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request body exceeds %d bytes", g.cfg.MaxBody))
@@ -359,8 +362,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Ha
 		wire.WriteError(w, http.StatusBadRequest, nil, jsonrpc.Errorf(jsonrpc.CodeParseError, "reading request body: %v", err))
 		return nil
 	}
-	// The message and the exchange that answers it, in one allocation.
-	post := new(postExchange)
 	msg := &post.msg
 	err = jsonrpc.ParseInto(msg, body)
 	if err != nil {
@@ -413,10 +414,12 @@ func (g *Gateway) sessionLost(t *task.Task, ev *upstream.Event) bool {
 	return g.bridge.SessionLost(t, ev) || g.env.Sessions.Lost(t, ev)
 }
 
-// postExchange is a POST's message with the exchange that answers it.
+// postExchange is a POST's message with the exchange that answers it and
+// the body it hands on.
 type postExchange struct {
-	x   wire.Exchange
-	msg jsonrpc.Message
+	x    wire.Exchange
+	msg  jsonrpc.Message
+	body upstream.ReplayBody
 }
 
 // exchange is the request the protocol packages answer.
@@ -457,9 +460,9 @@ var errBodyTooLarge = errors.New("request body too large")
 // of its declared length at once; larger ones grow as they arrive.
 const bodyChunk = 64 << 10
 
-// readBody reads the whole body, up to max bytes, and puts it back so that
-// the next handler can read it again.
-func readBody(r *http.Request, max int64) ([]byte, error) {
+// readBody reads the whole body, up to max bytes, and puts it back, in
+// replay, so that the next handler can read it again.
+func readBody(r *http.Request, max int64, replay *upstream.ReplayBody) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -489,7 +492,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	if int64(len(data)) > max {
 		return nil, errBodyTooLarge
 	}
-	upstream.SetBody(r, data)
+	replay.Set(r, data)
 	return data, nil
 }
 

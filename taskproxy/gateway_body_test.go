@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 // trickle is a body that hands out at most one byte a read and records
@@ -51,7 +53,7 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 			body := &trickle{data: []byte(tt.body)}
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			r.Body, r.ContentLength = body, tt.declared
-			data, err := readBody(r, max)
+			data, err := readBody(r, max, new(upstream.ReplayBody))
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("readBody: %v, want error %v", err, tt.wantErr)
 			}
@@ -90,7 +92,7 @@ func TestReadBodyOneRead(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		counted := &countingBody{ReadCloser: r.Body}
 		r.Body = counted
-		data, err := readBody(r, 1<<20)
+		data, err := readBody(r, 1<<20, new(upstream.ReplayBody))
 		if err != nil || string(data) != body {
 			t.Errorf("readBody = %q, %v", data, err)
 		}

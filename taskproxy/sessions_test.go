@@ -242,8 +242,9 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 	tests := []struct {
 		name   string
 		values []string
-		// aliases are set under header names of their own, as a client
-		// may send them (not canonicalized).
+		// aliases are set under header names of their own, spelled as
+		// a client may send them; Go's servers hand them on canonical,
+		// as Header.Add makes them.
 		aliases map[string]string
 		want    int
 	}{
@@ -266,7 +267,7 @@ func TestSessionHeaderAmbiguity(t *testing.T) {
 				r.Header.Add(upstream.HeaderSessionID, v)
 			}
 			for k, v := range tt.aliases {
-				r.Header[k] = []string{v}
+				r.Header.Add(k, v)
 			}
 			r = WithCaller(r, task.Caller{Owner: "bob", Principal: "bob"})
 			up := &recordingUpstream{}

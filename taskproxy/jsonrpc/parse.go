@@ -108,25 +108,24 @@ func ParseInto(m *Message, data []byte) error {
 	// the body as text first drop it (the TypeScript SDK's TextDecoder
 	// does), so the gateway reads past it too.
 	data = bytes.TrimPrefix(data, utf8BOM)
-	// Validated whole first: the scanner below relies on valid JSON, and
-	// bytes after the value ("{…}x", "{…}{…}") are where readers that stop
-	// at the first value part ways with the gateway.
-	if !jsonx.Valid(data) {
-		return ErrMalformedJSON
-	}
-	data = data[jsonx.SkipSpace(data, 0):]
-	switch data[0] {
-	case '{':
-	case '[':
-		return errBatch
-	default:
+	// Validated whole: the member spans rely on valid JSON, and bytes
+	// after the value ("{…}x", "{…}{…}") are where readers that stop at
+	// the first value part ways with the gateway. An object, the message
+	// every request is, is validated and read in the same pass.
+	if i := jsonx.SkipSpace(data, 0); i >= len(data) || data[i] != '{' {
+		switch {
+		case !jsonx.Valid(data):
+			return ErrMalformedJSON
+		case data[i] == '[':
+			return errBatch
+		}
 		return errNotObject
 	}
 	*m = Message{}
 	var version, method, rpcErr []byte
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
-	if _, err := jsonx.EachMember(data, func(mem jsonx.Member) bool {
+	if !jsonx.ValidObject(data, func(mem jsonx.Member) bool {
 		v := data[mem.ValueStart:mem.ValueEnd]
 		i := envelopeMember(data, mem)
 		switch {
@@ -152,8 +151,9 @@ func ParseInto(m *Message, data []byte) error {
 			rpcErr = v
 		}
 		return true
-	}); err != nil {
-		return ErrMalformedJSON // unreachable for valid JSON
+	}) {
+		*m = Message{}
+		return ErrMalformedJSON
 	}
 	if ambiguous {
 		return errAmbiguousMember

@@ -2,13 +2,10 @@ package gate
 
 import (
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-
-	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/upstream"
 )
 
 const (
@@ -93,11 +90,22 @@ func (s *SessionTable) Forget(id string) {
 // Mcp-Session-Id once underscores are taken for hyphens (Mcp_Session_Id):
 // servers behind CGI-style header mapping (WSGI, PHP, some proxies) read it
 // as the session header, which the gateway would not have checked.
+//
+// The names are looked up, not searched for among h's: every request
+// passes here, and a header map holds its names canonical (Go's HTTP/1, 2
+// and 3 servers canonicalise every valid name they read, and Header's
+// methods every name they set), as the session guard's own lookup of
+// Mcp-Session-Id relies on too. A name that reads as the session header is
+// a valid one, so its canonical form is one of sessionHeaderAliases.
 func SessionHeaderAlias(h http.Header) bool {
-	for k := range h {
-		if len(k) == len(upstream.HeaderSessionID) && strings.IndexByte(k, '_') >= 0 && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), upstream.HeaderSessionID) {
+	for _, name := range sessionHeaderAliases {
+		if _, ok := h[name]; ok {
 			return true
 		}
 	}
 	return false
 }
+
+// sessionHeaderAliases are the canonical forms of the spellings of
+// Mcp-Session-Id with an underscore for one hyphen or both.
+var sessionHeaderAliases = [...]string{"Mcp_session_id", "Mcp-Session_id", "Mcp_session-Id"}

@@ -10,6 +10,58 @@ func Valid(data []byte) bool {
 	return ok && SkipSpace(data, i) == len(data)
 }
 
+// ValidObject reports whether data is one JSON object with nothing around
+// it but whitespace, exactly as Valid does for an object, and calls fn
+// with each of its members, in order, as soon as the member is checked,
+// until fn returns false; the rest is checked all the same. A caller that
+// reads the members of a body it must also validate reads it once, not
+// twice, this way (the gateway's envelope of every request). A flaw after
+// a member fn saw still makes ValidObject false: keep nothing of what fn
+// saw unless it returns true.
+func ValidObject(data []byte, fn func(Member) bool) bool {
+	i := SkipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = SkipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return SkipSpace(data, i+1) == len(data)
+	}
+	calling := true
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return false
+		}
+		keyEnd, ok := validString(data, i)
+		if !ok {
+			return false
+		}
+		j := SkipSpace(data, keyEnd)
+		if j >= len(data) || data[j] != ':' {
+			return false
+		}
+		start := SkipSpace(data, j+1)
+		// The members are inside one object: depth 1, as Valid counts.
+		end, ok := validValue(data, start, 1)
+		if !ok {
+			return false
+		}
+		if calling {
+			calling = fn(Member{KeyStart: i, KeyEnd: keyEnd, ValueStart: start, ValueEnd: end})
+		}
+		i = SkipSpace(data, end)
+		switch {
+		case i >= len(data):
+			return false
+		case data[i] == '}':
+			return SkipSpace(data, i+1) == len(data)
+		case data[i] != ',':
+			return false
+		}
+		i = SkipSpace(data, i+1)
+	}
+}
+
 // maxDepth is encoding/json's limit on the nesting of objects and arrays.
 const maxDepth = 10000
 

@@ -193,7 +193,7 @@ func (w *answerWriter) event(ev *sse.Event) error {
 	if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 		return nil // keep-alives and priming events
 	}
-	msg, err := jsonrpc.Parse([]byte(ev.Data))
+	msg, err := jsonrpc.Parse(eventData(ev))
 	if err != nil {
 		return fmt.Errorf("upstream event is not JSON-RPC: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/internal/runners"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
@@ -81,25 +82,36 @@ func NewRequest(ctx context.Context, base *http.Request, body []byte) *http.Requ
 }
 
 // SetBody makes body, whole, the body of r, read from its start, with a
-// GetBody that reads it again: two allocations, where a reader wrapped in
-// io.NopCloser and a closure over body take three.
+// GetBody that reads it again: two allocations (a ReplayBody and its
+// GetBody), where a reader wrapped in io.NopCloser and a closure over body
+// take three. A caller that allocates per request anyway holds a
+// ReplayBody there and saves one (ReplayBody.Set).
 func SetBody(r *http.Request, body []byte) {
-	b := &replayBody{data: body}
-	b.Reset(body)
-	r.Body, r.GetBody, r.ContentLength = b, b.again, int64(len(body))
+	new(ReplayBody).Set(r, body)
 }
 
-// replayBody is a request body of bytes held in memory.
-type replayBody struct {
+// ReplayBody is a request body of bytes held in memory. Its zero value is
+// ready for Set.
+type ReplayBody struct {
 	bytes.Reader
 	data []byte
 }
 
+// Set makes body, whole, the body of r, read from its start, with a
+// GetBody that reads it again, as SetBody does, in b: one allocation
+// (GetBody, a method value). b must stay for as long as r may be read,
+// and serve no other request.
+func (b *ReplayBody) Set(r *http.Request, body []byte) {
+	b.data = body
+	b.Reset(body)
+	r.Body, r.GetBody, r.ContentLength = b, b.again, int64(len(body))
+}
+
 // Close does nothing: the bytes stay for GetBody.
-func (*replayBody) Close() error { return nil }
+func (*ReplayBody) Close() error { return nil }
 
 // again is GetBody: a new reader of the same bytes.
-func (b *replayBody) again() (io.ReadCloser, error) {
+func (b *ReplayBody) again() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(b.data)), nil
 }
 
@@ -387,7 +399,7 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 			if !ev.HasData || strings.TrimSpace(ev.Data) == "" {
 				continue // keep-alives and priming events
 			}
-			msg, err := jsonrpc.Parse([]byte(ev.Data))
+			msg, err := jsonrpc.Parse(eventData(ev))
 			if err != nil {
 				return fmt.Errorf("upstream event is not JSON-RPC: %w", err)
 			}
@@ -398,6 +410,17 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 	default:
 		return fmt.Errorf("upstream answered with unexpected content type %q", resp.Header.Get("Content-Type"))
 	}
+}
+
+// eventData is the data of ev as bytes to parse, without copying it:
+// every message of an event stream is parsed from one, and the string
+// already is the decoder's copy, which nothing writes to again (an
+// sse.Event's data is a string of its own). The bytes are read-only: the
+// message parsed from them holds slices of them, which, as every
+// message's raw parts, are only read (an edit makes a new slice,
+// jsonx.Splice) and may be kept as long as the message is.
+func eventData(ev *sse.Event) []byte {
+	return unsafe.Slice(unsafe.StringData(ev.Data), len(ev.Data)) //nolint:gosec // read-only, as said above
 }
 
 // ReadAnswer reads resp, a 2xx answer, up to the response to id (to any

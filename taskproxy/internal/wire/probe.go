@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -54,7 +55,13 @@ type Probes struct {
 	log      *zap.Logger
 	detach   func(*http.Request) *http.Request
 	verdicts *lru.Cache[string, Verdict]
-	flight   singleflight.Group
+	// mu orders the changes to verdicts, each followed by a new kept.
+	mu sync.Mutex
+	// kept is what verdicts holds, as of its last change, for Cached to
+	// read without a lock: every request a version bridge may answer
+	// reads it, and it changes about once per probe.
+	kept   atomic.Pointer[map[string]Verdict]
+	flight singleflight.Group
 	// probing holds the endpoints whose probe runs (ConfirmV2025 leaves
 	// them to it).
 	probing sync.Map
@@ -142,7 +149,7 @@ func (p *Probes) run(endpoint string, req *http.Request, next http.Handler) (res
 	res = p.ask(req, next)
 	if res.kept() {
 		prev, had := p.verdicts.Peek(endpoint)
-		p.verdicts.Add(endpoint, res.v)
+		p.change(func() { p.verdicts.Add(endpoint, res.v) })
 		if p.Found != nil {
 			p.Found(res.v)
 		}
@@ -162,15 +169,46 @@ func (p *Probes) fresh(endpoint string) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	if time.Since(v.at) >= ProbeTTL {
-		p.verdicts.Remove(endpoint)
+		p.change(func() {
+			if v, ok := p.verdicts.Peek(endpoint); ok && time.Since(v.at) >= ProbeTTL { // not one kept meanwhile
+				p.verdicts.Remove(endpoint)
+			}
+		})
 		return Verdict{}, false
 	}
 	return v, true
 }
 
 // Cached returns the kept verdict of r's endpoint while it is fresh,
-// without probing: for requests that must not wait for a probe.
-func (p *Probes) Cached(r *http.Request) (Verdict, bool) { return p.fresh(ProbeKey(r)) }
+// without probing: for requests that must not wait for a probe. It reads
+// the verdicts as of their last change, without a lock, and neither
+// marks the verdict used (the probes and Verdict's callers order what the
+// table evicts first) nor drops a stale one (the next probe of its
+// endpoint does).
+func (p *Probes) Cached(r *http.Request) (Verdict, bool) {
+	if kept := p.kept.Load(); kept != nil {
+		if v, ok := (*kept)[ProbeKey(r)]; ok && time.Since(v.at) < ProbeTTL {
+			return v, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// change makes one change to the verdicts and publishes them for Cached.
+// Every change goes through it: what Cached reads is then what the table
+// held after one of them, evictions included.
+func (p *Probes) change(edit func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	edit()
+	kept := make(map[string]Verdict, p.verdicts.Len())
+	for _, endpoint := range p.verdicts.Keys() {
+		if v, ok := p.verdicts.Peek(endpoint); ok {
+			kept[endpoint] = v
+		}
+	}
+	p.kept.Store(&kept)
+}
 
 // ProbeKey names the upstream endpoint r's verdict is kept under: the
 // path, on the route's configured upstream (one Probes serves one route).
@@ -189,14 +227,14 @@ func (p *Probes) ConfirmV2025(endpoint string) {
 	if _, ok := p.probing.Load(endpoint); ok {
 		return
 	}
-	p.verdicts.Add(endpoint, Verdict{V2025: true, at: time.Now()})
+	p.change(func() { p.verdicts.Add(endpoint, Verdict{V2025: true, at: time.Now()}) })
 }
 
 // Forget makes the next request of endpoint probe again.
-func (p *Probes) Forget(endpoint string) { p.verdicts.Remove(endpoint) }
+func (p *Probes) Forget(endpoint string) { p.change(func() { p.verdicts.Remove(endpoint) }) }
 
 // ForgetAll makes the next request of every endpoint probe again.
-func (p *Probes) ForgetAll() { p.verdicts.Purge() }
+func (p *Probes) ForgetAll() { p.change(p.verdicts.Purge) }
 
 // Len is the number of endpoints whose verdict is kept.
 func (p *Probes) Len() int { return p.verdicts.Len() }
