@@ -72,6 +72,44 @@ func TestV2025BrokenStreamResumed(t *testing.T) {
 	}
 }
 
+// A long call behind a load balancer that cuts its stream again and again,
+// each time after an event the gateway had not seen: more cuts than the
+// ten resumes a stream may take in a row without a new event. Each resume
+// brings one, so the gateway resumes on, and the task completes with the
+// tool's real result.
+func TestV2025StreamCutOftenResumedWhileItProgresses(t *testing.T) {
+	t.Parallel()
+	up := upstream.New(upstream.Options{EventStore: true})
+	srv := httptest.NewServer(up)
+	t.Cleanup(srv.Close)
+	lb := startProxyCuttingEvery(t, strings.TrimPrefix(srv.URL, "http://"), []byte("notifications/progress"))
+	gw := startGateway(t, gatewayOptions{Upstream: lb.addr, Directives: v2025Tools})
+	c := newRPCClient(t, gw.URL)
+	c.initialize("")
+
+	m := c.call("tools/call", map[string]any{
+		"name": "slow_compute", "arguments": map[string]any{"seconds": 8, "label": "through many cuts"},
+		"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "tok-1"},
+	})
+	var created struct {
+		Task v2025Task `json:"task"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
+		t.Fatalf("create: %s / %+v", m.Result, m.Error)
+	}
+	m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	if m.Error != nil || !strings.Contains(string(m.Result), "Computed through many cuts in 8s") {
+		t.Fatalf("tasks/result = %s / %+v after %d cuts, want the tool's result\ncaddy:\n%s", m.Result, m.Error, lb.cuts.Load(), tail(gw.logs(), 3000))
+	}
+	if n := lb.cuts.Load(); n <= 10 {
+		t.Fatalf("the proxy cut %d streams, want more than the 10 resumes in a row a stream may take: the test proved nothing", n)
+	}
+	if n := up.Calls("slow_compute"); n != 1 {
+		t.Errorf("the upstream ran slow_compute %d times, want once (resumed, not called again)", n)
+	}
+	t.Logf("%d cuts, resumed each time", lb.cuts.Load())
+}
+
 // A 2025-11-25 stream cut before any event id (an upstream without an
 // event store) cannot be resumed: the task fails with why, and the
 // upstream, which runs the call on (a lost stream is no cancellation on
@@ -174,6 +212,10 @@ type cuttingProxy struct {
 	marker []byte
 	down   time.Duration
 	cut    atomic.Bool
+	// every makes it cut every event stream so, not only the first;
+	// cuts counts them.
+	every bool
+	cuts  atomic.Int32
 
 	t     *testing.T
 	mu    sync.Mutex
@@ -185,11 +227,23 @@ type cuttingProxy struct {
 
 func startCuttingProxy(t *testing.T, target string, marker []byte, down time.Duration) *cuttingProxy {
 	t.Helper()
+	return newCuttingProxy(t, &cuttingProxy{target: target, marker: marker, down: down})
+}
+
+// startProxyCuttingEvery starts a cuttingProxy that cuts every event
+// stream right after its first event carrying marker.
+func startProxyCuttingEvery(t *testing.T, target string, marker []byte) *cuttingProxy {
+	t.Helper()
+	return newCuttingProxy(t, &cuttingProxy{target: target, marker: marker, every: true})
+}
+
+func newCuttingProxy(t *testing.T, p *cuttingProxy) *cuttingProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cuttingProxy{addr: ln.Addr().String(), target: target, marker: marker, down: down, t: t, open: map[net.Conn]struct{}{}}
+	p.addr, p.t, p.open = ln.Addr().String(), t, map[net.Conn]struct{}{}
 	t.Cleanup(func() {
 		p.mu.Lock()
 		p.ended = true
@@ -271,9 +325,11 @@ func (p *cuttingProxy) serve(t *testing.T, client net.Conn) {
 	for {
 		n, err := server.Read(buf)
 		chunk := buf[:n]
-		if !p.cut.Load() {
+		if p.every || !p.cut.Load() {
 			seen = append(seen, chunk...)
-			if end := cutPoint(seen, p.marker); end >= 0 && p.cut.CompareAndSwap(false, true) {
+			if end := cutPoint(seen, p.marker); end >= 0 && (p.every || p.cut.CompareAndSwap(false, true)) {
+				p.cut.Store(true)
+				p.cuts.Add(1)
 				// Forward up to the end of the marked event, then close
 				// both sides: the chunk that held it is never finished.
 				_, _ = client.Write(chunk[:len(chunk)-(len(seen)-end)])

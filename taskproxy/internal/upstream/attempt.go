@@ -147,13 +147,19 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		err        error
 		handlerErr error
 		broke      bool
-		resumes    int
+		// spent counts the resumes since the stream last brought an
+		// event the gateway had not seen (maxResumes bounds it): a long
+		// call behind a proxy that cuts its stream now and then is
+		// resumed as often as it makes progress, as the SDKs' clients
+		// do, while a stream that brings nothing new ends.
+		spent int
 		// failures counts the resumes after a broken stream or a GET
-		// that could not reach the upstream: each waits longer
-		// (resumeDelay).
+		// that could not reach the upstream, since the last progress:
+		// each waits longer (resumeDelay).
 		failures int
 	)
-	for ; ; resumes++ {
+	for resumes := 0; ; resumes++ {
+		seen := pos.LastID
 		// Each request has a context of its own, which the drain ends
 		// (answerWriter.stop) when the upstream holds an answer open that
 		// is no longer read.
@@ -176,11 +182,12 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 				handlerErr = context.Cause(ctx)
 			case handlerErr == nil:
 				handlerErr = errors.New("the next handler wrote no response")
-			case resumes > 0 && resumes < maxResumes && (Unreachable(handlerErr) || ConnectionLost(handlerErr)):
+			case resumes > 0 && spent < maxResumes && (Unreachable(handlerErr) || ConnectionLost(handlerErr)):
 				// The upstream runs the call on: a GET that could not
 				// reach it (a proxy in between restarts after it cut
 				// the stream) is tried again, later, as a broken stream
 				// is resumed.
+				spent++
 				failures++
 				if err := waitToResume(ctx, resumeDelay(pos.Retry, failures)); err != nil {
 					return err
@@ -211,11 +218,15 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		if answered {
 			return nil
 		}
+		if pos.LastID != seen { // progress: the budget and the backoff start over
+			spent, failures = 0, 0
+		}
 		broke = w.brokeOff(handlerErr)
 		ended := broke || err == nil || errors.Is(err, io.EOF)
-		if !ended || !resumable(&pos, base) || resumes == maxResumes || ctx.Err() != nil {
+		if !ended || !resumable(&pos, base) || spent == maxResumes || ctx.Err() != nil {
 			break
 		}
+		spent++
 		// A 2025-11-25 server may end a stream after an event with an
 		// id and expect the client to resume it with GET and
 		// Last-Event-ID, after the retry delay it gave; and a client
@@ -237,7 +248,7 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		// (see endCause), and the reason is the cancellation's.
 		return context.Cause(ctx)
 	case broke:
-		return fmt.Errorf("%w (%s): %w", ErrStreamBroke, whyNotResumed(&pos, base, resumes), handlerErr)
+		return fmt.Errorf("%w (%s): %w", ErrStreamBroke, whyNotResumed(&pos, base, spent), handlerErr)
 	case err == nil || errors.Is(err, io.EOF):
 		return errors.New("the upstream ended its answer without a response to the call")
 	}
@@ -258,7 +269,8 @@ func (w *answerWriter) brokeOff(handlerErr error) bool {
 		(errors.Is(handlerErr, errAnswerAborted) || ConnectionLost(handlerErr))
 }
 
-// whyNotResumed says why a stream that broke was not resumed (again).
+// whyNotResumed says why a stream that broke was not resumed (again), after
+// resumes resumes that brought nothing new.
 func whyNotResumed(pos *StreamPosition, base *http.Request, resumes int) string {
 	switch {
 	case base.Header.Get(HeaderSessionID) == "":
@@ -266,10 +278,11 @@ func whyNotResumed(pos *StreamPosition, base *http.Request, resumes int) string 
 	case pos.LastID == "":
 		return "it gave no event id to resume it from"
 	}
-	return fmt.Sprintf("resumed %d times already", resumes)
+	return fmt.Sprintf("resumed %d times without a new event", resumes)
 }
 
-// maxResumes bounds how often one call's stream is resumed.
+// maxResumes bounds how often one call's stream is resumed in a row
+// without bringing a new event.
 const maxResumes = 10
 
 // Resuming a stream that broke, or retrying a GET that could not reach the

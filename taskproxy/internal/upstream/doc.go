@@ -10,7 +10,8 @@
 // cancellations, answers to the upstream's requests) read theirs through
 // Call's pipe. A 2025-11-25 stream that ends, or breaks on the upstream's
 // side, after an event with an id is resumed with GET and Last-Event-ID, as
-// that version allows.
+// that version allows, as long as the resumes bring new events: ten in a
+// row that bring none end the call.
 //
 // It also names the MCP transport's header fields. It knows nothing of
 // tasks.

@@ -99,7 +99,9 @@ var (
 
 // A 2025-11-25 stream that breaks on the upstream's side (reverse_proxy
 // aborts the answer, or the connection is reset) after an event with an id
-// is resumed with GET and Last-Event-ID, within maxResumes; one that broke
+// is resumed with GET and Last-Event-ID, within maxResumes resumes in a row
+// that bring no new event (one that does starts the count and the backoff
+// over); one that broke
 // before any id, outside a session, or after the gateway itself stopped
 // reading or ended the call, is not, and the failure says the stream
 // broke. A resume after a break, or after a GET that could not reach the
@@ -111,21 +113,34 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 	t.Parallel()
 	final := `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`
 	note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`
-	many := make([]func(http.ResponseWriter, *http.Request) error, maxResumes+2)
+	// Broken at every resume before a new event: the budget runs out.
+	many := []func(http.ResponseWriter, *http.Request) error{streamThen(aborted, "id: e0\ndata: "+note+"\n\n")}
 	manySeen := []string{"POST"}
-	for i := range many {
-		many[i] = streamThen(aborted, fmt.Sprintf("id: e%d\ndata: %s\n\n", i, note))
-		if i > 0 && i <= maxResumes {
-			manySeen = append(manySeen, fmt.Sprintf("GET after e%d", i-1))
-		}
-	}
-	manyWant := make([]string, 0, maxResumes+2)
 	for range maxResumes + 1 {
-		manyWant = append(manyWant, "notification notifications/progress")
+		many = append(many, streamThen(aborted))
 	}
-	manyWant = append(manyWant, fmt.Sprintf("failed: the upstream's event stream broke before the response to the call (resumed %d times already): the upstream answer was aborted", maxResumes))
+	for range maxResumes {
+		manySeen = append(manySeen, "GET after e0")
+	}
+	manyWant := []string{"notification notifications/progress",
+		fmt.Sprintf("failed: the upstream's event stream broke before the response to the call (resumed %d times without a new event): the upstream answer was aborted", maxResumes)}
 	backoff := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second,
 		5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	// Broken after a new event each time, more often than maxResumes: a
+	// long call behind a proxy that cuts its stream now and then goes on,
+	// each resume after the first wait.
+	progressing := []func(http.ResponseWriter, *http.Request) error{}
+	progressingSeen := []string{"POST"}
+	progressingWant := []string{}
+	progressingWaits := []time.Duration{}
+	for i := range 2 * maxResumes {
+		progressing = append(progressing, streamThen(aborted, fmt.Sprintf("id: e%d\ndata: %s\n\n", i, note)))
+		progressingSeen = append(progressingSeen, fmt.Sprintf("GET after e%d", i))
+		progressingWant = append(progressingWant, "notification notifications/progress")
+		progressingWaits = append(progressingWaits, backoff[0])
+	}
+	progressing = append(progressing, streamThen(nil, "data: "+final+"\n\n"))
+	progressingWant = append(progressingWant, `final {"content":[]} (HTTP 200)`)
 	unreachable := []func(http.ResponseWriter, *http.Request) error{streamThen(aborted, "id: e1\ndata: "+note+"\n\n")}
 	unreachableSeen := []string{"POST"}
 	for range maxResumes {
@@ -197,7 +212,7 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 			},
 			want:      []string{"notification notifications/progress", "notification notifications/progress", `final {"content":[]} (HTTP 200)`},
 			wantSeen:  []string{"POST", "GET after e1", "GET after e2"},
-			wantWaits: backoff[:2],
+			wantWaits: []time.Duration{backoff[0], backoff[0]}, // e2 was progress: the backoff starts over
 		},
 		{
 			name:    "broken before any id",
@@ -245,6 +260,14 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 			want:      manyWant,
 			wantSeen:  manySeen,
 			wantWaits: backoff,
+		},
+		{
+			name:      "broken after progress each time, more often than the budget",
+			session:   "s-1",
+			answers:   progressing,
+			want:      progressingWant,
+			wantSeen:  progressingSeen,
+			wantWaits: progressingWaits,
 		},
 		{
 			name:    "resumption refused",
