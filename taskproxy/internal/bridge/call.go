@@ -175,6 +175,12 @@ func (bc *bridgedCall) answerOn(ctx context.Context, base *http.Request, id json
 func (bc *bridgedCall) sendFinal(reply *v2026.Reply, ev upstream.Event) {
 	c := reply.Exchange()
 	if ev.Err != nil {
+		if errors.Is(ev.Err, upstream.ErrStreamBroke) {
+			// The gateway gave the call up (its stream broke and could
+			// not be resumed); the 2025-11-25 upstream takes a lost
+			// stream for no cancellation and would run it on for nobody.
+			bc.cancelUpstream("the gateway lost the call's event stream")
+		}
 		e := rpcerr.UpstreamFailure(bc.b.Log, ev.Err)
 		reply.Send(jsonrpc.ErrorBytes(c.Msg.ID, e), http.StatusBadGateway)
 		return
