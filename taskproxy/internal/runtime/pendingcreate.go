@@ -17,8 +17,10 @@ import (
 // one sent params.task) may be slow to answer the tools/call that creates
 // its task: the gateway's task exists (task_after passed, or the client
 // asked for a task) while the upstream's id for its own is not known yet.
-// Ending the gateway's task then (a cancel, its run_timeout, its expiry)
-// must not close the call's stream at once: the upstream creates its task
+// Ending the gateway's task then (a cancel, its run_timeout, its expiry),
+// or losing its lease to another replica (which cannot follow an upstream
+// task whose id it never learned), must not close the call's stream at
+// once: the upstream creates its task
 // all the same and runs it untracked, since closing the stream cancels
 // only the call, not a task (and on 2025-11-25 notifications/cancelled
 // must not be used for a task, see stopUpstreamCall). So the worker keeps

@@ -231,3 +231,44 @@ func TestV2025LateCreateResultCancelled(t *testing.T) {
 		}
 	}
 }
+
+// A worker that loses its task's lease to another replica while the
+// creating call's answer is awaited reads the answer on, as for a task
+// that ended: the replica that took the task over cannot follow an
+// upstream task whose id it never learned, so the task the
+// CreateTaskResult names is cancelled rather than run for nobody.
+func TestV2025LateCreateResultCancelledOnLeaseLoss(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rt, route, pool := bubbleRuntime(t, RouteConfig{})
+		up := &lateV2025Upstream{release: make(chan struct{}), answer: "task"}
+		tk := startLateV2025(t, rt, route, pool, up)
+		synctest.Wait()
+		ttl := rt.Leases.TTL()
+		// Another replica finds the lease lapsed (its clock past it) and
+		// takes the task over; this one's next renewal round finds it
+		// held (the route is not started: no loop renews on its own).
+		if _, err := rt.Store.Acquire(context.Background(), tk.Owner, tk.ID, "other-replica", Now().Add(2*ttl), ttl); err != nil {
+			t.Fatalf("taking the lease over: %v", err)
+		}
+		leaseRenewal{rt}.round()
+		synctest.Wait()
+
+		stopped, notified, cancelled := up.seen()
+		if stopped || len(notified) != 0 || len(cancelled) != 0 {
+			t.Fatalf("once the lease is lost: call stopped %v, notifications/cancelled %v, tasks/cancel %v; want the answer awaited",
+				stopped, notified, cancelled)
+		}
+		if n := rt.EndedStillUpstream(tk.Quota()); n != 1 {
+			t.Fatalf("EndedStillUpstream while the answer is awaited: %d, want 1", n)
+		}
+		close(up.release)
+		synctest.Wait()
+		if _, _, cancelled = up.seen(); fmt.Sprint(cancelled) != fmt.Sprint([]string{lateUpstreamTaskID}) {
+			t.Errorf("once answered: tasks/cancel %v, want %s", cancelled, lateUpstreamTaskID)
+		}
+		if n := rt.EndedStillUpstream(tk.Quota()); n != 0 {
+			t.Errorf("EndedStillUpstream once the worker is done: %d, want 0", n)
+		}
+	})
+}

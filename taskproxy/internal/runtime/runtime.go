@@ -278,7 +278,11 @@ func (lr leaseRenewal) round() {
 		cancel()
 		switch {
 		case errors.Is(err, task.ErrLeaseHeld):
-			run.Cancel(errLeaseLost)
+			// Stopped as an ended task is: a call that may still create
+			// the upstream's task is read on, and the task it names
+			// cancelled, since the worker that took over cannot follow
+			// a task whose id it never learned ([Run.stop]).
+			run.stop(errLeaseLost)
 		case err != nil && !outcomeSettled(err) && rt.ctx.Err() == nil:
 			// Other replicas' renewals fail as well: their leases
 			// may lapse meanwhile, through no death of theirs.
