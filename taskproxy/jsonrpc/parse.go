@@ -92,7 +92,9 @@ func envelopeMember(obj []byte, mem jsonx.Member) int {
 // else is refused with a *ReadError (an ErrNotJSONRPC) that says what the
 // gateway answers. The message's raw parts are slices of data, not copies: it
 // is read on every request, so it is validated and scanned, not decoded; the
-// parts the gateway acts on are decoded where they are used.
+// parts the gateway acts on are decoded where they are used. The parts end at
+// their capacity, so an append makes a copy; data must not be written to
+// while the message is in use, nor the parts written to in place.
 func Parse(data []byte) (*Message, error) {
 	m := new(Message)
 	if err := ParseInto(m, data); err != nil {
@@ -126,7 +128,10 @@ func ParseInto(m *Message, data []byte) error {
 	var seen [len(envelopeMembers)]bool
 	ambiguous := false
 	if !jsonx.ValidObject(data, func(mem jsonx.Member) bool {
-		v := data[mem.ValueStart:mem.ValueEnd]
+		// No capacity past the value: an append to a part makes a new
+		// slice instead of writing into data, which may be a body handed
+		// on as it came or an event's data string read in place.
+		v := data[mem.ValueStart:mem.ValueEnd:mem.ValueEnd]
 		i := envelopeMember(data, mem)
 		switch {
 		case i < 0:

@@ -233,9 +233,17 @@ func pump(ctx context.Context, base *http.Request, next http.Handler, upstreamID
 		// whose connection to the stream broke (a proxy in between cut
 		// it, say) may resume it so, while the server runs the call on.
 		delay := pos.Retry
-		if broke {
+		switch {
+		case broke:
 			failures++
 			delay = resumeDelay(pos.Retry, failures)
+		case resumes > 0:
+			// A resume that ended cleanly is resumed again after at
+			// least cleanResumeFloor, whatever retry it gave: an
+			// upstream that ends each GET at once with a new event id
+			// (progress, which renews the budget) would otherwise be
+			// asked again at once, forever.
+			delay = max(delay, cleanResumeFloor)
 		}
 		if err := waitToResume(ctx, delay); err != nil {
 			return err
@@ -284,6 +292,12 @@ func whyNotResumed(pos *StreamPosition, base *http.Request, resumes int) string 
 // maxResumes bounds how often one call's stream is resumed in a row
 // without bringing a new event.
 const maxResumes = 10
+
+// cleanResumeFloor is the least wait before resuming a stream that a resume
+// brought and that ended cleanly: about four GETs a second at most for a
+// call whose upstream ends every stream at once, while a stream that lasted
+// is barely delayed.
+const cleanResumeFloor = 250 * time.Millisecond
 
 // Resuming a stream that broke, or retrying a GET that could not reach the
 // upstream, waits brokenResumeDelay, doubled at each such failure of the

@@ -418,7 +418,8 @@ func ReadMessages(resp *Response, pos *StreamPosition, limit int64, fn func(*jso
 // sse.Event's data is a string of its own). The bytes are read-only: the
 // message parsed from them holds slices of them, which, as every
 // message's raw parts, are only read (an edit makes a new slice,
-// jsonx.Splice) and may be kept as long as the message is.
+// jsonx.Splice; an append copies, as the parts end at their capacity) and
+// may be kept as long as the message is.
 func eventData(ev *sse.Event) []byte {
 	return unsafe.Slice(unsafe.StringData(ev.Data), len(ev.Data)) //nolint:gosec // read-only, as said above
 }

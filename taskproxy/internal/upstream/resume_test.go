@@ -141,6 +141,26 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 	}
 	progressing = append(progressing, streamThen(nil, "data: "+final+"\n\n"))
 	progressingWant = append(progressingWant, `final {"content":[]} (HTTP 200)`)
+	// Ended cleanly at once with a new event id each time, retry 0: each
+	// resume is progress, which renews the budget, so only the floor on
+	// the wait after a resume keeps the gateway from asking again at
+	// once, for as long as such an upstream goes on.
+	hasty := []func(http.ResponseWriter, *http.Request) error{}
+	hastySeen := []string{"POST"}
+	hastyWant := []string{}
+	hastyWaits := []time.Duration{}
+	for i := range 2 * maxResumes {
+		hasty = append(hasty, streamThen(nil, fmt.Sprintf("id: e%d\nretry: 0\ndata: %s\n\n", i, note)))
+		hastySeen = append(hastySeen, fmt.Sprintf("GET after e%d", i))
+		hastyWant = append(hastyWant, "notification notifications/progress")
+		wait := cleanResumeFloor
+		if i == 0 {
+			wait = 0 // the POST's stream: its retry
+		}
+		hastyWaits = append(hastyWaits, wait)
+	}
+	hasty = append(hasty, streamThen(nil, "data: "+final+"\n\n"))
+	hastyWant = append(hastyWant, `final {"content":[]} (HTTP 200)`)
 	unreachable := []func(http.ResponseWriter, *http.Request) error{streamThen(aborted, "id: e1\ndata: "+note+"\n\n")}
 	unreachableSeen := []string{"POST"}
 	for range maxResumes {
@@ -268,6 +288,14 @@ func TestAttemptResumesBrokenStream(t *testing.T) {
 			want:      progressingWant,
 			wantSeen:  progressingSeen,
 			wantWaits: progressingWaits,
+		},
+		{
+			name:      "ended cleanly at once with a new id each time",
+			session:   "s-1",
+			answers:   hasty,
+			want:      hastyWant,
+			wantSeen:  hastySeen,
+			wantWaits: hastyWaits,
 		},
 		{
 			name:    "resumption refused",

@@ -132,6 +132,47 @@ func TestProbesCachedConcurrent(t *testing.T) {
 	}
 }
 
+// A change is what Cached reads once the change returns, whatever other
+// endpoints' changes run meanwhile: a verdict kept is read, and one
+// forgotten is never read from an older copy (run with -race).
+func TestProbesCachedReadsEachChangeOnceItReturns(t *testing.T) {
+	t.Parallel()
+	p := newTestProbes()
+	var wg sync.WaitGroup
+	for w := range 6 {
+		own := endpointRequest(fmt.Sprintf("/own%d", w))
+		wg.Go(func() {
+			for range 300 {
+				p.ConfirmV2025(own.URL.Path)
+				if _, ok := p.Cached(own); !ok {
+					t.Errorf("Cached(%s) missed the verdict just kept", own.URL.Path)
+					return
+				}
+				p.Forget(own.URL.Path)
+				if v, ok := p.Cached(own); ok {
+					t.Errorf("Cached(%s) read %+v, a verdict just forgotten", own.URL.Path, v)
+					return
+				}
+			}
+		})
+	}
+	// Other endpoints change all along, fewer than the table holds, so
+	// that no eviction takes an endpoint above out.
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 600 {
+				endpoint := fmt.Sprintf("/other%d", (w*600+i)%(MaxProbeVerdicts/2))
+				if i%2 == 0 {
+					p.ConfirmV2025(endpoint)
+				} else {
+					p.Forget(endpoint)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // BenchmarkProbesCached is the verdict a 2025-11-25 request without a
 // session reads on every request (the reverse bridge's check), from every
 // core at once.
