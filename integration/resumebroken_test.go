@@ -42,21 +42,12 @@ func TestV2025BrokenStreamResumed(t *testing.T) {
 			c := newRPCClient(t, gw.URL)
 			c.initialize("")
 
-			m := c.call("tools/call", map[string]any{
-				"name": "slow_compute", "arguments": map[string]any{"seconds": 3, "label": "through a cut"},
-				"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "tok-1"},
-			})
-			var created struct {
-				Task v2025Task `json:"task"`
-			}
-			if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
-				t.Fatalf("create: %s / %+v", m.Result, m.Error)
-			}
-			m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+			id := createProgressTask(t, c, 3, "through a cut")
+			m := c.call("tasks/result", map[string]string{"taskId": id})
 			if m.Error != nil || !strings.Contains(string(m.Result), "Computed through a cut in 3s") {
 				t.Fatalf("tasks/result = %s / %+v, want the tool's result\ncaddy:\n%s", m.Result, m.Error, tail(gw.logs(), 3000))
 			}
-			if got := c.getTask(created.Task.TaskID); got.Status != "completed" {
+			if got := c.getTask(id); got.Status != "completed" {
 				t.Errorf("task %+v, want completed", got)
 			}
 			if !lb.cut.Load() {
@@ -87,17 +78,8 @@ func TestV2025StreamCutOftenResumedWhileItProgresses(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 
-	m := c.call("tools/call", map[string]any{
-		"name": "slow_compute", "arguments": map[string]any{"seconds": 8, "label": "through many cuts"},
-		"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "tok-1"},
-	})
-	var created struct {
-		Task v2025Task `json:"task"`
-	}
-	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
-		t.Fatalf("create: %s / %+v", m.Result, m.Error)
-	}
-	m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	id := createProgressTask(t, c, 8, "through many cuts")
+	m := c.call("tasks/result", map[string]string{"taskId": id})
 	if m.Error != nil || !strings.Contains(string(m.Result), "Computed through many cuts in 8s") {
 		t.Fatalf("tasks/result = %s / %+v after %d cuts, want the tool's result\ncaddy:\n%s", m.Result, m.Error, lb.cuts.Load(), tail(gw.logs(), 3000))
 	}
@@ -125,17 +107,8 @@ func TestV2025BrokenStreamGivenUpCancelsCall(t *testing.T) {
 	c := newRPCClient(t, gw.URL)
 	c.initialize("")
 
-	m := c.call("tools/call", map[string]any{
-		"name": "slow_compute", "arguments": map[string]any{"seconds": 60, "label": "cut"},
-		"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "tok-1"},
-	})
-	var created struct {
-		Task v2025Task `json:"task"`
-	}
-	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
-		t.Fatalf("create: %s / %+v", m.Result, m.Error)
-	}
-	m = c.call("tasks/result", map[string]string{"taskId": created.Task.TaskID})
+	id := createProgressTask(t, c, 60, "cut")
+	m := c.call("tasks/result", map[string]string{"taskId": id})
 	if m.Error == nil || !strings.Contains(m.Error.Message, "event stream broke before the response to the call (it gave no event id") {
 		t.Fatalf("tasks/result = %s / %+v, want the broken stream's failure", m.Result, m.Error)
 	}
@@ -370,4 +343,21 @@ func cutPoint(seen, marker []byte) int {
 		return -1
 	}
 	return at + end + 2
+}
+
+// createProgressTask has c run slow_compute for seconds as a 2025-11-25
+// task that reports progress, and returns the task's id.
+func createProgressTask(t *testing.T, c *rpcClient, seconds int, label string) string {
+	t.Helper()
+	m := c.call("tools/call", map[string]any{
+		"name": "slow_compute", "arguments": map[string]any{"seconds": seconds, "label": label},
+		"task": map[string]any{"ttl": 120000}, "_meta": map[string]any{"progressToken": "tok-1"},
+	})
+	var created struct {
+		Task v2025Task `json:"task"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &created) != nil || created.Task.TaskID == "" {
+		t.Fatalf("create: %s / %+v", m.Result, m.Error)
+	}
+	return created.Task.TaskID
 }
