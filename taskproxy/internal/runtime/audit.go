@@ -41,10 +41,20 @@ func (route *Route) Audit(event string, taskID string, t *task.Task, who task.Ca
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 8) // one allocation for all of them
+	n := 8
+	if t != nil && t.Status == task.StatusFailed {
+		n++ // its reason
+	}
+	fields := make([]zap.Field, 0, n) // one allocation for all of them
 	fields = append(fields, zap.String("task", taskID), zap.String("principal", who.Principal), zap.String("tenant", who.Tenant))
 	if t != nil {
 		fields = append(fields, zap.String("tool", t.Tool), zap.Duration("duration", Now().Sub(t.CreatedAt)), zap.String("status", string(t.Status)))
+		if t.Status == task.StatusFailed {
+			// Why, as a class (the metrics' reason label): the message
+			// may quote the tool's or the upstream's words, which the
+			// audit log never holds.
+			fields = append(fields, zap.String("reason", string(FailReason(t))))
+		}
 		if traceID, spanID := t.TraceIDs(); traceID != "" { // the trace of the task's create
 			fields = append(fields, zap.String("trace_id", traceID), zap.String("span_id", spanID))
 		}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/jsonrpc"
 	"github.com/caddy-mcp-tasks/caddy-mcp-tasks/taskproxy/task"
 )
 
@@ -144,6 +145,54 @@ func TestAuditTraceIDs(t *testing.T) {
 			}
 			if gotTrace != tt.trace || gotSpan != tt.spanID {
 				t.Fatalf("audit line has trace_id %v span_id %v, want %s %s", gotTrace, gotSpan, tt.trace, tt.spanID)
+			}
+		})
+	}
+}
+
+// A failed task's audit lines say why, as the class the metrics use, never
+// with the failure's message (which may quote the tool); other states
+// carry no reason.
+func TestAuditFailureReason(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status task.Status
+		err    string
+		want   string // "" for no reason field
+	}{
+		{"run timeout", task.StatusFailed, RunTimeoutMessage(time.Minute), string(task.FailRunTimeout)},
+		{"the upstream's error", task.StatusFailed, "secret detail the tool said", string(task.FailUpstreamError)},
+		{"a result marked isError", task.StatusFailed, "", string(task.FailToolError)},
+		{"completed", task.StatusCompleted, "", ""},
+		{"cancelled", task.StatusCancelled, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			core, logs := observer.New(zapcore.InfoLevel)
+			route := auditRoute(t, core)
+			tk := &task.Task{ID: "t1", Owner: "alice", Principal: "alice", Tool: "x", Status: tt.status, CreatedAt: Now()}
+			if tt.err != "" {
+				tk.Error = jsonrpc.Errorf(jsonrpc.CodeInternalError, "%s", tt.err)
+			}
+			route.AuditOutcome(tk)
+			all := logs.All()
+			if len(all) != 1 {
+				t.Fatalf("%d audit lines, want 1", len(all))
+			}
+			fields := all[0].ContextMap()
+			got, has := fields["reason"]
+			switch {
+			case tt.want == "" && has:
+				t.Errorf("audit line %q has reason %v, want none", all[0].Message, got)
+			case tt.want != "" && got != tt.want:
+				t.Errorf("audit line %q has reason %v, want %s", all[0].Message, got, tt.want)
+			}
+			for k, v := range fields {
+				if s, ok := v.(string); ok && tt.err != "" && k != "reason" && s == tt.err {
+					t.Errorf("audit line holds the failure's message in %s", k)
+				}
 			}
 		})
 	}
