@@ -23,43 +23,10 @@ func ValidObject(data []byte, fn func(Member) bool) bool {
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	i = SkipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return SkipSpace(data, i+1) == len(data)
-	}
-	calling := true
-	for {
-		if i >= len(data) || data[i] != '"' {
-			return false
-		}
-		keyEnd, ok := validString(data, i)
-		if !ok {
-			return false
-		}
-		j := SkipSpace(data, keyEnd)
-		if j >= len(data) || data[j] != ':' {
-			return false
-		}
-		start := SkipSpace(data, j+1)
-		// The members are inside one object: depth 1, as Valid counts.
-		end, ok := validValue(data, start, 1)
-		if !ok {
-			return false
-		}
-		if calling {
-			calling = fn(Member{KeyStart: i, KeyEnd: keyEnd, ValueStart: start, ValueEnd: end})
-		}
-		i = SkipSpace(data, end)
-		switch {
-		case i >= len(data):
-			return false
-		case data[i] == '}':
-			return SkipSpace(data, i+1) == len(data)
-		case data[i] != ',':
-			return false
-		}
-		i = SkipSpace(data, i+1)
-	}
+	// The object opens at depth 0, as Valid counts, and holds its members
+	// at depth 1.
+	end, ok := validContainer(data, i, 1, fn)
+	return ok && SkipSpace(data, end) == len(data)
 }
 
 // maxDepth is encoding/json's limit on the nesting of objects and arrays.
@@ -76,7 +43,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 		if depth >= maxDepth {
 			return i, false
 		}
-		return validContainer(b, i, depth+1)
+		return validContainer(b, i, depth+1, nil)
 	case c == '"':
 		return validString(b, i)
 	case c == '-' || '0' <= c && c <= '9':
@@ -92,8 +59,9 @@ func validValue(b []byte, i, depth int) (int, bool) {
 }
 
 // validContainer checks the object or array opening at b[i], its members
-// or elements at depth.
-func validContainer(b []byte, i, depth int) (int, bool) {
+// or elements at depth. For an object, fn (when not nil) is called with
+// each member once it is checked, until it returns false.
+func validContainer(b []byte, i, depth int, fn func(Member) bool) (int, bool) {
 	closing := byte(']')
 	if b[i] == '{' {
 		closing = '}'
@@ -104,6 +72,7 @@ func validContainer(b []byte, i, depth int) (int, bool) {
 	}
 	for {
 		var ok bool
+		keyStart, keyEnd := i, i
 		if closing == '}' {
 			if i >= len(b) || b[i] != '"' {
 				return i, false
@@ -111,14 +80,19 @@ func validContainer(b []byte, i, depth int) (int, bool) {
 			if i, ok = validString(b, i); !ok {
 				return i, false
 			}
+			keyEnd = i
 			i = SkipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
 			i = SkipSpace(b, i+1)
 		}
+		valueStart := i
 		if i, ok = validValue(b, i, depth); !ok {
 			return i, false
+		}
+		if fn != nil && !fn(Member{KeyStart: keyStart, KeyEnd: keyEnd, ValueStart: valueStart, ValueEnd: i}) {
+			fn = nil // the rest is checked all the same
 		}
 		i = SkipSpace(b, i)
 		switch {
