@@ -20,10 +20,10 @@ import (
 // Ending the gateway's task then (a cancel, its run_timeout, its expiry),
 // or losing its lease to another replica (which cannot follow an upstream
 // task whose id it never learned), must not close the call's stream at
-// once: the upstream creates its task
-// all the same and runs it untracked, since closing the stream cancels
-// only the call, not a task (and on 2025-11-25 notifications/cancelled
-// must not be used for a task, see stopUpstreamCall). So the worker keeps
+// once: the upstream creates its task all the same and runs it untracked,
+// since closing the stream cancels only the call, not a task (and on
+// 2025-11-25 notifications/cancelled must not be used for a task, see
+// stopUpstreamCall). So the worker keeps
 // reading the answer, for at most follow.CreateGrace, and sends
 // tasks/cancel, of the upstream's version, for the task it names.
 // Meanwhile the task still counts against its owner's bound on active
